@@ -1,0 +1,145 @@
+"""Where resize decisions come from: the scheduler, a scripted plan, or nobody.
+
+At every resize point rank 0 of a job hands a :class:`ResizeReport` to an
+*advisor* and gets back an :class:`Advice` (seed 001 §3.2.3,
+``contact_scheduler``). After acting it confirms the outcome with
+:meth:`Advisor.resized`, and it says goodbye with :meth:`Advisor.finished`.
+
+Advisors:
+
+* :class:`ScriptedPlan`: a fixed sequence of sizes (e.g. ``2,4,6,4``), for
+  development and tests without a scheduler; from code or from the
+  ``RESHAPE_PLAN`` environment variable.
+* :class:`Static`: never resize.
+* the ZeroMQ client of the scheduler daemon (``reshape.client``), chosen when
+  the daemon started the job (``RESHAPE_SCHEDULER`` is set).
+
+:func:`advisor_from_env` picks one.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+__all__ = [
+    "Advice",
+    "Advisor",
+    "ResizeReport",
+    "ScriptedPlan",
+    "Static",
+    "advisor_from_env",
+    "parse_plan",
+]
+
+ENV_PLAN = "RESHAPE_PLAN"
+ENV_PLAN_EVERY = "RESHAPE_PLAN_EVERY"
+ENV_SCHEDULER = "RESHAPE_SCHEDULER"
+ENV_JOB_ID = "RESHAPE_JOB_ID"
+
+
+@dataclass(frozen=True)
+class ResizeReport:
+    """What a job tells the scheduler at a resize point."""
+
+    job_id: int
+    iteration: int  # iterations completed so far
+    nprocs: int
+    grid: tuple[int, ...]
+    iter_time: float  # seconds, last iteration (or the mean since the last resize point)
+    redist_time: float | None = None  # cost of the previous resize, reported one point later
+    redist_from: int | None = None  # size before that resize
+    host: str = ""
+
+
+@dataclass(frozen=True)
+class Advice:
+    """The answer: expand or shrink to ``nprocs`` processes, or continue.
+
+    For an expansion ``hosts`` lists one host name per new rank (repeats allowed);
+    empty means "spawn on the job's own hosts" (one machine, or the hostfile).
+    """
+
+    action: Literal["expand", "shrink", "continue"]
+    nprocs: int
+    hosts: tuple[str, ...] = ()
+    reason: str = ""
+
+
+class Advisor(Protocol):
+    def advise(self, report: ResizeReport) -> Advice: ...
+
+    def resized(self, old: int, new: int, seconds: float, error: str | None = None) -> None: ...
+
+    def finished(self, status: str = "done", error: str | None = None) -> None: ...
+
+
+class Static:
+    """Never resize."""
+
+    def advise(self, report: ResizeReport) -> Advice:
+        return Advice("continue", report.nprocs, reason="static run")
+
+    def resized(self, old: int, new: int, seconds: float, error: str | None = None) -> None:
+        pass
+
+    def finished(self, status: str = "done", error: str | None = None) -> None:
+        pass
+
+
+def parse_plan(text: str) -> list[int]:
+    """Parse ``"2,4,6,4"`` / ``"2->4->6"`` / ``"2 4 6"`` into sizes."""
+    cleaned = text.replace("->", ",").replace("→", ",").replace(" ", ",")
+    try:
+        sizes = [int(x) for x in cleaned.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"resize plan {text!r}: expected sizes like '2,4,6,4'") from None
+    if not sizes or any(s < 1 for s in sizes):
+        raise ValueError(f"resize plan {text!r}: sizes must be positive integers")
+    return sizes
+
+
+@dataclass
+class ScriptedPlan:
+    """Walk through ``sizes`` one step per ``every`` resize points.
+
+    ``sizes[0]`` is the starting size (checked against the actual size only
+    for the log); each following entry is the target at the next step. When
+    the plan is exhausted the job continues at its size.
+    """
+
+    sizes: list[int]
+    every: int = 1
+    step: int = 0
+    _points: int = 0
+    log: list[str] = field(default_factory=list)
+
+    def advise(self, report: ResizeReport) -> Advice:
+        self._points += 1
+        if self._points % self.every or self.step + 1 >= len(self.sizes):
+            return Advice("continue", report.nprocs, reason="plan")
+        self.step += 1
+        target = self.sizes[self.step]
+        if target == report.nprocs:
+            return Advice("continue", target, reason="plan: already at size")
+        action = "expand" if target > report.nprocs else "shrink"
+        return Advice(action, target, reason=f"plan step {self.step}")
+
+    def resized(self, old: int, new: int, seconds: float, error: str | None = None) -> None:
+        self.log.append(f"{old}->{new} {'failed: ' + error if error else f'{seconds:.4f}s'}")
+
+    def finished(self, status: str = "done", error: str | None = None) -> None:
+        pass
+
+
+def advisor_from_env(env: dict[str, str] | None = None) -> Advisor:
+    """The daemon client if the daemon started us, else ``RESHAPE_PLAN``, else static."""
+    env = os.environ if env is None else env
+    if env.get(ENV_SCHEDULER):
+        from .client import SchedulerClient  # the daemon issue provides it
+
+        return SchedulerClient.from_env(env)
+    if env.get(ENV_PLAN):
+        return ScriptedPlan(parse_plan(env[ENV_PLAN]), every=int(env.get(ENV_PLAN_EVERY, "1")))
+    return Static()

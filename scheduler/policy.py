@@ -1,0 +1,262 @@
+"""The policy contract shared by the live daemon and the simulator.
+
+Policies are pure objects over plain data: they receive a frozen
+:class:`Snapshot` (the clock arrives inside it; a policy never reads a clock,
+a socket or a file) and return decisions. The daemon (``scheduler.daemon``)
+and the simulator (``scheduler.sim``) are two shells around the same policy
+objects, so a policy measured offline on a trace is the policy that runs
+online.
+
+Two kinds of policy (seed 001 §3.1):
+
+* :class:`AppPolicy` (the *Application Scheduler*): which queued jobs start
+  now, at which size (FCFS, EASY backfill, equi-partitioning, ...). Called
+  whenever the queue or the free pool changes.
+* :class:`RemapPolicy` (the *Remap Scheduler*): what a running resizable job
+  does at a resize point (an iteration boundary where it reported its
+  iteration time): expand, shrink or continue. Called once per resize point.
+  It may also ask, at any time, that other running jobs shrink at their next
+  resize point to admit queued jobs (:meth:`RemapPolicy.shrink_requests`).
+
+Placement of processes on nodes (which hosts) is not a policy decision here:
+policies reason in slot counts; ``scheduler.placement`` maps counts to hosts.
+
+Registry: ``register_app_policy`` / ``register_remap_policy`` add a policy
+class under a name; ``app_policy(name, **params)`` / ``remap_policy(name,
+**params)`` build one. Variants are parameters, never copied classes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+__all__ = [
+    "AppPolicy",
+    "Continue",
+    "Expand",
+    "JobSpec",
+    "Profile",
+    "RemapDecision",
+    "RemapPolicy",
+    "RunningJob",
+    "Shrink",
+    "Snapshot",
+    "Start",
+    "app_policy",
+    "app_policy_names",
+    "legal_sizes",
+    "register_app_policy",
+    "register_remap_policy",
+    "remap_policy",
+    "remap_policy_names",
+]
+
+
+# --------------------------------------------------------------------------
+# plain data
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What a user submitted (a job file, or an SWF line in the simulator)."""
+
+    job_id: int
+    name: str
+    submit_time: float
+    nprocs: int  # initial (requested) size
+    min_procs: int = 1
+    max_procs: int | None = None  # None: up to the whole pool
+    sizes: tuple[int, ...] | None = None  # explicit legal sizes, if any
+    divides: int | None = None  # legal sizes must divide this number (e.g. matrix order)
+    topology: Literal["1d", "2d"] = "1d"  # "2d": nearly-square grids, smallest side grows
+    resizable: bool = True
+    walltime: float | None = None  # user estimate in seconds, for backfill
+    command: tuple[str, ...] = ()  # argv run under mpiexec (daemon only)
+    iterations: int | None = None  # known iteration count, if any (simulator, reports)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Performance Profiler record of one job (seed 001 §3.1).
+
+    ``iter_time[p]`` is the latest measured iteration time at ``p`` processes;
+    ``redist_time[(p, q)]`` the measured cost of the last redistribution
+    from ``p`` to ``q``; ``history`` the sizes the job ran at, in order.
+    """
+
+    iter_time: dict[int, float] = field(default_factory=dict)
+    redist_time: dict[tuple[int, int], float] = field(default_factory=dict)
+    history: tuple[int, ...] = ()
+
+    def shrink_points(self, current: int) -> list[tuple[int, float]]:
+        """``(size, expected iteration-time increase)`` for each smaller size the job ran at.
+
+        A job may only shrink to a configuration it has run on (seed 001 §3.1).
+        """
+        t_now = self.iter_time.get(current)
+        out = []
+        for p, t in sorted(self.iter_time.items()):
+            if p < current:
+                out.append((p, (t - t_now) if t_now is not None else float("inf")))
+        return out
+
+
+@dataclass(frozen=True)
+class RunningJob:
+    """A running job as policies see it."""
+
+    spec: JobSpec
+    nprocs: int
+    start_time: float
+    profile: Profile = field(default_factory=Profile)
+    iterations_done: int = 0
+    pending_shrink: int | None = None  # target already requested by a shrink_request
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything a policy may look at. ``now`` is seconds on the caller's clock."""
+
+    now: float
+    total_slots: int
+    free_slots: int
+    queue: tuple[JobSpec, ...]  # waiting jobs, in arrival order
+    running: tuple[RunningJob, ...]
+
+    def job(self, job_id: int) -> RunningJob:
+        for r in self.running:
+            if r.spec.job_id == job_id:
+                return r
+        raise KeyError(job_id)
+
+
+# --------------------------------------------------------------------------
+# decisions
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Start:
+    job_id: int
+    nprocs: int
+
+
+@dataclass(frozen=True)
+class Expand:
+    job_id: int
+    nprocs: int  # new total size
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Shrink:
+    job_id: int
+    nprocs: int  # new total size
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Continue:
+    job_id: int
+    reason: str = ""
+
+
+RemapDecision = Expand | Shrink | Continue
+
+
+# --------------------------------------------------------------------------
+# policy interfaces
+# --------------------------------------------------------------------------
+
+
+class AppPolicy:
+    """Application Scheduler: decides which queued jobs start now."""
+
+    name = "abstract"
+
+    def schedule(self, snap: Snapshot) -> list[Start]:
+        """Jobs to start now, in order; their sizes must fit ``snap.free_slots`` in total."""
+        raise NotImplementedError
+
+
+class RemapPolicy:
+    """Remap Scheduler: decides what a job does at its resize point."""
+
+    name = "abstract"
+
+    def at_resize_point(self, snap: Snapshot, job_id: int) -> RemapDecision:
+        """Decision for ``job_id``, which just reported an iteration (``snap`` includes it)."""
+        raise NotImplementedError
+
+    def shrink_requests(self, snap: Snapshot) -> list[Shrink]:
+        """Running jobs to shrink at their next resize point to admit queued jobs."""
+        return []
+
+
+# --------------------------------------------------------------------------
+# helpers every policy needs
+# --------------------------------------------------------------------------
+
+
+def legal_sizes(spec: JobSpec, pool: int) -> list[int]:
+    """Sizes ``spec`` may run at in a pool of ``pool`` slots, ascending."""
+    hi = min(spec.max_procs or pool, pool)
+    lo = max(spec.min_procs, 1)
+    if spec.sizes:
+        cand = [p for p in spec.sizes if lo <= p <= hi]
+    else:
+        cand = list(range(lo, hi + 1))
+    if spec.divides:
+        cand = [p for p in cand if spec.divides % p == 0]
+    return sorted(set(cand))
+
+
+_APP: dict[str, Callable[..., AppPolicy]] = {}
+_REMAP: dict[str, Callable[..., RemapPolicy]] = {}
+
+
+def register_app_policy(name: str):
+    def deco(cls):
+        _APP[name] = cls
+        return cls
+
+    return deco
+
+
+def register_remap_policy(name: str):
+    def deco(cls):
+        _REMAP[name] = cls
+        return cls
+
+    return deco
+
+
+def _load_builtin() -> None:
+    from . import policies  # noqa: F401  (registers the built-in policies)
+
+
+def app_policy(name: str, **params) -> AppPolicy:
+    _load_builtin()
+    if name not in _APP:
+        raise ValueError(f"unknown application policy {name!r}; known: {', '.join(sorted(_APP))}")
+    return _APP[name](**params)
+
+
+def remap_policy(name: str, **params) -> RemapPolicy:
+    _load_builtin()
+    if name not in _REMAP:
+        raise ValueError(f"unknown remap policy {name!r}; known: {', '.join(sorted(_REMAP))}")
+    return _REMAP[name](**params)
+
+
+def app_policy_names() -> list[str]:
+    _load_builtin()
+    return sorted(_APP)
+
+
+def remap_policy_names() -> list[str]:
+    _load_builtin()
+    return sorted(_REMAP)

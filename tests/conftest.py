@@ -1,0 +1,44 @@
+"""Shared fixtures: launching real MPI runs under mpiexec, with cleanup."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from reshape.launch import mpirun as _mpirun
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture
+def mpirun():
+    """``mpirun(n, argv, timeout=..., env=...)``: run ``python argv`` on ``n`` ranks.
+
+    ``argv`` usually starts with ``-m tests.mpi.<program>``. The run happens in
+    its own session; every process of it (ranks, proxies, spawned ranks) is
+    killed when it ends, passes, fails or times out, and the test fails if any
+    process had to be killed after a successful exit.
+    """
+
+    def run(n, argv, *, timeout=120.0, env=None, check=True, allow_leftovers=False):
+        res = _mpirun(n, list(argv), timeout=timeout, env=env, check=check, cwd=ROOT)
+        if not allow_leftovers and res.returncode == 0:
+            assert not res.leftovers, f"processes left behind by the run: {res.leftovers}"
+        return res
+
+    return run
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _pythonpath():
+    """Make ``python -m tests.mpi.X`` importable in ranks."""
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = ROOT + (os.pathsep + old if old else "")
+    sys.path.insert(0, ROOT)
+    yield
+    if old is None:
+        os.environ.pop("PYTHONPATH", None)
+    else:
+        os.environ["PYTHONPATH"] = old
