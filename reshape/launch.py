@@ -8,6 +8,7 @@ even after the launcher itself died.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -66,10 +67,8 @@ def kill_session(sid: int, grace: float = 2.0) -> list[int]:
     pids = [p for p in session_pids(sid) if p != os.getpid()]
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for p in pids:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(p, sig)
-            except ProcessLookupError:
-                pass
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline and any(psutil.pid_exists(p) and _alive(p) for p in pids):
             time.sleep(0.05)

@@ -28,12 +28,14 @@ copies excluded, which is the lower bound.
 
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
 
-from .layout import Dist, Layout, LayoutError
+from .layout import BlockCyclic, Dist, Layout, LayoutError
 
 __all__ = ["Plan", "Runs", "Transfer", "axis_pieces", "make_plan"]
 
@@ -129,7 +131,7 @@ def axis_pieces(a: Dist, b: Dist) -> dict[tuple[int, int], tuple[Runs, Runs]]:
     pair_brk[1:] = (rca[1:] != rca[:-1]) | (rcb[1:] != rcb[:-1])
     edges = np.append(np.flatnonzero(pair_brk), len(rca))
     out: dict[tuple[int, int], tuple[Runs, Runs]] = {}
-    for i0, i1 in zip(edges[:-1], edges[1:], strict=True):
+    for i0, i1 in itertools.pairwise(edges):
         out[(int(rca[i0]), int(rcb[i0]))] = (
             Runs(rsa[i0:i1], run_lens[i0:i1]),
             Runs(rsb[i0:i1], run_lens[i0:i1]),
@@ -194,47 +196,68 @@ class Plan:
         return "\n".join(lines)
 
 
-def _transfers(src: Layout, dst: Layout, src_ranks: tuple[int, ...], dst_ranks: tuple[int, ...]):
-    pieces = [axis_pieces(a, b) for a, b in zip(src.dists, dst.dists, strict=True)]
-    # group per-axis pairs by coordinate so the product only visits non-empty pairs
-    out: list[Transfer] = []
+def _axis_steps(a: Dist, b: Dist) -> dict[tuple[int, int], tuple[int, int]] | None:
+    """Circulant step of every coordinate pair of one axis: ``{(ca, cb): (step, nsteps)}``.
 
-    def rec(k: int, sc: tuple[int, ...], dc: tuple[int, ...], send: tuple, recv: tuple) -> None:
-        if k == len(pieces):
-            out.append(Transfer(src_ranks[src.rank(sc)], dst_ranks[dst.rank(dc)], send, recv))
-            return
-        for (ca, cb), (ra, rb) in pieces[k].items():
-            rec(k + 1, (*sc, ca), (*dc, cb), (*send, ra), (*recv, rb))
-
-    rec(0, (), (), (), ())
-    out.sort(key=lambda t: (t.src, t.dst))
+    Park, Prasanna & Raghavendra (1999): for block-cyclic P -> Q with equal
+    block sizes the data falls into superblocks of ``L = lcm(P, Q)`` blocks,
+    and each (source, destination) pair with data meets exactly once per
+    superblock. Step ``k`` carries blocks ``[k*m, (k+1)*m)`` of a superblock,
+    ``m = min(P, Q)``: ``m`` consecutive blocks have distinct owners on both
+    sides, so each step is contention-free and there are ``L / m`` steps.
+    ``None`` when the axis has no such structure (GEN_BLOCK, unequal blocks).
+    """
+    if not (isinstance(a, BlockCyclic) and isinstance(b, BlockCyclic) and a.nb == b.nb):
+        return None
+    p, q = a.p, b.p
+    m = min(p, q)
+    sb = math.lcm(p, q)
+    nsteps = sb // m
+    nblocks = -(-a.n // a.nb)
+    out: dict[tuple[int, int], tuple[int, int]] = {}
+    for blk in range(min(sb, nblocks)):
+        out.setdefault(((a.src + blk) % p, (b.src + blk) % q), (blk // m, nsteps))
     return out
 
 
-def _circulant_preference(remote: list[Transfer], n: int) -> dict[tuple[int, int], int]:
-    """Preferred step of each transfer under the generalised circulant ordering."""
-    dests: dict[int, list[int]] = {}
-    srcs: dict[int, list[int]] = {}
-    for t in remote:
-        dests.setdefault(t.src, []).append(t.dst)
-        srcs.setdefault(t.dst, []).append(t.src)
-    sender_bound = max((len(v) for v in dests.values()), default=0) >= max(
-        (len(v) for v in srcs.values()), default=0
-    )
-    pref: dict[tuple[int, int], int] = {}
-    if sender_bound:
-        for s, ds in dests.items():
-            for k, d in enumerate(sorted(ds, key=lambda d, s=s: (d - s) % n)):
-                pref[(s, d)] = k
-    else:
-        for d, ss in srcs.items():
-            for k, s in enumerate(sorted(ss, key=lambda s, d=d: (s - d) % n)):
-                pref[(s, d)] = k
-    return pref
+def _transfers(src: Layout, dst: Layout, src_ranks: tuple[int, ...], dst_ranks: tuple[int, ...]):
+    """All transfers, plus each one's circulant step (``None`` where there is none).
+
+    A checkerboard (2-D) transfer's step is the product of its row step and its
+    column step (mixed radix), the paper's extension of the 1-D schedule.
+    """
+    pieces = [axis_pieces(a, b) for a, b in zip(src.dists, dst.dists, strict=True)]
+    steps = [_axis_steps(a, b) for a, b in zip(src.dists, dst.dists, strict=True)]
+    out: list[Transfer] = []
+    pref: dict[tuple[int, int], int | None] = {}
+
+    def rec(k, sc, dc, send, recv, step):
+        if k == len(pieces):
+            t = Transfer(src_ranks[src.rank(sc)], dst_ranks[dst.rank(dc)], send, recv)
+            out.append(t)
+            pref[(t.src, t.dst)] = step
+            return
+        for (ca, cb), (ra, rb) in pieces[k].items():
+            nxt = None
+            if step is not None and steps[k] is not None:
+                s_k, n_k = steps[k][(ca, cb)]
+                nxt = step * n_k + s_k
+            rec(k + 1, (*sc, ca), (*dc, cb), (*send, ra), (*recv, rb), nxt)
+
+    rec(0, (), (), (), (), 0)
+    out.sort(key=lambda t: (t.src, t.dst))
+    return out, pref
 
 
-def _colour(remote: list[Transfer], n: int) -> tuple[list[list[Transfer]], int]:
-    """Edge-colour the sender/receiver bipartite graph with exactly max-degree colours."""
+def _colour(remote: list[Transfer], pref: dict[tuple[int, int], int | None]):
+    """Edge-colour the sender/receiver bipartite graph with exactly max-degree colours.
+
+    Transfers first take their circulant step (steps left with only local
+    copies dropped, the rest renumbered in order); a transfer whose step
+    conflicts or lies beyond the bound is placed by alternating-path
+    recolouring (König), so the result always has ``max_degree`` steps.
+    Returns the steps and how many transfers kept their circulant step.
+    """
     if not remote:
         return [], 0
     by_pair = {(t.src, t.dst): t for t in remote}
@@ -246,11 +269,13 @@ def _colour(remote: list[Transfer], n: int) -> tuple[list[list[Transfer]], int]:
     delta = max(max(deg_s.values()), max(deg_r.values()))
     at_s: dict[int, dict[int, int]] = {s: {} for s in deg_s}  # sender -> colour -> receiver
     at_r: dict[int, dict[int, int]] = {d: {} for d in deg_r}  # receiver -> colour -> sender
-    pref = _circulant_preference(remote, n)
+    used = sorted({pref[k] for k in by_pair if pref.get(k) is not None})
+    compact = {v: i for i, v in enumerate(used)}
     pending = []
     placed = 0
-    for (s, d), c in sorted(pref.items(), key=lambda kv: (kv[1], kv[0])):
-        if c not in at_s[s] and c not in at_r[d]:
+    for (s, d) in sorted(by_pair, key=lambda k: (compact.get(pref.get(k), delta), k)):
+        c = compact.get(pref.get((s, d)))
+        if c is not None and c < delta and c not in at_s[s] and c not in at_r[d]:
             at_s[s][c] = d
             at_r[d][c] = s
             placed += 1
@@ -319,7 +344,6 @@ def make_plan(
             raise LayoutError(f"{name} layout has {lay.nprocs} processes but {len(ranks)} ranks were given")
         if len(set(ranks)) != len(ranks) or min(ranks) < 0:
             raise LayoutError(f"{name} ranks must be distinct and >= 0, got {list(ranks)}")
-    transfers = _transfers(src, dst, src_ranks, dst_ranks)
-    n = max(max(src_ranks), max(dst_ranks)) + 1
-    steps, placed = _colour([t for t in transfers if not t.local], n)
+    transfers, pref = _transfers(src, dst, src_ranks, dst_ranks)
+    steps, placed = _colour([t for t in transfers if not t.local], pref)
     return Plan(src, dst, src_ranks, dst_ranks, transfers, steps, placed)
