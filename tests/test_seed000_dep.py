@@ -1,0 +1,111 @@
+"""Seed 000: DEP's Table 1 exactly, SP(K), folding, and DEP driven through the simulator."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from scheduler.policies.dep import balanced, dep_partition, fold_partition
+from scheduler.policy import JobSpec, app_policy, remap_policy
+from scheduler.sim import JobModel, SimInput, simulate
+
+# Seed 000 Table 1 (P = 8, M = 1): state -> state after an arrival
+TABLE1 = [
+    [],
+    [8],
+    [4, 4],
+    [3, 3, 2],
+    [2, 2, 2, 2],
+    [2, 2, 2, 1, 1],
+    [2, 2, 1, 1, 1, 1],
+    [2, 1, 1, 1, 1, 1, 1],
+    [1] * 8,
+]
+
+
+def _sorted(d):
+    return sorted(d.values(), reverse=True)
+
+
+def test_table1_arrivals_and_reconfigured_counts():
+    cur: dict[int, int] = {}
+    reconf = []
+    for i in range(1, 9):
+        new = dep_partition({**cur, i: 0}, 8)
+        assert _sorted(new) == TABLE1[i]
+        reconf.append(sum(1 for j in cur if new[j] != cur[j]))
+        assert all(new[j] <= cur[j] for j in cur)  # on arrival existing jobs only shrink
+        cur = new
+    assert reconf == [0, 1, 2, 2, 1, 1, 1, 1]
+    with pytest.raises(ValueError):  # a ninth job is queued, not partitioned
+        dep_partition({**cur, 9: 0}, 8)
+
+
+def test_table1_departures():
+    cur = {i: 1 for i in range(1, 9)}
+    for n in range(8, 1, -1):
+        # the departure column: remove a job, jobs only grow, state = row n-1
+        cur.pop(max(cur, key=lambda j: (-cur[j], j)))
+        new = dep_partition(cur, 8)
+        assert _sorted(new) == TABLE1[n - 1]
+        assert all(new[j] >= cur[j] for j in cur)
+        cur = new
+
+
+@given(st.integers(1, 64), st.data())
+def test_dep_partition_is_balanced_and_minimal(P, data):
+    n = data.draw(st.integers(1, P))
+    cur = {i: data.draw(st.integers(0, P)) for i in range(n)}
+    new = dep_partition(cur, P)
+    assert sorted(new.values(), reverse=True) == balanced(P, n)
+    # no assignment keeps more jobs unchanged than the multiset intersection
+    from collections import Counter
+
+    inter = sum((Counter(cur.values()) & Counter(balanced(P, n))).values())
+    assert sum(1 for j in cur if new[j] == cur[j]) == inter
+
+
+def test_folding_halves_the_largest_and_gives_back_to_smallest():
+    s = fold_partition({}, 8, arriving=1)
+    assert s == {1: 8}
+    s = fold_partition(s, 8, arriving=2)
+    assert s == {1: 4, 2: 4}
+    s = fold_partition(s, 8, arriving=3)
+    assert sorted(s.values()) == [2, 2, 4]
+    s.pop(3)
+    s = fold_partition(s, 8)
+    assert sorted(s.values()) == [4, 4]
+
+
+def _jobs(n, seed, rate=1 / 50.0, malleable=True):
+    rng = random.Random(seed)
+    t = 0.0
+    out = []
+    for i in range(n):
+        t += rng.expovariate(rate)
+        spec = JobSpec(i, f"j{i}", t, 1, min_procs=1, max_procs=None, resizable=malleable)
+        model = JobModel(work=rng.expovariate(1 / 400.0) + 1, A=8, sigma=0.0, iterations=20)
+        out.append(SimInput(spec, model, model.run_time(1)))
+    return out
+
+
+def test_dep_through_the_simulator_keeps_shares_and_all_jobs_finish():
+    jobs = _jobs(60, 1)
+    res = simulate(jobs, 8, app_policy("dep"), remap_policy("dep"), record=True)
+    m = res.metrics()
+    assert m["jobs"] == 60 and m["resizes"] > 0
+    assert 0 < m["utilization"] <= 1
+    # never more than N = 8 jobs running, never more than 8 slots busy
+    assert max(d.nprocs for d in res.decisions) <= 8
+
+
+def test_sp_never_resizes_and_uses_equal_partitions():
+    jobs = _jobs(40, 2)
+    for k in (1, 2, 4, 8):
+        res = simulate(jobs, 8, app_policy("sp", k=k), None, record=True)
+        assert {d.nprocs for d in res.decisions} == {8 // k}
+        assert all(d.kind == "start" for d in res.decisions)
+        assert res.metrics()["jobs"] == 40
