@@ -1,0 +1,1 @@
+"""Performance models used by the daemon (placement) and the simulator."""
