@@ -1,0 +1,176 @@
+"""ZeroMQ client of the scheduler daemon: ``contact_scheduler`` (seed 001 §3.2.3).
+
+:class:`Connection` sends one request and waits (bounded) for its reply.
+:class:`SchedulerClient` is the :class:`reshape.advice.Advisor` a job uses
+when the daemon started it (``RESHAPE_SCHEDULER`` / ``RESHAPE_JOB_ID``).
+
+A job must never hang because the daemon is gone: every request has a
+timeout; after a failure the client answers "continue" without contacting
+the daemon for ``retry_after`` seconds, then tries again on a fresh socket.
+A restarted daemon thus sees its running jobs reconnect at their next resize
+point (the first request after a reconnect is a ``hello``).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import Any
+
+import zmq
+
+from .advice import ENV_JOB_ID, ENV_SCHEDULER, Advice, ResizeReport
+from .protocol import Message, ProtocolError, decode, encode
+
+__all__ = ["Connection", "DaemonError", "SchedulerClient", "SchedulerUnavailable", "contact_scheduler"]
+
+
+class SchedulerUnavailable(ConnectionError):
+    """The daemon did not answer in time."""
+
+
+class DaemonError(RuntimeError):
+    """The daemon answered with an ``error`` message."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+
+
+class Connection:
+    """One DEALER socket to the daemon; ``request`` = send + bounded wait for the matching reply."""
+
+    def __init__(self, endpoint: str, timeout: float = 5.0, ctx: zmq.Context | None = None):
+        self.endpoint = endpoint
+        self.timeout = timeout
+        self._ctx = ctx or zmq.Context.instance()
+        self._sock: zmq.Socket | None = None
+        self._seq = 0
+
+    def _socket(self) -> zmq.Socket:
+        if self._sock is None:
+            s = self._ctx.socket(zmq.DEALER)
+            s.setsockopt(zmq.LINGER, 0)
+            s.setsockopt(zmq.IMMEDIATE, 1)  # never queue a request for a daemon that is not there
+            s.connect(self.endpoint)
+            self._sock = s
+        return self._sock
+
+    def reset(self) -> None:
+        """Drop the socket (and any late reply); the next request reconnects."""
+        if self._sock is not None:
+            self._sock.close(linger=0)
+            self._sock = None
+
+    def close(self) -> None:
+        self.reset()
+
+    def request(self, type_: str, body: dict[str, Any] | None = None, job_id: int | None = None,
+                timeout: float | None = None) -> Message:
+        """Send one message and return the reply; raises SchedulerUnavailable or DaemonError."""
+        self._seq += 1
+        msg = Message(type_, self._seq, job_id, body or {})
+        frame = encode(msg)
+        sock = self._socket()
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        left = max(1, int((deadline - time.monotonic()) * 1000))
+        try:
+            if not sock.poll(left, zmq.POLLOUT):
+                raise zmq.Again()
+            sock.send(frame, zmq.NOBLOCK)
+        except zmq.Again:
+            self.reset()
+            raise SchedulerUnavailable(f"no scheduler daemon at {self.endpoint}") from None
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not sock.poll(max(1, int(left * 1000))):
+                self.reset()
+                raise SchedulerUnavailable(f"no reply from the scheduler daemon at {self.endpoint}")
+            try:
+                rep = decode(sock.recv())
+            except ProtocolError:
+                continue
+            if rep.seq != self._seq:
+                continue  # a late reply to an earlier, timed-out request
+            if rep.type == "error":
+                raise DaemonError(rep.body.get("code", "error"), rep.body.get("message", ""))
+            return rep
+
+
+class SchedulerClient:
+    """The Advisor a daemon-started job uses on rank 0 (seed 001 §3.2.3 ``contact_scheduler``)."""
+
+    def __init__(self, endpoint: str, job_id: int, timeout: float = 2.0, retry_after: float = 2.0):
+        self.endpoint = endpoint
+        self.job_id = job_id
+        self.retry_after = retry_after
+        self.conn = Connection(endpoint, timeout)
+        self._down_until = 0.0
+        self._greeted = False
+        self.host = socket.gethostname()
+        self.errors: list[str] = []
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> SchedulerClient:
+        env = os.environ if env is None else env
+        endpoint = env.get(ENV_SCHEDULER, "")
+        try:
+            job_id = int(env.get(ENV_JOB_ID, ""))
+        except ValueError:
+            raise ValueError(f"{ENV_SCHEDULER} is set but {ENV_JOB_ID} is not a job id") from None
+        if not endpoint:
+            raise ValueError(f"{ENV_SCHEDULER} is empty")
+        return cls(endpoint, job_id, timeout=float(env.get("RESHAPE_SCHEDULER_TIMEOUT", "2.0")))
+
+    def _send(self, type_: str, body: dict[str, Any], nprocs: int | None = None) -> Message | None:
+        if time.monotonic() < self._down_until:
+            return None
+        try:
+            if not self._greeted and nprocs is not None:
+                self.conn.request("hello", {"nprocs": nprocs, "host": self.host, "pid": os.getpid()},
+                                  job_id=self.job_id)
+                self._greeted = True
+            return self.conn.request(type_, body, job_id=self.job_id)
+        except SchedulerUnavailable as e:
+            self.errors.append(str(e))
+            self._down_until = time.monotonic() + self.retry_after
+            self._greeted = False  # say hello again to whoever answers next
+            return None
+        except DaemonError as e:
+            self.errors.append(str(e))
+            return None
+
+    def advise(self, report: ResizeReport) -> Advice:
+        body = {
+            "iteration": report.iteration, "nprocs": report.nprocs, "grid": list(report.grid),
+            "iter_time": float(report.iter_time), "redist_time": report.redist_time,
+            "redist_from": report.redist_from, "host": report.host or self.host,
+        }
+        rep = self._send("resize_point", body, nprocs=report.nprocs)
+        if rep is None or rep.type != "advice":
+            return Advice("continue", report.nprocs, reason="scheduler unavailable")
+        b = rep.body
+        return Advice(b["action"], b["nprocs"], tuple(b.get("hosts", ())), b.get("reason", ""))
+
+    def resized(self, old: int, new: int, seconds: float, error: str | None = None) -> None:
+        self._send("resized", {"old": old, "new": new, "seconds": float(seconds), "error": error})
+
+    def finished(self, status: str = "done", error: str | None = None) -> None:
+        self._send("finished", {"status": status, "error": error})
+        self.conn.close()
+
+
+def contact_scheduler(node_name: str, job_id: int, num_nodes: int, processor_row_count: int,
+                      processor_column_count: int, iteration_time: float,
+                      redistribution_time: float | None = None, *, endpoint: str | None = None,
+                      iteration: int = 0) -> Advice:
+    """The paper's ``contact_scheduler`` call as a one-shot function (seed 001 §3.2.3)."""
+    endpoint = endpoint or os.environ.get(ENV_SCHEDULER, "")
+    client = SchedulerClient(endpoint, job_id)
+    try:
+        grid = (processor_row_count, processor_column_count)
+        return client.advise(ResizeReport(job_id, iteration, num_nodes, grid, iteration_time,
+                                          redistribution_time, None, node_name))
+    finally:
+        client.conn.close()

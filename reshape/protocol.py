@@ -1,0 +1,220 @@
+"""Wire protocol between jobs, the command line and the scheduler daemon (version 1).
+
+``docs/protocol.md`` is the normative description; this module is its only
+implementation. A message is one ZeroMQ frame holding a UTF-8 JSON object,
+the *envelope*::
+
+    {"v": 1, "type": "resize_point", "seq": 7, "job_id": 3, "body": {...}}
+
+``decode`` validates the envelope and the body of every known type (field
+names, JSON types, ranges) and raises :class:`ProtocolError` with a stable
+``code`` on anything else, so the daemon can answer with an ``error`` message
+and carry on serving.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "CONTROL_TYPES",
+    "JOB_TYPES",
+    "MAX_MESSAGE_BYTES",
+    "REPLY_TYPES",
+    "VERSION",
+    "Message",
+    "ProtocolError",
+    "decode",
+    "encode",
+    "error_reply",
+    "reply",
+]
+
+VERSION = 1
+MAX_MESSAGE_BYTES = 64 * 1024  # the daemon sets zmq.MAXMSGSIZE to this
+
+_INT = (int,)
+_NUM = (int, float)
+_STR = (str,)
+_BOOL = (bool,)
+_LIST = (list,)
+_DICT = (dict,)
+_NONE = (type(None),)
+
+# type -> {field: (allowed JSON types, required)}
+_JOB_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
+    "hello": {"nprocs": (_INT, True), "host": (_STR, False), "pid": (_INT, False)},
+    "resize_point": {
+        "iteration": (_INT, True),
+        "nprocs": (_INT, True),
+        "grid": (_LIST, False),
+        "iter_time": (_NUM, True),
+        "redist_time": (_NUM + _NONE, False),
+        "redist_from": (_INT + _NONE, False),
+        "host": (_STR, False),
+    },
+    "resized": {
+        "old": (_INT, True),
+        "new": (_INT, True),
+        "seconds": (_NUM, True),
+        "error": (_STR + _NONE, False),
+    },
+    "finished": {"status": (_STR, True), "error": (_STR + _NONE, False)},
+}
+_CONTROL_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
+    "ping": {},
+    "submit": {"job": (_DICT, True)},
+    "status": {},
+    "cancel": {"job_id": (_INT, True)},
+    "history": {},
+    "log": {"job_id": (_INT, True), "tail": (_INT, False)},
+    "stop": {"kill_jobs": (_BOOL, False)},
+}
+_REPLY_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
+    "ok": {},
+    "advice": {
+        "action": (_STR, True),
+        "nprocs": (_INT, True),
+        "hosts": (_LIST, False),
+        "reason": (_STR, False),
+    },
+    "error": {"code": (_STR, True), "message": (_STR, True)},
+}
+JOB_TYPES = frozenset(_JOB_BODIES)
+CONTROL_TYPES = frozenset(_CONTROL_BODIES)
+REPLY_TYPES = frozenset(_REPLY_BODIES)
+_ALL = {**_JOB_BODIES, **_CONTROL_BODIES, **_REPLY_BODIES}
+_CLOSED = set(_JOB_BODIES) | {"advice", "error"} | set(_CONTROL_BODIES)  # no extra fields
+ADVICE_ACTIONS = ("expand", "shrink", "continue")
+
+
+class ProtocolError(ValueError):
+    """A message that does not follow the protocol; ``code`` names the rule it broke."""
+
+    def __init__(self, code: str, message: str, seq: int | None = None):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.seq = seq
+
+
+@dataclass(frozen=True)
+class Message:
+    """One protocol message: envelope fields plus the type-specific ``body``."""
+
+    type: str
+    seq: int = 0
+    job_id: int | None = None
+    body: dict[str, Any] = field(default_factory=dict)
+    v: int = VERSION
+
+
+def encode(msg: Message) -> bytes:
+    """The frame for ``msg`` (validated, so a sender cannot emit what a receiver rejects)."""
+    env = {"v": msg.v, "type": msg.type, "seq": msg.seq, "job_id": msg.job_id, "body": msg.body}
+    data = json.dumps(env, separators=(",", ":"), allow_nan=False).encode()
+    _check(env, len(data))
+    return data
+
+
+def decode(frame: bytes) -> Message:
+    """Parse and validate one frame; raises :class:`ProtocolError`."""
+    if len(frame) > MAX_MESSAGE_BYTES:
+        raise ProtocolError("too_large", f"{len(frame)} bytes > {MAX_MESSAGE_BYTES}")
+    try:
+        env = json.loads(frame.decode("utf-8"), parse_constant=_no_constant)
+    except (UnicodeDecodeError, json.JSONDecodeError, ValueError) as e:
+        raise ProtocolError("malformed", f"not a UTF-8 JSON object: {e}") from None
+    _check(env, len(frame))
+    return Message(env["type"], env["seq"], env.get("job_id"), env.get("body") or {}, env["v"])
+
+
+def reply(request: Message, type_: str = "ok", **body: Any) -> Message:
+    return Message(type_, request.seq, request.job_id, body)
+
+
+def error_reply(code: str, message: str, seq: int = 0, job_id: int | None = None) -> Message:
+    return Message("error", seq, job_id, {"code": code, "message": message[:2000]})
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _is(value: Any, types: tuple[type, ...]) -> bool:
+    if isinstance(value, bool) and bool not in types:
+        return False  # JSON true is not an integer here
+    return isinstance(value, types)
+
+
+def _check(env: Any, size: int) -> None:
+    if not isinstance(env, dict):
+        raise ProtocolError("malformed", "the envelope must be a JSON object")
+    seq = env.get("seq") if _is(env.get("seq"), _INT) else None
+    v = env.get("v")
+    if not _is(v, _INT):
+        raise ProtocolError("malformed", "envelope field 'v' (integer version) is missing", seq)
+    if v != VERSION:
+        raise ProtocolError("bad_version", f"protocol version {v} not supported (this is {VERSION})", seq)
+    extra = set(env) - {"v", "type", "seq", "job_id", "body"}
+    if extra:
+        raise ProtocolError("malformed", f"unknown envelope fields {sorted(extra)}", seq)
+    t = env.get("type")
+    if not _is(t, _STR):
+        raise ProtocolError("malformed", "envelope field 'type' must be a string", seq)
+    if seq is None or seq < 0:
+        raise ProtocolError("malformed", "envelope field 'seq' must be a non-negative integer", None)
+    job_id = env.get("job_id")
+    if job_id is not None and (not _is(job_id, _INT) or job_id < 0):
+        raise ProtocolError("malformed", "'job_id' must be a non-negative integer or null", seq)
+    if t not in _ALL:
+        raise ProtocolError("unknown_type", f"unknown message type {t!r}", seq)
+    if t in _JOB_BODIES and job_id is None:
+        raise ProtocolError("malformed", f"{t!r} needs a 'job_id'", seq)
+    body = env.get("body", {})
+    if body is None:
+        body = {}
+    if not isinstance(body, dict):
+        raise ProtocolError("malformed", "'body' must be a JSON object", seq)
+    schema = _ALL[t]
+    for name, (types, required) in schema.items():
+        if name not in body:
+            if required:
+                raise ProtocolError("bad_field", f"{t}: missing field {name!r}", seq)
+            continue
+        if not _is(body[name], types):
+            names = "/".join("null" if x is type(None) else x.__name__ for x in types)
+            raise ProtocolError("bad_field", f"{t}: field {name!r} must be {names}", seq)
+    if t in _CLOSED:
+        extra = set(body) - set(schema)
+        if extra:
+            raise ProtocolError("bad_field", f"{t}: unknown fields {sorted(extra)}", seq)
+    _check_values(t, body, seq)
+
+
+def _check_values(t: str, body: dict[str, Any], seq: int) -> None:
+    def positive(name: str) -> None:
+        if name in body and body[name] is not None and body[name] < 1:
+            raise ProtocolError("bad_field", f"{t}: {name!r} must be >= 1", seq)
+
+    def nonneg(name: str) -> None:
+        if name in body and body[name] is not None and body[name] < 0:
+            raise ProtocolError("bad_field", f"{t}: {name!r} must be >= 0", seq)
+
+    for name in ("nprocs", "old", "new", "redist_from"):
+        positive(name)
+    for name in ("iteration", "iter_time", "redist_time", "seconds", "job_id", "tail"):
+        nonneg(name)
+    if t == "resize_point" and "grid" in body:
+        g = body["grid"]
+        if len(g) > 3 or not all(_is(x, _INT) and x >= 1 for x in g):
+            raise ProtocolError("bad_field", "resize_point: 'grid' must list 1-3 positive integers", seq)
+    if t == "advice":
+        if body["action"] not in ADVICE_ACTIONS:
+            raise ProtocolError("bad_field", f"advice: action must be one of {ADVICE_ACTIONS}", seq)
+        if not all(_is(h, _STR) for h in body.get("hosts", [])):
+            raise ProtocolError("bad_field", "advice: 'hosts' must be strings", seq)
+    if t == "finished" and body["status"] not in ("done", "error"):
+        raise ProtocolError("bad_field", "finished: status must be 'done' or 'error'", seq)

@@ -1,0 +1,222 @@
+"""``reshape daemon|submit|status|cancel|history|log|stop|demo``: the daemon's command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from reshape.client import Connection, DaemonError, SchedulerUnavailable
+
+from .daemon import DEFAULT_ENDPOINT
+
+__all__ = ["add_commands", "request"]
+
+ENV_ENDPOINT = "RESHAPE_DAEMON"
+
+
+def _default_endpoint() -> str:
+    return os.environ.get(ENV_ENDPOINT, DEFAULT_ENDPOINT)
+
+
+def _default_state_dir() -> str:
+    return os.environ.get("RESHAPE_STATE_DIR", os.path.join(os.path.expanduser("~"), ".reshape"))
+
+
+def request(endpoint: str, type_: str, body: dict[str, Any] | None = None, timeout: float = 5.0) -> dict:
+    conn = Connection(endpoint, timeout)
+    try:
+        return conn.request(type_, body or {}).body
+    finally:
+        conn.close()
+
+
+def _client(fn):
+    """Wrap a client command: daemon errors and absence become a message and exit code 1."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return fn(args)
+        except SchedulerUnavailable as e:
+            print(f"reshape: {e} (is 'reshape daemon' running? use --endpoint)", file=sys.stderr)
+            return 1
+        except DaemonError as e:
+            print(f"reshape: the daemon refused: {e}", file=sys.stderr)
+            return 1
+        except ValueError as e:
+            print(f"reshape: {e}", file=sys.stderr)
+            return 1
+
+    return run
+
+
+def _table(rows: list[list[Any]], head: list[str]) -> str:
+    cells = [head] + [["-" if c is None else str(c) for c in r] for r in rows]
+    w = [max(len(r[i]) for r in cells) for i in range(len(head))]
+    return "\n".join("  ".join(c.ljust(w[i]) for i, c in enumerate(r)).rstrip() for r in cells)
+
+
+# ---------------------------------------------------------------------- commands
+def cmd_daemon(args: argparse.Namespace) -> int:
+    from .daemon import Daemon
+    from .pool import PoolError, default_pool, load_pool
+
+    try:
+        pool = load_pool(args.config) if args.config else (default_pool(args.slots) if args.slots else None)
+        d = Daemon(args.state_dir, args.endpoint, pool, app=args.app_policy, remap=args.remap_policy,
+                   workdir=args.workdir)
+    except (PoolError, ValueError) as e:
+        print(f"reshape daemon: {e}", file=sys.stderr)
+        return 2
+    info = d.describe()
+    print(f"reshape daemon on {info['endpoint']}: {info['slots']} slots, policies "
+          f"{info['app']}/{info['remap']}, state in {info['state_dir']}", flush=True)
+    d.serve()
+    return 0
+
+
+@_client
+def cmd_submit(args: argparse.Namespace) -> int:
+    from .jobfile import load_job_file
+
+    ids = []
+    for path in args.files:
+        desc = load_job_file(path)
+        if args.delay is not None:
+            desc["arrival_delay"] = args.delay
+        ids.append(request(args.endpoint, "submit", {"job": desc})["job_id"])
+    print(json.dumps({"job_ids": ids}) if args.json else "\n".join(f"submitted job {i}" for i in ids))
+    return 0
+
+
+@_client
+def cmd_status(args: argparse.Namespace) -> int:
+    st = request(args.endpoint, "status")
+    if args.json:
+        print(json.dumps(st, indent=1))
+        return 0
+    print(f"{st['free_slots']} of {st['total_slots']} slots free")
+    rows = [[j["job_id"], j["name"], j["state"], j["nprocs"], j["requested"], j["iterations"],
+             j["pending"], ",".join(j["hosts"])] for j in st["running"]]
+    rows += [[j["job_id"], j["name"], j["state"], "", j["requested"], "", "", ""]
+             for j in st["queue"] + st["waiting"]]
+    print(_table(rows, ["JOB", "NAME", "STATE", "PROCS", "REQ", "ITER", "PENDING", "HOSTS"]))
+    return 0
+
+
+@_client
+def cmd_cancel(args: argparse.Namespace) -> int:
+    for jid in args.job_ids:
+        request(args.endpoint, "cancel", {"job_id": jid})
+        print(f"cancelled job {jid}")
+    return 0
+
+
+@_client
+def cmd_history(args: argparse.Namespace) -> int:
+    from .report import plot_history, summarize
+
+    hist = request(args.endpoint, "history", timeout=30)
+    summ = summarize(hist)
+    if args.plot:
+        plot_history(hist, args.plot)
+    if args.json:
+        print(json.dumps({"summary": summ, "events": hist["events"]}, indent=1))
+        return 0
+    rows = [[r["job_id"], r["name"], r["state"], r["initial"], "->".join(map(str, r["sizes"])),
+             _f(r["wait"]), _f(r["turnaround"])] for r in summ["jobs"]]
+    print(_table(rows, ["JOB", "NAME", "STATE", "INIT", "SIZES", "WAIT(s)", "TURNAROUND(s)"]))
+    print(f"utilization {100 * summ['utilization']:.1f}% over {summ['makespan']:.1f}s")
+    if args.plot:
+        print(f"wrote {args.plot}")
+    return 0
+
+
+def _f(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1f}"
+
+
+@_client
+def cmd_log(args: argparse.Namespace) -> int:
+    print(request(args.endpoint, "log", {"job_id": args.job_id, "tail": args.tail})["text"])
+    return 0
+
+
+@_client
+def cmd_stop(args: argparse.Namespace) -> int:
+    request(args.endpoint, "stop", {"kill_jobs": args.kill_jobs})
+    print("daemon stopping" + (" (running jobs killed)" if args.kill_jobs else ""))
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo(plot=args.plot, scale=args.scale, json_out=args.json)
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    def common(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
+        p.add_argument("--endpoint", default=_default_endpoint(),
+                       help=f"daemon address (default ${ENV_ENDPOINT} or {DEFAULT_ENDPOINT})")
+        if json_flag:
+            p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = sub.add_parser("daemon", help="run the scheduler daemon (head-node service)")
+    p.add_argument("--endpoint", default=_default_endpoint(), help="ZeroMQ endpoint to bind")
+    p.add_argument("--state-dir", default=_default_state_dir(), help="journal and job logs")
+    p.add_argument("--config", help="pool config (TOML, [[node]] host/slots/...)")
+    p.add_argument("--slots", type=int, help="slots of the default localhost pool")
+    p.add_argument("--app-policy", default="easy", help="application policy (fcfs, easy, ...)")
+    p.add_argument("--remap-policy", default="reshape", help="remap policy (reshape, static, ...)")
+    p.add_argument("--workdir", help="working directory of jobs (default: current)")
+    p.set_defaults(func=cmd_daemon)
+
+    p = sub.add_parser("submit", help="submit job files (TOML)")
+    p.add_argument("files", nargs="+")
+    p.add_argument("--delay", type=float, help="arrival delay in seconds (overrides the file)")
+    common(p)
+    p.set_defaults(func=cmd_submit)
+
+    p = sub.add_parser("status", help="running jobs and sizes, queue, free slots")
+    common(p)
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("cancel", help="cancel queued or running jobs")
+    p.add_argument("job_ids", type=int, nargs="+")
+    common(p, json_flag=False)
+    p.set_defaults(func=cmd_cancel)
+
+    p = sub.add_parser("history", help="per-job turnaround, utilization, allocation plot")
+    p.add_argument("--plot", metavar="FILE.png", help="draw processors per job and busy processors over time")
+    common(p)
+    p.set_defaults(func=cmd_history)
+
+    p = sub.add_parser("log", help="show a job's stdout/stderr")
+    p.add_argument("job_id", type=int)
+    p.add_argument("--tail", type=int, default=200, help="last lines (0: all kept)")
+    common(p, json_flag=False)
+    p.set_defaults(func=cmd_log)
+
+    p = sub.add_parser("stop", help="stop the daemon (running jobs keep running unless --kill-jobs)")
+    p.add_argument("--kill-jobs", action="store_true")
+    common(p, json_flag=False)
+    p.set_defaults(func=cmd_stop)
+
+    p = sub.add_parser("demo", help="start a local daemon and run a scaled workload W1 (seed 001 §4.2)")
+    p.add_argument("--plot", default="reshape-demo.png", help="allocation plot to write")
+    p.add_argument("--scale", type=float, default=0.01, help="time scale vs. the paper (0.01: ~1 min)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_demo)
+
+
+def _wait(pred, timeout: float, every: float = 0.1) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(every)
+    return False

@@ -1,0 +1,243 @@
+"""The scheduler daemon: a ZeroMQ ROUTER loop around :class:`scheduler.state.ClusterState`.
+
+decode -> state event -> journal commit -> reply, then perform the actions
+(Job Startup launches, kills). The System Monitor part polls the jobs'
+processes: a job whose ``mpiexec`` exited (or, for jobs adopted after a
+restart, whose session has no process left) returns its slots to the pool.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from typing import Any
+
+import zmq
+
+from reshape import protocol as P
+from reshape.launch import kill_session, session_pids
+
+from .jobfile import JobFileError, validate_job
+from .journal import Journal
+from .policy import app_policy, remap_policy
+from .pool import Pool, default_pool
+from .startup import start_job
+from .state import ClusterState, Kill, Launch, StateError
+
+__all__ = ["DEFAULT_ENDPOINT", "Daemon", "job_endpoint"]
+
+DEFAULT_ENDPOINT = "tcp://127.0.0.1:5555"
+HARD_MAX_BYTES = 1 << 20  # zmq.MAXMSGSIZE: larger frames drop the connection, smaller get an error reply
+
+
+def job_endpoint(endpoint: str) -> str:
+    """The address jobs connect to (a wildcard bind becomes this host's name)."""
+    for wild in ("tcp://*:", "tcp://0.0.0.0:"):
+        if endpoint.startswith(wild):
+            return "tcp://" + socket.gethostname() + ":" + endpoint[len(wild):]
+    return endpoint
+
+
+class Daemon:
+    def __init__(self, state_dir: str, endpoint: str = DEFAULT_ENDPOINT, pool: Pool | None = None,
+                 app: str = "easy", remap: str = "reshape", tick: float = 0.1,
+                 workdir: str | None = None):
+        self.state_dir = os.path.abspath(state_dir)
+        os.makedirs(os.path.join(self.state_dir, "logs"), exist_ok=True)
+        self.endpoint = endpoint
+        self.tick_every = tick
+        self.workdir = workdir or os.getcwd()
+        self.journal = Journal(os.path.join(self.state_dir, "journal.sqlite"))
+        jobs, meta = self.journal.load()
+        if pool is None:
+            pool = default_pool(meta.get("slots"))
+        self.state = ClusterState(pool, app_policy(app), remap_policy(remap))
+        self.state.restore(jobs, meta.get("next_id", 1))
+        self.procs: dict[int, subprocess.Popen] = {}
+        self.stopping = False
+        self._last_adopted_check = 0.0
+
+    # ------------------------------------------------------------------ paths
+    def log_path(self, job_id: int) -> str:
+        return os.path.join(self.state_dir, "logs", f"job-{job_id}.log")
+
+    # ------------------------------------------------------------------ message handling
+    def handle(self, frame: bytes, now: float) -> tuple[P.Message, list]:
+        """One request frame -> (reply, actions). Never raises on bad input."""
+        try:
+            msg = P.decode(frame)
+        except P.ProtocolError as e:
+            return P.error_reply(e.code, e.message, e.seq or 0), []
+        if msg.type in P.REPLY_TYPES:
+            return P.error_reply("unexpected", f"{msg.type!r} is a reply type", msg.seq, msg.job_id), []
+        try:
+            return self._dispatch(msg, now)
+        except StateError as e:
+            return P.error_reply(e.code, e.message, msg.seq, msg.job_id), []
+        except JobFileError as e:
+            return P.error_reply("bad_job", str(e), msg.seq, msg.job_id), []
+
+    def _dispatch(self, msg: P.Message, now: float) -> tuple[P.Message, list]:
+        s, b, jid = self.state, msg.body, msg.job_id
+        t = msg.type
+        if t == "resize_point":
+            adv = s.resize_point(jid, b, now)
+            return P.reply(msg, "advice", action=adv.action, nprocs=adv.nprocs,
+                           hosts=list(adv.hosts), reason=adv.reason), []
+        if t == "hello":
+            s.hello(jid, b["nprocs"], now)
+            return P.reply(msg), []
+        if t == "resized":
+            acts = s.resized(jid, b["old"], b["new"], b["seconds"], b.get("error"), now)
+            return P.reply(msg), acts
+        if t == "finished":
+            s.finished(jid, b["status"], b.get("error"), now)
+            return P.reply(msg), []
+        if t == "ping":
+            return P.reply(msg, now=now, version=P.VERSION), []
+        if t == "submit":
+            desc = validate_job(b["job"], s.pool.total)
+            job_id = s.submit(desc, now)
+            return P.reply(msg, job_id=job_id), s.tick(now)
+        if t == "status":
+            return P.reply(msg, now=now, **s.status()), []
+        if t == "cancel":
+            acts = s.cancel(b["job_id"], now)
+            return P.reply(msg, job_id=b["job_id"]), acts
+        if t == "history":
+            jobs = [{k: v for k, v in j.to_dict().items() if k != "desc"} | {"name": j.desc["name"],
+                     "requested": j.desc["nprocs"], "arrival_time": j.arrival_time}
+                    for j in s.jobs.values()]
+            return P.reply(msg, total_slots=s.pool.total, now=now, jobs=jobs,
+                           events=self.journal.history() + s.events), []
+        if t == "log":
+            return P.reply(msg, job_id=b["job_id"], text=self._log_tail(b["job_id"], b.get("tail", 200))), []
+        if t == "stop":
+            self.stopping = True
+            acts = [Kill(j.job_id) for j in s.running()] if b.get("kill_jobs") else []
+            if acts:
+                for k in acts:
+                    s.cancel(k.job_id, now)
+            return P.reply(msg), acts
+        raise StateError("unknown_type", t)  # unreachable: decode knows every type
+
+    def _log_tail(self, job_id: int, tail: int) -> str:
+        if job_id not in self.state.jobs:
+            raise StateError("unknown_job", f"no job {job_id}")
+        try:
+            with open(self.log_path(job_id), "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 32768))
+                lines = f.read().decode("utf-8", "replace").splitlines()
+        except FileNotFoundError:
+            return ""
+        return "\n".join(lines[-tail:] if tail else lines)
+
+    # ------------------------------------------------------------------ actions (I/O edge)
+    def perform(self, actions: list, now: float) -> None:
+        pending = list(actions)
+        while pending:
+            a = pending.pop(0)
+            if isinstance(a, Launch):
+                j = self.state.jobs[a.job_id]
+                try:
+                    p = start_job(j.job_id, j.desc, j.hosts, job_endpoint(self.endpoint),
+                                  self.log_path(j.job_id), cwd=self.workdir)
+                except OSError as e:
+                    pending += self.state.exited(j.job_id, 127, now, f"cannot start: {e}")
+                    continue
+                self.procs[j.job_id] = p
+                self.state.launched(j.job_id, p.pid)
+            elif isinstance(a, Kill):
+                p = self.procs.pop(a.job_id, None)
+                sid = p.pid if p else self.state.jobs[a.job_id].sid
+                if sid:
+                    kill_session(sid, grace=1.0)
+                if p:
+                    p.wait(timeout=5)
+
+    def monitor(self, now: float) -> list:
+        """System Monitor: jobs whose processes ended give their slots back."""
+        acts: list = []
+        for jid, p in list(self.procs.items()):
+            rc = p.poll()
+            if rc is None:
+                continue
+            del self.procs[jid]
+            kill_session(p.pid, grace=0.5)  # stray ranks of a crashed job
+            acts += self.state.exited(jid, rc, now)
+        if now - self._last_adopted_check >= 1.0:
+            self._last_adopted_check = now
+            for j in self.state.running():
+                if j.job_id in self.procs:
+                    continue
+                if not j.sid or not session_pids(j.sid):
+                    acts += self.state.exited(j.job_id, None, now)
+        return acts
+
+    def flush(self) -> None:
+        s = self.state
+        jobs = [s.jobs[i] for i in sorted(s.dirty)]
+        meta = {"next_id": s.next_id, "slots": s.pool.total}
+        self.journal.save(jobs, s.events, meta)
+        s.dirty.clear()
+        s.events = []
+
+    # ------------------------------------------------------------------ loop
+    def serve(self) -> None:
+        ctx = zmq.Context()
+        sock = ctx.socket(zmq.ROUTER)
+        sock.setsockopt(zmq.MAXMSGSIZE, HARD_MAX_BYTES)
+        sock.setsockopt(zmq.LINGER, 1000)
+        sock.setsockopt(zmq.ROUTER_MANDATORY, 0)
+        sock.bind(self.endpoint)
+        with open(os.path.join(self.state_dir, "daemon.pid"), "w") as f:
+            f.write(f"{os.getpid()}\n{self.endpoint}\n")
+        signal.signal(signal.SIGTERM, lambda *_: setattr(self, "stopping", True))
+        now = time.time()
+        self.perform(self.state.tick(now), now)
+        self.flush()
+        last_tick = now
+        try:
+            while not self.stopping:
+                replies: list[tuple[bytes, bytes]] = []
+                acts: list = []
+                if sock.poll(int(self.tick_every * 1000)):
+                    for _ in range(512):
+                        try:
+                            frames = sock.recv_multipart(zmq.NOBLOCK)
+                        except zmq.Again:
+                            break
+                        now = time.time()
+                        ident = frames[0]
+                        if len(frames) != 2:
+                            rep, a = P.error_reply("malformed", "expected exactly one frame per message"), []
+                        else:
+                            rep, a = self.handle(frames[1], now)
+                        replies.append((ident, P.encode(rep)))
+                        acts += a
+                now = time.time()
+                if now - last_tick >= self.tick_every:
+                    last_tick = now
+                    acts += self.monitor(now)
+                    acts += self.state.tick(now)
+                self.perform(acts, now)
+                self.flush()
+                for ident, data in replies:
+                    with contextlib.suppress(zmq.ZMQError):  # the peer went away
+                        sock.send_multipart([ident, data], zmq.NOBLOCK)
+        finally:
+            self.flush()
+            sock.close(linger=500)
+            ctx.term()
+            self.journal.close()
+            # running jobs keep running: a restarted daemon adopts them
+
+    def describe(self) -> dict[str, Any]:
+        return {"endpoint": self.endpoint, "state_dir": self.state_dir,
+                "slots": self.state.pool.total, "app": self.state.app.name,
+                "remap": self.state.remap.name}

@@ -1,0 +1,136 @@
+"""Job files (TOML) and their validation; the daemon re-validates every submitted job.
+
+::
+
+    name = "lu"
+    command = ["python", "-m", "apps.lu", "--n", "2400"]
+    nprocs = 4            # initial size
+    min_procs = 2         # optional (default 1)
+    max_procs = 16        # optional (default: the whole pool)
+    sizes = [2, 4, 8]     # optional explicit legal sizes
+    divides = 2400        # optional: legal sizes must divide this ("must divide N")
+    topology = "2d"       # "2d": nearly-square grids (smallest side grows), or "1d"
+    resizable = true      # false: a static job, never resized
+    walltime = 600        # optional estimate in seconds (used by backfill)
+    arrival_delay = 0     # optional: enter the queue this many seconds after submission
+    launch = "mpi"        # "mpi": mpiexec -n <size>; "single": one process emulating <size>
+    [env]                 # optional extra environment variables
+    FOO = "1"
+
+A leading ``python``/``python3`` in ``command`` is replaced by the daemon's
+interpreter so jobs run in the same environment.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from typing import Any
+
+from .policy import JobSpec, legal_sizes
+
+__all__ = ["JobFileError", "load_job_file", "spec_from_dict", "validate_job"]
+
+_KEYS = {"name", "command", "nprocs", "min_procs", "max_procs", "sizes", "divides", "topology",
+         "resizable", "walltime", "arrival_delay", "launch", "env", "iterations"}
+
+
+class JobFileError(ValueError):
+    """A job description that cannot run; the message says which field and why."""
+
+
+def _int(d: dict, k: str, lo: int = 1) -> int | None:
+    v = d.get(k)
+    if v is None:
+        return None
+    if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+        raise JobFileError(f"{k!r} must be an integer >= {lo}, got {v!r}")
+    return v
+
+
+def _num(d: dict, k: str) -> float | None:
+    v = d.get(k)
+    if v is None:
+        return None
+    if not isinstance(v, int | float) or isinstance(v, bool) or v < 0:
+        raise JobFileError(f"{k!r} must be a number >= 0, got {v!r}")
+    return float(v)
+
+
+def validate_job(d: Any, pool_slots: int | None = None) -> dict[str, Any]:
+    """Check a job description; returns it normalised (defaults filled in)."""
+    if not isinstance(d, dict):
+        raise JobFileError("a job must be a table of fields")
+    unknown = set(d) - _KEYS
+    if unknown:
+        raise JobFileError(f"unknown job fields {sorted(unknown)}; known: {sorted(_KEYS)}")
+    cmd = d.get("command")
+    if not isinstance(cmd, list) or not cmd or not all(isinstance(c, str) and c for c in cmd):
+        raise JobFileError("'command' must be a non-empty list of strings")
+    name = d.get("name", cmd[-1] if len(cmd) == 1 else cmd[min(2, len(cmd) - 1)])
+    if not isinstance(name, str) or not name or len(name) > 100:
+        raise JobFileError("'name' must be a string of 1-100 characters")
+    nprocs = _int(d, "nprocs")
+    if nprocs is None:
+        raise JobFileError("'nprocs' (initial size) is required")
+    min_procs = _int(d, "min_procs") or 1
+    max_procs = _int(d, "max_procs")
+    divides = _int(d, "divides")
+    iterations = _int(d, "iterations")
+    sizes = d.get("sizes")
+    if sizes is not None:
+        if not isinstance(sizes, list) or not sizes or not all(
+                isinstance(s, int) and not isinstance(s, bool) and s >= 1 for s in sizes):
+            raise JobFileError("'sizes' must be a non-empty list of positive integers")
+        sizes = sorted(set(sizes))
+    topology = d.get("topology", "1d")
+    if topology not in ("1d", "2d"):
+        raise JobFileError(f"'topology' must be '1d' or '2d', got {topology!r}")
+    resizable = d.get("resizable", True)
+    if not isinstance(resizable, bool):
+        raise JobFileError("'resizable' must be true or false")
+    launch = d.get("launch", "mpi")
+    if launch not in ("mpi", "single"):
+        raise JobFileError(f"'launch' must be 'mpi' or 'single', got {launch!r}")
+    env = d.get("env", {})
+    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                            for k, v in env.items()):
+        raise JobFileError("'env' must be a table of string values")
+    if max_procs is not None and max_procs < min_procs:
+        raise JobFileError(f"max_procs {max_procs} < min_procs {min_procs}")
+    if not min_procs <= nprocs <= (max_procs or nprocs):
+        raise JobFileError(f"nprocs {nprocs} outside [min_procs, max_procs]")
+    if pool_slots is not None and nprocs > pool_slots:
+        raise JobFileError(f"nprocs {nprocs} exceeds the pool ({pool_slots} slots)")
+    out = {"name": name, "command": list(cmd), "nprocs": nprocs, "min_procs": min_procs,
+           "max_procs": max_procs, "sizes": sizes, "divides": divides, "topology": topology,
+           "resizable": resizable, "walltime": _num(d, "walltime"),
+           "arrival_delay": _num(d, "arrival_delay") or 0.0, "launch": launch, "env": dict(env),
+           "iterations": iterations}
+    spec = spec_from_dict(0, 0.0, out)
+    if nprocs not in legal_sizes(spec, max(pool_slots or nprocs, nprocs)):
+        raise JobFileError(f"nprocs {nprocs} is not a legal size (sizes/divides)")
+    return out
+
+
+def spec_from_dict(job_id: int, submit_time: float, d: dict[str, Any]) -> JobSpec:
+    return JobSpec(
+        job_id=job_id, name=d["name"], submit_time=submit_time, nprocs=d["nprocs"],
+        min_procs=d["min_procs"], max_procs=d["max_procs"],
+        sizes=tuple(d["sizes"]) if d["sizes"] else None, divides=d["divides"],
+        topology=d["topology"], resizable=d["resizable"], walltime=d["walltime"],
+        command=tuple(d["command"]), iterations=d.get("iterations"),
+    )
+
+
+def load_job_file(path: str, pool_slots: int | None = None) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as e:
+        raise JobFileError(f"{path}: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise JobFileError(f"{path}: not valid TOML: {e}") from None
+    try:
+        return validate_job(data, pool_slots)
+    except JobFileError as e:
+        raise JobFileError(f"{path}: {e}") from None

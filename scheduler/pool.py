@@ -1,0 +1,129 @@
+"""Resource pool: nodes with slots, from a TOML config file or one local machine.
+
+Config file (``reshape daemon --config pool.toml``)::
+
+    [[node]]
+    host = "node01"
+    slots = 8
+    speed = 1.0        # optional, relative speed
+    memory_gb = 16     # optional
+    disk_gb = 100      # optional
+
+Allocation fills nodes in config order (the first node with free slots
+first), so a job's ranks are packed onto as few nodes as possible.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections import Counter
+from dataclasses import dataclass
+
+__all__ = ["Node", "Pool", "PoolError", "default_pool", "load_pool"]
+
+
+class PoolError(ValueError):
+    """A bad pool config, or an allocation that cannot be satisfied."""
+
+
+@dataclass(frozen=True)
+class Node:
+    host: str
+    slots: int
+    speed: float = 1.0
+    memory_gb: float | None = None
+    disk_gb: float | None = None
+
+
+class Pool:
+    """Slots per node; ``allocate(n)`` returns one host name per slot."""
+
+    def __init__(self, nodes: list[Node]):
+        if not nodes:
+            raise PoolError("a pool needs at least one node")
+        hosts = [n.host for n in nodes]
+        if len(set(hosts)) != len(hosts):
+            raise PoolError(f"duplicate host names in pool: {hosts}")
+        self.nodes = list(nodes)
+        self.used: Counter[str] = Counter()
+
+    @property
+    def total(self) -> int:
+        return sum(n.slots for n in self.nodes)
+
+    @property
+    def free(self) -> int:
+        return self.total - sum(self.used.values())
+
+    def allocate(self, n: int) -> list[str]:
+        if n < 1 or n > self.free:
+            raise PoolError(f"cannot allocate {n} slots ({self.free} free of {self.total})")
+        out: list[str] = []
+        for node in self.nodes:
+            take = min(node.slots - self.used[node.host], n - len(out))
+            if take > 0:
+                out += [node.host] * take
+                self.used[node.host] += take
+            if len(out) == n:
+                break
+        return out
+
+    def claim(self, hosts: list[str]) -> None:
+        """Mark ``hosts`` (one entry per slot) busy again, e.g. when reloading the journal."""
+        need = Counter(hosts)
+        by_host = {n.host: n for n in self.nodes}
+        for h, k in need.items():
+            if h not in by_host or self.used[h] + k > by_host[h].slots:
+                raise PoolError(f"cannot claim {k} slots on {h!r}")
+        self.used.update(need)
+
+    def release(self, hosts: list[str]) -> None:
+        for h in hosts:
+            if self.used[h] > 0:
+                self.used[h] -= 1
+
+    def describe(self) -> list[dict]:
+        return [{"host": n.host, "slots": n.slots, "used": self.used[n.host], "speed": n.speed,
+                 "memory_gb": n.memory_gb, "disk_gb": n.disk_gb} for n in self.nodes]
+
+
+def default_pool(slots: int | None = None) -> Pool:
+    """The embedded default: this machine as ``localhost`` with ``slots`` virtual slots."""
+    n = slots if slots is not None else (os.cpu_count() or 1)
+    if n < 1:
+        raise PoolError("slots must be >= 1")
+    return Pool([Node("localhost", n)])
+
+
+def load_pool(path: str) -> Pool:
+    """Read a pool config (TOML, ``[[node]]`` tables); raises PoolError with the file name."""
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as e:
+        raise PoolError(f"{path}: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise PoolError(f"{path}: not valid TOML: {e}") from None
+    raw = data.get("node")
+    if not isinstance(raw, list) or not raw:
+        raise PoolError(f"{path}: expected one or more [[node]] tables")
+    nodes = []
+    for i, t in enumerate(raw):
+        unknown = set(t) - {"host", "slots", "speed", "memory_gb", "disk_gb"}
+        if unknown:
+            raise PoolError(f"{path}: node {i}: unknown keys {sorted(unknown)}")
+        host, slots = t.get("host"), t.get("slots")
+        if not isinstance(host, str) or not host:
+            raise PoolError(f"{path}: node {i}: 'host' must be a non-empty string")
+        if not isinstance(slots, int) or isinstance(slots, bool) or slots < 1:
+            raise PoolError(f"{path}: node {i} ({host}): 'slots' must be a positive integer")
+        extra = {}
+        for k in ("speed", "memory_gb", "disk_gb"):
+            if k in t:
+                v = t[k]
+                if not isinstance(v, int | float) or isinstance(v, bool) or v <= 0:
+                    raise PoolError(f"{path}: node {i} ({host}): {k!r} must be a positive number")
+                extra[k] = float(v)
+        nodes.append(Node(host, slots, **extra))
+    return Pool(nodes)

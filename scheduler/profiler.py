@@ -1,0 +1,51 @@
+"""Performance Profiler (seed 001 §3.1): what each job ran at and how fast.
+
+Per job: every processor configuration it ran on with its latest iteration
+time there, the measured redistribution cost between configurations, the
+order of sizes it ran at, and (derived) its shrink points with the expected
+degradation. Policies see the frozen :class:`scheduler.policy.Profile`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .policy import Profile
+
+__all__ = ["JobProfile"]
+
+
+@dataclass
+class JobProfile:
+    iter_time: dict[int, float] = field(default_factory=dict)
+    redist_time: dict[tuple[int, int], float] = field(default_factory=dict)
+    history: list[int] = field(default_factory=list)
+    points: int = 0  # resize points seen
+
+    def record_iteration(self, nprocs: int, seconds: float) -> None:
+        """Latest iteration time at ``nprocs``; appends to the history when the size changed."""
+        self.iter_time[nprocs] = float(seconds)
+        if not self.history or self.history[-1] != nprocs:
+            self.history.append(nprocs)
+        self.points += 1
+
+    def record_redistribution(self, src: int, dst: int, seconds: float) -> None:
+        self.redist_time[(src, dst)] = float(seconds)
+
+    def frozen(self) -> Profile:
+        return Profile(dict(self.iter_time), dict(self.redist_time), tuple(self.history))
+
+    def shrink_points(self, current: int) -> list[tuple[int, float]]:
+        return self.frozen().shrink_points(current)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"iter_time": {str(k): v for k, v in self.iter_time.items()},
+                "redist_time": [[p, q, s] for (p, q), s in self.redist_time.items()],
+                "history": list(self.history), "points": self.points}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> JobProfile:
+        return cls({int(k): float(v) for k, v in d.get("iter_time", {}).items()},
+                   {(int(p), int(q)): float(s) for p, q, s in d.get("redist_time", [])},
+                   [int(x) for x in d.get("history", [])], int(d.get("points", 0)))

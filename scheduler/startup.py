@@ -1,0 +1,48 @@
+"""Job Startup (seed 001 §3.1): run a job's ``mpiexec`` on its allocated hosts.
+
+Each job runs in its own session (``start_new_session``) so the job, its
+Hydra proxies and any ranks it spawns later can be killed together
+(``reshape.launch.kill_session``); stdout and stderr go to a per-job log.
+The job learns the daemon's address and its id from ``RESHAPE_SCHEDULER``
+and ``RESHAPE_JOB_ID``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from typing import Any
+
+from reshape.launch import mpi_env, mpiexec_path
+
+__all__ = ["job_argv", "start_job"]
+
+LOCAL = {"localhost", "127.0.0.1", "::1"}
+
+
+def job_argv(desc: dict[str, Any], hosts: list[str]) -> list[str]:
+    """``mpiexec -n K [-hosts h:n,...] command...`` for a job allocated ``hosts`` (one per slot)."""
+    cmd = list(desc["command"])
+    if cmd[0] in ("python", "python3"):
+        cmd[0] = sys.executable
+    n = 1 if desc.get("launch") == "single" else len(hosts)
+    argv = [mpiexec_path(), "-n", str(n)]
+    counts = Counter(hosts)
+    if set(counts) - LOCAL:
+        argv += ["-hosts", ",".join(f"{h}:{k}" for h, k in counts.items())]
+    return argv + cmd
+
+
+def start_job(job_id: int, desc: dict[str, Any], hosts: list[str], endpoint: str, log_path: str,
+              cwd: str | None = None) -> subprocess.Popen:
+    """Launch the job; raises OSError if it cannot be started."""
+    env = mpi_env({**desc.get("env", {}), "RESHAPE_SCHEDULER": endpoint,
+                   "RESHAPE_JOB_ID": str(job_id), "RESHAPE_NPROCS": str(len(hosts)),
+                   "RESHAPE_HOSTS": ",".join(hosts)})
+    env.pop("RESHAPE_PLAN", None)
+    os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(job_argv(desc, hosts), stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=env, cwd=cwd, start_new_session=True)

@@ -1,0 +1,354 @@
+"""The daemon's core, sans I/O: jobs, queue, pool and profiles; events in, actions out.
+
+Every method takes the event and ``now`` (seconds, caller's clock), updates
+the state and returns the :class:`Launch` / :class:`Kill` actions the shell
+(``scheduler.daemon``) must perform. Nothing here touches a socket, a
+process, a file or a clock, so the same object runs in tests without any.
+
+Job states: ``waiting`` (submitted with an arrival delay) -> ``queued`` ->
+``running`` -> ``done`` | ``failed`` | ``cancelled`` | ``lost`` (the process
+vanished without saying it finished).
+
+Resize handshake (seed 001 §3.1, §3.2.1): at a resize point the Remap
+Scheduler's decision becomes a *pending* resize; an expansion reserves its
+new slots at once, a shrink releases the dropped ranks' slots when the job
+confirms with ``resized``. If the confirmation is lost (daemon restarted),
+the next resize point reconciles: the size the job reports is the truth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from reshape.advice import Advice
+
+from .jobfile import spec_from_dict
+from .policy import (
+    AppPolicy,
+    Expand,
+    JobSpec,
+    RemapPolicy,
+    RunningJob,
+    Shrink,
+    Snapshot,
+)
+from .pool import Pool
+from .profiler import JobProfile
+
+__all__ = ["ClusterState", "Job", "Kill", "Launch", "StateError"]
+
+FINAL = ("done", "failed", "cancelled", "lost")
+
+
+class StateError(ValueError):
+    """An event that does not apply to the current state; ``code`` goes into the error reply."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Launch:
+    job_id: int
+
+
+@dataclass(frozen=True)
+class Kill:
+    job_id: int
+
+
+@dataclass
+class Job:
+    job_id: int
+    desc: dict[str, Any]  # validated job description (scheduler.jobfile)
+    submit_time: float
+    state: str = "queued"
+    nprocs: int = 0
+    hosts: list[str] = field(default_factory=list)
+    start_time: float | None = None
+    end_time: float | None = None
+    sid: int | None = None  # session id (= pid) of the job's mpiexec
+    profile: JobProfile = field(default_factory=JobProfile)
+    pending: dict[str, Any] | None = None  # {"action", "old", "new", "hosts"}
+    iterations: int = 0
+    connected: bool = False
+    exit_code: int | None = None
+    error: str | None = None
+    reported: str | None = None  # status from the job's own ``finished``
+
+    @property
+    def arrival_time(self) -> float:
+        return self.submit_time + self.desc.get("arrival_delay", 0.0)
+
+    @property
+    def spec(self) -> JobSpec:
+        return spec_from_dict(self.job_id, self.arrival_time, self.desc)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"job_id": self.job_id, "desc": self.desc, "submit_time": self.submit_time,
+                "state": self.state, "nprocs": self.nprocs, "hosts": self.hosts,
+                "start_time": self.start_time, "end_time": self.end_time, "sid": self.sid,
+                "profile": self.profile.to_dict(), "pending": self.pending,
+                "iterations": self.iterations, "exit_code": self.exit_code, "error": self.error,
+                "reported": self.reported}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Job:
+        d = dict(d)
+        d["profile"] = JobProfile.from_dict(d.get("profile", {}))
+        return cls(**d)
+
+
+class ClusterState:
+    """Queue, running jobs, pool and profiles, driven by events (see module docstring)."""
+
+    def __init__(self, pool: Pool, app: AppPolicy, remap: RemapPolicy):
+        self.pool = pool
+        self.app = app
+        self.remap = remap
+        self.jobs: dict[int, Job] = {}
+        self.next_id = 1
+        self.events: list[dict[str, Any]] = []  # allocation history, appended to the journal
+        self.dirty: set[int] = set()
+
+    # ---------------------------------------------------------------- helpers
+    def _job(self, job_id: int) -> Job:
+        if job_id not in self.jobs:
+            raise StateError("unknown_job", f"no job {job_id}")
+        return self.jobs[job_id]
+
+    def _running(self, job_id: int) -> Job:
+        j = self._job(job_id)
+        if j.state != "running":
+            raise StateError("not_running", f"job {job_id} is {j.state}, not running")
+        return j
+
+    def _event(self, now: float, job: Job, kind: str, detail: str = "") -> None:
+        self.dirty.add(job.job_id)
+        self.events.append({"t": now, "job_id": job.job_id, "kind": kind, "nprocs": job.nprocs,
+                            "busy": self.pool.total - self.pool.free, "detail": detail})
+
+    def busy(self) -> int:
+        return self.pool.total - self.pool.free
+
+    def queue(self) -> list[Job]:
+        return sorted((j for j in self.jobs.values() if j.state == "queued"),
+                      key=lambda j: (j.arrival_time, j.job_id))
+
+    def running(self) -> list[Job]:
+        return [j for j in self.jobs.values() if j.state == "running"]
+
+    def snapshot(self, now: float) -> Snapshot:
+        run = tuple(
+            RunningJob(j.spec, j.nprocs, j.start_time or now, j.profile.frozen(), j.iterations,
+                       j.pending["new"] if j.pending and j.pending["action"] == "shrink" else None)
+            for j in self.running())
+        return Snapshot(now, self.pool.total, self.pool.free, tuple(j.spec for j in self.queue()), run)
+
+    # ---------------------------------------------------------------- submission / queue
+    def submit(self, desc: dict[str, Any], now: float) -> int:
+        """Add a validated job; it joins the queue at ``now + arrival_delay``."""
+        if desc["nprocs"] > self.pool.total:
+            raise StateError("bad_job", f"nprocs {desc['nprocs']} exceeds the pool ({self.pool.total})")
+        job = Job(self.next_id, desc, now)
+        self.next_id += 1
+        job.state = "waiting" if desc.get("arrival_delay", 0) > 0 else "queued"
+        self.jobs[job.job_id] = job
+        self._event(now, job, "submit")
+        return job.job_id
+
+    def tick(self, now: float) -> list[Launch | Kill]:
+        """Time passed: admit arrived jobs and run the Application Scheduler."""
+        for j in self.jobs.values():
+            if j.state == "waiting" and j.arrival_time <= now:
+                j.state = "queued"
+                self._event(now, j, "arrive")
+        return self.schedule(now)
+
+    def schedule(self, now: float) -> list[Launch | Kill]:
+        out: list[Launch | Kill] = []
+        if not any(j.state == "queued" for j in self.jobs.values()):
+            return out
+        for start in self.app.schedule(self.snapshot(now)):
+            j = self.jobs.get(start.job_id)
+            if j is None or j.state != "queued" or start.nprocs > self.pool.free:
+                continue  # a policy bug must not corrupt the pool
+            j.hosts = self.pool.allocate(start.nprocs)
+            j.nprocs = start.nprocs
+            j.state = "running"
+            j.start_time = now
+            j.profile.history.append(start.nprocs)
+            self._event(now, j, "start")
+            out.append(Launch(j.job_id))
+        return out
+
+    def cancel(self, job_id: int, now: float) -> list[Launch | Kill]:
+        j = self._job(job_id)
+        if j.state in FINAL:
+            raise StateError("not_active", f"job {job_id} already {j.state}")
+        out: list[Launch | Kill] = []
+        if j.state == "running":
+            out.append(Kill(job_id))
+            self._release_all(j)
+        j.state = "cancelled"
+        j.end_time = now
+        self._event(now, j, "cancel")
+        return out + self.schedule(now)
+
+    # ---------------------------------------------------------------- System Monitor
+    def launched(self, job_id: int, sid: int) -> None:
+        j = self._job(job_id)
+        j.sid = sid
+        self.dirty.add(job_id)
+
+    def exited(self, job_id: int, code: int | None, now: float, error: str | None = None) -> list[Launch | Kill]:
+        """The job's processes are gone (exit code, or None if it vanished); its slots return."""
+        j = self._job(job_id)
+        if j.state != "running":
+            return []
+        self._release_all(j)
+        j.exit_code = code
+        j.end_time = now
+        if (code == 0 and j.reported != "error") or (code is None and j.reported == "done"):
+            j.state = "done"
+        else:
+            j.state = "lost" if code is None else "failed"
+            j.error = error or j.error or (f"exit code {code}" if code is not None else "process vanished")
+        self._event(now, j, "end", j.state)
+        return self.schedule(now)
+
+    def _release_all(self, j: Job) -> None:
+        self.pool.release(j.hosts)
+        if j.pending and j.pending["action"] == "expand":
+            self.pool.release(j.pending["hosts"])
+        j.pending = None
+        j.hosts = []
+        j.nprocs = 0
+
+    # ---------------------------------------------------------------- Remap Scheduler handshake
+    def hello(self, job_id: int, nprocs: int, now: float) -> None:
+        j = self._running(job_id)
+        j.connected = True
+        self._reconcile(j, nprocs, now)
+        self.dirty.add(job_id)
+
+    def _reconcile(self, j: Job, nprocs: int, now: float) -> None:
+        """A lost ``resized``: the size the job reports decides whether the resize happened."""
+        if j.pending and nprocs == j.pending["new"]:
+            self._apply_resize(j, j.pending["old"], j.pending["new"], None, now)
+        elif j.pending and nprocs == j.pending["old"]:
+            self._abandon_resize(j, now, "not confirmed")
+
+    def resize_point(self, job_id: int, body: dict[str, Any], now: float) -> Advice:
+        """Performance Profiler update, then the Remap Scheduler's advice."""
+        j = self._running(job_id)
+        j.connected = True
+        n = body["nprocs"]
+        self._reconcile(j, n, now)
+        if n != j.nprocs:
+            raise StateError("bad_size", f"job {job_id} reports {n} processes, scheduler has {j.nprocs}")
+        j.iterations = max(j.iterations, body["iteration"])
+        j.profile.record_iteration(n, body["iter_time"])
+        if body.get("redist_time") is not None and body.get("redist_from"):
+            j.profile.record_redistribution(body["redist_from"], n, body["redist_time"])
+        self.dirty.add(job_id)
+        if not j.desc["resizable"]:
+            return Advice("continue", n, reason="static job")
+        d = self.remap.at_resize_point(self.snapshot(now), job_id)
+        if isinstance(d, Expand) and d.nprocs > n and d.nprocs - n <= self.pool.free:
+            hosts = self.pool.allocate(d.nprocs - n)
+            j.pending = {"action": "expand", "old": n, "new": d.nprocs, "hosts": hosts}
+            self._event(now, j, "advise", f"expand {n}->{d.nprocs}: {d.reason}")
+            return Advice("expand", d.nprocs, tuple(hosts), d.reason)
+        if isinstance(d, Shrink) and d.nprocs < n:
+            j.pending = {"action": "shrink", "old": n, "new": d.nprocs, "hosts": j.hosts[d.nprocs:]}
+            self._event(now, j, "advise", f"shrink {n}->{d.nprocs}: {d.reason}")
+            return Advice("shrink", d.nprocs, (), d.reason)
+        return Advice("continue", n, reason=getattr(d, "reason", ""))
+
+    def resized(self, job_id: int, old: int, new: int, seconds: float, error: str | None,
+                now: float) -> list[Launch | Kill]:
+        j = self._running(job_id)
+        p = j.pending
+        if p is None:
+            raise StateError("out_of_order", f"job {job_id} sent 'resized' without a pending resize")
+        if old != p["old"]:
+            raise StateError("out_of_order", f"job {job_id}: resized from {old}, advised from {p['old']}")
+        if error or new == old:
+            self._abandon_resize(j, now, error or "no change")
+        elif new == p["new"]:
+            self._apply_resize(j, old, new, seconds, now)
+        else:
+            raise StateError("out_of_order", f"job {job_id}: resized to {new}, advised {p['new']}")
+        return self.schedule(now)
+
+    def _apply_resize(self, j: Job, old: int, new: int, seconds: float | None, now: float) -> None:
+        p = j.pending
+        assert p is not None
+        if p["action"] == "expand":
+            j.hosts = j.hosts + p["hosts"]
+        else:
+            self.pool.release(j.hosts[new:])
+            j.hosts = j.hosts[:new]
+        j.nprocs = new
+        j.pending = None
+        if seconds is not None:
+            j.profile.record_redistribution(old, new, seconds)
+        self._event(now, j, p["action"], f"{old}->{new}")
+
+    def _abandon_resize(self, j: Job, now: float, why: str) -> None:
+        p = j.pending
+        assert p is not None
+        if p["action"] == "expand":
+            self.pool.release(p["hosts"])
+        j.pending = None
+        self._event(now, j, "resize_failed", why)
+
+    def finished(self, job_id: int, status: str, error: str | None, now: float) -> None:
+        j = self._job(job_id)
+        if j.state != "running":
+            raise StateError("not_running", f"job {job_id} is {j.state}, not running")
+        j.reported = status
+        if error:
+            j.error = error
+        self.dirty.add(job_id)
+
+    # ---------------------------------------------------------------- views / restore
+    def status(self) -> dict[str, Any]:
+        def row(j: Job) -> dict[str, Any]:
+            return {"job_id": j.job_id, "name": j.desc["name"], "state": j.state, "nprocs": j.nprocs,
+                    "requested": j.desc["nprocs"], "hosts": sorted(set(j.hosts)),
+                    "submit_time": j.submit_time, "start_time": j.start_time,
+                    "iterations": j.iterations, "connected": j.connected,
+                    "pending": None if not j.pending else f"{j.pending['action']} {j.pending['new']}"}
+
+        return {"total_slots": self.pool.total, "free_slots": self.pool.free,
+                "running": [row(j) for j in self.running()],
+                "queue": [row(j) for j in self.queue()],
+                "waiting": [row(j) for j in self.jobs.values() if j.state == "waiting"],
+                "nodes": self.pool.describe()}
+
+    def restore(self, jobs: list[Job], next_id: int) -> None:
+        """Reload journaled jobs; running jobs get their slots back and must reconnect."""
+        for j in jobs:
+            j.connected = False
+            self.jobs[j.job_id] = j
+            if j.state == "running":
+                self.pool.claim(j.hosts)
+                if j.pending and j.pending["action"] == "expand":
+                    self.pool.claim(j.pending["hosts"])
+        self.next_id = max([next_id, *(j.job_id + 1 for j in jobs)])
+
+    def validate(self) -> None:
+        """Invariants (tests call this after every event)."""
+        used = sum(len(j.hosts) + (len(j.pending["hosts"]) if j.pending and j.pending["action"] == "expand" else 0)
+                   for j in self.running())
+        assert used == self.pool.total - self.pool.free, (used, self.pool.total, self.pool.free)
+        for j in self.jobs.values():
+            if j.state == "running":
+                assert j.nprocs == len(j.hosts) >= 1
+            else:
+                assert not j.hosts and j.pending is None
