@@ -1,0 +1,114 @@
+"""The daemon core without sockets or processes: events in, actions out, invariants kept."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.jobfile import JobFileError, validate_job
+from scheduler.policy import app_policy, remap_policy
+from scheduler.pool import default_pool
+from scheduler.state import ClusterState, Kill, Launch, StateError
+
+
+def make(slots=8, app="easy", remap="reshape"):
+    return ClusterState(default_pool(slots), app_policy(app), remap_policy(remap))
+
+
+def job(n=2, **kw):
+    return validate_job({"command": ["true"], "nprocs": n, **kw})
+
+
+def point(st, jid, n, t, it=1):
+    adv = st.resize_point(jid, {"iteration": it, "nprocs": n, "iter_time": t}, 0.0)
+    st.validate()
+    return adv
+
+
+def test_expand_sweet_spot_and_shrink_to_admit():
+    st = make(8)
+    a = st.submit(job(2, max_procs=8), 0.0)
+    assert st.tick(0.0) == [Launch(a)]
+    adv = point(st, a, 2, 1.0)
+    assert adv.action == "expand" and adv.nprocs == 3 and len(adv.hosts) == 1
+    assert st.pool.free == 5  # reserved at once
+    st.resized(a, 2, 3, 0.1, None, 1.0)
+    adv = point(st, a, 3, 0.7)
+    st.resized(a, 3, 4, 0.1, None, 2.0)
+    adv = point(st, a, 4, 0.69)  # 4 did not help over 3: sweet spot
+    assert adv.action == "shrink" and adv.nprocs == 3
+    assert st.pool.free == 4  # released only when confirmed
+    st.resized(a, 4, 3, 0.1, None, 3.0)
+    assert st.pool.free == 5 and point(st, a, 3, 0.7).action == "continue"
+    b = st.submit(job(6), 4.0)  # needs 6, 5 free
+    assert st.jobs[b].state == "queued"
+    adv = point(st, a, 3, 0.7)
+    assert adv.action == "shrink" and adv.nprocs == 2
+    acts = st.resized(a, 3, 2, 0.1, None, 5.0)
+    assert acts == [Launch(b)] and st.pool.free == 0
+    st.validate()
+    assert st.jobs[a].profile.redist_time[(3, 4)] == 0.1
+
+
+def test_lost_confirmation_is_settled_by_the_next_resize_point():
+    st = make(8)
+    a = st.submit(job(2), 0.0)
+    st.tick(0.0)
+    assert point(st, a, 2, 1.0).action == "expand"
+    point(st, a, 3, 0.5)  # never sent 'resized'
+    assert st.jobs[a].nprocs == 3 and len(st.jobs[a].hosts) == 3
+    adv = point(st, a, 3, 0.4)
+    assert adv.action == "expand"
+    adv = point(st, a, 3, 0.4)  # the expansion to 4 failed silently; it is advised again
+    assert st.jobs[a].nprocs == 3 and adv.action == "expand" and st.pool.free == 4
+    assert [e["kind"] for e in st.events].count("resize_failed") == 1
+
+
+def test_out_of_order_and_unknown_jobs_are_errors_that_change_nothing():
+    st = make(4)
+    a = st.submit(job(2), 0.0)
+    with pytest.raises(StateError) as e:
+        st.resize_point(a, {"iteration": 1, "nprocs": 2, "iter_time": 1.0}, 0.0)
+    assert e.value.code == "not_running"
+    st.tick(0.0)
+    with pytest.raises(StateError) as e:
+        st.resized(a, 2, 4, 0.1, None, 0.0)
+    assert e.value.code == "out_of_order"
+    with pytest.raises(StateError) as e:
+        st.resize_point(99, {"iteration": 1, "nprocs": 2, "iter_time": 1.0}, 0.0)
+    assert e.value.code == "unknown_job"
+    with pytest.raises(StateError) as e:
+        st.resize_point(a, {"iteration": 1, "nprocs": 3, "iter_time": 1.0}, 0.0)
+    assert e.value.code == "bad_size"
+    st.validate()
+    assert st.pool.free == 2
+
+
+def test_exit_and_cancel_free_everything():
+    st = make(4, remap="static")
+    a, b, c = (st.submit(job(2), 0.0) for _ in range(3))
+    assert st.tick(0.0) == [Launch(a), Launch(b)]
+    assert st.exited(a, -9, 1.0) == [Launch(c)]
+    assert st.jobs[a].state == "failed"
+    assert st.cancel(b, 2.0) == [Kill(b)]
+    d = st.submit(job(4), 3.0)
+    assert st.cancel(d, 3.0) == [] and st.jobs[d].state == "cancelled"
+    st.exited(c, 0, 4.0)
+    assert st.pool.free == 4 and st.jobs[c].state == "done"
+    with pytest.raises(StateError):
+        st.cancel(c, 5.0)
+    st.validate()
+
+
+def test_arrival_delay_and_bad_jobs():
+    st = make(4)
+    a = st.submit(job(2, arrival_delay=5.0), 0.0)
+    assert st.tick(4.0) == [] and st.jobs[a].state == "waiting"
+    assert st.tick(5.0) == [Launch(a)]
+    with pytest.raises(StateError):
+        st.submit(job(6), 0.0)
+    for bad in ({"nprocs": 2}, {"command": "ls", "nprocs": 2}, {"command": ["ls"], "nprocs": 0},
+                {"command": ["ls"], "nprocs": 2, "topology": "3d"},
+                {"command": ["ls"], "nprocs": 3, "divides": 8},
+                {"command": ["ls"], "nprocs": 2, "colour": "red"}):
+        with pytest.raises(JobFileError):
+            validate_job(bad)
