@@ -56,12 +56,13 @@ def worker(args) -> int:
     reps = args.repeats or (3 if args.quick else 5)
     ckdir = args.dir or tempfile.gettempdir()
 
-    def timed(fn):
+    def timed(*args, **kw):
+        """Slowest rank's time of one redistribute call, and its result."""
         barrier(comm)
         t0 = time.perf_counter()
-        fn()
+        out = redistribute(comm, *args, **kw)
         dt = time.perf_counter() - t0
-        return comm.allreduce(dt, op=MPI.MAX)
+        return comm.allreduce(dt, op=MPI.MAX), out
 
     # warm single-process copy bandwidth on rank 0 (same array size as the largest case)
     copy_bw = None
@@ -100,15 +101,11 @@ def worker(args) -> int:
                     r = reps if method != "checkpoint" else max(1, reps // 2)
                     ts = []
                     for _ in range(r):
-                        holder = {}
-
-                        def go(method=method, holder=holder):
-                            holder["out"] = redistribute(comm, src, local, dst, method=method, checkpoint_dir=ckdir)
-
-                        ts.append(timed(go))
+                        dt, out = timed(src, local, dst, method=method, checkpoint_dir=ckdir)
+                        ts.append(dt)
                         if method == "circulant":
-                            out_ref = holder["out"]
-                        elif out_ref is not None and not np.array_equal(out_ref, holder["out"]):
+                            out_ref = out
+                        elif out_ref is not None and not np.array_equal(out_ref, out):
                             raise SystemExit(f"{method} result differs from circulant for N={n} {p}->{q}")
                     res[method] = statistics.median(ts)
                 # circulant into a preallocated, already-touched output block: the
@@ -116,7 +113,7 @@ def worker(args) -> int:
                 warm_out = None if out_ref is None else np.zeros_like(out_ref)
                 ts = []
                 for _ in range(reps):
-                    ts.append(timed(lambda warm_out=warm_out: redistribute(comm, src, local, dst, out=warm_out)))
+                    ts.append(timed(src, local, dst, out=warm_out)[0])
                 res["circulant_warm"] = statistics.median(ts)
                 plan = make_plan(src, dst)
                 nbytes = n * n * 8
