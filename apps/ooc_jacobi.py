@@ -29,7 +29,13 @@ from reshape.layout import even_counts, gen_block
 from reshape.mpiutil import barrier, wait, wait_all
 from reshape.redistribute import redistribute
 from reshape.shared.cluster import Cluster, Emulator, load_cluster
-from reshape.shared.instrument import Recorder, gather_profile, measure_comm, probe_disk
+from reshape.shared.instrument import (
+    Recorder,
+    gather_profile,
+    measure_comm,
+    median_node_profile,
+    probe_disk,
+)
 from reshape.shared.mheta import Profile
 from reshape.shared.ooc import LocalStore, pieces, remove_tree, scratch_dir
 from reshape.shared.structure import (
@@ -198,18 +204,25 @@ class OOCJacobi:
         wait(self.comm.Iallreduce(np.array([res]), tot, op=MPI.SUM))
         return float(tot[0])
 
-    def instrument(self) -> Profile:
-        """One instrumented iteration (forced I/O, synchronous reads) -> the MHETA profile."""
+    def instrument(self, repeats: int = 3) -> Profile:
+        """Instrumented iterations (forced I/O, synchronous reads) -> the MHETA profile.
+
+        ``repeats`` iterations are instrumented and the median of each quantity
+        kept (see :func:`~reshape.shared.instrument.median_node_profile`).
+        """
         cp = measure_comm(self.comm, self.cols * 8)
         probe_disk(self.store, f"u{1 - self.cur}", self.rec)
-        barrier(self.comm)
-        self.forced, self.rec.enabled = True, True
-        try:
-            self.iterate()
-        finally:
-            self.forced, self.rec.enabled = False, False
-        node = self.rec.node_profile(self.n, self.node.memory, self.app.stage_names())
-        return gather_profile(self.comm, node, cp)
+        profiles = []
+        for _ in range(repeats):
+            barrier(self.comm)
+            self.rec.reset()
+            self.forced, self.rec.enabled = True, True
+            try:
+                self.iterate()
+            finally:
+                self.forced, self.rec.enabled = False, False
+            profiles.append(self.rec.node_profile(self.n, self.node.memory, self.app.stage_names()))
+        return gather_profile(self.comm, median_node_profile(profiles), cp)
 
     def timed(self, iters: int) -> list[float]:
         """Run ``iters`` iterations; per-iteration times (max over ranks) on every rank."""

@@ -32,7 +32,7 @@ from reshape.mpiutil import wait, wait_all
 
 from .mheta import CommProfile, NodeProfile, Profile
 
-__all__ = ["Recorder", "gather_profile", "measure_comm", "probe_disk"]
+__all__ = ["Recorder", "gather_profile", "measure_comm", "median_node_profile", "probe_disk"]
 
 
 class Recorder:
@@ -69,6 +69,13 @@ class Recorder:
             yield
         finally:
             self.compute[name] += max(0.0, time.perf_counter() - t0 - self._io_in_stage)
+
+    def reset(self) -> None:
+        """Forget the timings (keeps the probed seek overheads)."""
+        self.compute.clear()
+        self.io_time.clear()
+        self.io_rows.clear()
+        self.io_calls.clear()
 
     def node_profile(self, rows: int, memory: int, stages: list[str]) -> NodeProfile:
         def per_row(kind: str, seek: float) -> dict[str, float]:
@@ -148,6 +155,26 @@ def measure_comm(comm: MPI.Comm, nbytes: int, reps: int = 20) -> CommProfile:
     wait_all([comm.Ibcast(res, root=0)])
     return CommProfile(send_overhead=float(res[0]), recv_overhead=float(res[1]),
                        latency=float(res[2]), per_byte=0.0, reduce_time=0.0)
+
+
+def median_node_profile(ps: list[NodeProfile]) -> NodeProfile:
+    """Element-wise median of several instrumented iterations' profiles of one node.
+
+    The thesis instruments one iteration; on a shared machine a single
+    iteration's timings carry scheduling noise, so the applications here may
+    instrument a few and take the median of every measured quantity.
+    """
+    def med(key: str) -> dict[str, float]:
+        names = set().union(*(getattr(p, key) for p in ps))
+        return {k: statistics.median(getattr(p, key).get(k, 0.0) for p in ps) for k in names}
+
+    first = ps[0]
+    return NodeProfile(
+        rows=first.rows, memory=first.memory, compute=med("compute"),
+        read_seek=first.read_seek, write_seek=first.write_seek,
+        read_row=med("read_row"), write_row=med("write_row"),
+        async_overhead=statistics.median(p.async_overhead for p in ps),
+    )
 
 
 def gather_profile(comm: MPI.Comm, node: NodeProfile, cp: CommProfile) -> Profile:

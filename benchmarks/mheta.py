@@ -1,0 +1,256 @@
+"""MHETA accuracy: predicted vs measured per-iteration time of real out-of-core runs.
+
+For each emulated configuration (CPU-only, memory-only, disk-only and mixed,
+like the thesis's DC / IO / HY1 / HY2, seed 004 §6.2), one ``mpiexec`` run:
+instrument one BLOCK iteration, build MHETA, then for every distribution of
+the sweep Blk -> I-C -> I-C/Bal -> Bal -> Blk place the data, time real
+iterations (median, first one dropped) and compare with the prediction.
+Accuracy = 1 - |pred - meas| / min(pred, meas) (Fig. 6.2).
+
+``python -m benchmarks.mheta [--quick] [--app jacobi|cg]`` prints a table and
+writes ``benchmarks/results/mheta.json`` (``summary.accuracy_avg``,
+``accuracy_min``, ``configurations``, ``eval_ms`` at 8 nodes). The baseline
+in the same run is the prediction of BLOCK's time vs the chosen distributions
+(``summary.block_over_best_measured``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+BIG = 1 << 24  # ample memory
+BASE = {"cpu": 1.0, "memory": BIG, "read_bw": 20e6, "write_bw": 20e6, "seek": 2e-3}
+SLOW_DISK = {"read_bw": 5e6, "write_bw": 5e6, "seek": 6e-3}
+FAST_DISK = {"read_bw": 60e6, "write_bw": 60e6, "seek": 1e-3}
+
+
+def _node(**kw) -> dict:
+    return {**BASE, **kw}
+
+
+def configurations(small: int, p: int = 4, seed: int = 5) -> dict[str, list[dict]]:
+    """Named emulated clusters of ``p`` nodes; ``small`` is a small memory in bytes."""
+    assert p == 4, "the configurations are written for 4 nodes"
+    s = small
+    c: dict[str, list[dict]] = {
+        # the thesis's named ones (Table 6.1), scaled to 4 nodes
+        "DC": [_node(cpu=0.5), _node(cpu=0.7), _node(cpu=1.6), _node(cpu=1.3)],
+        "IO": [_node(memory=s, **SLOW_DISK), _node(memory=s, **SLOW_DISK), _node(), _node()],
+        "HY1": [_node(cpu=0.5), _node(cpu=1.5), _node(memory=s, **FAST_DISK),
+                _node(memory=s, **FAST_DISK)],
+        "HY2": [_node(cpu=0.6, memory=s), _node(cpu=1.4, memory=s),
+                _node(memory=s, **SLOW_DISK), _node(memory=BIG)],
+        # CPU only
+        "cpu-one-slow": [_node(), _node(), _node(), _node(cpu=0.5)],
+        "cpu-spread": [_node(cpu=0.4), _node(), _node(), _node(cpu=2.0)],
+        "cpu-graded": [_node(cpu=0.6), _node(cpu=0.8), _node(cpu=1.2), _node(cpu=1.6)],
+        # memory only
+        "mem-one-small": [_node(memory=s), _node(), _node(), _node()],
+        "mem-two-small": [_node(memory=s), _node(memory=s), _node(), _node()],
+        "mem-graded": [_node(memory=s // 2), _node(memory=s), _node(memory=2 * s), _node()],
+        "mem-all-small": [_node(memory=s) for _ in range(4)],
+        # disk only (all out of core under BLOCK so the disk matters)
+        "disk-one-slow": [_node(memory=s, **SLOW_DISK), _node(memory=s), _node(memory=s),
+                          _node(memory=s)],
+        "disk-two-two": [_node(memory=s, **SLOW_DISK), _node(memory=s, **SLOW_DISK),
+                         _node(memory=s, **FAST_DISK), _node(memory=s, **FAST_DISK)],
+        "disk-graded": [_node(memory=s, **SLOW_DISK), _node(memory=s),
+                        _node(memory=s, **FAST_DISK), _node(memory=s, read_bw=100e6,
+                                                            write_bw=100e6, seek=5e-4)],
+    }
+    rng = random.Random(seed)
+    for k in range(4):  # random hybrids: slow CPUs and small memories on random subsets
+        nodes = []
+        for _ in range(p):
+            kw: dict = {"cpu": rng.choice([0.5, 0.75, 1.0, 1.0, 1.5])}
+            if rng.random() < 0.5:
+                kw["memory"] = rng.choice([s // 2, s, 2 * s])
+                kw.update(rng.choice([SLOW_DISK, {}, FAST_DISK]))
+            nodes.append(_node(**kw))
+        c[f"random-{k}"] = nodes
+    return c
+
+
+QUICK = ("DC", "IO", "HY1", "HY2")
+
+
+def _app_class(name: str):
+    if name == "jacobi":
+        from apps.ooc_jacobi import OOCJacobi
+
+        return OOCJacobi
+    if name == "cg":
+        from apps.ooc_cg import OOCCG
+
+        return OOCCG
+    raise SystemExit(f"unknown application {name!r}")
+
+
+def worker(cfg_path: str, out_path: str) -> int:
+    """Rank program: instrument, predict and measure the sweep of one configuration."""
+    from mpi4py import MPI
+
+    from reshape.layout import even_counts
+    from reshape.mpiutil import barrier
+    from reshape.shared.cluster import Cluster
+    from reshape.shared.distribute import (
+        balanced_split,
+        in_core_balanced_split,
+        in_core_capacity,
+        in_core_split,
+        sweep,
+    )
+    from reshape.shared.mheta import Mheta
+    from reshape.shared.ooc import remove_tree, scratch_dir
+
+    cfg = json.loads(Path(cfg_path).read_text())
+    comm = MPI.COMM_WORLD
+    cluster = Cluster.from_dict(cfg["cluster"])
+    rows, cols, iters = cfg["rows"], cfg["cols"], cfg["iters"]
+    workdir = comm.bcast(scratch_dir() if comm.rank == 0 else None)
+    app = _app_class(cfg["app"])(comm, cluster, rows, cols, workdir)
+    out = []
+    try:
+        blk = even_counts(rows, comm.size)
+        app.distribute(blk)
+        prof = app.instrument()
+        model = Mheta(app.app, prof)
+        caps = [in_core_capacity(app.app, n.memory) for n in cluster.nodes]
+        cpus = [n.cpu for n in cluster.nodes]
+        anchors = [blk, in_core_split(rows, caps), in_core_balanced_split(rows, caps, cpus),
+                   balanced_split(rows, cpus), blk]
+        dists = sweep(anchors, cfg["steps"])
+        for counts in dists:
+            app.distribute(counts)
+            times = app.timed(iters + 1)[1:]
+            pred = model.evaluate(counts)
+            out.append({"counts": counts, "measured": statistics.median(times),
+                        "measured_all": times, "predicted": pred.time,
+                        "lower_bound": max(pred.unblocked)})
+        overruns = comm.gather(app.emu.overruns)
+    finally:
+        app.close()
+        barrier(comm)
+        if comm.rank == 0:
+            remove_tree(workdir)
+    if comm.rank == 0:
+        Path(out_path).write_text(
+            json.dumps({"points": out, "profile": prof.to_dict(), "overruns": overruns}))
+    return 0
+
+
+def _accuracy(pred: float, meas: float) -> float:
+    return 1.0 - abs(pred - meas) / min(pred, meas)
+
+
+def eval_ms(app_name: str, nodes: int = 8, reps: int = 2000) -> float:
+    """Time per MHETA evaluation of a random split at ``nodes`` nodes (fresh model)."""
+    from reshape.shared.mheta import CommProfile, Mheta, NodeProfile, Profile
+    from reshape.shared.search import random_split
+
+    if app_name == "cg":
+        from apps.ooc_cg import structure
+    else:
+        from apps.ooc_jacobi import structure
+    app = structure(2048, 512)
+    rng = random.Random(1)
+    stages = app.stage_names()
+    prof = Profile(tuple(
+        NodeProfile(rows=256, memory=rng.choice([1 << 20, 1 << 22, BIG]),
+                    compute={s: rng.uniform(0.01, 0.1) for s in stages},
+                    read_seek=2e-3, write_seek=2e-3,
+                    read_row={a.name: 2e-4 for a in app.arrays},
+                    write_row={a.name: 2e-4 for a in app.arrays})
+        for _ in range(nodes)), CommProfile(1e-5, 1e-5, 1e-4, 0.0, 0.0))
+    model = Mheta(app, prof)
+    splits = [random_split(nodes, 2048, rng, 1) for _ in range(reps)]
+    t0 = time.perf_counter()
+    for x in splits:
+        model.evaluate(x)
+    return (time.perf_counter() - t0) / reps * 1e3
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.mheta", description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="4 configurations, short sweep")
+    ap.add_argument("--app", default="jacobi", choices=["jacobi", "cg"])
+    ap.add_argument("--only", help="comma-separated configuration names")
+    ap.add_argument("--worker", nargs=2, metavar=("CONFIG", "OUT"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        return worker(*args.worker)
+
+    from reshape.launch import mpirun
+
+    rows, cols = 256, 1024
+    iters = 3 if args.quick else 4
+    steps = 1 if args.quick else 2
+    small = 20 * 2 * cols * 8  # 20 rows of the two-plane grid
+    if args.app == "cg":
+        small = 20 * 9 * cols * 8
+    configs = configurations(small)
+    names = list(QUICK if args.quick else configs)
+    if args.only:
+        names = args.only.split(",")
+    results = {}
+    print(f"{'configuration':<16}{'points':>7}{'acc min':>9}{'acc avg':>9}{'acc max':>9}"
+          f"{'best/worst':>11}")
+    with tempfile.TemporaryDirectory(prefix="bench-mheta-") as tmp:
+        for name in names:
+            cfg = {"app": args.app, "rows": rows, "cols": cols, "iters": iters, "steps": steps,
+                   "cluster": {"name": name, "element_time": 1.5e-6, "nodes": configs[name]}}
+            cpath, opath = os.path.join(tmp, f"{name}.json"), os.path.join(tmp, f"{name}.out")
+            Path(cpath).write_text(json.dumps(cfg))
+            mpirun(4, ["-m", "benchmarks.mheta", "--worker", cpath, opath], timeout=600, cwd=ROOT)
+            res = json.loads(Path(opath).read_text())
+            accs = [_accuracy(p["predicted"], p["measured"]) for p in res["points"]]
+            meas = [p["measured"] for p in res["points"]]
+            res.update(accuracy_min=min(accs), accuracy_avg=statistics.mean(accs),
+                       accuracy_max=max(accs), spread=max(meas) / min(meas), cluster=cfg["cluster"])
+            results[name] = res
+            print(f"{name:<16}{len(accs):>7}{min(accs):>9.3f}{statistics.mean(accs):>9.3f}"
+                  f"{max(accs):>9.3f}{max(meas) / min(meas):>11.2f}", flush=True)
+    allacc = [_accuracy(p["predicted"], p["measured"]) for r in results.values() for p in r["points"]]
+    # same-run baseline: BLOCK (first sweep point) vs the best measured point
+    blk_over_best = statistics.mean(
+        r["points"][0]["measured"] / min(p["measured"] for p in r["points"]) for r in results.values())
+    argmin_ok = sum(
+        min(r["points"], key=lambda p: p["predicted"])["measured"]
+        <= 1.05 * min(p["measured"] for p in r["points"]) for r in results.values())
+    summary = {
+        "app": args.app,
+        "configurations": len(results),
+        "points": len(allacc),
+        "accuracy_min": min(allacc),
+        "accuracy_avg": statistics.mean(allacc),
+        "accuracy_max": max(allacc),
+        "eval_ms": eval_ms(args.app),
+        "block_over_best_measured": blk_over_best,
+        "predicted_argmin_within_5pct_of_measured_best": argmin_ok,
+        "quick": args.quick,
+    }
+    print(f"all: {summary['points']} points on {summary['configurations']} configurations: "
+          f"accuracy min {summary['accuracy_min']:.3f} avg {summary['accuracy_avg']:.3f} "
+          f"max {summary['accuracy_max']:.3f}; MHETA evaluation {summary['eval_ms']:.3f} ms at 8 nodes;"
+          f" BLOCK/best measured {blk_over_best:.2f}x; predicted argmin within 5% of the measured"
+          f" best on {argmin_ok}/{len(results)}")
+    os.makedirs(RESULTS, exist_ok=True)
+    name = "mheta" if args.app == "jacobi" else f"mheta_{args.app}"
+    with open(os.path.join(RESULTS, f"{name}.json"), "w") as f:
+        json.dump({"summary": summary, "configurations": results}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
