@@ -1,0 +1,130 @@
+"""Simulator engine: exact small cases, the daemon's policies via the registry, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from scheduler.policy import AppPolicy, JobSpec, Start, app_policy, remap_policy
+from scheduler.sim import JobModel, RedistModel, SimInput, SimulationError, simulate
+from scheduler.sim.cli import add_commands  # noqa: F401  (the CLI module imports cleanly)
+
+
+def rigid(jid, t, n, run, walltime=None):
+    spec = JobSpec(jid, f"j{jid}", t, n, min_procs=n, max_procs=n, resizable=False,
+                   walltime=walltime if walltime is not None else run)
+    return SimInput(spec, JobModel(work=run * n / 10, A=n, sigma=0.0, iterations=10), run)
+
+
+def malleable(jid, t, n, run, A=16.0, iters=10):
+    spec = JobSpec(jid, f"m{jid}", t, n, min_procs=1, max_procs=None, resizable=True,
+                   walltime=run, iterations=iters)
+    model = JobModel(work=run / iters * n, A=A, sigma=0.0, iterations=iters)
+    return SimInput(spec, model, model.run_time(n))
+
+
+def test_fcfs_exact_times_and_metrics():
+    jobs = [rigid(0, 0, 4, 100), rigid(1, 10, 2, 50)]
+    res = simulate(jobs, 4, app_policy("fcfs"), None, record=True)
+    r = {x.job_id: x for x in res.records}
+    assert r[0].finish == pytest.approx(100) and r[1].start == pytest.approx(100)
+    m = res.metrics()
+    assert m["makespan"] == pytest.approx(150)
+    assert m["utilization"] == pytest.approx((4 * 100 + 2 * 50) / (4 * 150))
+    assert m["mean_wait"] == pytest.approx(45)
+    assert [(d.kind, d.job_id) for d in res.decisions] == [("start", 0), ("start", 1)]
+
+
+def test_easy_backfills_a_short_job_without_delaying_the_head():
+    jobs = [rigid(0, 0, 3, 100), rigid(1, 1, 4, 10), rigid(2, 2, 1, 50)]
+    res = simulate(jobs, 4, app_policy("easy"), None)
+    r = {x.job_id: x for x in res.records}
+    assert r[2].start == pytest.approx(2)  # backfilled
+    assert r[1].start == pytest.approx(100)  # head not delayed
+    fc = {x.job_id: x for x in simulate(jobs, 4, app_policy("fcfs"), None).records}
+    assert fc[2].start == pytest.approx(110)
+
+
+def test_reshape_expands_into_idle_slots_and_pays_redistribution():
+    jobs = [malleable(0, 0, 2, 1000, A=6.0)]
+    res = simulate(jobs, 16, app_policy("easy"), remap_policy("reshape"), record=True)
+    m = res.metrics()
+    kinds = [d.kind for d in res.decisions]
+    assert kinds[0] == "start" and "expand" in kinds
+    assert m["resizes"] >= 2 and m["redist_seconds"] > 0
+    assert res.records[0].turnaround < 1000  # faster than staying at 2 slots
+    # Downey's curve with A=6 is flat beyond 2A-1 = 11 slots: the job never sits above it
+    assert max(d.nprocs for d in res.decisions if d.kind == "expand") <= 12
+
+
+def test_reshape_shrinks_an_expanded_job_to_admit_a_queued_one():
+    jobs = [malleable(0, 0, 2, 2000, A=16.0, iters=20), rigid(1, 400, 6, 100)]
+    res = simulate(jobs, 8, app_policy("fcfs"), remap_policy("reshape"), record=True)
+    kinds = [(d.kind, d.job_id) for d in res.decisions]
+    assert ("shrink", 0) in kinds
+    assert kinds.index(("shrink", 0)) < kinds.index(("start", 1))
+
+
+def test_runs_are_deterministic():
+    jobs = [malleable(i, 30.0 * i, 1 + i % 3, 500.0 + 37 * i) for i in range(30)]
+    a = simulate(jobs, 8, app_policy("easy"), remap_policy("reshape"), record=True)
+    b = simulate(jobs, 8, app_policy("easy"), remap_policy("reshape"), record=True)
+    assert a.decisions == b.decisions and a.metrics() == b.metrics()
+
+
+class _Greedy(AppPolicy):
+    name = "greedy-broken"
+
+    def schedule(self, snap):
+        return [Start(s.job_id, s.nprocs + 100) for s in snap.queue]
+
+
+class _Lazy(AppPolicy):
+    name = "never-starts"
+
+    def schedule(self, snap):
+        return []
+
+
+def test_impossible_decisions_and_stuck_policies_are_reported():
+    jobs = [rigid(0, 0, 2, 10)]
+    with pytest.raises(SimulationError, match="greedy-broken"):
+        simulate(jobs, 4, _Greedy())
+    with pytest.raises(SimulationError, match="left 1 job"):
+        simulate(jobs, 4, _Lazy())
+    with pytest.raises(ValueError, match="needs 2 slots"):
+        simulate(jobs, 1, app_policy("fcfs"))
+
+
+def test_redistribution_cost_grows_with_data_and_falls_with_processors():
+    r = RedistModel()
+    assert r.cost(16, 4, 8) > r.cost(8, 4, 8)
+    assert r.cost(16, 8, 16) < r.cost(16, 4, 16)
+
+
+def _cli(argv, capsys):
+    from reshape.cli import main
+
+    rc = main(argv)
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_cli_table_json_and_errors(tmp_path, capsys):
+    p = tmp_path / "t.swf"
+    p.write_text("; MaxProcs: 8\n" + "".join(f"{i} {i * 60} -1 300 {1 + i % 4}\n"
+                                              for i in range(30)))
+    rc, out, _ = _cli(["simulate", str(p), "--policy", "fcfs", "--policy", "reshape"], capsys)
+    assert rc == 0 and "fcfs" in out and "reshape" in out
+    rc, out, _ = _cli(["simulate", str(p), "--policy", "easy", "--json"], capsys)
+    assert rc == 0 and json.loads(out)["results"]["easy"]["jobs"] == 30
+    rc, _, err = _cli(["simulate", str(p), "--policy", "nonsense"], capsys)
+    assert rc == 2 and "unknown policy 'nonsense'" in err
+    bad = tmp_path / "bad.swf"
+    bad.write_text("1 0 -1 10 x\n")
+    rc, _, err = _cli(["simulate", str(bad)], capsys)
+    assert rc == 2 and f"{bad}:1" in err
+    with pytest.raises(SystemExit):
+        _cli(["simulate", str(p), "--load", "-2"], capsys)
+    assert "positive" in capsys.readouterr().err
