@@ -36,6 +36,10 @@ __all__ = ["METHODS", "RedistributionError", "redistribute"]
 
 METHODS = ("circulant", "alltoallv", "checkpoint")
 TAG = 0x5E5  # point-to-point tag used by redistribution messages
+# Waiting during data motion: "spin" (default, MPI_Waitall) or "poll" (Test + 20 us sleeps),
+# for nodes so oversubscribed that spinning ranks starve the copying ones.
+_SPIN = os.environ.get("RESHAPE_WAIT", "spin") != "poll"
+_DATA_SLEEP = 2e-5
 
 
 class RedistributionError(CollectiveError):
@@ -265,7 +269,10 @@ def _circulant(comm: MPI.Comm, plan: Plan, src_local, out, dtype: np.dtype) -> N
             # Data motion spins: MPICH pipelines non-contiguous messages through
             # shared-memory cells and needs a progress call per chunk, so a
             # sleeping wait stalls the pipeline (measured 50x slower).
-            MPI.Prequest.Waitall(step)
+            if _SPIN:
+                MPI.Prequest.Waitall(step)
+            else:
+                wait_all(step, max_sleep=_DATA_SLEEP)
         if first and local is not None:
             _local_copy(local, src_local, out)
     finally:

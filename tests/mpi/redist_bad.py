@@ -25,7 +25,7 @@ def expect_refusal(name, match, fn):
             print(f"rank {me} [{name}]: wrong message: {e}", flush=True)
             return False
         return True
-    except Exception as e:  # noqa: BLE001 - any other exception is a failure of the contract
+    except Exception as e:  # any other exception breaks the contract
         print(f"rank {me} [{name}]: raised {type(e).__name__}: {e}", flush=True)
         return False
     print(f"rank {me} [{name}]: did not raise", flush=True)
