@@ -48,7 +48,7 @@ from reshape.shared.structure import (
     plan_memory,
 )
 
-__all__ = ["OOCJacobi", "initial", "serial", "structure"]
+__all__ = ["OOCJacobi", "check_counts", "initial", "serial", "structure"]
 
 
 def structure(rows: int, cols: int, prefetch: bool = False) -> AppStructure:
@@ -84,6 +84,17 @@ def serial(rows: int, cols: int, iters: int) -> np.ndarray:
     return u
 
 
+def check_counts(counts, p: int, rows: int) -> list[int]:
+    """``counts`` as ints, or StructureError unless it gives ``p`` ranks >= 1 row summing to ``rows``."""
+    counts = [int(c) for c in counts]
+    if len(counts) != p or sum(counts) != rows or min(counts) < 1:
+        raise StructureError(
+            f"distribution {counts} must give each of {p} ranks >= 1 row and sum to {rows} "
+            f"(it has {len(counts)} parts summing to {sum(counts)})"
+        )
+    return counts
+
+
 class OOCJacobi:
     """One rank of the out-of-core Jacobi run (collective methods)."""
 
@@ -105,12 +116,7 @@ class OOCJacobi:
     # ---- placement -------------------------------------------------------
     def distribute(self, counts: list[int], local: np.ndarray | None = None) -> None:
         """Place the grid in GEN_BLOCK ``counts`` (from ``initial`` or this rank's ``local``)."""
-        counts = [int(c) for c in counts]
-        if len(counts) != self.comm.size or sum(counts) != self.rows or min(counts) < 1:
-            raise StructureError(
-                f"distribution {counts} must give each of {self.comm.size} ranks >= 1 row "
-                f"and sum to {self.rows}"
-            )
+        counts = check_counts(counts, self.comm.size, self.rows)
         self.counts = counts
         self.layout = gen_block((self.rows, self.cols), counts)
         n = counts[self.comm.rank]
@@ -127,6 +133,7 @@ class OOCJacobi:
 
     def redistribute(self, counts: list[int]) -> None:
         """Move the current grid to GEN_BLOCK ``counts`` with the redistribution engine."""
+        counts = check_counts(counts, self.comm.size, self.rows)
         new = gen_block((self.rows, self.cols), counts)
         local = redistribute(self.comm, self.layout, self.current(), new)
         self.distribute(counts, local)
@@ -214,6 +221,8 @@ class OOCJacobi:
         probe_disk(self.store, f"u{1 - self.cur}", self.rec)
         profiles = []
         for _ in range(repeats):
+            if self.mem is not None:  # forced I/O reads the disk copy: make it current (untimed)
+                self.store.f[f"u{self.cur}"][...] = self.mem[self.cur]
             barrier(self.comm)
             self.rec.reset()
             self.forced, self.rec.enabled = True, True
@@ -259,8 +268,13 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     comm = MPI.COMM_WORLD
     cluster = load_cluster(args.nodes) if args.nodes else Cluster.uniform(comm.size)
-    counts = ([int(c) for c in args.counts.split(",")] if args.counts
-              else even_counts(args.rows, comm.size))
+    try:
+        counts = check_counts(args.counts.split(",") if args.counts
+                              else even_counts(args.rows, comm.size), comm.size, args.rows)
+    except (StructureError, ValueError) as e:
+        if comm.rank == 0:
+            print(f"error: {e}", file=sys.stderr)
+        return 2
     workdir = scratch_dir() if comm.rank == 0 else None
     workdir = comm.bcast(workdir)
     app = OOCJacobi(comm, cluster, args.rows, args.cols, workdir, args.prefetch)

@@ -1,0 +1,31 @@
+"""Out-of-core applications and the split integration, under mpiexec."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.mpi
+
+HETERO = ('{"element_time": 1e-6, "nodes": [{"memory": 6000, "cpu": 0.5}, {"memory": 100000},'
+          ' {"memory": 9000, "read_bw": 5e6, "write_bw": 5e6}]}')
+
+
+@pytest.mark.parametrize("prefetch", [False, True])
+def test_ooc_jacobi_matches_in_core(mpirun, prefetch):
+    argv = ["-m", "apps.ooc_jacobi", "--rows", "50", "--cols", "40", "--iters", "4",
+            "--counts", "12,25,13", "--nodes", HETERO, "--check"]
+    res = mpirun(3, argv + (["--prefetch"] if prefetch else []), timeout=60)
+    assert "check against in-core run: ok" in res.stdout
+
+
+def test_job_redistributed_to_chosen_split(mpirun):
+    res = mpirun(4, ["-m", "tests.mpi.shared_resize_split"], timeout=90)
+    assert "result ok" in res.stdout
+
+
+def test_bad_distribution_is_refused(mpirun):
+    res = mpirun(2, ["-m", "apps.ooc_jacobi", "--rows", "20", "--counts", "5,5"],
+                 timeout=60, check=False)
+    assert res.returncode != 0
+    assert "must give each of 2 ranks >= 1 row and sum to 20" in res.stderr
+    assert "Traceback" not in res.stderr
