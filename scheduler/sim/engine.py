@@ -14,6 +14,9 @@ events in the order they were created, so a run is deterministic. Rigid jobs
 resizable jobs get one event per iteration. A resize holds ``max(p, q)``
 slots while the data moves (expansions allocate at the decision, shrinks
 release when redistribution ends), costing ``RedistModel.cost`` seconds.
+As in the daemon, policies see the job at its old size until the
+redistribution ends (a shrink under way shows as ``pending_shrink``); then
+the new size joins the job's history and the cost its profile.
 
 Policy output is validated: a start of a job that is not queued, sizes that do
 not fit the free pool or the job's legal range, or a resize of a job that is
@@ -75,6 +78,7 @@ class _Job:
         "resizes",
         "rj",
         "start",
+        "target",
     )
 
     def __init__(self, inp: SimInput):
@@ -89,6 +93,7 @@ class _Job:
         self.resizes = 0
         self.redist_time = 0.0
         self.busy = 0  # slots held (max(p, q) during a redistribution)
+        self.target = 0  # size after the redistribution under way
         self.rj: RunningJob | None = None
 
 
@@ -280,19 +285,25 @@ class Simulator:
             self.free -= q - p
             j.busy = q
         self._log("expand" if q > p else "shrink", jid, q)
-        j.redist[(p, q)] = cost
         j.resizes += 1
         j.redist_time += cost
-        j.nprocs = q
-        j.hist.append(q)
-        self._dirty(j)
+        j.target = q
+        if q < p:
+            j.pending = q  # as the daemon shows a shrink under way
+            self._dirty(j)
         self._push(self.now + cost, _REDIST, jid)
 
     def _redist_done(self, j: _Job) -> None:
-        if j.busy > j.nprocs:
-            self.free += j.busy - j.nprocs
-            j.busy = j.nprocs
-        self._push(self.now + j.inp.model.iter_time(j.nprocs), _ITER, j.inp.spec.job_id)
+        p, q = j.nprocs, j.target
+        j.redist[(p, q)] = self.redist.cost(j.inp.spec.nprocs, p, q)
+        j.hist.append(q)
+        j.nprocs = q
+        j.pending = None
+        if j.busy > q:
+            self.free += j.busy - q
+        j.busy = q
+        self._dirty(j)
+        self._push(self.now + j.inp.model.iter_time(q), _ITER, j.inp.spec.job_id)
 
     # -- main loop --------------------------------------------------------
 
