@@ -29,3 +29,15 @@ def test_bad_distribution_is_refused(mpirun):
     assert res.returncode != 0
     assert "must give each of 2 ranks >= 1 row and sum to 20" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+CG_NODES = ('{"element_time": 1e-6, "nodes": [{"memory": 20000, "cpu": 0.5}, {"memory": 100000},'
+            ' {"memory": 20000, "read_bw": 5e6, "write_bw": 5e6}]}')
+
+
+@pytest.mark.parametrize("prefetch", [False, True])
+def test_ooc_cg_matches_in_core(mpirun, prefetch):
+    argv = ["-m", "apps.ooc_cg", "--rows", "50", "--cols", "40", "--iters", "8",
+            "--counts", "12,25,13", "--nodes", CG_NODES, "--check"]
+    res = mpirun(3, argv + (["--prefetch"] if prefetch else []), timeout=60)
+    assert "check against in-core run: ok" in res.stdout

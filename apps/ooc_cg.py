@@ -1,0 +1,288 @@
+"""Out-of-core conjugate gradient on emulated heterogeneous nodes (seed 004 §6.1, "CG").
+
+Solves ``A x = b`` for a symmetric positive-definite 5-point operator on an
+``rows x cols`` grid whose coefficients are stored explicitly, rows in
+GEN_BLOCK over the ranks. The matrix (5 coefficients per grid point,
+read-only) lives in each rank's HDF5 file and, beyond the node's emulated
+memory, streams through memory in ICLA pieces every iteration (optionally
+prefetched); the CG vectors stay in core. Structure (three sections):
+
+1. stage ``matvec`` (reads ``matrix``) -> reduction of ``p.q``;
+2. stage ``update`` (``x``, ``r``) -> reduction of ``r.r``;
+3. stage ``direction`` (``p``) -> nearest-neighbour exchange of ``p``'s boundary rows.
+
+Run: ``mpiexec -n 3 python -m apps.ooc_cg --rows 60 --cols 40 --iters 10 --check``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+from apps.ooc_jacobi import check_counts, initial
+from reshape.darray import DistArray
+from reshape.layout import even_counts, gen_block
+from reshape.mpiutil import barrier, wait, wait_all
+from reshape.redistribute import redistribute
+from reshape.shared.cluster import Cluster, Emulator, load_cluster
+from reshape.shared.instrument import (
+    Recorder,
+    gather_profile,
+    measure_comm,
+    median_node_profile,
+    probe_disk,
+)
+from reshape.shared.mheta import Profile
+from reshape.shared.ooc import LocalStore, remove_tree, scratch_dir
+from reshape.shared.structure import (
+    AppStructure,
+    ArraySpec,
+    CommSpec,
+    Section,
+    Stage,
+    StructureError,
+    plan_memory,
+)
+
+__all__ = ["OOCCG", "coefficients", "serial", "structure"]
+
+
+def structure(rows: int, cols: int, prefetch: bool = False) -> AppStructure:
+    """CG's MHETA structure: an out-of-core matrix, in-core vectors, three sections."""
+    row = cols * 8
+    matrix = ArraySpec("matrix", rows, 5 * row, read_only=True, frequency=1)
+    vectors = ArraySpec("vectors", rows, 4 * row, frequency=3)  # x, r, p, q
+    return AppStructure("cg", (matrix, vectors), (
+        Section("matvec", (Stage("matvec", reads=("matrix",), prefetch=prefetch),),
+                CommSpec("reduction", 8)),
+        Section("update", (Stage("update"),), CommSpec("reduction", 8)),
+        Section("direction", (Stage("direction"),), CommSpec("nearest-neighbour", row, "vectors")),
+    ))
+
+
+def coefficients(i: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """Matrix rows for grid points ``(i, j)``: [centre, north, south, west, east].
+
+    Off-diagonals are -1 (symmetric), the diagonal 4.2..5.2 (strictly dominant: SPD).
+    """
+    i, j = np.broadcast_arrays(i, j)
+    c = np.empty((*i.shape[:1], 5, i.shape[1]))
+    c[:, 0, :] = 4.7 + 0.5 * np.sin(0.3 * i + 0.7 * j)
+    c[:, 1:, :] = -1.0
+    return c
+
+
+def _apply(coef: np.ndarray, pext: np.ndarray) -> np.ndarray:
+    """``A p`` for rows whose ``p`` (with one ghost row above and below) is ``pext``."""
+    mid = pext[1:-1]
+    out = coef[:, 0] * mid + coef[:, 1] * pext[:-2] + coef[:, 2] * pext[2:]
+    out[:, 1:] += coef[:, 3, 1:] * mid[:, :-1]
+    out[:, :-1] += coef[:, 4, :-1] * mid[:, 1:]
+    return out
+
+
+def serial(rows: int, cols: int, iters: int) -> np.ndarray:
+    """The in-core reference run: ``x`` after ``iters`` CG iterations from ``x = 0``."""
+    i, j = np.ix_(np.arange(rows), np.arange(cols))
+    coef = coefficients(i, j)
+    b = initial(i, j)
+    z = np.zeros((1, cols))
+    x, r = np.zeros_like(b), b.copy()
+    p, rr = r.copy(), float(np.sum(r * r))
+    for _ in range(iters):
+        q = _apply(coef, np.vstack([z, p, z]))
+        alpha = rr / float(np.sum(p * q))
+        x += alpha * p
+        r -= alpha * q
+        rr_new = float(np.sum(r * r))
+        p = r + (rr_new / rr) * p
+        rr = rr_new
+    return x
+
+
+class OOCCG:
+    """One rank of the out-of-core CG run (collective methods; same interface as OOCJacobi)."""
+
+    def __init__(self, comm: MPI.Comm, cluster: Cluster, rows: int, cols: int,
+                 workdir: str, prefetch: bool = False):
+        if len(cluster) != comm.size:
+            raise ValueError(f"cluster has {len(cluster)} nodes but the run has {comm.size} ranks")
+        self.comm, self.cluster, self.rows, self.cols = comm, cluster, rows, cols
+        self.node = cluster.nodes[comm.rank]
+        self.emu = Emulator(self.node, cluster.element_time)
+        self.rec = Recorder()
+        self.prefetch = prefetch
+        self.app = structure(rows, cols, prefetch)
+        self.store = LocalStore(os.path.join(workdir, f"cg-{comm.rank}.h5"), self.emu, self.rec)
+        self.forced = False
+
+    def _allreduce(self, v: float) -> float:
+        out = np.zeros(1)
+        wait(self.comm.Iallreduce(np.array([v]), out, op=MPI.SUM))
+        return float(out[0])
+
+    def distribute(self, counts: list[int], state: dict[str, np.ndarray] | None = None) -> None:
+        """Place matrix and vectors in GEN_BLOCK ``counts`` (fresh start, or ``state``'s vectors)."""
+        counts = check_counts(counts, self.comm.size, self.rows)
+        self.counts = counts
+        self.layout = gen_block((self.rows, self.cols), counts)
+        self.n = n = counts[self.comm.rank]
+        plan = plan_memory(self.app, n, self.node.memory)
+        if plan["vectors"] is not None:
+            raise StructureError(
+                f"node {self.comm.rank}: {self.node.memory} bytes cannot keep CG's vectors "
+                f"for {n} rows in core"
+            )
+        self.icla = plan["matrix"]
+        lo = self.layout.global_indices(self.comm.rank)[0]
+        i, j = np.ix_(lo, np.arange(self.cols))
+        coef = coefficients(i, j)
+        self.store.create("matrix", coef)
+        self.coef = coef if self.icla is None else None
+        if state is None:
+            b = initial(i, j).astype(np.float64)
+            self.x, self.r, self.p = np.zeros_like(b), b.copy(), b.copy()
+            self.rr = self._allreduce(float(np.sum(b * b)))
+        else:
+            self.x, self.r, self.p = state["x"], state["r"], state["p"]
+            self.rr = self._allreduce(float(np.sum(self.r * self.r)))
+        self._exchange()
+
+    def redistribute(self, counts: list[int]) -> None:
+        """Move the solver state to GEN_BLOCK ``counts`` with the redistribution engine."""
+        counts = check_counts(counts, self.comm.size, self.rows)
+        new = gen_block((self.rows, self.cols), counts)
+        state = {k: redistribute(self.comm, self.layout, getattr(self, k), new) for k in "xrp"}
+        self.distribute(counts, state)
+
+    def gather(self) -> np.ndarray | None:
+        return DistArray(self.layout, self.x, self.comm, tuple(range(self.comm.size))).gather()
+
+    def _exchange(self) -> None:
+        r, p, c = self.comm.rank, self.comm.size, self.cols
+        self.top, self.bot = np.zeros((1, c)), np.zeros((1, c))
+        reqs = []
+        if r > 0:
+            reqs.append(self.comm.Irecv(self.top, r - 1, 21))
+        if r < p - 1:
+            reqs.append(self.comm.Irecv(self.bot, r + 1, 22))
+        if r > 0:
+            reqs.append(self.comm.Isend(np.ascontiguousarray(self.p[:1]), r - 1, 22))
+        if r < p - 1:
+            reqs.append(self.comm.Isend(np.ascontiguousarray(self.p[-1:]), r + 1, 21))
+        wait_all(reqs)
+
+    def _matvec(self) -> np.ndarray:
+        pext = np.vstack([self.top, self.p, self.bot])
+        q = np.empty_like(self.p)
+        if self.coef is not None and not self.forced:
+            src = [(0, self.n, self.coef)]
+        else:
+            icla = self.icla if self.icla is not None else self.n
+            src = self.store.stream("matrix", icla, self.prefetch and not self.forced)
+        for s, e, coef in src:
+            q[s:e] = self.emu.compute((e - s) * self.cols,
+                                      lambda s=s, e=e, coef=coef: _apply(coef, pext[s:e + 2]))
+        return q
+
+    def iterate(self) -> float:
+        """One CG iteration; returns the global ``r.r``."""
+        elems = self.n * self.cols
+        with self.rec.stage("matvec"):
+            q = self._matvec()
+            pq = float(np.sum(self.p * q))
+        alpha = self.rr / self._allreduce(pq)
+        with self.rec.stage("update"):
+            def upd():
+                self.x += alpha * self.p
+                self.r -= alpha * q
+                return float(np.sum(self.r * self.r))
+
+            rr_local = self.emu.compute(elems, upd)
+        rr_new = self._allreduce(rr_local)
+        with self.rec.stage("direction"):
+            beta = rr_new / self.rr
+            self.p = self.emu.compute(elems, lambda: self.r + beta * self.p)
+        self.rr = rr_new
+        self._exchange()
+        return rr_new
+
+    def instrument(self, repeats: int = 3) -> Profile:
+        """Instrumented iterations (forced I/O, synchronous reads) -> the MHETA profile."""
+        cp = measure_comm(self.comm, self.cols * 8)
+        probe_disk(self.store, "matrix", self.rec, write=False)
+        profiles = []
+        for _ in range(repeats):
+            barrier(self.comm)
+            self.rec.reset()
+            self.forced, self.rec.enabled = True, True
+            try:
+                self.iterate()
+            finally:
+                self.forced, self.rec.enabled = False, False
+            profiles.append(self.rec.node_profile(self.n, self.node.memory, self.app.stage_names()))
+        return gather_profile(self.comm, median_node_profile(profiles), cp)
+
+    def timed(self, iters: int) -> list[float]:
+        """Run ``iters`` iterations; per-iteration times (max over ranks) on every rank."""
+        barrier(self.comm)
+        t0 = time.perf_counter()
+        ends = []
+        for _ in range(iters):
+            self.iterate()
+            ends.append(time.perf_counter())
+        m = np.max(np.array(self.comm.allgather([t0, *ends])), axis=0)
+        return [float(m[k] - m[k - 1]) for k in range(1, len(m))]
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m apps.ooc_cg", description=__doc__.split("\n")[0])
+    ap.add_argument("--rows", type=int, default=256, help="grid rows (the distributed dimension)")
+    ap.add_argument("--cols", type=int, default=512, help="grid columns")
+    ap.add_argument("--iters", type=int, default=10, help="iterations")
+    ap.add_argument("--nodes", help="cluster description: JSON file or inline JSON")
+    ap.add_argument("--counts", help="GEN_BLOCK rows per rank, comma separated (default BLOCK)")
+    ap.add_argument("--prefetch", action="store_true", help="overlap the next piece's read")
+    ap.add_argument("--check", action="store_true", help="compare with an in-core serial run")
+    args = ap.parse_args(argv)
+    comm = MPI.COMM_WORLD
+    try:
+        cluster = load_cluster(args.nodes) if args.nodes else Cluster.uniform(comm.size)
+        counts = check_counts(args.counts.split(",") if args.counts
+                              else even_counts(args.rows, comm.size), comm.size, args.rows)
+    except (StructureError, ValueError) as e:
+        if comm.rank == 0:
+            print(f"error: {e}", file=sys.stderr)
+        return 2
+    workdir = comm.bcast(scratch_dir() if comm.rank == 0 else None)
+    app = OOCCG(comm, cluster, args.rows, args.cols, workdir, args.prefetch)
+    ok = True
+    try:
+        app.distribute(counts)
+        times = app.timed(args.iters)
+        whole = app.gather()
+        if comm.rank == 0:
+            print(f"cg {args.rows}x{args.cols} counts={counts} median iteration "
+                  f"{np.median(times):.4f}s")
+            if args.check:
+                ref = serial(args.rows, args.cols, args.iters)
+                ok = bool(np.allclose(whole, ref, rtol=1e-9, atol=1e-12))
+                print("check against in-core run:", "ok" if ok else "MISMATCH")
+    finally:
+        app.close()
+        barrier(comm)
+        if comm.rank == 0:
+            remove_tree(workdir)
+    return 0 if comm.bcast(ok) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
