@@ -109,6 +109,7 @@ def worker(cfg_path: str, out_path: str) -> int:
         in_core_balanced_split,
         in_core_capacity,
         in_core_split,
+        round_split,
         sweep,
     )
     from reshape.shared.mheta import Mheta
@@ -128,9 +129,21 @@ def worker(cfg_path: str, out_path: str) -> int:
         model = Mheta(app.app, prof)
         caps = [in_core_capacity(app.app, n.memory) for n in cluster.nodes]
         cpus = [n.cpu for n in cluster.nodes]
+        # Bal-IO: balance by each node's emulated per-row cost, disk included when out of
+        # core under BLOCK (the thesis's sweep ignores disk speed, so disk-only
+        # configurations would collapse to BLOCK alone)
+        row_io = [
+            (cols * 8 / n.read_bw + cols * 8 / n.write_bw) if blk[i] > caps[i] else 0.0
+            for i, n in enumerate(cluster.nodes)
+        ]
+        per_row = [cols * cluster.element_time / n.cpu + row_io[i]
+                   for i, n in enumerate(cluster.nodes)]
+        bal_io = round_split([1 / c for c in per_row], rows)
         anchors = [blk, in_core_split(rows, caps), in_core_balanced_split(rows, caps, cpus),
-                   balanced_split(rows, cpus), blk]
+                   balanced_split(rows, cpus), bal_io, blk]
         dists = sweep(anchors, cfg["steps"])
+        if len(dists) < 3:  # identical nodes: test the model off BLOCK on a skewed split too
+            dists = sweep([blk, round_split([2.0, 1.0, 1.0, 0.5], rows), blk], cfg["steps"])
         for counts in dists:
             app.distribute(counts)
             times = app.timed(iters + 1)[1:]
