@@ -16,16 +16,16 @@ import subprocess
 import time
 from typing import Any
 
+import psutil
 import zmq
 
 from reshape import protocol as P
-from reshape.launch import kill_session, session_pids
 
 from .jobfile import JobFileError, validate_job
 from .journal import Journal
 from .policy import app_policy, remap_policy
 from .pool import Pool, default_pool
-from .startup import start_job
+from .startup import job_tag, kill_job, start_job
 from .state import ClusterState, Kill, Launch, StateError
 
 __all__ = ["DEFAULT_ENDPOINT", "Daemon", "job_endpoint"]
@@ -40,6 +40,16 @@ def job_endpoint(endpoint: str) -> str:
         if endpoint.startswith(wild):
             return "tcp://" + socket.gethostname() + ":" + endpoint[len(wild):]
     return endpoint
+
+
+def _alive(pid: int | None) -> bool:
+    """Is the (adopted) job's ``mpiexec`` still running?"""
+    if not pid:
+        return False
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 class Daemon:
@@ -57,6 +67,10 @@ class Daemon:
             pool = default_pool(meta.get("slots"))
         self.state = ClusterState(pool, app_policy(app), remap_policy(remap))
         self.state.restore(jobs, meta.get("next_id", 1))
+        now = time.time()
+        for j in self.state.running():
+            if j.sid is None:  # the previous daemon died between allocating and launching
+                self.state.exited(j.job_id, None, now, "daemon restarted before the job was launched")
         self.procs: dict[int, subprocess.Popen] = {}
         self.stopping = False
         self._last_adopted_check = 0.0
@@ -146,7 +160,8 @@ class Daemon:
                 j = self.state.jobs[a.job_id]
                 try:
                     p = start_job(j.job_id, j.desc, j.hosts, job_endpoint(self.endpoint),
-                                  self.log_path(j.job_id), cwd=self.workdir)
+                                  self.log_path(j.job_id), job_tag(self.state_dir, j.job_id),
+                                  cwd=self.workdir)
                 except OSError as e:
                     pending += self.state.exited(j.job_id, 127, now, f"cannot start: {e}")
                     continue
@@ -154,9 +169,7 @@ class Daemon:
                 self.state.launched(j.job_id, p.pid)
             elif isinstance(a, Kill):
                 p = self.procs.pop(a.job_id, None)
-                sid = p.pid if p else self.state.jobs[a.job_id].sid
-                if sid:
-                    kill_session(sid, grace=1.0)
+                kill_job(job_tag(self.state_dir, a.job_id))
                 if p:
                     p.wait(timeout=5)
 
@@ -168,14 +181,14 @@ class Daemon:
             if rc is None:
                 continue
             del self.procs[jid]
-            kill_session(p.pid, grace=0.5)  # stray ranks of a crashed job
+            kill_job(job_tag(self.state_dir, jid), grace=0.5)  # stray ranks of a crashed job
             acts += self.state.exited(jid, rc, now)
-        if now - self._last_adopted_check >= 1.0:
+        if now - self._last_adopted_check >= 0.5:
             self._last_adopted_check = now
             for j in self.state.running():
-                if j.job_id in self.procs:
-                    continue
-                if not j.sid or not session_pids(j.sid):
+                # sid None: started by this daemon in this batch, not launched yet
+                if j.job_id not in self.procs and j.sid is not None and not _alive(j.sid):
+                    kill_job(job_tag(self.state_dir, j.job_id), grace=0.5)
                     acts += self.state.exited(j.job_id, None, now)
         return acts
 

@@ -5,19 +5,69 @@ Hydra proxies and any ranks it spawns later can be killed together
 (``reshape.launch.kill_session``); stdout and stderr go to a per-job log.
 The job learns the daemon's address and its id from ``RESHAPE_SCHEDULER``
 and ``RESHAPE_JOB_ID``.
+
+Finding a job's processes: Hydra's proxies and ranks each call ``setsid``,
+so neither the session nor the process tree of ``mpiexec`` (which a
+``kill -9`` of ``mpiexec`` orphans) finds them all. Every process of a job
+inherits ``RESHAPE_JOB_TAG`` (unique per daemon state directory and job), and
+:func:`job_pids` finds processes by that tag, also after a daemon restart.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from typing import Any
 
+import psutil
+
 from reshape.launch import mpi_env, mpiexec_path
 
-__all__ = ["job_argv", "start_job"]
+__all__ = ["job_argv", "job_pids", "job_tag", "kill_job", "start_job"]
+
+TAG = "RESHAPE_JOB_TAG"
+
+
+def job_tag(state_dir: str, job_id: int) -> str:
+    return f"{os.path.abspath(state_dir)}#{job_id}"
+
+
+def job_pids(tag: str) -> list[int]:
+    """Live processes of this user carrying ``RESHAPE_JOB_TAG=tag``."""
+    out = []
+    me = os.getuid()
+    for p in psutil.process_iter(["uids", "status"]):
+        try:
+            if p.info["uids"] is None or p.info["uids"].real != me:
+                continue
+            if p.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+            if p.environ().get(TAG) == tag:
+                out.append(p.pid)
+        except (psutil.Error, OSError):
+            continue
+    return out
+
+
+def kill_job(tag: str, grace: float = 1.0) -> list[int]:
+    """SIGTERM, then SIGKILL, every process of the job; returns the pids found."""
+    pids = job_pids(tag)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        end = time.monotonic() + grace
+        while time.monotonic() < end and job_pids(tag):
+            time.sleep(0.05)
+        pids = job_pids(tag)
+        if not pids:
+            break
+    return pids
 
 LOCAL = {"localhost", "127.0.0.1", "::1"}
 
@@ -36,9 +86,9 @@ def job_argv(desc: dict[str, Any], hosts: list[str]) -> list[str]:
 
 
 def start_job(job_id: int, desc: dict[str, Any], hosts: list[str], endpoint: str, log_path: str,
-              cwd: str | None = None) -> subprocess.Popen:
+              tag: str, cwd: str | None = None) -> subprocess.Popen:
     """Launch the job; raises OSError if it cannot be started."""
-    env = mpi_env({**desc.get("env", {}), "RESHAPE_SCHEDULER": endpoint,
+    env = mpi_env({**desc.get("env", {}), TAG: tag, "RESHAPE_SCHEDULER": endpoint,
                    "RESHAPE_JOB_ID": str(job_id), "RESHAPE_NPROCS": str(len(hosts)),
                    "RESHAPE_HOSTS": ",".join(hosts)})
     env.pop("RESHAPE_PLAN", None)

@@ -295,6 +295,7 @@ class ClusterState:
             j.hosts = j.hosts[:new]
         j.nprocs = new
         j.pending = None
+        j.profile.history.append(new)
         if seconds is not None:
             j.profile.record_redistribution(old, new, seconds)
         self._event(now, j, p["action"], f"{old}->{new}")

@@ -1,0 +1,259 @@
+"""The daemon as a real process, with real mpiexec jobs (emulated resizable jobs run one process).
+
+Every test starts its own daemon on a free loopback port with a temporary
+state directory; the fixture kills the daemon and every job session it
+journaled, even when the test fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+import zmq
+
+from reshape import protocol as P
+from reshape.client import Connection, DaemonError
+from reshape.launch import kill_session
+from scheduler.startup import job_pids, job_tag, kill_job
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+pytestmark = pytest.mark.mpi
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(pred, timeout: float, every: float = 0.1):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(every)
+    raise AssertionError(f"condition not met within {timeout}s")
+
+
+class DaemonProc:
+    def __init__(self, state_dir: str, slots: int, app: str = "easy", remap: str = "reshape"):
+        self.state_dir = state_dir
+        self.endpoint = f"tcp://127.0.0.1:{free_port()}"
+        self.args = ["--slots", str(slots), "--app-policy", app, "--remap-policy", remap]
+        self.proc: subprocess.Popen | None = None
+        self.start()
+
+    def start(self) -> None:
+        with open(os.path.join(self.state_dir, "daemon.err"), "ab") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "reshape.cli", "daemon", "--endpoint", self.endpoint,
+                 "--state-dir", self.state_dir, *self.args],
+                cwd=ROOT, start_new_session=True, stdout=subprocess.DEVNULL, stderr=err)
+        wait_for(lambda: self.ping(), 15)
+
+    def ping(self) -> bool:
+        try:
+            self.req("ping", timeout=0.5)
+            return True
+        except Exception:
+            return False
+
+    def req(self, type_: str, body: dict | None = None, job_id: int | None = None, timeout: float = 5):
+        c = Connection(self.endpoint, timeout)
+        try:
+            return c.request(type_, body or {}, job_id=job_id).body
+        finally:
+            c.close()
+
+    def submit(self, **job) -> int:
+        return self.req("submit", {"job": job})["job_id"]
+
+    def job(self, jid: int) -> dict:
+        return next(j for j in self.req("history")["jobs"] if j["job_id"] == jid)
+
+    def kill9(self) -> None:
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(5)
+
+    def cleanup(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            kill_session(self.proc.pid, grace=1.0)
+        db = os.path.join(self.state_dir, "journal.sqlite")
+        if os.path.exists(db):
+            con = sqlite3.connect(db)
+            for (jid,) in con.execute("SELECT job_id FROM jobs"):
+                kill_job(job_tag(self.state_dir, jid))
+            con.close()
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    made: list[DaemonProc] = []
+
+    def start(slots: int = 4, **kw) -> DaemonProc:
+        d = DaemonProc(str(tmp_path), slots, **kw)
+        made.append(d)
+        return d
+
+    try:
+        yield start
+    finally:
+        for d in made:
+            d.cleanup()
+
+
+def emu(iterations=10, work=1.0, serial=0.05, overhead=0.04, nprocs=2, **kw) -> dict:
+    """An emulated resizable job (t(p) has its sweet spot at 4-5 with the defaults)."""
+    cmd = ["python", "-m", "scheduler.emujob", "--work", str(work), "--serial", str(serial),
+           "--overhead", str(overhead), "--iterations", str(iterations), "--redist", "0.05"]
+    return {"name": "emu", "command": cmd, "nprocs": nprocs, "launch": "single", **kw}
+
+
+def sleeper(seconds: float, nprocs: int, **kw) -> dict:
+    return {"name": f"sleep{seconds}", "command": ["python", "-c", f"import time; time.sleep({seconds})"],
+            "nprocs": nprocs, "resizable": False, **kw}
+
+
+def test_expand_sweet_spot_then_shrink_to_admit_a_queued_job(daemon):
+    d = daemon(6)
+    a = d.submit(**emu(iterations=16, max_procs=6))
+    # expands while it helps, probes 5, returns to its sweet spot 4
+    wait_for(lambda: d.job(a)["profile"]["history"][:5] == [2, 3, 4, 5, 4], 20)
+    b = d.submit(**sleeper(1.0, 4))  # needs 4, only 2 free: A must shrink to 2
+    wait_for(lambda: d.job(b)["state"] in ("running", "done"), 10)
+    ja = d.job(a)
+    assert ja["state"] == "running" and ja["nprocs"] == 2
+    assert ja["profile"]["history"][-1] == 2
+    wait_for(lambda: d.job(a)["state"] == "done", 30)
+    assert d.job(b)["state"] == "done"
+    assert "resize 4 -> 2" in d.req("log", {"job_id": a, "tail": 0})["text"]
+
+
+def test_easy_backfill_starts_a_short_job_without_delaying_the_head(daemon):
+    d = daemon(4, remap="static")
+    long_ = d.submit(**sleeper(3.0, 2, walltime=4.0))
+    head = d.submit(**sleeper(0.5, 4, walltime=2.0))
+    late = d.submit(**sleeper(0.5, 2, walltime=30.0))  # would delay the head: must wait
+    short = d.submit(**sleeper(0.5, 1, walltime=1.5))  # ends before the head could start
+    wait_for(lambda: d.job(short)["state"] == "done", 15)
+    assert d.job(head)["state"] == "queued" and d.job(late)["state"] == "queued"
+    wait_for(lambda: d.job(late)["state"] == "done", 30)
+    h, lo, la = d.job(head), d.job(long_), d.job(late)
+    assert h["start_time"] >= lo["end_time"] - 0.01
+    assert la["start_time"] >= h["start_time"]
+    assert h["start_time"] - lo["end_time"] < 1.5  # head started as soon as the long job ended
+
+
+def test_kill9_of_a_running_job_returns_its_slots(daemon):
+    d = daemon(2)
+    a = d.submit(**sleeper(60, 2))
+    b = d.submit(**sleeper(0.5, 2))
+    sid = wait_for(lambda: d.job(a)["sid"], 10)
+    tag = job_tag(d.state_dir, a)
+    wait_for(lambda: len(job_pids(tag)) >= 4, 10)  # mpiexec, proxy, 2 ranks
+    os.kill(sid, signal.SIGKILL)  # the job's mpiexec
+    t0 = time.monotonic()
+    wait_for(lambda: d.job(b)["state"] in ("running", "done"), 5)
+    assert time.monotonic() - t0 < 5
+    assert d.job(a)["state"] == "failed"
+    wait_for(lambda: not job_pids(tag), 5)  # orphaned proxy and ranks were killed too
+    wait_for(lambda: d.req("status")["free_slots"] == 2, 10)
+
+
+def test_kill9_of_the_daemon_keeps_queue_profiles_and_history(daemon):
+    d = daemon(4)
+    done = d.submit(**sleeper(0.2, 1))
+    wait_for(lambda: d.job(done)["state"] == "done", 10)
+    a = d.submit(**emu(iterations=40, work=0.6, max_procs=3))
+    wait_for(lambda: len(d.job(a)["profile"]["iter_time"]) >= 2, 15)
+    q = d.submit(**sleeper(0.2, 4))  # waits: the running job can give back at most 1
+    before = d.job(a)
+    d.kill9()
+    time.sleep(1.0)
+    d.start()
+    st = d.req("status")
+    assert [j["job_id"] for j in st["running"]] == [a]
+    assert [j["job_id"] for j in st["queue"]] == [q]
+    after = d.job(a)
+    assert set(before["profile"]["iter_time"]) <= set(after["profile"]["iter_time"])
+    assert d.job(done)["state"] == "done"
+    kinds = [e["kind"] for e in d.req("history")["events"]]
+    assert kinds.count("submit") == 3 and "end" in kinds
+    # the running job reconnects to the new daemon at a resize point
+    it0 = after["iterations"]
+    wait_for(lambda: d.req("status")["running"][0]["connected"], 15)
+    wait_for(lambda: d.job(a)["iterations"] > it0, 10)
+    d.req("cancel", {"job_id": a})
+    wait_for(lambda: d.job(q)["state"] in ("running", "done"), 10)
+
+
+def test_garbage_gets_error_replies_and_the_daemon_keeps_serving(daemon):
+    d = daemon(2)
+    ctx = zmq.Context.instance()
+    s = ctx.socket(zmq.DEALER)
+    s.setsockopt(zmq.LINGER, 0)
+    s.connect(d.endpoint)
+
+    def raw(*frames: bytes) -> dict:
+        s.send_multipart(list(frames))
+        assert s.poll(5000), "no reply"
+        return json.loads(s.recv())
+
+    try:
+        cases = [
+            ((b"{not json",), "malformed"),
+            ((b'{"v": 9, "type": "ping", "seq": 1}',), "bad_version"),
+            ((b'{"v": 1, "type": "ping", "seq": 1, "body": {"x": 1}}',), "bad_field"),
+            ((b'{"v": 1, "type": "teleport", "seq": 1}',), "unknown_type"),
+            ((b"x" * 100_000,), "too_large"),
+            ((b"{}", b"{}"), "malformed"),
+            ((P.encode(P.Message("resized", 5, 99, {"old": 1, "new": 2, "seconds": 0.1})),), "unknown_job"),
+            ((P.encode(P.Message("advice", 6, 1, {"action": "continue", "nprocs": 1})),), "unexpected"),
+        ]
+        for frames, code in cases:
+            rep = raw(*frames)
+            assert rep["type"] == "error" and rep["body"]["code"] == code, (frames[0][:40], rep)
+        a = d.submit(**sleeper(30, 1))
+        wait_for(lambda: d.job(a)["state"] == "running", 10)
+        with pytest.raises(DaemonError, match="out_of_order"):
+            d.req("resized", {"old": 1, "new": 2, "seconds": 0.1}, job_id=a)
+        with pytest.raises(DaemonError, match="bad_job"):
+            d.submit(command=["x"], nprocs=3)  # larger than the pool
+        # a frame over the hard limit only drops that sender's connection
+        big = ctx.socket(zmq.DEALER)
+        big.setsockopt(zmq.LINGER, 0)
+        big.connect(d.endpoint)
+        big.send(b"y" * (2 << 20))
+        assert not big.poll(500)
+        big.close()
+        assert d.req("ping")["version"] == P.VERSION
+        assert raw(P.encode(P.Message("status", 7)))["body"]["free_slots"] == 1
+        d.req("cancel", {"job_id": a})
+    finally:
+        s.close()
+
+
+def test_cancel_queued_and_running_jobs_frees_everything(daemon):
+    d = daemon(2)
+    a = d.submit(**sleeper(60, 2))
+    b = d.submit(**sleeper(60, 2))
+    tag = job_tag(d.state_dir, a)
+    wait_for(lambda: len(job_pids(tag)) >= 4, 10)
+    d.req("cancel", {"job_id": b})
+    assert d.job(b)["state"] == "cancelled"
+    d.req("cancel", {"job_id": a})
+    assert d.job(a)["state"] == "cancelled"
+    assert not job_pids(tag)
+    st = d.req("status")
+    assert st["free_slots"] == 2 and not st["running"] and not st["queue"]
+    with pytest.raises(DaemonError, match="not_active"):
+        d.req("cancel", {"job_id": a})
