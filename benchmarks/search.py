@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         for k, name in enumerate(names):
             cfg = {"rows": rows, "cols": cols, "iters": 3, "budget": args.budget, "seed": 100 + k,
                    "long": 2.0 if args.quick else 5.0,
-                   "cluster": {"name": name, "element_time": 1.5e-6, "nodes": configs[name]}}
+                   "cluster": {"name": name, "element_time": 3e-6, "nodes": configs[name]}}
             cpath, opath = os.path.join(tmp, f"{name}.json"), os.path.join(tmp, f"{name}.out")
             Path(cpath).write_text(json.dumps(cfg))
             mpirun(8, ["-m", "benchmarks.search", "--worker", cpath, opath], timeout=900, cwd=ROOT)

@@ -15,7 +15,9 @@ its file during the instrumented iteration, even if it fits, so ``r(m)`` and
 reads (the thesis's trick to measure ``T_A`` and ``T_r`` separately).
 
 :func:`measure_comm` is the communication microbenchmark: a ping-pong between
-ranks 0 and 1 with the same polite waiting the applications use.
+ranks 0 and 1 with the same polite waiting the applications use, and a
+synchronised all-rank reduction whose time beyond two message latencies is
+the reduction's ``T_r``.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from contextlib import contextmanager
 import numpy as np
 from mpi4py import MPI
 
-from reshape.mpiutil import wait, wait_all
+from reshape.mpiutil import barrier, wait, wait_all
 
 from .mheta import CommProfile, NodeProfile, Profile
 
@@ -153,8 +155,19 @@ def measure_comm(comm: MPI.Comm, nbytes: int, reps: int = 20) -> CommProfile:
             lat = max(0.0, statistics.median(rtt) / 2 - o_s - o_r)
             res[:] = [o_s, o_r, lat, 0.0]
     wait_all([comm.Ibcast(res, root=0)])
+    # the reduction's own cost with all ranks (T_r): a synchronised Iallreduce,
+    # less the two message latencies and overheads the model adds around it
+    red = []
+    one, out = np.zeros(1), np.zeros(1)
+    for _ in range(reps // 2):
+        barrier(comm)
+        t0 = time.perf_counter()
+        wait(comm.Iallreduce(one, out, op=MPI.SUM))
+        red.append(time.perf_counter() - t0)
+    t_red = comm.allreduce(statistics.median(red), op=MPI.MAX)
+    extra = max(0.0, t_red - 2 * (res[0] + res[1] + res[2]))
     return CommProfile(send_overhead=float(res[0]), recv_overhead=float(res[1]),
-                       latency=float(res[2]), per_byte=0.0, reduce_time=0.0)
+                       latency=float(res[2]), per_byte=0.0, reduce_time=float(extra))
 
 
 def median_node_profile(ps: list[NodeProfile]) -> NodeProfile:
