@@ -107,7 +107,14 @@ def validate_job(d: Any, pool_slots: int | None = None) -> dict[str, Any]:
            "arrival_delay": _num(d, "arrival_delay") or 0.0, "launch": launch, "env": dict(env),
            "iterations": iterations}
     spec = spec_from_dict(0, 0.0, out)
-    if nprocs not in legal_sizes(spec, max(pool_slots or nprocs, nprocs)):
+    if topology == "2d" and divides:
+        # 2-D: each side of the nearly-square grid must divide the problem size
+        r = int(nprocs**0.5)
+        while nprocs % r:
+            r -= 1
+        if divides % r or divides % (nprocs // r) or (sizes and nprocs not in sizes):
+            raise JobFileError(f"nprocs {nprocs} ({r}x{nprocs // r}) is not a legal 2-D size for {divides}")
+    elif nprocs not in legal_sizes(spec, max(pool_slots or nprocs, nprocs)):
         raise JobFileError(f"nprocs {nprocs} is not a legal size (sizes/divides)")
     return out
 
