@@ -331,3 +331,22 @@ def _retarget(layout: Layout, p: int) -> Layout:
     if isinstance(d, GenBlock):
         return gen_block(layout.shape, even_counts(d.n, p), axis)
     return block_cyclic_1d(layout.shape, p, d.nb, axis)
+
+
+def grid_growth_sizes(limit: int) -> list[int]:
+    """Process counts of nearly-square grids grown one smallest side at a time: 1, 2, 4, 6, 9, 12, 16, ...
+
+    ReSHAPE (seed 001 §4.1.1) expands a 2-D job by growing the smaller grid
+    dimension, keeping the grid nearly square.
+    """
+    out, pr, pc = [1], 1, 1
+    while True:
+        if pr <= pc and (pr, pc) != (1, 1):
+            pr += 1
+        else:
+            pc += 1
+        if pr > pc:
+            pr, pc = pc, pr
+        if pr * pc > limit:
+            return out
+        out.append(pr * pc)

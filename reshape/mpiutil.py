@@ -19,7 +19,7 @@ import numpy as np
 from mpi4py import MPI
 from mpi4py.util import dtlib
 
-__all__ = ["CollectiveError", "barrier", "check_collectively", "mpi_type", "wait", "wait_all"]
+__all__ = ["CollectiveError", "barrier", "bcast_obj", "check_collectively", "mpi_type", "wait", "wait_all"]
 
 MAX_SLEEP = 1e-3
 
@@ -67,3 +67,19 @@ def check_collectively(comm: MPI.Comm, problem: str | None, what: str = "operati
         detail = "; ".join(f"rank {r}: {p}" for r, p in bad[:8])
         more = f" (and {len(bad) - 8} more)" if len(bad) > 8 else ""
         raise CollectiveError(f"{what} refused: {detail}{more}")
+
+
+def bcast_obj(comm: MPI.Comm, obj=None, root: int = 0, max_sleep: float = MAX_SLEEP):
+    """``comm.bcast`` of a picklable object that sleeps instead of spinning while waiting."""
+    import pickle
+
+    if comm.rank == root:
+        data = np.frombuffer(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), dtype=np.uint8)
+        n = np.array([data.size], dtype=np.int64)
+    else:
+        n = np.zeros(1, dtype=np.int64)
+    wait(comm.Ibcast(n, root), max_sleep)
+    if comm.rank != root:
+        data = np.empty(int(n[0]), dtype=np.uint8)
+    wait(comm.Ibcast(data, root), max_sleep)
+    return obj if comm.rank == root else pickle.loads(data.tobytes())

@@ -1,0 +1,551 @@
+"""The resize runtime: grow and shrink a running MPI job at iteration boundaries (seed 001 §3.2).
+
+An application registers the global arrays and values that must survive a
+resize, and calls :meth:`Resizer.resize` at the end of each iteration::
+
+    rt = reshape.init()
+    A = rt.register_array("A", (n, n), layout="2d", block=(64, 64), init=lambda i, j: ...)
+    for it in rt.iterations(20):
+        t0 = time.perf_counter()
+        step(A.local, rt.comm)            # A.local / rt.comm change across resizes
+        rt.log(time.perf_counter() - t0)
+        rt.resize()                       # expand, shrink or continue
+    rt.finish()
+
+**Expansion** (``expand_processors`` + ``redistribute``): the current ranks
+spawn the new ones with ``MPI_Comm_spawn_multiple`` (one command per target
+host, MPI Info ``host``), merge the intercommunicator into one
+intracommunicator (old ranks first), and rank 0 sends the new ranks the
+registered state (iteration counter, values, array descriptions). Then every
+registered array moves to its layout at the new size with the circulant
+engine. New ranks run the same program: :func:`init` notices it was spawned,
+joins, receives its blocks, and the program's loop resumes at the next
+iteration (``rt.iterations`` starts there).
+
+**Shrink** (``shrink_processors``): arrays move to the first ``q`` ranks,
+``MPI_Comm_split`` makes the smaller communicator, every rank disconnects the
+old one, and the retired ranks finalize MPI and leave with exit status 0
+(``SystemExit(0)`` raised from ``resize``). By default a job shrinks only to a
+size it has run at (seed 001 §3.1); such a shrink always retires whole spawn
+groups, so retired ranks exit at once. Shrinking to a new size is possible
+(``allow_new_sizes=True``); then a retired rank whose spawn group (or, for an
+original rank, ``mpiexec``'s ``MPI_COMM_WORLD``) keeps running members stays
+parked inside ``MPI_Finalize`` (no CPU) until those members finish, because
+MPI_Finalize is collective over connected processes.
+
+**Failures** (unknown host, spawn error, impossible size for a layout, a
+shrink to a size never run at) are reported on rank 0's stderr and to the
+advisor; the job carries on with its current processes and intact data.
+
+The redistribution time of each resize is measured (slowest rank) and sent
+with the next resize point's report, as the paper does.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+from mpi4py import MPI
+
+from .advice import Advice, Advisor, ResizeReport, advisor_from_env
+from .darray import DistArray
+from .layout import Layout, LayoutError, block, block_cyclic_1d, block_cyclic_2d, nearly_square_grid
+from .mpiutil import barrier, bcast_obj
+from .redistribute import redistribute
+
+__all__ = ["Registered", "ResizeError", "ResizeResult", "Resizer", "init", "layout_rule"]
+
+LayoutRule = Callable[[int], Layout]
+
+
+class ResizeError(RuntimeError):
+    """A resize that cannot be done; the job continues at its current size."""
+
+
+def layout_rule(
+    shape: tuple[int, ...], layout: str | LayoutRule = "rows", block_size: tuple[int, ...] | int | None = None
+) -> LayoutRule:
+    """A function ``p -> Layout`` for ``shape``.
+
+    ``layout`` is a callable, or one of ``"rows"`` (contiguous row blocks),
+    ``"cols"``, ``"rows-cyclic"`` / ``"cols-cyclic"`` (1-D block-cyclic with
+    ``block_size``), ``"2d"`` (block-cyclic over the nearly-square grid of
+    ``p``, ``block_size`` = (mb, nb), ScaLAPACK style).
+    """
+    if callable(layout):
+        return layout
+    shape = tuple(int(s) for s in shape)
+    bs = block_size
+    if layout == "rows":
+        return lambda p: block(shape, p, 0)
+    if layout == "cols":
+        return lambda p: block(shape, p, 1)
+    if layout in ("rows-cyclic", "cols-cyclic"):
+        nb = int(bs if isinstance(bs, int) else (bs or (1,))[0])
+        axis = 0 if layout == "rows-cyclic" else 1
+        return lambda p: block_cyclic_1d(shape, p, nb, axis)
+    if layout == "2d":
+        mb, nb = (bs, bs) if isinstance(bs, int) else (bs or (64, 64))
+        return lambda p: block_cyclic_2d(shape, nearly_square_grid(p), (mb, nb))
+    raise LayoutError(f"unknown layout {layout!r}: use rows, cols, rows-cyclic, cols-cyclic, 2d or a callable")
+
+
+@dataclass
+class Registered:
+    """A registered global array; ``.local`` is this rank's current block (it changes on resize)."""
+
+    name: str
+    rule: LayoutRule
+    dist: DistArray
+
+    @property
+    def local(self) -> np.ndarray:
+        return self.dist.local
+
+    @property
+    def layout(self) -> Layout:
+        return self.dist.layout
+
+    def gather(self, root: int = 0) -> np.ndarray | None:
+        return self.dist.gather(root)
+
+
+@dataclass(frozen=True)
+class ResizeResult:
+    action: str  # "expand" | "shrink" | "continue" | "failed"
+    old: int
+    new: int
+    seconds: float = 0.0  # redistribution time (slowest rank)
+    spawn_seconds: float = 0.0  # spawn + merge
+    error: str | None = None
+    reason: str = ""
+
+
+@dataclass
+class _JoinState:
+    """What rank 0 sends to newly spawned ranks."""
+
+    iteration: int
+    values: dict
+    arrays: list[tuple[str, Layout, Layout, str]]  # name, old layout, new layout, dtype
+    history: list[int]
+    old_size: int
+    groups: list[tuple[int, int]]
+
+
+@dataclass
+class Resizer:
+    """The per-process handle of a resizable job (see module docstring)."""
+
+    comm: MPI.Intracomm
+    advisor: Advisor | None
+    job_id: int = 0
+    allow_new_sizes: bool = False
+    sizes: Callable[[int], bool] | None = None  # extra legality test for a size
+    max_procs: int | None = None
+    iteration: int = 0
+    values: dict = field(default_factory=dict)
+    arrays: dict[str, Registered] = field(default_factory=dict)
+    history: list[int] = field(default_factory=list)  # sizes run at, in order
+    joined: bool = False  # this process was spawned by a resize
+    results: list[ResizeResult] = field(default_factory=list)
+    groups: list[tuple[int, int]] = field(default_factory=list)  # rank ranges of spawn groups
+    _pending_arrays: dict[str, tuple[Layout, np.ndarray | None]] = field(default_factory=dict)
+    _times: list[float] = field(default_factory=list)
+    _last_redist: tuple[int, float] | None = None  # (old size, seconds) to report next time
+    _in_body: bool = False
+
+    # ------------------------------------------------------------ basics
+    @property
+    def size(self) -> int:
+        return self.comm.size
+
+    @property
+    def rank(self) -> int:
+        return self.comm.rank
+
+    @property
+    def grid(self) -> tuple[int, int]:
+        """The nearly-square process grid of the current size."""
+        return nearly_square_grid(self.comm.size)
+
+    def log(self, iteration_time: float) -> None:
+        """Record the time of the iteration just done (the paper's ``log``)."""
+        self._times.append(float(iteration_time))
+
+    def iterations(self, n: int) -> Iterator[int]:
+        """Iteration numbers ``iteration .. n-1``; ranks spawned mid-run start where the job is."""
+        while self.iteration < n:
+            self._in_body = True
+            yield self.iteration
+            self._in_body = False
+            self.iteration += 1
+
+    # ------------------------------------------------------------ registration
+    def register_array(
+        self,
+        name: str,
+        shape: tuple[int, ...],
+        dtype=np.float64,
+        layout: str | LayoutRule = "rows",
+        block: tuple[int, ...] | int | None = None,
+        init: Callable[..., np.ndarray] | np.ndarray | float | None = None,
+    ) -> Registered:
+        """Register a global array that survives resizes and return its handle.
+
+        ``init`` builds each block from global index grids (``init(i, j)``), or
+        is a scalar fill; ``None`` leaves zeros. On a rank spawned by a
+        resize the array arrives from the running ranks instead and ``init``
+        is not called.
+        """
+        if name in self.arrays:
+            raise ValueError(f"array {name!r} is already registered")
+        rule = layout_rule(shape, layout, block)
+        if name in self._pending_arrays:
+            lay, local = self._pending_arrays.pop(name)
+            if tuple(lay.shape) != tuple(int(s) for s in shape):
+                raise ValueError(f"array {name!r}: shape {shape} differs from the running job's {lay.shape}")
+            reg = Registered(name, rule, DistArray(lay, local, self.comm, tuple(range(lay.nprocs))))
+        else:
+            lay = rule(self.size)
+            if init is None:
+                fn = lambda *idx: 0  # noqa: E731
+            elif callable(init):
+                fn = init
+            else:
+                fn = lambda *idx, v=init: v  # noqa: E731
+            reg = Registered(name, rule, DistArray.from_function(self.comm, lay, fn, dtype))
+        self.arrays[name] = reg
+        return reg
+
+    def __getitem__(self, name: str):
+        return self.values[name]
+
+    def __setitem__(self, name: str, value) -> None:
+        """Register or update a value (scalar or small picklable object) that survives resizes."""
+        self.values[name] = value
+
+    # ------------------------------------------------------------ advanced API
+    def contact_scheduler(self, iter_time: float | None = None) -> Advice:
+        """Report this resize point and get the decision (the paper's ``contact_scheduler``). Collective."""
+        advice = None
+        if self.rank == 0:
+            t = iter_time if iter_time is not None else (float(np.mean(self._times)) if self._times else 0.0)
+            prev = self._last_redist
+            report = ResizeReport(
+                job_id=self.job_id, iteration=self.iteration + (1 if self._in_body else 0),
+                nprocs=self.size, grid=self.grid, iter_time=t,
+                redist_time=prev[1] if prev else None, redist_from=prev[0] if prev else None,
+                host=socket.gethostname(),
+            )
+            try:
+                advice = self.advisor.advise(report) if self.advisor else Advice("continue", self.size)
+            except Exception as e:  # an advisor failure must not stop the job
+                advice = Advice("continue", self.size, reason=f"advisor error: {e}")
+            self._last_redist = None
+        self._times.clear()
+        return bcast_obj(self.comm, advice)
+
+    def expand_processors(self, nprocs: int, hosts: tuple[str, ...] | list[str] = ()) -> float:
+        """Spawn ranks up to ``nprocs`` in total and merge them in. Collective; returns seconds.
+
+        Must be followed by :meth:`redistribute` (which also hands the new ranks their state).
+        """
+        old = self.size
+        problem = self._check_size(nprocs, "expand") if self.rank == 0 else None
+        if self.rank == 0 and problem is None:
+            problem = _check_hosts(hosts, nprocs - old)
+        problem = bcast_obj(self.comm, problem)
+        if problem:
+            raise ResizeError(problem)
+        t0 = time.perf_counter()
+        cmds, argvs, counts, infos = _spawn_commands(nprocs - old, hosts)
+        try:
+            inter = self.comm.Spawn_multiple(cmds, argvs, counts, infos, root=0)
+        except MPI.Exception as e:
+            raise ResizeError(f"spawn of {nprocs - old} ranks failed: {e.Get_error_string()}") from e
+        finally:
+            for i in infos:
+                if i != MPI.INFO_NULL:
+                    i.Free()
+        merged = inter.Merge(high=False)
+        inter.Disconnect()  # the merged communicator carries everything from now on
+        self._pending_join = (old, nprocs)
+        self._replace_comm(merged)
+        self.groups.append((old, nprocs))
+        return time.perf_counter() - t0
+
+    def redistribute(self) -> float:
+        """Move every registered array to its layout at the current size. Collective; returns seconds.
+
+        After an expansion this first sends the new ranks their state.
+        """
+        join = getattr(self, "_pending_join", None)
+        self._pending_join = None
+        old = join[0] if join else None
+        t0 = time.perf_counter()
+        if join:
+            state = None
+            if self.rank == 0:
+                state = _JoinState(
+                    iteration=self.iteration + (1 if self._in_body else 0), values=self.values,
+                    arrays=[(r.name, r.layout, r.rule(self.size), str(r.local.dtype)) for r in self.arrays.values()],
+                    history=self.history, old_size=old, groups=self.groups,
+                )
+            bcast_obj(self.comm, state)
+        for reg in self.arrays.values():
+            src = reg.layout
+            dst = reg.rule(self.size)
+            new = redistribute(self.comm, src, reg.local, dst, src_ranks=range(src.nprocs))
+            reg.dist = DistArray(dst, new, self.comm, tuple(range(dst.nprocs)))
+        dt = self.comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+        return dt
+
+    def shrink_processors(self, nprocs: int) -> float:
+        """Move the arrays to the first ``nprocs`` ranks and retire the others. Collective.
+
+        Returns the redistribution seconds on the ranks that stay; retired ranks
+        do not return (they finalize MPI and raise ``SystemExit(0)``).
+        """
+        problem = self._check_size(nprocs, "shrink") if self.rank == 0 else None
+        problem = bcast_obj(self.comm, problem)
+        if problem:
+            raise ResizeError(problem)
+        t0 = time.perf_counter()
+        keep = self.rank < nprocs
+        for reg in self.arrays.values():
+            dst = reg.rule(nprocs)
+            new = redistribute(self.comm, reg.layout, reg.local, dst, src_ranks=range(reg.layout.nprocs))
+            reg.dist = DistArray(dst, new, self.comm, tuple(range(nprocs)))
+        dt = self.comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+        new_comm = self.comm.Split(0 if keep else MPI.UNDEFINED, self.rank)
+        self.comm.Disconnect()
+        self.groups = [(a, min(b, nprocs)) for a, b in self.groups if a < nprocs]
+        if not keep:
+            self._retire()
+        self.comm = new_comm
+        for reg in self.arrays.values():
+            reg.dist = DistArray(reg.dist.layout, reg.dist.local, new_comm, reg.dist.ranks)
+        return dt
+
+    # ------------------------------------------------------------ simple API
+    def resize(self) -> ResizeResult:
+        """Contact the scheduler and expand, shrink or continue (the paper's ``resize``). Collective.
+
+        Never raises for a refused or failed resize: the job continues at its
+        size and the result (also sent to the advisor) says why.
+        """
+        old = self.size
+        if not self.history or self.history[-1] != old:
+            self.history.append(old)
+        advice = self.contact_scheduler()
+        result = self._act(advice, old)
+        self.results.append(result)
+        if self.rank == 0:
+            if result.error:
+                print(f"[reshape] resize {old} -> {advice.nprocs} refused: {result.error}; "
+                      f"continuing on {self.size} processes", file=sys.stderr, flush=True)
+            if self.advisor and result.action != "continue":
+                try:
+                    self.advisor.resized(old, result.new, result.seconds, result.error)
+                except Exception as e:
+                    print(f"[reshape] advisor error after resize: {e}", file=sys.stderr, flush=True)
+        if result.action in ("expand", "shrink"):
+            self._last_redist = (old, result.seconds)
+            if self.size not in self.history:
+                self.history.append(self.size)
+            elif self.history[-1] != self.size:
+                self.history.append(self.size)
+        return result
+
+    def _act(self, advice: Advice, old: int) -> ResizeResult:
+        if advice.action == "continue" or advice.nprocs == old:
+            return ResizeResult("continue", old, old, reason=advice.reason)
+        try:
+            if advice.action == "expand":
+                spawn = self.expand_processors(advice.nprocs, advice.hosts)
+                secs = self.redistribute()
+                return ResizeResult("expand", old, self.size, secs, spawn, reason=advice.reason)
+            if advice.action == "shrink":
+                secs = self.shrink_processors(advice.nprocs)
+                return ResizeResult("shrink", old, self.size, secs, reason=advice.reason)
+            raise ResizeError(f"unknown action {advice.action!r}")
+        except ResizeError as e:
+            return ResizeResult("failed", old, self.size, error=str(e), reason=advice.reason)
+
+    def finish(self, status: str = "done") -> None:
+        """Tell the scheduler the job ended. Collective."""
+        barrier(self.comm)
+        if self.rank == 0 and self.advisor:
+            try:
+                self.advisor.finished(status)
+            except Exception as e:
+                print(f"[reshape] advisor error at finish: {e}", file=sys.stderr, flush=True)
+
+    # ------------------------------------------------------------ internals
+    def _check_size(self, q: int, action: str) -> str | None:
+        p = self.size
+        if not isinstance(q, int | np.integer) or q < 1:
+            return f"invalid target size {q!r}"
+        if action == "expand" and q <= p:
+            return f"expand to {q} is not larger than the current {p}"
+        if action == "shrink" and q >= p:
+            return f"shrink to {q} is not smaller than the current {p}"
+        if self.max_procs and q > self.max_procs:
+            return f"{q} exceeds the job's maximum of {self.max_procs} processes"
+        if action == "shrink" and not self.allow_new_sizes and q not in self.history:
+            return (f"shrink to {q}: the job has only run on {sorted(set(self.history))} processes "
+                    f"(a job shrinks only to sizes it has run at; allow_new_sizes=True lifts this)")
+        if self.sizes and not self.sizes(q):
+            return f"{q} processes is not a legal size for this job"
+        for reg in self.arrays.values():
+            try:
+                reg.rule(q)
+            except LayoutError as e:
+                return f"array {reg.name!r} has no layout on {q} processes: {e}"
+        return None
+
+    def _replace_comm(self, new: MPI.Intracomm) -> None:
+        old = self.comm
+        self.comm = new
+        for reg in self.arrays.values():
+            reg.dist = DistArray(reg.dist.layout, reg.dist.local, new, reg.dist.ranks)
+        old.Disconnect()
+
+    def _retire(self) -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        MPI.Finalize()
+        raise SystemExit(0)
+
+    def _join(self, parent: MPI.Intercomm) -> None:
+        """Run on a spawned rank: merge, take the state, receive the array blocks."""
+        merged = parent.Merge(high=True)
+        parent.Disconnect()
+        self.comm = merged
+        state: _JoinState = bcast_obj(merged, None)
+        self.iteration = state.iteration
+        self.values = state.values
+        self.history = [*state.history, merged.size]
+        self.groups = list(state.groups) + [(state.old_size, merged.size)]
+        self.joined = True
+        for name, src, dst, dtype in state.arrays:
+            new = redistribute(merged, src, None, dst, src_ranks=range(src.nprocs))
+            self._pending_arrays[name] = (dst, new)
+        merged.allreduce(0.0, op=MPI.MAX)  # matches the parents' timing reduction
+
+
+def _is_local(host: str) -> bool:
+    names = {"localhost", socket.gethostname(), socket.getfqdn()}
+    if host in names:
+        return True
+    try:
+        return socket.gethostbyname(host) == "127.0.0.1"
+    except OSError:
+        return False
+
+
+def _check_hosts(hosts, n: int, probe_timeout: float = 2.0) -> str | None:
+    """Refuse hosts Hydra could not launch on, before spawning.
+
+    A host that resolves but cannot be reached makes Hydra abort the whole job
+    (MPICH 5: "Launch proxy failed"), so remote hosts are probed first: with
+    the default ssh launcher (``HYDRA_LAUNCHER`` unset or ``ssh``) a TCP
+    connection to port 22 must succeed within ``probe_timeout`` seconds.
+    Custom launchers are trusted.
+    """
+    if not hosts:
+        return None
+    if len(hosts) != n:
+        return f"{len(hosts)} hosts given for {n} new ranks"
+    launcher = os.environ.get("HYDRA_LAUNCHER", "ssh")
+    for h in sorted(set(hosts)):
+        try:
+            socket.getaddrinfo(h, None)
+        except OSError:
+            return f"unknown host {h!r}: cannot resolve it"
+        if launcher in ("ssh", "rsh") and not _is_local(h):
+            port = 22 if launcher == "ssh" else 514
+            try:
+                socket.create_connection((h, port), timeout=probe_timeout).close()
+            except OSError as e:
+                return f"host {h!r} is not reachable by the {launcher} launcher (port {port}: {e})"
+    return None
+
+
+def _program() -> list[str]:
+    """argv that restarts this program: ``python -m module args`` or ``python script args``."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name and spec.name != "__main__":
+        name = spec.name[: -len(".__main__")] if spec.name.endswith(".__main__") else spec.name
+        return ["-m", name, *sys.argv[1:]]
+    return [os.path.abspath(sys.argv[0]), *sys.argv[1:]]
+
+
+def _spawn_commands(n: int, hosts) -> tuple[list[str], list[list[str]], list[int], list[MPI.Info]]:
+    argv = _program()
+    if not hosts:
+        info = MPI.Info.Create()
+        info.Set("wdir", os.getcwd())
+        return [sys.executable], [argv], [n], [info]
+    order: list[str] = []
+    count: dict[str, int] = {}
+    for h in hosts:
+        if h not in count:
+            order.append(h)
+            count[h] = 0
+        count[h] += 1
+    infos = []
+    for h in order:
+        info = MPI.Info.Create()
+        info.Set("host", h)
+        info.Set("wdir", os.getcwd())
+        infos.append(info)
+    return [sys.executable] * len(order), [argv] * len(order), [count[h] for h in order], infos
+
+
+_RUNTIME: Resizer | None = None
+
+
+def init(
+    advisor: Advisor | None = None,
+    *,
+    allow_new_sizes: bool | None = None,
+    sizes: Callable[[int], bool] | None = None,
+    max_procs: int | None = None,
+) -> Resizer:
+    """Start (or, on a spawned rank, join) the resizable job. Call once per process.
+
+    ``advisor`` defaults to :func:`reshape.advice.advisor_from_env` (the daemon
+    when it started the job, else ``RESHAPE_PLAN``, else static).
+    ``allow_new_sizes`` (default from ``RESHAPE_ALLOW_NEW_SIZES=1``) lets a job
+    shrink to sizes it has not run at; ``max_procs`` (default from
+    ``RESHAPE_MAX_PROCS``) caps expansions; ``sizes`` is an extra legality test.
+    """
+    global _RUNTIME
+    if _RUNTIME is not None:
+        return _RUNTIME
+    if allow_new_sizes is None:
+        allow_new_sizes = os.environ.get("RESHAPE_ALLOW_NEW_SIZES", "") in ("1", "true", "yes")
+    if max_procs is None and os.environ.get("RESHAPE_MAX_PROCS"):
+        max_procs = int(os.environ["RESHAPE_MAX_PROCS"])
+    parent = MPI.Comm.Get_parent()
+    job_id = int(os.environ.get("RESHAPE_JOB_ID", "0") or 0)
+    if parent != MPI.COMM_NULL:
+        rt = Resizer(MPI.COMM_WORLD, None, job_id, allow_new_sizes, sizes, max_procs)
+        rt._join(parent)
+    else:
+        comm = MPI.COMM_WORLD.Dup()
+        adv = None
+        if comm.rank == 0:
+            adv = advisor if advisor is not None else advisor_from_env()
+        rt = Resizer(comm, adv, job_id, allow_new_sizes, sizes, max_procs)
+    _RUNTIME = rt
+    return rt

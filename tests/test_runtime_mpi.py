@@ -1,0 +1,53 @@
+"""The resize runtime under real MPI: spawned ranks join, retired ranks leave, data survives."""
+
+import os
+
+import pytest
+
+pytestmark = pytest.mark.mpi
+
+
+def run_plan(mpirun, start, plan, tmp_path, extra_env=None, iters=6):
+    pidlog = tmp_path / "pids.txt"
+    env = {"RESHAPE_PLAN": plan, **(extra_env or {})}
+    res = mpirun(start, ["-m", "tests.mpi.resize_plan", "--iters", str(iters), "--pidlog", str(pidlog)],
+                 env=env, timeout=120)
+    lines = [ln.split() for ln in pidlog.read_text().splitlines()]
+    return res, lines
+
+
+def test_expand_and_shrink_1_2_4_2_1(mpirun, tmp_path):
+    res, lines = run_plan(mpirun, 1, "1,2,4,2,1", tmp_path)
+    assert "final size 1 sizes [2, 4, 2, 1, 1, 1] checksum 15 data OK" in res.stdout
+    start = {int(p) for p, size, rank, tag in lines if tag == "start"}
+    joined = {int(p) for p, size, rank, tag in lines if tag == "join"}
+    assert len(start) == 1 and len(joined) == 3          # 1 -> 2 spawns one, 2 -> 4 spawns two
+    assert not (start & joined) and os.getpid() not in joined  # spawned ranks are new OS processes
+    # each shrink retired whole spawn groups, and every retired rank exited
+    assert res.stdout.count("retired 2: exited 2 parked 0") == 1
+    assert res.stdout.count("retired 1: exited 1 parked 0") == 1
+
+
+def test_2_4_6_3_needs_opt_in_and_then_parks_a_split_group(mpirun, tmp_path):
+    res, _ = run_plan(mpirun, 2, "2,4,6,3", tmp_path)
+    assert "refused: shrink to 3: the job has only run on [2, 4, 6] processes" in res.stdout
+    assert "final size 6" in res.stdout and "data OK" in res.stdout
+    res, lines = run_plan(mpirun, 2, "2,4,6,3", tmp_path, {"RESHAPE_ALLOW_NEW_SIZES": "1"})
+    assert "final size 3 sizes [4, 6, 3, 3, 3, 3] checksum 15 data OK" in res.stdout
+    # ranks 4 and 5 (one spawn group) exit; rank 3 parks until rank 2, its sibling, finishes
+    assert "retired 3: exited 2 parked 1" in res.stdout
+
+
+def test_impossible_step_is_refused_and_the_run_finishes(mpirun, tmp_path):
+    res, _ = run_plan(mpirun, 2, "2,4,2", tmp_path, {"RESHAPE_MAX_PROCS": "3"})
+    assert "refused: 4 exceeds the job's maximum of 3 processes" in res.stderr + res.stdout
+    assert "final size 2 sizes [2, 2, 2, 2, 2, 2] checksum 15 data OK" in res.stdout
+
+
+def test_unreachable_and_unknown_hosts_are_refused(mpirun, tmp_path):
+    res = mpirun(1, ["-m", "tests.mpi.resize_hosts", "nosuchhost.invalid"], timeout=60)
+    assert "unknown host 'nosuchhost.invalid'" in res.stdout and "final size 1 data OK" in res.stdout
+    res = mpirun(1, ["-m", "tests.mpi.resize_hosts", "127.0.0.2"], timeout=60)
+    assert "not reachable" in res.stdout and "final size 1 data OK" in res.stdout
+    res = mpirun(1, ["-m", "tests.mpi.resize_hosts", "localhost,localhost"], timeout=60)
+    assert "final size 3 data OK" in res.stdout
