@@ -358,9 +358,7 @@ class Resizer:
                     print(f"[reshape] advisor error after resize: {e}", file=sys.stderr, flush=True)
         if result.action in ("expand", "shrink"):
             self._last_redist = (old, result.seconds)
-            if self.size not in self.history:
-                self.history.append(self.size)
-            elif self.history[-1] != self.size:
+            if self.size not in self.history or self.history[-1] != self.size:
                 self.history.append(self.size)
         return result
 
@@ -433,9 +431,9 @@ class Resizer:
         self.iteration = state.iteration
         self.values = state.values
         self.history = [*state.history, merged.size]
-        self.groups = list(state.groups) + [(state.old_size, merged.size)]
+        self.groups = [*state.groups, (state.old_size, merged.size)]
         self.joined = True
-        for name, src, dst, dtype in state.arrays:
+        for name, src, dst, _dtype in state.arrays:
             new = redistribute(merged, src, None, dst, src_ranks=range(src.nprocs))
             self._pending_arrays[name] = (dst, new)
         merged.allreduce(0.0, op=MPI.MAX)  # matches the parents' timing reduction

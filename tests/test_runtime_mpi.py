@@ -32,7 +32,7 @@ def test_2_4_6_3_needs_opt_in_and_then_parks_a_split_group(mpirun, tmp_path):
     res, _ = run_plan(mpirun, 2, "2,4,6,3", tmp_path)
     assert "refused: shrink to 3: the job has only run on [2, 4, 6] processes" in res.stdout
     assert "final size 6" in res.stdout and "data OK" in res.stdout
-    res, lines = run_plan(mpirun, 2, "2,4,6,3", tmp_path, {"RESHAPE_ALLOW_NEW_SIZES": "1"})
+    res, _lines = run_plan(mpirun, 2, "2,4,6,3", tmp_path, {"RESHAPE_ALLOW_NEW_SIZES": "1"})
     assert "final size 3 sizes [4, 6, 3, 3, 3, 3] checksum 15 data OK" in res.stdout
     # ranks 4 and 5 (one spawn group) exit; rank 3 parks until rank 2, its sibling, finishes
     assert "retired 3: exited 2 parked 1" in res.stdout
