@@ -149,6 +149,7 @@ class Resizer:
     allow_new_sizes: bool = False
     sizes: Callable[[int], bool] | None = None  # extra legality test for a size
     max_procs: int | None = None
+    method: str = "circulant"  # redistribution method: circulant | alltoallv | checkpoint
     iteration: int = 0
     values: dict = field(default_factory=dict)
     arrays: dict[str, Registered] = field(default_factory=dict)
@@ -302,7 +303,7 @@ class Resizer:
         for reg in self.arrays.values():
             src = reg.layout
             dst = reg.rule(self.size)
-            new = redistribute(self.comm, src, reg.local, dst, src_ranks=range(src.nprocs))
+            new = redistribute(self.comm, src, reg.local, dst, src_ranks=range(src.nprocs), method=self.method)
             reg.dist = DistArray(dst, new, self.comm, tuple(range(dst.nprocs)))
         dt = self.comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
         return dt
@@ -321,7 +322,8 @@ class Resizer:
         keep = self.rank < nprocs
         for reg in self.arrays.values():
             dst = reg.rule(nprocs)
-            new = redistribute(self.comm, reg.layout, reg.local, dst, src_ranks=range(reg.layout.nprocs))
+            new = redistribute(self.comm, reg.layout, reg.local, dst, src_ranks=range(reg.layout.nprocs),
+                               method=self.method)
             reg.dist = DistArray(dst, new, self.comm, tuple(range(nprocs)))
         dt = self.comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
         new_comm = self.comm.Split(0 if keep else MPI.UNDEFINED, self.rank)
@@ -434,7 +436,7 @@ class Resizer:
         self.groups = [*state.groups, (state.old_size, merged.size)]
         self.joined = True
         for name, src, dst, _dtype in state.arrays:
-            new = redistribute(merged, src, None, dst, src_ranks=range(src.nprocs))
+            new = redistribute(merged, src, None, dst, src_ranks=range(src.nprocs), method=self.method)
             self._pending_arrays[name] = (dst, new)
         merged.allreduce(0.0, op=MPI.MAX)  # matches the parents' timing reduction
 
@@ -526,6 +528,8 @@ def init(
     ``allow_new_sizes`` (default from ``RESHAPE_ALLOW_NEW_SIZES=1``) lets a job
     shrink to sizes it has not run at; ``max_procs`` (default from
     ``RESHAPE_MAX_PROCS``) caps expansions; ``sizes`` is an extra legality test.
+    ``RESHAPE_REDIST_METHOD`` picks the redistribution method (default
+    ``circulant``; ``checkpoint`` and ``alltoallv`` are the baselines).
     """
     global _RUNTIME
     if _RUNTIME is not None:
@@ -534,16 +538,17 @@ def init(
         allow_new_sizes = os.environ.get("RESHAPE_ALLOW_NEW_SIZES", "") in ("1", "true", "yes")
     if max_procs is None and os.environ.get("RESHAPE_MAX_PROCS"):
         max_procs = int(os.environ["RESHAPE_MAX_PROCS"])
+    method = os.environ.get("RESHAPE_REDIST_METHOD", "circulant")
     parent = MPI.Comm.Get_parent()
     job_id = int(os.environ.get("RESHAPE_JOB_ID", "0") or 0)
     if parent != MPI.COMM_NULL:
-        rt = Resizer(MPI.COMM_WORLD, None, job_id, allow_new_sizes, sizes, max_procs)
+        rt = Resizer(MPI.COMM_WORLD, None, job_id, allow_new_sizes, sizes, max_procs, method)
         rt._join(parent)
     else:
         comm = MPI.COMM_WORLD.Dup()
         adv = None
         if comm.rank == 0:
             adv = advisor if advisor is not None else advisor_from_env()
-        rt = Resizer(comm, adv, job_id, allow_new_sizes, sizes, max_procs)
+        rt = Resizer(comm, adv, job_id, allow_new_sizes, sizes, max_procs, method)
     _RUNTIME = rt
     return rt
