@@ -38,6 +38,9 @@ def main(argv: list[str] | None = None) -> int:
         for mode in ("static", "reshape"):
             res = run_workload(jobs_for(wl, scale), slots, remap=mode)
             runs[mode] = res["summary"]
+            if not res["clean_stop"]:
+                print(f"warning: the {name}/{mode} daemon did not answer 'stop' in time", flush=True)
+                out.setdefault("unclean_stops", []).append(f"{name}/{mode}")
         rows = []
         for s, d in zip(runs["static"]["jobs"], runs["reshape"]["jobs"], strict=True):
             r = d["turnaround"] / s["turnaround"]

@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from reshape.client import Connection
+from reshape.client import Connection, SchedulerUnavailable
 
 from .emujob import iteration_time
 from .startup import job_tag, kill_job
@@ -143,9 +143,14 @@ def run_workload(jobs: list[dict], slots: int, remap: str, app: str = "easy",
                 raise RuntimeError(f"workload did not finish in {timeout}s")
             time.sleep(0.2)
         hist = conn.request("history", timeout=30).body
-        conn.request("stop", {"kill_jobs": True})
-        proc.wait(10)
-        return {"history": hist, "summary": summarize(hist), "state_dir": state_dir}
+        stopped = True
+        try:
+            conn.request("stop", {"kill_jobs": True})
+            proc.wait(10)
+        except (SchedulerUnavailable, subprocess.TimeoutExpired):
+            stopped = False  # killed below; reported so a hang does not go unnoticed
+        return {"history": hist, "summary": summarize(hist), "state_dir": state_dir,
+                "clean_stop": stopped}
     finally:
         conn.close()
         if proc.poll() is None:

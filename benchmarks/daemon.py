@@ -1,0 +1,138 @@
+"""Benchmark: ``contact_scheduler`` round trips against a real daemon on loopback.
+
+``python -m benchmarks.daemon [--quick]``
+
+A daemon process runs ``jobs`` real (sleeping) one-slot jobs filling its
+pool, so every request goes through the full path (decode, Performance
+Profiler update, Remap Scheduler on a snapshot, journal commit, reply).
+``procs`` client processes with ``threads`` clients each send
+``resize_point`` requests back to back for those jobs. Reports round-trip
+p50/p99 and requests per second, and the same for ``ping`` (decode and
+reply only) measured in the same run as the baseline.
+Writes ``benchmarks/results/daemon.json``. Targets: p99 < 5 ms, > 2,000 requests/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+from reshape.client import Connection
+from scheduler.startup import job_tag, kill_job
+
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "daemon.json")
+
+
+def _client_proc(endpoint: str, job_ids: list[int], threads: int, seconds: float, kind: str, q) -> None:
+    lat: list[list[float]] = [[] for _ in range(threads)]
+    start = time.perf_counter() + 0.2
+
+    def run(k: int) -> None:
+        c = Connection(endpoint, timeout=10)
+        jid = job_ids[k % len(job_ids)]
+        it = 0
+        while time.perf_counter() < start:
+            pass
+        end = start + seconds
+        while (t0 := time.perf_counter()) < end:
+            it += 1
+            if kind == "ping":
+                c.request("ping")
+            else:
+                c.request("resize_point", {"iteration": it, "nprocs": 1, "iter_time": 0.5 + 0.001 * (it % 7)},
+                          job_id=jid)
+            lat[k].append(time.perf_counter() - t0)
+        c.close()
+
+    ts = [threading.Thread(target=run, args=(k,)) for k in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    q.put([x for lst in lat for x in lst])
+
+
+def measure(endpoint: str, job_ids: list[int], procs: int, threads: int, seconds: float, kind: str) -> dict:
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    ps = [ctx.Process(target=_client_proc, args=(endpoint, job_ids[i::procs] or job_ids, threads,
+                                                  seconds, kind, q)) for i in range(procs)]
+    for p in ps:
+        p.start()
+    lat = np.concatenate([np.array(q.get(timeout=seconds + 60)) for _ in ps])
+    for p in ps:
+        p.join(10)
+    return {"requests": int(lat.size), "requests_per_s": lat.size / seconds,
+            "p50_ms": float(np.percentile(lat, 50) * 1e3), "p99_ms": float(np.percentile(lat, 99) * 1e3),
+            "clients": procs * threads}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.daemon")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--jobs", type=int, default=8)
+    ap.add_argument("--procs", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=8)
+    a = ap.parse_args(argv)
+    seconds = 2.0 if a.quick else 6.0
+    from scheduler.workload import _free_port
+
+    state = tempfile.TemporaryDirectory(prefix="reshape-bench-")
+    endpoint = f"tcp://127.0.0.1:{_free_port()}"
+    import subprocess
+
+    daemon = subprocess.Popen([sys.executable, "-m", "reshape.cli", "daemon", "--endpoint", endpoint,
+                               "--state-dir", state.name, "--slots", str(a.jobs)],
+                              stdout=subprocess.DEVNULL, start_new_session=True)
+    ids: list[int] = []
+    try:
+        c = Connection(endpoint, timeout=0.5)
+        for _ in range(100):
+            try:
+                c.request("ping")
+                break
+            except Exception:
+                time.sleep(0.1)
+        c.timeout = 10
+        job = {"name": "idle", "command": ["python", "-c", "import time; time.sleep(600)"], "nprocs": 1,
+               "launch": "single"}
+        ids = [c.request("submit", {"job": job}).body["job_id"] for _ in range(a.jobs)]
+        deadline = time.monotonic() + 30
+        while len(c.request("status").body["running"]) < a.jobs and time.monotonic() < deadline:
+            time.sleep(0.1)
+        c.close()
+        res = {}
+        for kind in ("ping", "resize_point"):
+            res[kind] = measure(endpoint, ids, a.procs, a.threads, seconds, kind)
+        print(f"{'request':<14}{'clients':>8}{'req/s':>10}{'p50 ms':>9}{'p99 ms':>9}")
+        for kind, r in res.items():
+            print(f"{kind:<14}{r['clients']:>8}{r['requests_per_s']:>10.0f}{r['p50_ms']:>9.2f}{r['p99_ms']:>9.2f}")
+        rp = res["resize_point"]
+        summary = {"p50_ms": rp["p50_ms"], "p99_ms": rp["p99_ms"], "requests_per_s": rp["requests_per_s"],
+                   "clients": rp["clients"],
+                   "throughput_vs_ping": rp["requests_per_s"] / res["ping"]["requests_per_s"],
+                   "targets": {"p99_ms": "< 5", "requests_per_s": "> 2000"}}
+        print(f"summary: resize_point p50 {summary['p50_ms']:.2f} ms, p99 {summary['p99_ms']:.2f} ms, "
+              f"{summary['requests_per_s']:.0f} req/s ({summary['throughput_vs_ping']:.2f} x ping)")
+        os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
+        with open(RESULTS, "w") as f:
+            json.dump({"seconds": seconds, "results": res, "summary": summary}, f, indent=1)
+    finally:
+        daemon.kill()
+        daemon.wait(5)
+        for i in ids:
+            kill_job(job_tag(state.name, i), grace=0.5)
+        state.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
