@@ -155,3 +155,8 @@ def add_commands(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run_simulate)
+
+    # seed 002's networks of multiprocessor nodes do not fit the slot-count trace model
+    from scheduler.sim import hetero
+
+    hetero.add_command(subparsers)
