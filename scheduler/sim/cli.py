@@ -156,7 +156,9 @@ def add_commands(subparsers) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run_simulate)
 
-    # seed 002's networks of multiprocessor nodes do not fit the slot-count trace model
-    from scheduler.sim import hetero
+    # seed 002's networks of multiprocessor nodes and seed 004's gang scheduler do not fit the
+    # slot-count trace model: they get their own commands
+    from scheduler.sim import gang, hetero
 
     hetero.add_command(subparsers)
+    gang.add_command(subparsers)
