@@ -23,6 +23,7 @@ import os
 import subprocess
 import sys
 
+import psutil
 import pytest
 
 from scheduler.models.slowdown import aggregate_slowdown, local_slowdown
@@ -46,6 +47,11 @@ def _best(mpirun, n=2) -> float:
 @pytest.mark.parametrize("competitors", [(1, 0), (2, 0)], ids=["sd2", "sd3"])
 def test_slowdown_model_predicts_real_contention(mpirun, competitors):
     cores = sorted(os.sched_getaffinity(0))[:2]
+    busy = psutil.cpu_percent(interval=1.0, percpu=True)
+    if max(busy[c] for c in cores) > 25:
+        # the model counts the competing processes it is told about; unknown load from other
+        # work on the machine makes "dedicated" not dedicated, so the claim cannot be checked
+        pytest.skip(f"machine busy ({busy}% per core): the contention check needs idle cores")
     x_ded = _best(mpirun)
     procs = []
     try:
