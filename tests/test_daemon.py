@@ -257,3 +257,17 @@ def test_cancel_queued_and_running_jobs_frees_everything(daemon):
     assert st["free_slots"] == 2 and not st["running"] and not st["queue"]
     with pytest.raises(DaemonError, match="not_active"):
         d.req("cancel", {"job_id": a})
+
+
+def test_real_mpi_job_finds_its_sweet_spot(daemon):
+    """reshape.runtime under the daemon: spawn on expand, redistribution, shrink back."""
+    d = daemon(4)
+    a = d.submit(name="sweet-mpi", command=["python", "tests/jobs/sweetspot_mpi.py", "--iters", "8"],
+                 nprocs=1, max_procs=4)
+    wait_for(lambda: d.job(a)["state"] not in ("queued", "running"), 90, every=0.3)
+    j = d.job(a)
+    log = d.req("log", {"job_id": a, "tail": 0})["text"]
+    assert j["state"] == "done", log
+    assert j["profile"]["history"][:5] == [1, 2, 3, 4, 3], log
+    assert "data ok" in log
+    assert d.req("status")["free_slots"] == 4
