@@ -25,7 +25,15 @@ from scheduler.policies.hetero import (
     place_threads,
 )
 from scheduler.sim.engine import SimulationError
-from scheduler.sim.hetero import NETWORKS, NetSimulator, cv, job_rate, network, run_network_policies
+from scheduler.sim.hetero import (
+    NETWORKS,
+    NetSimulator,
+    cv,
+    job_rate,
+    network,
+    random_network,
+    run_network_policies,
+)
 from scheduler.workloads.lynch import (
     HeteroJob,
     generate,
@@ -278,3 +286,26 @@ def test_cli(capsys):
     assert main(["hetero", "--policy", "zz", "--jobs", "10"]) == 2
     assert "unknown network policy" in capsys.readouterr().err
     assert main(["hetero", "--load", "-1", "--jobs", "10"]) == 2
+
+
+@pytest.mark.parametrize(("kind", "target"), [("size", 1.2), ("speed", 0.6)])
+def test_random_networks_hit_the_cv(kind, target):
+    nets = [random_network(kind, target, seed) for seed in range(3)]
+    for nodes in nets:
+        vals = [n.size if kind == "size" else n.speed for n in nodes]
+        assert len(nodes) == 16 and cv(vals) == pytest.approx(target, abs=0.02)
+        assert sum(n.capacity for n in nodes) == 12800
+    assert len(set(nets)) == 3
+    assert network(f"{kind}:{target}:1") == nets[1]
+    with pytest.raises(ValueError, match="kind"):
+        random_network("colour", 0.5)
+
+
+def test_dss_stealing_unbalances_threads():
+    """Notes §11.9: DSS's victims fold without re-balancing, so its jobs run far more unevenly than SS's."""
+    imb = {"ss": 0.0, "dss": 0.0}
+    for seed in range(2):
+        res = run_network_policies(NETWORKS["16"], generate(500, 0.6, seed), ["ss", "dss"], warmup=50)
+        for k in imb:
+            imb[k] += res[k]["mean_imbalance"]
+    assert imb["dss"] > imb["ss"] + 0.2

@@ -30,6 +30,7 @@ import argparse
 import heapq
 import json
 import math
+import random
 import statistics
 import sys
 import time
@@ -62,6 +63,7 @@ __all__ = [
     "cv",
     "job_rate",
     "network",
+    "random_network",
     "run_network_policies",
     "skewness",
 ]
@@ -103,6 +105,12 @@ def network(spec: str) -> tuple[Node, ...]:
     """A preset by number, or ``SIZExSPEED,SIZExSPEED,...`` (e.g. ``8x100,8x150``)."""
     if spec in NETWORKS:
         return NETWORKS[spec]
+    if spec.startswith(("size:", "speed:")):  # size:CV[:SEED] / speed:CV[:SEED]
+        kind, *rest = spec.split(":")
+        try:
+            return random_network(kind, float(rest[0]), int(rest[1]) if len(rest) > 1 else 0)
+        except (ValueError, IndexError) as e:
+            raise ValueError(f"bad network {spec!r}: {e}") from None
     try:
         nodes = tuple(Node(int(a), float(b)) for a, b in (x.split("x") for x in spec.split(",")))
     except ValueError:
@@ -128,6 +136,49 @@ def skewness(values: list[float]) -> float:
     if n < 3 or s == 0:
         return 0.0
     return n / ((n - 1) * (n - 2)) * sum(((x - m) / s) ** 3 for x in values)
+
+
+def random_network(kind: str, target_cv: float, seed: int = 0, *, nodes: int = 16, tol: float = 0.02,
+                   capacity: float = 12800.0) -> tuple[Node, ...]:
+    """A random ``nodes``-node network of total ``capacity`` whose size or speed CV is ``target_cv``.
+
+    For Networks 17-34, whose per-node values are lost (notes §7.1): ``kind``
+    ``"size"`` varies node sizes in 1..32 at speed 100, ``"speed"`` varies
+    speeds in 60..300 (steps of 10) at size 8. A random start is improved by
+    random transfers between two nodes (total kept) that move the CV towards
+    the target, until it is within ``tol``; seeds give networks of the same CV
+    with different skewness (:func:`skewness`).
+    """
+    if kind not in ("size", "speed"):
+        raise ValueError(f"kind must be 'size' or 'speed', got {kind!r}")
+    rng = random.Random(f"net:{kind}:{target_cv}:{seed}")
+    if kind == "size":
+        lo, hi, step, total = 1, 32, 1, round(capacity / 100.0)
+    else:
+        lo, hi, step, total = 60, 300, 10, round(capacity / 8.0)
+    if not nodes * lo <= total <= nodes * hi:
+        raise ValueError(f"capacity {capacity} cannot be split over {nodes} nodes")
+    vals = [total // nodes] * nodes
+    for i in range((total - sum(vals)) // step):
+        vals[i % nodes] += step
+    for _ in range(200_000):
+        err = abs(cv(vals) - target_cv)
+        if err <= tol:
+            break
+        i, j = rng.randrange(nodes), rng.randrange(nodes)
+        d = step * rng.randint(1, 4)
+        if i == j or vals[i] - d < lo or vals[j] + d > hi:
+            continue
+        vals[i] -= d
+        vals[j] += d
+        if abs(cv(vals) - target_cv) > err and rng.random() > 0.05:
+            vals[i] += d
+            vals[j] -= d
+    else:
+        raise ValueError(f"no {kind} network with CV {target_cv} +- {tol} found")
+    if kind == "size":
+        return tuple(Node(v, 100.0) for v in vals)
+    return tuple(Node(8, float(v)) for v in vals)
 
 
 def job_rate(threads: int, parts: dict[int, list[int]] | tuple[Part, ...], nodes: tuple[Node, ...],
