@@ -1,9 +1,12 @@
-"""Launch ``mpiexec`` runs as supervised process groups and clean up after them.
+"""Launch ``mpiexec`` runs as supervised processes and clean up after them.
 
-Used by the tests, the benchmarks and the scheduler's Job Startup: every run
-gets its own session (``setsid``) so that the run, its Hydra proxies and any
-ranks spawned later by ``MPI_Comm_spawn`` can be found and killed together,
-even after the launcher itself died.
+Used by the tests, the benchmarks and the scheduler's Job Startup. Hydra's
+proxies and the ranks call ``setsid`` themselves, so a run cannot be found by
+session or process group. Instead every process of a run inherits an
+environment variable with a unique tag (Hydra passes the environment to the
+proxies, the ranks and any rank spawned later by ``MPI_Comm_spawn``), and
+:func:`tagged_pids` / :func:`kill_tagged` find and kill them by that tag, even
+after the launcher itself died.
 """
 
 from __future__ import annotations
@@ -15,11 +18,25 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import dataclass
 
 import psutil
 
-__all__ = ["MPIRunError", "kill_session", "mpi_env", "mpiexec_path", "mpirun", "session_pids"]
+__all__ = [
+    "TAG_VAR",
+    "MPIRunError",
+    "kill_session",
+    "kill_tagged",
+    "mpi_env",
+    "mpiexec_path",
+    "mpirun",
+    "new_tag",
+    "session_pids",
+    "tagged_pids",
+]
+
+TAG_VAR = "RESHAPE_RUN_TAG"
 
 
 class MPIRunError(RuntimeError):
@@ -75,6 +92,42 @@ def kill_session(sid: int, grace: float = 2.0) -> list[int]:
     return pids
 
 
+def new_tag() -> str:
+    return f"{os.getpid()}-{uuid.uuid4().hex}"
+
+
+def tagged_pids(tag: str, var: str = TAG_VAR) -> list[int]:
+    """Live processes of this user whose environment has ``var=tag``."""
+    out = []
+    me = os.getuid()
+    for p in psutil.process_iter(["uids", "status"]):
+        try:
+            if p.info["uids"] is None or p.info["uids"].real != me or p.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+            if p.pid != os.getpid() and p.environ().get(var) == tag:
+                out.append(p.pid)
+        except (psutil.Error, OSError):
+            continue
+    return out
+
+
+def kill_tagged(tag: str, var: str = TAG_VAR, grace: float = 1.0) -> list[int]:
+    """SIGTERM, then SIGKILL, every process tagged ``var=tag``; returns the pids found first."""
+    found = tagged_pids(tag, var)
+    pids = found
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        end = time.monotonic() + grace
+        while time.monotonic() < end and tagged_pids(tag, var):
+            time.sleep(0.05)
+        pids = tagged_pids(tag, var)
+        if not pids:
+            break
+    return found
+
+
 def _alive(pid: int) -> bool:
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
@@ -82,12 +135,20 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _settle(tag: str, wait: float = 2.0) -> list[int]:
+    """Give the run's processes ``wait`` seconds to exit after mpiexec did, then kill the rest."""
+    end = time.monotonic() + wait
+    while time.monotonic() < end and tagged_pids(tag):
+        time.sleep(0.05)
+    return kill_tagged(tag)
+
+
 @dataclass
 class RunResult:
     returncode: int
     stdout: str
     stderr: str
-    leftovers: list[int]  # pids of the run's session still alive at exit (then killed)
+    leftovers: list[int]  # pids of the run still alive after mpiexec exited (then killed)
 
 
 def mpirun(
@@ -105,14 +166,16 @@ def mpirun(
     Raises MPIRunError on timeout, or on a non-zero exit when ``check``.
     """
     cmd = [mpiexec_path(), "-n", str(n), *mpiexec_args, sys.executable, *argv]
+    tag = new_tag()
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=mpi_env(env), cwd=cwd, start_new_session=True,
+        env=mpi_env({**(env or {}), TAG_VAR: tag}), cwd=cwd, start_new_session=True,
     )
     sid = proc.pid
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        kill_tagged(tag)
         kill_session(sid)
         out, err = proc.communicate()
         raise MPIRunError(
@@ -120,9 +183,9 @@ def mpirun(
         ) from None
     finally:
         if proc.poll() is None:
+            kill_tagged(tag)
             kill_session(sid)
-    time.sleep(0.05)
-    left = kill_session(sid, grace=1.0)
+    left = _settle(tag)
     res = RunResult(proc.returncode, out, err, left)
     if check and proc.returncode != 0:
         raise MPIRunError(

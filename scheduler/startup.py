@@ -15,18 +15,13 @@ inherits ``RESHAPE_JOB_TAG`` (unique per daemon state directory and job), and
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from typing import Any
 
-import psutil
-
-from reshape.launch import mpi_env, mpiexec_path
+from reshape.launch import kill_tagged, mpi_env, mpiexec_path, tagged_pids
 
 __all__ = ["job_argv", "job_pids", "job_tag", "kill_job", "start_job"]
 
@@ -39,35 +34,13 @@ def job_tag(state_dir: str, job_id: int) -> str:
 
 def job_pids(tag: str) -> list[int]:
     """Live processes of this user carrying ``RESHAPE_JOB_TAG=tag``."""
-    out = []
-    me = os.getuid()
-    for p in psutil.process_iter(["uids", "status"]):
-        try:
-            if p.info["uids"] is None or p.info["uids"].real != me:
-                continue
-            if p.info["status"] == psutil.STATUS_ZOMBIE:
-                continue
-            if p.environ().get(TAG) == tag:
-                out.append(p.pid)
-        except (psutil.Error, OSError):
-            continue
-    return out
+    return tagged_pids(tag, TAG)
 
 
 def kill_job(tag: str, grace: float = 1.0) -> list[int]:
     """SIGTERM, then SIGKILL, every process of the job; returns the pids found."""
-    pids = job_pids(tag)
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
-        end = time.monotonic() + grace
-        while time.monotonic() < end and job_pids(tag):
-            time.sleep(0.05)
-        pids = job_pids(tag)
-        if not pids:
-            break
-    return pids
+    return kill_tagged(tag, TAG, grace)
+
 
 LOCAL = {"localhost", "127.0.0.1", "::1"}
 
