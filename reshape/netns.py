@@ -39,6 +39,7 @@ is cleaned up by the next one. Everything needs root (``CAP_NET_ADMIN``):
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import ipaddress
 import json
@@ -52,12 +53,15 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
+from .launch import MPIRunError, RunResult, kill_session, mpi_env, mpiexec_path
+
 __all__ = [
     "DEFAULT_PREFIX",
     "DEFAULT_SUBNET",
     "LAUNCHER",
     "NetnsCluster",
     "NetnsError",
+    "add_commands",
     "cleanup",
     "cluster",
     "unavailable_reason",
@@ -168,7 +172,8 @@ class NetnsCluster:
 
     def __post_init__(self) -> None:
         if not _PREFIX.match(self.prefix):
-            raise ValueError(f"cluster prefix {self.prefix!r}: use 1-5 lowercase letters/digits, starting with a letter")
+            raise ValueError(f"cluster prefix {self.prefix!r}: use 1-5 lowercase letters/digits, "
+                             "starting with a letter")
         names = [HEAD, *self.nodes]
         for n in self.nodes:
             if not _NAME.match(n) or n == HEAD:
@@ -183,6 +188,22 @@ class NetnsCluster:
         if len(hosts) < len(names):
             raise ValueError(f"subnet {self.subnet} has {len(hosts)} addresses for {len(names)} nodes")
         self.addresses = {n: str(hosts[i]) for i, n in enumerate(names)}
+
+    @classmethod
+    def load(cls, prefix: str = DEFAULT_PREFIX) -> NetnsCluster:
+        """The cluster ``prefix`` made earlier (e.g. by ``reshape netns up``), with the nodes now up."""
+        path = os.path.join(STATE_ROOT, prefix, "cluster.json")
+        try:
+            with open(path) as f:
+                desc = json.load(f)
+        except FileNotFoundError:
+            raise NetnsError(f"no namespace cluster {prefix!r} (no {path}): make one with 'reshape netns up'") from None
+        c = cls(tuple(desc["nodes"]), desc["prefix"], desc["subnet"])
+        for node in (HEAD, *c.nodes):
+            with contextlib.suppress(NetnsError):
+                c.holder_pid(node)
+                c.up.add(node)
+        return c
 
     # ------------------------------------------------------------ naming
     @property
@@ -238,7 +259,8 @@ class NetnsCluster:
             for node in self.nodes:
                 self.add_node(node)
             with open(os.path.join(self.state_dir, "cluster.json"), "w") as f:
-                json.dump({"prefix": self.prefix, "subnet": self.subnet, "addresses": self.addresses}, f)
+                json.dump({"prefix": self.prefix, "subnet": self.subnet, "nodes": list(self.nodes),
+                           "addresses": self.addresses}, f)
         except BaseException:
             cleanup(self.prefix)
             raise
@@ -366,14 +388,20 @@ class NetnsCluster:
         return _ns_pids(self.ns(node))
 
     def mpi_env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
-        """Environment for ``mpiexec`` run in the head so that Hydra launches proxies into the nodes.
+        """Environment for ``mpiexec`` run in the head so that Hydra launches its proxies into the nodes.
 
-        ``HYDRA_LAUNCHER=ssh`` + ``HYDRA_LAUNCHER_EXEC`` = the namespace launcher;
-        ``HYDRA_IFACE`` = the bridge, so proxies call back to the head's cluster
-        address; ``RESHAPE_NETNS_HOSTS`` tells the launcher the cluster map.
+        ``HYDRA_LAUNCHER_EXEC`` = the namespace launcher. ``HYDRA_LAUNCHER=lsf``:
+        Hydra's lsf bootstrap is the same external launch as ssh (it runs
+        ``EXEC -n HOST COMMAND``, where ssh gets ``EXEC -x HOST COMMAND``), and
+        the resize runtime probes TCP port 22 of new hosts only for the ssh and
+        rsh launchers (nodes here run no sshd), trusting other launchers.
+        ``HYDRA_IFACE`` = the bridge, so that proxies call back to the head's
+        cluster address (by default Hydra sends the machine's hostname, which
+        the nodes cannot resolve). ``RESHAPE_NETNS_*`` tell the launcher the
+        cluster.
         """
         env = {
-            "HYDRA_LAUNCHER": "ssh",
+            "HYDRA_LAUNCHER": "lsf",
             "HYDRA_LAUNCHER_EXEC": LAUNCHER,
             "HYDRA_IFACE": self.bridge,
             "RESHAPE_NETNS_HOSTS": self.hosts_file,
@@ -381,6 +409,42 @@ class NetnsCluster:
         }
         env.update(extra or {})
         return env
+
+    def mpiexec(self, n: int, argv: Sequence[str], hosts: Sequence[str], *, timeout: float = 60.0,
+                env: dict[str, str] | None = None, cwd: str | None = None) -> RunResult:
+        """Run ``mpiexec -hosts HOSTS -n n python argv...`` from the head; kill whatever is left afterwards.
+
+        Every process the run leaves in any node (proxies, ranks spawned by
+        resizes) is killed when it ends or times out. Raises ``MPIRunError``
+        on timeout; the exit status is in the result.
+        """
+        for h in hosts:
+            self._known(h)
+        cmd = [mpiexec_path(), "-hosts", ",".join(hosts), "-n", str(n), sys.executable, *argv]
+        proc = subprocess.Popen(
+            self.argv(HEAD, cmd, cwd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=mpi_env({**self.mpi_env(), **(env or {})}), start_new_session=True,
+        )
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_session(proc.pid)
+            self._kill_jobs()
+            out, err = proc.communicate()
+            raise MPIRunError(f"timeout after {timeout}s: {' '.join(cmd)}\n--- stdout\n{out[-4000:]}\n"
+                              f"--- stderr\n{err[-4000:]}") from None
+        finally:
+            if proc.poll() is None:
+                kill_session(proc.pid)
+        left = self._kill_jobs()
+        return RunResult(proc.returncode, out, err, left)
+
+    def _kill_jobs(self) -> list[int]:
+        """Kill every process in the cluster except the namespace holders; returns their pids."""
+        keep = {h.pid for h in self._holders.values()}
+        pids = [p for node in self.up for p in self.pids(node) if p not in keep and p != os.getpid()]
+        _kill_pids(pids)
+        return pids
 
 
 @contextlib.contextmanager
@@ -392,3 +456,123 @@ def cluster(nodes: Sequence[str] = ("node1", "node2"), prefix: str = DEFAULT_PRE
         yield c.create()
     finally:
         c.destroy()
+
+
+# ---------------------------------------------------------------- command line
+def add_commands(subparsers) -> None:
+    """``reshape netns up|down|status|exec``: manage a namespace cluster by hand."""
+    p = subparsers.add_parser("netns", help="a multi-node test cluster of network namespaces on this machine (root)")
+    sub = p.add_subparsers(dest="netns_command", metavar="ACTION", required=True)
+    up = sub.add_parser("up", help="make the cluster (replacing one of the same prefix)")
+    up.add_argument("--nodes", type=int, default=4, help="number of compute nodes node1..nodeN (default 4)")
+    up.add_argument("--prefix", default=DEFAULT_PREFIX, help=f"name prefix (default {DEFAULT_PREFIX})")
+    up.add_argument("--subnet", default=DEFAULT_SUBNET, help=f"private test subnet (default {DEFAULT_SUBNET})")
+    up.set_defaults(func=_cmd_up)
+    down = sub.add_parser("down", help="remove the cluster and everything running in it")
+    down.add_argument("--prefix", default=DEFAULT_PREFIX)
+    down.set_defaults(func=_cmd_down)
+    st = sub.add_parser("status", help="nodes, addresses, state and process counts")
+    st.add_argument("--prefix", default=DEFAULT_PREFIX)
+    st.set_defaults(func=_cmd_status)
+    ex = sub.add_parser("exec", help="run a command in a node (mpiexec in 'head' uses the node launcher)")
+    ex.add_argument("--prefix", default=DEFAULT_PREFIX)
+    ex.add_argument("node")
+    ex.add_argument("argv", nargs=argparse.REMAINDER, help="the command (after --)")
+    ex.set_defaults(func=_cmd_exec)
+    kill = sub.add_parser("kill", help="make a node disappear (kill its processes, delete its namespace)")
+    kill.add_argument("--prefix", default=DEFAULT_PREFIX)
+    kill.add_argument("node")
+    kill.set_defaults(func=_cmd_kill)
+    rejoin = sub.add_parser("rejoin", help="bring a killed node back")
+    rejoin.add_argument("--prefix", default=DEFAULT_PREFIX)
+    rejoin.add_argument("node")
+    rejoin.set_defaults(func=_cmd_rejoin)
+
+
+def _fail(msg: str) -> int:
+    print(f"reshape netns: {msg}", file=sys.stderr)
+    return 1
+
+
+def _cmd_up(args) -> int:
+    try:
+        if args.nodes < 1 or args.nodes > 64:
+            return _fail(f"--nodes {args.nodes}: use 1..64")
+        c = NetnsCluster(tuple(f"node{i}" for i in range(1, args.nodes + 1)), args.prefix, args.subnet).create()
+    except (ValueError, NetnsError) as e:
+        return _fail(str(e))
+    _print_status(c)
+    print(f"run MPI from the head (its environment selects the node launcher): "
+          f"reshape netns exec {HEAD} -- mpiexec -hosts {','.join(c.nodes[:2])} -n 2 python ...")
+    return 0
+
+
+def _cmd_down(args) -> int:
+    why = unavailable_reason()
+    if why:
+        return _fail(why)
+    gone = cleanup(args.prefix)
+    print(f"removed {len(gone)} namespaces" + (f": {' '.join(sorted(gone))}" if gone else ""))
+    return 0
+
+
+def _print_status(c: NetnsCluster) -> None:
+    for node in (HEAD, *c.nodes):
+        state = "up" if node in c.up else "down"
+        n = len(c.pids(node)) if state == "up" else 0
+        print(f"{node:10s} {c.ip(node):15s} {state:5s} ns={c.ns(node)} processes={n}")
+
+
+def _cmd_status(args) -> int:
+    try:
+        _print_status(NetnsCluster.load(args.prefix))
+    except NetnsError as e:
+        return _fail(str(e))
+    return 0
+
+
+def _cmd_exec(args) -> int:
+    argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    if not argv:
+        return _fail("exec: no command given (reshape netns exec NODE -- COMMAND ...)")
+    try:
+        c = NetnsCluster.load(args.prefix)
+        if args.node not in c.up:
+            c._known(args.node)
+            return _fail(f"node {args.node!r} is down")
+        return subprocess.call(c.argv(args.node, argv), env=os.environ | (c.mpi_env() if args.node == HEAD else {}))
+    except NetnsError as e:
+        return _fail(str(e))
+
+
+def _cmd_kill(args) -> int:
+    try:
+        pids = NetnsCluster.load(args.prefix).kill_node(args.node)
+    except NetnsError as e:
+        return _fail(str(e))
+    print(f"node {args.node} removed; killed {len(pids)} processes")
+    return 0
+
+
+def _cmd_rejoin(args) -> int:
+    try:
+        c = NetnsCluster.load(args.prefix)
+        if args.node in c.up:
+            return _fail(f"node {args.node!r} is up")
+        c.add_node(args.node)
+    except NetnsError as e:
+        return _fail(str(e))
+    print(f"node {args.node} is back at {c.ip(args.node)}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m reshape.netns ACTION ...`` (the same as ``reshape netns``)."""
+    parser = argparse.ArgumentParser(prog="python -m reshape.netns")
+    add_commands(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["netns", *(sys.argv[1:] if argv is None else argv)])
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""Expand onto other nodes of the namespace cluster, then shrink back; print where every rank ran.
+
+argv[1]: comma-separated hosts for the new ranks. Rank 0 prints one
+``PLACEMENT <phase> <json>`` line per phase (list of [rank, hostname, ip, pid])
+and checks the data after each resize and that the retired ranks exited;
+any failure exits non-zero.
+"""
+
+import json
+import socket
+import sys
+import time
+
+import numpy as np
+import psutil
+
+import reshape.runtime as runtime
+from reshape.advice import Advice
+
+
+class ExpandThenShrink:
+    def __init__(self, hosts):
+        self.hosts = tuple(hosts)
+        self.points = 0
+
+    def advise(self, report):
+        self.points += 1
+        if self.points == 1:
+            return Advice("expand", report.nprocs + len(self.hosts), self.hosts)
+        if self.points == 2:
+            return Advice("shrink", report.nprocs - len(self.hosts))
+        return Advice("continue", report.nprocs)
+
+    def resized(self, old, new, seconds, error=None):
+        print(f"resized {old}->{new} error={error}", flush=True)
+        if error:
+            sys.exit(f"resize {old}->{new} failed: {error}")
+
+    def finished(self, status="done", error=None):
+        pass
+
+
+def where():
+    ips = [a.address for name, addrs in psutil.net_if_addrs().items() if name != "lo"
+           for a in addrs if a.family == socket.AF_INET]
+    return [rt.rank, socket.gethostname(), ips[0] if ips else "", psutil.Process().pid]
+
+
+def check(phase):
+    places = rt.comm.gather(where(), root=0)
+    whole = X.gather()
+    if rt.rank == 0:
+        print(f"PLACEMENT {phase} {json.dumps(places)}", flush=True)
+        if not np.array_equal(whole, np.arange(48.0).reshape(12, 4)):
+            sys.exit(f"data wrong after {phase}")
+    return places
+
+
+rt = runtime.init(ExpandThenShrink(sys.argv[1].split(",")))
+X = rt.register_array("X", (12, 4), init=lambda i, j: i * 4 + j)
+places = None
+for it in rt.iterations(3):
+    places = check(f"it{it}-size{rt.size}")
+    before = rt.size
+    rt.resize()
+    if rt.rank == 0 and rt.size < before:
+        retired = [p[3] for p in places[rt.size:]]
+        end = time.monotonic() + 10
+        while any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in retired):
+            if time.monotonic() > end:
+                sys.exit(f"retired ranks {retired} still running 10 s after the shrink")
+            time.sleep(0.05)
+        print(f"RETIRED {json.dumps(retired)}", flush=True)
+check(f"end-size{rt.size}")
+rt.finish()

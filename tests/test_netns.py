@@ -1,0 +1,182 @@
+"""The network-namespace test cluster: nodes, name resolution, the Hydra launcher, node loss, and a
+resize across nodes (spawned ranks in another namespace with another IP; a shrink retires them).
+
+Needs root for namespaces; the tests that make them skip with the reason otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from reshape import netns
+from reshape.netns import LAUNCHER, NetnsCluster, NetnsError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PREFIX = "rnt"
+WHY = netns.unavailable_reason()
+needs_root = pytest.mark.skipif(WHY is not None, reason=f"namespace cluster unavailable: {WHY}")
+
+
+def leftovers(prefix: str) -> list[str]:
+    """Namespaces, links and files of ``prefix`` still on the machine."""
+    found = [ns for ns in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+             if ns.startswith(prefix + "-")]
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    found += [w for w in links.split() if w.startswith(prefix + "-")]
+    for d in (netns.ETC_NETNS, netns.STATE_ROOT):
+        if os.path.isdir(d):
+            found += [os.path.join(d, f) for f in os.listdir(d) if f == prefix or f.startswith(prefix + "-")]
+    return found
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = NetnsCluster(("node1", "node2", "node3"), prefix=PREFIX)
+    try:
+        yield c.create()
+    finally:
+        c.destroy()
+        assert not leftovers(PREFIX), f"cluster not fully removed: {leftovers(PREFIX)}"
+
+
+# ------------------------------------------------------------ no root needed
+@pytest.mark.parametrize("kw, msg", [
+    ({"nodes": ("Node1",)}, "node name"),
+    ({"nodes": ("head",)}, "node name"),
+    ({"nodes": ("a", "a")}, "duplicate"),
+    ({"prefix": "toolongprefix"}, "prefix"),
+    ({"subnet": "8.8.8.0/24"}, "private"),
+    ({"subnet": "10.77.0.0/30", "nodes": ("a", "b", "c")}, "addresses"),
+])
+def test_bad_cluster_descriptions_are_refused(kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        NetnsCluster(**kw)
+
+
+def test_addresses_head_first_then_nodes_in_order():
+    c = NetnsCluster(("b", "a"), prefix="rnq", subnet="10.77.5.0/24")
+    assert c.addresses == {"head": "10.77.5.1", "b": "10.77.5.2", "a": "10.77.5.3"}
+    assert c.ns("a") == "rnq-a" and c.bridge == "rnq-br"
+    with pytest.raises(NetnsError, match="unknown node"):
+        c.ip("z")
+
+
+# ------------------------------------------------------------ root
+@needs_root
+def test_each_node_has_its_own_ip_hostname_and_names(cluster):
+    for node in ("node1", "node2"):
+        out = cluster.run(node, ["sh", "-c", "hostname; ip -4 -o addr show eth0; getent hosts node3 head"]).stdout
+        lines = out.splitlines()
+        assert lines[0] == node
+        assert f"inet {cluster.ip(node)}/24" in lines[1]
+        assert lines[2].split() == [cluster.ip("node3"), "node3"]
+        assert lines[3].split() == [cluster.ip("head"), "head"]
+    # the machine's own /etc/hosts is untouched
+    with open("/etc/hosts") as f:
+        assert "node3" not in f.read()
+
+
+@needs_root
+def test_nodes_reach_each_other_over_tcp_only_inside_the_cluster(cluster):
+    server = cluster.popen("node2", [sys.executable, "-c", (
+        "import socket; s = socket.create_server(('0.0.0.0', 7777)); s.settimeout(10);"
+        "c, a = s.accept(); c.sendall(a[0].encode()); c.close()")])
+    try:
+        client = (
+            "import socket, time\n"
+            "for _ in range(100):\n"
+            "    try:\n"
+            "        c = socket.create_connection(('node2', 7777), timeout=2); break\n"
+            "    except ConnectionRefusedError: time.sleep(0.05)\n"
+            "print(c.recv(100).decode())\n")
+        out = cluster.run("node1", [sys.executable, "-c", client], timeout=20)
+        assert out.stdout.strip() == cluster.ip("node1"), out.stderr
+    finally:
+        server.kill()
+        server.wait()
+    # the root namespace has no route into the cluster
+    assert subprocess.run(["ip", "route", "get", cluster.ip("node2")], capture_output=True, text=True
+                          ).stdout.find(cluster.bridge) < 0
+
+
+@needs_root
+def test_launcher_runs_commands_in_the_node_and_refuses_unknown_hosts(cluster):
+    env = os.environ | cluster.mpi_env()
+    out = subprocess.run([LAUNCHER, "-n", "node3", "hostname; echo $((1+2))"], env=env, capture_output=True, text=True)
+    assert out.stdout.split() == ["node3", "3"]
+    by_ip = subprocess.run([LAUNCHER, "-x", cluster.ip("node2"), "hostname"], env=env, capture_output=True, text=True)
+    assert by_ip.stdout.strip() == "node2"
+    bad = subprocess.run([LAUNCHER, "-x", "nowhere", "true"], env=env, capture_output=True, text=True)
+    assert bad.returncode == 255 and "unknown host 'nowhere'" in bad.stderr
+
+
+@needs_root
+def test_killed_node_disappears_and_rejoins(cluster):
+    sleeper = cluster.popen("node3", ["sleep", "60"])
+    assert sleeper.pid in cluster.pids("node3")
+    killed = cluster.kill_node("node3")
+    assert sleeper.pid in killed
+    assert sleeper.wait(timeout=5) != 0
+    assert "node3" not in cluster.up and f"{PREFIX}-node3" not in subprocess.run(
+        ["ip", "netns", "list"], capture_output=True, text=True).stdout
+    env = os.environ | cluster.mpi_env()
+    down = subprocess.run([LAUNCHER, "-x", "node3", "true"], env=env, capture_output=True, text=True)
+    assert down.returncode == 255 and "down" in down.stderr
+    unreachable = cluster.run("node1", [sys.executable, "-c",
+                                        "import socket; socket.create_connection(('node3', 7), timeout=1)"])
+    assert unreachable.returncode != 0
+    with pytest.raises(NetnsError, match="down"):
+        cluster.popen("node3", ["true"])
+    cluster.add_node("node3")
+    assert cluster.run("node3", ["hostname"]).stdout.strip() == "node3"
+    assert NetnsCluster.load(PREFIX).up == {"head", "node1", "node2", "node3"}
+
+
+@needs_root
+def test_cleanup_after_a_crash_is_complete_and_idempotent():
+    crashed = NetnsCluster(("a", "b"), prefix="rnx", subnet="10.77.9.0/24").create()
+    crashed.popen("a", ["sleep", "60"], start_new_session=True)
+    del crashed  # as if the process that made it died: nothing was torn down
+    gone = netns.cleanup("rnx")
+    assert sorted(gone) == ["rnx-a", "rnx-b", "rnx-head"]
+    assert not leftovers("rnx")
+    assert netns.cleanup("rnx") == []
+
+
+@needs_root
+def test_ranks_on_different_nodes_talk_over_tcp_not_shared_memory(cluster):
+    """UCX must see two nodes (own IPC namespace and /dev/shm per node), not one host."""
+    prog = ("from mpi4py import MPI; import numpy as np; c = MPI.COMM_WORLD; a = np.ones(1000);"
+            "c.Send(a, 1) if c.rank == 0 else c.Recv(a, 0); c.Barrier()")
+    res = cluster.mpiexec(2, ["-c", prog], ["node1", "node2"], env={"UCX_PROTO_INFO": "y"}, timeout=60, cwd=ROOT)
+    assert res.returncode == 0, res.stderr[-3000:]
+    text = res.stdout + res.stderr
+    assert "inter-node" in text and "tcp/eth0" in text
+    assert not res.leftovers
+
+
+@needs_root
+def test_expansion_spawns_ranks_on_another_node_and_shrink_retires_them(cluster):
+    res = cluster.mpiexec(2, ["-m", "tests.mpi.netns_expand", "node2,node2"], ["node1"], timeout=90, cwd=ROOT,
+                          env={"PYTHONPATH": ROOT})
+    assert res.returncode == 0, f"{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+    phases = {}
+    for line in res.stdout.splitlines():
+        if line.startswith("PLACEMENT "):
+            _, phase, places = line.split(" ", 2)
+            phases[phase] = json.loads(places)
+    assert list(phases) == ["it0-size2", "it1-size4", "it2-size2", "end-size2"], res.stdout
+    a, b = cluster.ip("node1"), cluster.ip("node2")
+    assert [(p[1], p[2]) for p in phases["it0-size2"]] == [("node1", a)] * 2
+    grown = phases["it1-size4"]
+    assert [(p[1], p[2]) for p in grown] == [("node1", a)] * 2 + [("node2", b)] * 2
+    assert [p[3] for p in grown[:2]] == [p[3] for p in phases["it0-size2"]]  # the originals stay
+    assert [(p[1], p[2], p[3]) for p in phases["end-size2"]] == [(p[1], p[2], p[3]) for p in grown[:2]]
+    retired = [json.loads(line.split(" ", 1)[1]) for line in res.stdout.splitlines() if line.startswith("RETIRED")]
+    assert retired == [[p[3] for p in grown[2:]]]
+    assert not res.leftovers, f"processes left in the nodes after the job: {res.leftovers}"
