@@ -1,32 +1,13 @@
-"""Shared benchmark plumbing: relaunch under mpiexec, tables, JSON results."""
+"""Shared benchmark plumbing: tables and JSON results (relaunching is in ``reshape.launch``)."""
 
 from __future__ import annotations
 
 import json
 import os
 import platform
-import sys
 import time
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
-
-
-def under_mpiexec() -> bool:
-    return any(k in os.environ for k in ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE"))
-
-
-def relaunch(module: str, nranks: int, argv: list[str], timeout: float = 3600.0) -> int:
-    """Run ``python -m module argv`` under ``mpiexec -n nranks`` and echo its output."""
-    from reshape.launch import MPIRunError, mpirun
-
-    try:
-        res = mpirun(nranks, ["-m", module, *argv], timeout=timeout, check=False)
-    except MPIRunError as e:
-        print(e, file=sys.stderr)
-        return 1
-    sys.stdout.write(res.stdout)
-    sys.stderr.write(res.stderr)
-    return res.returncode
 
 
 def table(rows: list[dict], cols: list[tuple[str, str, str]]) -> str:

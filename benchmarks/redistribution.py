@@ -26,7 +26,8 @@ import time
 
 import numpy as np
 
-from benchmarks._common import relaunch, table, under_mpiexec, write_result
+from benchmarks._common import table, write_result
+from reshape.launch import relaunch, under_mpiexec
 
 PAIRS = [(1, 2), (2, 4), (4, 2), (3, 4), (4, 3)]
 

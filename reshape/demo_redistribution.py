@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
 import sys
 import time
 
@@ -69,21 +68,12 @@ def _run(args) -> int:
 
 
 def run(args) -> int:
-    if any(k in os.environ for k in ("PMI_RANK", "PMI_SIZE")):
-        return _run(args)
-    from .launch import MPIRunError, mpirun
+    from .launch import relaunch, under_mpiexec
 
-    nranks = max(parse_plan(args.plan))
-    argv = ["-m", "reshape.demo_redistribution", "--plan", args.plan, "--n", str(args.n),
-            "--block", str(args.block)] + (["--tables"] if args.tables else [])
-    try:
-        res = mpirun(nranks, argv, timeout=600, check=False)
-    except MPIRunError as e:
-        print(e, file=sys.stderr)
-        return 1
-    sys.stdout.write(res.stdout)
-    sys.stderr.write(res.stderr)
-    return res.returncode
+    if under_mpiexec():
+        return _run(args)
+    argv = ["--plan", args.plan, "--n", str(args.n), "--block", str(args.block)] + (["--tables"] if args.tables else [])
+    return relaunch("reshape.demo_redistribution", max(parse_plan(args.plan)), argv, timeout=600)
 
 
 def _options(p: argparse.ArgumentParser) -> None:

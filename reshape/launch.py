@@ -32,8 +32,10 @@ __all__ = [
     "mpiexec_path",
     "mpirun",
     "new_tag",
+    "relaunch",
     "session_pids",
     "tagged_pids",
+    "under_mpiexec",
 ]
 
 TAG_VAR = "RESHAPE_RUN_TAG"
@@ -192,3 +194,20 @@ def mpirun(
             f"exit {proc.returncode}: {' '.join(cmd)}\n--- stdout\n{out[-6000:]}\n--- stderr\n{err[-6000:]}"
         )
     return res
+
+
+def under_mpiexec() -> bool:
+    """True inside a rank started by an MPI launcher."""
+    return any(k in os.environ for k in ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE"))
+
+
+def relaunch(module: str, nranks: int, argv: list[str], timeout: float = 3600.0) -> int:
+    """Run ``python -m module argv`` under ``mpiexec -n nranks``, echo its output, return its exit code."""
+    try:
+        res = mpirun(nranks, ["-m", module, *argv], timeout=timeout, check=False)
+    except MPIRunError as e:
+        print(e, file=sys.stderr)
+        return 1
+    sys.stdout.write(res.stdout)
+    sys.stderr.write(res.stderr)
+    return res.returncode
