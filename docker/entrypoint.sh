@@ -1,0 +1,46 @@
+#!/bin/sh
+# Entry point of the cluster image: `reshape-node head [daemon args...]` or `reshape-node compute`.
+#
+# Both roles: host keys for this container, the cluster key from the shared
+# volume /cluster (the first node to start makes it, under a mkdir lock; the
+# others wait for it) authorized for root, and sshd. The head then runs the scheduler daemon in
+# the foreground with the pool of docker/pool.toml (or $RESHAPE_POOL).
+set -eu
+role=${1:-compute}
+[ $# -gt 0 ] && shift
+keydir=/cluster/ssh
+mkdir -p "$keydir"
+ssh-keygen -A >/dev/null
+if [ ! -s "$keydir/id_ed25519.pub" ] && mkdir "$keydir/.lock" 2>/dev/null; then
+    ssh-keygen -q -t ed25519 -N '' -C reshape-cluster -f "$keydir/id_ed25519.tmp"
+    mv "$keydir/id_ed25519.tmp.pub" "$keydir/id_ed25519.pub"
+    mv "$keydir/id_ed25519.tmp" "$keydir/id_ed25519"
+fi
+waited=0
+while [ ! -s "$keydir/id_ed25519.pub" ]; do
+    if [ $waited -ge 120 ]; then
+        echo "reshape-node: no cluster key in $keydir after 120 s (remove $keydir/.lock if a node died making it)" >&2
+        exit 1
+    fi
+    sleep 1
+    waited=$((waited + 1))
+done
+install -m 600 "$keydir/id_ed25519.pub" /root/.ssh/authorized_keys
+case "$role" in
+    compute)
+        exec /usr/sbin/sshd -D -e
+        ;;
+    head)
+        /usr/sbin/sshd -e
+        mkdir -p "$RESHAPE_STATE_DIR"
+        # Hydra tells its proxies to call back to this address (the cluster network's interface).
+        export HYDRA_IFACE=${HYDRA_IFACE:-eth0}
+        exec reshape daemon --endpoint "${RESHAPE_ENDPOINT:-tcp://0.0.0.0:5555}" \
+            --config "${RESHAPE_POOL:-/opt/reshape/docker/pool.toml}" \
+            --state-dir "$RESHAPE_STATE_DIR" --workdir /opt/reshape "$@"
+        ;;
+    *)
+        echo "reshape-node: unknown role '$role' (use head or compute)" >&2
+        exit 2
+        ;;
+esac

@@ -1,0 +1,124 @@
+"""The docker-compose cluster: ``docker-compose.yml`` against the Compose Specification's JSON schema
+(the engine cannot run here), and the files it refers to against the project's own validators.
+
+The schema ``docker/compose-spec.json`` is the Compose Specification schema as shipped in the
+``docker-compose`` 1.29.2 package on PyPI (``compose/config/compose_spec.json``, Apache-2.0).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import subprocess
+
+import pytest
+
+yaml = pytest.importorskip("yaml", reason="needs pyyaml (listed for the test extra) to read docker-compose.yml")
+jsonschema = pytest.importorskip("jsonschema", reason="needs jsonschema (listed for the test extra)")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+COMPOSE = os.path.join(ROOT, "docker-compose.yml")
+SCHEMA = os.path.join(ROOT, "docker", "compose-spec.json")
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    with open(COMPOSE) as f:
+        return yaml.safe_load(f)
+
+
+@pytest.fixture(scope="module")
+def validator():
+    with open(SCHEMA) as f:
+        schema = json.load(f)
+    assert schema["title"] == "Compose Specification"
+    assert "2019-09" in schema["$schema"]  # spelled http://json-schema.org/draft/2019-09/schema#
+    cls = jsonschema.Draft201909Validator
+    cls.check_schema(schema)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+def errors(validator, doc) -> list[str]:
+    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(doc)]
+
+
+def test_compose_file_is_valid_against_the_compose_spec(compose, validator):
+    assert errors(validator, compose) == []
+
+
+@pytest.mark.parametrize("breakage", ["unknown service key", "healthcheck typo", "services as list", "bad name"])
+def test_the_schema_check_catches_broken_files(compose, validator, breakage):
+    bad = copy.deepcopy(compose)
+    if breakage == "unknown service key":
+        bad["services"]["node1"]["slots"] = 2
+    elif breakage == "healthcheck typo":
+        bad["services"]["head"]["healthcheck"]["retry"] = 3
+    elif breakage == "services as list":
+        bad["services"] = list(bad["services"])
+    else:
+        bad["services"]["bad name!"] = bad["services"].pop("node4")
+    assert errors(validator, bad)
+
+
+def test_head_runs_the_daemon_with_at_least_four_healthy_compute_nodes_on_a_private_network(compose):
+    services = compose["services"]
+    compute = sorted(s for s in services if s != "head")
+    assert len(compute) >= 4
+    for name, svc in services.items():
+        assert svc["networks"] == ["cluster"], name
+        assert svc["healthcheck"]["test"][0] == "CMD", name
+        assert svc["hostname"] == name
+        assert svc["build"]["dockerfile"] == "docker/Dockerfile"
+        assert "cluster:/cluster" in svc["volumes"]  # the shared ssh key
+    assert compose["networks"]["cluster"]["internal"] is True
+    head = services["head"]
+    assert head["command"][0] == "head"
+    assert head["environment"]["RESHAPE_ENDPOINT"].startswith("tcp://0.0.0.0:")
+    assert {n: c["condition"] for n, c in head["depends_on"].items()} == {n: "service_healthy" for n in compute}
+    for name in compute:
+        assert services[name]["command"] == ["compute"]
+
+
+def test_pool_and_jobs_match_the_cluster(compose):
+    from scheduler.jobfile import load_job_file
+    from scheduler.pool import load_pool
+
+    pool = load_pool(os.path.join(ROOT, "docker", "pool.toml"))
+    assert sorted(n.host for n in pool.nodes) == sorted(s for s in compose["services"] if s != "head")
+    jobs = sorted(os.listdir(os.path.join(ROOT, "docker", "jobs")))
+    assert jobs
+    for name in jobs:
+        desc = load_job_file(os.path.join(ROOT, "docker", "jobs", name))
+        assert desc["nprocs"] <= pool.total
+        script = [a for a in desc["command"] if a.endswith(".py")]
+        for s in script:
+            assert os.path.exists(os.path.join(ROOT, s)), s
+
+
+def test_daemon_command_line_of_the_head_is_accepted(compose):
+    from reshape.cli import build_parser
+    from scheduler.policy import app_policy, remap_policy
+
+    head = compose["services"]["head"]
+    argv = ["daemon", "--endpoint", head["environment"]["RESHAPE_ENDPOINT"], "--config",
+            head["environment"]["RESHAPE_POOL"].replace("/opt/reshape", ROOT), "--state-dir", "/tmp/x",
+            "--workdir", "/opt/reshape", *head["command"][1:]]
+    args = build_parser().parse_args(argv)
+    assert args.func is not None
+    app_policy(args.app_policy)
+    remap_policy(args.remap_policy)
+
+
+def test_dockerfile_copies_existing_files_and_scripts_parse():
+    with open(os.path.join(ROOT, "docker", "Dockerfile")) as f:
+        text = f.read()
+    assert re.search(r"^FROM python:3\.11", text, re.M)
+    for src in re.findall(r"^COPY (\S+) ", text, re.M):
+        assert os.path.exists(os.path.join(ROOT, src)), src
+    for script in ("docker/entrypoint.sh", "scheduler/launchers/netns-launch"):
+        path = os.path.join(ROOT, script)
+        assert os.access(path, os.X_OK), f"{script} is not executable"
+        res = subprocess.run(["sh", "-n", path], capture_output=True, text=True)
+        assert res.returncode == 0, res.stderr
