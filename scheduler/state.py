@@ -73,6 +73,7 @@ class Job:
     sid: int | None = None  # session id (= pid) of the job's mpiexec
     profile: JobProfile = field(default_factory=JobProfile)
     pending: dict[str, Any] | None = None  # {"action", "old", "new", "hosts"}
+    shrink_request: int | None = None  # target of a RemapPolicy.shrink_requests entry
     iterations: int = 0
     connected: bool = False
     exit_code: int | None = None
@@ -92,6 +93,7 @@ class Job:
                 "state": self.state, "nprocs": self.nprocs, "hosts": self.hosts,
                 "start_time": self.start_time, "end_time": self.end_time, "sid": self.sid,
                 "profile": self.profile.to_dict(), "pending": self.pending,
+                "shrink_request": self.shrink_request,
                 "iterations": self.iterations, "exit_code": self.exit_code, "error": self.error,
                 "reported": self.reported}
 
@@ -141,10 +143,17 @@ class ClusterState:
     def running(self) -> list[Job]:
         return [j for j in self.jobs.values() if j.state == "running"]
 
+    @staticmethod
+    def _pending_shrink(j: Job) -> int | None:
+        """A shrink under way (advised, not confirmed), else a requested one."""
+        if j.pending and j.pending["action"] == "shrink":
+            return j.pending["new"]
+        return j.shrink_request
+
     def snapshot(self, now: float) -> Snapshot:
         run = tuple(
-            RunningJob(j.spec, j.nprocs, j.start_time or now, j.profile.frozen(), j.iterations,
-                       j.pending["new"] if j.pending and j.pending["action"] == "shrink" else None)
+            RunningJob(j.spec, j.nprocs, now if j.start_time is None else j.start_time,
+                       j.profile.frozen(), j.iterations, self._pending_shrink(j))
             for j in self.running())
         return Snapshot(now, self.pool.total, self.pool.free, tuple(j.spec for j in self.queue()), run)
 
@@ -183,7 +192,28 @@ class ClusterState:
             j.profile.history.append(start.nprocs)
             self._event(now, j, "start")
             out.append(Launch(j.job_id))
+        if any(j.state == "queued" for j in self.jobs.values()):
+            self._request_shrinks(now)
         return out
+
+    def _request_shrinks(self, now: float) -> None:
+        """Remap Scheduler: jobs to shrink at their next resize point to admit queued jobs.
+
+        As in the simulator (``scheduler.sim.engine``), each request becomes the
+        job's ``pending_shrink`` until its next resize point, where the policy
+        decides with it in view and the request is dropped. Requests for a job
+        with a resize under way are ignored (the simulator drops them when that
+        resize ends); an invalid request (not running, static, outside
+        ``[min_procs, nprocs)``) is ignored: a policy bug must not corrupt a job.
+        """
+        for sh in self.remap.shrink_requests(self.snapshot(now)):
+            j = self.jobs.get(sh.job_id)
+            if (j is None or j.state != "running" or not j.desc["resizable"] or j.pending
+                    or not j.desc.get("min_procs", 1) <= sh.nprocs < j.nprocs):
+                continue
+            if j.shrink_request != sh.nprocs:
+                j.shrink_request = sh.nprocs
+                self._event(now, j, "shrink_request", f"{j.nprocs}->{sh.nprocs}: {sh.reason}")
 
     def cancel(self, job_id: int, now: float) -> list[Launch | Kill]:
         j = self._job(job_id)
@@ -225,6 +255,7 @@ class ClusterState:
         if j.pending and j.pending["action"] == "expand":
             self.pool.release(j.pending["hosts"])
         j.pending = None
+        j.shrink_request = None
         j.hosts = []
         j.nprocs = 0
 
@@ -258,6 +289,7 @@ class ClusterState:
         if not j.desc["resizable"]:
             return Advice("continue", n, reason="static job")
         d = self.remap.at_resize_point(self.snapshot(now), job_id)
+        j.shrink_request = None  # the policy has seen it (as in the simulator)
         if isinstance(d, Expand) and d.nprocs > n and d.nprocs - n <= self.pool.free:
             hosts = self.pool.allocate(d.nprocs - n)
             j.pending = {"action": "expand", "old": n, "new": d.nprocs, "hosts": hosts}

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from scheduler.jobfile import JobFileError, validate_job
-from scheduler.policy import app_policy, remap_policy
+from scheduler.policy import RemapPolicy, Shrink, app_policy, remap_policy
 from scheduler.pool import default_pool
-from scheduler.state import ClusterState, Kill, Launch, StateError
+from scheduler.state import ClusterState, Job, Kill, Launch, StateError
 
 
 def make(slots=8, app="easy", remap="reshape"):
@@ -112,3 +112,95 @@ def test_arrival_delay_and_bad_jobs():
                 {"command": ["ls"], "nprocs": 2, "colour": "red"}):
         with pytest.raises(JobFileError):
             validate_job(bad)
+
+
+class AskBiggest(RemapPolicy):
+    """ReSHAPE's rules, plus: while jobs wait, ask the largest resizable job to halve.
+
+    A test policy that uses :meth:`RemapPolicy.shrink_requests` (ReSHAPE's own
+    returns none), so the daemon core and the simulator can be compared on it.
+    """
+
+    name = "ask-biggest"
+
+    def __init__(self):
+        self.inner = remap_policy("reshape")
+
+    def at_resize_point(self, snap, job_id):
+        return self.inner.at_resize_point(snap, job_id)
+
+    def shrink_requests(self, snap):
+        run = [r for r in snap.running if r.spec.resizable and r.nprocs >= 2 and r.pending_shrink is None]
+        if not snap.queue or not run:
+            return []
+        big = max(run, key=lambda r: (r.nprocs, -r.spec.job_id))
+        return [Shrink(big.spec.job_id, max(big.spec.min_procs, big.nprocs // 2), "admit queued job")]
+
+
+def test_shrink_requests_become_pending_shrinks_and_are_told_at_the_next_resize_point():
+    st = ClusterState(default_pool(8), app_policy("easy"), AskBiggest())
+    a = st.submit(job(6, max_procs=8), 0.0)
+    st.tick(0.0)
+    assert st.snapshot(0.0).job(a).pending_shrink is None  # nothing waits: no request
+    b = st.submit(job(4, resizable=False), 1.0)  # needs 4, 2 free
+    assert st.tick(1.0) == []
+    assert st.jobs[b].state == "queued" and st.jobs[a].shrink_request == 3
+    assert st.snapshot(1.0).job(a).pending_shrink == 3
+    assert any(e["kind"] == "shrink_request" for e in st.events)
+    adv = point(st, a, 6, 1.0)
+    assert (adv.action, adv.nprocs, adv.reason) == ("shrink", 3, "requested shrink")
+    assert st.jobs[a].shrink_request is None  # consumed; the advice is pending now
+    assert st.resized(a, 6, 3, 0.1, None, 2.0) == [Launch(b)]
+    st.validate()
+    # journaled with the job
+    st2 = ClusterState(default_pool(8), app_policy("easy"), AskBiggest())
+    c = st.submit(job(8), 3.0)
+    st.tick(3.0)
+    assert st.jobs[a].shrink_request == 1
+    st2.restore([Job.from_dict(j.to_dict()) for j in st.jobs.values()], st.next_id)
+    assert st2.jobs[a].shrink_request == 1 and st2.snapshot(3.0).job(a).pending_shrink == 1
+    st2.cancel(c, 4.0)
+    st2.validate()
+
+
+class BadRequests(RemapPolicy):
+    name = "bad-requests"
+
+    def __init__(self, requests):
+        self.requests = requests
+
+    def at_resize_point(self, snap, job_id):
+        return remap_policy("static").at_resize_point(snap, job_id)
+
+    def shrink_requests(self, snap):
+        return self.requests
+
+
+def test_invalid_shrink_requests_are_ignored():
+    reqs: list = []
+    st = ClusterState(default_pool(4), app_policy("fcfs"), BadRequests(reqs))
+    a = st.submit(job(2, min_procs=2), 0.0)
+    s = st.submit(job(2, resizable=False), 0.0)
+    st.tick(0.0)
+    reqs += [Shrink(a, 1, "below min_procs"), Shrink(a, 2, "not smaller"), Shrink(s, 1, "static"),
+             Shrink(99, 1, "no such job")]
+    st.submit(job(4), 1.0)
+    st.tick(1.0)
+    assert reqs and all(j.shrink_request is None for j in st.jobs.values())
+    st.validate()
+
+
+def test_daemon_core_and_simulator_agree_with_shrink_requests(monkeypatch):
+    """The comparison of ``tests/test_sim_vs_daemon.py`` with a policy that requests shrinks."""
+    import tests.test_sim_vs_daemon as cmp
+    from scheduler.sim import RedistModel, simulate
+
+    monkeypatch.setattr(cmp, "remap_policy", lambda name: AskBiggest())
+    jobs = cmp.workload()
+    daemon_core = cmp.run_daemon_core(jobs, RedistModel())
+    res = simulate(jobs, cmp.SLOTS, app_policy("easy"), AskBiggest(), redist=RedistModel(), record=True)
+    sim = [(round(d.time, 6), d.kind, d.job_id, d.nprocs) for d in res.decisions]
+    reshape_only = simulate(jobs, cmp.SLOTS, app_policy("easy"), remap_policy("reshape"),
+                            redist=RedistModel(), record=True).decisions
+    assert sim != [(round(d.time, 6), d.kind, d.job_id, d.nprocs) for d in reshape_only]  # requests matter
+    assert sim == daemon_core
