@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -180,3 +182,38 @@ def test_expansion_spawns_ranks_on_another_node_and_shrink_retires_them(cluster)
     retired = [json.loads(line.split(" ", 1)[1]) for line in res.stdout.splitlines() if line.startswith("RETIRED")]
     assert retired == [[p[3] for p in grown[2:]]]
     assert not res.leftovers, f"processes left in the nodes after the job: {res.leftovers}"
+
+
+@needs_root
+def test_daemon_in_the_head_runs_a_job_across_nodes(tmp_path):
+    """The real daemon in the head namespace, pool node1+node2: a 4-rank job gets 2 ranks on each node."""
+    pool = tmp_path / "pool.toml"
+    pool.write_text('[[node]]\nhost = "node1"\nslots = 2\n\n[[node]]\nhost = "node2"\nslots = 2\n')
+    with netns.cluster(("node1", "node2"), prefix="rnd", subnet="10.77.1.0/24") as c:
+        env = os.environ | c.mpi_env() | {"PYTHONPATH": ROOT}
+        ep = f"tcp://{c.ip('head')}:5555"
+        daemon = c.popen("head", [sys.executable, "-m", "reshape.cli", "daemon", "--endpoint", ep, "--config",
+                                  str(pool), "--state-dir", str(tmp_path / "state"), "--workdir", ROOT],
+                         env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+        def cli(*args):
+            return c.run("head", [sys.executable, "-m", "reshape.cli", *args, "--endpoint", ep], env=env, cwd=ROOT)
+
+        try:
+            for _ in range(100):
+                if cli("status").returncode == 0:
+                    break
+                time.sleep(0.1)
+            assert "submitted job 1" in cli("submit", "docker/jobs/hello.toml").stdout
+            for _ in range(150):
+                st = json.loads(cli("status", "--json").stdout)
+                if not st["running"] and not st["queue"] and not st["waiting"]:
+                    break
+                time.sleep(0.2)
+            log = cli("log", "1").stdout
+            ranks = sorted(re.findall(r"rank (\d) on (node\d)", log))
+            assert ranks == [("0", "node1"), ("1", "node1"), ("2", "node2"), ("3", "node2")], log
+            assert st["free_slots"] == 4
+        finally:
+            daemon.kill()
+            daemon.wait()
