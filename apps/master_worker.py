@@ -52,40 +52,44 @@ def work(first: int, count: int, unit_seconds: float) -> int:
 
 
 def master(comm, units: int, chunk: int, unit_seconds: float) -> tuple[int, int]:
-    """Hand out chunks to workers until all ``units`` are done; returns (checksum, units done)."""
+    """Hand out chunks to workers until all ``units`` are done; returns (checksum, units done).
+
+    The master keeps one receive posted per busy worker (a specific source,
+    not ``MPI_ANY_SOURCE``: with MPICH, any-source receives on a communicator
+    merged from spawned ranks were seen to miss messages) and polls them.
+    """
     if comm.size == 1:
         return work(0, units, unit_seconds), units
-    nxt, done, total, active = 0, 0, 0, 0
-    res = np.zeros(2, dtype=np.int64)
-    for w in range(1, comm.size):
-        msg = np.array([nxt, min(chunk, units - nxt)], dtype=np.int64) if nxt < units else np.array([-1, 0])
-        comm.Send(msg, w, TAG_WORK)
-        if msg[0] >= 0:
-            nxt += int(msg[1])
-            active += 1
-    while active:
-        w = _recv_any(comm, res)
-        total += int(res[0])
-        done += int(res[1])
+    nxt, done, total = 0, 0, 0
+    bufs = {w: np.zeros(2, dtype=np.int64) for w in range(1, comm.size)}
+    reqs: dict[int, MPI.Request] = {}
+
+    def give(w: int) -> None:
+        nonlocal nxt
         if nxt < units:
-            msg = np.array([nxt, min(chunk, units - nxt)], dtype=np.int64)
-            nxt += int(msg[1])
+            count = min(chunk, units - nxt)
+            comm.Send(np.array([nxt, count], dtype=np.int64), w, TAG_WORK)
+            nxt += count
+            reqs[w] = comm.Irecv(bufs[w], w, TAG_DONE)
         else:
-            msg = np.array([-1, 0], dtype=np.int64)
-            active -= 1
-        comm.Send(msg, w, TAG_WORK)
-    return total, done
+            comm.Send(np.array([-1, 0], dtype=np.int64), w, TAG_WORK)
 
-
-def _recv_any(comm, buf: np.ndarray) -> int:
-    """Receive a result from any worker, sleeping between tests; returns the sender."""
-    status = MPI.Status()
-    req = comm.Irecv(buf, MPI.ANY_SOURCE, TAG_DONE)
+    for w in range(1, comm.size):
+        give(w)
     delay = 1e-6
-    while not req.Test(status):
-        time.sleep(delay)
-        delay = min(2 * delay, 1e-3)
-    return status.Get_source()
+    while reqs:
+        ready = [w for w, r in reqs.items() if r.Test()]
+        if not ready:
+            time.sleep(delay)
+            delay = min(2 * delay, 1e-3)
+            continue
+        delay = 1e-6
+        for w in ready:
+            del reqs[w]
+            total += int(bufs[w][0])
+            done += int(bufs[w][1])
+            give(w)
+    return total, done
 
 
 def worker(comm, unit_seconds: float) -> None:
