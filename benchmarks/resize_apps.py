@@ -1,0 +1,160 @@
+"""Resizing the five applications: seed 001 Fig. 3(a) and Fig. 3(b) at this machine's scale.
+
+Part (a): LU grows along the nearly-square grid sizes 2 -> 4 -> 6 -> 9 -> 12
+(one step per iteration, as ReSHAPE's profiler does); the table gives each
+size's iteration time ``T``, ``dT`` (improvement over the previous size) and
+the cost of the redistribution into that size. On this 2-core machine more
+ranks do not make an iteration faster (they share two cores), so ``dT`` is
+negative past 2 ranks; what transfers from the paper is the redistribution
+cost and its trend.
+
+Part (b): each application runs the same resize plan twice, once with the
+circulant redistribution (``RESHAPE_REDIST_METHOD=circulant``, ReSHAPE) and
+once with checkpoint/restart through one node (``checkpoint``: gather, HDF5
+write, fsync, read back, scatter), and the total redistribution seconds of
+the two runs are compared: ``checkpoint_over_reshape`` per application (paper:
+LU 8.3, MM 4.5, Jacobi 14.5, FFT 7.9). Master-worker has no distributed data,
+so its ratio is undefined (``null``), as the paper's "no difference".
+
+``expand_latency_s`` is spawn + merge + redistribution of the 2 -> 4
+expansion of the largest LU run (part (a)).
+
+Run: ``python -m benchmarks.resize_apps`` (about 5 minutes) or ``--quick``
+(under 2). Writes ``benchmarks/results/resize_apps.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+from benchmarks._common import table, write_result
+from reshape.launch import MPIRunError, mpirun
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PAPER = {"lu": 8.3, "mm": 4.5, "jacobi": 14.5, "fft2d": 7.9}
+TARGET_RATIO = 4.5
+TARGET_LATENCY = 1.0
+
+# (full, quick) problem options per application; every size divides n where the app requires it
+SIZES = {
+    "lu": (["--n", "2048", "--nb", "64"], ["--n", "768", "--nb", "64"]),
+    "mm": (["--n", "1536", "--nb", "64"], ["--n", "768", "--nb", "64"]),
+    "jacobi": (["--n", "2400", "--sweeps", "5"], ["--n", "1200", "--sweeps", "5"]),
+    "fft2d": (["--n", "1536"], ["--n", "768"]),
+    "master_worker": (["--units", "2000", "--unit-us", "50"], ["--units", "500", "--unit-us", "50"]),
+}
+ARRAY_BYTES = {  # registered data moved at each resize
+    "lu": lambda n: 2 * n * n * 8, "mm": lambda n: 3 * n * n * 8, "jacobi": lambda n: (n * n + 2 * n) * 8,
+    "fft2d": lambda n: n * n * 16, "master_worker": lambda n: 0,
+}
+
+
+def run_app(app: str, start: int, plan: str, iters: int, opts: list[str], method: str,
+            timeout: float = 600.0) -> dict:
+    """One run of ``apps.<app>``; returns its ``--json`` payload."""
+    with tempfile.TemporaryDirectory(prefix="resize-apps-") as tmp:
+        out = os.path.join(tmp, "run.json")
+        env = {"RESHAPE_PLAN": plan, "RESHAPE_REDIST_METHOD": method, "TMPDIR": tmp}
+        argv = ["-m", f"apps.{app}", *opts, "--iters", str(iters), "--no-check", "--quiet", "--json", out]
+        try:
+            mpirun(start, argv, timeout=timeout, env=env, cwd=ROOT)
+        except MPIRunError as e:
+            raise SystemExit(f"resize_apps: {app} ({method}) failed:\n{e}") from e
+        with open(out) as fh:
+            return json.load(fh)
+
+
+def fig3a(opts: list[str], sizes: list[int]) -> tuple[list[dict], dict]:
+    plan = ",".join(map(str, sizes))
+    res = run_app("lu", sizes[0], plan, len(sizes), opts, "circulant")
+    rows, prev = [], None
+    into = {0: 0.0}
+    for k, r in enumerate(res["rows"]):
+        into[k + 1] = r["redist_seconds"]
+    for k, r in enumerate(res["rows"]):
+        t = r["iter_time"]
+        rows.append({"procs": r["procs"], "T": t, "dT": None if prev is None else prev - t,
+                     "redist": into[k] if k else 0.0})
+        prev = t
+    return rows, res
+
+
+def fig3b(quick: bool, plan: str, start: int, iters: int, repeat: int) -> list[dict]:
+    out = []
+    for app, (full, small) in SIZES.items():
+        opts = small if quick else full
+        n = int(opts[1])
+        tot = {"circulant": [], "checkpoint": []}
+        iter_time = {"circulant": [], "checkpoint": []}
+        for _ in range(repeat):
+            for method in ("circulant", "checkpoint"):
+                res = run_app(app, start, plan, iters, opts, method)
+                tot[method].append(res["redist_total"])
+                iter_time[method].append(sum(r["iter_time"] for r in res["rows"]))
+        c, k = statistics.median(tot["circulant"]), statistics.median(tot["checkpoint"])
+        ratio = k / c if ARRAY_BYTES[app](n) and c > 0 else None
+        out.append({"app": app, "n": n, "MB": ARRAY_BYTES[app](n) / 1e6, "compute_s": statistics.median(
+            iter_time["circulant"]), "reshape_s": c, "checkpoint_s": k, "ratio": ratio,
+            "paper": PAPER.get(app), "runs": tot})
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.resize_apps", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="small problem sizes (under 2 minutes)")
+    ap.add_argument("--repeat", type=int, default=None, help="runs per method in part (b) (default 2, quick 1)")
+    args = ap.parse_args(argv)
+    repeat = args.repeat or (1 if args.quick else 2)
+    t0 = time.perf_counter()
+
+    sizes_a = [2, 4, 6, 9] if args.quick else [2, 4, 6, 9, 12]
+    lu_opts = SIZES["lu"][1 if args.quick else 0]
+    rows_a, raw_a = fig3a(lu_opts, sizes_a)
+    first = raw_a["rows"][0]
+    latency = first["spawn_seconds"] + first["redist_seconds"]
+    print(f"Fig. 3(a): LU n={lu_opts[1]} nb={lu_opts[3]}, growing {' -> '.join(map(str, sizes_a))} "
+          f"(circulant redistribution; 2 cores, so more ranks share the same CPUs)")
+    print(table(rows_a, [("procs", "procs", "d"), ("T", "T (s)", ".3f"), ("dT", "dT (s)", "+.3f"),
+                         ("redist", "redistribution (s)", ".4f")]))
+    print(f"expand latency 2 -> 4 (spawn {first['spawn_seconds']:.3f} s + redistribution "
+          f"{first['redist_seconds']:.3f} s) = {latency:.3f} s  (target < {TARGET_LATENCY})\n")
+
+    plan_b, start_b, iters_b = "2,4,6,4", 2, 4
+    rows_b = fig3b(args.quick, plan_b, start_b, iters_b, repeat)
+    print(f"Fig. 3(b): total redistribution time over the plan {plan_b.replace(',', ' -> ')}, "
+          f"circulant (ReSHAPE) vs checkpoint/restart, median of {repeat} run(s) each")
+    print(table(rows_b, [("app", "app", "s"), ("n", "n", "d"), ("MB", "data MB", ".1f"),
+                         ("compute_s", "compute (s)", ".2f"), ("reshape_s", "ReSHAPE (s)", ".4f"),
+                         ("checkpoint_s", "checkpoint (s)", ".4f"), ("ratio", "ckpt/ReSHAPE", ".1f"),
+                         ("paper", "paper", ".1f")]))
+
+    ratios = {r["app"]: r["ratio"] for r in rows_b}
+    met = {a: (v is not None and v >= TARGET_RATIO) for a, v in ratios.items() if a in PAPER}
+    summary = {
+        "checkpoint_over_reshape": ratios,
+        "expand_latency_s": latency,
+        "paper_checkpoint_over_reshape": PAPER,
+        "targets": {"checkpoint_over_reshape": TARGET_RATIO, "expand_latency_s": TARGET_LATENCY},
+        "met": {"checkpoint_over_reshape": met, "expand_latency_s": latency < TARGET_LATENCY},
+        "notes": "master_worker moves no arrays, so its ratio is undefined (null).",
+    }
+    path = write_result("resize_apps", {
+        "quick": args.quick, "seconds": time.perf_counter() - t0,
+        "fig3a": {"lu": lu_opts, "rows": rows_a, "raw": raw_a},
+        "fig3b": {"plan": plan_b, "start": start_b, "iters": iters_b, "repeat": repeat, "rows": rows_b},
+        "summary": summary,
+    })
+    print(f"\nsummary: {json.dumps(summary['checkpoint_over_reshape'])}, expand_latency_s {latency:.3f}; "
+          f"targets met: {summary['met']}")
+    print(f"wrote {path} in {time.perf_counter() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
