@@ -4,6 +4,7 @@ Each part adds its subcommands through an ``add_commands(subparsers)``
 function that registers parsers whose ``func`` attribute runs the command:
 
 * ``reshape.demo_redistribution`` -> ``redistribution-demo``
+* ``reshape.netns`` -> ``netns`` (a network-namespace test cluster)
 * ``scheduler.cli`` -> the daemon, job and workload commands (``daemon``, ``submit``, ``demo``, ...)
 * ``scheduler.sim.cli`` -> ``simulate``
 """
@@ -14,7 +15,7 @@ import argparse
 import importlib
 import sys
 
-PARTS = ("reshape.demo_redistribution", "scheduler.cli", "scheduler.sim.cli")
+PARTS = ("reshape.demo_redistribution", "reshape.netns", "scheduler.cli", "scheduler.sim.cli")
 
 
 def build_parser() -> argparse.ArgumentParser:

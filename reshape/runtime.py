@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -451,31 +452,52 @@ def _is_local(host: str) -> bool:
         return False
 
 
-def _check_hosts(hosts, n: int, probe_timeout: float = 2.0) -> str | None:
+def _launcher_probe(host: str, timeout: float) -> list[str] | None:
+    """The command that checks Hydra can start a process on ``host`` (``None``: nothing to check)."""
+    if _is_local(host):
+        return None
+    exe = os.environ.get("HYDRA_LAUNCHER_EXEC")
+    launcher = os.environ.get("HYDRA_LAUNCHER", "ssh")
+    if exe:
+        return [exe, host, "true"]
+    if launcher == "ssh":
+        return ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={max(1, int(timeout))}", host, "true"]
+    if launcher == "rsh":
+        return ["rsh", host, "true"]
+    return None  # slurm, fork, ...: the resource manager owns reachability
+
+
+def _check_hosts(hosts, n: int, timeout: float = 5.0) -> str | None:
     """Refuse hosts Hydra could not launch on, before spawning.
 
     A host that resolves but cannot be reached makes Hydra abort the whole job
-    (MPICH 5: "Launch proxy failed"), so remote hosts are probed first: with
-    the default ssh launcher (``HYDRA_LAUNCHER`` unset or ``ssh``) a TCP
-    connection to port 22 must succeed within ``probe_timeout`` seconds.
-    Custom launchers are trusted.
+    (MPICH 5: "Launch proxy failed"), so each remote host is probed first with
+    the launcher Hydra will use: ``HYDRA_LAUNCHER_EXEC host true`` when a
+    launcher executable is set, ``ssh -o BatchMode=yes host true`` for the
+    default ssh launcher (``rsh`` likewise). The probe must succeed within
+    ``timeout`` seconds.
     """
     if not hosts:
         return None
     if len(hosts) != n:
         return f"{len(hosts)} hosts given for {n} new ranks"
-    launcher = os.environ.get("HYDRA_LAUNCHER", "ssh")
     for h in sorted(set(hosts)):
         try:
             socket.getaddrinfo(h, None)
         except OSError:
             return f"unknown host {h!r}: cannot resolve it"
-        if launcher in ("ssh", "rsh") and not _is_local(h):
-            port = 22 if launcher == "ssh" else 514
-            try:
-                socket.create_connection((h, port), timeout=probe_timeout).close()
-            except OSError as e:
-                return f"host {h!r} is not reachable by the {launcher} launcher (port {port}: {e})"
+        cmd = _launcher_probe(h, timeout)
+        if cmd is None:
+            continue
+        try:
+            r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
+        except FileNotFoundError:
+            return f"host {h!r}: launcher {cmd[0]!r} not found"
+        except subprocess.TimeoutExpired:
+            return f"host {h!r} is not reachable: {' '.join(cmd[:1])} probe timed out after {timeout:.0f}s"
+        if r.returncode != 0:
+            why = (r.stderr or r.stdout).decode(errors="replace").strip().splitlines()
+            return f"host {h!r} is not reachable by the launcher ({why[-1] if why else f'exit {r.returncode}'})"
     return None
 
 

@@ -185,6 +185,20 @@ def test_expansion_spawns_ranks_on_another_node_and_shrink_retires_them(cluster)
 
 
 @needs_root
+def test_expansion_onto_a_dead_node_is_refused_and_the_job_continues(cluster):
+    """The runtime probes the launcher before spawning: Hydra would otherwise abort the whole job."""
+    cluster.kill_node("node3")
+    try:
+        res = cluster.mpiexec(1, ["-m", "tests.mpi.resize_hosts", "node3"], ["node1"], timeout=60, cwd=ROOT,
+                              env={"PYTHONPATH": ROOT})
+        assert res.returncode == 0, f"{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+        assert "not reachable" in res.stdout and "final size 1 data OK" in res.stdout
+        assert not res.leftovers
+    finally:
+        cluster.add_node("node3")
+
+
+@needs_root
 def test_daemon_in_the_head_runs_a_job_across_nodes(tmp_path):
     """The real daemon in the head namespace, pool node1+node2: a 4-rank job gets 2 ranks on each node."""
     pool = tmp_path / "pool.toml"
