@@ -28,6 +28,7 @@ import numpy as np
 from mpi4py import MPI
 
 from reshape.mpiutil import wait
+from reshape.runtime import Resizer
 
 __all__ = ["Row", "add_options", "allreduce", "finish", "rand", "run", "want_check"]
 
@@ -94,7 +95,7 @@ def allreduce(comm: MPI.Comm, value: float, op: MPI.Op = MPI.MAX) -> float:
     return float(out[0])
 
 
-def run(rt, iters: int, step: Callable[[int], None], verify: Callable[[int], str | None] | None,
+def run(rt: Resizer, iters: int, step: Callable[[int], None], verify: Callable[[int], str | None] | None,
         args: argparse.Namespace) -> tuple[bool, list[Row]]:
     """The job loop: ``step(it)``, log the slowest rank's time, ``resize()``, verify. Collective.
 
@@ -123,7 +124,7 @@ def run(rt, iters: int, step: Callable[[int], None], verify: Callable[[int], str
     return ok, rows
 
 
-def _verdict(rt, verify, done: int, where: str) -> bool:
+def _verdict(rt: Resizer, verify, done: int, where: str) -> bool:
     if verify is None:
         return True
     problem = verify(done)
@@ -139,6 +140,7 @@ def _pidlog(args, rt, tag: str) -> None:
 
 
 def table(rows: list[Row]) -> str:
+    """The per-iteration table rank 0 prints."""
     head = f"{'iter':>4} {'procs':>5} {'iter s':>9} {'action':>8} {'->':>3} {'redist s':>9} {'spawn s':>8} {'check':>5}"
     out = [head, "-" * len(head)]
     for r in rows:
@@ -149,7 +151,7 @@ def table(rows: list[Row]) -> str:
     return "\n".join(out)
 
 
-def finish(rt, app: str, args: argparse.Namespace, ok: bool, rows: list[Row], result=None,
+def finish(rt: Resizer, app: str, args: argparse.Namespace, ok: bool, rows: list[Row], result=None,
            extra: dict | None = None) -> int:
     """Print the table and the final line, write ``--json`` / ``--out``, tell the scheduler. Returns the exit code.
 

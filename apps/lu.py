@@ -36,9 +36,11 @@ import argparse
 import sys
 
 import numpy as np
+from mpi4py import MPI
 
 import reshape.runtime as runtime
 from apps.common import add_options, finish, positive, rand, run, want_check
+from reshape.layout import Layout
 from reshape.mpiutil import wait
 
 __all__ = ["factor", "serial_lu", "unpack"]
@@ -79,7 +81,7 @@ def _bcast(comm, buf: np.ndarray, root: int) -> np.ndarray:
     return buf
 
 
-def factor(comm, layout, f: np.ndarray) -> tuple[np.ndarray, int]:
+def factor(comm: MPI.Intracomm, layout: Layout, f: np.ndarray) -> tuple[np.ndarray, int]:
     """Factor the distributed matrix ``f`` in place. Collective; returns (pivots, info).
 
     ``info`` is 0, or ``j + 1`` for the first exactly zero pivot ``j`` (LAPACK).
@@ -204,8 +206,6 @@ def _swap_rows(colcomm, rd, gi: np.ndarray, f: np.ndarray, cols: np.ndarray, k0:
             buf[where[r]] = f[owned[r], cols]
     if colcomm.size > 1:  # each row is owned by exactly one process of the column; the others add zeros
         out = np.empty_like(buf)
-        from mpi4py import MPI
-
         wait(colcomm.Iallreduce(buf, out, MPI.SUM))
         buf = out
     for r in moved:

@@ -51,7 +51,7 @@ def work(first: int, count: int, unit_seconds: float) -> int:
     return total
 
 
-def master(comm, units: int, chunk: int, unit_seconds: float) -> tuple[int, int]:
+def master(comm: MPI.Intracomm, units: int, chunk: int, unit_seconds: float) -> tuple[int, int]:
     """Hand out chunks to workers until all ``units`` are done; returns (checksum, units done).
 
     The master keeps one receive posted per busy worker (a specific source,
@@ -92,7 +92,8 @@ def master(comm, units: int, chunk: int, unit_seconds: float) -> tuple[int, int]
     return total, done
 
 
-def worker(comm, unit_seconds: float) -> None:
+def worker(comm: MPI.Intracomm, unit_seconds: float) -> None:
+    """Process chunks from rank 0 until it says stop."""
     msg = np.zeros(2, dtype=np.int64)
     while True:
         wait(comm.Irecv(msg, 0, TAG_WORK))

@@ -25,9 +25,11 @@ import argparse
 import sys
 
 import numpy as np
+from mpi4py import MPI
 
 import reshape.runtime as runtime
 from apps.common import add_options, finish, positive, rand, run, want_check
+from reshape.layout import Layout
 from reshape.mpiutil import wait
 
 __all__ = ["summa"]
@@ -41,7 +43,7 @@ def b_of(i, j):
     return rand(i, j, seed=5)
 
 
-def summa(comm, layout, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
+def summa(comm: MPI.Intracomm, layout: Layout, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     """``c = a @ b`` for three matrices with the same 2-D block-cyclic ``layout``. Collective."""
     rd, cd = layout.dists
     myr, myc = layout.coords(comm.rank)
