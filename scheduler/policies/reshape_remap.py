@@ -29,6 +29,8 @@ nothing.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..policy import (
     Continue,
     Expand,
@@ -41,8 +43,9 @@ from ..policy import (
     legal_sizes,
     register_remap_policy,
 )
+from .easy import shadow_time
 
-__all__ = ["ReshapeRemap", "StaticRemap", "last_expansion", "next_size"]
+__all__ = ["ReshapeRemap", "StaticRemap", "last_expansion", "next_size", "shrink_sizes"]
 
 
 def _grid(p: int) -> tuple[int, int]:
@@ -86,14 +89,57 @@ def last_expansion(history: tuple[int, ...]) -> tuple[int, int] | None:
     return None
 
 
+def shrink_sizes(spec: JobSpec, current: int, pool: int) -> list[int]:
+    """Every legal size below ``current`` (ascending): the job's legal sizes, and for
+    ``topology="2d"`` only nearly-square grids whose sides divide ``divides``."""
+    out = []
+    for p in legal_sizes(spec if spec.topology != "2d" else _without_divides(spec), pool):
+        if p >= current:
+            break
+        if spec.topology == "2d" and spec.divides:
+            r, c = _grid(p)
+            if spec.divides % r or spec.divides % c:
+                continue
+        out.append(p)
+    return out
+
+
+def _without_divides(spec: JobSpec) -> JobSpec:
+    return replace(spec, divides=None)
+
+
 @register_remap_policy("reshape")
 class ReshapeRemap(RemapPolicy):
+    """ReSHAPE's Remap Scheduler; the defaults are the paper's rules (see the module docstring).
+
+    Parameters (each off by default):
+
+    * ``new_sizes``: shrink to any legal size down to ``min_procs``, not only
+      to sizes the job ran at.
+    * ``reserve``: expansions leave at least this many slots idle (an int) or
+      this fraction of the pool (a float < 1), room for arrivals.
+    * ``request_shrinks``: :meth:`shrink_requests` asks running jobs to shrink
+      at their next resize point as soon as the queue head does not fit.
+    * ``borrow``: while the queue head waits for its EASY reservation, jobs
+      expand into the idle slots if their next resize point comes before the
+      head's shadow time, and give them back (to their starting size) at the
+      last resize point before it.
+    """
+
     name = "reshape"
 
-    def __init__(self, min_gain: float = 0.05):
+    def __init__(self, min_gain: float = 0.05, new_sizes: bool = False, reserve: float = 0,
+                 request_shrinks: bool = False, borrow: bool = False):
         if not 0 <= min_gain < 1:
             raise ValueError("min_gain must be in [0, 1)")
+        if isinstance(reserve, bool) or not isinstance(reserve, int | float) or reserve < 0 \
+                or (isinstance(reserve, float) and reserve >= 1):
+            raise ValueError(f"reserve must be a slot count >= 0 or a fraction in [0, 1), got {reserve!r}")
         self.min_gain = min_gain
+        self.new_sizes = new_sizes
+        self.reserve = reserve
+        self.request_shrinks = request_shrinks
+        self.borrow = borrow
 
     def _improved(self, r: RunningJob, p: int, q: int) -> bool:
         t = r.profile.iter_time
@@ -101,33 +147,123 @@ class ReshapeRemap(RemapPolicy):
             return True  # not measured yet: no evidence against
         return t[q] < t[p] * (1 - self.min_gain)
 
+    def _points(self, r: RunningJob, pool: int) -> list[int]:
+        """Sizes ``r`` may shrink to, ascending."""
+        if self.new_sizes:
+            return shrink_sizes(r.spec, r.nprocs, pool)
+        return [p for p, _ in r.profile.shrink_points(r.nprocs)]
+
+    def _reserve(self, total: int) -> int:
+        if isinstance(self.reserve, float):
+            return int(self.reserve * total)
+        return int(self.reserve)
+
+    @staticmethod
+    def _need(snap: Snapshot, exclude: int | None = None) -> int:
+        """Slots the queue head still lacks, counting pending shrinks of other jobs."""
+        head = snap.queue[0]
+        coming = sum(o.nprocs - o.pending_shrink for o in snap.running
+                     if o.spec.job_id != exclude and o.pending_shrink is not None)
+        return head.nprocs - snap.free_slots - coming
+
+    @staticmethod
+    def _base(r: RunningJob) -> int:
+        """The size a job returns to when it gives back borrowed slots: its starting size."""
+        return r.profile.history[0] if r.profile.history else r.spec.nprocs
+
+    def _head_shadow(self, snap: Snapshot) -> float:
+        """When the queue head can start if every job gives back what it borrowed."""
+        free, running = snap.free_slots, []
+        for o in snap.running:
+            n = o.nprocs if o.pending_shrink is None else o.pending_shrink
+            if o.spec.resizable and n > self._base(o):
+                n = self._base(o)
+            free += o.nprocs - n
+            running.append(replace(o, nprocs=n))
+        view = replace(snap, free_slots=free, running=tuple(running))
+        return shadow_time(view, snap.queue[0].nprocs)[0]
+
+    def _borrow(self, snap: Snapshot, r: RunningJob, exp) -> RemapDecision | None:
+        """Seed 001 §1's "add more later" applied to reservation holes (``borrow``)."""
+        jid, cur = r.spec.job_id, r.nprocs
+        if self._need(snap, jid) <= 0:
+            return None
+        shadow = self._head_shadow(snap)
+        t_iter = r.profile.iter_time.get(cur)
+        if t_iter is None:
+            return None
+        next_point = snap.now + t_iter
+        base = self._base(r)
+        if cur > base:
+            if next_point <= shadow:
+                return Continue(jid, "borrowed slots not needed before the next resize point")
+            return Shrink(jid, base, f"give back borrowed slots to queued job {snap.queue[0].job_id}")
+        if next_point > shadow or snap.free_slots <= 0:
+            return None
+        if exp is not None and not self._improved(r, *exp):
+            return None
+        hi = min(cur + snap.free_slots, r.spec.max_procs or snap.total_slots)
+        q = next_size(r.spec, cur, hi)
+        if q is None:
+            return None
+        return Expand(jid, q, "idle slots until the queue head's reservation")
+
     def at_resize_point(self, snap: Snapshot, job_id: int) -> RemapDecision:
         r = snap.job(job_id)
         spec = r.spec
         if not spec.resizable:
             return Continue(job_id, "static job")
         cur = r.nprocs
-        if r.pending_shrink is not None and r.pending_shrink < cur:
+        if r.pending_shrink is not None and r.pending_shrink < cur and (
+                snap.queue or not self.request_shrinks):
             return Shrink(job_id, r.pending_shrink, "requested shrink")
-        points = [p for p, _ in r.profile.shrink_points(cur)]
+        exp = last_expansion(r.profile.history)
+        if self.borrow and snap.queue:
+            d = self._borrow(snap, r, exp)
+            if d is not None:
+                return d
+        points = self._points(r, snap.total_slots)
         if snap.queue and points:
             head = snap.queue[0]
-            coming = sum(o.nprocs - o.pending_shrink for o in snap.running
-                         if o.spec.job_id != job_id and o.pending_shrink is not None)
-            need = head.nprocs - snap.free_slots - coming
+            need = self._need(snap, job_id)
             if need > 0:
                 enough = [p for p in points if cur - p >= need]
                 target = max(enough) if enough else min(points)
                 return Shrink(job_id, target, f"admit queued job {head.job_id}")
-        exp = last_expansion(r.profile.history)
         if exp and exp[1] == cur and not self._improved(r, *exp):
             return Shrink(job_id, exp[0], f"sweet spot: {exp[0]} -> {cur} did not help")
-        if snap.free_slots > 0 and not snap.queue and (exp is None or self._improved(r, *exp)):
-            limit = min(cur + snap.free_slots, spec.max_procs or snap.total_slots)
+        room = snap.free_slots - self._reserve(snap.total_slots)
+        if room > 0 and not snap.queue and (exp is None or self._improved(r, *exp)):
+            limit = min(cur + room, spec.max_procs or snap.total_slots)
             q = next_size(spec, cur, limit)
             if q is not None:
                 return Expand(job_id, q, "idle processors")
         return Continue(job_id, "")
+
+    def shrink_requests(self, snap: Snapshot) -> list[Shrink]:
+        """With ``request_shrinks``: shrinks that together free what the queue head lacks.
+
+        Largest jobs first, each to the largest size that covers what is still
+        missing (else to its smallest size); none when the head fits. Without
+        ``request_shrinks`` (the paper), none.
+        """
+        if not self.request_shrinks or not snap.queue:
+            return []
+        need = self._need(snap)
+        out = []
+        for r in sorted(snap.running, key=lambda o: (-o.nprocs, o.spec.job_id)):
+            if need <= 0:
+                break
+            if not r.spec.resizable or r.pending_shrink is not None:
+                continue
+            points = self._points(r, snap.total_slots)
+            if not points:
+                continue
+            enough = [p for p in points if r.nprocs - p >= need]
+            target = max(enough) if enough else min(points)
+            out.append(Shrink(r.spec.job_id, target, f"admit queued job {snap.queue[0].job_id}"))
+            need -= r.nprocs - target
+        return out
 
 
 @register_remap_policy("static")

@@ -12,6 +12,7 @@ name            application policy   remap policy
 ``reshape``     ``easy``             ``reshape``
 ``reshape-squeeze`` ``easy-squeeze`` ``reshape``
 ``reshape-fcfs``  ``fcfs``           ``reshape``
+``reshape-borrow`` ``easy``          ``reshape`` (``borrow=True``)
 ``dep``         ``dep``              ``dep``
 ``dep-smooth``  ``dep``              ``dep`` (``min_interval=600`` s)
 ``sp:K``        ``sp`` (``k=K``)     none (SP never resizes)
@@ -50,6 +51,7 @@ POLICIES: dict[str, PolicyPair] = {
     "reshape": PolicyPair("easy", "reshape"),
     "reshape-squeeze": PolicyPair("easy-squeeze", "reshape"),
     "reshape-fcfs": PolicyPair("fcfs", "reshape"),
+    "reshape-borrow": PolicyPair("easy", "reshape", remap_params={"borrow": True}),
     "dep": PolicyPair("dep", "dep"),
     "dep-smooth": PolicyPair("dep", "dep", remap_params={"min_interval": 600.0}),
 }
