@@ -8,10 +8,10 @@ into ``F`` (unit ``L`` below the diagonal, ``U`` on and above it), as
 ScaLAPACK's right-looking PDGETRF does it, one ``nb``-wide panel at a time:
 
 1. panel factorization in the process column owning the panel: for each
-   column, pivot search down the process column (``Iallgather`` of the local
-   candidates; the largest magnitude wins, ties to the smallest row, as
-   ``idamax``), swap of the two panel rows, scaling, rank-1 update of the rest
-   of the panel;
+   column, pivot search down the process column (one ``Iallgather`` of the
+   local candidates with their rows; the largest magnitude wins, ties to the
+   smallest row, as ``idamax``), swap of the two panel rows, scaling, rank-1
+   update of the rest of the panel;
 2. broadcast of the factored panel and its pivots along the process rows;
 3. the panel's row interchanges applied to all other columns (left and
    right, as ``dlaswp`` in PDGETRF): the affected rows are exchanged inside
@@ -44,6 +44,8 @@ from reshape.layout import Layout
 from reshape.mpiutil import wait
 
 __all__ = ["factor", "serial_lu", "unpack"]
+
+PANEL_SLEEP = 1e-4  # longest sleep while waiting inside the panel (short, latency-bound exchanges)
 
 
 def a_of(i, j):
@@ -140,48 +142,51 @@ def factor(comm: MPI.Intracomm, layout: Layout, f: np.ndarray) -> tuple[np.ndarr
 
 
 def _panel(colcomm, rd, grows: np.ndarray, panel: np.ndarray, k0: int, kpiv: np.ndarray, info: int) -> int:
-    """Factor the ``jb``-wide panel held down one process column (rows ``grows``, all >= k0)."""
+    """Factor the ``jb``-wide panel held down one process column (rows ``grows``, all >= k0).
+
+    One ``Iallgather`` per column carries each process's pivot candidate
+    (magnitude, row, value, and that row of the panel) and the current row
+    ``j`` from its owner, so every process of the column can swap and update
+    without further messages (PDGETF2 needs a max-reduction, a swap and a
+    broadcast for the same).
+    """
     jb = panel.shape[1]
-    mine = np.empty(3)
-    allc = np.empty((colcomm.size, 3))
+    me = colcomm.rank  # = process row coordinate (the split is keyed by it)
+    mine = np.empty(3 + 2 * jb)
+    allc = np.empty((colcomm.size, 3 + 2 * jb))
     for jj in range(jb):
         j = k0 + jj
         s = int(np.searchsorted(grows, j))
         col = panel[s:, jj]
+        mine[3:] = 0.0
         if col.size:
             t = int(np.argmax(np.abs(col)))
-            mine[:] = (abs(col[t]), grows[s + t], col[t])
+            mine[:3] = (abs(col[t]), grows[s + t], col[t])
+            mine[3:3 + jb] = panel[s + t]
         else:
-            mine[:] = (-1.0, np.inf, 0.0)
+            mine[:3] = (-1.0, np.inf, 0.0)
+        oj = rd.owner(j)
+        if me == oj:
+            mine[3 + jb:] = panel[s]
         if colcomm.size > 1:
-            wait(colcomm.Iallgather(mine, allc))
+            wait(colcomm.Iallgather(mine, allc), PANEL_SLEEP)
         else:
             allc[0] = mine
         best = max(range(allc.shape[0]), key=lambda r: (allc[r, 0], -allc[r, 1]))
         p, v = int(allc[best, 1]), float(allc[best, 2])
         kpiv[jj] = p
-        oj, op, me = rd.owner(j), rd.owner(p), colcomm.rank
+        urow = allc[best, 3:3 + jb]  # the pivot row, row j after the swap
         if p != j:
-            if oj == op == me:
-                a, b = s, int(np.searchsorted(grows, p))
-                panel[[a, b]] = panel[[b, a]]
-            elif me in (oj, op):
-                here = s if me == oj else int(np.searchsorted(grows, p))
-                other = np.empty(jb)
-                wait(colcomm.Isendrecv(np.ascontiguousarray(panel[here]), op if me == oj else oj, 7,
-                                       other, op if me == oj else oj, 7))
-                panel[here] = other
+            if me == rd.owner(p):
+                panel[int(np.searchsorted(grows, p))] = allc[oj, 3 + jb:]
+            if me == oj:
+                panel[s] = urow
         if v == 0.0:
             info = info or j + 1
         s1 = int(np.searchsorted(grows, j + 1))
         if v != 0.0:
             panel[s1:, jj] /= v
-        # pivot row (now at j) to the process column, then the rank-1 update
-        urow = np.empty(jb - jj - 1)
-        if me == oj:
-            urow[...] = panel[s, jj + 1:]
-        _bcast(colcomm, urow, oj)
-        panel[s1:, jj + 1:] -= np.outer(panel[s1:, jj], urow)
+        panel[s1:, jj + 1:] -= np.outer(panel[s1:, jj], urow[jj + 1:])
     return info
 
 
