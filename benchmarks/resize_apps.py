@@ -45,8 +45,8 @@ TARGET_LATENCY = 1.0
 
 # (full, quick) problem options per application; every size divides n where the app requires it
 SIZES = {
-    "lu": (["--n", "2048", "--nb", "64"], ["--n", "768", "--nb", "64"]),
-    "mm": (["--n", "1536", "--nb", "64"], ["--n", "768", "--nb", "64"]),
+    "lu": (["--n", "2560", "--nb", "64"], ["--n", "768", "--nb", "64"]),
+    "mm": (["--n", "2048", "--nb", "64"], ["--n", "768", "--nb", "64"]),
     "jacobi": (["--n", "2400", "--sweeps", "5"], ["--n", "1200", "--sweeps", "5"]),
     "fft2d": (["--n", "1536"], ["--n", "768"]),
     "master_worker": (["--units", "2000", "--unit-us", "50"], ["--units", "500", "--unit-us", "50"]),
