@@ -15,6 +15,7 @@ static run on a fixed number of ranks:
   (entries are O(1), n = 40); Jacobi: ``1e-12`` relative to ``max|x|``.
 """
 
+import json
 import os
 
 import numpy as np
@@ -37,11 +38,14 @@ TOL = 1e-12
 def run_app(mpirun, tmp_path, app, start, plan=None, iters=5, env=None, tag="run"):
     out = tmp_path / f"{app}-{tag}.npy"
     pidlog = tmp_path / f"{app}-{tag}.pids"
+    rows = tmp_path / f"{app}-{tag}.json"
     e = dict(env or {})
     if plan:
         e["RESHAPE_PLAN"] = plan
     res = mpirun(start, ["-m", f"apps.{app}", *APPS[app], "--iters", str(iters), "--check", "--quiet",
-                         "--out", str(out), "--pidlog", str(pidlog)], env=e, timeout=120)
+                         "--out", str(out), "--pidlog", str(pidlog), "--json", str(rows)], env=e, timeout=120)
+    checks = [r["check"] for r in json.loads(rows.read_text())["rows"]]
+    assert checks == ["ok"] * iters, checks  # the data was checked after every iteration and resize
     lines = [ln.split() for ln in pidlog.read_text().splitlines()] if pidlog.exists() else []
     return res, np.load(out), lines
 
