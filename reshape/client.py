@@ -52,7 +52,11 @@ class Connection:
         if self._sock is None:
             s = self._ctx.socket(zmq.DEALER)
             s.setsockopt(zmq.LINGER, 0)
-            s.setsockopt(zmq.IMMEDIATE, 1)  # never queue a request for a daemon that is not there
+            # No zmq.IMMEDIATE: with it, libzmq terminates the pipe when the peer
+            # disconnects and drops a reply not yet read, so the reply to ``stop``
+            # (the daemon exits right after sending it) was lost in about one of
+            # four stops. A request queued for an absent daemon is discarded by
+            # ``reset`` when its reply times out.
             s.connect(self.endpoint)
             self._sock = s
         return self._sock
@@ -76,9 +80,12 @@ class Connection:
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         left = max(1, int((deadline - time.monotonic()) * 1000))
         try:
-            if not sock.poll(left, zmq.POLLOUT):
-                raise zmq.Again()
-            sock.send(frame, zmq.NOBLOCK)
+            try:
+                sock.send(frame, zmq.NOBLOCK)
+            except zmq.Again:  # high-water mark: wait for room, within the timeout
+                if not sock.poll(left, zmq.POLLOUT):
+                    raise
+                sock.send(frame, zmq.NOBLOCK)
         except zmq.Again:
             self.reset()
             raise SchedulerUnavailable(f"no scheduler daemon at {self.endpoint}") from None

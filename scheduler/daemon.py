@@ -8,11 +8,17 @@ restart, whose session has no process left) returns its slots to the pool.
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import faulthandler
+import gc
 import os
+import queue
 import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
 from typing import Any
 
@@ -25,7 +31,7 @@ from .jobfile import JobFileError, validate_job
 from .journal import Journal
 from .policy import app_policy, remap_policy
 from .pool import Pool, default_pool
-from .startup import job_tag, kill_job, start_job
+from .startup import job_tag, kill_job, kill_jobs, start_job
 from .state import ClusterState, Kill, Launch, StateError
 
 __all__ = ["DEFAULT_ENDPOINT", "Daemon", "job_endpoint"]
@@ -72,6 +78,10 @@ class Daemon:
             if j.sid is None:  # the previous daemon died between allocating and launching
                 self.state.exited(j.job_id, None, now, "daemon restarted before the job was launched")
         self.procs: dict[int, subprocess.Popen] = {}
+        self._reap: list[subprocess.Popen] = []  # killed jobs' mpiexec not yet reaped
+        self._strays: queue.SimpleQueue[str | None] = queue.SimpleQueue()  # tags for the reaper thread
+        self.served = 0
+        self.service: collections.deque[float] = collections.deque(maxlen=8192)  # seconds, recv -> reply
         self.stopping = False
         self._last_adopted_check = 0.0
 
@@ -118,7 +128,7 @@ class Daemon:
             job_id = s.submit(desc, now)
             return P.reply(msg, job_id=job_id), s.tick(now)
         if t == "status":
-            return P.reply(msg, now=now, **s.status()), []
+            return P.reply(msg, now=now, daemon=self.service_stats(), **s.status()), []
         if t == "cancel":
             acts = s.cancel(b["job_id"], now)
             return P.reply(msg, job_id=b["job_id"]), acts
@@ -132,10 +142,10 @@ class Daemon:
             return P.reply(msg, job_id=b["job_id"], text=self._log_tail(b["job_id"], b.get("tail", 200))), []
         if t == "stop":
             self.stopping = True
-            acts = [Kill(j.job_id) for j in s.running()] if b.get("kill_jobs") else []
-            if acts:
-                for k in acts:
-                    s.cancel(k.job_id, now)
+            acts: list = []
+            if b.get("kill_jobs"):
+                for j in s.running():
+                    acts += s.cancel(j.job_id, now, reschedule=False)
             return P.reply(msg), acts
         raise StateError("unknown_type", t)  # unreachable: decode knows every type
 
@@ -153,7 +163,17 @@ class Daemon:
 
     # ------------------------------------------------------------------ actions (I/O edge)
     def perform(self, actions: list, now: float) -> None:
-        pending = list(actions)
+        kills = [a.job_id for a in actions if isinstance(a, Kill)]
+        if kills:  # all at once: one grace period, whatever the number of jobs
+            kill_jobs([job_tag(self.state_dir, jid) for jid in kills])
+            for jid in kills:
+                p = self.procs.pop(jid, None)
+                if p:  # reap it; a stray one is reaped by the System Monitor's poll later
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        p.wait(timeout=1.0)
+                    if p.returncode is None:
+                        self._reap.append(p)
+        pending = [a for a in actions if isinstance(a, Launch)]
         while pending:
             a = pending.pop(0)
             if isinstance(a, Launch):
@@ -167,30 +187,36 @@ class Daemon:
                     continue
                 self.procs[j.job_id] = p
                 self.state.launched(j.job_id, p.pid)
-            elif isinstance(a, Kill):
-                p = self.procs.pop(a.job_id, None)
-                kill_job(job_tag(self.state_dir, a.job_id))
-                if p:
-                    p.wait(timeout=5)
 
     def monitor(self, now: float) -> list:
-        """System Monitor: jobs whose processes ended give their slots back."""
+        """System Monitor: jobs whose processes ended give their slots back.
+
+        Killing a crashed job's stray ranks needs process-table scans (tens of
+        milliseconds, more when ``/proc`` reads stall); the reaper thread does
+        them so the loop keeps answering requests.
+        """
         acts: list = []
+        self._reap = [p for p in self._reap if p.poll() is None]
         for jid, p in list(self.procs.items()):
             rc = p.poll()
             if rc is None:
                 continue
             del self.procs[jid]
-            kill_job(job_tag(self.state_dir, jid), grace=0.5)  # stray ranks of a crashed job
+            self._strays.put(job_tag(self.state_dir, jid))  # stray ranks of a crashed job
             acts += self.state.exited(jid, rc, now)
         if now - self._last_adopted_check >= 0.5:
             self._last_adopted_check = now
             for j in self.state.running():
                 # sid None: started by this daemon in this batch, not launched yet
                 if j.job_id not in self.procs and j.sid is not None and not _alive(j.sid):
-                    kill_job(job_tag(self.state_dir, j.job_id), grace=0.5)
+                    self._strays.put(job_tag(self.state_dir, j.job_id))
                     acts += self.state.exited(j.job_id, None, now)
         return acts
+
+    def _reaper(self) -> None:
+        while (tag := self._strays.get()) is not None:
+            with contextlib.suppress(Exception):
+                kill_job(tag, grace=0.5)
 
     def flush(self) -> None:
         s = self.state
@@ -202,6 +228,15 @@ class Daemon:
 
     # ------------------------------------------------------------------ loop
     def serve(self) -> None:
+        """The loop: a batch of requests -> one journal commit -> the replies -> launches.
+
+        Kills (cancel, ``stop --kill-jobs``) are done before the reply, so a
+        cancelled job is gone when its requester hears back; launches (a fork
+        and exec each) after the replies, so nobody waits for them. The state
+        they depend on (allocations) is committed before any reply; their
+        session ids are committed after. ``SIGUSR1`` dumps every thread's stack
+        to the daemon's stderr (for a daemon that seems stuck).
+        """
         ctx = zmq.Context()
         sock = ctx.socket(zmq.ROUTER)
         sock.setsockopt(zmq.MAXMSGSIZE, HARD_MAX_BYTES)
@@ -211,13 +246,19 @@ class Daemon:
         with open(os.path.join(self.state_dir, "daemon.pid"), "w") as f:
             f.write(f"{os.getpid()}\n{self.endpoint}\n")
         signal.signal(signal.SIGTERM, lambda *_: setattr(self, "stopping", True))
+        with contextlib.suppress(ValueError, OSError, AttributeError):
+            faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
+        reaper = threading.Thread(target=self._reaper, name="reaper", daemon=True)
+        reaper.start()
         now = time.time()
         self.perform(self.state.tick(now), now)
         self.flush()
         last_tick = now
+        gc.freeze()  # startup objects are never garbage: keep them out of the collector's scans
+        clock = time.perf_counter
         try:
             while not self.stopping:
-                replies: list[tuple[bytes, bytes]] = []
+                replies: list[tuple[bytes, bytes, float]] = []
                 acts: list = []
                 if sock.poll(int(self.tick_every * 1000)):
                     for _ in range(512):
@@ -225,30 +266,49 @@ class Daemon:
                             frames = sock.recv_multipart(zmq.NOBLOCK)
                         except zmq.Again:
                             break
+                        t_in = clock()
                         now = time.time()
-                        ident = frames[0]
                         if len(frames) != 2:
                             rep, a = P.error_reply("malformed", "expected exactly one frame per message"), []
                         else:
                             rep, a = self.handle(frames[1], now)
-                        replies.append((ident, P.encode(rep)))
+                        replies.append((frames[0], P.encode(rep), t_in))
                         acts += a
                 now = time.time()
                 if now - last_tick >= self.tick_every:
                     last_tick = now
                     acts += self.monitor(now)
                     acts += self.state.tick(now)
-                self.perform(acts, now)
-                self.flush()
-                for ident, data in replies:
+                kills = [a for a in acts if isinstance(a, Kill)]
+                if kills:
+                    self.perform(kills, now)
+                self.flush()  # group commit: everything acknowledged below is on disk
+                for ident, data, t_in in replies:
                     with contextlib.suppress(zmq.ZMQError):  # the peer went away
                         sock.send_multipart([ident, data], zmq.NOBLOCK)
+                    self.service.append(clock() - t_in)
+                self.served += len(replies)
+                launches = [a for a in acts if isinstance(a, Launch)]
+                if launches:
+                    self.perform(launches, now)
+                    self.flush()
+                self.journal.idle(force=bool(replies))  # rewind the WAL when nobody waits
         finally:
             self.flush()
             sock.close(linger=500)
             ctx.term()
+            self._strays.put(None)
+            reaper.join(timeout=3.0)
             self.journal.close()
             # running jobs keep running: a restarted daemon adopts them
+
+    def service_stats(self) -> dict[str, Any]:
+        """Requests served and the service time (request received -> reply sent) of recent ones."""
+        xs = sorted(self.service)
+        if not xs:
+            return {"served": self.served, "window": 0, "p50_ms": None, "p99_ms": None, "max_ms": None}
+        return {"served": self.served, "window": len(xs), "p50_ms": 1e3 * xs[len(xs) // 2],
+                "p99_ms": 1e3 * xs[min(len(xs) - 1, int(0.99 * len(xs)))], "max_ms": 1e3 * xs[-1]}
 
     def describe(self) -> dict[str, Any]:
         return {"endpoint": self.endpoint, "state_dir": self.state_dir,

@@ -215,7 +215,8 @@ class ClusterState:
                 j.shrink_request = sh.nprocs
                 self._event(now, j, "shrink_request", f"{j.nprocs}->{sh.nprocs}: {sh.reason}")
 
-    def cancel(self, job_id: int, now: float) -> list[Launch | Kill]:
+    def cancel(self, job_id: int, now: float, reschedule: bool = True) -> list[Launch | Kill]:
+        """End a queued or running job; ``reschedule=False`` (daemon stopping) starts nothing new."""
         j = self._job(job_id)
         if j.state in FINAL:
             raise StateError("not_active", f"job {job_id} already {j.state}")
@@ -226,7 +227,7 @@ class ClusterState:
         j.state = "cancelled"
         j.end_time = now
         self._event(now, j, "cancel")
-        return out + self.schedule(now)
+        return out + self.schedule(now) if reschedule else out
 
     # ---------------------------------------------------------------- System Monitor
     def launched(self, job_id: int, sid: int) -> None:

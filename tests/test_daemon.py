@@ -20,7 +20,7 @@ import pytest
 import zmq
 
 from reshape import protocol as P
-from reshape.client import Connection, DaemonError
+from reshape.client import Connection, DaemonError, SchedulerUnavailable
 from reshape.launch import kill_session
 from scheduler.startup import job_pids, job_tag, kill_job
 
@@ -79,6 +79,10 @@ class DaemonProc:
 
     def job(self, jid: int) -> dict:
         return next(j for j in self.req("history")["jobs"] if j["job_id"] == jid)
+
+    def stderr(self) -> str:
+        with open(os.path.join(self.state_dir, "daemon.err"), errors="replace") as f:
+            return f.read()[-3000:]
 
     def kill9(self) -> None:
         os.kill(self.proc.pid, signal.SIGKILL)
@@ -271,3 +275,64 @@ def test_real_mpi_job_finds_its_sweet_spot(daemon):
     assert j["profile"]["history"][:5] == [1, 2, 3, 4, 3], log
     assert "data ok" in log
     assert d.req("status")["free_slots"] == 4
+
+
+def test_start_and_stop_many_times_with_jobs_running(daemon):
+    """Regression: ``stop`` must be answered and the daemon must exit promptly, whatever runs.
+
+    Each round restarts the daemon on the same journal (it adopts the running
+    jobs), submits another job so launches, exits and resize points are under
+    way, and stops it; the last round stops with ``kill_jobs``.
+    """
+    d = daemon(4)
+    mpi = d.submit(**sleeper(60, 2))
+    resizable = d.submit(**emu(iterations=400, work=0.05, serial=0.5, overhead=0.0, nprocs=1, max_procs=2))
+    ids = [mpi, resizable]
+    wait_for(lambda: len(job_pids(job_tag(d.state_dir, mpi))) >= 4, 10)
+    rounds = 6
+    for r in range(rounds):
+        if r:
+            d.start()
+        ids.append(d.submit(**sleeper(0.3 * (r % 3), 1)))  # short jobs start and end around the stop
+        time.sleep(0.3 + 0.2 * (r % 2))
+        last = r == rounds - 1
+        t0 = time.monotonic()
+        try:
+            d.req("stop", {"kill_jobs": last}, timeout=5)
+            d.proc.wait(5)
+        except (SchedulerUnavailable, subprocess.TimeoutExpired):
+            os.kill(d.proc.pid, signal.SIGUSR1)  # the daemon dumps its threads' stacks
+            time.sleep(1.0)
+            raise AssertionError(f"round {r}: no clean stop; daemon stderr:\n{d.stderr()}") from None
+        assert time.monotonic() - t0 < 5, f"round {r}: stop took {time.monotonic() - t0:.1f}s"
+        assert d.proc.returncode == 0, d.stderr()
+        if not last:
+            assert job_pids(job_tag(d.state_dir, mpi)), "jobs keep running when the daemon stops"
+    for jid in ids:
+        assert not job_pids(job_tag(d.state_dir, jid)), f"job {jid} left processes behind"
+    d.start()
+    st = d.req("status")
+    assert not st["running"] and st["free_slots"] == 4
+    states = {j["job_id"]: j["state"] for j in d.req("history")["jobs"]}
+    assert states[mpi] == "cancelled" and states[resizable] == "cancelled"
+    # a short job that ended while no daemon ran is "lost": nobody saw its exit code
+    assert all(s in ("done", "cancelled", "lost") for s in states.values()), states
+
+
+def test_kill9_right_after_acknowledgements_loses_nothing(daemon):
+    """Journal durability: every acknowledged request survives a ``kill -9`` straight after."""
+    d = daemon(1)
+    ids = [d.submit(**sleeper(60, 1, name=f"q{i}")) for i in range(25)]
+    wait_for(lambda: d.job(ids[0])["state"] == "running", 10)
+    c = Connection(d.endpoint, 5)
+    for it in range(1, 6):  # profiler updates acknowledged by their advice
+        c.request("resize_point", {"iteration": it, "nprocs": 1, "iter_time": 0.5}, job_id=ids[0])
+    last = c.request("submit", {"job": sleeper(60, 1, name="last")}).body["job_id"]
+    d.kill9()  # at once: nothing acknowledged may be missing
+    c.close()
+    d.start()
+    st = d.req("status")
+    assert [j["job_id"] for j in st["running"]] == [ids[0]]
+    assert [j["job_id"] for j in st["queue"]] == [*ids[1:], last]
+    assert d.job(ids[0])["iterations"] == 5
+    d.req("cancel", {"job_id": ids[0]})
