@@ -143,3 +143,146 @@ def test_easy_never_oversubscribes_and_never_delays_head(free, queue, run):
         after = shadow_time(Snapshot(0.0, total, free - sum(x.nprocs for x in starts), (head,),
                                      after_run), head.nprocs)[0]
         assert after <= before or math.isinf(before)
+
+
+# --------------------------------------------------------------------------
+# parameters beyond the paper (all off by default)
+# --------------------------------------------------------------------------
+
+
+def wspec(i, n, walltime, **kw):
+    return JobSpec(i, f"j{i}", 0.0, n, walltime=walltime, **kw)
+
+
+def test_paper_defaults_request_no_shrinks_and_keep_shrinks_to_sizes_run_at():
+    r = running(1, 8, {8: 1.0}, (8,), min_procs=2)
+    s = snap(0, [r], [spec(2, 4)])
+    assert R.shrink_requests(s) == []
+    assert isinstance(R.at_resize_point(s, 1), Continue)  # never ran below 8
+
+
+def test_new_sizes_shrinks_below_the_starting_size_down_to_min_procs():
+    P = remap_policy("reshape", new_sizes=True)
+    r = running(1, 8, {8: 1.0}, (8,), min_procs=2)
+    assert P.at_resize_point(snap(1, [r], [spec(2, 4)]), 1) == Shrink(1, 5, "admit queued job 2")
+    assert P.at_resize_point(snap(0, [r], [spec(2, 12)], total=20), 1).nprocs == 2
+
+
+def test_shrink_sizes_respect_divides_and_2d_grids():
+    from scheduler.policies.reshape_remap import shrink_sizes
+
+    assert shrink_sizes(spec(1, 16, min_procs=2, divides=8000), 16, 36) == [2, 4, 5, 8, 10]
+    # 2d: both grid sides divide the order (5x5 and 4x5 do for 8000, 3x3 does not)
+    assert shrink_sizes(spec(1, 25, topology="2d", divides=8000), 25, 36) == [
+        1, 2, 4, 5, 8, 10, 16, 20]
+
+
+def test_reserve_keeps_slots_idle_for_arrivals():
+    r = running(1, 2, {2: 1.0})
+    assert remap_policy("reshape", reserve=4).at_resize_point(snap(4, [r]), 1).reason == ""
+    assert remap_policy("reshape", reserve=3).at_resize_point(snap(4, [r]), 1) == Expand(
+        1, 3, "idle processors")
+    # a fraction of the pool: 0.25 * 16 = 4 slots
+    assert isinstance(remap_policy("reshape", reserve=0.25).at_resize_point(snap(4, [r]), 1),
+                      Continue)
+    for bad in (-1, 1.0, 1.5, True, "2"):
+        try:
+            remap_policy("reshape", reserve=bad)
+        except ValueError as e:
+            assert "reserve" in str(e)
+        else:
+            raise AssertionError(f"reserve={bad!r} accepted")
+
+
+def test_shrink_requests_free_what_the_head_lacks_largest_jobs_first():
+    P = remap_policy("reshape", request_shrinks=True)
+    a = running(1, 6, {2: 1.0, 4: 0.7, 6: 0.6}, (2, 4, 6), initial=2)
+    b = running(2, 10, {4: 1.0, 10: 0.5}, (4, 10), initial=4)
+    c = running(3, 3, {3: 1.0}, resizable=False)
+    reqs = P.shrink_requests(snap(1, [a, b, c], [spec(9, 4)], total=20))
+    assert reqs == [Shrink(2, 4, "admit queued job 9")]  # frees 6 >= 3 missing
+    reqs = P.shrink_requests(snap(0, [a, b, c], [spec(9, 9)], total=19))
+    assert [(x.job_id, x.nprocs) for x in reqs] == [(2, 4), (1, 2)]  # 6 + 4 >= 9
+    assert P.shrink_requests(snap(4, [a, b], [spec(9, 4)], total=20)) == []  # head fits
+
+
+def test_a_stale_shrink_request_is_dropped_when_nobody_waits():
+    P = remap_policy("reshape", request_shrinks=True)
+    r = RunningJob(spec(1, 2), 6, 0.0, Profile({2: 1.0, 6: 0.5}, {}, (2, 6)), pending_shrink=2)
+    assert isinstance(P.at_resize_point(snap(0, [r]), 1), Continue)
+    assert P.at_resize_point(snap(0, [r], [spec(2, 4)]), 1) == Shrink(1, 2, "requested shrink")
+    assert R.at_resize_point(snap(0, [r]), 1) == Shrink(1, 2, "requested shrink")  # paper
+
+
+# borrow: a rigid job of 8 slots ends at t=100 (walltime); the head needs 12 of 16; the
+# malleable job 1 (4 slots, iteration 20 s) sees 4 idle slots at t=10.
+
+def borrow_case(t_iter, nprocs=4, history=(4,), free=4, now=10.0):
+    rigid_ = RunningJob(wspec(9, 8, 100.0, resizable=False), 8, 0.0)
+    m = RunningJob(wspec(1, 4, 1000.0), nprocs, 0.0,
+                   Profile({4: 20.0, nprocs: t_iter}, {}, history))
+    return Snapshot(now, 16, free, (wspec(2, 12, 50.0),), (rigid_, m))
+
+
+B = remap_policy("reshape", borrow=True)
+
+
+def test_borrow_expands_into_reserved_idle_slots_only_until_the_shadow_time():
+    d = B.at_resize_point(borrow_case(20.0), 1)
+    assert isinstance(d, Expand) and d.nprocs == 5
+    assert isinstance(R.at_resize_point(borrow_case(20.0), 1), Continue)  # the paper waits
+    # the next resize point (t=10+95) would come after the head's shadow time (t=100)
+    assert isinstance(B.at_resize_point(borrow_case(95.0), 1), Continue)
+
+
+def test_borrowed_slots_are_kept_while_safe_and_given_back_in_time():
+    held = borrow_case(15.0, nprocs=8, history=(4, 8), free=0, now=50.0)
+    assert B.at_resize_point(held, 1).reason.startswith("borrowed slots")
+    late = borrow_case(15.0, nprocs=8, history=(4, 8), free=0, now=90.0)
+    assert B.at_resize_point(late, 1) == Shrink(1, 4, "give back borrowed slots to queued job 2")
+
+
+def test_borrow_counts_other_jobs_borrowed_slots_as_returned():
+    # job 3 borrowed 4 slots (started at 2); with them back the head starts at t=100, not never
+    rigid_ = RunningJob(wspec(9, 8, 100.0, resizable=False), 8, 0.0)
+    other = RunningJob(wspec(3, 2, 1e6), 6, 0.0, Profile({2: 9.0, 6: 5.0}, {}, (2, 6)))
+    m = RunningJob(wspec(1, 2, 1e6), 2, 0.0, Profile({2: 20.0}, {}, (2,)))
+    s = Snapshot(10.0, 16, 0, (wspec(2, 12, 50.0),), (rigid_, other, m))
+    assert B._head_shadow(s) == 100.0
+
+
+def test_borrow_without_walltimes_falls_back_to_the_paper():
+    r = running(1, 8, {2: 1.0, 8: 0.4}, (2, 8), initial=2)
+    rigid_ = RunningJob(spec(9, 8, resizable=False), 8, 0.0)  # no walltime: no shadow time
+    s = snap(0, [r, rigid_], [spec(2, 12)])
+    assert B.at_resize_point(s, 1) == R.at_resize_point(s, 1) == Shrink(1, 2, "admit queued job 2")
+
+
+def test_plus_preset_is_the_same_class_with_parameters():
+    from scheduler.policies.reshape_remap import PLUS, ReshapeRemap
+
+    p = remap_policy("reshape-plus")
+    assert type(p) is ReshapeRemap and p.borrow and p.reserve == PLUS["reserve"]
+    assert remap_policy("reshape-plus", reserve=0).reserve == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 12), st.integers(1, 12), st.integers(1, 12), st.floats(1, 200),
+       st.floats(0, 300), st.integers(1, 16), st.floats(1, 400), st.booleans(), st.booleans())
+def test_borrowing_never_holds_slots_past_the_heads_shadow_time(
+        free, base, extra, t_iter, now, head, rigid_wall, new_sizes, req):
+    cur = base + extra
+    rigid_ = RunningJob(wspec(9, 4, rigid_wall, resizable=False), 4, 0.0)
+    m = RunningJob(wspec(1, base, 1e6), cur, 0.0,
+                   Profile({base: t_iter * 1.5, cur: t_iter}, {}, (base, cur)))
+    total = free + cur + 4
+    s = Snapshot(now, total, free, (wspec(2, min(head, total), 10.0),), (rigid_, m))
+    P = remap_policy("reshape", borrow=True, new_sizes=new_sizes, request_shrinks=req)
+    d = P.at_resize_point(s, 1)
+    if isinstance(d, Expand):
+        assert cur < d.nprocs <= cur + free
+    elif isinstance(d, Shrink):
+        assert 1 <= d.nprocs < cur
+    keeps = d.nprocs if isinstance(d, Expand | Shrink) else cur
+    if keeps > base and P._need(s, 1) > 0:  # holding borrowed slots while the head waits
+        assert now + t_iter <= P._head_shadow(s)

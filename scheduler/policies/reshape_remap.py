@@ -29,7 +29,9 @@ nothing.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
+from functools import partial
 
 from ..policy import (
     Continue,
@@ -45,7 +47,7 @@ from ..policy import (
 )
 from .easy import shadow_time
 
-__all__ = ["ReshapeRemap", "StaticRemap", "last_expansion", "next_size", "shrink_sizes"]
+__all__ = ["PLUS", "ReshapeRemap", "StaticRemap", "last_expansion", "next_size", "shrink_sizes"]
 
 
 def _grid(p: int) -> tuple[int, int]:
@@ -183,30 +185,37 @@ class ReshapeRemap(RemapPolicy):
         view = replace(snap, free_slots=free, running=tuple(running))
         return shadow_time(view, snap.queue[0].nprocs)[0]
 
-    def _borrow(self, snap: Snapshot, r: RunningJob, exp) -> RemapDecision | None:
-        """Seed 001 §1's "add more later" applied to reservation holes (``borrow``)."""
+    def _borrow(self, snap: Snapshot, r: RunningJob, exp: tuple[int, int] | None
+                ) -> RemapDecision | None:
+        """Lend the queue head's idle reserved slots to ``r`` until its shadow time.
+
+        None: the rule does not apply (the head fits, no walltimes to compute a
+        shadow time from, or ``r`` holds nothing borrowed and cannot expand);
+        the paper's rules decide then.
+        """
         jid, cur = r.spec.job_id, r.nprocs
-        if self._need(snap, jid) <= 0:
+        t_iter = r.profile.iter_time.get(cur)
+        if t_iter is None or self._need(snap, jid) <= 0:
             return None
         shadow = self._head_shadow(snap)
-        t_iter = r.profile.iter_time.get(cur)
-        if t_iter is None:
+        if math.isinf(shadow):
             return None
-        next_point = snap.now + t_iter
         base = self._base(r)
+        if snap.now + t_iter > shadow:  # the next resize point comes too late: give back now
+            if cur > base:
+                return Shrink(jid, base, f"give back borrowed slots to queued job {snap.queue[0].job_id}")
+            return None
+        if exp and exp[1] == cur and not self._improved(r, *exp):
+            return Shrink(jid, exp[0], f"sweet spot: {exp[0]} -> {cur} did not help")
+        if snap.free_slots > 0:
+            hi = min(cur + snap.free_slots, r.spec.max_procs or snap.total_slots)
+            q = next_size(r.spec, cur, hi)
+            if q is not None:
+                return Expand(jid, q, f"idle slots until t={shadow:g}, queued job "
+                                      f"{snap.queue[0].job_id}'s reservation")
         if cur > base:
-            if next_point <= shadow:
-                return Continue(jid, "borrowed slots not needed before the next resize point")
-            return Shrink(jid, base, f"give back borrowed slots to queued job {snap.queue[0].job_id}")
-        if next_point > shadow or snap.free_slots <= 0:
-            return None
-        if exp is not None and not self._improved(r, *exp):
-            return None
-        hi = min(cur + snap.free_slots, r.spec.max_procs or snap.total_slots)
-        q = next_size(r.spec, cur, hi)
-        if q is None:
-            return None
-        return Expand(jid, q, "idle slots until the queue head's reservation")
+            return Continue(jid, "borrowed slots not needed before the next resize point")
+        return None
 
     def at_resize_point(self, snap: Snapshot, job_id: int) -> RemapDecision:
         r = snap.job(job_id)
@@ -264,6 +273,12 @@ class ReshapeRemap(RemapPolicy):
             out.append(Shrink(r.spec.job_id, target, f"admit queued job {snap.queue[0].job_id}"))
             need -= r.nprocs - target
         return out
+
+
+#: The tuned variant under its own registry name, so the daemon (which takes a
+#: policy name, not parameters) can run it: the same class, other parameters.
+PLUS = {"borrow": True, "reserve": 0.2}
+register_remap_policy("reshape-plus")(partial(ReshapeRemap, **PLUS))
 
 
 @register_remap_policy("static")

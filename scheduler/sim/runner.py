@@ -13,6 +13,7 @@ name            application policy   remap policy
 ``reshape-squeeze`` ``easy-squeeze`` ``reshape``
 ``reshape-fcfs``  ``fcfs``           ``reshape``
 ``reshape-borrow`` ``easy``          ``reshape`` (``borrow=True``)
+``reshape-plus``  ``easy``           ``reshape-plus`` (``borrow=True, reserve=0.2``)
 ``dep``         ``dep``              ``dep``
 ``dep-smooth``  ``dep``              ``dep`` (``min_interval=600`` s)
 ``sp:K``        ``sp`` (``k=K``)     none (SP never resizes)
@@ -52,6 +53,7 @@ POLICIES: dict[str, PolicyPair] = {
     "reshape-squeeze": PolicyPair("easy-squeeze", "reshape"),
     "reshape-fcfs": PolicyPair("fcfs", "reshape"),
     "reshape-borrow": PolicyPair("easy", "reshape", remap_params={"borrow": True}),
+    "reshape-plus": PolicyPair("easy", "reshape-plus"),
     "dep": PolicyPair("dep", "dep"),
     "dep-smooth": PolicyPair("dep", "dep", remap_params={"min_interval": 600.0}),
 }
