@@ -1,13 +1,23 @@
-"""Trace benchmark: FCFS, EASY and ReSHAPE-malleable on the shared SWF traces.
+"""Trace benchmark: FCFS, EASY, ReSHAPE (paper) and ReSHAPE-plus on the shared SWF traces.
 
-``python -m benchmarks.traces [--quick]``: for ``lublin_256.swf`` and
-``mira.swf``, half the jobs malleable (seeded), one table per trace
-(utilization, mean turnaround, bounded slowdown, resizes, wall time of each
-simulation), and ``benchmarks/results/traces.json`` with
-``summary.<trace>.turnaround_easy_over_reshape`` (the baseline EASY against
-ReSHAPE, in the same run) and ``summary.<trace>.sim_seconds`` (wall time of
-the ReSHAPE simulation of the whole trace). ``--quick`` simulates the first
-2,000 jobs of each trace.
+``python -m benchmarks.traces [--quick] [--seed N]``: for ``lublin_256.swf``
+and ``mira.swf``, half the jobs malleable (seeded), one table per trace
+(utilization, mean turnaround and wait, bounded slowdown, resizes, idle
+slots while jobs wait, wall time of each simulation) and the mean
+turnaround of malleable and rigid jobs, then
+``benchmarks/results/traces.json`` (``traces-quick.json`` with ``--quick``)
+whose ``summary.<trace>`` holds, from the same run on the same jobs:
+
+* ``turnaround_easy_over_reshape``: the baseline EASY against the paper's
+  Remap Scheduler (``reshape``: expand only when nobody waits, shrink only to
+  sizes run at);
+* ``turnaround_easy_over_reshape_plus``: EASY against ``reshape-plus`` (the
+  same policy with ``borrow`` and ``reserve``: malleable jobs use the slots
+  EASY holds idle for the queue head's reservation and give them back by its
+  shadow time; see ``scheduler/policies/reshape_remap.py``);
+* ``sim_seconds`` / ``sim_seconds_plus``: wall time of the two simulations.
+
+``--quick`` simulates the first 2,000 jobs of each trace.
 
 Targets (issue 6): EASY/ReSHAPE mean turnaround >= 1.25 on both traces; the
 full Mira trace simulated in under 60 s.
@@ -19,6 +29,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import sys
 import time
 
@@ -30,7 +41,19 @@ from scheduler.swf import read_swf
 TRACES = os.environ.get("RESHAPE_TRACES", os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data", "traces"))
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
-POLICIES = ["fcfs", "easy", "reshape"]
+POLICIES = ["fcfs", "easy", "reshape", "reshape-plus"]
+
+
+def by_class(result, malleable: set[int]) -> dict[str, float]:
+    """Mean turnaround and wait of malleable and of rigid jobs."""
+    out = {}
+    for name, want in (("malleable", True), ("rigid", False)):
+        rs = [r for r in result.records if (r.job_id in malleable) == want]
+        if rs:
+            out[f"{name}_turnaround"] = statistics.fmean(r.turnaround for r in rs)
+            out[f"{name}_wait"] = statistics.fmean(r.wait for r in rs)
+            out[f"{name}_run"] = statistics.fmean(r.finish - r.start for r in rs)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,22 +68,35 @@ def main(argv: list[str] | None = None) -> int:
         path = os.path.join(a.traces, f"{name}.swf")
         trace = read_swf(path, max_jobs=max_jobs)
         jobs, slots = from_trace(trace, malleable_fraction=0.5, seed=a.seed)
-        res = run_policies(jobs, slots, POLICIES)
+        malleable = {j.spec.job_id for j in jobs if j.spec.resizable}
+        res = run_policies(jobs, slots, POLICIES, record=True)
+        for m in res.values():
+            m.update(by_class(m.pop("result"), malleable))
         print(format_table(list(res.values()),
                            f"\n{name}: {len(jobs)} jobs on {slots} slots, 50% malleable"))
-        ratio = res["easy"]["mean_turnaround"] / res["reshape"]["mean_turnaround"]
+        print("mean turnaround (s)  malleable / rigid: " + "; ".join(
+            f"{p} {res[p]['malleable_turnaround']:.0f} / {res[p]['rigid_turnaround']:.0f}"
+            for p in POLICIES))
+        easy = res["easy"]["mean_turnaround"]
         summary[name] = {
-            "turnaround_easy_over_reshape": ratio,
+            "turnaround_easy_over_reshape": easy / res["reshape"]["mean_turnaround"],
+            "turnaround_easy_over_reshape_plus": easy / res["reshape-plus"]["mean_turnaround"],
             "utilization_reshape_over_easy": res["reshape"]["utilization"]
             / res["easy"]["utilization"],
+            "utilization_reshape_plus_over_easy": res["reshape-plus"]["utilization"]
+            / res["easy"]["utilization"],
+            "idle_while_waiting_easy": res["easy"]["idle_while_waiting"],
             "sim_seconds": res["reshape"]["sim_seconds"],
+            "sim_seconds_plus": res["reshape-plus"]["sim_seconds"],
             "jobs": len(jobs),
         }
         detail[name] = res
-        print(f"EASY/ReSHAPE mean turnaround: {ratio:.3f} (target >= 1.25); "
-              f"ReSHAPE simulation {res['reshape']['sim_seconds']:.2f} s")
+        s = summary[name]
+        print(f"EASY/ReSHAPE mean turnaround: paper {s['turnaround_easy_over_reshape']:.3f}, "
+              f"plus {s['turnaround_easy_over_reshape_plus']:.3f} (target >= 1.25); "
+              f"simulation {s['sim_seconds']:.2f} s / {s['sim_seconds_plus']:.2f} s")
     os.makedirs(RESULTS, exist_ok=True)
-    out = os.path.join(RESULTS, "traces.json")
+    out = os.path.join(RESULTS, "traces-quick.json" if a.quick else "traces.json")
     with open(out, "w") as f:
         json.dump({"benchmark": "traces", "quick": a.quick, "seed": a.seed,
                    "when": time.strftime("%Y-%m-%dT%H:%M:%S"),

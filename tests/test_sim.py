@@ -128,3 +128,27 @@ def test_cli_table_json_and_errors(tmp_path, capsys):
     with pytest.raises(SystemExit):
         _cli(["simulate", str(p), "--load", "-2"], capsys)
     assert "positive" in capsys.readouterr().err
+
+
+def test_idle_while_waiting_counts_holes_left_for_a_queued_job():
+    # 5 slots: job 0 holds 4 for 100 s; job 1 (2 slots) waits from t=10 to 100 with 1 slot idle
+    res = simulate([rigid(0, 0, 4, 100), rigid(1, 10, 2, 50)], 5, app_policy("fcfs"))
+    assert res.metrics()["idle_while_waiting"] == pytest.approx(90 / (5 * 150))
+
+
+def test_borrowing_fills_a_reservation_hole_without_delaying_the_head():
+    # 16 slots: rigid job 0 (8 slots) ends at t=100; the head, job 2, needs 12 and arrives at
+    # t=1; malleable job 1 (4 slots, 10 s iterations) may borrow the 4 idle slots meanwhile
+    jobs = [rigid(0, 0, 8, 100), malleable(1, 0, 4, 400, A=64.0, iters=40), rigid(2, 1, 12, 50)]
+    easy = simulate(jobs, 16, app_policy("easy"), remap_policy("reshape"), record=True)
+    plus = simulate(jobs, 16, app_policy("easy"), remap_policy("reshape", borrow=True),
+                    record=True)
+    e = {r.job_id: r for r in easy.records}
+    p = {r.job_id: r for r in plus.records}
+    assert not [d for d in easy.decisions if d.kind == "expand" and d.time < 100]  # the paper
+    borrowed = [d for d in plus.decisions if d.job_id == 1 and 0 < d.time < 100]
+    assert borrowed[0].kind == "expand" and borrowed[-1].kind == "shrink"
+    assert borrowed[-1].nprocs == 4 and borrowed[-1].time <= 100
+    assert p[2].start == pytest.approx(e[2].start) == pytest.approx(100)  # head not delayed
+    assert p[1].finish < e[1].finish
+    assert plus.metrics()["idle_while_waiting"] < easy.metrics()["idle_while_waiting"]

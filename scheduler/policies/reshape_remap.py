@@ -201,13 +201,15 @@ class ReshapeRemap(RemapPolicy):
         if math.isinf(shadow):
             return None
         base = self._base(r)
-        if snap.now + t_iter > shadow:  # the next resize point comes too late: give back now
+        # giving back costs a redistribution: the job's slowest one so far (0 before any)
+        back = max(r.profile.redist_time.values(), default=0.0)
+        if snap.now + t_iter + back > shadow:  # the next resize point is too late: give back now
             if cur > base:
                 return Shrink(jid, base, f"give back borrowed slots to queued job {snap.queue[0].job_id}")
             return None
         if exp and exp[1] == cur and not self._improved(r, *exp):
             return Shrink(jid, exp[0], f"sweet spot: {exp[0]} -> {cur} did not help")
-        if snap.free_slots > 0:
+        if snap.free_slots > 0 and snap.now + t_iter + 2 * back <= shadow:
             hi = min(cur + snap.free_slots, r.spec.max_procs or snap.total_slots)
             q = next_size(r.spec, cur, hi)
             if q is not None:

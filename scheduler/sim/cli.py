@@ -17,6 +17,7 @@ COLUMNS = [
     ("mean_bounded_slowdown", "bsld", "{:.2f}"),
     ("resizes", "resizes", "{}"),
     ("redist_seconds", "redist (s)", "{:.0f}"),
+    ("idle_while_waiting", "idle waiting", "{:.3f}"),
     ("sim_seconds", "sim (s)", "{:.2f}"),
 ]
 

@@ -129,6 +129,7 @@ class Simulator:
         self._run_t: tuple | None = ()
         self._jobs = {j.spec.job_id: _Job(j) for j in self.jobs}
         self._busy_area = 0.0
+        self._idle_waiting = 0.0  # idle slot-seconds while jobs wait
         self._last = 0.0
         self.decisions: list[Decision] = []
         self.records: list[JobRecord] = []
@@ -141,6 +142,8 @@ class Simulator:
 
     def _advance(self, t: float) -> None:
         self._busy_area += (self.total_slots - self.free) * (t - self._last)
+        if self._queue:
+            self._idle_waiting += self.free * (t - self._last)
         self._last = t
         self.now = t
 
@@ -333,7 +336,8 @@ class Simulator:
                 )
         if self.progress is not None:
             self.progress(len(self.records), len(self.jobs))
-        return SimResult(self.total_slots, self.records, self._busy_area, self.decisions)
+        return SimResult(self.total_slots, self.records, self._busy_area, self.decisions,
+                         self._idle_waiting)
 
 
 def simulate(

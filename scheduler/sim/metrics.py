@@ -7,7 +7,9 @@
 * bounded slowdown = max(1, turnaround / max(run, 10 s)), with ``run`` the
   job's trace run time at its requested size (Feitelson et al.'s threshold
   of 10 s keeps very short jobs from dominating);
-* resizes and seconds spent redistributing, summed over jobs.
+* resizes and seconds spent redistributing, summed over jobs;
+* idle while waiting: idle slot-seconds while at least one job is queued, as
+  a fraction of slots x makespan (the holes EASY leaves for reservations).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class SimResult:
     records: list[JobRecord]
     busy_area: float
     decisions: list = field(default_factory=list)
+    idle_waiting_area: float = 0.0
 
     def metrics(self) -> dict[str, float]:
         r = self.records
@@ -70,4 +73,5 @@ class SimResult:
             "mean_bounded_slowdown": statistics.fmean(x.bounded_slowdown for x in r),
             "resizes": sum(x.resizes for x in r),
             "redist_seconds": sum(x.redist_time for x in r),
+            "idle_while_waiting": self.idle_waiting_area / (self.total_slots * span),
         }
