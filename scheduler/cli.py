@@ -155,7 +155,10 @@ def cmd_stop(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
-    return run_demo(plot=args.plot, scale=args.scale, json_out=args.json)
+    if args.state_dir:
+        os.makedirs(args.state_dir, exist_ok=True)
+    return run_demo(plot=args.plot, quick=args.quick, json_out=args.json, slots=args.slots,
+                    state_dir=args.state_dir)
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -206,11 +209,24 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     common(p, json_flag=False)
     p.set_defaults(func=cmd_stop)
 
-    p = sub.add_parser("demo", help="start a local daemon and run a scaled workload W1 (seed 001 §4.2)")
-    p.add_argument("--plot", default="reshape-demo.png", help="allocation plot to write")
-    p.add_argument("--scale", type=float, default=0.01, help="time scale vs. the paper (0.01: ~1 min)")
+    p = sub.add_parser("demo", help="start a local daemon and run the bundled resizable apps as a "
+                                    "small workload like W1 (seed 001 §4.2)")
+    p.add_argument("--plot", default="reshape-demo.png", help="allocation plot to write ('' for none)")
+    p.add_argument("--quick", action="store_true", help="three jobs, about 15 s")
+    p.add_argument("--state-dir", help="keep the daemon's journal and job logs here (default: temporary)")
+    p.add_argument("--slots", type=_positive_int, default=8, help="virtual slots on localhost (default 8)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_demo)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
+    return v
 
 
 def _wait(pred, timeout: float, every: float = 0.1) -> bool:

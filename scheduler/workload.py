@@ -106,8 +106,12 @@ def _free_port() -> int:
 
 
 def run_workload(jobs: list[dict], slots: int, remap: str, app: str = "easy",
-                 timeout: float = 600.0, state_dir: str | None = None) -> dict[str, Any]:
-    """Run ``jobs`` on a fresh daemon; returns ``{"history": ..., "summary": ...}``."""
+                 timeout: float = 600.0, state_dir: str | None = None,
+                 logs: bool = False) -> dict[str, Any]:
+    """Run ``jobs`` on a fresh daemon; returns ``{"history": ..., "summary": ...}``.
+
+    With ``logs``, also ``"logs"``: the last lines of every job's output, by job id.
+    """
     from .report import summarize
 
     tmp = None
@@ -143,6 +147,7 @@ def run_workload(jobs: list[dict], slots: int, remap: str, app: str = "easy",
                 raise RuntimeError(f"workload did not finish in {timeout}s")
             time.sleep(0.2)
         hist = conn.request("history", timeout=30).body
+        tails = {i: conn.request("log", {"job_id": i, "tail": 40}).body["text"] for i in ids} if logs else {}
         stopped = True
         try:
             conn.request("stop", {"kill_jobs": True})
@@ -150,7 +155,7 @@ def run_workload(jobs: list[dict], slots: int, remap: str, app: str = "easy",
         except (SchedulerUnavailable, subprocess.TimeoutExpired):
             stopped = False  # killed below; reported so a hang does not go unnoticed
         return {"history": hist, "summary": summarize(hist), "state_dir": state_dir,
-                "clean_stop": stopped}
+                "clean_stop": stopped, "logs": tails}
     finally:
         conn.close()
         if proc.poll() is None:

@@ -1,0 +1,67 @@
+"""``reshape demo --quick`` end to end: a real daemon, the bundled apps under mpiexec, resizes, no leftovers."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import psutil
+import pytest
+
+from scheduler.demo import demo_jobs, resizes
+from scheduler.startup import TAG, job_tag, kill_job
+
+pytestmark = pytest.mark.mpi
+
+
+def tagged_under(state_dir: str) -> list[int]:
+    """Processes of any job of the daemon with this state directory."""
+    prefix = job_tag(state_dir, 0)[:-1]
+    out = []
+    for p in psutil.process_iter():
+        try:
+            if p.pid != os.getpid() and p.environ().get(TAG, "").startswith(prefix):
+                out.append(p.pid)
+        except (psutil.Error, OSError):
+            continue
+    return out
+
+
+def test_resizes_counts_steps():
+    assert resizes([2, 4, 2, 4, 2]) == (2, 2)
+    assert resizes([4]) == (0, 0)
+
+
+def test_demo_jobs_are_valid_job_descriptions():
+    from scheduler.jobfile import validate_job
+
+    for quick in (False, True):
+        jobs = demo_jobs(quick)
+        assert {j["command"][2].split(".")[0] for j in jobs} == {"apps"}
+        for j in jobs:
+            validate_job(j, 8)
+
+
+def test_quick_demo_resizes_real_apps_and_leaves_nothing(tmp_path):
+    state = str(tmp_path / "state")
+    plot = str(tmp_path / "demo.png")
+    try:
+        p = subprocess.run([sys.executable, "-m", "reshape.cli", "demo", "--quick", "--json", "--plot", plot,
+                            "--state-dir", state], cwd=str(tmp_path), capture_output=True, text=True, timeout=170)
+        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+        out = json.loads(p.stdout)
+        jobs = out["jobs"]
+        assert [j["name"] for j in jobs] == [j["name"] for j in demo_jobs(True)]
+        assert all(j["state"] == "done" and j["check"] == "OK" for j in jobs), jobs
+        assert sum(j["expansions"] for j in jobs) >= 1, jobs
+        assert sum(j["shrinks"] for j in jobs) >= 1, jobs
+        assert out["clean_stop"] and 0 < out["utilization"] <= 1
+        assert os.path.getsize(plot) > 10_000
+        assert not tagged_under(state), "job processes left behind"
+        with open(os.path.join(state, "logs", "job-1.log")) as f:
+            assert "result OK" in f.read()  # the app's own verdict, in the per-job log
+    finally:
+        for jid in range(1, 10):
+            kill_job(job_tag(state, jid), grace=0.5)
