@@ -152,3 +152,53 @@ def test_borrowing_fills_a_reservation_hole_without_delaying_the_head():
     assert p[2].start == pytest.approx(e[2].start) == pytest.approx(100)  # head not delayed
     assert p[1].finish < e[1].finish
     assert plus.metrics()["idle_while_waiting"] < easy.metrics()["idle_while_waiting"]
+
+
+def w2_jobs():
+    """Seed 001 §4.2's W2 (``scheduler.workload``) with the emulated jobs' timing model."""
+    from dataclasses import dataclass
+
+    from scheduler.emujob import iteration_time
+    from scheduler.workload import MODELS, W2
+
+    @dataclass(frozen=True)
+    class Emu:
+        work: float
+        serial: float
+        overhead: float
+        iterations: int = 10
+
+        def iter_time(self, p):
+            return iteration_time(p, self.work, self.serial, self.overhead)
+
+        def run_time(self, p):
+            return self.iterations * self.iter_time(p)
+
+    slots, rows = W2
+    out = []
+    for i, j in enumerate(rows):
+        m = MODELS[j.name]
+        k = (1 - m.serial) / m.sweet**2  # overhead/work that puts the minimum at the sweet spot
+        work = j.static_turnaround / 10 / (m.serial + (1 - m.serial) / j.nprocs + k * j.nprocs)
+        spec = JobSpec(i, j.name, float(j.arrival), j.nprocs, max_procs=slots, topology=m.topology,
+                       divides=m.divides, resizable=j.resizable, iterations=10)
+        out.append(SimInput(spec, Emu(work, m.serial, work * k), j.static_turnaround))
+    return out, slots
+
+
+def test_w2_reserve_keeps_room_for_later_arrivals():
+    jobs, slots = w2_jobs()
+
+    def turnarounds(remap):
+        res = simulate(jobs, slots, app_policy("easy"), remap, redist=RedistModel(1.0, 0.0))
+        return {r.job_id: r.turnaround for r in res.records}
+
+    static = turnarounds(None)
+
+    def worst(remap):
+        dyn = turnarounds(remap)
+        return max(dyn[i] / static[i] for i in static)
+
+    assert worst(remap_policy("reshape")) > 1.1  # arrivals wait for a resize point
+    assert worst(remap_policy("reshape-plus")) <= 1.05
+    assert worst(remap_policy("reshape-plus", reserve=0.15)) > 1.1  # documented: 0.15 is too little
