@@ -62,7 +62,7 @@ W1_DEMO = (
     DemoApp("MM", ("--n", "1024", "--nb", "64"), "mm", 2, 0.0, 50, topology="2d"),
     DemoApp("Master-worker", ("--units", "4000", "--unit-us", "150"), "master_worker", 2, 8.0, 10),
     DemoApp("Jacobi", ("--n", "960", "--sweeps", "100"), "jacobi", 4, 10.0, 12, divides=960),
-    DemoApp("FFT", ("--n", "2048"), "fft2d", 2, 10.0, 8, divides=2048),
+    DemoApp("FFT", ("--n", "2048"), "fft2d", 2, 10.0, 5, divides=2048),
 )
 # --quick: LU and MM expand into the idle slots, then a 4-process Jacobi arrives and
 # waits until running jobs shrink (back from an expansion that did not pay, or to admit it).

@@ -22,6 +22,13 @@ class JobProfile:
     redist_time: dict[tuple[int, int], float] = field(default_factory=dict)
     history: list[int] = field(default_factory=list)
     points: int = 0  # resize points seen
+    # bumped by every change; the frozen view is rebuilt only after one (policies see it per request)
+    version: int = field(default=0, compare=False)
+    _frozen: Profile | None = field(default=None, init=False, repr=False, compare=False)
+
+    def _changed(self) -> None:
+        self.version += 1
+        self._frozen = None
 
     def record_iteration(self, nprocs: int, seconds: float) -> None:
         """Latest iteration time at ``nprocs``; appends to the history when the size changed."""
@@ -29,12 +36,21 @@ class JobProfile:
         if not self.history or self.history[-1] != nprocs:
             self.history.append(nprocs)
         self.points += 1
+        self._changed()
 
     def record_redistribution(self, src: int, dst: int, seconds: float) -> None:
         self.redist_time[(src, dst)] = float(seconds)
+        self._changed()
+
+    def ran_at(self, nprocs: int) -> None:
+        """The job now runs at ``nprocs`` (start or confirmed resize)."""
+        self.history.append(nprocs)
+        self._changed()
 
     def frozen(self) -> Profile:
-        return Profile(dict(self.iter_time), dict(self.redist_time), tuple(self.history))
+        if self._frozen is None:
+            self._frozen = Profile(dict(self.iter_time), dict(self.redist_time), tuple(self.history))
+        return self._frozen
 
     def shrink_points(self, current: int) -> list[tuple[int, float]]:
         return self.frozen().shrink_points(current)

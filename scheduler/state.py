@@ -79,6 +79,9 @@ class Job:
     exit_code: int | None = None
     error: str | None = None
     reported: str | None = None  # status from the job's own ``finished``
+    # caches for snapshots (one per request): the immutable spec, the last policy view
+    _spec: JobSpec | None = field(default=None, init=False, repr=False, compare=False)
+    _view: tuple[tuple, RunningJob] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def arrival_time(self) -> float:
@@ -86,7 +89,9 @@ class Job:
 
     @property
     def spec(self) -> JobSpec:
-        return spec_from_dict(self.job_id, self.arrival_time, self.desc)
+        if self._spec is None:
+            self._spec = spec_from_dict(self.job_id, self.arrival_time, self.desc)
+        return self._spec
 
     def to_dict(self) -> dict[str, Any]:
         return {"job_id": self.job_id, "desc": self.desc, "submit_time": self.submit_time,
@@ -115,6 +120,7 @@ class ClusterState:
         self.next_id = 1
         self.events: list[dict[str, Any]] = []  # allocation history, appended to the journal
         self.dirty: set[int] = set()
+        self.live: dict[int, Job] = {}  # jobs not in a final state (finished ones are not scanned)
 
     # ---------------------------------------------------------------- helpers
     def _job(self, job_id: int) -> Job:
@@ -137,11 +143,16 @@ class ClusterState:
         return self.pool.total - self.pool.free
 
     def queue(self) -> list[Job]:
-        return sorted((j for j in self.jobs.values() if j.state == "queued"),
+        return sorted((j for j in self.live.values() if j.state == "queued"),
                       key=lambda j: (j.arrival_time, j.job_id))
 
     def running(self) -> list[Job]:
-        return [j for j in self.jobs.values() if j.state == "running"]
+        return [j for j in self.live.values() if j.state == "running"]
+
+    def _end(self, j: Job, state: str, now: float) -> None:
+        j.state = state
+        j.end_time = now
+        self.live.pop(j.job_id, None)
 
     @staticmethod
     def _pending_shrink(j: Job) -> int | None:
@@ -150,11 +161,16 @@ class ClusterState:
             return j.pending["new"]
         return j.shrink_request
 
+    def _view(self, j: Job, now: float) -> RunningJob:
+        """The policy's frozen view of a running job, rebuilt only when the job changed."""
+        start = now if j.start_time is None else j.start_time
+        key = (j.nprocs, start, j.iterations, self._pending_shrink(j), j.profile.version)
+        if j._view is None or j._view[0] != key:
+            j._view = (key, RunningJob(j.spec, j.nprocs, start, j.profile.frozen(), j.iterations, key[3]))
+        return j._view[1]
+
     def snapshot(self, now: float) -> Snapshot:
-        run = tuple(
-            RunningJob(j.spec, j.nprocs, now if j.start_time is None else j.start_time,
-                       j.profile.frozen(), j.iterations, self._pending_shrink(j))
-            for j in self.running())
+        run = tuple(self._view(j, now) for j in self.running())
         return Snapshot(now, self.pool.total, self.pool.free, tuple(j.spec for j in self.queue()), run)
 
     # ---------------------------------------------------------------- submission / queue
@@ -166,12 +182,13 @@ class ClusterState:
         self.next_id += 1
         job.state = "waiting" if desc.get("arrival_delay", 0) > 0 else "queued"
         self.jobs[job.job_id] = job
+        self.live[job.job_id] = job
         self._event(now, job, "submit")
         return job.job_id
 
     def tick(self, now: float) -> list[Launch | Kill]:
         """Time passed: admit arrived jobs and run the Application Scheduler."""
-        for j in self.jobs.values():
+        for j in self.live.values():
             if j.state == "waiting" and j.arrival_time <= now:
                 j.state = "queued"
                 self._event(now, j, "arrive")
@@ -179,7 +196,7 @@ class ClusterState:
 
     def schedule(self, now: float) -> list[Launch | Kill]:
         out: list[Launch | Kill] = []
-        if not any(j.state == "queued" for j in self.jobs.values()):
+        if not any(j.state == "queued" for j in self.live.values()):
             return out
         for start in self.app.schedule(self.snapshot(now)):
             j = self.jobs.get(start.job_id)
@@ -189,10 +206,10 @@ class ClusterState:
             j.nprocs = start.nprocs
             j.state = "running"
             j.start_time = now
-            j.profile.history.append(start.nprocs)
+            j.profile.ran_at(start.nprocs)
             self._event(now, j, "start")
             out.append(Launch(j.job_id))
-        if any(j.state == "queued" for j in self.jobs.values()):
+        if any(j.state == "queued" for j in self.live.values()):
             self._request_shrinks(now)
         return out
 
@@ -224,8 +241,7 @@ class ClusterState:
         if j.state == "running":
             out.append(Kill(job_id))
             self._release_all(j)
-        j.state = "cancelled"
-        j.end_time = now
+        self._end(j, "cancelled", now)
         self._event(now, j, "cancel")
         return out + self.schedule(now) if reschedule else out
 
@@ -242,11 +258,10 @@ class ClusterState:
             return []
         self._release_all(j)
         j.exit_code = code
-        j.end_time = now
         if (code == 0 and j.reported != "error") or (code is None and j.reported == "done"):
-            j.state = "done"
+            self._end(j, "done", now)
         else:
-            j.state = "lost" if code is None else "failed"
+            self._end(j, "lost" if code is None else "failed", now)
             j.error = error or j.error or (f"exit code {code}" if code is not None else "process vanished")
         self._event(now, j, "end", j.state)
         return self.schedule(now)
@@ -328,7 +343,7 @@ class ClusterState:
             j.hosts = j.hosts[:new]
         j.nprocs = new
         j.pending = None
-        j.profile.history.append(new)
+        j.profile.ran_at(new)
         if seconds is not None:
             j.profile.record_redistribution(old, new, seconds)
         self._event(now, j, p["action"], f"{old}->{new}")
@@ -362,7 +377,7 @@ class ClusterState:
         return {"total_slots": self.pool.total, "free_slots": self.pool.free,
                 "running": [row(j) for j in self.running()],
                 "queue": [row(j) for j in self.queue()],
-                "waiting": [row(j) for j in self.jobs.values() if j.state == "waiting"],
+                "waiting": [row(j) for j in self.live.values() if j.state == "waiting"],
                 "nodes": self.pool.describe()}
 
     def restore(self, jobs: list[Job], next_id: int) -> None:
@@ -370,6 +385,8 @@ class ClusterState:
         for j in jobs:
             j.connected = False
             self.jobs[j.job_id] = j
+            if j.state not in FINAL:
+                self.live[j.job_id] = j
             if j.state == "running":
                 self.pool.claim(j.hosts)
                 if j.pending and j.pending["action"] == "expand":
@@ -382,6 +399,7 @@ class ClusterState:
                    for j in self.running())
         assert used == self.pool.total - self.pool.free, (used, self.pool.total, self.pool.free)
         for j in self.jobs.values():
+            assert (j.state not in FINAL) == (j.job_id in self.live), (j.job_id, j.state)
             if j.state == "running":
                 assert j.nprocs == len(j.hosts) >= 1
             else:
