@@ -178,6 +178,8 @@ class Daemon:
             a = pending.pop(0)
             if isinstance(a, Launch):
                 j = self.state.jobs[a.job_id]
+                if j.state != "running" or j.job_id in self.procs:
+                    continue  # cancelled in the same batch, before its launch
                 try:
                     p = start_job(j.job_id, j.desc, j.hosts, job_endpoint(self.endpoint),
                                   self.log_path(j.job_id), job_tag(self.state_dir, j.job_id),

@@ -336,3 +336,25 @@ def test_kill9_right_after_acknowledgements_loses_nothing(daemon):
     assert [j["job_id"] for j in st["queue"]] == [*ids[1:], last]
     assert d.job(ids[0])["iterations"] == 5
     d.req("cancel", {"job_id": ids[0]})
+
+
+def test_submit_and_cancel_in_one_batch_launches_nothing(tmp_path):
+    """A job started and cancelled within one batch of requests is never launched."""
+    from scheduler.daemon import Daemon
+    from scheduler.pool import default_pool
+
+    d = Daemon(str(tmp_path), pool=default_pool(2))
+    try:
+        acts = []
+        for msg in (P.Message("submit", 1, None, {"job": sleeper(60, 1, name="never")}),
+                    P.Message("cancel", 2, None, {"job_id": 1})):
+            rep, a = d.handle(P.encode(msg), time.time())
+            assert rep.type == "ok", rep
+            acts += a
+        assert any(type(a).__name__ == "Launch" for a in acts)  # started by the submit ...
+        d.perform(acts, time.time())  # ... and cancelled before the batch's actions ran
+        assert not d.procs and d.state.jobs[1].sid is None and d.state.jobs[1].state == "cancelled"
+        assert not job_pids(job_tag(d.state_dir, 1))
+    finally:
+        d.journal.close()
+        kill_job(job_tag(str(tmp_path), 1), grace=0.5)
