@@ -286,3 +286,10 @@ def test_borrowing_never_holds_slots_past_the_heads_shadow_time(
     keeps = d.nprocs if isinstance(d, Expand | Shrink) else cur
     if keeps > base and P._need(s, 1) > 0:  # holding borrowed slots while the head waits
         assert now + t_iter <= P._head_shadow(s)
+
+
+def test_borrowing_leaves_the_reserve_idle():
+    assert remap_policy("reshape", borrow=True, reserve=3).at_resize_point(
+        borrow_case(20.0), 1) == Expand(1, 5, "idle slots until t=100, queued job 2's reservation")
+    assert isinstance(remap_policy("reshape", borrow=True, reserve=4).at_resize_point(
+        borrow_case(20.0), 1), Continue)
