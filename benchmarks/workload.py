@@ -39,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
             res = run_workload(jobs_for(wl, scale), slots, remap=mode)
             runs[mode] = res["summary"]
             if not res["clean_stop"]:
-                print(f"warning: the {name}/{mode} daemon did not answer 'stop' in time", flush=True)
+                print(f"warning: the {name}/{mode} daemon did not answer 'stop' in time:\n"
+                      f"{res['stop_error']}", flush=True)
                 out.setdefault("unclean_stops", []).append(f"{name}/{mode}")
         rows = []
         for s, d in zip(runs["static"]["jobs"], runs["reshape"]["jobs"], strict=True):

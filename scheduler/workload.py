@@ -18,7 +18,9 @@ of them and returns the daemon's history and its summary
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -105,6 +107,19 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _stacks(proc: subprocess.Popen, state_dir: str) -> str:
+    """The daemon's thread stacks (it dumps them on SIGUSR1) and the end of its stderr."""
+    if proc.poll() is None:
+        with contextlib.suppress(OSError):
+            os.kill(proc.pid, signal.SIGUSR1)
+        time.sleep(0.5)
+    try:
+        with open(os.path.join(state_dir, "daemon.err"), errors="replace") as f:
+            return f.read()[-4000:]
+    except OSError:
+        return ""
+
+
 def run_workload(jobs: list[dict], slots: int, remap: str, app: str = "easy",
                  timeout: float = 600.0, state_dir: str | None = None,
                  logs: bool = False) -> dict[str, Any]:
@@ -148,14 +163,15 @@ def run_workload(jobs: list[dict], slots: int, remap: str, app: str = "easy",
             time.sleep(0.2)
         hist = conn.request("history", timeout=30).body
         tails = {i: conn.request("log", {"job_id": i, "tail": 40}).body["text"] for i in ids} if logs else {}
-        stopped = True
+        stop_error = None
         try:
             conn.request("stop", {"kill_jobs": True})
             proc.wait(10)
-        except (SchedulerUnavailable, subprocess.TimeoutExpired):
-            stopped = False  # killed below; reported so a hang does not go unnoticed
+        except (SchedulerUnavailable, subprocess.TimeoutExpired) as e:
+            # killed below; reported (with the daemon's stacks) so a hang does not go unnoticed
+            stop_error = f"{e}\n{_stacks(proc, state_dir)}"
         return {"history": hist, "summary": summarize(hist), "state_dir": state_dir,
-                "clean_stop": stopped, "logs": tails}
+                "clean_stop": stop_error is None, "stop_error": stop_error, "logs": tails}
     finally:
         conn.close()
         if proc.poll() is None:

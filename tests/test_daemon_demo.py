@@ -65,3 +65,18 @@ def test_quick_demo_resizes_real_apps_and_leaves_nothing(tmp_path):
     finally:
         for jid in range(1, 10):
             kill_job(job_tag(state, jid), grace=0.5)
+
+
+def test_example_job_files_load():
+    import glob
+
+    from scheduler.jobfile import load_job_file
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    files = sorted(glob.glob(os.path.join(root, "examples", "*.toml")))
+    names = set()
+    for f in files:
+        if os.path.basename(f) == "pool.toml":
+            continue
+        names.add(load_job_file(f, 8)["name"])
+    assert {"lu", "jacobi"} <= names
