@@ -58,8 +58,8 @@ class DemoApp:
 
 # W1's mix and order: LU and MM at t=0; master-worker, then Jacobi and FFT arrive later.
 W1_DEMO = (
-    DemoApp("LU", ("--n", "1024", "--nb", "32"), "lu", 2, 0.0, 40, topology="2d"),
-    DemoApp("MM", ("--n", "1024", "--nb", "64"), "mm", 2, 0.0, 50, topology="2d"),
+    DemoApp("LU", ("--n", "1024", "--nb", "32"), "lu", 2, 0.0, 50, topology="2d"),
+    DemoApp("MM", ("--n", "1024", "--nb", "64"), "mm", 2, 0.0, 60, topology="2d"),
     DemoApp("Master-worker", ("--units", "4000", "--unit-us", "150"), "master_worker", 2, 8.0, 10),
     DemoApp("Jacobi", ("--n", "960", "--sweeps", "100"), "jacobi", 4, 10.0, 12, divides=960),
     DemoApp("FFT", ("--n", "2048"), "fft2d", 2, 10.0, 5, divides=2048),
