@@ -75,7 +75,8 @@ class Daemon:
         self.state.restore(jobs, meta.get("next_id", 1))
         now = time.time()
         for j in self.state.running():
-            if j.sid is None:  # the previous daemon died between allocating and launching
+            if j.sid is None:  # the previous daemon died between allocating and recording the launch
+                kill_job(job_tag(self.state_dir, j.job_id), grace=0.5)  # in case it was launched
                 self.state.exited(j.job_id, None, now, "daemon restarted before the job was launched")
         self.procs: dict[int, subprocess.Popen] = {}
         self._reap: list[subprocess.Popen] = []  # killed jobs' mpiexec not yet reaped
