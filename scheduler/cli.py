@@ -67,13 +67,16 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     try:
         pool = load_pool(args.config) if args.config else (default_pool(args.slots) if args.slots else None)
         d = Daemon(args.state_dir, args.endpoint, pool, app=args.app_policy, remap=args.remap_policy,
-                   workdir=args.workdir)
+                   workdir=args.workdir, app_params=dict(args.app_param),
+                   remap_params=dict(args.remap_param))
     except (PoolError, ValueError) as e:
         print(f"reshape daemon: {e}", file=sys.stderr)
         return 2
     info = d.describe()
+    params = " ".join(f"{k}={v}" for kind in ("app", "remap") for k, v in info["params"][kind].items())
     print(f"reshape daemon on {info['endpoint']}: {info['slots']} slots, policies "
-          f"{info['app']}/{info['remap']}, state in {info['state_dir']}", flush=True)
+          f"{info['app']}/{info['remap']}{' (' + params + ')' if params else ''}, "
+          f"state in {info['state_dir']}", flush=True)
     d.serve()
     return 0
 
@@ -175,6 +178,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--slots", type=int, help="slots of the default localhost pool")
     p.add_argument("--app-policy", default="easy", help="application policy (fcfs, easy, ...)")
     p.add_argument("--remap-policy", default="reshape", help="remap policy (reshape, static, ...)")
+    p.add_argument("--app-param", action="append", type=_param, default=[], metavar="KEY=VALUE",
+                   help="parameter of the application policy (repeatable; JSON values, e.g. k=2)")
+    p.add_argument("--remap-param", action="append", type=_param, default=[], metavar="KEY=VALUE",
+                   help="parameter of the remap policy (repeatable), e.g. request_shrinks=true")
     p.add_argument("--workdir", help="working directory of jobs (default: current)")
     p.set_defaults(func=cmd_daemon)
 
@@ -217,6 +224,17 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--slots", type=_positive_int, default=8, help="virtual slots on localhost (default 8)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_demo)
+
+
+def _param(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` with a JSON value (``true``, ``3``, ``0.1``); anything else is a string."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.isidentifier():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE with a Python identifier as KEY, got {text!r}")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
 
 
 def _positive_int(text: str) -> int:

@@ -58,10 +58,21 @@ def _alive(pid: int | None) -> bool:
         return False
 
 
+def _policy(make, name: str, params: dict[str, Any] | None):
+    """A policy from the registry; unknown parameters become a ValueError naming the policy."""
+    try:
+        return make(name, **(params or {}))
+    except TypeError as e:
+        raise ValueError(f"policy {name!r}: bad parameters {params}: {e}") from None
+
+
 class Daemon:
     def __init__(self, state_dir: str, endpoint: str = DEFAULT_ENDPOINT, pool: Pool | None = None,
                  app: str = "easy", remap: str = "reshape", tick: float = 0.1,
-                 workdir: str | None = None):
+                 workdir: str | None = None, app_params: dict[str, Any] | None = None,
+                 remap_params: dict[str, Any] | None = None):
+        # policies first: a bad name or parameter fails before anything is created
+        app_pol, remap_pol = _policy(app_policy, app, app_params), _policy(remap_policy, remap, remap_params)
         self.state_dir = os.path.abspath(state_dir)
         os.makedirs(os.path.join(self.state_dir, "logs"), exist_ok=True)
         self.endpoint = endpoint
@@ -71,7 +82,8 @@ class Daemon:
         jobs, meta = self.journal.load()
         if pool is None:
             pool = default_pool(meta.get("slots"))
-        self.state = ClusterState(pool, app_policy(app), remap_policy(remap))
+        self.state = ClusterState(pool, app_pol, remap_pol)
+        self.params = {"app": dict(app_params or {}), "remap": dict(remap_params or {})}
         self.state.restore(jobs, meta.get("next_id", 1))
         now = time.time()
         for j in self.state.running():
@@ -316,4 +328,4 @@ class Daemon:
     def describe(self) -> dict[str, Any]:
         return {"endpoint": self.endpoint, "state_dir": self.state_dir,
                 "slots": self.state.pool.total, "app": self.state.app.name,
-                "remap": self.state.remap.name}
+                "remap": self.state.remap.name, "params": self.params}

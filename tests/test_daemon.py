@@ -45,10 +45,11 @@ def wait_for(pred, timeout: float, every: float = 0.1):
 
 
 class DaemonProc:
-    def __init__(self, state_dir: str, slots: int, app: str = "easy", remap: str = "reshape"):
+    def __init__(self, state_dir: str, slots: int, app: str = "easy", remap: str = "reshape",
+                 extra: tuple[str, ...] = ()):
         self.state_dir = state_dir
         self.endpoint = f"tcp://127.0.0.1:{free_port()}"
-        self.args = ["--slots", str(slots), "--app-policy", app, "--remap-policy", remap]
+        self.args = ["--slots", str(slots), "--app-policy", app, "--remap-policy", remap, *extra]
         self.proc: subprocess.Popen | None = None
         self.start()
 
@@ -358,3 +359,18 @@ def test_submit_and_cancel_in_one_batch_launches_nothing(tmp_path):
     finally:
         d.journal.close()
         kill_job(job_tag(str(tmp_path), 1), grace=0.5)
+
+
+def test_shrink_requests_through_a_live_daemon(daemon):
+    """``--remap-param request_shrinks=true``: a waiting job makes the daemon request a shrink,
+    which the running job carries out at its next resize point."""
+    d = daemon(6, extra=("--remap-param", "request_shrinks=true"))
+    a = d.submit(**emu(iterations=30, work=1.0, serial=0.05, overhead=0.04, max_procs=6))
+    wait_for(lambda: d.job(a)["nprocs"] >= 4, 20)
+    b = d.submit(**sleeper(0.5, 4))
+    wait_for(lambda: d.job(b)["state"] in ("running", "done"), 15)
+    ev = [e for e in d.req("history")["events"] if e["job_id"] == a]
+    kinds = [e["kind"] for e in ev]
+    assert "shrink_request" in kinds, kinds
+    assert kinds.index("shrink_request") < max(i for i, k in enumerate(kinds) if k == "shrink")
+    d.req("cancel", {"job_id": a})
