@@ -102,6 +102,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(json.dumps(st, indent=1))
         return 0
     print(f"{st['free_slots']} of {st['total_slots']} slots free")
+    sv = st.get("daemon") or {}
+    if sv.get("p99_ms") is not None:
+        print(f"daemon: {sv['served']} requests served; service time p50 {sv['p50_ms']:.2f} ms, "
+              f"p99 {sv['p99_ms']:.2f} ms (last {sv['window']})")
     rows = [[j["job_id"], j["name"], j["state"], j["nprocs"], j["requested"], j["iterations"],
              j["pending"], ",".join(j["hosts"])] for j in st["running"]]
     rows += [[j["job_id"], j["name"], j["state"], "", j["requested"], "", "", ""]
