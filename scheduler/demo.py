@@ -14,7 +14,8 @@ utilization, and draws processors per job and busy processors over time
 Our choices (the paper's W1 runs hours on 36 processors): 8 virtual slots on
 this machine, problem sizes and iteration counts so that an iteration takes
 about a second with two jobs sharing the cores, arrivals scaled from W1's
-450 s / 465 s to 8 s / 10 s (about a minute in all). ``--quick`` runs
+450 s / 465 s (a tenth of LU's run) to 3 s / 4 s, while LU and MM are still
+expanded (about a minute in all). ``--quick`` runs
 three jobs with fewer iterations (about 15 s, for the end-to-end test). Every app checks its data
 after every resize (``--check``); the demo reports each job's verdict.
 """
@@ -30,7 +31,7 @@ from typing import Any
 from .report import plot_history
 from .workload import run_workload
 
-__all__ = ["DemoApp", "demo_jobs", "resizes", "run_demo"]
+__all__ = ["DemoApp", "demo_jobs", "resizes", "run_demo", "shrink_reasons"]
 
 SLOTS = 8
 
@@ -56,13 +57,14 @@ class DemoApp:
                 "arrival_delay": self.arrival}
 
 
-# W1's mix and order: LU and MM at t=0; master-worker, then Jacobi and FFT arrive later.
+# W1's mix and order: LU and MM at t=0; master-worker, then Jacobi and FFT arrive later
+# (W1: 450 s and 465 s into a 4,500 s LU run; here 3 s and 4 s into a ~30 s one).
 W1_DEMO = (
-    DemoApp("LU", ("--n", "1024", "--nb", "32"), "lu", 2, 0.0, 50, topology="2d"),
-    DemoApp("MM", ("--n", "1024", "--nb", "64"), "mm", 2, 0.0, 60, topology="2d"),
-    DemoApp("Master-worker", ("--units", "4000", "--unit-us", "150"), "master_worker", 2, 8.0, 10),
-    DemoApp("Jacobi", ("--n", "960", "--sweeps", "100"), "jacobi", 4, 10.0, 12, divides=960),
-    DemoApp("FFT", ("--n", "2048"), "fft2d", 2, 10.0, 5, divides=2048),
+    DemoApp("LU", ("--n", "1024", "--nb", "32"), "lu", 2, 0.0, 70, topology="2d"),
+    DemoApp("MM", ("--n", "1024", "--nb", "64"), "mm", 2, 0.0, 90, topology="2d"),
+    DemoApp("Master-worker", ("--units", "4000", "--unit-us", "150"), "master_worker", 2, 3.0, 10),
+    DemoApp("Jacobi", ("--n", "960", "--sweeps", "100"), "jacobi", 4, 4.0, 16, divides=960),
+    DemoApp("FFT", ("--n", "2048"), "fft2d", 2, 4.0, 5, divides=2048),
 )
 # --quick: LU and MM expand into the idle slots, then a 4-process Jacobi arrives and
 # waits until running jobs shrink (back from an expansion that did not pay, or to admit it).
@@ -76,6 +78,18 @@ QUICK_DEMO = (
 def demo_jobs(quick: bool = False) -> list[dict[str, Any]]:
     """Job descriptions (``submit`` bodies) of the demo workload."""
     return [a.job() for a in (QUICK_DEMO if quick else W1_DEMO)]
+
+
+def shrink_reasons(events: list[dict[str, Any]]) -> dict[str, int]:
+    """Advised shrinks by reason: ``admit`` (a queued job), ``sweet spot``, ``requested``, ``other``."""
+    out = {"admit": 0, "sweet spot": 0, "requested": 0, "other": 0}
+    for e in events:
+        if e["kind"] == "advise" and e["detail"].startswith("shrink"):
+            why = e["detail"].partition(": ")[2]
+            key = ("admit" if "admit" in why else "sweet spot" if "sweet spot" in why
+                   else "requested" if "requested" in why else "other")
+            out[key] += 1
+    return out
 
 
 def resizes(sizes: list[int]) -> tuple[int, int]:
@@ -102,8 +116,9 @@ def run_demo(plot: str | None = "reshape-demo.png", quick: bool = False, json_ou
         ups, downs = resizes(r["sizes"])
         found = _VERDICT.findall(res["logs"].get(r["job_id"], ""))
         rows.append({**r, "expansions": ups, "shrinks": downs, "check": found[-1] if found else "-"})
+    why = shrink_reasons(res["history"]["events"])
     out = {"slots": slots, "quick": quick, "utilization": s["utilization"], "makespan": s["makespan"],
-           "jobs": rows, "clean_stop": res["clean_stop"]}
+           "jobs": rows, "shrink_reasons": why, "clean_stop": res["clean_stop"]}
     if plot:
         plot_history(res["history"], plot, title=f"reshape demo: {len(jobs)} resizable apps on {slots} slots")
         out["plot"] = plot
@@ -119,8 +134,9 @@ def run_demo(plot: str | None = "reshape-demo.png", quick: bool = False, json_ou
               f"{'->'.join(map(str, r['sizes']))}")
     ups = sum(r["expansions"] for r in rows)
     downs = sum(r["shrinks"] for r in rows)
-    print(f"{ups} expansions, {downs} shrinks; utilization {100 * s['utilization']:.1f}% of {slots} "
-          f"slots over {s['makespan']:.1f}s")
+    reasons = ", ".join(f"{n} {k}" for k, n in why.items() if n)
+    print(f"{ups} expansions, {downs} shrinks{' (advised: ' + reasons + ')' if reasons else ''}; "
+          f"utilization {100 * s['utilization']:.1f}% of {slots} slots over {s['makespan']:.1f}s")
     if plot:
         print(f"wrote {plot}")
     return 0 if ok else 1

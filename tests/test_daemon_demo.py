@@ -10,7 +10,7 @@ import sys
 import psutil
 import pytest
 
-from scheduler.demo import demo_jobs, resizes
+from scheduler.demo import demo_jobs, resizes, shrink_reasons
 from scheduler.startup import TAG, job_tag, kill_job
 
 pytestmark = pytest.mark.mpi
@@ -32,6 +32,14 @@ def tagged_under(state_dir: str) -> list[int]:
 def test_resizes_counts_steps():
     assert resizes([2, 4, 2, 4, 2]) == (2, 2)
     assert resizes([4]) == (0, 0)
+
+
+def test_shrink_reasons_from_advice_events():
+    ev = [{"kind": "advise", "detail": "shrink 4->2: admit queued job 3"},
+          {"kind": "advise", "detail": "shrink 4->2: sweet spot: 2 -> 4 did not help"},
+          {"kind": "advise", "detail": "expand 2->4: idle processors"},
+          {"kind": "shrink", "detail": "4->2"}]
+    assert shrink_reasons(ev) == {"admit": 1, "sweet spot": 1, "requested": 0, "other": 0}
 
 
 def test_demo_jobs_are_valid_job_descriptions():
@@ -58,6 +66,7 @@ def test_quick_demo_resizes_real_apps_and_leaves_nothing(tmp_path):
         assert sum(j["expansions"] for j in jobs) >= 1, jobs
         assert sum(j["shrinks"] for j in jobs) >= 1, jobs
         assert out["clean_stop"] and 0 < out["utilization"] <= 1
+        assert sum(out["shrink_reasons"].values()) >= 1
         assert os.path.getsize(plot) > 10_000
         assert not tagged_under(state), "job processes left behind"
         with open(os.path.join(state, "logs", "job-1.log")) as f:
