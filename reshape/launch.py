@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import psutil
@@ -98,33 +99,46 @@ def new_tag() -> str:
     return f"{os.getpid()}-{uuid.uuid4().hex}"
 
 
-def tagged_pids(tag: str, var: str = TAG_VAR) -> list[int]:
-    """Live processes of this user whose environment has ``var=tag``."""
+def _tags(tag: str | Iterable[str]) -> set[str]:
+    return {tag} if isinstance(tag, str) else set(tag)
+
+
+def tagged_pids(tag: str | Iterable[str], var: str = TAG_VAR) -> list[int]:
+    """Live processes of this user whose environment has ``var`` set to ``tag`` (or one of several tags).
+
+    One scan of the process table however many tags are given.
+    """
+    want = _tags(tag)
     out = []
     me = os.getuid()
     for p in psutil.process_iter(["uids", "status"]):
         try:
             if p.info["uids"] is None or p.info["uids"].real != me or p.info["status"] == psutil.STATUS_ZOMBIE:
                 continue
-            if p.pid != os.getpid() and p.environ().get(var) == tag:
+            if p.pid != os.getpid() and p.environ().get(var) in want:
                 out.append(p.pid)
         except (psutil.Error, OSError):
             continue
     return out
 
 
-def kill_tagged(tag: str, var: str = TAG_VAR, grace: float = 1.0) -> list[int]:
-    """SIGTERM, then SIGKILL, every process tagged ``var=tag``; returns the pids found first."""
-    found = tagged_pids(tag, var)
+def kill_tagged(tag: str | Iterable[str], var: str = TAG_VAR, grace: float = 1.0) -> list[int]:
+    """SIGTERM every tagged process at once, SIGKILL what is left after ``grace``; returns the pids found.
+
+    Processes spawned meanwhile (e.g. by ``MPI_Comm_spawn``) are caught by a rescan before SIGKILL.
+    """
+    want = _tags(tag)
+    found = tagged_pids(want, var) if want else []
     pids = found
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
         end = time.monotonic() + grace
-        while time.monotonic() < end and tagged_pids(tag, var):
+        while pids and time.monotonic() < end:
             time.sleep(0.05)
-        pids = tagged_pids(tag, var)
+            pids = [p for p in pids if _alive(p)]
+        pids = tagged_pids(want, var)
         if not pids:
             break
     return found

@@ -15,19 +15,14 @@ inherits ``RESHAPE_JOB_TAG`` (unique per daemon state directory and job), and
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-import psutil
-
-from reshape.launch import mpi_env, mpiexec_path, tagged_pids
+from reshape.launch import kill_tagged, mpi_env, mpiexec_path, tagged_pids
 
 __all__ = ["job_argv", "job_pids", "job_tag", "kill_job", "kill_jobs", "start_job"]
 
@@ -48,48 +43,13 @@ def kill_job(tag: str, grace: float = 1.0) -> list[int]:
     return kill_jobs([tag], grace)
 
 
-def _tagged(tags: set[str]) -> list[int]:
-    """Live processes of this user whose ``RESHAPE_JOB_TAG`` is one of ``tags`` (one scan)."""
-    out, me = [], os.getuid()
-    for p in psutil.process_iter(["uids", "status"]):
-        try:
-            if p.info["uids"] is None or p.info["uids"].real != me or p.info["status"] == psutil.STATUS_ZOMBIE:
-                continue
-            if p.pid != os.getpid() and p.environ().get(TAG) in tags:
-                out.append(p.pid)
-        except (psutil.Error, OSError):
-            continue
-    return out
-
-
 def kill_jobs(tags: Iterable[str], grace: float = 1.0) -> list[int]:
     """SIGTERM every process of all these jobs at once, SIGKILL what is left after ``grace``.
 
     One process-table scan per poll for all jobs, so stopping a daemon with
     many running jobs takes at most about ``2 * grace`` seconds, not that per job.
     """
-    want = set(tags)
-    found = _tagged(want) if want else []
-    pids = found
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
-        end = time.monotonic() + grace
-        while pids and time.monotonic() < end:
-            time.sleep(0.05)
-            pids = [p for p in pids if _live(p)]
-        pids = _tagged(want)  # and any process spawned meanwhile
-        if not pids:
-            break
-    return found
-
-
-def _live(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
+    return kill_tagged(tags, TAG, grace)
 
 
 LOCAL = {"localhost", "127.0.0.1", "::1"}
