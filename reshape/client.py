@@ -9,6 +9,11 @@ timeout; after a failure the client answers "continue" without contacting
 the daemon for ``retry_after`` seconds, then tries again on a fresh socket.
 A restarted daemon thus sees its running jobs reconnect at their next resize
 point (the first request after a reconnect is a ``hello``).
+
+Authentication: when the daemon's endpoint is not loopback, or a key
+directory is named (``keys=`` or ``$RESHAPE_KEYS``, which the daemon sets for
+the jobs it starts), the socket is a CURVE client (``reshape.auth``). A
+daemon that refuses the key never answers: the request times out.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import Any
 import zmq
 
 from .advice import ENV_JOB_ID, ENV_SCHEDULER, Advice, ResizeReport
+from .auth import ClientKeys, keys_dir_for, load_client_keys, secure_client
 from .protocol import Message, ProtocolError, decode, encode
 
 __all__ = ["Connection", "DaemonError", "SchedulerClient", "SchedulerUnavailable", "contact_scheduler"]
@@ -41,9 +47,19 @@ class DaemonError(RuntimeError):
 class Connection:
     """One DEALER socket to the daemon; ``request`` = send + bounded wait for the matching reply."""
 
-    def __init__(self, endpoint: str, timeout: float = 5.0, ctx: zmq.Context | None = None):
+    def __init__(self, endpoint: str, timeout: float = 5.0, ctx: zmq.Context | None = None,
+                 keys: str | ClientKeys | None = None):
+        """``keys``: a key directory or loaded keys; by default as ``reshape.auth.keys_dir_for`` says.
+
+        Raises ``reshape.auth.AuthError`` (a ValueError) when keys are needed but missing.
+        """
         self.endpoint = endpoint
         self.timeout = timeout
+        if isinstance(keys, ClientKeys):
+            self.keys: ClientKeys | None = keys
+        else:
+            d = keys_dir_for(endpoint, keys)
+            self.keys = load_client_keys(d) if d else None
         self._ctx = ctx or zmq.Context.instance()
         self._sock: zmq.Socket | None = None
         self._seq = 0
@@ -52,6 +68,8 @@ class Connection:
         if self._sock is None:
             s = self._ctx.socket(zmq.DEALER)
             s.setsockopt(zmq.LINGER, 0)
+            if self.keys is not None:
+                secure_client(s, self.keys)
             # No zmq.IMMEDIATE: with it, libzmq terminates the pipe when the peer
             # disconnects and drops a reply not yet read, so the reply to ``stop``
             # (the daemon exits right after sending it) was lost in about one of
@@ -93,7 +111,9 @@ class Connection:
             left = deadline - time.monotonic()
             if left <= 0 or not sock.poll(max(1, int(left * 1000))):
                 self.reset()
-                raise SchedulerUnavailable(f"no reply from the scheduler daemon at {self.endpoint}")
+                how = (f" (CURVE key {self.keys.public.decode()}: the daemon may not accept it)"
+                       if self.keys is not None else "")
+                raise SchedulerUnavailable(f"no reply from the scheduler daemon at {self.endpoint}{how}")
             try:
                 rep = decode(sock.recv())
             except ProtocolError:
@@ -112,11 +132,15 @@ class SchedulerClient:
         self.endpoint = endpoint
         self.job_id = job_id
         self.retry_after = retry_after
-        self.conn = Connection(endpoint, timeout)
+        self.errors: list[str] = []
+        self.conn: Connection | None = None
+        try:
+            self.conn = Connection(endpoint, timeout)
+        except ValueError as e:  # keys needed but unreadable: the job still runs, at its size
+            self.errors.append(str(e))
         self._down_until = 0.0
         self._greeted = False
         self.host = socket.gethostname()
-        self.errors: list[str] = []
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> SchedulerClient:
@@ -131,7 +155,7 @@ class SchedulerClient:
         return cls(endpoint, job_id, timeout=float(env.get("RESHAPE_SCHEDULER_TIMEOUT", "2.0")))
 
     def _send(self, type_: str, body: dict[str, Any], nprocs: int | None = None) -> Message | None:
-        if time.monotonic() < self._down_until:
+        if self.conn is None or time.monotonic() < self._down_until:
             return None
         try:
             if not self._greeted and nprocs is not None:
@@ -165,7 +189,8 @@ class SchedulerClient:
 
     def finished(self, status: str = "done", error: str | None = None) -> None:
         self._send("finished", {"status": status, "error": error})
-        self.conn.close()
+        if self.conn is not None:
+            self.conn.close()
 
 
 def contact_scheduler(node_name: str, job_id: int, num_nodes: int, processor_row_count: int,
@@ -180,4 +205,5 @@ def contact_scheduler(node_name: str, job_id: int, num_nodes: int, processor_row
         return client.advise(ResizeReport(job_id, iteration, num_nodes, grid, iteration_time,
                                           redistribution_time, None, node_name))
     finally:
-        client.conn.close()
+        if client.conn is not None:
+            client.conn.close()

@@ -22,6 +22,7 @@ __all__ = [
     "CONTROL_TYPES",
     "JOB_TYPES",
     "MAX_MESSAGE_BYTES",
+    "NODE_TYPES",
     "REPLY_TYPES",
     "VERSION",
     "Message",
@@ -62,6 +63,14 @@ _JOB_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "error": (_STR + _NONE, False),
     },
     "finished": {"status": (_STR, True), "error": (_STR + _NONE, False)},
+    # node monitor on the job's first node -> System Monitor (seed 001 §3.1: job end / job error)
+    "job_ended": {"node": (_STR, True), "incarnation": (_STR, True), "status": (_STR, True),
+                  "processes": (_INT, False), "detail": (_STR + _NONE, False)},
+}
+_NODE_CONTROL_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
+    "node_register": {"node": (_STR, True), "incarnation": (_STR, True), "pid": (_INT, False),
+                      "host": (_STR, False)},
+    "heartbeat": {"node": (_STR, True), "incarnation": (_STR, True), "jobs": (_LIST, False)},
 }
 _CONTROL_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "ping": {},
@@ -71,6 +80,7 @@ _CONTROL_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "history": {},
     "log": {"job_id": (_INT, True), "tail": (_INT, False)},
     "stop": {"kill_jobs": (_BOOL, False)},
+    **_NODE_CONTROL_BODIES,
 }
 _REPLY_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "ok": {},
@@ -85,6 +95,7 @@ _REPLY_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
 JOB_TYPES = frozenset(_JOB_BODIES)
 CONTROL_TYPES = frozenset(_CONTROL_BODIES)
 REPLY_TYPES = frozenset(_REPLY_BODIES)
+NODE_TYPES = frozenset({*_NODE_CONTROL_BODIES, "job_ended"})  # sent by node monitors (job_ended is a job message)
 _ALL = {**_JOB_BODIES, **_CONTROL_BODIES, **_REPLY_BODIES}
 _CLOSED = set(_JOB_BODIES) | {"advice", "error"} | set(_CONTROL_BODIES)  # no extra fields
 ADVICE_ACTIONS = ("expand", "shrink", "continue")
@@ -205,7 +216,7 @@ def _check_values(t: str, body: dict[str, Any], seq: int) -> None:
 
     for name in ("nprocs", "old", "new", "redist_from"):
         positive(name)
-    for name in ("iteration", "iter_time", "redist_time", "seconds", "job_id", "tail"):
+    for name in ("iteration", "iter_time", "redist_time", "seconds", "job_id", "tail", "processes", "pid"):
         nonneg(name)
     if t == "resize_point" and "grid" in body:
         g = body["grid"]
@@ -218,3 +229,11 @@ def _check_values(t: str, body: dict[str, Any], seq: int) -> None:
             raise ProtocolError("bad_field", "advice: 'hosts' must be strings", seq)
     if t == "finished" and body["status"] not in ("done", "error"):
         raise ProtocolError("bad_field", "finished: status must be 'done' or 'error'", seq)
+    if t == "job_ended" and body["status"] not in ("end", "error"):
+        raise ProtocolError("bad_field", "job_ended: status must be 'end' or 'error'", seq)
+    if t in NODE_TYPES:
+        for name in ("node", "incarnation"):
+            if not 0 < len(body[name]) <= 255:
+                raise ProtocolError("bad_field", f"{t}: {name!r} must be 1-255 characters", seq)
+    if t == "heartbeat" and not all(_is(x, _INT) and x >= 0 for x in body.get("jobs", [])):
+        raise ProtocolError("bad_field", "heartbeat: 'jobs' must list job ids", seq)

@@ -1,4 +1,4 @@
-"""``reshape daemon|submit|status|cancel|history|log|stop|demo``: the daemon's command line."""
+"""``reshape daemon|submit|status|cancel|history|log|stop|demo|keys|nodemon``: the daemon's command line."""
 
 from __future__ import annotations
 
@@ -26,8 +26,9 @@ def _default_state_dir() -> str:
     return os.environ.get("RESHAPE_STATE_DIR", os.path.join(os.path.expanduser("~"), ".reshape"))
 
 
-def request(endpoint: str, type_: str, body: dict[str, Any] | None = None, timeout: float = 5.0) -> dict:
-    conn = Connection(endpoint, timeout)
+def request(endpoint: str, type_: str, body: dict[str, Any] | None = None, timeout: float = 5.0,
+            keys: str | None = None) -> dict:
+    conn = Connection(endpoint, timeout, keys=keys)
     try:
         return conn.request(type_, body or {}).body
     finally:
@@ -68,15 +69,19 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         pool = load_pool(args.config) if args.config else (default_pool(args.slots) if args.slots else None)
         d = Daemon(args.state_dir, args.endpoint, pool, app=args.app_policy, remap=args.remap_policy,
                    workdir=args.workdir, app_params=dict(args.app_param),
-                   remap_params=dict(args.remap_param))
+                   remap_params=dict(args.remap_param), node_timeout=args.node_timeout,
+                   require_monitors=args.require_monitors, keys=args.keys)
     except (PoolError, ValueError) as e:
         print(f"reshape daemon: {e}", file=sys.stderr)
         return 2
     info = d.describe()
     params = " ".join(f"{k}={v}" for kind in ("app", "remap") for k, v in info["params"][kind].items())
+    access = f"CURVE keys in {info['keys']}" if info["keys"] else "no authentication (loopback)"
     print(f"reshape daemon on {info['endpoint']}: {info['slots']} slots, policies "
           f"{info['app']}/{info['remap']}{' (' + params + ')' if params else ''}, "
-          f"state in {info['state_dir']}", flush=True)
+          f"state in {info['state_dir']}, {access}, node timeout {info['node_timeout']:g} s", flush=True)
+    for w in info["warnings"]:
+        print(f"reshape daemon: warning: {w}", file=sys.stderr, flush=True)
     d.serve()
     return 0
 
@@ -90,14 +95,14 @@ def cmd_submit(args: argparse.Namespace) -> int:
         desc = load_job_file(path)
         if args.delay is not None:
             desc["arrival_delay"] = args.delay
-        ids.append(request(args.endpoint, "submit", {"job": desc})["job_id"])
+        ids.append(request(args.endpoint, "submit", {"job": desc}, keys=args.keys)["job_id"])
     print(json.dumps({"job_ids": ids}) if args.json else "\n".join(f"submitted job {i}" for i in ids))
     return 0
 
 
 @_client
 def cmd_status(args: argparse.Namespace) -> int:
-    st = request(args.endpoint, "status")
+    st = request(args.endpoint, "status", keys=args.keys)
     if args.json:
         print(json.dumps(st, indent=1))
         return 0
@@ -111,13 +116,21 @@ def cmd_status(args: argparse.Namespace) -> int:
     rows += [[j["job_id"], j["name"], j["state"], "", j["requested"], "", "", ""]
              for j in st["queue"] + st["waiting"]]
     print(_table(rows, ["JOB", "NAME", "STATE", "PROCS", "REQ", "ITER", "PENDING", "HOSTS"]))
+    nodes = st.get("nodes", [])
+    if any(n.get("state", "unmonitored") != "unmonitored" for n in nodes):
+        print()
+        print(_table([[n["host"], n["state"], f"{n['used']}/{n['slots']}",
+                       "-" if n.get("seen_ago") is None else f"{n['seen_ago']:.1f}s", n.get("reason") or ""]
+                      for n in nodes], ["NODE", "STATE", "USED", "SEEN", "REASON"]))
+    if sv.get("refused"):
+        print(f"daemon: {sv['refused']} unauthenticated connection attempts refused")
     return 0
 
 
 @_client
 def cmd_cancel(args: argparse.Namespace) -> int:
     for jid in args.job_ids:
-        request(args.endpoint, "cancel", {"job_id": jid})
+        request(args.endpoint, "cancel", {"job_id": jid}, keys=args.keys)
         print(f"cancelled job {jid}")
     return 0
 
@@ -126,7 +139,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 def cmd_history(args: argparse.Namespace) -> int:
     from .report import plot_history, summarize
 
-    hist = request(args.endpoint, "history", timeout=30)
+    hist = request(args.endpoint, "history", timeout=30, keys=args.keys)
     summ = summarize(hist)
     if args.plot:
         plot_history(hist, args.plot)
@@ -148,13 +161,13 @@ def _f(x: float | None) -> str:
 
 @_client
 def cmd_log(args: argparse.Namespace) -> int:
-    print(request(args.endpoint, "log", {"job_id": args.job_id, "tail": args.tail})["text"])
+    print(request(args.endpoint, "log", {"job_id": args.job_id, "tail": args.tail}, keys=args.keys)["text"])
     return 0
 
 
 @_client
 def cmd_stop(args: argparse.Namespace) -> int:
-    request(args.endpoint, "stop", {"kill_jobs": args.kill_jobs})
+    request(args.endpoint, "stop", {"kill_jobs": args.kill_jobs}, keys=args.keys)
     print("daemon stopping" + (" (running jobs killed)" if args.kill_jobs else ""))
     return 0
 
@@ -168,10 +181,30 @@ def cmd_demo(args: argparse.Namespace) -> int:
                     state_dir=args.state_dir)
 
 
+def cmd_keys(args: argparse.Namespace) -> int:
+    from reshape.auth import AuthError, describe, make_keys
+
+    try:
+        written = make_keys(args.dir, ("client", *(c for c in args.client if c != "client")), force=args.force)
+        print("\n".join(f"wrote {p}" for p in written) or "keys already present (--force replaces them)")
+        print(describe(args.dir))
+    except (AuthError, OSError) as e:
+        print(f"reshape keys: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def add_commands(sub: argparse._SubParsersAction) -> None:
+    from reshape.auth import default_keys_dir
+
+    from .nodemon import add_commands as add_nodemon
+
+    keys_help = "CURVE key directory (default $RESHAPE_KEYS; needed when the daemon is not on loopback)"
+
     def common(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
         p.add_argument("--endpoint", default=_default_endpoint(),
                        help=f"daemon address (default ${ENV_ENDPOINT} or {DEFAULT_ENDPOINT})")
+        p.add_argument("--keys", help=keys_help)
         if json_flag:
             p.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -187,7 +220,23 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--remap-param", action="append", type=_param, default=[], metavar="KEY=VALUE",
                    help="parameter of the remap policy (repeatable), e.g. request_shrinks=true")
     p.add_argument("--workdir", help="working directory of jobs (default: current)")
+    p.add_argument("--node-timeout", type=float, default=5.0, metavar="SECONDS",
+                   help="a monitored node without a heartbeat for this long is down (default 5)")
+    p.add_argument("--require-monitors", action="store_true",
+                   help="a node's slots join the pool only once its node monitor registers")
+    p.add_argument("--keys", help="CURVE key directory; authentication is on when given, and always when the "
+                                  "endpoint is not loopback (then default $RESHAPE_KEYS or ~/.reshape/keys)")
     p.set_defaults(func=cmd_daemon)
+
+    p = sub.add_parser("keys", help="make CURVE keys for the daemon, its clients, jobs and node monitors")
+    p.add_argument("--dir", default=default_keys_dir(), help="key directory (default $RESHAPE_KEYS or "
+                                                              "~/.reshape/keys)")
+    p.add_argument("--client", action="append", default=[], metavar="NAME",
+                   help="also make and authorize the client key pair NAME (repeatable; 'client' always)")
+    p.add_argument("--force", action="store_true", help="replace existing keys")
+    p.set_defaults(func=cmd_keys)
+
+    add_nodemon(sub)
 
     p = sub.add_parser("submit", help="submit job files (TOML)")
     p.add_argument("files", nargs="+")

@@ -4,6 +4,11 @@ decode -> state event -> journal commit -> reply, then perform the actions
 (Job Startup launches, kills). The System Monitor part polls the jobs'
 processes: a job whose ``mpiexec`` exited (or, for jobs adopted after a
 restart, whose session has no process left) returns its slots to the pool.
+Node monitors (``scheduler.nodemon``) register their nodes and heartbeat;
+a node whose heartbeats stop for ``node_timeout`` seconds goes down (its
+slots leave the pool, its jobs fail: ``scheduler.state``). When the daemon
+listens beyond loopback (or is given keys), every peer must authenticate
+with CURVE (``reshape.auth``, ``scheduler.gatekeeper``).
 """
 
 from __future__ import annotations
@@ -26,7 +31,9 @@ import psutil
 import zmq
 
 from reshape import protocol as P
+from reshape.auth import ENV_KEYS, keys_dir_for, load_client_keys, load_server_keys
 
+from .gatekeeper import Gatekeeper
 from .jobfile import JobFileError, validate_job
 from .journal import Journal
 from .policy import app_policy, remap_policy
@@ -38,6 +45,7 @@ __all__ = ["DEFAULT_ENDPOINT", "Daemon", "job_endpoint"]
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:5555"
 HARD_MAX_BYTES = 1 << 20  # zmq.MAXMSGSIZE: larger frames drop the connection, smaller get an error reply
+MONITOR_GRACE = 3.0  # seconds a watched mpiexec gets to exit after its first node's monitor saw the job end
 
 
 def job_endpoint(endpoint: str) -> str:
@@ -70,9 +78,15 @@ class Daemon:
     def __init__(self, state_dir: str, endpoint: str = DEFAULT_ENDPOINT, pool: Pool | None = None,
                  app: str = "easy", remap: str = "reshape", tick: float = 0.1,
                  workdir: str | None = None, app_params: dict[str, Any] | None = None,
-                 remap_params: dict[str, Any] | None = None):
-        # policies first: a bad name or parameter fails before anything is created
+                 remap_params: dict[str, Any] | None = None, node_timeout: float = 5.0,
+                 require_monitors: bool = False, keys: str | None = None):
+        # policies and keys first: a bad name, parameter or key fails before anything is created
         app_pol, remap_pol = _policy(app_policy, app, app_params), _policy(remap_policy, remap, remap_params)
+        if not node_timeout > 0:
+            raise ValueError(f"node timeout must be > 0 seconds, got {node_timeout}")
+        self.keys_dir = keys_dir_for(endpoint, keys)
+        self.server_keys = load_server_keys(self.keys_dir) if self.keys_dir else None
+        self.keys_dir = os.path.abspath(self.keys_dir) if self.keys_dir else None
         self.state_dir = os.path.abspath(state_dir)
         os.makedirs(os.path.join(self.state_dir, "logs"), exist_ok=True)
         self.endpoint = endpoint
@@ -82,10 +96,11 @@ class Daemon:
         jobs, meta = self.journal.load()
         if pool is None:
             pool = default_pool(meta.get("slots"))
-        self.state = ClusterState(pool, app_pol, remap_pol)
+        self.state = ClusterState(pool, app_pol, remap_pol, node_timeout, require_monitors)
         self.params = {"app": dict(app_params or {}), "remap": dict(remap_params or {})}
-        self.state.restore(jobs, meta.get("next_id", 1))
         now = time.time()
+        self.state.restore_nodes(self.journal.load_nodes(), now)
+        self.state.restore(jobs, meta.get("next_id", 1))
         for j in self.state.running():
             if j.sid is None:  # the previous daemon died between allocating and recording the launch
                 kill_job(job_tag(self.state_dir, j.job_id), grace=0.5)  # in case it was launched
@@ -97,6 +112,13 @@ class Daemon:
         self.service: collections.deque[float] = collections.deque(maxlen=8192)  # seconds, recv -> reply
         self.stopping = False
         self._last_adopted_check = 0.0
+        self.gate: Gatekeeper | None = None
+        self.warnings: list[str] = []
+        if self.keys_dir:
+            try:
+                load_client_keys(self.keys_dir)
+            except ValueError as e:
+                self.warnings.append(f"jobs will not reach the daemon: {e}")
 
     # ------------------------------------------------------------------ paths
     def log_path(self, job_id: int) -> str:
@@ -134,14 +156,26 @@ class Daemon:
         if t == "finished":
             s.finished(jid, b["status"], b.get("error"), now)
             return P.reply(msg), []
+        if t == "heartbeat":
+            s.node_heartbeat(b["node"], b["incarnation"], b.get("jobs", []), now)
+            return P.reply(msg), []
+        if t == "node_register":
+            acts = s.node_register(b["node"], b["incarnation"], now,
+                                   {k: b[k] for k in ("pid", "host") if k in b})
+            beat = min(5.0, max(0.05, s.node_timeout / 4))
+            return P.reply(msg, node=b["node"], heartbeat=beat, timeout=s.node_timeout,
+                           tag=job_tag(self.state_dir, 0)[:-1]), acts
+        if t == "job_ended":
+            s.job_ended(jid, b["node"], b["status"], b.get("detail"), now)
+            return P.reply(msg), []
         if t == "ping":
             return P.reply(msg, now=now, version=P.VERSION), []
         if t == "submit":
-            desc = validate_job(b["job"], s.pool.total)
+            desc = validate_job(b["job"], s.pool.capacity)
             job_id = s.submit(desc, now)
             return P.reply(msg, job_id=job_id), s.tick(now)
         if t == "status":
-            return P.reply(msg, now=now, daemon=self.service_stats(), **s.status()), []
+            return P.reply(msg, now=now, daemon=self.service_stats(), **s.status(now)), []
         if t == "cancel":
             acts = s.cancel(b["job_id"], now)
             return P.reply(msg, job_id=b["job_id"]), acts
@@ -149,8 +183,9 @@ class Daemon:
             jobs = [{k: v for k, v in j.to_dict().items() if k != "desc"} | {"name": j.desc["name"],
                      "requested": j.desc["nprocs"], "arrival_time": j.arrival_time}
                     for j in s.jobs.values()]
-            return P.reply(msg, total_slots=s.pool.total, now=now, jobs=jobs,
-                           events=self.journal.history() + s.events), []
+            return P.reply(msg, total_slots=s.pool.capacity, now=now, jobs=jobs,
+                           events=self.journal.history() + s.events,
+                           node_events=self.journal.node_history() + s.node_events), []
         if t == "log":
             return P.reply(msg, job_id=b["job_id"], text=self._log_tail(b["job_id"], b.get("tail", 200))), []
         if t == "stop":
@@ -193,8 +228,11 @@ class Daemon:
                 j = self.state.jobs[a.job_id]
                 if j.state != "running" or j.job_id in self.procs:
                     continue  # cancelled in the same batch, before its launch
+                desc = j.desc
+                if self.keys_dir:  # what the job's client needs to authenticate
+                    desc = {**desc, "env": {**desc.get("env", {}), ENV_KEYS: self.keys_dir}}
                 try:
-                    p = start_job(j.job_id, j.desc, j.hosts, job_endpoint(self.endpoint),
+                    p = start_job(j.job_id, desc, j.hosts, job_endpoint(self.endpoint),
                                   self.log_path(j.job_id), job_tag(self.state_dir, j.job_id),
                                   cwd=self.workdir)
                 except OSError as e:
@@ -219,6 +257,17 @@ class Daemon:
             del self.procs[jid]
             self._strays.put(job_tag(self.state_dir, jid))  # stray ranks of a crashed job
             acts += self.state.exited(jid, rc, now)
+        acts += self.state.check_nodes(now)
+        for j in self.state.running():
+            r = j.node_report
+            if r is None:
+                continue
+            if j.job_id not in self.procs:  # not our child (adopted): the monitor's word settles it
+                acts += self.state.ended_on_node(j.job_id, now)
+            elif now - r["t"] > MONITOR_GRACE:  # our mpiexec should have exited by now
+                acts += self.state.ended_on_node(
+                    j.job_id, now, f"its processes on {r['node']} ended, mpiexec did not exit within "
+                                   f"{MONITOR_GRACE:.0f} s")
         if now - self._last_adopted_check >= 0.5:
             self._last_adopted_check = now
             for j in self.state.running():
@@ -236,10 +285,13 @@ class Daemon:
     def flush(self) -> None:
         s = self.state
         jobs = [s.jobs[i] for i in sorted(s.dirty)]
-        meta = {"next_id": s.next_id, "slots": s.pool.total}
-        self.journal.save(jobs, s.events, meta)
+        meta = {"next_id": s.next_id, "slots": s.pool.capacity}
+        nodes = [s.nodes[h] for h in sorted(s.dirty_nodes)]
+        self.journal.save(jobs, s.events, meta, nodes, s.node_events)
         s.dirty.clear()
         s.events = []
+        s.dirty_nodes.clear()
+        s.node_events = []
 
     # ------------------------------------------------------------------ loop
     def serve(self) -> None:
@@ -257,6 +309,8 @@ class Daemon:
         sock.setsockopt(zmq.MAXMSGSIZE, HARD_MAX_BYTES)
         sock.setsockopt(zmq.LINGER, 1000)
         sock.setsockopt(zmq.ROUTER_MANDATORY, 0)
+        if self.server_keys is not None:
+            self.gate = Gatekeeper(ctx, sock, self.server_keys)
         sock.bind(self.endpoint)
         with open(os.path.join(self.state_dir, "daemon.pid"), "w") as f:
             f.write(f"{os.getpid()}\n{self.endpoint}\n")
@@ -310,6 +364,8 @@ class Daemon:
                 self.journal.idle(force=bool(replies))  # rewind the WAL when nobody waits
         finally:
             self.flush()
+            if self.gate is not None:
+                self.gate.close()
             sock.close(linger=500)
             ctx.term()
             self._strays.put(None)
@@ -320,12 +376,14 @@ class Daemon:
     def service_stats(self) -> dict[str, Any]:
         """Requests served and the service time (request received -> reply sent) of recent ones."""
         xs = sorted(self.service)
+        access = {"auth": "curve" if self.gate else "none", "refused": self.gate.refused if self.gate else 0}
         if not xs:
-            return {"served": self.served, "window": 0, "p50_ms": None, "p99_ms": None, "max_ms": None}
+            return {"served": self.served, "window": 0, "p50_ms": None, "p99_ms": None, "max_ms": None} | access
         return {"served": self.served, "window": len(xs), "p50_ms": 1e3 * xs[len(xs) // 2],
-                "p99_ms": 1e3 * xs[min(len(xs) - 1, int(0.99 * len(xs)))], "max_ms": 1e3 * xs[-1]}
+                "p99_ms": 1e3 * xs[min(len(xs) - 1, int(0.99 * len(xs)))], "max_ms": 1e3 * xs[-1]} | access
 
     def describe(self) -> dict[str, Any]:
         return {"endpoint": self.endpoint, "state_dir": self.state_dir,
-                "slots": self.state.pool.total, "app": self.state.app.name,
-                "remap": self.state.remap.name, "params": self.params}
+                "slots": self.state.pool.capacity, "app": self.state.app.name,
+                "remap": self.state.remap.name, "params": self.params,
+                "keys": self.keys_dir, "node_timeout": self.state.node_timeout, "warnings": self.warnings}

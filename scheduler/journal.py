@@ -36,7 +36,7 @@ import sqlite3
 import threading
 from typing import Any
 
-from .state import Job
+from .state import Job, NodeRecord
 
 __all__ = ["Journal"]
 
@@ -46,6 +46,10 @@ CREATE TABLE IF NOT EXISTS events (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, t REAL NOT NULL, job_id INTEGER NOT NULL,
     kind TEXT NOT NULL, nprocs INTEGER NOT NULL, busy INTEGER NOT NULL, detail TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS nodes (host TEXT PRIMARY KEY, state TEXT NOT NULL, record TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS node_events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, t REAL NOT NULL, host TEXT NOT NULL,
+    kind TEXT NOT NULL, total INTEGER NOT NULL, detail TEXT NOT NULL);
 """
 
 
@@ -94,10 +98,11 @@ class Journal:
             self._thread = None
         self.db.close()
 
-    def save(self, jobs: list[Job], events: list[dict[str, Any]], meta: dict[str, Any]) -> None:
-        """Write changed jobs, new history events and changed counters in one transaction."""
+    def save(self, jobs: list[Job], events: list[dict[str, Any]], meta: dict[str, Any],
+             nodes: list[NodeRecord] = (), node_events: list[dict[str, Any]] = ()) -> None:
+        """Write changed jobs and nodes, new history events and changed counters in one transaction."""
         meta = {k: v for k, v in meta.items() if self._meta.get(k, ...) != v}
-        if not jobs and not events and not meta:
+        if not jobs and not events and not meta and not nodes and not node_events:
             return
         cur = self.db.cursor()
         cur.execute("BEGIN")
@@ -110,6 +115,10 @@ class Journal:
                 [(e["t"], e["job_id"], e["kind"], e["nprocs"], e["busy"], e["detail"]) for e in events])
             cur.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
                             [(k, json.dumps(v)) for k, v in meta.items()])
+            cur.executemany("INSERT OR REPLACE INTO nodes(host, state, record) VALUES (?, ?, ?)",
+                            [(n.host, n.state, json.dumps(n.to_dict())) for n in nodes])
+            cur.executemany("INSERT INTO node_events(t, host, kind, total, detail) VALUES (?, ?, ?, ?, ?)",
+                            [(e["t"], e["host"], e["kind"], e["total"], e["detail"]) for e in node_events])
             cur.execute("COMMIT")
         except BaseException:
             cur.execute("ROLLBACK")
@@ -122,6 +131,15 @@ class Journal:
         meta = {k: json.loads(v) for k, v in self.db.execute("SELECT key, value FROM meta")}
         self._meta = dict(meta)
         return jobs, meta
+
+    def load_nodes(self) -> list[NodeRecord]:
+        return [NodeRecord.from_dict(json.loads(r)) for (r,) in
+                self.db.execute("SELECT record FROM nodes ORDER BY host")]
+
+    def node_history(self) -> list[dict[str, Any]]:
+        cols = ("t", "host", "kind", "total", "detail")
+        return [dict(zip(cols, r, strict=True)) for r in self.db.execute(
+            "SELECT t, host, kind, total, detail FROM node_events ORDER BY seq")]
 
     def history(self) -> list[dict[str, Any]]:
         cols = ("t", "job_id", "kind", "nprocs", "busy", "detail")

@@ -11,6 +11,11 @@ Config file (``reshape daemon --config pool.toml``)::
 
 Allocation fills nodes in config order (the first node with free slots
 first), so a job's ranks are packed onto as few nodes as possible.
+
+A node can be *down* (its monitor stopped heartbeating, ``scheduler.nodes``):
+its slots leave the pool (``total`` and ``free`` count only nodes that are
+up, ``capacity`` counts all) and nothing is allocated on it until it is up
+again.
 """
 
 from __future__ import annotations
@@ -47,20 +52,43 @@ class Pool:
             raise PoolError(f"duplicate host names in pool: {hosts}")
         self.nodes = list(nodes)
         self.used: Counter[str] = Counter()
+        self.down: set[str] = set()
 
     @property
-    def total(self) -> int:
+    def capacity(self) -> int:
+        """Slots of every configured node, up or down."""
         return sum(n.slots for n in self.nodes)
 
     @property
+    def total(self) -> int:
+        """Slots of the nodes that are up."""
+        return sum(n.slots for n in self.nodes if n.host not in self.down)
+
+    @property
     def free(self) -> int:
-        return self.total - sum(self.used.values())
+        return sum(max(0, n.slots - self.used[n.host]) for n in self.nodes if n.host not in self.down)
+
+    def has(self, host: str) -> bool:
+        return any(n.host == host for n in self.nodes)
+
+    def set_down(self, host: str) -> None:
+        """Take ``host``'s slots out of the pool (the caller releases what jobs held there)."""
+        if not self.has(host):
+            raise PoolError(f"no node {host!r} in the pool")
+        self.down.add(host)
+
+    def set_up(self, host: str) -> None:
+        if not self.has(host):
+            raise PoolError(f"no node {host!r} in the pool")
+        self.down.discard(host)
 
     def allocate(self, n: int) -> list[str]:
         if n < 1 or n > self.free:
             raise PoolError(f"cannot allocate {n} slots ({self.free} free of {self.total})")
         out: list[str] = []
         for node in self.nodes:
+            if node.host in self.down:
+                continue
             take = min(node.slots - self.used[node.host], n - len(out))
             if take > 0:
                 out += [node.host] * take
@@ -85,7 +113,8 @@ class Pool:
 
     def describe(self) -> list[dict]:
         return [{"host": n.host, "slots": n.slots, "used": self.used[n.host], "speed": n.speed,
-                 "memory_gb": n.memory_gb, "disk_gb": n.disk_gb} for n in self.nodes]
+                 "memory_gb": n.memory_gb, "disk_gb": n.disk_gb, "up": n.host not in self.down}
+                for n in self.nodes]
 
 
 def default_pool(slots: int | None = None) -> Pool:

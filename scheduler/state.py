@@ -14,6 +14,18 @@ Scheduler's decision becomes a *pending* resize; an expansion reserves its
 new slots at once, a shrink releases the dropped ranks' slots when the job
 confirms with ``resized``. If the confirmation is lost (daemon restarted),
 the next resize point reconciles: the size the job reports is the truth.
+
+Nodes (seed 001 §3.1, System Monitor): a pool node is ``unmonitored`` until
+a node monitor registers it (or ``down`` from the start when monitors are
+required), then ``up`` while its heartbeats come, and ``down`` when they
+stop for ``node_timeout`` seconds (:meth:`ClusterState.check_nodes`). A node
+that goes down leaves the pool; every running job with a rank on it is
+*failed* and killed (an MPI job does not survive losing ranks: the MPICH
+here has no fault-tolerant communicators, so shrinking around a dead node
+is not offered), a pending expansion onto it is abandoned (the job keeps its
+size), and the other jobs continue. A monitor that registers again (a new
+*incarnation*) brings the node back. Only the monitor on a job's first node
+reports the job's end (``job_ended``).
 """
 
 from __future__ import annotations
@@ -36,7 +48,7 @@ from .policy import (
 from .pool import Pool
 from .profiler import JobProfile
 
-__all__ = ["ClusterState", "Job", "Kill", "Launch", "StateError"]
+__all__ = ["ClusterState", "Job", "Kill", "Launch", "NodeRecord", "StateError"]
 
 FINAL = ("done", "failed", "cancelled", "lost")
 
@@ -79,6 +91,7 @@ class Job:
     exit_code: int | None = None
     error: str | None = None
     reported: str | None = None  # status from the job's own ``finished``
+    node_report: dict[str, Any] | None = None  # the first node's monitor: {"status", "t", "node", "detail"}
     # caches for snapshots (one per request): the immutable spec, the last policy view
     _spec: JobSpec | None = field(default=None, init=False, repr=False, compare=False)
     _view: tuple[tuple, RunningJob] | None = field(default=None, init=False, repr=False, compare=False)
@@ -100,7 +113,7 @@ class Job:
                 "profile": self.profile.to_dict(), "pending": self.pending,
                 "shrink_request": self.shrink_request,
                 "iterations": self.iterations, "exit_code": self.exit_code, "error": self.error,
-                "reported": self.reported}
+                "reported": self.reported, "node_report": self.node_report}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Job:
@@ -109,10 +122,33 @@ class Job:
         return cls(**d)
 
 
+@dataclass
+class NodeRecord:
+    """A pool node as the System Monitor sees it (``last_seen`` is not journaled)."""
+
+    host: str
+    state: str = "unmonitored"  # unmonitored | up | down
+    incarnation: str | None = None  # of the registered monitor
+    since: float | None = None
+    reason: str = ""
+    monitor: dict[str, Any] = field(default_factory=dict)  # pid, host of the monitor
+    jobs: list[int] = field(default_factory=list)  # jobs whose first node this is, per the monitor
+    last_seen: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"host": self.host, "state": self.state, "incarnation": self.incarnation, "since": self.since,
+                "reason": self.reason, "monitor": self.monitor, "jobs": self.jobs}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> NodeRecord:
+        return cls(**{k: v for k, v in d.items() if k != "last_seen"})
+
+
 class ClusterState:
     """Queue, running jobs, pool and profiles, driven by events (see module docstring)."""
 
-    def __init__(self, pool: Pool, app: AppPolicy, remap: RemapPolicy):
+    def __init__(self, pool: Pool, app: AppPolicy, remap: RemapPolicy, node_timeout: float = 5.0,
+                 require_monitors: bool = False):
         self.pool = pool
         self.app = app
         self.remap = remap
@@ -121,6 +157,14 @@ class ClusterState:
         self.events: list[dict[str, Any]] = []  # allocation history, appended to the journal
         self.dirty: set[int] = set()
         self.live: dict[int, Job] = {}  # jobs not in a final state (finished ones are not scanned)
+        self.node_timeout = node_timeout
+        self.nodes: dict[str, NodeRecord] = {n.host: NodeRecord(n.host) for n in pool.nodes}
+        self.node_events: list[dict[str, Any]] = []  # node history, appended to the journal
+        self.dirty_nodes: set[str] = set()
+        if require_monitors:
+            for rec in self.nodes.values():
+                rec.state, rec.reason = "down", "no node monitor yet"
+                pool.set_down(rec.host)
 
     # ---------------------------------------------------------------- helpers
     def _job(self, job_id: int) -> Job:
@@ -176,8 +220,8 @@ class ClusterState:
     # ---------------------------------------------------------------- submission / queue
     def submit(self, desc: dict[str, Any], now: float) -> int:
         """Add a validated job; it joins the queue at ``now + arrival_delay``."""
-        if desc["nprocs"] > self.pool.total:
-            raise StateError("bad_job", f"nprocs {desc['nprocs']} exceeds the pool ({self.pool.total})")
+        if desc["nprocs"] > self.pool.capacity:
+            raise StateError("bad_job", f"nprocs {desc['nprocs']} exceeds the pool ({self.pool.capacity})")
         job = Job(self.next_id, desc, now)
         self.next_id += 1
         job.state = "waiting" if desc.get("arrival_delay", 0) > 0 else "queued"
@@ -365,8 +409,128 @@ class ClusterState:
             j.error = error
         self.dirty.add(job_id)
 
+    # ---------------------------------------------------------------- nodes (System Monitor)
+    def _node_event(self, now: float, rec: NodeRecord, kind: str, detail: str = "") -> None:
+        self.dirty_nodes.add(rec.host)
+        self.node_events.append({"t": now, "host": rec.host, "kind": kind, "detail": detail,
+                                 "total": self.pool.total})
+
+    def _node(self, host: str) -> NodeRecord:
+        if host not in self.nodes:
+            raise StateError("unknown_node", f"no node {host!r} in the pool ({', '.join(self.nodes)})")
+        return self.nodes[host]
+
+    def node_register(self, host: str, incarnation: str, now: float,
+                      monitor: dict[str, Any] | None = None) -> list[Launch | Kill]:
+        """A node monitor (re)starts: the node is up (back in the pool if it was down)."""
+        rec = self._node(host)
+        old = rec.incarnation
+        was = rec.state
+        rec.incarnation, rec.monitor, rec.last_seen, rec.jobs = incarnation, dict(monitor or {}), now, []
+        rec.state, rec.reason = "up", ""
+        if was != "up":
+            rec.since = now
+        self.pool.set_up(host)
+        if was == "up" and old == incarnation:
+            return []  # the same monitor again (its first reply was lost)
+        kind = {"down": "rejoin", "unmonitored": "up"}.get(was, "monitor_restart")
+        self._node_event(now, rec, kind, f"monitor {incarnation}")
+        return self.schedule(now)
+
+    def node_heartbeat(self, host: str, incarnation: str, jobs: list[int], now: float) -> None:
+        """A heartbeat of the registered monitor; any other gets ``not_registered`` (it registers again)."""
+        rec = self._node(host)
+        if rec.state != "up" or rec.incarnation != incarnation:
+            raise StateError("not_registered", f"node {host!r} is {rec.state}; monitor {incarnation} "
+                             f"must register (node_register)")
+        rec.last_seen = now
+        if jobs != rec.jobs:
+            rec.jobs = list(jobs)
+            self.dirty_nodes.add(host)
+
+    def check_nodes(self, now: float) -> list[Launch | Kill]:
+        """Nodes whose heartbeats stopped for ``node_timeout`` seconds go down."""
+        out: list[Launch | Kill] = []
+        for rec in self.nodes.values():
+            if rec.state == "up" and rec.last_seen is not None and now - rec.last_seen > self.node_timeout:
+                out += self.node_down(rec.host, now, f"no heartbeat for {now - rec.last_seen:.1f} s")
+        return out
+
+    def node_down(self, host: str, now: float, reason: str) -> list[Launch | Kill]:
+        """``host`` is gone: its slots leave the pool, its jobs fail, expansions onto it are abandoned."""
+        rec = self._node(host)
+        if rec.state == "down":
+            return []
+        rec.state, rec.since, rec.reason = "down", now, reason
+        self.pool.set_down(host)
+        self._node_event(now, rec, "down", reason)
+        out: list[Launch | Kill] = []
+        for j in self.running():
+            if host in j.hosts:
+                out.append(Kill(j.job_id))
+                self._release_all(j)
+                self._end(j, "failed", now)
+                j.error = f"node {host} down ({reason})"
+                self._event(now, j, "end", f"failed: node {host} down")
+            elif j.pending and j.pending["action"] == "expand" and host in j.pending["hosts"]:
+                self._abandon_resize(j, now, f"node {host} down")
+        return out + self.schedule(now)
+
+    def job_ended(self, job_id: int, host: str, status: str, detail: str | None, now: float) -> None:
+        """The monitor of the job's first node saw its processes there end (``status`` end or error)."""
+        j = self._running(job_id)
+        first = j.hosts[0] if j.hosts else None
+        if host != first:
+            raise StateError("not_first_node", f"job {job_id}'s first node is {first!r}, not {host!r} "
+                             "(only the first node's monitor reports a job)")
+        if j.node_report is None:
+            j.node_report = {"status": status, "t": now, "node": host, "detail": detail}
+            self.dirty.add(job_id)
+
+    def ended_on_node(self, job_id: int, now: float, why: str | None = None) -> list[Launch | Kill]:
+        """Settle a job by its monitor's report (its ``mpiexec`` cannot be watched or did not exit).
+
+        ``end`` is done unless the job said it failed; ``error`` is failed. The
+        job's remaining processes, if any, are killed.
+        """
+        j = self._job(job_id)
+        if j.state != "running" or j.node_report is None:
+            return []
+        r = j.node_report
+        ok = r["status"] == "end" and j.reported != "error"
+        self._release_all(j)
+        if ok:
+            self._end(j, "done", now)
+        else:
+            self._end(j, "failed", now)
+            j.error = why or j.error or f"monitor of {r['node']}: {r.get('detail') or r['status']}"
+        self._event(now, j, "end", f"{j.state} (reported by the monitor of {r['node']})")
+        return [Kill(job_id), *self.schedule(now)]
+
+    def restore_nodes(self, records: list[NodeRecord], now: float) -> None:
+        """Journaled node states; nodes that were up get one timeout from ``now`` to heartbeat again."""
+        for r in records:
+            if r.host not in self.nodes:
+                continue  # no longer in the pool config
+            r.last_seen = now if r.state == "up" else None
+            self.nodes[r.host] = r
+            if r.state == "down":
+                self.pool.set_down(r.host)
+            else:
+                self.pool.set_up(r.host)
+
+    def node_rows(self, now: float) -> list[dict[str, Any]]:
+        rows = []
+        for d in self.pool.describe():
+            rec = self.nodes[d["host"]]
+            d |= {"state": rec.state, "since": rec.since, "reason": rec.reason, "monitor": rec.monitor,
+                  "seen_ago": None if rec.last_seen is None else round(now - rec.last_seen, 3),
+                  "jobs": rec.jobs}
+            rows.append(d)
+        return rows
+
     # ---------------------------------------------------------------- views / restore
-    def status(self) -> dict[str, Any]:
+    def status(self, now: float | None = None) -> dict[str, Any]:
         def row(j: Job) -> dict[str, Any]:
             return {"job_id": j.job_id, "name": j.desc["name"], "state": j.state, "nprocs": j.nprocs,
                     "requested": j.desc["nprocs"], "hosts": sorted(set(j.hosts)),
@@ -375,10 +539,11 @@ class ClusterState:
                     "pending": None if not j.pending else f"{j.pending['action']} {j.pending['new']}"}
 
         return {"total_slots": self.pool.total, "free_slots": self.pool.free,
+                "capacity_slots": self.pool.capacity,
                 "running": [row(j) for j in self.running()],
                 "queue": [row(j) for j in self.queue()],
                 "waiting": [row(j) for j in self.live.values() if j.state == "waiting"],
-                "nodes": self.pool.describe()}
+                "nodes": self.node_rows(0.0 if now is None else now)}
 
     def restore(self, jobs: list[Job], next_id: int) -> None:
         """Reload journaled jobs; running jobs get their slots back and must reconnect."""
@@ -397,7 +562,13 @@ class ClusterState:
         """Invariants (tests call this after every event)."""
         used = sum(len(j.hosts) + (len(j.pending["hosts"]) if j.pending and j.pending["action"] == "expand" else 0)
                    for j in self.running())
-        assert used == self.pool.total - self.pool.free, (used, self.pool.total, self.pool.free)
+        assert used == sum(self.pool.used.values()), (used, dict(self.pool.used))
+        assert self.pool.free == sum(max(0, n.slots - self.pool.used[n.host]) for n in self.pool.nodes
+                                     if n.host not in self.pool.down)
+        for rec in self.nodes.values():
+            assert (rec.state == "down") == (rec.host in self.pool.down), rec
+            if rec.state == "down":
+                assert not any(rec.host in j.hosts for j in self.running()), rec
         for j in self.jobs.values():
             assert (j.state not in FINAL) == (j.job_id in self.live), (j.job_id, j.state)
             if j.state == "running":

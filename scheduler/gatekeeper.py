@@ -1,0 +1,123 @@
+"""The daemon's gatekeeper: CURVE on its socket, a ZAP handler for client keys, a log of refused peers.
+
+A CURVE client whose public key is not in ``KEYS/authorized`` is refused by
+the ZAP handler (logged with its address and key); a client without CURVE,
+or with the wrong daemon key, fails the handshake before ZAP (logged from the
+socket's monitor events). A refused peer never reaches the request loop, so
+nobody else notices. Keys and the rule for when they are needed:
+``reshape.auth``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+import time
+
+import zmq
+from zmq.utils import z85
+from zmq.utils.monitor import parse_monitor_message
+
+from reshape.auth import ServerKeys
+
+__all__ = ["Gatekeeper"]
+
+ZAP_ENDPOINT = "inproc://zeromq.zap.01"
+_HANDSHAKE_FAILED = {
+    zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: "handshake failed",
+    zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: "handshake failed (no CURVE, or the wrong daemon key)",
+    zmq.EVENT_HANDSHAKE_FAILED_AUTH: "authentication failed",
+}
+
+
+class Gatekeeper:
+    """CURVE on the daemon's socket: a ZAP handler for client keys and a log of refused peers.
+
+    Runs in its own thread (ZAP requests come during handshakes, which must
+    not wait for the request loop). ``refused`` counts refusals; each one is
+    written to ``log`` (the daemon's stderr) with the peer's address or key.
+    """
+
+    def __init__(self, ctx: zmq.Context, sock: zmq.Socket, keys: ServerKeys, log=None):
+        self.keys = keys
+        self.log = log or sys.stderr
+        self.refused = 0
+        self.accepted = 0
+        self.quiet = 10.0
+        self._logged: dict[str, tuple[float, int]] = {}
+        self._lock = threading.Lock()
+        self._ctx = ctx
+        self._stop = threading.Event()
+        self._zap = ctx.socket(zmq.REP)
+        self._zap.linger = 0
+        self._zap.bind(ZAP_ENDPOINT)
+        self._mon_addr = f"inproc://reshape-gate-{id(self)}"
+        sock.monitor(self._mon_addr, zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                     | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
+        self._mon = ctx.socket(zmq.PAIR)
+        self._mon.linger = 0
+        self._mon.connect(self._mon_addr)
+        self._sock = sock
+        sock.curve_server = True
+        sock.curve_secretkey = keys.secret
+        sock.curve_publickey = keys.public
+        sock.zap_domain = b"reshape"
+        self._thread = threading.Thread(target=self._run, name="gatekeeper", daemon=True)
+        self._thread.start()
+
+    def _note(self, text: str) -> None:
+        """Count a refusal and log it; a peer that keeps retrying is logged once per ``quiet`` seconds."""
+        with self._lock:
+            self.refused += 1
+        now = time.monotonic()
+        last, hidden = self._logged.get(text, (-1e9, 0))
+        if now - last < self.quiet:
+            self._logged[text] = (last, hidden + 1)
+            return
+        more = f" (and {hidden} more like it)" if hidden else ""
+        self._logged[text] = (now, 0)
+        print(f"reshape daemon: {time.strftime('%H:%M:%S')} refused {text}{more}", file=self.log, flush=True)
+
+    def _run(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self._zap, zmq.POLLIN)
+        poller.register(self._mon, zmq.POLLIN)
+        while not self._stop.is_set():
+            with contextlib.suppress(zmq.ZMQError):
+                ready = dict(poller.poll(200))
+                if self._zap in ready:
+                    self._answer(self._zap.recv_multipart())
+                if self._mon in ready:
+                    ev = parse_monitor_message(self._mon.recv_multipart())
+                    what = _HANDSHAKE_FAILED.get(ev["event"])
+                    # AUTH failures were logged with the key by the ZAP handler already
+                    if what and ev["event"] != zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+                        self._note(f"a peer on {ev['endpoint'].decode(errors='replace')}: {what}")
+        for s in (self._zap, self._mon):
+            s.close(linger=0)
+
+    def _answer(self, frames: list[bytes]) -> None:
+        """One ZAP request (RFC 27): version, id, domain, address, identity, mechanism, credentials."""
+        if len(frames) < 6:
+            return
+        version, rid, _domain, address, _identity, mechanism = frames[:6]
+        ok, text, user = False, b"unknown client key", b""
+        if mechanism == b"CURVE" and len(frames) >= 7:
+            key = z85.encode(frames[6])
+            name = self.keys.authorized.get(key)
+            if name:
+                ok, text, user = True, b"OK", name.encode()
+                with self._lock:
+                    self.accepted += 1
+            else:
+                self._note(f"client {address.decode(errors='replace')}: key {key.decode()} is not authorized")
+        else:
+            self._note(f"client {address.decode(errors='replace')}: mechanism {mechanism.decode(errors='replace')}")
+        self._zap.send_multipart([version, rid, b"200" if ok else b"400", text, user, b""])
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2.0)
+        with contextlib.suppress(zmq.ZMQError):
+            self._sock.disable_monitor()
