@@ -1,4 +1,4 @@
-"""Trace benchmark: FCFS, EASY, ReSHAPE (paper) and ReSHAPE-plus on the shared SWF traces.
+"""Trace benchmark: FCFS, EASY, ReSHAPE (paper), ReSHAPE-squeeze and ReSHAPE-plus on SWF traces.
 
 ``python -m benchmarks.traces [--quick] [--seed N]``: for ``lublin_256.swf``
 and ``mira.swf``, half the jobs malleable (seeded), one table per trace
@@ -11,10 +11,15 @@ whose ``summary.<trace>`` holds, from the same run on the same jobs:
 * ``turnaround_easy_over_reshape``: the baseline EASY against the paper's
   Remap Scheduler (``reshape``: expand only when nobody waits, shrink only to
   sizes run at);
-* ``turnaround_easy_over_reshape_plus``: EASY against ``reshape-plus`` (the
-  same policy with ``borrow`` and ``reserve``: malleable jobs use the slots
-  EASY holds idle for the queue head's reservation and give them back by its
-  shadow time; see ``scheduler/policies/reshape_remap.py``);
+* ``turnaround_easy_over_reshape_squeeze``: EASY against ``reshape-squeeze``
+  (paper remap; EASY starts a resizable head on the free slots);
+* ``turnaround_easy_over_reshape_plus``: EASY against ``reshape-plus``
+  (``easy-plus``: squeeze, reservations in the give-back view;
+  ``reshape-plus``: borrowing of reserved idle slots until the head's shadow
+  time, and a reserve for arrivals; see ``scheduler/policies/easy.py`` and
+  ``reshape_remap.py``);
+* ``big_jobs_turnaround_<policy>_over_easy``: the same for jobs of more than
+  a quarter of the machine (who pays for the gain);
 * ``sim_seconds`` / ``sim_seconds_plus``: wall time of the two simulations.
 
 ``--quick`` simulates the first 2,000 jobs of each trace.
@@ -41,12 +46,14 @@ from scheduler.swf import read_swf
 TRACES = os.environ.get("RESHAPE_TRACES", os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data", "traces"))
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
-POLICIES = ["fcfs", "easy", "reshape", "reshape-plus"]
+POLICIES = ["fcfs", "easy", "reshape", "reshape-squeeze", "reshape-plus"]
 
 
-def by_class(result, malleable: set[int]) -> dict[str, float]:
-    """Mean turnaround and wait of malleable and of rigid jobs."""
-    out = {}
+def by_class(result, malleable: set[int], big: set[int]) -> dict[str, float]:
+    """Mean turnaround and wait of malleable and of rigid jobs; turnaround and worst wait of big ones."""
+    rs = [r for r in result.records if r.job_id in big]
+    out = {"big_turnaround": statistics.fmean(r.turnaround for r in rs) if rs else 0.0,
+           "big_max_wait": max((r.wait for r in rs), default=0.0)}
     for name, want in (("malleable", True), ("rigid", False)):
         rs = [r for r in result.records if (r.job_id in malleable) == want]
         if rs:
@@ -69,18 +76,25 @@ def main(argv: list[str] | None = None) -> int:
         trace = read_swf(path, max_jobs=max_jobs)
         jobs, slots = from_trace(trace, malleable_fraction=0.5, seed=a.seed)
         malleable = {j.spec.job_id for j in jobs if j.spec.resizable}
+        big = {j.spec.job_id for j in jobs if j.spec.nprocs > slots // 4}
         res = run_policies(jobs, slots, POLICIES, record=True)
         for m in res.values():
-            m.update(by_class(m.pop("result"), malleable))
+            m.update(by_class(m.pop("result"), malleable, big))
         print(format_table(list(res.values()),
                            f"\n{name}: {len(jobs)} jobs on {slots} slots, 50% malleable"))
         print("mean turnaround (s)  malleable / rigid: " + "; ".join(
             f"{p} {res[p]['malleable_turnaround']:.0f} / {res[p]['rigid_turnaround']:.0f}"
             for p in POLICIES))
+        print(f"jobs of more than {slots // 4} slots: mean turnaround (s) / worst wait (s): " + "; ".join(
+            f"{p} {res[p]['big_turnaround']:.0f} / {res[p]['big_max_wait']:.0f}" for p in POLICIES))
         easy = res["easy"]["mean_turnaround"]
         summary[name] = {
             "turnaround_easy_over_reshape": easy / res["reshape"]["mean_turnaround"],
+            "turnaround_easy_over_reshape_squeeze": easy / res["reshape-squeeze"]["mean_turnaround"],
             "turnaround_easy_over_reshape_plus": easy / res["reshape-plus"]["mean_turnaround"],
+            **{f"big_jobs_turnaround_{p.replace('-', '_')}_over_easy":
+               res[p]["big_turnaround"] / res["easy"]["big_turnaround"]
+               for p in ("reshape", "reshape-squeeze", "reshape-plus")},
             "utilization_reshape_over_easy": res["reshape"]["utilization"]
             / res["easy"]["utilization"],
             "utilization_reshape_plus_over_easy": res["reshape-plus"]["utilization"]
@@ -93,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         detail[name] = res
         s = summary[name]
         print(f"EASY/ReSHAPE mean turnaround: paper {s['turnaround_easy_over_reshape']:.3f}, "
+              f"squeeze {s['turnaround_easy_over_reshape_squeeze']:.3f}, "
               f"plus {s['turnaround_easy_over_reshape_plus']:.3f} (target >= 1.25); "
               f"simulation {s['sim_seconds']:.2f} s / {s['sim_seconds_plus']:.2f} s")
     os.makedirs(RESULTS, exist_ok=True)

@@ -17,6 +17,7 @@ from scheduler.policy import (
     RunningJob,
     Shrink,
     Snapshot,
+    Start,
     app_policy,
     remap_policy,
 )
@@ -137,8 +138,13 @@ def test_easy_never_oversubscribes_and_never_delays_head(free, queue, run):
     rest = [j for j in q if j.job_id not in started]
     if rest:  # the head's reservation still holds with the backfilled jobs running
         head = rest[0]
+        # the jobs started ahead of the head run in the reference too (a snapshot's free slots and
+        # job sizes add up to the pool; a shortfall means an expansion under way)
+        ahead = tuple(RunningJob(j, j.nprocs, 0.0) for j in q
+                      if j.job_id in started and j.job_id < head.job_id)
         before = shadow_time(Snapshot(0.0, total, free - sum(
-            x.nprocs for x in starts if x.job_id < head.job_id), (head,), rj), head.nprocs)[0]
+            x.nprocs for x in starts if x.job_id < head.job_id), (head,), rj + ahead),
+            head.nprocs)[0]
         after_run = rj + tuple(RunningJob(j, j.nprocs, 0.0) for j in q if j.job_id in started)
         after = shadow_time(Snapshot(0.0, total, free - sum(x.nprocs for x in starts), (head,),
                                      after_run), head.nprocs)[0]
@@ -288,8 +294,53 @@ def test_borrowing_never_holds_slots_past_the_heads_shadow_time(
         assert now + t_iter <= P._head_shadow(s)
 
 
-def test_borrowing_leaves_the_reserve_idle():
-    assert remap_policy("reshape", borrow=True, reserve=3).at_resize_point(
+def test_reserve_does_not_limit_borrowing():
+    # borrowed slots come back by the head's shadow time; the reserve is for arrivals
+    assert remap_policy("reshape", borrow=True, reserve=8).at_resize_point(
         borrow_case(20.0), 1) == Expand(1, 5, "idle slots until t=100, queued job 2's reservation")
-    assert isinstance(remap_policy("reshape", borrow=True, reserve=4).at_resize_point(
-        borrow_case(20.0), 1), Continue)
+
+
+# --------------------------------------------------------------------------
+# EASY: end estimates, expansions under way, give_back, squeeze
+# --------------------------------------------------------------------------
+
+
+def test_end_estimate_scales_the_walltime_below_the_requested_size():
+    from scheduler.policies.easy import end_estimate
+
+    s = wspec(1, 8, 100.0, iterations=10)
+    assert end_estimate(RunningJob(s, 8, 5.0), 50.0) == 105.0
+    assert end_estimate(RunningJob(s, 16, 5.0), 50.0) == 105.0  # above: the walltime bounds it
+    # at 4 of 8 slots with 6 of 10 iterations left: 0.6 * 100 * 2 from now
+    assert end_estimate(RunningJob(s, 4, 5.0, iterations_done=4), 50.0) == 170.0
+    assert end_estimate(RunningJob(wspec(2, 8, 100.0), 2, 5.0), 50.0) == 405.0
+    assert end_estimate(RunningJob(wspec(3, 8, 100.0, resizable=False), 8, 5.0), 9.0) == 105.0
+    assert end_estimate(RunningJob(spec(4, 8), 8, 5.0), 9.0) == math.inf
+
+
+def test_slots_of_an_expansion_under_way_are_not_lost_to_the_shadow_time():
+    # 16 slots: job 1 shows 4 but has reserved 4 more for an expansion; job 2 (4) ends at 50
+    a = RunningJob(wspec(1, 4, 200.0), 4, 0.0)
+    b = RunningJob(wspec(2, 4, 50.0, resizable=False), 4, 0.0)
+    s = Snapshot(10.0, 16, 4, (wspec(3, 16, 10.0),), (a, b))
+    assert shadow_time(s, 16) == (200.0, 0)  # not inf: the reserved 4 return with job 1
+    from scheduler.policies.easy import give_back_view
+
+    v = give_back_view(s)  # job 1's expansion and borrowed slots count as returned
+    assert v.free_slots == 8 and shadow_time(v, 16) == (200.0, 0)
+    grown = RunningJob(wspec(1, 4, 200.0), 8, 0.0, Profile({4: 1.0, 8: 0.6}, {}, (4, 8)))
+    v = give_back_view(Snapshot(10.0, 16, 4, (wspec(3, 8, 10.0),), (grown, b)))
+    assert v.free_slots == 8 and shadow_time(v, 8) == (10.0, 0)
+
+
+def test_squeeze_starts_a_resizable_head_on_the_free_slots():
+    run = (RunningJob(wspec(9, 10, 100.0, resizable=False), 10, 0.0),)
+    q = (wspec(1, 12, 50.0, min_procs=4), wspec(2, 12, 50.0, min_procs=4, resizable=False))
+    s = Snapshot(0.0, 16, 6, q, run)
+    assert app_policy("easy").schedule(s) == []
+    assert app_policy("easy", squeeze=True).schedule(s) == [Start(1, 6)]
+    assert app_policy("easy-plus").schedule(s) == [Start(1, 6)]
+    small = Snapshot(0.0, 16, 3, q, run)  # below min_procs: wait
+    assert app_policy("easy", squeeze=True).schedule(small) == []
+    rigid_head = Snapshot(0.0, 16, 6, q[::-1], run)
+    assert app_policy("easy", squeeze=True).schedule(rigid_head) == []

@@ -60,9 +60,9 @@ def workload() -> list[SimInput]:
     return out
 
 
-def run_daemon_core(jobs: list[SimInput], redist: RedistModel, remap: str = "reshape"
-                    ) -> list[tuple]:
-    st = ClusterState(default_pool(SLOTS), app_policy("easy"), remap_policy(remap))
+def run_daemon_core(jobs: list[SimInput], redist: RedistModel, app: str = "easy",
+                    remap: str = "reshape") -> list[tuple]:
+    st = ClusterState(default_pool(SLOTS), app_policy(app), remap_policy(remap))
     heap: list = []
     seq = 0
 
@@ -128,12 +128,12 @@ def run_daemon_core(jobs: list[SimInput], redist: RedistModel, remap: str = "res
     return out
 
 
-@pytest.mark.parametrize("remap", ["reshape", "reshape-plus"])
-def test_same_decisions_daemon_core_and_simulator(remap):
+@pytest.mark.parametrize(("app", "remap"), [("easy", "reshape"), ("easy-plus", "reshape-plus")])
+def test_same_decisions_daemon_core_and_simulator(app, remap):
     jobs = workload()
     redist = RedistModel()
-    daemon = run_daemon_core(jobs, redist, remap)
-    res = simulate(jobs, SLOTS, app_policy("easy"), remap_policy(remap), redist=redist,
+    daemon = run_daemon_core(jobs, redist, app, remap)
+    res = simulate(jobs, SLOTS, app_policy(app), remap_policy(remap), redist=redist,
                    record=True)
     sim = [(round(d.time, 6), d.kind, d.job_id, d.nprocs) for d in res.decisions]
     assert any(k in ("expand", "shrink") for _, k, _, _ in sim)  # the workload exercises resizing

@@ -28,31 +28,35 @@ nothing.
 
 With its defaults :class:`ReshapeRemap` is exactly the above. Parameters add
 rules the paper does not have (registered preset ``"reshape-plus"`` =
-``borrow=True, reserve=0.2``, same class):
+``borrow=True, reserve=0.2``, same class; it is meant to run with the EASY
+preset ``"easy-plus"``, which squeezes resizable heads into free slots and
+computes reservations in the same give-back view):
 
-* ``borrow`` (the one that pays on traces). Under EASY the queue is rarely
-  empty (98% of the time on lublin_256, 85% on Mira), so rule 4 almost never
-  fires, yet ~5% of the machine sits idle while jobs wait: the slots EASY
-  holds for the queue head's reservation. With ``borrow``, a job at a resize
-  point while the head does not fit computes the head's *shadow time*
-  (:func:`scheduler.policies.easy.shadow_time`, from walltimes, counting
-  every job's borrowed slots as given back); if its next resize point plus
-  two redistributions (its slowest so far) comes before it, J expands one
-  step into the idle slots beyond ``reserve`` (the sweet-spot rule still
-  applies); a job above its starting size whose next resize point plus one
-  redistribution would come after the shadow time shrinks back to its
-  starting size now, else keeps its slots. Without walltimes the shadow time is unknown and the paper's
-  rules decide. Borrowed slots only return to the starting size, a size the
-  job ran at, so real jobs need no ``RESHAPE_ALLOW_NEW_SIZES``. Choice: the
-  first expansion, before any redistribution was measured, assumes it costs
-  nothing (the give-back may then be one redistribution late).
-* ``reserve``: expansions (rule 4 and ``borrow``) leave this many slots
-  (int) or this fraction of the pool (float) idle, room for arrivals. Seed
-  001's W2 fills the machine exactly with its later arrivals; 0.2 of 36
-  slots keeps room for them (0.15 does not). For ``borrow`` it leaves room
-  for short jobs EASY can backfill: without it, borrowing raises lublin's
-  mean bounded slowdown above EASY's (684 vs 591, seed 0); with it, it is
-  lower on seeds 0-3, for about the same mean turnaround.
+* ``borrow``. Under EASY the queue is rarely empty (98% of the time on
+  lublin_256, 85% on Mira), so rule 4 almost never fires, yet ~5% of the
+  machine sits idle while jobs wait: the slots EASY holds for the queue
+  head's reservation. With ``borrow``, a job at a resize point while the
+  head does not fit computes the head's *shadow time*
+  (:func:`scheduler.policies.easy.shadow_time` on
+  :func:`scheduler.policies.easy.give_back_view`: every job's borrowed slots
+  counted as returned); if its next resize point plus two redistributions
+  (its slowest so far) comes before it, J expands one step into the idle
+  slots (the sweet-spot rule still applies); a job above its starting size
+  whose next resize point plus one redistribution would come after the
+  shadow time shrinks back to its starting size now, else keeps its slots.
+  Without walltimes the shadow time is unknown and the paper's rules decide.
+  Borrowed slots only return to the starting size, a size the job ran at, so
+  real jobs need no ``RESHAPE_ALLOW_NEW_SIZES``. Choice: the first
+  expansion, before any redistribution was measured, assumes it costs
+  nothing (the give-back may then be one redistribution late). EASY must
+  use the same view (``easy-plus``), else it backfills against a later
+  shadow time than the one borrowers give back by, at the expense of the
+  head.
+* ``reserve``: rule 4 leaves this many slots (int) or this fraction of the
+  pool (float) idle, room for arrivals; it does not limit ``borrow`` (those
+  slots come back by the head's shadow time). Seed 001's W2 fills the
+  machine exactly with its later arrivals; 0.2 of 36 slots keeps room for
+  them (0.15 does not).
 * ``new_sizes``: shrink points are every legal size from ``min_procs`` up,
   not only sizes run at (:func:`shrink_sizes`). In the simulator a malleable
   trace job has no such constraint; the resize runtime enforces the paper's
@@ -85,7 +89,7 @@ from ..policy import (
     legal_sizes,
     register_remap_policy,
 )
-from .easy import shadow_time
+from .easy import give_back_view, shadow_time
 
 __all__ = ["PLUS", "ReshapeRemap", "StaticRemap", "last_expansion", "next_size", "shrink_sizes"]
 
@@ -200,17 +204,10 @@ class ReshapeRemap(RemapPolicy):
         """The size a job returns to when it gives back borrowed slots: its starting size."""
         return r.profile.history[0] if r.profile.history else r.spec.nprocs
 
-    def _head_shadow(self, snap: Snapshot) -> float:
+    @staticmethod
+    def _head_shadow(snap: Snapshot) -> float:
         """When the queue head can start if every job gives back what it borrowed."""
-        free, running = snap.free_slots, []
-        for o in snap.running:
-            n = o.nprocs if o.pending_shrink is None else o.pending_shrink
-            if o.spec.resizable and n > self._base(o):
-                n = self._base(o)
-            free += o.nprocs - n
-            running.append(replace(o, nprocs=n))
-        view = replace(snap, free_slots=free, running=tuple(running))
-        return shadow_time(view, snap.queue[0].nprocs)[0]
+        return shadow_time(give_back_view(snap), snap.queue[0].nprocs)[0]
 
     def _borrow(self, snap: Snapshot, r: RunningJob, exp: tuple[int, int] | None
                 ) -> RemapDecision | None:
@@ -236,9 +233,8 @@ class ReshapeRemap(RemapPolicy):
             return None
         if exp and exp[1] == cur and not self._improved(r, *exp):
             return Shrink(jid, exp[0], f"sweet spot: {exp[0]} -> {cur} did not help")
-        room = snap.free_slots - self._reserve(snap.total_slots)
-        if room > 0 and snap.now + t_iter + 2 * back <= shadow:
-            hi = min(cur + room, r.spec.max_procs or snap.total_slots)
+        if snap.free_slots > 0 and snap.now + t_iter + 2 * back <= shadow:
+            hi = min(cur + snap.free_slots, r.spec.max_procs or snap.total_slots)
             q = next_size(r.spec, cur, hi)
             if q is not None:
                 return Expand(jid, q, f"idle slots until t={shadow:g}, queued job "

@@ -12,8 +12,7 @@ name            application policy   remap policy
 ``reshape``     ``easy``             ``reshape``
 ``reshape-squeeze`` ``easy-squeeze`` ``reshape``
 ``reshape-fcfs``  ``fcfs``           ``reshape``
-``reshape-borrow`` ``easy``          ``reshape`` (``borrow=True``)
-``reshape-plus``  ``easy``           ``reshape-plus`` (``borrow=True, reserve=0.2``)
+``reshape-plus``  ``easy-plus``      ``reshape-plus`` (``borrow=True, reserve=0.2``)
 ``dep``         ``dep``              ``dep``
 ``dep-smooth``  ``dep``              ``dep`` (``min_interval=600`` s)
 ``sp:K``        ``sp`` (``k=K``)     none (SP never resizes)
@@ -22,7 +21,10 @@ name            application policy   remap policy
 The ``static`` remap policy always continues, so with it the engine skips
 resize points altogether (same decisions, far fewer events). ``easy-squeeze``
 is EASY plus seed 001's "squeeze a resizable job into the available
-processors, add more later" (:mod:`scheduler.policies.moldable`).
+processors, add more later" (:mod:`scheduler.policies.moldable`); ``easy-plus``
+is EASY with ``squeeze=True, give_back=True`` and ``reshape-plus`` the Remap
+Scheduler with ``borrow=True, reserve=0.2`` (:mod:`scheduler.policies.easy`,
+:mod:`scheduler.policies.reshape_remap`).
 """
 
 from __future__ import annotations
@@ -52,8 +54,7 @@ POLICIES: dict[str, PolicyPair] = {
     "reshape": PolicyPair("easy", "reshape"),
     "reshape-squeeze": PolicyPair("easy-squeeze", "reshape"),
     "reshape-fcfs": PolicyPair("fcfs", "reshape"),
-    "reshape-borrow": PolicyPair("easy", "reshape", remap_params={"borrow": True}),
-    "reshape-plus": PolicyPair("easy", "reshape-plus"),
+    "reshape-plus": PolicyPair("easy-plus", "reshape-plus"),
     "dep": PolicyPair("dep", "dep"),
     "dep-smooth": PolicyPair("dep", "dep", remap_params={"min_interval": 600.0}),
 }
