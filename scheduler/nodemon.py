@@ -7,9 +7,10 @@ its node timeout, unless ``--interval``). A daemon that no longer knows this
 monitor (it marked the node down, or lost it) answers ``not_registered`` and
 the monitor registers again; an unreachable daemon is retried for ever.
 
-Jobs. Each scan lists the processes of this node (same network namespace as
-the monitor, so a namespace cluster on one machine and a container both see
-only their own) that carry the daemon's job tag (``RESHAPE_JOB_TAG``, whose
+Jobs. Each scan lists the application processes (Hydra proxies and ranks,
+not ``mpiexec``) of this node (same network namespace as the monitor, so a
+namespace cluster on one machine and a container both see only their own)
+that carry the daemon's job tag (``RESHAPE_JOB_TAG``, whose
 prefix the daemon sends at registration). A job counts as this node's when
 the first entry of its ``RESHAPE_HOSTS`` is this node: as in the paper, only
 the monitor on a job's first node talks to the System Monitor about it. When
@@ -58,6 +59,15 @@ def _environ(pid: str) -> dict[bytes, bytes]:
     return out
 
 
+def _launcher(pid: str) -> bool:
+    """Is this the job's ``mpiexec`` (on the head, or here when the head is also a compute node)?"""
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip().startswith("mpiexec")
+    except OSError:
+        return True
+
+
 def local_jobs(tag_prefix: str, node: str) -> dict[int, int]:
     """Job id -> number of processes in this node's network namespace, for jobs whose first node is ``node``."""
     mine, me, prefix = _netns("self"), str(os.getpid()), tag_prefix.encode()
@@ -67,7 +77,7 @@ def local_jobs(tag_prefix: str, node: str) -> dict[int, int]:
             continue
         env = _environ(pid)
         tag = env.get(b"RESHAPE_JOB_TAG", b"")
-        if not tag.startswith(prefix):
+        if not tag.startswith(prefix) or _launcher(pid):
             continue
         first = env.get(b"RESHAPE_HOSTS", b"").split(b",")[0].decode(errors="replace")
         if first != node:

@@ -490,14 +490,15 @@ class ClusterState:
     def ended_on_node(self, job_id: int, now: float, why: str | None = None) -> list[Launch | Kill]:
         """Settle a job by its monitor's report (its ``mpiexec`` cannot be watched or did not exit).
 
-        ``end`` is done unless the job said it failed; ``error`` is failed. The
-        job's remaining processes, if any, are killed.
+        ``end`` is done unless the job said it failed; ``error`` is failed, and
+        so is a job whose ``mpiexec`` did not exit (``why`` says so). The job's
+        remaining processes, if any, are killed.
         """
         j = self._job(job_id)
         if j.state != "running" or j.node_report is None:
             return []
         r = j.node_report
-        ok = r["status"] == "end" and j.reported != "error"
+        ok = r["status"] == "end" and j.reported != "error" and why is None
         self._release_all(j)
         if ok:
             self._end(j, "done", now)

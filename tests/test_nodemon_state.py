@@ -1,0 +1,208 @@
+"""Nodes in the daemon core, without sockets: registration, heartbeats, a node going down and back.
+
+Pure events on :class:`scheduler.state.ClusterState` (and the journal), invariants checked after each.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reshape import protocol as P
+from scheduler.jobfile import validate_job
+from scheduler.journal import Journal
+from scheduler.policy import app_policy, remap_policy
+from scheduler.pool import Node, Pool
+from scheduler.state import ClusterState, Kill, Launch, StateError
+
+
+def make(require=False, timeout=2.0, remap="reshape"):
+    pool = Pool([Node("n1", 2), Node("n2", 2), Node("n3", 2)])
+    return ClusterState(pool, app_policy("easy"), remap_policy(remap), node_timeout=timeout,
+                        require_monitors=require)
+
+
+def job(n=2, **kw):
+    return validate_job({"command": ["true"], "nprocs": n, **kw}, 6)
+
+
+def up_all(s, now=0.0):
+    for h in ("n1", "n2", "n3"):
+        s.node_register(h, f"m-{h}", now)
+
+
+def test_unmonitored_nodes_count_and_a_silent_node_goes_down_with_its_jobs():
+    s = make()
+    assert s.pool.total == 6 and all(r.state == "unmonitored" for r in s.nodes.values())
+    a = s.submit(job(2), 0.0)
+    b = s.submit(job(3), 0.0)  # n2 + n3
+    assert s.tick(0.0) == [Launch(a), Launch(b)]
+    assert s.jobs[b].hosts == ["n2", "n2", "n3"]
+    up_all(s, 0.0)
+    s.validate()
+    for t in (1.0, 2.0, 3.0):  # n1 and n3 keep beating, n2 falls silent after t=0
+        s.node_heartbeat("n1", "m-n1", [a], t)
+        s.node_heartbeat("n3", "m-n3", [], t)
+        acts = s.check_nodes(t)
+        s.validate()
+        if t < 2.5:
+            assert acts == []
+    assert acts == [Kill(b)]
+    assert s.nodes["n2"].state == "down" and "no heartbeat" in s.nodes["n2"].reason
+    assert s.jobs[b].state == "failed" and "node n2 down" in s.jobs[b].error
+    assert s.jobs[a].state == "running"  # the other job continues
+    assert (s.pool.total, s.pool.free, s.pool.capacity) == (4, 2, 6)
+    st_ = s.status(3.0)
+    assert st_["total_slots"] == 4 and st_["capacity_slots"] == 6
+    assert {n["host"]: n["state"] for n in st_["nodes"]} == {"n1": "up", "n2": "down", "n3": "up"}
+    assert [e["kind"] for e in s.node_events if e["host"] == "n2"] == ["up", "down"]
+    # its monitor comes back: heartbeats are refused until it registers; then the node rejoins
+    with pytest.raises(StateError) as e:
+        s.node_heartbeat("n2", "m-n2", [], 4.0)
+    assert e.value.code == "not_registered"
+    s.node_register("n2", "m-n2b", 4.0)
+    s.validate()
+    assert s.pool.total == 6 and s.nodes["n2"].state == "up"
+    assert s.node_events[-1]["kind"] == "rejoin"
+
+
+def test_nothing_is_allocated_on_a_down_node_and_queued_jobs_wait_for_it():
+    s = make()
+    up_all(s)
+    s.node_down("n1", 1.0, "test")
+    a = s.submit(job(4), 1.0)
+    assert s.tick(1.0) == [Launch(a)] and set(s.jobs[a].hosts) == {"n2", "n3"}
+    b = s.submit(job(2), 1.0)  # 6 configured, 4 up: must wait (not refused)
+    assert s.tick(2.0) == [] and s.jobs[b].state == "queued"
+    assert s.node_register("n1", "again", 3.0) == [Launch(b)]
+    assert s.jobs[b].hosts == ["n1", "n1"]
+    s.validate()
+
+
+def test_an_expansion_onto_a_node_that_goes_down_is_abandoned_and_the_job_keeps_its_size():
+    s = make()
+    up_all(s)
+    a = s.submit(job(2, max_procs=6), 0.0)
+    s.tick(0.0)
+    adv = s.resize_point(a, {"iteration": 1, "nprocs": 2, "iter_time": 1.0}, 0.5)
+    assert adv.action == "expand" and "n2" in adv.hosts
+    s.node_down("n2", 1.0, "test")
+    s.validate()
+    j = s.jobs[a]
+    assert j.state == "running" and j.pending is None and j.nprocs == 2
+    assert s.events[-1]["kind"] == "resize_failed"
+    with pytest.raises(StateError):  # the job's late confirmation is out of order, harmlessly
+        s.resized(a, 2, adv.nprocs, 0.1, None, 2.0)
+
+
+def test_require_monitors_keeps_nodes_out_until_they_register():
+    s = make(require=True)
+    assert s.pool.total == 0 and s.pool.capacity == 6
+    a = s.submit(job(2), 0.0)
+    assert s.tick(0.0) == []
+    assert s.node_register("n3", "m", 1.0) == [Launch(a)] and s.jobs[a].hosts == ["n3", "n3"]
+    s.validate()
+
+
+def test_unknown_node_and_only_the_first_node_reports_a_job():
+    s = make()
+    with pytest.raises(StateError) as e:
+        s.node_register("n9", "m", 0.0)
+    assert e.value.code == "unknown_node"
+    a = s.submit(job(3), 0.0)
+    s.tick(0.0)  # n1, n1, n2
+    with pytest.raises(StateError) as e:
+        s.job_ended(a, "n2", "end", None, 1.0)
+    assert e.value.code == "not_first_node"
+    s.job_ended(a, "n1", "end", "gone", 1.0)
+    acts = s.ended_on_node(a, 1.5)
+    assert acts[0] == Kill(a) and s.jobs[a].state == "done"
+    b = s.submit(job(2), 2.0)
+    s.tick(2.0)
+    s.finished(b, "error", "boom", 2.5)
+    s.job_ended(b, s.jobs[b].hosts[0], "end", None, 3.0)
+    s.ended_on_node(b, 3.0)
+    assert s.jobs[b].state == "failed"
+    s.validate()
+
+
+def test_same_incarnation_registering_twice_is_one_event():
+    s = make()
+    s.node_register("n1", "m", 0.0)
+    n = len(s.node_events)
+    s.node_register("n1", "m", 0.1)
+    assert len(s.node_events) == n
+    s.node_register("n1", "m2", 0.2)
+    assert s.node_events[-1]["kind"] == "monitor_restart"
+
+
+def test_journal_keeps_node_states_and_events(tmp_path):
+    s = make()
+    up_all(s)
+    a = s.submit(job(2), 0.0)
+    s.tick(0.0)
+    s.node_down("n1", 1.0, "gone")
+    j = Journal(str(tmp_path / "j.sqlite"), checkpoint_every=None)
+    j.save([s.jobs[k] for k in sorted(s.dirty)], s.events, {"next_id": s.next_id},
+           [s.nodes[h] for h in sorted(s.dirty_nodes)], s.node_events)
+    j.close()
+    j = Journal(str(tmp_path / "j.sqlite"), checkpoint_every=None)
+    s2 = make()
+    jobs, meta = j.load()
+    s2.restore_nodes(j.load_nodes(), 5.0)
+    s2.restore(jobs, meta["next_id"])
+    s2.validate()
+    assert s2.nodes["n1"].state == "down" and s2.pool.total == 4
+    assert s2.nodes["n2"].state == "up" and s2.nodes["n2"].last_seen == 5.0  # one timeout to beat again
+    assert s2.jobs[a].state == "failed"
+    assert [(e["host"], e["kind"]) for e in j.node_history()][-1] == ("n1", "down")
+    s2.node_heartbeat("n2", "m-n2", [], 6.0)  # the same monitor carries on after a daemon restart
+    j.close()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["submit", "beat", "down", "register", "tick", "point"]),
+                          st.integers(0, 2), st.integers(1, 4)), max_size=40))
+def test_invariants_under_random_node_events(ops):
+    s = make()
+    up_all(s)
+    t = 0.0
+    hosts = ("n1", "n2", "n3")
+    for op, i, n in ops:
+        t += 0.5
+        h = hosts[i]
+        if op == "submit":
+            s.submit(job(n, max_procs=6), t)
+        elif op == "beat" and s.nodes[h].state == "up":
+            s.node_heartbeat(h, s.nodes[h].incarnation, [], t)
+        elif op == "down":
+            s.node_down(h, t, "random")
+        elif op == "register":
+            s.node_register(h, f"m{t}", t)
+        elif op == "tick":
+            s.check_nodes(t)
+            s.tick(t)
+        elif op == "point":
+            run = s.running()
+            if run:
+                j = run[i % len(run)]
+                if j.pending:
+                    s.resized(j.job_id, j.pending["old"], j.pending["new"], 0.1, None, t)
+                else:
+                    s.resize_point(j.job_id, {"iteration": 1, "nprocs": j.nprocs, "iter_time": 1.0 / n}, t)
+        s.validate()
+        assert s.pool.total == 2 * sum(r.state != "down" for r in s.nodes.values())
+
+
+def test_node_messages_validate():
+    ok = P.Message("heartbeat", 1, None, {"node": "n1", "incarnation": "x", "jobs": [1, 2]})
+    assert P.decode(P.encode(ok)) == ok
+    for body in ({"node": "", "incarnation": "x"}, {"node": "n1", "incarnation": "x", "jobs": [-1]},
+                 {"node": "n1", "incarnation": "x", "jobs": ["a"]}, {"node": "n1"}):
+        with pytest.raises(P.ProtocolError):
+            P.encode(P.Message("heartbeat", 1, None, body))
+    with pytest.raises(P.ProtocolError):
+        P.encode(P.Message("job_ended", 1, 3, {"node": "n1", "incarnation": "x", "status": "fine"}))
+    with pytest.raises(P.ProtocolError):  # job_ended is about a job
+        P.encode(P.Message("job_ended", 1, None, {"node": "n1", "incarnation": "x", "status": "end"}))
