@@ -47,12 +47,14 @@ def wait_for(pred, timeout: float, every: float = 0.1):
 class Cluster:
     """A daemon on loopback plus node monitors, all killed at the end (with every job they journaled)."""
 
-    def __init__(self, tmp, slots=2, timeout=1.0, extra=()):
+    def __init__(self, tmp, slots=2, timeout=1.0, extra=(), keys=None):
         self.dir = str(tmp)
+        self.keys = keys
         self.endpoint = f"tcp://127.0.0.1:{free_port()}"
         self.procs: list[subprocess.Popen] = []
         self.daemon = self._spawn("daemon.err", "daemon", "--endpoint", self.endpoint, "--state-dir", self.dir,
-                                  "--slots", str(slots), "--node-timeout", str(timeout), *extra)
+                                  "--slots", str(slots), "--node-timeout", str(timeout), *extra,
+                                  *(("--keys", keys) if keys else ()))
         wait_for(self.ping, 15)
 
     def _spawn(self, log, *args, env=None):
@@ -63,7 +65,9 @@ class Cluster:
         return p
 
     def monitor(self, node="localhost", *extra):
-        return self._spawn(f"nodemon-{node}.log", "nodemon", "--daemon", self.endpoint, "--node", node, *extra)
+        keys = ("--keys", self.keys) if self.keys else ()
+        return self._spawn(f"nodemon-{node}.log", "nodemon", "--daemon", self.endpoint, "--node", node, *keys,
+                           *extra)
 
     def ping(self):
         try:
@@ -73,7 +77,7 @@ class Cluster:
             return False
 
     def req(self, type_, body=None, timeout=5.0):
-        c = Connection(self.endpoint, timeout)
+        c = Connection(self.endpoint, timeout, keys=self.keys)
         try:
             return c.request(type_, body or {}).body
         finally:
