@@ -433,7 +433,8 @@ class ClusterState:
         self.pool.set_up(host)
         if was == "up" and old == incarnation:
             return []  # the same monitor again (its first reply was lost)
-        kind = {"down": "rejoin", "unmonitored": "up"}.get(was, "monitor_restart")
+        # down: lost (rejoin), or never registered yet while monitors are required (up)
+        kind = "monitor_restart" if was == "up" else "rejoin" if old is not None else "up"
         self._node_event(now, rec, kind, f"monitor {incarnation}")
         return self.schedule(now)
 

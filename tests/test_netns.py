@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ import time
 import pytest
 
 from reshape import netns
+from reshape.auth import make_keys
 from reshape.netns import LAUNCHER, NetnsCluster, NetnsError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -203,15 +205,19 @@ def test_daemon_in_the_head_runs_a_job_across_nodes(tmp_path):
     """The real daemon in the head namespace, pool node1+node2: a 4-rank job gets 2 ranks on each node."""
     pool = tmp_path / "pool.toml"
     pool.write_text('[[node]]\nhost = "node1"\nslots = 2\n\n[[node]]\nhost = "node2"\nslots = 2\n')
+    keys = str(tmp_path / "keys")  # the daemon listens on the cluster network: clients authenticate
+    make_keys(keys)
     with netns.cluster(("node1", "node2"), prefix="rnd", subnet="10.77.1.0/24") as c:
         env = os.environ | c.mpi_env() | {"PYTHONPATH": ROOT}
         ep = f"tcp://{c.ip('head')}:5555"
         daemon = c.popen("head", [sys.executable, "-m", "reshape.cli", "daemon", "--endpoint", ep, "--config",
-                                  str(pool), "--state-dir", str(tmp_path / "state"), "--workdir", ROOT],
+                                  str(pool), "--state-dir", str(tmp_path / "state"), "--workdir", ROOT,
+                                  "--keys", keys],
                          env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
         def cli(*args):
-            return c.run("head", [sys.executable, "-m", "reshape.cli", *args, "--endpoint", ep], env=env, cwd=ROOT)
+            return c.run("head", [sys.executable, "-m", "reshape.cli", *args, "--endpoint", ep, "--keys", keys],
+                         env=env, cwd=ROOT)
 
         try:
             for _ in range(100):
@@ -231,3 +237,220 @@ def test_daemon_in_the_head_runs_a_job_across_nodes(tmp_path):
         finally:
             daemon.kill()
             daemon.wait()
+
+
+# ------------------------------------------------------------ node monitors, node loss, access (root)
+JOB = """
+import sys, time
+from mpi4py import MPI
+from reshape.advice import ResizeReport
+from reshape.client import SchedulerClient
+comm = MPI.COMM_WORLD
+client = SchedulerClient.from_env() if comm.rank == 0 else None
+for it in range(int(sys.argv[1])):
+    time.sleep(1.0)
+    if client:
+        client.advise(ResizeReport(client.job_id, it + 1, comm.size, (comm.size,), 1.0))
+req = comm.Ibarrier()
+while not req.Test():
+    time.sleep(0.01)
+if client:
+    client.finished()
+    print("errors", client.errors, flush=True)
+"""
+
+
+REQUEST = """
+import json, sys
+from reshape.client import Connection
+conn = Connection(sys.argv[1], 10.0, keys=sys.argv[2])
+print(json.dumps(conn.request(sys.argv[3], json.loads(sys.argv[4])).body))
+"""
+
+
+class Head:
+    """The daemon in the head namespace (pool node1..node3, 2 slots each, CURVE keys, 2 s node timeout)
+    and a node monitor in each node; everything is killed and the cluster removed at the end."""
+
+    def __init__(self, c: NetnsCluster, tmp):
+        self.c, self.tmp = c, tmp
+        self.keys = str(tmp / "keys")
+        make_keys(self.keys)
+        pool = tmp / "pool.toml"
+        pool.write_text("".join(f'[[node]]\nhost = "{n}"\nslots = 2\n\n' for n in c.nodes))
+        self.state = str(tmp / "state")
+        self.env = os.environ | c.mpi_env() | {"PYTHONPATH": ROOT}
+        self.ep = f"tcp://{c.ip('head')}:5555"
+        self.err = open(tmp / "daemon.err", "ab")  # noqa: SIM115
+        self.daemon = c.popen("head", [sys.executable, "-m", "reshape.cli", "daemon", "--endpoint", self.ep,
+                                       "--config", str(pool), "--state-dir", self.state, "--workdir", ROOT,
+                                       "--keys", self.keys, "--node-timeout", "2", "--require-monitors"],
+                              env=self.env, cwd=ROOT, stdout=self.err, stderr=self.err)
+        self.monitors: dict[str, subprocess.Popen] = {}
+        for n in c.nodes:
+            self.monitor(n)
+        self.wait(lambda: all(n["state"] == "up" for n in self.status()["nodes"]), 20)
+
+    def monitor(self, node: str) -> None:
+        log = open(self.tmp / f"nodemon-{node}.log", "ab")  # noqa: SIM115
+        self.monitors[node] = self.c.popen(node, [sys.executable, "-m", "reshape.cli", "nodemon", "--daemon", self.ep,
+                                                  "--node", node, "--keys", self.keys],
+                                           env=self.env, cwd=ROOT, stdout=log, stderr=log)
+        log.close()
+
+    def req(self, type_, body=None):
+        """One authenticated request from the head namespace (the root namespace has no route to the cluster)."""
+        out = self.c.run("head", [sys.executable, "-c", REQUEST, self.ep, self.keys, type_, json.dumps(body or {})],
+                         env=self.env, cwd=ROOT, timeout=30)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    def status(self) -> dict:
+        """``reshape status`` run in node3 (over the cluster network, authenticated), checked for consistency."""
+        out = self.c.run(self.c.nodes[-1], [sys.executable, "-m", "reshape.cli", "status", "--json", "--endpoint",
+                                            self.ep, "--keys", self.keys], env=self.env, cwd=ROOT, timeout=20)
+        assert out.returncode == 0, out.stderr
+        st = json.loads(out.stdout)
+        assert st["free_slots"] == st["total_slots"] - sum(j["nprocs"] for j in st["running"]), st
+        assert st["total_slots"] == sum(n["slots"] for n in st["nodes"] if n["state"] == "up"), st
+        for j in st["running"]:
+            assert all(h in {n["host"] for n in st["nodes"] if n["state"] == "up"} for h in j["hosts"]), st
+        return st
+
+    def job(self, jid: int) -> dict:
+        st = self.status()
+        for j in st["running"] + st["queue"]:
+            if j["job_id"] == jid:
+                return j
+        return {"job_id": jid, "state": "ended"}
+
+    def wait(self, pred, timeout):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            v = pred()
+            if v:
+                return v
+            time.sleep(0.2)
+        raise AssertionError(f"condition not met within {timeout}s; daemon log:\n{self.log()}")
+
+    def log(self) -> str:
+        self.err.flush()
+        with open(self.tmp / "daemon.err", errors="replace") as f:
+            return f.read()[-3000:]
+
+    def close(self) -> None:
+        for p in [*self.monitors.values(), self.daemon]:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        self.err.close()
+
+
+@pytest.fixture
+def head(tmp_path):
+    with netns.cluster(("node1", "node2", "node3"), prefix="rnm", subnet="10.77.2.0/24") as c:
+        h = Head(c, tmp_path)
+        try:
+            yield h
+        finally:
+            h.close()
+    assert not leftovers("rnm"), leftovers("rnm")
+
+
+@needs_root
+def test_node_loss_fails_its_job_the_rest_continue_status_stays_right_and_the_node_rejoins(head):
+    c = head.c
+    a = head.req("submit", {"job": {"name": "talker", "command": ["python", "-c", JOB, "8"], "nprocs": 2,
+                                    "resizable": False}})["job_id"]
+    b = head.req("submit", {"job": {"name": "victim", "command": ["python", "-c", "import time; from mpi4py "
+                                    "import MPI; time.sleep(60)"], "nprocs": 2, "resizable": False}})["job_id"]
+    st = head.wait(lambda: (s := head.status()) and len(s["running"]) == 2 and s, 20)
+    hosts = {j["job_id"]: j["hosts"] for j in st["running"]}
+    assert hosts == {a: ["node1"], b: ["node2"]}
+    head.wait(lambda: any(n["host"] == "node2" and n["jobs"] == [b] for n in head.status()["nodes"]), 20)
+    t0 = time.monotonic()
+    c.kill_node("node2")  # monitor, proxy and ranks gone, namespace deleted
+    down_after = None
+    while time.monotonic() - t0 < 15:
+        st = head.status()  # consistent at every poll
+        node2 = next(n for n in st["nodes"] if n["host"] == "node2")
+        if node2["state"] == "down" and down_after is None:
+            down_after = time.monotonic() - t0
+            assert st["total_slots"] == 4 and st["capacity_slots"] == 6
+            assert b not in [j["job_id"] for j in st["running"]]
+        if down_after is not None and head.job(a)["state"] == "ended":
+            break
+        time.sleep(0.2)
+    assert down_after is not None and down_after < 5.0, down_after
+    hist = head.req("history")
+    jobs = {j["job_id"]: j for j in hist["jobs"]}
+    assert jobs[b]["state"] == "failed", jobs[b]
+    assert jobs[a]["state"] == "done" and jobs[a]["iterations"] == 8, jobs[a]  # continued, over the network
+    assert ("node2", "down") in [(e["host"], e["kind"]) for e in hist["node_events"]]
+    # the journal has every job and node event
+    db = sqlite3.connect(os.path.join(head.state, "journal.sqlite"))
+    states = dict(db.execute("SELECT job_id, state FROM jobs"))
+    assert states == {a: "done", b: "failed"}
+    kinds = [(j, k) for j, k in db.execute("SELECT job_id, kind FROM events ORDER BY seq") if k != "advise"]
+    assert [k for j, k in kinds if j == b] == ["submit", "start", "end"]
+    assert [k for j, k in kinds if j == a] == ["submit", "start", "end"]
+    nodes = [(h, k) for h, k in db.execute("SELECT host, kind FROM node_events ORDER BY seq")]
+    assert sorted(nodes[:3]) == [("node1", "up"), ("node2", "up"), ("node3", "up")]
+    assert nodes[3:] == [("node2", "down")]
+    assert dict(db.execute("SELECT host, state FROM nodes")) == {"node1": "up", "node2": "down", "node3": "up"}
+    db.close()
+    # the node comes back: a new namespace and a new monitor; a job using every node then runs
+    c.add_node("node2")
+    head.monitor("node2")
+    head.wait(lambda: head.status()["total_slots"] == 6, 15)
+    hello = {"name": "hello", "nprocs": 6, "resizable": False, "command": [
+        "python", "-c", "from mpi4py import MPI; import socket, sys; "
+        "sys.stdout.write(f'rank {MPI.COMM_WORLD.rank} on {socket.gethostname()}\\n')"]}
+    h = head.req("submit", {"job": hello})["job_id"]
+    head.wait(lambda: head.job(h)["state"] == "ended", 40)
+    log = head.req("log", {"job_id": h})["text"]
+    assert sorted(re.findall(r"rank \d on (node\d)", log)) == ["node1"] * 2 + ["node2"] * 2 + ["node3"] * 2, log
+    assert next(j for j in head.req("history")["jobs"] if j["job_id"] == h)["state"] == "done"
+    assert ("node2", "rejoin") in [(e["host"], e["kind"]) for e in head.req("history")["node_events"]][-1:]
+
+
+STRANGER = """
+import sys, zmq, zmq.auth
+ctx = zmq.Context()
+s = ctx.socket(zmq.DEALER)
+s.linger = 0
+if len(sys.argv) > 2:  # a CURVE client with a key pair the daemon does not know
+    pub, sec = zmq.auth.load_certificate(sys.argv[2])
+    s.curve_publickey, s.curve_secretkey = pub, sec
+    s.curve_serverkey = zmq.auth.load_certificate(sys.argv[3])[0]
+s.connect(sys.argv[1])
+s.send(b'{"v": 1, "type": "status", "seq": 1, "job_id": null, "body": {}}')
+print("answered" if s.poll(2000) else "refused")
+"""
+
+
+@needs_root
+def test_clients_without_the_key_are_refused_on_the_cluster_network_while_others_keep_working(head, tmp_path):
+    c = head.c
+    a = head.req("submit", {"job": {"name": "talker", "command": ["python", "-c", JOB, "6"], "nprocs": 2,
+                                    "resizable": False}})["job_id"]
+    head.wait(lambda: head.job(a).get("iterations", 0) >= 1, 20)
+    served = head.status()["daemon"]["served"]
+    plain = c.run("node2", [sys.executable, "-c", STRANGER, head.ep], cwd=ROOT, timeout=20)
+    assert plain.stdout.strip() == "refused", plain.stderr
+    make_keys(str(tmp_path / "stranger"))
+    unknown = c.run("node2", [sys.executable, "-c", STRANGER, head.ep, str(tmp_path / "stranger/client.key_secret"),
+                              os.path.join(head.keys, "server.key")], cwd=ROOT, timeout=20)
+    assert unknown.stdout.strip() == "refused", unknown.stderr
+    nokeys = c.run("node2", [sys.executable, "-m", "reshape.cli", "status", "--endpoint", head.ep],
+                   env={k: v for k, v in head.env.items() if k != "RESHAPE_KEYS"} | {"HOME": str(tmp_path)},
+                   cwd=ROOT, timeout=20)
+    assert nokeys.returncode == 1 and "reshape keys" in nokeys.stderr  # the CLI says what is missing
+    st = head.status()  # the authenticated client, the job and the monitors were not disturbed
+    assert st["daemon"]["refused"] >= 2 and st["daemon"]["served"] > served
+    assert all(n["state"] == "up" for n in st["nodes"])
+    log = head.log()
+    assert f"refused client {c.ip('node2')}: key" in log and "handshake failed" in log
+    head.wait(lambda: head.job(a)["state"] == "ended", 30)
+    j = next(j for j in head.req("history")["jobs"] if j["job_id"] == a)
+    assert j["state"] == "done" and j["iterations"] == 6, j
