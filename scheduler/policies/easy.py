@@ -5,7 +5,7 @@ at which enough slots will be free (the *shadow time*, from running jobs'
 ``start_time + walltime``), then start later jobs that fit now and either end
 before the shadow time or use only slots the head will not need there.
 
-Choices where the description is open (tested in ``tests/test_policy_easy.py``):
+Choices where the description is open (tested in ``tests/test_policy_reshape.py``):
 
 * A running job without a walltime estimate is assumed to run forever; if the
   head can then never start, the shadow time is infinite and any job that
