@@ -205,10 +205,7 @@ def legal_sizes(spec: JobSpec, pool: int) -> list[int]:
     """Sizes ``spec`` may run at in a pool of ``pool`` slots, ascending."""
     hi = min(spec.max_procs or pool, pool)
     lo = max(spec.min_procs, 1)
-    if spec.sizes:
-        cand = [p for p in spec.sizes if lo <= p <= hi]
-    else:
-        cand = list(range(lo, hi + 1))
+    cand = [p for p in spec.sizes if lo <= p <= hi] if spec.sizes else list(range(lo, hi + 1))
     if spec.divides:
         cand = [p for p in cand if spec.divides % p == 0]
     return sorted(set(cand))

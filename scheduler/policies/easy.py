@@ -38,8 +38,7 @@ partner of the remap preset ``"reshape-plus"``):
   available, and then adding more processors later"): when the head still
   does not fit after EASY's starts and is resizable, it starts at the largest
   legal size that fits in the free slots, if that is at least its
-  ``min_procs``. The same rule as ``easy-squeeze``
-  (:mod:`scheduler.policies.moldable`), as a parameter.
+  ``min_procs`` (preset ``easy-squeeze``).
 """
 
 from __future__ import annotations
@@ -163,3 +162,4 @@ class EasyBackfill(AppPolicy):
 
 
 register_app_policy("easy-plus")(partial(EasyBackfill, give_back=True, squeeze=True))
+register_app_policy("easy-squeeze")(partial(EasyBackfill, squeeze=True))
