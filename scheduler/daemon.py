@@ -109,6 +109,7 @@ class Daemon:
         self._reap: list[subprocess.Popen] = []  # killed jobs' mpiexec not yet reaped
         self._strays: queue.SimpleQueue[str | None] = queue.SimpleQueue()  # tags for the reaper thread
         self.served = 0
+        self.max_gap = 0.0  # longest time between two turns of the loop (seconds)
         self.service: collections.deque[float] = collections.deque(maxlen=8192)  # seconds, recv -> reply
         self.stopping = False
         self._last_adopted_check = 0.0
@@ -322,7 +323,7 @@ class Daemon:
         now = time.time()
         self.perform(self.state.tick(now), now)
         self.flush()
-        last_tick = now
+        last_tick = last_loop = now
         gc.freeze()  # startup objects are never garbage: keep them out of the collector's scans
         clock = time.perf_counter
         try:
@@ -344,6 +345,8 @@ class Daemon:
                         replies.append((frames[0], P.encode(rep), t_in))
                         acts += a
                 now = time.time()
+                self.max_gap = max(self.max_gap, now - last_loop)
+                last_loop = now
                 if now - last_tick >= self.tick_every:
                     last_tick = now
                     acts += self.monitor(now)
@@ -376,7 +379,8 @@ class Daemon:
     def service_stats(self) -> dict[str, Any]:
         """Requests served and the service time (request received -> reply sent) of recent ones."""
         xs = sorted(self.service)
-        access = {"auth": "curve" if self.gate else "none", "refused": self.gate.refused if self.gate else 0}
+        access = {"auth": "curve" if self.gate else "none", "refused": self.gate.refused if self.gate else 0,
+                  "max_loop_gap_ms": round(1e3 * self.max_gap, 1)}
         if not xs:
             return {"served": self.served, "window": 0, "p50_ms": None, "p99_ms": None, "max_ms": None} | access
         return {"served": self.served, "window": len(xs), "p50_ms": 1e3 * xs[len(xs) // 2],

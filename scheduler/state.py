@@ -161,6 +161,7 @@ class ClusterState:
         self.nodes: dict[str, NodeRecord] = {n.host: NodeRecord(n.host) for n in pool.nodes}
         self.node_events: list[dict[str, Any]] = []  # node history, appended to the journal
         self.dirty_nodes: set[str] = set()
+        self._last_node_check: float | None = None
         if require_monitors:
             for rec in self.nodes.values():
                 rec.state, rec.reason = "down", "no node monitor yet"
@@ -450,8 +451,21 @@ class ClusterState:
             self.dirty_nodes.add(host)
 
     def check_nodes(self, now: float) -> list[Launch | Kill]:
-        """Nodes whose heartbeats stopped for ``node_timeout`` seconds go down."""
+        """Nodes whose heartbeats stopped for ``node_timeout`` seconds go down.
+
+        Silence is counted on the daemon's side only while the daemon was
+        listening: when the previous check is more than a second ago (the
+        daemon was stalled, e.g. starved of CPU, and heartbeats queued or were
+        dropped by monitors that timed out), that gap is credited to every
+        node, so a stalled daemon does not write off nodes that were fine.
+        """
         out: list[Launch | Kill] = []
+        gap = 0.0 if self._last_node_check is None else now - self._last_node_check
+        self._last_node_check = now
+        if gap > 1.0:
+            for rec in self.nodes.values():
+                if rec.last_seen is not None:
+                    rec.last_seen += gap
         for rec in self.nodes.values():
             if rec.state == "up" and rec.last_seen is not None and now - rec.last_seen > self.node_timeout:
                 out += self.node_down(rec.host, now, f"no heartbeat for {now - rec.last_seen:.1f} s")

@@ -269,7 +269,7 @@ print(json.dumps(conn.request(sys.argv[3], json.loads(sys.argv[4])).body))
 
 
 class Head:
-    """The daemon in the head namespace (pool node1..node3, 2 slots each, CURVE keys, 2 s node timeout)
+    """The daemon in the head namespace (pool node1..node3, 2 slots each, CURVE keys, 3 s node timeout)
     and a node monitor in each node; everything is killed and the cluster removed at the end."""
 
     def __init__(self, c: NetnsCluster, tmp):
@@ -284,7 +284,7 @@ class Head:
         self.err = open(tmp / "daemon.err", "ab")  # noqa: SIM115
         self.daemon = c.popen("head", [sys.executable, "-m", "reshape.cli", "daemon", "--endpoint", self.ep,
                                        "--config", str(pool), "--state-dir", self.state, "--workdir", ROOT,
-                                       "--keys", self.keys, "--node-timeout", "2", "--require-monitors"],
+                                       "--keys", self.keys, "--node-timeout", "3", "--require-monitors"],
                               env=self.env, cwd=ROOT, stdout=self.err, stderr=self.err)
         self.monitors: dict[str, subprocess.Popen] = {}
         for n in c.nodes:
@@ -346,9 +346,23 @@ class Head:
         self.err.close()
 
 
+def pin_bridge_mac(c: NetnsCluster) -> None:
+    """Give the bridge a fixed MAC address.
+
+    A Linux bridge without one takes the lowest MAC of its ports, so deleting
+    (or adding) a node's veth can change the head's MAC: the nodes' ARP
+    entries for the head then point nowhere for several seconds and every
+    monitor's heartbeat is lost, so healthy nodes were marked down after a
+    node loss in about one run of three. (``reshape.netns`` should do this
+    when it makes the bridge.)
+    """
+    subprocess.run(["ip", "-n", c.ns("head"), "link", "set", c.bridge, "address", "02:52:53:48:00:01"], check=True)
+
+
 @pytest.fixture
 def head(tmp_path):
     with netns.cluster(("node1", "node2", "node3"), prefix="rnm", subnet="10.77.2.0/24") as c:
+        pin_bridge_mac(c)
         h = Head(c, tmp_path)
         try:
             yield h
@@ -381,11 +395,13 @@ def test_node_loss_fails_its_job_the_rest_continue_status_stays_right_and_the_no
         if down_after is not None and head.job(a)["state"] == "ended":
             break
         time.sleep(0.2)
-    assert down_after is not None and down_after < 5.0, down_after
+    assert down_after is not None and down_after < 6.0, down_after
     hist = head.req("history")
     jobs = {j["job_id"]: j for j in hist["jobs"]}
     assert jobs[b]["state"] == "failed", jobs[b]
-    assert jobs[a]["state"] == "done" and jobs[a]["iterations"] == 8, jobs[a]  # continued, over the network
+    assert jobs[a]["state"] == "done" and jobs[a]["iterations"] == 8, (
+        jobs[a]["error"], head.status()["daemon"], jobs[a]["node_report"], hist["node_events"],
+        head.req("log", {"job_id": a})["text"][-1500:])
     assert ("node2", "down") in [(e["host"], e["kind"]) for e in hist["node_events"]]
     # the journal has every job and node event
     db = sqlite3.connect(os.path.join(head.state, "journal.sqlite"))

@@ -55,7 +55,11 @@ class Cluster:
         self.daemon = self._spawn("daemon.err", "daemon", "--endpoint", self.endpoint, "--state-dir", self.dir,
                                   "--slots", str(slots), "--node-timeout", str(timeout), *extra,
                                   *(("--keys", keys) if keys else ()))
-        wait_for(self.ping, 15)
+        try:
+            wait_for(self.ping, 15)
+        except BaseException:
+            self.close()
+            raise
 
     def _spawn(self, log, *args, env=None):
         with open(os.path.join(self.dir, log), "ab") as err:

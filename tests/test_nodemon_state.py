@@ -67,6 +67,18 @@ def test_unmonitored_nodes_count_and_a_silent_node_goes_down_with_its_jobs():
     assert s.node_events[-1]["kind"] == "rejoin"
 
 
+def test_a_stalled_daemon_does_not_write_off_nodes_that_were_fine():
+    s = make(timeout=2.0)
+    up_all(s, 0.0)
+    assert s.check_nodes(0.1) == []
+    assert s.check_nodes(5.0) == []  # the daemon itself was away for 4.9 s: credited to every node
+    assert all(r.state == "up" for r in s.nodes.values())
+    s.node_heartbeat("n1", "m-n1", [], 5.5)
+    for t in (6.0, 6.5, 7.0, 7.5):
+        s.check_nodes(t)
+    assert [r.state for r in s.nodes.values()] == ["up", "down", "down"]  # silent while it listened
+
+
 def test_nothing_is_allocated_on_a_down_node_and_queued_jobs_wait_for_it():
     s = make()
     up_all(s)
