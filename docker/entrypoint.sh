@@ -1,10 +1,13 @@
 #!/bin/sh
 # Entry point of the cluster image: `reshape-node head [daemon args...]` or `reshape-node compute`.
 #
-# Both roles: host keys for this container, the cluster key from the shared
+# Both roles: host keys for this container, the cluster's ssh key from the shared
 # volume /cluster (the first node to start makes it, under a mkdir lock; the
-# others wait for it) authorized for root, and sshd. The head then runs the scheduler daemon in
-# the foreground with the pool of docker/pool.toml (or $RESHAPE_POOL).
+# others wait for it) authorized for root, and sshd; likewise the CURVE keys of
+# the daemon and its clients in /cluster/keys ($RESHAPE_KEYS, `reshape keys`).
+# The head then runs the scheduler daemon in the foreground with the pool of
+# docker/pool.toml (or $RESHAPE_POOL); a compute node runs its node monitor
+# (`reshape nodemon`), which registers the node with the daemon and heartbeats.
 set -eu
 role=${1:-compute}
 [ $# -gt 0 ] && shift
@@ -26,9 +29,28 @@ while [ ! -s "$keydir/id_ed25519.pub" ]; do
     waited=$((waited + 1))
 done
 install -m 600 "$keydir/id_ed25519.pub" /root/.ssh/authorized_keys
+
+# CURVE keys: the daemon's pair and the client pair used by the CLI, jobs and node monitors.
+curve=${RESHAPE_KEYS:-/cluster/keys}
+if [ ! -s "$curve/client.key_secret" ] && mkdir -p "$curve" && mkdir "$curve/.lock" 2>/dev/null; then
+    reshape keys --dir "$curve" >/dev/null
+fi
+waited=0
+while [ ! -s "$curve/client.key_secret" ] || [ ! -s "$curve/server.key" ]; do
+    if [ $waited -ge 120 ]; then
+        echo "reshape-node: no CURVE keys in $curve after 120 s (remove $curve/.lock if a node died making them)" >&2
+        exit 1
+    fi
+    sleep 1
+    waited=$((waited + 1))
+done
+export RESHAPE_KEYS="$curve"
+
 case "$role" in
     compute)
-        exec /usr/sbin/sshd -D -e
+        /usr/sbin/sshd -e
+        # the monitor retries until the head's daemon answers; if it ends, the container restarts
+        exec reshape nodemon --daemon "${RESHAPE_DAEMON:-tcp://head:5555}" --node "$(hostname)" "$@"
         ;;
     head)
         /usr/sbin/sshd -e
