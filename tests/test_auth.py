@@ -108,3 +108,27 @@ def test_unauthenticated_and_unknown_clients_are_refused_while_others_work(tmp_p
     finally:
         c.close()
 
+
+
+def test_compose_cluster_runs_monitors_with_keys_from_the_shared_volume():
+    yaml = pytest.importorskip("yaml", reason="needs pyyaml (test extra) to read docker-compose.yml")
+    from reshape.cli import build_parser
+
+    with open(os.path.join(ROOT, "docker-compose.yml")) as f:
+        compose = yaml.safe_load(f)
+    head = compose["services"]["head"]
+    args = build_parser().parse_args(["daemon", "--endpoint", head["environment"]["RESHAPE_ENDPOINT"],
+                                      "--state-dir", "/tmp/x", *head["command"][1:]])
+    assert args.require_monitors and args.node_timeout > 0
+    assert not auth.is_loopback(head["environment"]["RESHAPE_ENDPOINT"])  # so keys are required
+    for name, svc in compose["services"].items():
+        if name != "head":
+            assert svc["environment"]["RESHAPE_DAEMON"] == "tcp://head:5555"
+    with open(os.path.join(ROOT, "docker", "Dockerfile")) as f:
+        assert "RESHAPE_KEYS=/cluster/keys" in f.read()  # every node, and `docker compose exec` clients
+    with open(os.path.join(ROOT, "docker", "entrypoint.sh")) as f:
+        script = f.read()
+    assert 'reshape keys --dir "$curve"' in script
+    assert 'exec reshape nodemon --daemon "${RESHAPE_DAEMON:-tcp://head:5555}" --node "$(hostname)"' in script
+    nodemon = build_parser().parse_args(["nodemon", "--daemon", "tcp://head:5555", "--node", "node1"])
+    assert nodemon.func is not None
