@@ -359,16 +359,20 @@ def pin_bridge_mac(c: NetnsCluster) -> None:
     subprocess.run(["ip", "-n", c.ns("head"), "link", "set", c.bridge, "address", "02:52:53:48:00:01"], check=True)
 
 
+# per test process: two runs of these tests on one machine must not remove each other's cluster
+MON_PREFIX = f"m{os.getpid() % 10000:04d}"
+
+
 @pytest.fixture
 def head(tmp_path):
-    with netns.cluster(("node1", "node2", "node3"), prefix="rnm", subnet="10.77.2.0/24") as c:
+    with netns.cluster(("node1", "node2", "node3"), prefix=MON_PREFIX, subnet="10.77.2.0/24") as c:
         pin_bridge_mac(c)
         h = Head(c, tmp_path)
         try:
             yield h
         finally:
             h.close()
-    assert not leftovers("rnm"), leftovers("rnm")
+    assert not leftovers(MON_PREFIX), leftovers(MON_PREFIX)
 
 
 @needs_root
