@@ -70,6 +70,7 @@ __all__ = [
 DEFAULT_PREFIX = "rnc"
 DEFAULT_SUBNET = "10.77.0.0/24"
 HEAD = "head"
+BRIDGE_MAC = "02:52:53:48:00:01"  # locally administered, fixed (see create())
 STATE_ROOT = "/run/reshape-netns"
 ETC_NETNS = "/etc/netns"
 LAUNCHER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scheduler", "launchers",
@@ -251,6 +252,10 @@ class NetnsCluster:
             self._etc(HEAD)
             _ip("link", "set", "lo", "up", ns=head)
             _ip("link", "add", self.bridge, "type", "bridge", ns=head)
+            # A bridge without its own MAC takes the lowest MAC of its ports, so adding or
+            # removing a node could change the head's MAC and strand the nodes' ARP entries
+            # for seconds (healthy nodes then missed heartbeats). Pin a locally administered one.
+            _ip("link", "set", self.bridge, "address", BRIDGE_MAC, ns=head)
             plen = ipaddress.ip_network(self.subnet).prefixlen
             _ip("addr", "add", f"{self.ip(HEAD)}/{plen}", "dev", self.bridge, ns=head)
             _ip("link", "set", self.bridge, "up", ns=head)

@@ -21,7 +21,8 @@ from reshape.auth import make_keys
 from reshape.netns import LAUNCHER, NetnsCluster, NetnsError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PREFIX = "rnt"
+PREFIX = f"t{os.getpid() % 10000:04d}"  # per process: concurrent test runs must not share a cluster
+CRASH = f"x{os.getpid() % 10000:04d}"
 WHY = netns.unavailable_reason()
 needs_root = pytest.mark.skipif(WHY is not None, reason=f"namespace cluster unavailable: {WHY}")
 
@@ -143,13 +144,13 @@ def test_killed_node_disappears_and_rejoins(cluster):
 
 @needs_root
 def test_cleanup_after_a_crash_is_complete_and_idempotent():
-    crashed = NetnsCluster(("a", "b"), prefix="rnx", subnet="10.77.9.0/24").create()
+    crashed = NetnsCluster(("a", "b"), prefix=CRASH, subnet="10.77.9.0/24").create()
     crashed.popen("a", ["sleep", "60"], start_new_session=True)
     del crashed  # as if the process that made it died: nothing was torn down
-    gone = netns.cleanup("rnx")
-    assert sorted(gone) == ["rnx-a", "rnx-b", "rnx-head"]
-    assert not leftovers("rnx")
-    assert netns.cleanup("rnx") == []
+    gone = netns.cleanup(CRASH)
+    assert sorted(gone) == [f"{CRASH}-a", f"{CRASH}-b", f"{CRASH}-head"]
+    assert not leftovers(CRASH)
+    assert netns.cleanup(CRASH) == []
 
 
 @needs_root
@@ -207,7 +208,7 @@ def test_daemon_in_the_head_runs_a_job_across_nodes(tmp_path):
     pool.write_text('[[node]]\nhost = "node1"\nslots = 2\n\n[[node]]\nhost = "node2"\nslots = 2\n')
     keys = str(tmp_path / "keys")  # the daemon listens on the cluster network: clients authenticate
     make_keys(keys)
-    with netns.cluster(("node1", "node2"), prefix="rnd", subnet="10.77.1.0/24") as c:
+    with netns.cluster(("node1", "node2"), prefix=f"d{os.getpid() % 10000:04d}", subnet="10.77.1.0/24") as c:
         env = os.environ | c.mpi_env() | {"PYTHONPATH": ROOT}
         ep = f"tcp://{c.ip('head')}:5555"
         daemon = c.popen("head", [sys.executable, "-m", "reshape.cli", "daemon", "--endpoint", ep, "--config",
@@ -346,19 +347,6 @@ class Head:
         self.err.close()
 
 
-def pin_bridge_mac(c: NetnsCluster) -> None:
-    """Give the bridge a fixed MAC address.
-
-    A Linux bridge without one takes the lowest MAC of its ports, so deleting
-    (or adding) a node's veth can change the head's MAC: the nodes' ARP
-    entries for the head then point nowhere for several seconds and every
-    monitor's heartbeat is lost, so healthy nodes were marked down after a
-    node loss in about one run of three. (``reshape.netns`` should do this
-    when it makes the bridge.)
-    """
-    subprocess.run(["ip", "-n", c.ns("head"), "link", "set", c.bridge, "address", "02:52:53:48:00:01"], check=True)
-
-
 # per test process: two runs of these tests on one machine must not remove each other's cluster
 MON_PREFIX = f"m{os.getpid() % 10000:04d}"
 
@@ -366,7 +354,6 @@ MON_PREFIX = f"m{os.getpid() % 10000:04d}"
 @pytest.fixture
 def head(tmp_path):
     with netns.cluster(("node1", "node2", "node3"), prefix=MON_PREFIX, subnet="10.77.2.0/24") as c:
-        pin_bridge_mac(c)
         h = Head(c, tmp_path)
         try:
             yield h
