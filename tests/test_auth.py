@@ -17,7 +17,8 @@ import zmq
 
 from reshape import auth
 from reshape.client import Connection, SchedulerUnavailable
-from tests.test_nodemon import ROOT, Cluster, wait_for
+from tests.helpers import ROOT, wait_for
+from tests.test_nodemon import Cluster
 
 pytestmark = pytest.mark.mpi
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -21,27 +20,11 @@ import pytest
 from reshape.client import Connection
 from reshape.launch import kill_session
 from scheduler.startup import job_pids, job_tag, kill_job
+from tests.helpers import ROOT, free_port, wait_for
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.mpi
 
 SLEEPER = "import time; from mpi4py import MPI; time.sleep({})"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(pred, timeout: float, every: float = 0.1):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        v = pred()
-        if v:
-            return v
-        time.sleep(every)
-    raise AssertionError(f"condition not met within {timeout}s")
 
 
 class Cluster:
