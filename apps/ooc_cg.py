@@ -17,9 +17,7 @@ Run: ``mpiexec -n 3 python -m apps.ooc_cg --rows 60 --cols 40 --iters 10 --check
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import time
 
 import numpy as np
 from mpi4py import MPI
@@ -29,16 +27,13 @@ from reshape.darray import DistArray
 from reshape.layout import even_counts, gen_block
 from reshape.mpiutil import barrier, wait, wait_all
 from reshape.redistribute import redistribute
-from reshape.shared.cluster import Cluster, Emulator, load_cluster
+from reshape.shared.app import OOCApp
+from reshape.shared.cluster import Cluster, load_cluster
 from reshape.shared.instrument import (
-    Recorder,
-    gather_profile,
-    measure_comm,
-    median_node_profile,
     probe_disk,
 )
 from reshape.shared.mheta import Profile
-from reshape.shared.ooc import LocalStore, remove_tree, scratch_dir
+from reshape.shared.ooc import remove_tree, scratch_dir
 from reshape.shared.structure import (
     AppStructure,
     ArraySpec,
@@ -105,21 +100,12 @@ def serial(rows: int, cols: int, iters: int) -> np.ndarray:
     return x
 
 
-class OOCCG:
+class OOCCG(OOCApp):
     """One rank of the out-of-core CG run (collective methods; same interface as OOCJacobi)."""
 
     def __init__(self, comm: MPI.Comm, cluster: Cluster, rows: int, cols: int,
                  workdir: str, prefetch: bool = False):
-        if len(cluster) != comm.size:
-            raise ValueError(f"cluster has {len(cluster)} nodes but the run has {comm.size} ranks")
-        self.comm, self.cluster, self.rows, self.cols = comm, cluster, rows, cols
-        self.node = cluster.nodes[comm.rank]
-        self.emu = Emulator(self.node, cluster.element_time)
-        self.rec = Recorder()
-        self.prefetch = prefetch
-        self.app = structure(rows, cols, prefetch)
-        self.store = LocalStore(os.path.join(workdir, f"cg-{comm.rank}.h5"), self.emu, self.rec)
-        self.forced = False
+        super().__init__(comm, cluster, rows, cols, workdir, "cg", structure, prefetch)
 
     def _allreduce(self, v: float) -> float:
         out = np.zeros(1)
@@ -214,33 +200,8 @@ class OOCCG:
 
     def instrument(self, repeats: int = 3) -> Profile:
         """Instrumented iterations (forced I/O, synchronous reads) -> the MHETA profile."""
-        cp = measure_comm(self.comm, self.cols * 8)
         probe_disk(self.store, "matrix", self.rec, write=False)
-        profiles = []
-        for _ in range(repeats):
-            barrier(self.comm)
-            self.rec.reset()
-            self.forced, self.rec.enabled = True, True
-            try:
-                self.iterate()
-            finally:
-                self.forced, self.rec.enabled = False, False
-            profiles.append(self.rec.node_profile(self.n, self.node.memory, self.app.stage_names()))
-        return gather_profile(self.comm, median_node_profile(profiles), cp)
-
-    def timed(self, iters: int) -> list[float]:
-        """Run ``iters`` iterations; per-iteration times (max over ranks) on every rank."""
-        barrier(self.comm)
-        t0 = time.perf_counter()
-        ends = []
-        for _ in range(iters):
-            self.iterate()
-            ends.append(time.perf_counter())
-        m = np.max(np.array(self.comm.allgather([t0, *ends])), axis=0)
-        return [float(m[k] - m[k - 1]) for k in range(1, len(m))]
-
-    def close(self) -> None:
-        self.store.close()
+        return self._instrumented(repeats)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,9 +17,7 @@ Run: ``mpiexec -n 4 python -m apps.ooc_jacobi --rows 256 --cols 512 --iters 5
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import time
 
 import numpy as np
 from mpi4py import MPI
@@ -28,16 +26,13 @@ from reshape.darray import DistArray
 from reshape.layout import even_counts, gen_block
 from reshape.mpiutil import barrier, wait, wait_all
 from reshape.redistribute import redistribute
-from reshape.shared.cluster import Cluster, Emulator, load_cluster
+from reshape.shared.app import OOCApp
+from reshape.shared.cluster import Cluster, load_cluster
 from reshape.shared.instrument import (
-    Recorder,
-    gather_profile,
-    measure_comm,
-    median_node_profile,
     probe_disk,
 )
 from reshape.shared.mheta import Profile
-from reshape.shared.ooc import LocalStore, pieces, remove_tree, scratch_dir
+from reshape.shared.ooc import pieces, remove_tree, scratch_dir
 from reshape.shared.structure import (
     AppStructure,
     ArraySpec,
@@ -95,23 +90,14 @@ def check_counts(counts, p: int, rows: int) -> list[int]:
     return counts
 
 
-class OOCJacobi:
+class OOCJacobi(OOCApp):
     """One rank of the out-of-core Jacobi run (collective methods)."""
 
     def __init__(self, comm: MPI.Comm, cluster: Cluster, rows: int, cols: int,
                  workdir: str, prefetch: bool = False):
-        if len(cluster) != comm.size:
-            raise ValueError(f"cluster has {len(cluster)} nodes but the run has {comm.size} ranks")
-        self.comm, self.cluster, self.rows, self.cols = comm, cluster, rows, cols
-        self.node = cluster.nodes[comm.rank]
-        self.emu = Emulator(self.node, cluster.element_time)
-        self.rec = Recorder()
-        self.prefetch = prefetch
-        self.app = structure(rows, cols, prefetch)
-        self.store = LocalStore(os.path.join(workdir, f"jacobi-{comm.rank}.h5"), self.emu, self.rec)
+        super().__init__(comm, cluster, rows, cols, workdir, "jacobi", structure, prefetch)
         self.counts: list[int] = []
         self.cur = 0  # index of the current plane
-        self.forced = False
 
     # ---- placement -------------------------------------------------------
     def distribute(self, counts: list[int], local: np.ndarray | None = None) -> None:
@@ -217,36 +203,13 @@ class OOCJacobi:
         ``repeats`` iterations are instrumented and the median of each quantity
         kept (see :func:`~reshape.shared.instrument.median_node_profile`).
         """
-        cp = measure_comm(self.comm, self.cols * 8)
         probe_disk(self.store, f"u{1 - self.cur}", self.rec)
-        profiles = []
-        for _ in range(repeats):
-            if self.mem is not None:  # forced I/O reads the disk copy: make it current (untimed)
+
+        def sync_disk_copy() -> None:  # forced I/O reads the disk copy: make it current (untimed)
+            if self.mem is not None:
                 self.store.f[f"u{self.cur}"][...] = self.mem[self.cur]
-            barrier(self.comm)
-            self.rec.reset()
-            self.forced, self.rec.enabled = True, True
-            try:
-                self.iterate()
-            finally:
-                self.forced, self.rec.enabled = False, False
-            profiles.append(self.rec.node_profile(self.n, self.node.memory, self.app.stage_names()))
-        return gather_profile(self.comm, median_node_profile(profiles), cp)
 
-    def timed(self, iters: int) -> list[float]:
-        """Run ``iters`` iterations; per-iteration times (max over ranks) on every rank."""
-        barrier(self.comm)
-        t0 = time.perf_counter()  # CLOCK_MONOTONIC: comparable across ranks of one host
-        ends = []
-        for _ in range(iters):
-            self.iterate()
-            ends.append(time.perf_counter())
-        allv = self.comm.allgather([t0, *ends])
-        m = np.max(np.array(allv), axis=0)
-        return [float(m[k] - m[k - 1]) for k in range(1, len(m))]
-
-    def close(self) -> None:
-        self.store.close()
+        return self._instrumented(repeats, sync_disk_copy)
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
