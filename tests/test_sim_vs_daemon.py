@@ -15,9 +15,10 @@ Differences, and why they do not change the decisions compared here:
 * the daemon logs a resize when the job confirms it (``expand``/``shrink``
   events) and the advice when it is given (``advise``); the simulator logs at
   the advice, so advice events are compared;
-* the daemon never calls ``RemapPolicy.shrink_requests``; the simulator
-  does when jobs wait. ReSHAPE's remap policy returns none, so it makes no
-  difference for this pair (it would for DEP);
+* both call ``RemapPolicy.shrink_requests`` while jobs wait; ReSHAPE's
+  remap policy returns none by default, so it makes no difference for this
+  pair (``tests/test_daemon_state.py`` compares a policy that does request
+  shrinks);
 * the simulator runs the Application Scheduler after every event, the daemon
   after submissions, exits and confirmed resizes; EASY starts nothing new
   after a resize point that only continued (nothing it reads has changed
