@@ -492,7 +492,7 @@ def _check_hosts(hosts, n: int, timeout: float = 5.0) -> str | None:
         try:
             r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
         except FileNotFoundError:
-            return f"host {h!r}: launcher {cmd[0]!r} not found"
+            return f"host {h!r} is not reachable: launcher {cmd[0]!r} not found"
         except subprocess.TimeoutExpired:
             return f"host {h!r} is not reachable: {' '.join(cmd[:1])} probe timed out after {timeout:.0f}s"
         if r.returncode != 0:
