@@ -34,13 +34,14 @@ Differences allowed, and why:
   (mpiexec, Python start-up: a few tenths of a second on a loaded machine),
   each resize point costs a round trip and slots return when the process has
   exited, so live events come a little *later* than the simulator's, never
-  earlier (the sleeps are the model's times). Arrivals are the only events
-  not delayed (the daemon holds each job for its ``arrival_delay``).
-  Decisions can only differ if that lag moves a resize point or a job end
-  across an arrival, so every arrival lies at least ~0.3 s *before* the next
-  simulated event that could see it and ~0.9 s or more after the previous
-  one (lag budget). With that design the per-job sequences must be
-  identical.
+  earlier (the sleeps are the model's times); measured lag here 0.05-0.15 s.
+  Arrivals lag least (the daemon holds each job for its ``arrival_delay``
+  and admits it on its next loop turn). Decisions can only differ if the lag
+  moves a resize point or a job end across an arrival, so every arrival lies
+  at least 0.34 s *before* the next simulated event that could see it (j3 at
+  8.1 vs j0's resize point 8.44; the others 0.5 s or more) and at least
+  1.1 s after the previous one (lag budget). With that design the per-job
+  sequences must be identical.
 * **Global order**: decisions of different jobs closer than ``TIE`` seconds
   in simulated time are compared as a set (their live order may flip with the
   lag); every other pair must be in the same order.
