@@ -42,7 +42,7 @@ from scheduler.policy import (
     Snapshot,
     Start,
 )
-from scheduler.sim.jobmodel import RedistModel, SimInput
+from scheduler.sim.jobmodel import RedistCost, RedistModel, SimInput
 from scheduler.sim.metrics import JobRecord, SimResult
 
 __all__ = ["Decision", "SimulationError", "Simulator", "simulate"]
@@ -103,7 +103,7 @@ class Simulator:
     total_slots: int
     app: AppPolicy
     remap: RemapPolicy | None = None
-    redist: RedistModel = field(default_factory=RedistModel)
+    redist: RedistCost = field(default_factory=RedistModel)
     record: bool = False
     progress: Callable[[int, int], None] | None = None
 

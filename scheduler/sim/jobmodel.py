@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
+from typing import Protocol
 
 from scheduler.policy import JobSpec
 
@@ -41,6 +42,12 @@ def downey_speedup(n: float, A: float, sigma: float) -> float:
     if n <= A + A * sigma - sigma:
         return n * A * (sigma + 1) / (sigma * (n + A - 1) + A)
     return A
+
+
+class RedistCost(Protocol):
+    """Anything that prices a resize: ``cost(size, p, q)`` seconds to move ``size`` from ``p`` to ``q``."""
+
+    def cost(self, size: int, p: int, q: int) -> float: ...
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 from scheduler.policy import app_policy, remap_policy
 from scheduler.sim.engine import Simulator
-from scheduler.sim.jobmodel import RedistModel, SimInput
+from scheduler.sim.jobmodel import RedistCost, RedistModel, SimInput
 
 __all__ = ["POLICIES", "PolicyPair", "resolve", "run_policies"]
 
@@ -81,7 +81,7 @@ def run_policies(
     total_slots: int,
     names: list[str],
     *,
-    redist: RedistModel | None = None,
+    redist: RedistCost | None = None,
     record: bool = False,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> dict[str, dict]:
