@@ -251,10 +251,6 @@ class Layout:
         axes = " x ".join(d.describe() for d in self.dists)
         return f"{'x'.join(map(str, self.shape))} as [{axes}] order {self.order}"
 
-    def with_nprocs_1d(self, p: int) -> Layout:
-        """Same kind of 1-D layout over ``p`` processes (block size kept; GEN_BLOCK made even)."""
-        return _retarget(self, p)
-
 
 # --------------------------------------------------------------------------
 # Constructors
@@ -320,33 +316,3 @@ def even_counts(n: int, p: int) -> list[int]:
     """Split ``n`` into ``p`` near-equal parts (the first ``n % p`` get one more)."""
     q, r = divmod(n, p)
     return [q + (i < r) for i in range(p)]
-
-
-def _retarget(layout: Layout, p: int) -> Layout:
-    axes = [k for k, d in enumerate(layout.dists) if d.p > 1]
-    axis = axes[0] if axes else 0
-    d = layout.dists[axis]
-    if len(axes) > 1:
-        raise LayoutError("with_nprocs_1d applies to 1-D distributed layouts only")
-    if isinstance(d, GenBlock):
-        return gen_block(layout.shape, even_counts(d.n, p), axis)
-    return block_cyclic_1d(layout.shape, p, d.nb, axis)
-
-
-def grid_growth_sizes(limit: int) -> list[int]:
-    """Process counts of nearly-square grids grown one smallest side at a time: 1, 2, 4, 6, 9, 12, 16, ...
-
-    ReSHAPE (seed 001 §4.1.1) expands a 2-D job by growing the smaller grid
-    dimension, keeping the grid nearly square.
-    """
-    out, pr, pc = [1], 1, 1
-    while True:
-        if pr <= pc and (pr, pc) != (1, 1):
-            pr += 1
-        else:
-            pc += 1
-        if pr > pc:
-            pr, pc = pc, pr
-        if pr * pc > limit:
-            return out
-        out.append(pr * pc)

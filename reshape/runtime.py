@@ -137,7 +137,6 @@ class _JoinState:
     arrays: list[tuple[str, Layout, Layout, str]]  # name, old layout, new layout, dtype
     history: list[int]
     old_size: int
-    groups: list[tuple[int, int]]
 
 
 @dataclass
@@ -157,7 +156,7 @@ class Resizer:
     history: list[int] = field(default_factory=list)  # sizes run at, in order
     joined: bool = False  # this process was spawned by a resize
     results: list[ResizeResult] = field(default_factory=list)
-    groups: list[tuple[int, int]] = field(default_factory=list)  # rank ranges of spawn groups
+    _pending_join: tuple[int, int] | None = None  # (old, new) size after expand_processors
     _pending_arrays: dict[str, tuple[Layout, np.ndarray | None]] = field(default_factory=dict)
     _times: list[float] = field(default_factory=list)
     _last_redist: tuple[int, float] | None = None  # (old size, seconds) to report next time
@@ -280,7 +279,6 @@ class Resizer:
         inter.Disconnect()  # the merged communicator carries everything from now on
         self._pending_join = (old, nprocs)
         self._replace_comm(merged)
-        self.groups.append((old, nprocs))
         return time.perf_counter() - t0
 
     def redistribute(self) -> float:
@@ -288,8 +286,7 @@ class Resizer:
 
         After an expansion this first sends the new ranks their state.
         """
-        join = getattr(self, "_pending_join", None)
-        self._pending_join = None
+        join, self._pending_join = self._pending_join, None
         old = join[0] if join else None
         t0 = time.perf_counter()
         if join:
@@ -298,7 +295,7 @@ class Resizer:
                 state = _JoinState(
                     iteration=self.iteration + (1 if self._in_body else 0), values=self.values,
                     arrays=[(r.name, r.layout, r.rule(self.size), str(r.local.dtype)) for r in self.arrays.values()],
-                    history=self.history, old_size=old, groups=self.groups,
+                    history=self.history, old_size=old,
                 )
             bcast_obj(self.comm, state)
         for reg in self.arrays.values():
@@ -329,7 +326,6 @@ class Resizer:
         dt = self.comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
         new_comm = self.comm.Split(0 if keep else MPI.UNDEFINED, self.rank)
         self.comm.Disconnect()
-        self.groups = [(a, min(b, nprocs)) for a, b in self.groups if a < nprocs]
         if not keep:
             self._retire()
         self.comm = new_comm
@@ -434,7 +430,6 @@ class Resizer:
         self.iteration = state.iteration
         self.values = state.values
         self.history = [*state.history, merged.size]
-        self.groups = [*state.groups, (state.old_size, merged.size)]
         self.joined = True
         for name, src, dst, _dtype in state.arrays:
             new = redistribute(merged, src, None, dst, src_ranks=range(src.nprocs), method=self.method)

@@ -58,13 +58,6 @@ class Runs:
             return np.arange(s, s + int(self.lens[0]), dtype=np.int64)
         return np.concatenate([np.arange(s, s + n) for s, n in zip(self.starts, self.lens, strict=True)])
 
-    def as_slice(self) -> slice | None:
-        """A slice when the runs form one contiguous range."""
-        if len(self.starts) == 1:
-            s = int(self.starts[0])
-            return slice(s, s + int(self.lens[0]))
-        return None
-
 
 @dataclass(frozen=True)
 class Transfer:

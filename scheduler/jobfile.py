@@ -23,10 +23,10 @@ interpreter so jobs run in the same environment.
 
 from __future__ import annotations
 
-import tomllib
 from typing import Any
 
 from .policy import JobSpec, legal_sizes
+from .tomlfile import read_toml
 
 __all__ = ["JobFileError", "load_job_file", "spec_from_dict", "validate_job"]
 
@@ -130,13 +130,7 @@ def spec_from_dict(job_id: int, submit_time: float, d: dict[str, Any]) -> JobSpe
 
 
 def load_job_file(path: str, pool_slots: int | None = None) -> dict[str, Any]:
-    try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except OSError as e:
-        raise JobFileError(f"{path}: {e.strerror}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise JobFileError(f"{path}: not valid TOML: {e}") from None
+    data = read_toml(path, JobFileError)
     try:
         return validate_job(data, pool_slots)
     except JobFileError as e:

@@ -21,9 +21,10 @@ again.
 from __future__ import annotations
 
 import os
-import tomllib
 from collections import Counter
 from dataclasses import dataclass
+
+from .tomlfile import read_toml
 
 __all__ = ["Node", "Pool", "PoolError", "default_pool", "load_pool"]
 
@@ -127,13 +128,7 @@ def default_pool(slots: int | None = None) -> Pool:
 
 def load_pool(path: str) -> Pool:
     """Read a pool config (TOML, ``[[node]]`` tables); raises PoolError with the file name."""
-    try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except OSError as e:
-        raise PoolError(f"{path}: {e.strerror}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise PoolError(f"{path}: not valid TOML: {e}") from None
+    data = read_toml(path, PoolError)
     raw = data.get("node")
     if not isinstance(raw, list) or not raw:
         raise PoolError(f"{path}: expected one or more [[node]] tables")
