@@ -28,6 +28,7 @@ import tempfile
 import numpy as np
 from mpi4py import MPI
 
+from . import faults
 from .layout import Layout
 from .mpiutil import CollectiveError, check_collectively, mpi_type, wait_all
 from .schedule import Plan, Runs, Transfer, make_plan
@@ -260,6 +261,7 @@ def _circulant(comm: MPI.Comm, plan: Plan, src_local, out, dtype: np.dtype) -> N
         local = plan.local_of(me)
         if local is not None:  # the kept data is copied while the first step is in flight
             _copy(src_local, local.send, out, local.recv)
+        faults.hit("transfer", me, comm.size)
         for k, step in enumerate(steps):
             if k:
                 MPI.Prequest.Startall(step)

@@ -33,9 +33,15 @@ original rank, ``mpiexec``'s ``MPI_COMM_WORLD``) keeps running members stays
 parked inside ``MPI_Finalize`` (no CPU) until those members finish, because
 MPI_Finalize is collective over connected processes.
 
-**Failures** (unknown host, spawn error, impossible size for a layout, a
-shrink to a size never run at) are reported on rank 0's stderr and to the
-advisor; the job carries on with its current processes and intact data.
+**Failures.** A resize refused before any process is started or any byte
+moves (unknown or unreachable host, spawn error, impossible size for a
+layout, a shrink to a size never run at) is reported on rank 0's stderr and
+to the advisor; the job carries on with its current processes and intact
+data. A failure after that point (a rank that dies or raises, a spawn,
+merge or transfer that does not complete within ``RESHAPE_RESIZE_TIMEOUT``)
+aborts the whole job at once, with the reason reported to the scheduler
+(:mod:`reshape.watchdog`): MPICH cannot shrink a communicator around a lost
+rank, and waiting would leave the job holding its slots forever.
 
 The redistribution time of each resize is measured (slowest rank) and sent
 with the next resize point's report, as the paper does.
@@ -54,11 +60,13 @@ from dataclasses import dataclass, field
 import numpy as np
 from mpi4py import MPI
 
-from .advice import Advice, Advisor, ResizeReport, advisor_from_env
+from . import faults
+from .advice import ENV_SCHEDULER, Advice, Advisor, ResizeReport, advisor_from_env
 from .darray import DistArray
 from .layout import Layout, LayoutError, block, block_cyclic_1d, block_cyclic_2d, nearly_square_grid
 from .mpiutil import barrier, bcast_obj
 from .redistribute import redistribute
+from .watchdog import DEFAULT_TIMEOUT, Watchdog, abort, install_excepthook, resize_timeout
 
 __all__ = ["Registered", "ResizeError", "ResizeResult", "Resizer", "init", "layout_rule"]
 
@@ -150,6 +158,7 @@ class Resizer:
     sizes: Callable[[int], bool] | None = None  # extra legality test for a size
     max_procs: int | None = None
     method: str = "circulant"  # redistribution method: circulant | alltoallv | checkpoint
+    resize_timeout: float = DEFAULT_TIMEOUT  # seconds a whole resize may take before the job is aborted
     iteration: int = 0
     values: dict = field(default_factory=dict)
     arrays: dict[str, Registered] = field(default_factory=dict)
@@ -161,6 +170,8 @@ class Resizer:
     _times: list[float] = field(default_factory=list)
     _last_redist: tuple[int, float] | None = None  # (old size, seconds) to report next time
     _in_body: bool = False
+    _dog: Watchdog | None = None  # bounds each resize (reshape.watchdog)
+    _phase_name: str = ""
 
     # ------------------------------------------------------------ basics
     @property
@@ -267,6 +278,7 @@ class Resizer:
             raise ResizeError(problem)
         t0 = time.perf_counter()
         cmds, argvs, counts, infos = _spawn_commands(nprocs - old, hosts)
+        self._phase(f"spawning {nprocs - old} ranks" + (f" on {','.join(sorted(set(hosts)))}" if hosts else ""))
         try:
             inter = self.comm.Spawn_multiple(cmds, argvs, counts, infos, root=0)
         except MPI.Exception as e:
@@ -275,6 +287,7 @@ class Resizer:
             for i in infos:
                 if i != MPI.INFO_NULL:
                     i.Free()
+        self._phase("merging with the spawned ranks")
         merged = inter.Merge(high=False)
         inter.Disconnect()  # the merged communicator carries everything from now on
         self._pending_join = (old, nprocs)
@@ -289,6 +302,7 @@ class Resizer:
         join, self._pending_join = self._pending_join, None
         old = join[0] if join else None
         t0 = time.perf_counter()
+        self._phase("redistributing the arrays")
         if join:
             state = None
             if self.rank == 0:
@@ -318,12 +332,16 @@ class Resizer:
             raise ResizeError(problem)
         t0 = time.perf_counter()
         keep = self.rank < nprocs
+        self._phase("redistributing the arrays")
         for reg in self.arrays.values():
             dst = reg.rule(nprocs)
             new = redistribute(self.comm, reg.layout, reg.local, dst, src_ranks=range(reg.layout.nprocs),
                                method=self.method)
             reg.dist = DistArray(dst, new, self.comm, tuple(range(nprocs)))
         dt = self.comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+        self._phase("retiring ranks")
+        if not keep:
+            faults.hit("retire", self.rank, self.size)
         new_comm = self.comm.Split(0 if keep else MPI.UNDEFINED, self.rank)
         self.comm.Disconnect()
         if not keep:
@@ -362,8 +380,19 @@ class Resizer:
         return result
 
     def _act(self, advice: Advice, old: int) -> ResizeResult:
+        """Carry out the advice within the resize deadline.
+
+        A refusal found before any process is started or any byte moves
+        (:class:`ResizeError`) leaves the job running on its processes with
+        its data. Anything else (an error or a deadline overrun once spawning
+        or data motion began) aborts the whole job with the reason reported
+        (:mod:`reshape.watchdog`): MPICH cannot recover a communicator that
+        lost a member.
+        """
         if advice.action == "continue" or advice.nprocs == old:
             return ResizeResult("continue", old, old, reason=advice.reason)
+        what = f"{advice.action} {old}->{advice.nprocs}"
+        self._arm(what)
         try:
             if advice.action == "expand":
                 spawn = self.expand_processors(advice.nprocs, advice.hosts)
@@ -375,6 +404,12 @@ class Resizer:
             raise ResizeError(f"unknown action {advice.action!r}")
         except ResizeError as e:
             return ResizeResult("failed", old, self.size, error=str(e), reason=advice.reason)
+        except Exception as e:
+            abort(f"{what} failed on rank {self.rank} ({self._phase_name}): {type(e).__name__}: {e}",
+                  self._report_abort)
+            raise  # not reached
+        finally:
+            self._disarm()
 
     def finish(self, status: str = "done") -> None:
         """Tell the scheduler the job ended. Collective."""
@@ -386,6 +421,31 @@ class Resizer:
                 print(f"[reshape] advisor error at finish: {e}", file=sys.stderr, flush=True)
 
     # ------------------------------------------------------------ internals
+    def _arm(self, what: str) -> None:
+        if self._dog is None:
+            self._dog = Watchdog(self._report_abort)
+        self._phase_name = "starting"
+        self._dog.arm(what, self.resize_timeout)
+
+    def _phase(self, name: str) -> None:
+        self._phase_name = name
+        if self._dog is not None:
+            self._dog.phase(name)
+
+    def _disarm(self) -> None:
+        if self._dog is not None:
+            self._dog.disarm()
+
+    def _report_abort(self, reason: str) -> None:
+        """Tell the scheduler (any rank may) why the job is being aborted; bounded, best effort."""
+        if os.environ.get(ENV_SCHEDULER):
+            from .client import SchedulerClient
+
+            env = {**os.environ, "RESHAPE_SCHEDULER_TIMEOUT": "2.0"}
+            SchedulerClient.from_env(env).finished("error", reason)
+        elif self.advisor is not None:
+            self.advisor.finished("error", reason)
+
     def _check_size(self, q: int, action: str) -> str | None:
         p = self.size
         if not isinstance(q, int | np.integer) or q < 1:
@@ -422,10 +482,19 @@ class Resizer:
         raise SystemExit(0)
 
     def _join(self, parent: MPI.Intercomm) -> None:
-        """Run on a spawned rank: merge, take the state, receive the array blocks."""
+        """Run on a spawned rank: merge, take the state, receive the array blocks.
+
+        Bounded by the same deadline as the running ranks' resize.
+        """
+        old = parent.Get_remote_size()
+        faults.set_spawned()
+        self._arm(f"join {old}->{old + MPI.COMM_WORLD.size}")
+        self._phase("merging with the running ranks")
+        faults.hit("join", MPI.COMM_WORLD.rank + old, old + MPI.COMM_WORLD.size, old)
         merged = parent.Merge(high=True)
         parent.Disconnect()
         self.comm = merged
+        self._phase("receiving the arrays")
         state: _JoinState = bcast_obj(merged, None)
         self.iteration = state.iteration
         self.values = state.values
@@ -435,6 +504,7 @@ class Resizer:
             new = redistribute(merged, src, None, dst, src_ranks=range(src.nprocs), method=self.method)
             self._pending_arrays[name] = (dst, new)
         merged.allreduce(0.0, op=MPI.MAX)  # matches the parents' timing reduction
+        self._disarm()
 
 
 def _is_local(host: str) -> bool:
@@ -547,6 +617,10 @@ def init(
     ``RESHAPE_MAX_PROCS``) caps expansions; ``sizes`` is an extra legality test.
     ``RESHAPE_REDIST_METHOD`` picks the redistribution method (default
     ``circulant``; ``checkpoint`` and ``alltoallv`` are the baselines).
+    ``RESHAPE_RESIZE_TIMEOUT`` bounds each resize (seconds, default 120): a
+    resize still under way then aborts the job with the reason reported, as
+    does an uncaught exception on any rank (``RESHAPE_ABORT_ON_ERROR=0``
+    keeps Python's default); see :mod:`reshape.watchdog`.
     """
     global _RUNTIME
     if _RUNTIME is not None:
@@ -556,16 +630,20 @@ def init(
     if max_procs is None and os.environ.get("RESHAPE_MAX_PROCS"):
         max_procs = int(os.environ["RESHAPE_MAX_PROCS"])
     method = os.environ.get("RESHAPE_REDIST_METHOD", "circulant")
+    timeout = resize_timeout()
+    faults.check()  # a malformed RESHAPE_FAULT fails on every rank before anything starts
     parent = MPI.Comm.Get_parent()
     job_id = int(os.environ.get("RESHAPE_JOB_ID", "0") or 0)
     if parent != MPI.COMM_NULL:
-        rt = Resizer(MPI.COMM_WORLD, None, job_id, allow_new_sizes, sizes, max_procs, method)
+        rt = Resizer(MPI.COMM_WORLD, None, job_id, allow_new_sizes, sizes, max_procs, method, timeout)
+        install_excepthook(rt._report_abort, lambda: rt.rank)
         rt._join(parent)
     else:
         comm = MPI.COMM_WORLD.Dup()
         adv = None
         if comm.rank == 0:
             adv = advisor if advisor is not None else advisor_from_env()
-        rt = Resizer(comm, adv, job_id, allow_new_sizes, sizes, max_procs, method)
+        rt = Resizer(comm, adv, job_id, allow_new_sizes, sizes, max_procs, method, timeout)
+        install_excepthook(rt._report_abort, lambda: rt.rank)
     _RUNTIME = rt
     return rt

@@ -116,6 +116,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     rows += [[j["job_id"], j["name"], j["state"], "", j["requested"], "", "", ""]
              for j in st["queue"] + st["waiting"]]
     print(_table(rows, ["JOB", "NAME", "STATE", "PROCS", "REQ", "ITER", "PENDING", "HOSTS"]))
+    ended = st.get("ended", [])
+    if ended:
+        print("\nrecently ended:")
+        print(_table([[j["job_id"], j["name"], j["state"], _ago(st.get("now"), j["end_time"]),
+                       "->".join(map(str, j["sizes"])), _clip(j["error"] or "")] for j in ended],
+                     ["JOB", "NAME", "STATE", "ENDED", "SIZES", "REASON"]))
     nodes = st.get("nodes", [])
     if any(n.get("state", "unmonitored") != "unmonitored" for n in nodes):
         print()
@@ -147,8 +153,9 @@ def cmd_history(args: argparse.Namespace) -> int:
         print(json.dumps({"summary": summ, "events": hist["events"]}, indent=1))
         return 0
     rows = [[r["job_id"], r["name"], r["state"], r["initial"], "->".join(map(str, r["sizes"])),
-             _f(r["wait"]), _f(r["turnaround"])] for r in summ["jobs"]]
-    print(_table(rows, ["JOB", "NAME", "STATE", "INIT", "SIZES", "WAIT(s)", "TURNAROUND(s)"]))
+             _f(r["wait"]), _f(r["turnaround"]), _clip(r["error"] or "") if r["state"] != "done" else ""]
+            for r in summ["jobs"]]
+    print(_table(rows, ["JOB", "NAME", "STATE", "INIT", "SIZES", "WAIT(s)", "TURNAROUND(s)", "REASON"]))
     print(f"utilization {100 * summ['utilization']:.1f}% over {summ['makespan']:.1f}s")
     if args.plot:
         print(f"wrote {args.plot}")
@@ -157,6 +164,15 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 def _f(x: float | None) -> str:
     return "-" if x is None else f"{x:.1f}"
+
+
+def _ago(now: float | None, t: float | None) -> str:
+    return "-" if now is None or t is None else f"{max(0.0, now - t):.0f}s ago"
+
+
+def _clip(text: str, width: int = 100) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 @_client

@@ -259,6 +259,7 @@ class Daemon:
             self._strays.put(job_tag(self.state_dir, jid))  # stray ranks of a crashed job
             acts += self.state.exited(jid, rc, now)
         acts += self.state.check_nodes(now)
+        acts += self.state.check_resizes(now)
         for j in self.state.running():
             r = j.node_report
             if r is None:

@@ -14,6 +14,7 @@
     walltime = 600        # optional estimate in seconds (used by backfill)
     arrival_delay = 0     # optional: enter the queue this many seconds after submission
     launch = "mpi"        # "mpi": mpiexec -n <size>; "single": one process emulating <size>
+    resize_timeout = 120  # optional: seconds one resize may take; then the job is aborted
     [env]                 # optional extra environment variables
     FOO = "1"
 
@@ -25,13 +26,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from reshape.watchdog import DEFAULT_TIMEOUT as DEFAULT_RESIZE_TIMEOUT
+
 from .policy import JobSpec, legal_sizes
 from .tomlfile import read_toml
 
-__all__ = ["JobFileError", "load_job_file", "spec_from_dict", "validate_job"]
+__all__ = ["DEFAULT_RESIZE_TIMEOUT", "JobFileError", "load_job_file", "spec_from_dict", "validate_job"]
 
 _KEYS = {"name", "command", "nprocs", "min_procs", "max_procs", "sizes", "divides", "topology",
-         "resizable", "walltime", "arrival_delay", "launch", "env", "iterations"}
+         "resizable", "walltime", "arrival_delay", "launch", "env", "iterations", "resize_timeout"}
+
 
 
 class JobFileError(ValueError):
@@ -95,6 +99,9 @@ def validate_job(d: Any, pool_slots: int | None = None) -> dict[str, Any]:
     if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str)
                                             for k, v in env.items()):
         raise JobFileError("'env' must be a table of string values")
+    resize_timeout = _num(d, "resize_timeout")
+    if resize_timeout is not None and not 0 < resize_timeout < 1e9:
+        raise JobFileError(f"'resize_timeout' must be a number of seconds > 0, got {d['resize_timeout']!r}")
     if max_procs is not None and max_procs < min_procs:
         raise JobFileError(f"max_procs {max_procs} < min_procs {min_procs}")
     if not min_procs <= nprocs <= (max_procs or nprocs):
@@ -105,7 +112,7 @@ def validate_job(d: Any, pool_slots: int | None = None) -> dict[str, Any]:
            "max_procs": max_procs, "sizes": sizes, "divides": divides, "topology": topology,
            "resizable": resizable, "walltime": _num(d, "walltime"),
            "arrival_delay": _num(d, "arrival_delay") or 0.0, "launch": launch, "env": dict(env),
-           "iterations": iterations}
+           "iterations": iterations, "resize_timeout": resize_timeout or DEFAULT_RESIZE_TIMEOUT}
     spec = spec_from_dict(0, 0.0, out)
     if topology == "2d" and divides:
         # 2-D: each side of the nearly-square grid must divide the problem size

@@ -41,7 +41,7 @@ def summarize(hist: dict[str, Any]) -> dict[str, Any]:
         rows.append({"job_id": j["job_id"], "name": j["name"], "state": j["state"],
                      "initial": j["requested"], "sizes": j["profile"]["history"],
                      "wait": (j["start_time"] - j["arrival_time"]) if j["start_time"] else None,
-                     "turnaround": (end - j["arrival_time"]) if end else None})
+                     "turnaround": (end - j["arrival_time"]) if end else None, "error": j.get("error")})
     span = t1 - t0
     return {"jobs": rows, "makespan": span,
             "utilization": busy_area / (hist["total_slots"] * span) if span > 0 else 0.0}

@@ -4,7 +4,8 @@ Each job runs in its own session (``start_new_session``) so the job, its
 Hydra proxies and any ranks it spawns later can be killed together
 (``reshape.launch.kill_session``); stdout and stderr go to a per-job log.
 The job learns the daemon's address and its id from ``RESHAPE_SCHEDULER``
-and ``RESHAPE_JOB_ID``.
+and ``RESHAPE_JOB_ID``, and the bound on one resize from
+``RESHAPE_RESIZE_TIMEOUT`` (the job file's ``resize_timeout``).
 
 Finding a job's processes: Hydra's proxies and ranks each call ``setsid``,
 so neither the session nor the process tree of ``mpiexec`` (which a
@@ -23,6 +24,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from reshape.launch import kill_tagged, mpi_env, mpiexec_path, tagged_pids
+
+from .jobfile import DEFAULT_RESIZE_TIMEOUT
 
 __all__ = ["job_argv", "job_pids", "job_tag", "kill_job", "kill_jobs", "start_job"]
 
@@ -73,7 +76,8 @@ def start_job(job_id: int, desc: dict[str, Any], hosts: list[str], endpoint: str
     """Launch the job; raises OSError if it cannot be started."""
     env = mpi_env({**desc.get("env", {}), TAG: tag, "RESHAPE_SCHEDULER": endpoint,
                    "RESHAPE_JOB_ID": str(job_id), "RESHAPE_NPROCS": str(len(hosts)),
-                   "RESHAPE_HOSTS": ",".join(hosts)})
+                   "RESHAPE_HOSTS": ",".join(hosts),
+                   "RESHAPE_RESIZE_TIMEOUT": f"{desc.get('resize_timeout') or DEFAULT_RESIZE_TIMEOUT:g}"})
     env.pop("RESHAPE_PLAN", None)
     os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
     with open(log_path, "ab") as log:

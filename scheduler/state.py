@@ -14,6 +14,11 @@ Scheduler's decision becomes a *pending* resize; an expansion reserves its
 new slots at once, a shrink releases the dropped ranks' slots when the job
 confirms with ``resized``. If the confirmation is lost (daemon restarted),
 the next resize point reconciles: the size the job reports is the truth.
+A resize is bounded: the job's runtime aborts it after the job file's
+``resize_timeout`` (reporting why), and a pending resize still unconfirmed
+:data:`RESIZE_GRACE` later (5 s + 10%) fails and kills the job
+(:meth:`ClusterState.check_resizes`), so no job holds slots with a pending
+action forever. A job that fails mid-resize says so in its ``error``.
 
 Nodes (seed 001 §3.1, System Monitor): a pool node is ``unmonitored`` until
 a node monitor registers it (or ``down`` from the start when monitors are
@@ -30,12 +35,13 @@ reports the job's end (``job_ended``).
 
 from __future__ import annotations
 
+import collections
 from dataclasses import dataclass, field
 from typing import Any
 
 from reshape.advice import Advice
 
-from .jobfile import spec_from_dict
+from .jobfile import DEFAULT_RESIZE_TIMEOUT, spec_from_dict
 from .policy import (
     AppPolicy,
     Expand,
@@ -48,9 +54,11 @@ from .policy import (
 from .pool import Pool
 from .profiler import JobProfile
 
-__all__ = ["ClusterState", "Job", "Kill", "Launch", "NodeRecord", "StateError"]
+__all__ = ["RESIZE_GRACE", "ClusterState", "Job", "Kill", "Launch", "NodeRecord", "StateError"]
 
 FINAL = ("done", "failed", "cancelled", "lost")
+RECENT = 10  # ended jobs listed by ``status``
+RESIZE_GRACE = (5.0, 0.1)  # the daemon kills a job stuck in a resize 5 s + 10% past its resize_timeout
 
 
 class StateError(ValueError):
@@ -162,6 +170,7 @@ class ClusterState:
         self.node_events: list[dict[str, Any]] = []  # node history, appended to the journal
         self.dirty_nodes: set[str] = set()
         self._last_node_check: float | None = None
+        self.recent: collections.deque[int] = collections.deque(maxlen=RECENT)  # last ended jobs, newest last
         if require_monitors:
             for rec in self.nodes.values():
                 rec.state, rec.reason = "down", "no node monitor yet"
@@ -198,6 +207,7 @@ class ClusterState:
         j.state = state
         j.end_time = now
         self.live.pop(j.job_id, None)
+        self.recent.append(j.job_id)
 
     @staticmethod
     def _pending_shrink(j: Job) -> int | None:
@@ -297,19 +307,56 @@ class ClusterState:
         self.dirty.add(job_id)
 
     def exited(self, job_id: int, code: int | None, now: float, error: str | None = None) -> list[Launch | Kill]:
-        """The job's processes are gone (exit code, or None if it vanished); its slots return."""
+        """The job's processes are gone (exit code, or None if it vanished); its slots return.
+
+        A job that fails with a resize under way says so in its error.
+        """
         j = self._job(job_id)
         if j.state != "running":
             return []
+        during = f" during {self._resize_name(j)}" if j.pending else ""
         self._release_all(j)
         j.exit_code = code
         if (code == 0 and j.reported != "error") or (code is None and j.reported == "done"):
             self._end(j, "done", now)
         else:
             self._end(j, "lost" if code is None else "failed", now)
-            j.error = error or j.error or (f"exit code {code}" if code is not None else "process vanished")
-        self._event(now, j, "end", j.state)
+            how = f"exit code {code}" if code is not None else "process vanished"
+            if error or not j.error:
+                j.error = f"{error or how}{during}"
+            else:  # the job's own report (e.g. the runtime's abort reason) comes first
+                j.error = f"{j.error} ({how})"
+        self._event(now, j, "end", j.state if j.state == "done" else f"{j.state}: {j.error}")
         return self.schedule(now)
+
+    @staticmethod
+    def _resize_name(j: Job) -> str:
+        p = j.pending
+        return f"{p['action']} {p['old']}->{p['new']}" if p else ""
+
+    def check_resizes(self, now: float) -> list[Launch | Kill]:
+        """Resizes not confirmed within the job's ``resize_timeout`` plus :data:`RESIZE_GRACE` (5 s + 10%).
+
+        The job's own watchdog (``reshape.watchdog``) aborts it at
+        ``resize_timeout`` and reports why; this is the daemon's bound for a
+        job that could not: it is killed and failed, its slots freed. No job
+        stays running with a pending resize for longer.
+        """
+        out: list[Launch | Kill] = []
+        for j in self.running():
+            p = j.pending
+            if p is None or "t" not in p:
+                continue
+            timeout = j.desc.get("resize_timeout") or DEFAULT_RESIZE_TIMEOUT
+            limit = timeout + RESIZE_GRACE[0] + RESIZE_GRACE[1] * timeout
+            if now - p["t"] > limit:
+                why = f"{self._resize_name(j)} not confirmed within {limit:g} s; job killed"
+                out.append(Kill(j.job_id))
+                self._release_all(j)
+                self._end(j, "failed", now)
+                j.error = why if not j.error else f"{j.error}; {why}"
+                self._event(now, j, "end", f"failed: {why}")
+        return out + (self.schedule(now) if out else [])
 
     def _release_all(self, j: Job) -> None:
         self.pool.release(j.hosts)
@@ -353,11 +400,11 @@ class ClusterState:
         j.shrink_request = None  # the policy has seen it (as in the simulator)
         if isinstance(d, Expand) and d.nprocs > n and d.nprocs - n <= self.pool.free:
             hosts = self.pool.allocate(d.nprocs - n)
-            j.pending = {"action": "expand", "old": n, "new": d.nprocs, "hosts": hosts}
+            j.pending = {"action": "expand", "old": n, "new": d.nprocs, "hosts": hosts, "t": now}
             self._event(now, j, "advise", f"expand {n}->{d.nprocs}: {d.reason}")
             return Advice("expand", d.nprocs, tuple(hosts), d.reason)
         if isinstance(d, Shrink) and d.nprocs < n:
-            j.pending = {"action": "shrink", "old": n, "new": d.nprocs, "hosts": j.hosts[d.nprocs:]}
+            j.pending = {"action": "shrink", "old": n, "new": d.nprocs, "hosts": j.hosts[d.nprocs:], "t": now}
             self._event(now, j, "advise", f"shrink {n}->{d.nprocs}: {d.reason}")
             return Advice("shrink", d.nprocs, (), d.reason)
         return Advice("continue", n, reason=getattr(d, "reason", ""))
@@ -406,7 +453,7 @@ class ClusterState:
         if j.state != "running":
             raise StateError("not_running", f"job {job_id} is {j.state}, not running")
         j.reported = status
-        if error:
+        if error and not j.error:  # the first report is the cause; ranks aborting after it say less
             j.error = error
         self.dirty.add(job_id)
 
@@ -559,10 +606,15 @@ class ClusterState:
                 "running": [row(j) for j in self.running()],
                 "queue": [row(j) for j in self.queue()],
                 "waiting": [row(j) for j in self.live.values() if j.state == "waiting"],
+                "ended": [{"job_id": j.job_id, "name": j.desc["name"], "state": j.state,
+                           "end_time": j.end_time, "sizes": list(j.profile.history), "error": j.error}
+                          for j in (self.jobs[i] for i in reversed(self.recent))],
                 "nodes": self.node_rows(0.0 if now is None else now)}
 
     def restore(self, jobs: list[Job], next_id: int) -> None:
         """Reload journaled jobs; running jobs get their slots back and must reconnect."""
+        ended = sorted((j for j in jobs if j.state in FINAL and j.end_time is not None), key=lambda j: j.end_time)
+        self.recent.extend(j.job_id for j in ended[-RECENT:])
         for j in jobs:
             j.connected = False
             self.jobs[j.job_id] = j

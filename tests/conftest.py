@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from reshape.launch import mpirun as _mpirun
+from tests.helpers import DaemonProc
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -42,3 +43,21 @@ def _pythonpath():
         os.environ.pop("PYTHONPATH", None)
     else:
         os.environ["PYTHONPATH"] = old
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    """``daemon(slots, app=..., remap=..., extra=(...))``: a real daemon on a free loopback port;
+    it and every job it journaled are killed at the end, even when the test fails."""
+    made: list[DaemonProc] = []
+
+    def start(slots: int = 4, **kw) -> DaemonProc:
+        d = DaemonProc(str(tmp_path), slots, **kw)
+        made.append(d)
+        return d
+
+    try:
+        yield start
+    finally:
+        for d in made:
+            d.cleanup()

@@ -1,0 +1,118 @@
+"""Fault injection for testing what a failed resize does: ``RESHAPE_FAULT=WHERE:WHO:HOW``.
+
+Real processes fail for real (killed, exiting, hanging, raising) at a chosen
+point of a resize, so that the runtime's and the scheduler's handling of it
+can be tested on one machine and across nodes. Unset, nothing happens (one
+dictionary lookup per point).
+
+``WHERE`` (the points the runtime passes):
+
+* ``join``: a spawned rank after ``MPI_Init``, before it merges with the job
+  (a new rank that crashes at start, or never joins);
+* ``transfer``: inside a redistribution (expansion or shrink) once the first
+  message step is posted (mid-transfer);
+* ``retire``: a rank leaving in a shrink, after its data moved.
+
+``WHO``: ``spawned`` (the highest-ranked spawned process at that point),
+``old`` (rank 1 of the ranks started by ``mpiexec``, rank 0 when alone) or
+``rankN`` (rank N of the communicator at that point).
+
+``HOW``: ``kill`` (SIGKILL itself), ``exit`` (``os._exit(3)``), ``hang``
+(sleep without calling MPI) or ``raise`` (a ``RuntimeError``, as an MPI error
+would).
+
+Each process injects at most once. When it does, it prints
+``[reshape] fault injected: WHERE:WHO:HOW at T`` (``T``: epoch seconds) on
+stderr, so tests can time what follows.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from typing import NamedTuple
+
+__all__ = ["ENV_FAULT", "FaultSpec", "check", "hit", "parse", "set_spawned"]
+
+ENV_FAULT = "RESHAPE_FAULT"
+WHERE = ("join", "transfer", "retire")
+HOW = ("kill", "exit", "hang", "raise")
+
+_spawned = False
+_fired = False
+_cache: tuple[str, FaultSpec | None] | None = None
+
+
+class FaultSpec(NamedTuple):
+    """What ``RESHAPE_FAULT`` asks for."""
+
+    where: str
+    who: str
+    how: str
+
+
+def parse(text: str) -> FaultSpec:
+    """``"transfer:spawned:kill"`` -> FaultSpec; ValueError naming what is allowed."""
+    parts = text.strip().split(":")
+    if len(parts) != 3:
+        raise ValueError(f"{ENV_FAULT}={text!r}: expected WHERE:WHO:HOW, e.g. transfer:spawned:kill")
+    where, who, how = parts
+    if where not in WHERE:
+        raise ValueError(f"{ENV_FAULT}={text!r}: WHERE {where!r} is not one of {', '.join(WHERE)}")
+    if who not in ("spawned", "old") and not (who.startswith("rank") and who[4:].isdigit()):
+        raise ValueError(f"{ENV_FAULT}={text!r}: WHO {who!r} is not spawned, old or rankN")
+    if how not in HOW:
+        raise ValueError(f"{ENV_FAULT}={text!r}: HOW {how!r} is not one of {', '.join(HOW)}")
+    return FaultSpec(where, who, how)
+
+
+def set_spawned() -> None:
+    """This process was started by a resize (called by the runtime when it joins)."""
+    global _spawned
+    _spawned = True
+
+
+def _spec() -> FaultSpec | None:
+    global _cache
+    text = os.environ.get(ENV_FAULT, "")
+    if _cache is None or _cache[0] != text:
+        _cache = (text, parse(text) if text else None)
+    return _cache[1]
+
+
+def check() -> FaultSpec | None:
+    """The fault ``RESHAPE_FAULT`` asks for (None if unset); ValueError if it is malformed."""
+    return _spec()
+
+
+def _matches(who: str, rank: int, size: int, spawned_from: int | None) -> bool:
+    if who == "spawned":
+        return _spawned and rank == size - 1
+    if who == "old":
+        return not _spawned and rank == (1 if (spawned_from or size) > 1 else 0)
+    return rank == int(who[4:])
+
+
+def hit(where: str, rank: int, size: int, spawned_from: int | None = None) -> None:
+    """Fail here if ``RESHAPE_FAULT`` names this point and this process.
+
+    ``spawned_from``: the number of ranks that existed before the spawned
+    ones (so ``old`` can pick an original rank), when known.
+    """
+    global _fired
+    spec = _spec()
+    if spec is None or _fired or spec.where != where or not _matches(spec.who, rank, size, spawned_from):
+        return
+    _fired = True
+    print(f"[reshape] fault injected: {':'.join(spec)} at {time.time():.3f} (rank {rank} of {size}, "
+          f"pid {os.getpid()})", file=sys.stderr, flush=True)
+    if spec.how == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if spec.how == "exit":
+        os._exit(3)
+    if spec.how == "hang":
+        while True:
+            time.sleep(3600)
+    raise RuntimeError(f"injected fault {':'.join(spec)}")
