@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import sys
 import time
 
@@ -45,14 +46,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--redist", type=float, default=0.0, help="seconds per resize (scale)")
     ap.add_argument("--nprocs", type=int, default=None, help="initial size (default RESHAPE_NPROCS)")
     ap.add_argument("--fail-at", type=int, default=None, help="exit with an error at this iteration")
+    ap.add_argument("--noise", type=float, default=0.0,
+                    help="each iteration is slowed by a random fraction in [0, NOISE) (interference)")
+    ap.add_argument("--seed", type=int, default=None, help="seed of the noise")
+    ap.add_argument("--hang-in-resize", action="store_true",
+                    help="never finish the first resize (a job stuck without a watchdog: the daemon's "
+                         "resize deadline must end it)")
     a = ap.parse_args(argv)
     p = a.nprocs or int(os.environ.get("RESHAPE_NPROCS", "1"))
     job_id = int(os.environ.get("RESHAPE_JOB_ID", "0"))
     advisor = advisor_from_env()
     redist_t: float | None = None
     redist_from: int | None = None
+    rng = random.Random(a.seed)
     for it in range(1, a.iterations + 1):
-        t = iteration_time(p, a.work, a.serial, a.overhead)
+        t = iteration_time(p, a.work, a.serial, a.overhead) * (1 + a.noise * rng.random())
         time.sleep(t)
         print(f"iteration {it} at {p} processes: {t:.3f}s", flush=True)
         if a.fail_at == it:
@@ -65,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         redist_t = redist_from = None
         if adv.action in ("expand", "shrink") and adv.nprocs != p:
             cost = a.redist * (1 + min(p, adv.nprocs) / max(p, adv.nprocs))
+            while a.hang_in_resize:
+                time.sleep(3600)
             time.sleep(cost)
             print(f"resize {p} -> {adv.nprocs} ({adv.reason}) in {cost:.3f}s", flush=True)
             advisor.resized(p, adv.nprocs, cost)

@@ -84,12 +84,21 @@ class Profile:
 
     ``iter_time[p]`` is the latest measured iteration time at ``p`` processes;
     ``redist_time[(p, q)]`` the measured cost of the last redistribution
-    from ``p`` to ``q``; ``history`` the sizes the job ran at, in order.
+    from ``p`` to ``q``; ``history`` the sizes the job ran at, in order;
+    ``best_time[p]`` the fastest iteration measured at ``p`` (interference
+    only slows a run down, so the minimum is the noise-robust evidence the
+    sweet-spot rule compares; :meth:`best` falls back to ``iter_time``).
     """
 
     iter_time: dict[int, float] = field(default_factory=dict)
     redist_time: dict[tuple[int, int], float] = field(default_factory=dict)
     history: tuple[int, ...] = ()
+    best_time: dict[int, float] = field(default_factory=dict)
+
+    def best(self, p: int) -> float | None:
+        """The fastest iteration time measured at ``p`` (None if never measured)."""
+        t = self.best_time.get(p)
+        return self.iter_time.get(p) if t is None else t
 
     def shrink_points(self, current: int) -> list[tuple[int, float]]:
         """``(size, expected iteration-time increase)`` for each smaller size the job ran at.

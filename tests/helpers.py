@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import sqlite3
+import subprocess
+import sys
 import time
+
+from reshape.client import Connection
+from reshape.launch import kill_session
+from scheduler.startup import job_tag, kill_job
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -25,3 +33,72 @@ def wait_for(pred, timeout: float, every: float = 0.1):
             return v
         time.sleep(every)
     raise AssertionError(f"condition not met within {timeout}s")
+
+
+def repeated_undone_expansions(sizes: list[int]) -> list[tuple[int, int]]:
+    """Expansions ``p -> q`` made again after the job had gone ``p -> q -> p`` (no queue: a sweet-spot return)."""
+    undone: set[tuple[int, int]] = set()
+    out = []
+    for i in range(1, len(sizes)):
+        p, q = sizes[i - 1], sizes[i]
+        if q > p and (p, q) in undone:
+            out.append((p, q))
+        if i >= 2 and sizes[i - 2] == q and p > q:
+            undone.add((q, p))
+    return out
+
+
+class DaemonProc:
+    def __init__(self, state_dir: str, slots: int, app: str = "easy", remap: str = "reshape",
+                 extra: tuple[str, ...] = ()):
+        self.state_dir = state_dir
+        self.endpoint = f"tcp://127.0.0.1:{free_port()}"
+        self.args = ["--slots", str(slots), "--app-policy", app, "--remap-policy", remap, *extra]
+        self.proc: subprocess.Popen | None = None
+        self.start()
+
+    def start(self) -> None:
+        with open(os.path.join(self.state_dir, "daemon.err"), "ab") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "reshape.cli", "daemon", "--endpoint", self.endpoint,
+                 "--state-dir", self.state_dir, *self.args],
+                cwd=ROOT, start_new_session=True, stdout=subprocess.DEVNULL, stderr=err)
+        wait_for(lambda: self.ping(), 15)
+
+    def ping(self) -> bool:
+        try:
+            self.req("ping", timeout=0.5)
+            return True
+        except Exception:
+            return False
+
+    def req(self, type_: str, body: dict | None = None, job_id: int | None = None, timeout: float = 5):
+        c = Connection(self.endpoint, timeout)
+        try:
+            return c.request(type_, body or {}, job_id=job_id).body
+        finally:
+            c.close()
+
+    def submit(self, **job) -> int:
+        return self.req("submit", {"job": job})["job_id"]
+
+    def job(self, jid: int) -> dict:
+        return next(j for j in self.req("history")["jobs"] if j["job_id"] == jid)
+
+    def stderr(self) -> str:
+        with open(os.path.join(self.state_dir, "daemon.err"), errors="replace") as f:
+            return f.read()[-3000:]
+
+    def kill9(self) -> None:
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(5)
+
+    def cleanup(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            kill_session(self.proc.pid, grace=1.0)
+        db = os.path.join(self.state_dir, "journal.sqlite")
+        if os.path.exists(db):
+            con = sqlite3.connect(db)
+            for (jid,) in con.execute("SELECT job_id FROM jobs"):
+                kill_job(job_tag(self.state_dir, jid))
+            con.close()

@@ -10,9 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
-import sys
 import time
 
 import pytest
@@ -20,89 +18,17 @@ import zmq
 
 from reshape import protocol as P
 from reshape.client import Connection, DaemonError, SchedulerUnavailable
-from reshape.launch import kill_session
 from scheduler.startup import job_pids, job_tag, kill_job
-from tests.helpers import ROOT, free_port, wait_for
+from tests.helpers import repeated_undone_expansions, wait_for
 
 pytestmark = pytest.mark.mpi
 
 
-class DaemonProc:
-    def __init__(self, state_dir: str, slots: int, app: str = "easy", remap: str = "reshape",
-                 extra: tuple[str, ...] = ()):
-        self.state_dir = state_dir
-        self.endpoint = f"tcp://127.0.0.1:{free_port()}"
-        self.args = ["--slots", str(slots), "--app-policy", app, "--remap-policy", remap, *extra]
-        self.proc: subprocess.Popen | None = None
-        self.start()
-
-    def start(self) -> None:
-        with open(os.path.join(self.state_dir, "daemon.err"), "ab") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "reshape.cli", "daemon", "--endpoint", self.endpoint,
-                 "--state-dir", self.state_dir, *self.args],
-                cwd=ROOT, start_new_session=True, stdout=subprocess.DEVNULL, stderr=err)
-        wait_for(lambda: self.ping(), 15)
-
-    def ping(self) -> bool:
-        try:
-            self.req("ping", timeout=0.5)
-            return True
-        except Exception:
-            return False
-
-    def req(self, type_: str, body: dict | None = None, job_id: int | None = None, timeout: float = 5):
-        c = Connection(self.endpoint, timeout)
-        try:
-            return c.request(type_, body or {}, job_id=job_id).body
-        finally:
-            c.close()
-
-    def submit(self, **job) -> int:
-        return self.req("submit", {"job": job})["job_id"]
-
-    def job(self, jid: int) -> dict:
-        return next(j for j in self.req("history")["jobs"] if j["job_id"] == jid)
-
-    def stderr(self) -> str:
-        with open(os.path.join(self.state_dir, "daemon.err"), errors="replace") as f:
-            return f.read()[-3000:]
-
-    def kill9(self) -> None:
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(5)
-
-    def cleanup(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            kill_session(self.proc.pid, grace=1.0)
-        db = os.path.join(self.state_dir, "journal.sqlite")
-        if os.path.exists(db):
-            con = sqlite3.connect(db)
-            for (jid,) in con.execute("SELECT job_id FROM jobs"):
-                kill_job(job_tag(self.state_dir, jid))
-            con.close()
-
-
-@pytest.fixture
-def daemon(tmp_path):
-    made: list[DaemonProc] = []
-
-    def start(slots: int = 4, **kw) -> DaemonProc:
-        d = DaemonProc(str(tmp_path), slots, **kw)
-        made.append(d)
-        return d
-
-    try:
-        yield start
-    finally:
-        for d in made:
-            d.cleanup()
-
-
-def emu(iterations=10, work=1.0, serial=0.05, overhead=0.04, nprocs=2, **kw) -> dict:
+def emu(iterations=10, work=1.0, serial=0.05, overhead=0.04, nprocs=2, noise=0.0, seed=0, **kw) -> dict:
     """An emulated resizable job (t(p) has its sweet spot at 4-5 with the defaults)."""
     cmd = ["python", "-m", "scheduler.emujob", "--work", str(work), "--serial", str(serial),
-           "--overhead", str(overhead), "--iterations", str(iterations), "--redist", "0.05"]
+           "--overhead", str(overhead), "--iterations", str(iterations), "--redist", "0.05",
+           "--noise", str(noise), "--seed", str(seed)]
     return {"name": "emu", "command": cmd, "nprocs": nprocs, "launch": "single", **kw}
 
 
@@ -124,6 +50,16 @@ def test_expand_sweet_spot_then_shrink_to_admit_a_queued_job(daemon):
     wait_for(lambda: d.job(a)["state"] == "done", 30)
     assert d.job(b)["state"] == "done"
     assert "resize 4 -> 2" in d.req("log", {"job_id": a, "tail": 0})["text"]
+
+
+def test_noisy_timings_never_make_a_job_repeat_an_expansion_the_sweet_spot_undid(daemon):
+    """Iterations randomly up to 40% slower (interference) around a sweet spot at 4 (t(5) is 1.7% faster)."""
+    d = daemon(6)
+    jobs = [d.submit(**emu(iterations=24, work=0.6, max_procs=6, noise=0.4, seed=s)) for s in (1, 2)]
+    wait_for(lambda: all(d.job(j)["state"] == "done" for j in jobs), 90)
+    for j in jobs:
+        sizes = d.job(j)["profile"]["history"]
+        assert len(sizes) >= 3 and repeated_undone_expansions(sizes) == [], sizes
 
 
 def test_easy_backfill_starts_a_short_job_without_delaying_the_head(daemon):

@@ -21,6 +21,7 @@ from scheduler.policy import (
     app_policy,
     remap_policy,
 )
+from tests.helpers import repeated_undone_expansions
 
 
 def spec(i, n, **kw):
@@ -344,3 +345,45 @@ def test_squeeze_starts_a_resizable_head_on_the_free_slots():
     assert app_policy("easy", squeeze=True).schedule(small) == []
     rigid_head = Snapshot(0.0, 16, 6, q[::-1], run)
     assert app_policy("easy", squeeze=True).schedule(rigid_head) == []
+
+
+def test_repeated_undone_expansions_detects_the_compose_clusters_sequence():
+    assert repeated_undone_expansions([2, 4, 8, 4, 8, 4, 8, 4]) == [(4, 8), (4, 8)]
+    assert repeated_undone_expansions([2, 3, 4, 5, 4]) == []
+
+
+def drive(policy, model, noise, points: int, total: int = 16) -> list[int]:
+    """One job alone on ``total`` slots through ``points`` resize points; returns its sizes.
+
+    The measured time at each point is the model time slowed by ``noise`` (>= 0): interference
+    only ever slows an iteration down. The profile is the daemon's own (``JobProfile``).
+    """
+    from scheduler.profiler import JobProfile
+
+    prof, n = JobProfile(), 2
+    prof.ran_at(n)
+    s = spec(1, 2, max_procs=total)
+    for k in range(points):
+        prof.record_iteration(n, model(n) * (1 + noise[k % len(noise)]))
+        r = RunningJob(s, n, 0.0, prof.frozen(), k)
+        d = policy.at_resize_point(Snapshot(float(k), total, total - n, (), (r,)), 1)
+        if isinstance(d, Expand | Shrink) and d.nprocs != n:
+            n = d.nprocs
+            prof.ran_at(n)
+    return list(prof.history)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(0.0, 0.6), min_size=1, max_size=40), st.floats(0.5, 8.0), st.floats(0.0, 0.2))
+def test_no_expansion_undone_by_the_sweet_spot_rule_is_made_again(noise, work, overhead):
+    """Noisy timings (up to 60% slower) of an Amdahl-plus-overhead job never make it oscillate."""
+    sizes = drive(R, lambda p: work / p + overhead * p, noise, 60)
+    assert repeated_undone_expansions(sizes) == [], sizes
+
+
+def test_a_job_shrunk_to_admit_another_grows_back_to_a_size_it_ran_faster_at_and_no_further():
+    times, hist = {2: 1.0, 4: 0.6, 8: 0.59}, (2, 4, 8, 4, 2)
+    r = running(1, 2, times, hist, initial=2, sizes=(2, 4, 8))
+    assert R.at_resize_point(snap(6, [r]), 1) == Expand(1, 4, "idle processors")
+    r = running(1, 4, times, (*hist, 4), initial=2, sizes=(2, 4, 8))
+    assert isinstance(R.at_resize_point(snap(4, [r]), 1), Continue)

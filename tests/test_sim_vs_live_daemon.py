@@ -21,6 +21,8 @@ an EASY backfill and a late resizable job that expands (sim times, seconds):
   arrives at 8.1 and is backfilled (it ends long before j2's reservation);
 * at its resize point 8.44, j0 shrinks to 2 to admit j2, which starts when
   the redistribution ends;
+* j2 ends at 9.4; at its resize point 11.0, j0 (back at 2) grows to 3 again,
+  a size it ran faster at (``reshape_remap``, rule 4);
 * j4 resizable from 1 arrives at 10.5 and expands 1->2->3->4 once alone.
 
 Differences allowed, and why:
@@ -63,8 +65,7 @@ import pytest
 from scheduler.policy import JobSpec, app_policy, remap_policy
 from scheduler.sim import SimInput, simulate
 from scheduler.sim.emumodel import AmdahlOverheadModel, EmuRedistModel
-from tests.helpers import wait_for
-from tests.test_daemon import DaemonProc
+from tests.helpers import DaemonProc, wait_for
 
 pytestmark = pytest.mark.mpi
 

@@ -11,13 +11,30 @@ At a resize point of job J (``snap`` already holds J's latest iteration time):
 3. **Sweet spot** (shrink rule 1): if J's last resize was an expansion
    ``p -> q`` and the iteration time at ``q`` is not better than at ``p`` by
    more than ``min_gain`` (relative), J returns to ``p``.
-4. **Expand** if there are idle slots, no job waits, and J's last expansion
-   improved its iteration time (or J never expanded): to the next legal size
-   that fits in the idle slots. For ``topology="2d"`` the next size adds a
-   row or column to the smaller side of the nearly-square grid, skipping
-   sides that do not divide ``divides`` (Table 2's sequences, e.g.
-   2x2 -> 2x4 -> 4x4 -> 4x5 -> 5x5 -> 5x8 for 8000).
+4. **Expand** if there are idle slots and no job waits: to the next legal
+   size ``q`` that fits in the idle slots, if ``q`` is unmeasured and J's
+   last expansion improved its iteration time (or J never expanded), or if
+   ``q`` was measured and was faster than J's current size. For
+   ``topology="2d"`` the next size adds a row or column to the smaller side
+   of the nearly-square grid, skipping sides that do not divide ``divides``
+   (Table 2's sequences, e.g. 2x2 -> 2x4 -> 4x4 -> 4x5 -> 5x5 -> 5x8 for
+   8000).
 5. Otherwise continue.
+
+**No oscillation.** "Better" compares the *fastest* iteration measured at
+each size (:meth:`scheduler.policy.Profile.best`), not the latest: other
+work on the nodes only ever slows an iteration down, and the latest time let
+a job measured slower at ``p`` after returning there (noise) expand to ``q``
+again and again (seen in the compose cluster: 2->4->8->4->8->4->8->4). The
+rule: *once J returned from q to p because q did not help, it expands from
+p to q again only if the evidence changes*, i.e. a faster iteration at
+``q``; new measurements at ``p`` can only make ``p`` look better. No rule
+here puts J back at ``q`` otherwise, so the sweet spot holds for the rest of
+the job, as in the paper (§4.1.1: "it is shrunk back to its most recent
+configuration"). Choice and limit: a job whose phases differ is not
+re-probed (a phase change cannot be told from interference by iteration
+times alone). A job shrunk to admit a queued job grows back when the next
+size is one it ran faster at.
 
 Choices where the paper is open: "improvement" means a relative gain larger
 than ``min_gain`` (default 5%), so timing noise does not count as a gain; a
@@ -175,10 +192,18 @@ class ReshapeRemap(RemapPolicy):
         self.borrow = borrow
 
     def _improved(self, r: RunningJob, p: int, q: int) -> bool:
-        t = r.profile.iter_time
-        if p not in t or q not in t:
+        """Was ``q`` faster than ``p`` by more than ``min_gain`` (fastest iterations)? True if unmeasured."""
+        tp, tq = r.profile.best(p), r.profile.best(q)
+        if tp is None or tq is None:
             return True  # not measured yet: no evidence against
-        return t[q] < t[p] * (1 - self.min_gain)
+        return tq < tp * (1 - self.min_gain)
+
+    def _may_expand(self, r: RunningJob, q: int, exp: tuple[int, int] | None) -> bool:
+        """Rule 4's evidence for growing to ``q``: measured there and faster, or unmeasured
+        after an expansion that helped (see "No oscillation" in the module docstring)."""
+        if r.profile.best(q) is not None:
+            return self._improved(r, r.nprocs, q)
+        return exp is None or self._improved(r, *exp)
 
     def _points(self, r: RunningJob, pool: int) -> list[int]:
         """Sizes ``r`` may shrink to, ascending."""
@@ -236,7 +261,7 @@ class ReshapeRemap(RemapPolicy):
         if snap.free_slots > 0 and snap.now + t_iter + 2 * back <= shadow:
             hi = min(cur + snap.free_slots, r.spec.max_procs or snap.total_slots)
             q = next_size(r.spec, cur, hi)
-            if q is not None:
+            if q is not None and self._may_expand(r, q, exp):
                 return Expand(jid, q, f"idle slots until t={shadow:g}, queued job "
                                       f"{snap.queue[0].job_id}'s reservation")
         if cur > base:
@@ -268,10 +293,10 @@ class ReshapeRemap(RemapPolicy):
         if exp and exp[1] == cur and not self._improved(r, *exp):
             return Shrink(job_id, exp[0], f"sweet spot: {exp[0]} -> {cur} did not help")
         room = snap.free_slots - self._reserve(snap.total_slots)
-        if room > 0 and not snap.queue and (exp is None or self._improved(r, *exp)):
+        if room > 0 and not snap.queue:
             limit = min(cur + room, spec.max_procs or snap.total_slots)
             q = next_size(spec, cur, limit)
-            if q is not None:
+            if q is not None and self._may_expand(r, q, exp):
                 return Expand(job_id, q, "idle processors")
         return Continue(job_id, "")
 
