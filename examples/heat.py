@@ -11,6 +11,8 @@ import reshape.runtime as reshape
 ap = argparse.ArgumentParser(description=__doc__)
 ap.add_argument("--n", type=int, default=256, help="grid points per side")
 ap.add_argument("--steps", type=int, default=40, help="time steps (one resize point each)")
+ap.add_argument("--work", type=float, default=0.0,
+                help="extra seconds per step shared by the ranks (sleep work/p), as a larger grid would take")
 args = ap.parse_args()
 
 rt = reshape.init()  # on ranks spawned by a resize this joins the running job
@@ -26,6 +28,7 @@ for _ in rt.iterations(args.steps):
     comm.Sendrecv(u[0].copy(), up, recvbuf=h[-1, 1:-1], source=down)
     comm.Sendrecv(u[-1].copy(), down, recvbuf=h[0, 1:-1], source=up)
     u[...] = u + 0.2 * (h[:-2, 1:-1] + h[2:, 1:-1] + h[1:-1, :-2] + h[1:-1, 2:] - 4 * u)
+    time.sleep(args.work / comm.size)
     rt.log(time.perf_counter() - t0)
     rt.resize()  # expand, shrink or continue, as the scheduler (or RESHAPE_PLAN) says
 whole = T.gather()

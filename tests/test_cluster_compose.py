@@ -1,0 +1,271 @@
+"""The compose cluster for real: head + four compute nodes on a real Docker engine (marker ``cluster``).
+
+``docker-compose.yml`` as shipped is built and brought up once for the
+module (a base image from Debian packages when no registry is reachable,
+``docker/make-base-image.sh``); the tests then run real MPI jobs across the
+containers through the daemon on the head, kill a node, restart the head,
+and finally take the cluster down. The tier skips, with one line saying why,
+only where no Docker engine runs; ``.ci/run`` installs and starts one.
+
+Tests run in file order and build on each other's cluster (not on each
+other's jobs); each waits for the cluster to be idle before it starts.
+``python -m pytest -m cluster -s`` shows the timings.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+
+import pytest
+
+from tests.compose_cluster import ComposeCluster, base_image, unavailable
+from tests.helpers import repeated_undone_expansions, wait_for
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
+
+NODES = ("node1", "node2", "node3", "node4")
+TIMINGS: dict[str, float] = {}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    why = unavailable()
+    if why:
+        pytest.skip(f"cluster tier: {why}")
+    t0 = time.monotonic()
+    base, how = base_image()
+    if base is None:
+        pytest.skip(f"cluster tier: {how}")
+    TIMINGS["base image"] = time.monotonic() - t0
+    c = ComposeCluster(f"reshapet{os.getpid()}", base)
+    try:
+        c.down()  # a leftover of an interrupted run with the same name
+        TIMINGS["build"] = c.build()
+        TIMINGS["up"] = c.up()
+        yield c
+    finally:
+        c.down()
+        print("\ncluster tier timings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in TIMINGS.items()))
+
+
+def idle(c: ComposeCluster, timeout: float = 60) -> dict:
+    """Wait until no job runs or waits and every node is up; returns the status."""
+    def ready():
+        st = c.status()
+        ok = (not st["running"] and not st["queue"] and not st["waiting"]
+              and all(n["state"] == "up" for n in st["nodes"]) and st["free_slots"] == 8)
+        return st if ok else None
+
+    return wait_for(ready, timeout, every=0.5)
+
+
+def finished(c: ComposeCluster, jid: int, timeout: float) -> dict:
+    return wait_for(lambda: (j := c.jobs()[jid])["state"] not in ("queued", "waiting", "running") and j,
+                    timeout, every=0.5)
+
+
+def log(c: ComposeCluster, jid: int) -> str:
+    return c.reshape("log", str(jid), "--tail", "0")
+
+
+def gone(c: ComposeCluster, node: str, jid: int, timeout: float = 15) -> list[int]:
+    """The job's processes still on ``node`` after waiting up to ``timeout`` s for them to exit."""
+    end = time.monotonic() + timeout
+    while (pids := c.job_pids(node, jid)) and time.monotonic() < end:
+        time.sleep(0.5)
+    return pids
+
+
+def sha(text: str) -> str:
+    m = re.search(r"sha256 ([0-9a-f]{16})", text)
+    assert m, text[-2000:]
+    return m.group(1)
+
+
+def test_static_job_spans_two_nodes(cluster):
+    c = cluster
+    idle(c, 120)
+    jid = c.submit("docker/jobs/hello.toml")
+    job = finished(c, jid, 60)
+    assert job["state"] == "done", (job, log(c, jid))
+    ranks = dict(re.findall(r"rank (\d) on (\w+)", log(c, jid)))
+    assert ranks == {"0": "node1", "1": "node1", "2": "node2", "3": "node2"}, log(c, jid)
+
+
+def test_the_shipped_heat_job_grows_across_nodes_without_oscillating(cluster):
+    c = cluster
+    idle(c)
+    t0 = time.monotonic()
+    jid = c.submit("docker/jobs/heat.toml")
+    job = finished(c, jid, 180)
+    TIMINGS["heat.toml"] = time.monotonic() - t0
+    sizes = job["profile"]["history"]
+    print(f"\nheat.toml sizes in the compose cluster: {'->'.join(map(str, sizes))}")
+    assert job["state"] == "done", (job, log(c, jid)[-3000:])
+    assert max(sizes) >= 4, sizes  # it grew onto a second node
+    assert repeated_undone_expansions(sizes) == [], sizes
+
+
+@pytest.fixture(scope="module")
+def grow_and_compete(cluster):
+    """grow.toml alone grows 2 -> 4 -> 8 over all nodes; compete.toml arrives; grow shrinks to admit it."""
+    c = cluster
+    idle(c)
+    seen: dict = {}
+    a = c.submit("docker/jobs/grow.toml")
+    st = wait_for(lambda: (s := c.status()) and any(r["job_id"] == a and r["nprocs"] == 8 and not r["pending"]
+                                                  for r in s["running"]) and s, 60, every=0.3)
+    seen["hosts_at_8"] = next(r["hosts"] for r in st["running"] if r["job_id"] == a)
+    b = c.submit("docker/jobs/compete.toml")
+    st = wait_for(lambda: (s := c.status()) and any(r["job_id"] == b for r in s["running"]) and s, 60, every=0.3)
+    seen["a_at_b_start"] = next(r for r in st["running"] if r["job_id"] == a)
+    seen["b_hosts"] = next(r["hosts"] for r in st["running"] if r["job_id"] == b)
+    # the ranks grow retired on node3/node4 are gone (B's ranks there carry B's tag)
+    seen["a_left_on"] = {n: gone(c, n, a) for n in ("node3", "node4")}
+    seen["a"], seen["b"] = finished(c, a, 240), finished(c, b, 240)
+    seen["a_log"], seen["b_log"] = log(c, a), log(c, b)
+    seen["events"] = [e for e in c.history()["events"] if e["job_id"] in (a, b)]
+    seen["ids"] = (a, b)
+    return seen
+
+
+def test_a_resizable_job_grows_from_one_node_onto_the_others(grow_and_compete):
+    s = grow_and_compete
+    assert s["a"]["profile"]["history"][:3] == [2, 4, 8], s["a"]["profile"]
+    assert s["hosts_at_8"] == list(NODES)
+
+
+def test_it_shrinks_back_its_remote_ranks_exit_and_its_result_matches_a_static_run(cluster, grow_and_compete):
+    s = grow_and_compete
+    a = s["ids"][0]
+    shrinks = [e for e in s["events"] if e["job_id"] == a and e["kind"] == "shrink"]
+    assert shrinks and shrinks[0]["detail"] == "8->4", s["events"]
+    assert s["a_at_b_start"]["nprocs"] == 4 and s["a_at_b_start"]["hosts"] == ["node1", "node2"]
+    assert s["a_left_on"] == {"node3": [], "node4": []}
+    assert s["a"]["state"] == "done", s["a_log"][-3000:]
+    # the same program run statically on one node (the head, no scheduler) gives the same field
+    static = cluster.exec("head", "mpiexec -n 2 python examples/heat.py --n 256 --steps 40", timeout=120).stdout
+    assert sha(s["a_log"]) == sha(static)
+
+
+def test_two_resizable_jobs_compete_one_shrinks_to_admit_the_other(cluster, grow_and_compete):
+    s = grow_and_compete
+    a, b = s["ids"]
+    t = {(e["job_id"], e["kind"]): e["t"] for e in s["events"]}
+    assert t[(a, "shrink")] <= t[(b, "start")] < t[(a, "end")]  # admitted by A's shrink, while A ran
+    assert sorted(s["b_hosts"]) == ["node3", "node4"]
+    assert s["b"]["state"] == "done", s["b_log"][-3000:]
+    static = cluster.exec("head", "mpiexec -n 4 python examples/heat.py --n 256 --steps 16", timeout=120).stdout
+    assert sha(s["b_log"]) == sha(static)
+
+
+FAULTY = """
+name = "{name}"
+command = ["python", "examples/heat.py", "--n", "256", "--steps", "30", "--work", "1.2"]
+nprocs = 2
+max_procs = 8
+divides = 256
+resize_timeout = {timeout}
+[env]
+RESHAPE_FAULT = "{fault}"
+"""
+
+
+@pytest.mark.parametrize("fault,bound", [("transfer:spawned:kill", 5.0), ("transfer:spawned:hang", 6.0 + 5.0)],
+                         ids=["a rank on another node killed mid-transfer", "a rank on another node hangs"])
+def test_an_injected_failure_during_a_cross_node_expansion_ends_the_job_and_frees_its_slots(cluster, fault, bound):
+    c = cluster
+    idle(c)
+    jid = c.submit_text("faulty", FAULTY.format(name="faulty", timeout=6, fault=fault))
+    job = finished(c, jid, 90)
+    text = log(c, jid)
+    m = re.search(r"fault injected: \S+ at ([0-9.]+) \(rank (\d+)", text)
+    assert m, text[-3000:]
+    # the first rank to report names the resize: an original rank (expand) or a new one (join)
+    assert job["state"] == "failed" and re.search(r"(expand|join) 2->4", job["error"]), (job, text[-4000:])
+    end = next(e["t"] for e in c.history()["events"] if e["job_id"] == jid and e["kind"] == "end")
+    delay = end - float(m.group(1))
+    TIMINGS[f"{fault} -> slots freed"] = delay
+    print(f"\n{fault}: {delay:.2f} s from the injected failure to the freed slots ({job['error']})")
+    assert delay < bound
+    st = c.status()
+    assert st["free_slots"] == 8 and not st["running"]
+    assert next(r for r in st["ended"] if r["job_id"] == jid)["error"] == job["error"]
+    for n in ("head", *NODES):
+        assert c.job_pids(n, jid) == [], n
+
+
+def test_a_killed_node_is_marked_down_its_job_fails_and_the_other_job_runs_on(cluster):
+    c = cluster
+    idle(c)
+    on12 = c.submit_text("victim", 'name = "victim"\nnprocs = 4\nresizable = false\n'
+                         'command = ["python", "examples/heat.py", "--n", "256", "--steps", "200", "--work", "0.4"]\n')
+    on3 = c.submit_text("bystander", 'name = "bystander"\nnprocs = 2\nresizable = false\n'
+                        'command = ["python", "examples/heat.py", "--n", "256", "--steps", "40", "--work", "0.6"]\n')
+    st = wait_for(lambda: (s := c.status()) and len(s["running"]) == 2 and s, 60, every=0.3)
+    hosts = {r["job_id"]: r["hosts"] for r in st["running"]}
+    assert hosts == {on12: ["node1", "node2"], on3: ["node3"]}
+    t_kill = time.time()
+    c.cmd("kill", "node2")
+    down = wait_for(lambda: next((n for n in c.status()["nodes"] if n["host"] == "node2" and n["state"] == "down"),
+                                 None), 30, every=0.5)
+    t_down = next(e["t"] for e in reversed(c.history()["node_events"]) if e["host"] == "node2"
+                  and e["kind"] == "down")
+    TIMINGS["node2 killed -> marked down"] = t_down - t_kill
+    victim = finished(c, on12, 30)
+    assert victim["state"] == "failed", victim
+    st = c.status()
+    used = sum(n["used"] for n in st["nodes"])
+    assert st["total_slots"] == 6 and st["free_slots"] == st["total_slots"] - used, st
+    assert [r["job_id"] for r in st["running"]] == [on3] or c.jobs()[on3]["state"] == "done"
+    assert finished(c, on3, 120)["state"] == "done"
+    assert down["reason"], down
+    for n in ("node1", "node3"):
+        assert c.job_pids(n, on12) == []
+    c.cmd("start", "node2")  # its monitor registers again: node2 rejoins
+    c.wait_healthy(90)
+    idle(c, 60)
+
+
+def test_restarting_the_head_keeps_queue_history_and_profiles(cluster):
+    """The head restarts (its container: the daemon *and* the jobs' mpiexec, which runs there)."""
+    c = cluster
+    idle(c)
+    runner = c.submit_text("runner", 'name = "runner"\nnprocs = 2\nresizable = false\n'
+                           'command = ["python", "examples/heat.py", "--steps", "300", "--work", "0.2"]\n')
+    wait_for(lambda: any(r["job_id"] == runner for r in c.status()["running"]), 60, every=0.3)
+    big = c.submit_text("big", 'name = "big"\nnprocs = 8\nresizable = false\n'
+                        'command = ["python", "examples/heat.py", "--steps", "5"]\n')
+    later = c.submit_text("later", 'name = "later"\nnprocs = 2\narrival_delay = 3600\n'
+                          'command = ["python", "examples/heat.py"]\n')
+    before = c.jobs()
+    assert (before[runner]["state"], before[big]["state"], before[later]["state"]) == ("running", "queued", "waiting")
+    ended_before = {i: (j["state"], j["profile"], j["error"]) for i, j in before.items()
+                    if j["state"] not in ("running", "queued", "waiting")}
+    assert len(ended_before) >= 5
+    t0 = time.monotonic()
+    c.cmd("restart", "head", timeout=120)
+    c.wait_healthy(120, ("head",))
+    TIMINGS["head restart"] = time.monotonic() - t0
+    after = wait_for(lambda: c.jobs(), 30)
+    assert {i: (j["state"], j["profile"], j["error"]) for i, j in after.items() if i in ended_before} == ended_before
+    assert after[later]["state"] == "waiting"
+    # the running job's mpiexec died with the head: it ends in a defined state, its slots come back,
+    # and the queued job starts on them
+    lost = finished(c, runner, 30)
+    assert lost["state"] in ("lost", "failed") and lost["error"], lost
+    assert finished(c, big, 90)["state"] == "done"
+    for n in ("head", *NODES):
+        assert c.job_pids(n, runner) == [], n
+    c.reshape("cancel", str(later))
+    assert idle(c, 60)["free_slots"] == 8
+
+
+def test_compose_down_leaves_nothing_running(cluster):
+    c = cluster
+    t0 = time.monotonic()
+    c.down()
+    TIMINGS["down"] = time.monotonic() - t0
+    assert c.leftovers() == {"containers": [], "networks": [], "volumes": []}
