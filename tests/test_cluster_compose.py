@@ -86,7 +86,8 @@ def sha(text: str) -> str:
 
 def test_static_job_spans_two_nodes(cluster):
     c = cluster
-    idle(c, 120)
+    st = idle(c, 120)
+    assert st["daemon"]["auth"] == "curve" and st["daemon"]["refused"] == 0, st["daemon"]
     jid = c.submit("docker/jobs/hello.toml")
     job = finished(c, jid, 60)
     assert job["state"] == "done", (job, log(c, jid))
