@@ -322,7 +322,8 @@ class Daemon:
         reaper = threading.Thread(target=self._reaper, name="reaper", daemon=True)
         reaper.start()
         now = time.time()
-        self.perform(self.state.tick(now), now)
+        # settle jobs that ended while no daemon ran before the first reply, then schedule
+        self.perform(self.monitor(now) + self.state.tick(now), now)
         self.flush()
         last_tick = last_loop = now
         gc.freeze()  # startup objects are never garbage: keep them out of the collector's scans

@@ -315,19 +315,34 @@ class ClusterState:
         if j.state != "running":
             return []
         during = f" during {self._resize_name(j)}" if j.pending else ""
+        ok = self._ended_well(j, None if code is None else code == 0)
         self._release_all(j)
         j.exit_code = code
-        if (code == 0 and j.reported != "error") or (code is None and j.reported == "done"):
+        if ok:
             self._end(j, "done", now)
         else:
             self._end(j, "lost" if code is None else "failed", now)
             how = f"exit code {code}" if code is not None else "process vanished"
+            if code == 0 and during:  # Hydra sometimes exits 0 after a rank of the job was killed
+                how = "mpiexec exited 0 but the job never confirmed its resize"
             if error or not j.error:
                 j.error = f"{error or how}{during}"
             else:  # the job's own report (e.g. the runtime's abort reason) comes first
                 j.error = f"{j.error} ({how})"
         self._event(now, j, "end", j.state if j.state == "done" else f"{j.state}: {j.error}")
         return self.schedule(now)
+
+    @staticmethod
+    def _ended_well(j: Job, clean: bool | None) -> bool:
+        """Done or not. ``clean``: the exit looked clean (exit 0, the monitor's ``end``), did not,
+        or is unknown (None: only the job's own ``done`` counts then). A clean exit with a resize
+        under way and no ``done`` from the job is a failure: Hydra has exited 0 after one of the
+        job's ranks was killed mid-resize."""
+        if j.reported == "error" or clean is False:
+            return False
+        if clean is None:
+            return j.reported == "done"
+        return j.reported == "done" or not j.pending
 
     @staticmethod
     def _resize_name(j: Job) -> str:
@@ -560,7 +575,7 @@ class ClusterState:
         if j.state != "running" or j.node_report is None:
             return []
         r = j.node_report
-        ok = r["status"] == "end" and j.reported != "error" and why is None
+        ok = self._ended_well(j, r["status"] == "end" and why is None)
         self._release_all(j)
         if ok:
             self._end(j, "done", now)

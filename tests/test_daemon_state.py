@@ -204,3 +204,36 @@ def test_daemon_core_and_simulator_agree_with_shrink_requests(monkeypatch):
                             redist=RedistModel(), record=True).decisions
     assert sim != [(round(d.time, 6), d.kind, d.job_id, d.nprocs) for d in reshape_only]  # requests matter
     assert sim == daemon_core
+
+
+@pytest.mark.parametrize("reported,code,state", [(None, 0, "failed"), ("done", 0, "done"), (None, 9, "failed"),
+                                                 (None, None, "lost"), ("done", None, "done")])
+def test_an_exit_during_a_resize_is_a_failure_unless_the_job_said_it_was_done(reported, code, state):
+    """Hydra has exited 0 after a rank was killed mid-expansion: an unconfirmed resize says otherwise."""
+    st = make(8)
+    a = st.submit(job(2), 0.0)
+    st.tick(0.0)
+    assert point(st, a, 2, 1.0).action == "expand"
+    if reported:
+        st.finished(a, reported, None, 1.0)
+    st.exited(a, code, 2.0)
+    st.validate()
+    j = st.jobs[a]
+    assert j.state == state and st.pool.free == 8
+    if state != "done":
+        assert j.error.endswith("during expand 2->3"), j.error
+    if code == 0 and state == "failed":
+        assert "never confirmed its resize" in j.error
+
+
+def test_a_resize_not_confirmed_in_time_fails_and_kills_the_job():
+    st = make(8)
+    a = st.submit(job(2, resize_timeout=10.0), 0.0)
+    st.tick(0.0)
+    assert point(st, a, 2, 1.0).action == "expand"  # advised at t=0
+    assert st.check_resizes(15.9) == []  # 10 s + 5 s + 10% = 16 s
+    acts = st.check_resizes(16.1)
+    st.validate()
+    assert acts == [Kill(a)] and st.jobs[a].state == "failed" and st.pool.free == 8
+    assert st.jobs[a].error == "expand 2->3 not confirmed within 16 s; job killed"
+    assert st.status(17.0)["ended"][0]["error"] == st.jobs[a].error
