@@ -382,7 +382,6 @@ class Daemon:
         """Requests served and the service time (request received -> reply sent) of recent ones."""
         xs = sorted(self.service)
         access = {"auth": "curve" if self.gate else "none", "refused": self.gate.refused if self.gate else 0,
-                  "abandoned": self.gate.abandoned if self.gate else 0,
                   "max_loop_gap_ms": round(1e3 * self.max_gap, 1)}
         if not xs:
             return {"served": self.served, "window": 0, "p50_ms": None, "p99_ms": None, "max_ms": None} | access

@@ -86,8 +86,7 @@ def sha(text: str) -> str:
 
 def test_static_job_spans_two_nodes(cluster):
     c = cluster
-    st = idle(c, 120)
-    assert st["daemon"]["auth"] == "curve" and st["daemon"]["refused"] == 0, st["daemon"]
+    assert idle(c, 120)["daemon"]["auth"] == "curve"
     jid = c.submit("docker/jobs/hello.toml")
     job = finished(c, jid, 60)
     assert job["state"] == "done", (job, log(c, jid))

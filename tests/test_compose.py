@@ -81,6 +81,15 @@ def test_head_runs_the_daemon_with_at_least_four_healthy_compute_nodes_on_a_priv
         assert services[name]["command"] == ["compute"]
 
 
+def test_ranks_may_use_cross_memory_attach_and_the_journal_outlives_the_head(compose):
+    """docs/cluster.md: SYS_PTRACE for MPICH's CMA on every node; the base image is a build argument."""
+    for name, svc in compose["services"].items():
+        assert svc["cap_add"] == ["SYS_PTRACE"], name
+        assert svc["build"]["args"]["BASE_IMAGE"] == "${RESHAPE_BASE_IMAGE:-python:3.11-slim-bookworm}", name
+    assert "state:/var/lib/reshape" in compose["services"]["head"]["volumes"]
+    assert set(compose["volumes"]) == {"cluster", "state"}
+
+
 def test_pool_and_jobs_match_the_cluster(compose):
     from scheduler.jobfile import load_job_file
     from scheduler.pool import load_pool
