@@ -488,13 +488,13 @@ class Resizer:
         """
         old = parent.Get_remote_size()
         faults.set_spawned()
-        self._arm(f"join {old}->{old + MPI.COMM_WORLD.size}")
-        self._phase("merging with the running ranks")
+        self._arm(f"expand {old}->{old + MPI.COMM_WORLD.size}")
+        self._phase("a new rank merging with the running ranks")
         faults.hit("join", MPI.COMM_WORLD.rank + old, old + MPI.COMM_WORLD.size, old)
         merged = parent.Merge(high=True)
         parent.Disconnect()
         self.comm = merged
-        self._phase("receiving the arrays")
+        self._phase("a new rank receiving the arrays")
         state: _JoinState = bcast_obj(merged, None)
         self.iteration = state.iteration
         self.values = state.values
