@@ -173,8 +173,10 @@ RESHAPE_FAULT = "{fault}"
 """
 
 
-@pytest.mark.parametrize("fault,bound", [("transfer:spawned:kill", 5.0), ("transfer:spawned:hang", 6.0 + 5.0)],
-                         ids=["a rank on another node killed mid-transfer", "a rank on another node hangs"])
+@pytest.mark.parametrize("fault,bound", [("join:spawned:kill", 5.0), ("transfer:spawned:kill", 5.0),
+                                         ("transfer:spawned:hang", 6.0 + 5.0)],
+                         ids=["a new rank on another node dies before joining",
+                              "a rank on another node killed mid-transfer", "a rank on another node hangs"])
 def test_an_injected_failure_during_a_cross_node_expansion_ends_the_job_and_frees_its_slots(cluster, fault, bound):
     c = cluster
     idle(c)
@@ -194,6 +196,24 @@ def test_an_injected_failure_during_a_cross_node_expansion_ends_the_job_and_free
     assert next(r for r in st["ended"] if r["job_id"] == jid)["error"] == job["error"]
     for n in ("head", *NODES):
         assert c.job_pids(n, jid) == [], n
+
+
+def test_an_expansion_onto_a_node_ssh_cannot_reach_is_refused_and_the_job_keeps_its_size_and_data(cluster):
+    """The other side of the rule across nodes: the launcher probe fails before anything starts."""
+    c = cluster
+    idle(c)
+    c.exec("node2", "pkill -x sshd")
+    try:
+        jid = c.submit_text("stays", 'name = "stays"\nnprocs = 2\nmax_procs = 4\ndivides = 256\n'
+                            'command = ["python", "examples/heat.py", "--n", "256", "--steps", "8", "--work", "1.0"]\n')
+        job = finished(c, jid, 120)
+    finally:
+        c.exec("node2", "/usr/sbin/sshd -e")
+    refused = [e["detail"] for e in c.history()["events"] if e["job_id"] == jid and e["kind"] == "resize_failed"]
+    assert job["state"] == "done" and job["profile"]["history"] == [2], job
+    assert refused and all("'node2' is not reachable" in d for d in refused), refused
+    static = c.exec("head", "mpiexec -n 2 python examples/heat.py --n 256 --steps 8", timeout=120).stdout
+    assert sha(log(c, jid)) == sha(static)
 
 
 def test_a_killed_node_is_marked_down_its_job_fails_and_the_other_job_runs_on(cluster):
