@@ -18,6 +18,8 @@ import time
 
 from tests.helpers import ROOT
 
+TIMINGS: dict[str, float] = {}  # seconds of the tier's steps; conftest prints them after the run
+NOTES: dict[str, str] = {}  # other observations printed with them
 REGISTRY_BASE = "python:3.11-slim-bookworm"
 DEBIAN_BASE = "reshape-base:bookworm"
 SERVICES = ("head", "node1", "node2", "node3", "node4")

@@ -20,13 +20,12 @@ import time
 
 import pytest
 
-from tests.compose_cluster import ComposeCluster, base_image, unavailable
+from tests.compose_cluster import NOTES, TIMINGS, ComposeCluster, base_image, unavailable
 from tests.helpers import repeated_undone_expansions, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
 NODES = ("node1", "node2", "node3", "node4")
-TIMINGS: dict[str, float] = {}
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +33,7 @@ def cluster():
     why = unavailable()
     if why:
         pytest.skip(f"cluster tier: {why}")
-    t0 = time.monotonic()
+    t0 = TIMINGS["start"] = time.monotonic()
     base, how = base_image()
     if base is None:
         pytest.skip(f"cluster tier: {how}")
@@ -47,7 +46,6 @@ def cluster():
         yield c
     finally:
         c.down()
-        print("\ncluster tier timings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in TIMINGS.items()))
 
 
 def idle(c: ComposeCluster, timeout: float = 60) -> dict:
@@ -102,7 +100,7 @@ def test_the_shipped_heat_job_grows_across_nodes_without_oscillating(cluster):
     job = finished(c, jid, 180)
     TIMINGS["heat.toml"] = time.monotonic() - t0
     sizes = job["profile"]["history"]
-    print(f"\nheat.toml sizes in the compose cluster: {'->'.join(map(str, sizes))}")
+    NOTES["heat.toml sizes"] = "->".join(map(str, sizes))
     assert job["state"] == "done", (job, log(c, jid)[-3000:])
     assert max(sizes) >= 4, sizes  # it grew onto a second node
     assert repeated_undone_expansions(sizes) == [], sizes
@@ -287,4 +285,5 @@ def test_compose_down_leaves_nothing_running(cluster):
     t0 = time.monotonic()
     c.down()
     TIMINGS["down"] = time.monotonic() - t0
+    TIMINGS["tier"] = time.monotonic() - TIMINGS.pop("start")
     assert c.leftovers() == {"containers": [], "networks": [], "volumes": []}
