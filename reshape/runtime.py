@@ -171,7 +171,6 @@ class Resizer:
     _last_redist: tuple[int, float] | None = None  # (old size, seconds) to report next time
     _in_body: bool = False
     _dog: Watchdog | None = None  # bounds each resize (reshape.watchdog)
-    _phase_name: str = ""
 
     # ------------------------------------------------------------ basics
     @property
@@ -405,7 +404,7 @@ class Resizer:
         except ResizeError as e:
             return ResizeResult("failed", old, self.size, error=str(e), reason=advice.reason)
         except Exception as e:
-            abort(f"{what} failed on rank {self.rank} ({self._phase_name}): {type(e).__name__}: {e}",
+            abort(f"{what} failed on rank {self.rank} ({self._dog.step}): {type(e).__name__}: {e}",
                   self._report_abort)
             raise  # not reached
         finally:
@@ -424,11 +423,10 @@ class Resizer:
     def _arm(self, what: str) -> None:
         if self._dog is None:
             self._dog = Watchdog(self._report_abort)
-        self._phase_name = "starting"
         self._dog.arm(what, self.resize_timeout)
+        self._dog.phase("starting")
 
     def _phase(self, name: str) -> None:
-        self._phase_name = name
         if self._dog is not None:
             self._dog.phase(name)
 

@@ -116,8 +116,9 @@ class Watchdog:
             self._cond.notify()
 
     @property
-    def armed(self) -> bool:
-        return self._deadline is not None
+    def step(self) -> str:
+        """The step under way (``phase``), or ``""``."""
+        return self._step
 
     def _run(self) -> None:
         with self._cond:

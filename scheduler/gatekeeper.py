@@ -6,8 +6,8 @@ or with the wrong daemon key, fails the handshake before ZAP (logged from the
 socket's monitor events, with the errno). A plain client and a client that
 hung up mid-handshake (e.g. a node monitor whose request timed out while the
 daemon was starting) both show as a reset or a broken pipe, so both count.
-A refused peer never reaches the request loop, so nobody else notices. Keys and the rule for when they are needed:
-``reshape.auth``.
+A refused peer never reaches the request loop, so nobody else notices. Keys
+and the rule for when they are needed: ``reshape.auth``.
 """
 
 from __future__ import annotations

@@ -31,11 +31,11 @@ from reshape.watchdog import DEFAULT_TIMEOUT as DEFAULT_RESIZE_TIMEOUT
 from .policy import JobSpec, legal_sizes
 from .tomlfile import read_toml
 
-__all__ = ["DEFAULT_RESIZE_TIMEOUT", "JobFileError", "load_job_file", "spec_from_dict", "validate_job"]
+__all__ = ["DEFAULT_RESIZE_TIMEOUT", "JobFileError", "load_job_file", "resize_timeout_of", "spec_from_dict",
+           "validate_job"]
 
 _KEYS = {"name", "command", "nprocs", "min_procs", "max_procs", "sizes", "divides", "topology",
          "resizable", "walltime", "arrival_delay", "launch", "env", "iterations", "resize_timeout"}
-
 
 
 class JobFileError(ValueError):
@@ -134,6 +134,11 @@ def spec_from_dict(job_id: int, submit_time: float, d: dict[str, Any]) -> JobSpe
         topology=d["topology"], resizable=d["resizable"], walltime=d["walltime"],
         command=tuple(d["command"]), iterations=d.get("iterations"),
     )
+
+
+def resize_timeout_of(desc: dict[str, Any]) -> float:
+    """Seconds one resize of the job may take (jobs journaled before the field had none: the default)."""
+    return desc.get("resize_timeout") or DEFAULT_RESIZE_TIMEOUT
 
 
 def load_job_file(path: str, pool_slots: int | None = None) -> dict[str, Any]:

@@ -1,9 +1,9 @@
 """Performance Profiler (seed 001 §3.1): what each job ran at and how fast.
 
 Per job: every processor configuration it ran on with its latest and its
-fastest iteration time there, the measured redistribution cost between configurations, the
-order of sizes it ran at, and (derived) its shrink points with the expected
-degradation. Policies see the frozen :class:`scheduler.policy.Profile`.
+fastest iteration time there, the measured redistribution cost between
+configurations, the order of sizes it ran at, and (derived) its shrink
+points with the expected degradation. Policies see the frozen :class:`scheduler.policy.Profile`.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from typing import Any
 
 from reshape.launch import kill_tagged, mpi_env, mpiexec_path, tagged_pids
 
-from .jobfile import DEFAULT_RESIZE_TIMEOUT
+from .jobfile import resize_timeout_of
 
 __all__ = ["job_argv", "job_pids", "job_tag", "kill_job", "kill_jobs", "start_job"]
 
@@ -77,7 +77,7 @@ def start_job(job_id: int, desc: dict[str, Any], hosts: list[str], endpoint: str
     env = mpi_env({**desc.get("env", {}), TAG: tag, "RESHAPE_SCHEDULER": endpoint,
                    "RESHAPE_JOB_ID": str(job_id), "RESHAPE_NPROCS": str(len(hosts)),
                    "RESHAPE_HOSTS": ",".join(hosts),
-                   "RESHAPE_RESIZE_TIMEOUT": f"{desc.get('resize_timeout') or DEFAULT_RESIZE_TIMEOUT:g}"})
+                   "RESHAPE_RESIZE_TIMEOUT": f"{resize_timeout_of(desc):g}"})
     env.pop("RESHAPE_PLAN", None)
     os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
     with open(log_path, "ab") as log:

@@ -41,7 +41,7 @@ from typing import Any
 
 from reshape.advice import Advice
 
-from .jobfile import DEFAULT_RESIZE_TIMEOUT, spec_from_dict
+from .jobfile import resize_timeout_of, spec_from_dict
 from .policy import (
     AppPolicy,
     Expand,
@@ -362,16 +362,20 @@ class ClusterState:
             p = j.pending
             if p is None or "t" not in p:
                 continue
-            timeout = j.desc.get("resize_timeout") or DEFAULT_RESIZE_TIMEOUT
+            timeout = resize_timeout_of(j.desc)
             limit = timeout + RESIZE_GRACE[0] + RESIZE_GRACE[1] * timeout
             if now - p["t"] > limit:
                 why = f"{self._resize_name(j)} not confirmed within {limit:g} s; job killed"
-                out.append(Kill(j.job_id))
-                self._release_all(j)
-                self._end(j, "failed", now)
-                j.error = why if not j.error else f"{j.error}; {why}"
-                self._event(now, j, "end", f"failed: {why}")
+                out.append(self._kill_failed(j, now, why if not j.error else f"{j.error}; {why}", why))
         return out + (self.schedule(now) if out else [])
+
+    def _kill_failed(self, j: Job, now: float, error: str, detail: str) -> Kill:
+        """End a running job as failed (slots freed, ``error`` kept, ``end`` event); its processes must die."""
+        self._release_all(j)
+        self._end(j, "failed", now)
+        j.error = error
+        self._event(now, j, "end", f"failed: {detail}")
+        return Kill(j.job_id)
 
     def _release_all(self, j: Job) -> None:
         self.pool.release(j.hosts)
@@ -544,11 +548,7 @@ class ClusterState:
         out: list[Launch | Kill] = []
         for j in self.running():
             if host in j.hosts:
-                out.append(Kill(j.job_id))
-                self._release_all(j)
-                self._end(j, "failed", now)
-                j.error = f"node {host} down ({reason})"
-                self._event(now, j, "end", f"failed: node {host} down")
+                out.append(self._kill_failed(j, now, f"node {host} down ({reason})", f"node {host} down"))
             elif j.pending and j.pending["action"] == "expand" and host in j.pending["hosts"]:
                 self._abandon_resize(j, now, f"node {host} down")
         return out + self.schedule(now)

@@ -48,6 +48,16 @@ def repeated_undone_expansions(sizes: list[int]) -> list[tuple[int, int]]:
     return out
 
 
+def kill_journaled_jobs(state_dir: str) -> None:
+    """Kill every process of every job in the daemon journal of ``state_dir`` (test cleanup)."""
+    db = os.path.join(state_dir, "journal.sqlite")
+    if os.path.exists(db):
+        con = sqlite3.connect(db)
+        for (jid,) in con.execute("SELECT job_id FROM jobs"):
+            kill_job(job_tag(state_dir, jid))
+        con.close()
+
+
 class DaemonProc:
     def __init__(self, state_dir: str, slots: int, app: str = "easy", remap: str = "reshape",
                  extra: tuple[str, ...] = ()):
@@ -96,9 +106,4 @@ class DaemonProc:
     def cleanup(self) -> None:
         if self.proc and self.proc.poll() is None:
             kill_session(self.proc.pid, grace=1.0)
-        db = os.path.join(self.state_dir, "journal.sqlite")
-        if os.path.exists(db):
-            con = sqlite3.connect(db)
-            for (jid,) in con.execute("SELECT job_id FROM jobs"):
-                kill_job(job_tag(self.state_dir, jid))
-            con.close()
+        kill_journaled_jobs(self.state_dir)

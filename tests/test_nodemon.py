@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -19,8 +18,8 @@ import pytest
 
 from reshape.client import Connection
 from reshape.launch import kill_session
-from scheduler.startup import job_pids, job_tag, kill_job
-from tests.helpers import ROOT, free_port, wait_for
+from scheduler.startup import job_pids, job_tag
+from tests.helpers import ROOT, free_port, kill_journaled_jobs, wait_for
 
 pytestmark = pytest.mark.mpi
 
@@ -90,12 +89,7 @@ class Cluster:
         for p in reversed(self.procs):
             if p.poll() is None:
                 kill_session(p.pid, grace=1.0)
-        db = os.path.join(self.dir, "journal.sqlite")
-        if os.path.exists(db):
-            con = sqlite3.connect(db)
-            for (jid,) in con.execute("SELECT job_id FROM jobs"):
-                kill_job(job_tag(self.dir, jid))
-            con.close()
+        kill_journaled_jobs(self.dir)
 
 
 @pytest.fixture
