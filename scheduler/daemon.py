@@ -112,6 +112,7 @@ class Daemon:
         self.max_gap = 0.0  # longest time between two turns of the loop (seconds)
         self.service: collections.deque[float] = collections.deque(maxlen=8192)  # seconds, recv -> reply
         self.stopping = False
+        self.kill_on_stop = False  # ``stop --kill-jobs``: nothing may be left running, nothing launched
         self._last_adopted_check = 0.0
         self.gate: Gatekeeper | None = None
         self.warnings: list[str] = []
@@ -191,11 +192,8 @@ class Daemon:
             return P.reply(msg, job_id=b["job_id"], text=self._log_tail(b["job_id"], b.get("tail", 200))), []
         if t == "stop":
             self.stopping = True
-            acts: list = []
-            if b.get("kill_jobs"):
-                for j in s.running():
-                    acts += s.cancel(j.job_id, now, reschedule=False)
-            return P.reply(msg), acts
+            self.kill_on_stop = self.kill_on_stop or bool(b.get("kill_jobs"))
+            return P.reply(msg), []
         raise StateError("unknown_type", t)  # unreachable: decode knows every type
 
     def _log_tail(self, job_id: int, tail: int) -> str:
@@ -279,6 +277,21 @@ class Daemon:
                     acts += self.state.exited(j.job_id, None, now)
         return acts
 
+    def batch_actions(self, acts: list, now: float, tick: bool) -> list:
+        """The actions a batch of requests ends with: its own, plus the System Monitor's and
+        the scheduler's when a tick is due. A stopping daemon schedules nothing; after
+        ``stop --kill-jobs`` every job allocated so far, launched or not, is ended and
+        nothing is launched (a queued job must not start on the slots the kills free)."""
+        if self.kill_on_stop:
+            acts = [a for a in acts if not isinstance(a, Launch)]
+            for j in self.state.running():
+                acts += self.state.cancel(j.job_id, now, reschedule=False)
+            return acts
+        if tick and not self.stopping:
+            acts += self.monitor(now)
+            acts += self.state.tick(now)
+        return acts
+
     def _reaper(self) -> None:
         while (tag := self._strays.get()) is not None:
             with contextlib.suppress(Exception):
@@ -349,10 +362,10 @@ class Daemon:
                 now = time.time()
                 self.max_gap = max(self.max_gap, now - last_loop)
                 last_loop = now
-                if now - last_tick >= self.tick_every:
+                tick = now - last_tick >= self.tick_every
+                if tick:
                     last_tick = now
-                    acts += self.monitor(now)
-                    acts += self.state.tick(now)
+                acts = self.batch_actions(acts, now, tick)
                 kills = [a for a in acts if isinstance(a, Kill)]
                 if kills:
                     self.perform(kills, now)

@@ -293,3 +293,31 @@ def test_shrink_requests_through_a_live_daemon(daemon):
     assert "shrink_request" in kinds, kinds
     assert kinds.index("shrink_request") < max(i for i, k in enumerate(kinds) if k == "shrink")
     d.req("cancel", {"job_id": a})
+
+
+
+def test_stop_kill_jobs_launches_nothing(tmp_path):
+    """Regression: ``stop --kill-jobs`` frees the slots of the jobs it kills; a queued job must
+    not start on them in the daemon's last batch (one did, and outlived the daemon), nor may
+    a job the same batch allocated before the stop."""
+    from scheduler.daemon import Daemon
+    from scheduler.pool import default_pool
+
+    d = Daemon(str(tmp_path), pool=default_pool(2))
+    try:
+        acts = []
+        for msg in (P.Message("submit", 1, None, {"job": sleeper(60, 2, name="big")}),
+                    P.Message("submit", 2, None, {"job": sleeper(60, 1, name="queued")}),
+                    P.Message("stop", 3, None, {"kill_jobs": True})):
+            rep, a = d.handle(P.encode(msg), time.time())
+            assert rep.type == "ok", rep
+            acts += a
+        acts = d.batch_actions(acts, time.time(), tick=True)
+        assert not [a for a in acts if type(a).__name__ == "Launch"], acts
+        assert d.state.jobs[1].state == "cancelled" and d.state.jobs[2].state == "queued"
+        d.perform(acts, time.time())
+        assert not d.procs and not job_pids(job_tag(d.state_dir, 1))
+    finally:
+        d.journal.close()
+        for jid in (1, 2):
+            kill_job(job_tag(str(tmp_path), jid), grace=0.5)
