@@ -36,6 +36,7 @@ import tempfile
 import time
 
 from benchmarks._common import table, write_result
+from reshape import jobenv as E
 from reshape.launch import MPIRunError, mpirun
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -62,7 +63,7 @@ def run_app(app: str, start: int, plan: str, iters: int, opts: list[str], method
     """One run of ``apps.<app>``; returns its ``--json`` payload."""
     with tempfile.TemporaryDirectory(prefix="resize-apps-") as tmp:
         out = os.path.join(tmp, "run.json")
-        env = {"RESHAPE_PLAN": plan, "RESHAPE_REDIST_METHOD": method, "TMPDIR": tmp}
+        env = {E.PLAN: plan, E.REDIST_METHOD: method, "TMPDIR": tmp}
         argv = ["-m", f"apps.{app}", *opts, "--iters", str(iters), "--no-check", "--quiet", "--json", out]
         try:
             mpirun(start, argv, timeout=timeout, env=env, cwd=ROOT)

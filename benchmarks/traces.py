@@ -41,12 +41,13 @@ import statistics
 import sys
 import time
 
+from reshape import jobenv as E
 from scheduler.sim.cli import format_table
 from scheduler.sim.jobmodel import from_trace
 from scheduler.sim.runner import run_policies
 from scheduler.swf import read_swf
 
-TRACES = os.environ.get("RESHAPE_TRACES", os.path.join(
+TRACES = os.environ.get(E.TRACES, os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data", "traces"))
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 POLICIES = ["fcfs", "easy", "reshape", "reshape-squeeze", "reshape-plus"]

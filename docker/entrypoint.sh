@@ -1,5 +1,6 @@
 #!/bin/sh
-# Entry point of the cluster image: `reshape-node head [daemon args...]` or `reshape-node compute`.
+# Entry point of the cluster image: `reshape-node head [daemon args...]` or `reshape-node compute`;
+# with the Slurm overlay (docker/slurm-compose.yml) `slurm-head` or `slurm-compute`.
 #
 # Both roles: host keys for this container, the cluster's ssh key from the shared
 # volume /cluster (the first node to start makes it, under a mkdir lock; the
@@ -46,7 +47,37 @@ while [ ! -s "$curve/client.key_secret" ] || [ ! -s "$curve/server.key" ]; do
 done
 export RESHAPE_KEYS="$curve"
 
+# Slurm roles: one munge key for the cluster (made like the ssh key), munged, then
+# slurmctld (head) or slurmd (compute) in the foreground, with docker/slurm/slurm.conf.
+start_munge() {
+    mk=/cluster/slurm
+    mkdir -p "$mk"
+    if [ ! -s "$mk/munge.key" ] && mkdir "$mk/.lock" 2>/dev/null; then
+        head -c 1024 /dev/urandom > "$mk/munge.key.tmp" && mv "$mk/munge.key.tmp" "$mk/munge.key"
+    fi
+    waited=0
+    while [ ! -s "$mk/munge.key" ]; do
+        [ $waited -ge 120 ] && { echo "reshape-node: no munge key in $mk after 120 s" >&2; exit 1; }
+        sleep 1
+        waited=$((waited + 1))
+    done
+    install -o munge -g munge -m 400 "$mk/munge.key" /etc/munge/munge.key
+    mkdir -p /run/munge && chown munge:munge /run/munge
+    runuser -u munge -- /usr/sbin/munged
+    install -m 644 /opt/reshape/docker/slurm/slurm.conf /etc/slurm/slurm.conf
+}
+
 case "$role" in
+    slurm-head)
+        /usr/sbin/sshd -e
+        start_munge
+        exec slurmctld -D -i
+        ;;
+    slurm-compute)
+        /usr/sbin/sshd -e
+        start_munge
+        exec slurmd -D
+        ;;
     compute)
         /usr/sbin/sshd -e
         # the monitor retries until the head's daemon answers; if it ends, the container restarts
@@ -62,7 +93,7 @@ case "$role" in
             --state-dir "$RESHAPE_STATE_DIR" --workdir /opt/reshape "$@"
         ;;
     *)
-        echo "reshape-node: unknown role '$role' (use head or compute)" >&2
+        echo "reshape-node: unknown role '$role' (use head, compute, slurm-head or slurm-compute)" >&2
         exit 2
         ;;
 esac

@@ -23,6 +23,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from . import jobenv as E
+
 __all__ = [
     "Advice",
     "Advisor",
@@ -33,10 +35,10 @@ __all__ = [
     "parse_plan",
 ]
 
-ENV_PLAN = "RESHAPE_PLAN"
-ENV_PLAN_EVERY = "RESHAPE_PLAN_EVERY"
-ENV_SCHEDULER = "RESHAPE_SCHEDULER"
-ENV_JOB_ID = "RESHAPE_JOB_ID"
+ENV_PLAN = E.PLAN
+ENV_PLAN_EVERY = E.PLAN_EVERY
+ENV_SCHEDULER = E.SCHEDULER
+ENV_JOB_ID = E.JOB_ID
 
 
 @dataclass(frozen=True)

@@ -30,11 +30,13 @@ from urllib.parse import urlsplit
 import zmq
 import zmq.auth
 
+from . import jobenv as E
+
 __all__ = ["ENV_CLIENT_KEY", "ENV_KEYS", "AuthError", "ClientKeys", "ServerKeys", "default_keys_dir", "describe",
            "is_loopback", "keys_dir_for", "load_client_keys", "load_server_keys", "make_keys", "secure_client"]
 
-ENV_KEYS = "RESHAPE_KEYS"
-ENV_CLIENT_KEY = "RESHAPE_CLIENT_KEY"
+ENV_KEYS = E.KEYS
+ENV_CLIENT_KEY = E.CLIENT_KEY
 _LOOPBACK_HOSTS = {"localhost", "::1", "ip6-localhost"}
 
 
@@ -46,7 +48,7 @@ def default_keys_dir() -> str:
     """``$RESHAPE_KEYS``, else ``keys`` in the default state directory."""
     if os.environ.get(ENV_KEYS):
         return os.environ[ENV_KEYS]
-    state = os.environ.get("RESHAPE_STATE_DIR") or os.path.join(os.path.expanduser("~"), ".reshape")
+    state = os.environ.get(E.STATE_DIR) or os.path.join(os.path.expanduser("~"), ".reshape")
     return os.path.join(state, "keys")
 
 

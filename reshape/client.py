@@ -25,6 +25,7 @@ from typing import Any
 
 import zmq
 
+from . import jobenv as E
 from .advice import ENV_JOB_ID, ENV_SCHEDULER, Advice, ResizeReport
 from .auth import ClientKeys, keys_dir_for, load_client_keys, secure_client
 from .protocol import Message, ProtocolError, decode, encode
@@ -152,7 +153,7 @@ class SchedulerClient:
             raise ValueError(f"{ENV_SCHEDULER} is set but {ENV_JOB_ID} is not a job id") from None
         if not endpoint:
             raise ValueError(f"{ENV_SCHEDULER} is empty")
-        return cls(endpoint, job_id, timeout=float(env.get("RESHAPE_SCHEDULER_TIMEOUT", "2.0")))
+        return cls(endpoint, job_id, timeout=float(env.get(E.SCHEDULER_TIMEOUT, "2.0")))
 
     def _send(self, type_: str, body: dict[str, Any], nprocs: int | None = None) -> Message | None:
         if self.conn is None or time.monotonic() < self._down_until:

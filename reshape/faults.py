@@ -34,9 +34,11 @@ import sys
 import time
 from typing import NamedTuple
 
+from . import jobenv as E
+
 __all__ = ["ENV_FAULT", "FaultSpec", "check", "hit", "parse", "set_spawned"]
 
-ENV_FAULT = "RESHAPE_FAULT"
+ENV_FAULT = E.FAULT
 WHERE = ("join", "transfer", "retire")
 HOW = ("kill", "exit", "hang", "raise")
 

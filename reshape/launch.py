@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import psutil
 
+from . import jobenv as E
+
 __all__ = [
     "TAG_VAR",
     "MPIRunError",
@@ -39,7 +41,7 @@ __all__ = [
     "under_mpiexec",
 ]
 
-TAG_VAR = "RESHAPE_RUN_TAG"
+TAG_VAR = E.RUN_TAG
 
 
 class MPIRunError(RuntimeError):

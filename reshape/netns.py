@@ -53,7 +53,9 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
+from . import jobenv as E
 from .launch import MPIRunError, RunResult, kill_session, mpi_env, mpiexec_path
+from .launchers import LAUNCHERS
 
 __all__ = [
     "DEFAULT_PREFIX",
@@ -73,8 +75,7 @@ HEAD = "head"
 BRIDGE_MAC = "02:52:53:48:00:01"  # locally administered, fixed (see create())
 STATE_ROOT = "/run/reshape-netns"
 ETC_NETNS = "/etc/netns"
-LAUNCHER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scheduler", "launchers",
-                        "netns-launch")
+LAUNCHER = LAUNCHERS["netns"].exec
 _NAME = re.compile(r"^[a-z][a-z0-9]{0,7}$")
 _PREFIX = re.compile(r"^[a-z][a-z0-9]{0,4}$")
 
@@ -406,11 +407,10 @@ class NetnsCluster:
         cluster.
         """
         env = {
-            "HYDRA_LAUNCHER": "lsf",
-            "HYDRA_LAUNCHER_EXEC": LAUNCHER,
+            **LAUNCHERS["netns"].env(),
             "HYDRA_IFACE": self.bridge,
-            "RESHAPE_NETNS_HOSTS": self.hosts_file,
-            "RESHAPE_NETNS_PREFIX": self.prefix,
+            E.NETNS_HOSTS: self.hosts_file,
+            E.NETNS_PREFIX: self.prefix,
         }
         env.update(extra or {})
         return env

@@ -29,6 +29,7 @@ import numpy as np
 from mpi4py import MPI
 
 from . import faults
+from . import jobenv as E
 from .layout import Layout
 from .mpiutil import CollectiveError, check_collectively, mpi_type, wait_all
 from .schedule import Plan, Runs, Transfer, make_plan
@@ -39,7 +40,7 @@ METHODS = ("circulant", "alltoallv", "checkpoint")
 TAG = 0x5E5  # point-to-point tag used by redistribution messages
 # Waiting during data motion: "spin" (default, MPI_Waitall) or "poll" (Test + 20 us sleeps),
 # for nodes so oversubscribed that spinning ranks starve the copying ones.
-_SPIN = os.environ.get("RESHAPE_WAIT", "spin") != "poll"
+_SPIN = os.environ.get(E.WAIT, "spin") != "poll"
 _DATA_SLEEP = 2e-5
 
 

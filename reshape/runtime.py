@@ -60,7 +60,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from mpi4py import MPI
 
-from . import faults
+from . import faults, launchers
+from . import jobenv as E
 from .advice import ENV_SCHEDULER, Advice, Advisor, ResizeReport, advisor_from_env
 from .darray import DistArray
 from .layout import Layout, LayoutError, block, block_cyclic_1d, block_cyclic_2d, nearly_square_grid
@@ -439,7 +440,7 @@ class Resizer:
         if os.environ.get(ENV_SCHEDULER):
             from .client import SchedulerClient
 
-            env = {**os.environ, "RESHAPE_SCHEDULER_TIMEOUT": "2.0"}
+            env = {**os.environ, E.SCHEDULER_TIMEOUT: "2.0"}
             SchedulerClient.from_env(env).finished("error", reason)
         elif self.advisor is not None:
             self.advisor.finished("error", reason)
@@ -505,43 +506,17 @@ class Resizer:
         self._disarm()
 
 
-def _is_local(host: str) -> bool:
-    names = {"localhost", socket.gethostname(), socket.getfqdn()}
-    if host in names:
-        return True
-    try:
-        return socket.gethostbyname(host) == "127.0.0.1"
-    except OSError:
-        return False
-
-
-def _launcher_probe(host: str, timeout: float) -> list[str] | None:
-    """The command that checks Hydra can start a process on ``host`` (``None``: nothing to check)."""
-    if _is_local(host):
-        return None
-    exe = os.environ.get("HYDRA_LAUNCHER_EXEC")
-    launcher = os.environ.get("HYDRA_LAUNCHER", "ssh")
-    if exe:
-        return [exe, host, "true"]
-    if launcher == "ssh":
-        return ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={max(1, int(timeout))}", host, "true"]
-    if launcher == "rsh":
-        return ["rsh", host, "true"]
-    return None  # slurm, fork, ...: the resource manager owns reachability
-
-
 def _check_hosts(hosts, n: int, timeout: float = 5.0) -> str | None:
     """Refuse hosts Hydra could not launch on, before spawning.
 
     A host that resolves but cannot be reached makes Hydra abort the whole job
     (MPICH 5: "Launch proxy failed"), so each remote host is probed first with
-    the launcher Hydra will use: ``HYDRA_LAUNCHER_EXEC host true`` when a
-    launcher executable is set, ``ssh -o BatchMode=yes host true`` for the
-    default ssh launcher (``rsh`` likewise). The probe must succeed within
-    ``timeout`` seconds.
+    the launcher Hydra will use (:meth:`reshape.launchers.Launcher.probe`). The
+    probe must succeed within ``timeout`` seconds.
     """
     if not hosts:
         return None
+    launcher = launchers.from_env()
     if len(hosts) != n:
         return f"{len(hosts)} hosts given for {n} new ranks"
     for h in sorted(set(hosts)):
@@ -549,7 +524,7 @@ def _check_hosts(hosts, n: int, timeout: float = 5.0) -> str | None:
             socket.getaddrinfo(h, None)
         except OSError:
             return f"unknown host {h!r}: cannot resolve it"
-        cmd = _launcher_probe(h, timeout)
+        cmd = launcher.probe(h, timeout)
         if cmd is None:
             continue
         try:
@@ -624,14 +599,14 @@ def init(
     if _RUNTIME is not None:
         return _RUNTIME
     if allow_new_sizes is None:
-        allow_new_sizes = os.environ.get("RESHAPE_ALLOW_NEW_SIZES", "") in ("1", "true", "yes")
-    if max_procs is None and os.environ.get("RESHAPE_MAX_PROCS"):
-        max_procs = int(os.environ["RESHAPE_MAX_PROCS"])
-    method = os.environ.get("RESHAPE_REDIST_METHOD", "circulant")
+        allow_new_sizes = os.environ.get(E.ALLOW_NEW_SIZES, "") in ("1", "true", "yes")
+    if max_procs is None and os.environ.get(E.MAX_PROCS):
+        max_procs = int(os.environ[E.MAX_PROCS])
+    method = os.environ.get(E.REDIST_METHOD, "circulant")
     timeout = resize_timeout()
     faults.check()  # a malformed RESHAPE_FAULT fails on every rank before anything starts
     parent = MPI.Comm.Get_parent()
-    job_id = int(os.environ.get("RESHAPE_JOB_ID", "0") or 0)
+    job_id = int(os.environ.get(E.JOB_ID, "0") or 0)
     if parent != MPI.COMM_NULL:
         rt = Resizer(MPI.COMM_WORLD, None, job_id, allow_new_sizes, sizes, max_procs, method, timeout)
         install_excepthook(rt._report_abort, lambda: rt.rank)

@@ -34,10 +34,12 @@ import time
 import traceback
 from collections.abc import Callable
 
+from . import jobenv as E
+
 __all__ = ["ABORT_CODE", "DEFAULT_TIMEOUT", "ENV_TIMEOUT", "Watchdog", "abort", "install_excepthook",
            "resize_timeout"]
 
-ENV_TIMEOUT = "RESHAPE_RESIZE_TIMEOUT"
+ENV_TIMEOUT = E.RESIZE_TIMEOUT
 DEFAULT_TIMEOUT = 120.0  # seconds for one whole resize (spawn, merge, redistribution)
 ABORT_CODE = 75
 ABORT_GRACE = 5.0  # seconds MPI_Abort gets before the process exits by itself
@@ -140,7 +142,7 @@ class Watchdog:
 def install_excepthook(report: Reporter | None = None, rank: Callable[[], int] | None = None) -> None:
     """An uncaught exception on any rank aborts the job (with the reason reported) instead of
     leaving the other ranks waiting for this one forever. ``RESHAPE_ABORT_ON_ERROR=0`` opts out."""
-    if os.environ.get("RESHAPE_ABORT_ON_ERROR", "1") in ("0", "false", "no"):
+    if os.environ.get(E.ABORT_ON_ERROR, "1") in ("0", "false", "no"):
         return
     previous = sys.excepthook
 

@@ -9,13 +9,16 @@ import sys
 import time
 from typing import Any
 
+from reshape import jobenv as E
 from reshape.client import Connection, DaemonError, SchedulerUnavailable
+from reshape.launchers import LAUNCHERS
 
 from .daemon import DEFAULT_ENDPOINT
+from .slurm import SlurmError
 
 __all__ = ["add_commands", "request"]
 
-ENV_ENDPOINT = "RESHAPE_DAEMON"
+ENV_ENDPOINT = E.DAEMON
 
 
 def _default_endpoint() -> str:
@@ -23,7 +26,7 @@ def _default_endpoint() -> str:
 
 
 def _default_state_dir() -> str:
-    return os.environ.get("RESHAPE_STATE_DIR", os.path.join(os.path.expanduser("~"), ".reshape"))
+    return os.environ.get(E.STATE_DIR, os.path.join(os.path.expanduser("~"), ".reshape"))
 
 
 def request(endpoint: str, type_: str, body: dict[str, Any] | None = None, timeout: float = 5.0,
@@ -40,6 +43,10 @@ def _client(fn):
 
     def run(args: argparse.Namespace) -> int:
         try:
+            if getattr(args, "slurm_job", None):
+                from .slurm_cli import daemon_of
+
+                args.endpoint = daemon_of(args.slurm_job)
             return fn(args)
         except SchedulerUnavailable as e:
             print(f"reshape: {e} (is 'reshape daemon' running? use --endpoint)", file=sys.stderr)
@@ -47,7 +54,7 @@ def _client(fn):
         except DaemonError as e:
             print(f"reshape: the daemon refused: {e}", file=sys.stderr)
             return 1
-        except ValueError as e:
+        except (ValueError, SlurmError) as e:
             print(f"reshape: {e}", file=sys.stderr)
             return 1
 
@@ -70,7 +77,9 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         d = Daemon(args.state_dir, args.endpoint, pool, app=args.app_policy, remap=args.remap_policy,
                    workdir=args.workdir, app_params=dict(args.app_param),
                    remap_params=dict(args.remap_param), node_timeout=args.node_timeout,
-                   require_monitors=args.require_monitors, keys=args.keys)
+                   require_monitors=args.require_monitors, keys=args.keys, launcher=args.launcher,
+                   slurm_grow={"grant_timeout": args.grant_timeout, "idle_release": args.idle_release}
+                   if args.slurm_grow else None)
     except (PoolError, ValueError) as e:
         print(f"reshape daemon: {e}", file=sys.stderr)
         return 2
@@ -80,6 +89,8 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     print(f"reshape daemon on {info['endpoint']}: {info['slots']} slots, policies "
           f"{info['app']}/{info['remap']}{' (' + params + ')' if params else ''}, "
           f"state in {info['state_dir']}, {access}, node timeout {info['node_timeout']:g} s", flush=True)
+    print(f"reshape daemon: pool from {info['pool']}; launcher {info['launcher']} ({info['launcher_why']})",
+          flush=True)
     for w in info["warnings"]:
         print(f"reshape daemon: warning: {w}", file=sys.stderr, flush=True)
     d.serve()
@@ -90,6 +101,13 @@ def cmd_daemon(args: argparse.Namespace) -> int:
 def cmd_submit(args: argparse.Namespace) -> int:
     from .jobfile import load_job_file
 
+    if args.slurm:
+        from .slurm_cli import submit_slurm
+
+        sids = submit_slurm(args.files, args.nodes, args.sbatch)
+        print(json.dumps({"slurm_job_ids": sids}) if args.json else
+              "\n".join(f"submitted Slurm job {i} (reshape status --slurm-job {i})" for i in sids))
+        return 0
     ids = []
     for path in args.files:
         desc = load_job_file(path)
@@ -214,6 +232,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     from reshape.auth import default_keys_dir
 
     from .nodemon import add_commands as add_nodemon
+    from .slurm_cli import add_commands as add_slurm
 
     keys_help = "CURVE key directory (default $RESHAPE_KEYS; needed when the daemon is not on loopback)"
 
@@ -221,6 +240,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--endpoint", default=_default_endpoint(),
                        help=f"daemon address (default ${ENV_ENDPOINT} or {DEFAULT_ENDPOINT})")
         p.add_argument("--keys", help=keys_help)
+        p.add_argument("--slurm-job", metavar="ID", help="talk to the daemon of this Slurm job "
+                       "(one submitted with 'submit --slurm'; its address is in the job's comment)")
         if json_flag:
             p.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -242,6 +263,16 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="a node's slots join the pool only once its node monitor registers")
     p.add_argument("--keys", help="CURVE key directory; authentication is on when given, and always when the "
                                   "endpoint is not loopback (then default $RESHAPE_KEYS or ~/.reshape/keys)")
+    p.add_argument("--launcher", choices=sorted(LAUNCHERS),
+                   help="how ranks reach hosts (default: slurm inside a Slurm job, local for a one-machine "
+                        "pool, else ssh)")
+    p.add_argument("--slurm-grow", action="store_true",
+                   help="inside a Slurm job: the pool is the partition, grown with expander jobs and shrunk by "
+                        "giving nodes back to Slurm (docs/slurm.md)")
+    p.add_argument("--grant-timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="with --slurm-grow: cancel an expander job not started after this long (default 10)")
+    p.add_argument("--idle-release", type=float, default=30.0, metavar="SECONDS",
+                   help="with --slurm-grow: give back a granted node unused for this long (default 30)")
     p.set_defaults(func=cmd_daemon)
 
     p = sub.add_parser("keys", help="make CURVE keys for the daemon, its clients, jobs and node monitors")
@@ -253,10 +284,17 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_keys)
 
     add_nodemon(sub)
+    add_slurm(sub)
 
     p = sub.add_parser("submit", help="submit job files (TOML)")
     p.add_argument("files", nargs="+")
     p.add_argument("--delay", type=float, help="arrival delay in seconds (overrides the file)")
+    p.add_argument("--slurm", action="store_true",
+                   help="submit each job to Slurm (sbatch) with its own daemon that grows and shrinks the job "
+                        "through Slurm (docs/slurm.md)")
+    p.add_argument("--nodes", type=int, help="with --slurm: nodes to start on (default: one task per rank)")
+    p.add_argument("--sbatch", action="append", default=[], metavar="ARG",
+                   help="with --slurm: pass ARG to sbatch (repeatable), e.g. --sbatch=--partition=debug")
     common(p)
     p.set_defaults(func=cmd_submit)
 

@@ -32,12 +32,27 @@ import zmq
 
 from reshape import protocol as P
 from reshape.auth import ENV_KEYS, keys_dir_for, load_client_keys, load_server_keys
+from reshape.launchers import choose
 
 from .gatekeeper import Gatekeeper
 from .jobfile import JobFileError, validate_job
 from .journal import Journal
 from .policy import app_policy, remap_policy
 from .pool import Pool, default_pool
+from .slurm import (
+    AskShrink,
+    Broker,
+    Cancel,
+    Grant,
+    Lost,
+    Release,
+    SlurmEdge,
+    SlurmError,
+    Submit,
+    allocation_pool,
+    partition_pool,
+)
+from .slurm import run as slurm_run
 from .startup import job_tag, kill_job, kill_jobs, start_job
 from .state import ClusterState, Kill, Launch, StateError
 
@@ -79,7 +94,8 @@ class Daemon:
                  app: str = "easy", remap: str = "reshape", tick: float = 0.1,
                  workdir: str | None = None, app_params: dict[str, Any] | None = None,
                  remap_params: dict[str, Any] | None = None, node_timeout: float = 5.0,
-                 require_monitors: bool = False, keys: str | None = None):
+                 require_monitors: bool = False, keys: str | None = None, launcher: str | None = None,
+                 slurm_grow: dict[str, float] | None = None):
         # policies and keys first: a bad name, parameter or key fails before anything is created
         app_pol, remap_pol = _policy(app_policy, app, app_params), _policy(remap_policy, remap, remap_params)
         if not node_timeout > 0:
@@ -94,8 +110,18 @@ class Daemon:
         self.workdir = workdir or os.getcwd()
         self.journal = Journal(os.path.join(self.state_dir, "journal.sqlite"))
         jobs, meta = self.journal.load()
+        self.pool_source = "configured"
+        self.slurm: SlurmEdge | None = None
+        self.broker: Broker | None = None
+        if slurm_grow is not None:
+            pool = self._slurm_grow_pool(slurm_grow)
+        elif pool is None and os.environ.get("SLURM_JOB_NODELIST"):
+            pool = allocation_pool()
+            self.pool_source = f"Slurm allocation {os.environ.get('SLURM_JOB_ID', '?')}"
         if pool is None:
             pool = default_pool(meta.get("slots"))
+        self.launcher, why = choose(launcher, [n.host for n in pool.nodes])
+        self.launcher_why = why
         self.state = ClusterState(pool, app_pol, remap_pol, node_timeout, require_monitors)
         self.params = {"app": dict(app_params or {}), "remap": dict(remap_params or {})}
         now = time.time()
@@ -116,11 +142,74 @@ class Daemon:
         self._last_adopted_check = 0.0
         self.gate: Gatekeeper | None = None
         self.warnings: list[str] = []
+        self.slurm_error: str | None = None  # the last failed Slurm command (status shows it)
         if self.keys_dir:
             try:
                 load_client_keys(self.keys_dir)
             except ValueError as e:
                 self.warnings.append(f"jobs will not reach the daemon: {e}")
+
+    def _slurm_grow_pool(self, params: dict[str, float]) -> Pool:
+        """The partition's nodes, ours (the allocation's) up; a broker and its Slurm thread (scheduler.slurm)."""
+        env = os.environ
+        if not env.get("SLURM_JOB_ID"):
+            raise ValueError("--slurm-grow needs to run inside a Slurm job (no SLURM_JOB_ID)")
+        alloc = allocation_pool()
+        ours = [n.host for n in alloc.nodes]
+        part = env.get("SLURM_JOB_PARTITION")
+        try:
+            text = slurm_run(["sinfo", "-h", "-N", *(["-p", part] if part else []), "-o", "%N %c"])
+        except SlurmError as e:
+            raise ValueError(str(e)) from None
+        pool = partition_pool(text, set(ours))
+        batch = env.get("SLURMD_NODENAME") or socket.gethostname()
+        self.broker = Broker(env["SLURM_JOB_ID"], ours, batch if batch in ours else ours[0], **params)
+        self.slurm = SlurmEdge(env["SLURM_JOB_ID"], part)
+        self.pool_source = (f"Slurm partition {part or '(default)'}, growing through Slurm from allocation "
+                            f"{env['SLURM_JOB_ID']} ({','.join(ours)})")
+        return pool
+
+    def slurm_step(self, now: float) -> list:
+        """Apply what the Slurm thread saw and did; queue the operations the broker decides."""
+        assert self.slurm is not None and self.broker is not None
+        b, s, view, acts = self.broker, self.state, None, []
+        while True:
+            try:
+                msg = self.slurm.inbox.get_nowait()
+            except queue.Empty:
+                break
+            if msg[0] == "view":
+                view = msg
+            elif msg[0] == "submitted":
+                b.submitted(msg[1], msg[2])
+                if msg[3]:
+                    self.slurm_error = msg[3]
+            elif msg[0] == "error":
+                self.slurm_error = msg[1]
+        if view is None:
+            return acts
+        node_slots = max(n.slots for n in s.pool.nodes)
+        growers = s.would_grow(node_slots, now)
+        running = [(j.job_id, j.nprocs, j.desc.get("min_procs", 1), list(j.hosts))
+                   for j in s.running() if j.desc["resizable"]]
+        used = {h: s.pool.used[h] for h in b.held}
+        for op in b.step(now, view[1], view[2], used, growers, running):
+            if isinstance(op, Grant):
+                acts += s.node_granted(op.host, now, f"granted by Slurm job {op.job}")
+            elif isinstance(op, Lost):
+                acts += s.node_down(op.host, now, op.why)
+            elif isinstance(op, Release):
+                if s.node_released(op.host, now, f"released to Slurm: {op.why}"):
+                    b.released(op.host)
+                    self.slurm.outbox.put(("keep", b.main_kept(op.host)) if op.job == b.main
+                                          else ("cancel", op.job))
+            elif isinstance(op, Cancel):
+                self.slurm.outbox.put(("cancel", op.job))
+            elif isinstance(op, AskShrink):
+                s.request_shrink(op.job_id, op.nprocs, op.why, now)
+            elif isinstance(op, Submit):
+                self.slurm.outbox.put(("submit",))
+        return acts
 
     # ------------------------------------------------------------------ paths
     def log_path(self, job_id: int) -> str:
@@ -231,7 +320,7 @@ class Daemon:
                 if self.keys_dir:  # what the job's client needs to authenticate
                     desc = {**desc, "env": {**desc.get("env", {}), ENV_KEYS: self.keys_dir}}
                 try:
-                    p = start_job(j.job_id, desc, j.hosts, job_endpoint(self.endpoint),
+                    p = start_job(j.job_id, desc, j.hosts, job_endpoint(self.endpoint), self.launcher,
                                   self.log_path(j.job_id), job_tag(self.state_dir, j.job_id),
                                   cwd=self.workdir)
                 except OSError as e:
@@ -290,6 +379,8 @@ class Daemon:
         if tick and not self.stopping:
             acts += self.monitor(now)
             acts += self.state.tick(now)
+            if self.slurm is not None:
+                acts += self.slurm_step(now)
         return acts
 
     def _reaper(self) -> None:
@@ -334,6 +425,8 @@ class Daemon:
             faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
         reaper = threading.Thread(target=self._reaper, name="reaper", daemon=True)
         reaper.start()
+        if self.slurm is not None:
+            self.slurm.start()
         now = time.time()
         # settle jobs that ended while no daemon ran before the first reply, then schedule
         self.perform(self.monitor(now) + self.state.tick(now), now)
@@ -388,6 +481,8 @@ class Daemon:
             ctx.term()
             self._strays.put(None)
             reaper.join(timeout=3.0)
+            if self.slurm is not None:  # expanders outlive a daemon only while jobs run on them
+                self.slurm.stop(cancel_expanders=self.kill_on_stop or not self.state.running())
             self.journal.close()
             # running jobs keep running: a restarted daemon adopts them
 
@@ -402,7 +497,8 @@ class Daemon:
                 "p99_ms": 1e3 * xs[min(len(xs) - 1, int(0.99 * len(xs)))], "max_ms": 1e3 * xs[-1]} | access
 
     def describe(self) -> dict[str, Any]:
-        return {"endpoint": self.endpoint, "state_dir": self.state_dir,
+        return {"endpoint": self.endpoint, "state_dir": self.state_dir, "pool": self.pool_source,
+                "launcher": self.launcher.name, "launcher_why": self.launcher_why,
                 "slots": self.state.pool.capacity, "app": self.state.app.name,
                 "remap": self.state.remap.name, "params": self.params,
                 "keys": self.keys_dir, "node_timeout": self.state.node_timeout, "warnings": self.warnings}

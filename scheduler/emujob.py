@@ -21,6 +21,7 @@ import random
 import sys
 import time
 
+from reshape import jobenv as E
 from reshape.advice import ResizeReport, advisor_from_env
 
 __all__ = ["iteration_time", "main"]
@@ -53,8 +54,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="never finish the first resize (a job stuck without a watchdog: the daemon's "
                          "resize deadline must end it)")
     a = ap.parse_args(argv)
-    p = a.nprocs or int(os.environ.get("RESHAPE_NPROCS", "1"))
-    job_id = int(os.environ.get("RESHAPE_JOB_ID", "0"))
+    p = a.nprocs or int(os.environ.get(E.NPROCS, "1"))
+    job_id = int(os.environ.get(E.JOB_ID, "0"))
     advisor = advisor_from_env()
     redist_t: float | None = None
     redist_from: int | None = None

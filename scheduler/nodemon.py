@@ -31,11 +31,12 @@ import sys
 import threading
 import uuid
 
+from reshape import jobenv as E
 from reshape.client import Connection, DaemonError, SchedulerUnavailable
 
 __all__ = ["NodeMonitor", "add_commands", "local_jobs"]
 
-TAG = "RESHAPE_JOB_TAG"
+TAG = E.JOB_TAG
 
 
 def _netns(pid: int | str) -> int | None:
@@ -54,7 +55,7 @@ def _environ(pid: str) -> dict[bytes, bytes]:
     out = {}
     for item in data.split(b"\0"):
         k, sep, v = item.partition(b"=")
-        if sep and k in (b"RESHAPE_JOB_TAG", b"RESHAPE_HOSTS"):
+        if sep and k in (E.JOB_TAG.encode(), E.HOSTS.encode()):
             out[k] = v
     return out
 
@@ -76,10 +77,10 @@ def local_jobs(tag_prefix: str, node: str) -> dict[int, int]:
         if not pid.isdigit() or pid == me or _netns(pid) != mine:
             continue
         env = _environ(pid)
-        tag = env.get(b"RESHAPE_JOB_TAG", b"")
+        tag = env.get(E.JOB_TAG.encode(), b"")
         if not tag.startswith(prefix) or _launcher(pid):
             continue
-        first = env.get(b"RESHAPE_HOSTS", b"").split(b",")[0].decode(errors="replace")
+        first = env.get(E.HOSTS.encode(), b"").split(b",")[0].decode(errors="replace")
         if first != node:
             continue
         try:
@@ -187,7 +188,7 @@ class NodeMonitor:
 def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("nodemon", help="run a node monitor on this compute node (registers it, heartbeats, "
                                        "reports the end of jobs whose first node it is)")
-    p.add_argument("--daemon", default=os.environ.get("RESHAPE_DAEMON"), required="RESHAPE_DAEMON" not in os.environ,
+    p.add_argument("--daemon", default=os.environ.get(E.DAEMON), required=E.DAEMON not in os.environ,
                    metavar="ENDPOINT", help="the daemon's address (default $RESHAPE_DAEMON)")
     p.add_argument("--node", default=socket.gethostname(), help="this node's host name in the pool (default: hostname)")
     p.add_argument("--interval", type=float, help="heartbeat period in seconds (default: the daemon's)")

@@ -23,13 +23,15 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+from reshape import jobenv as E
 from reshape.launch import kill_tagged, mpi_env, mpiexec_path, tagged_pids
+from reshape.launchers import Launcher
 
 from .jobfile import resize_timeout_of
 
 __all__ = ["job_argv", "job_pids", "job_tag", "kill_job", "kill_jobs", "start_job"]
 
-TAG = "RESHAPE_JOB_TAG"
+TAG = E.JOB_TAG
 
 
 def job_tag(state_dir: str, job_id: int) -> str:
@@ -71,14 +73,14 @@ def job_argv(desc: dict[str, Any], hosts: list[str]) -> list[str]:
     return argv + cmd
 
 
-def start_job(job_id: int, desc: dict[str, Any], hosts: list[str], endpoint: str, log_path: str,
-              tag: str, cwd: str | None = None) -> subprocess.Popen:
-    """Launch the job; raises OSError if it cannot be started."""
-    env = mpi_env({**desc.get("env", {}), TAG: tag, "RESHAPE_SCHEDULER": endpoint,
-                   "RESHAPE_JOB_ID": str(job_id), "RESHAPE_NPROCS": str(len(hosts)),
-                   "RESHAPE_HOSTS": ",".join(hosts),
-                   "RESHAPE_RESIZE_TIMEOUT": f"{resize_timeout_of(desc):g}"})
-    env.pop("RESHAPE_PLAN", None)
+def start_job(job_id: int, desc: dict[str, Any], hosts: list[str], endpoint: str, launcher: Launcher,
+              log_path: str, tag: str, cwd: str | None = None) -> subprocess.Popen:
+    """Launch the job with ``launcher`` (its environment reaches every rank); raises OSError if it cannot start."""
+    env = mpi_env({**launcher.env(), **desc.get("env", {}), TAG: tag, E.SCHEDULER: endpoint,
+                   E.JOB_ID: str(job_id), E.NPROCS: str(len(hosts)),
+                   E.HOSTS: ",".join(hosts),
+                   E.RESIZE_TIMEOUT: f"{resize_timeout_of(desc):g}"})
+    env.pop(E.PLAN, None)
     os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
     with open(log_path, "ab") as log:
         return subprocess.Popen(job_argv(desc, hosts), stdout=log, stderr=subprocess.STDOUT,

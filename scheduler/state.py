@@ -279,13 +279,31 @@ class ClusterState:
         ``[min_procs, nprocs)``) is ignored: a policy bug must not corrupt a job.
         """
         for sh in self.remap.shrink_requests(self.snapshot(now)):
-            j = self.jobs.get(sh.job_id)
-            if (j is None or j.state != "running" or not j.desc["resizable"] or j.pending
-                    or not j.desc.get("min_procs", 1) <= sh.nprocs < j.nprocs):
-                continue
-            if j.shrink_request != sh.nprocs:
-                j.shrink_request = sh.nprocs
-                self._event(now, j, "shrink_request", f"{j.nprocs}->{sh.nprocs}: {sh.reason}")
+            self.request_shrink(sh.job_id, sh.nprocs, sh.reason, now)
+
+    def request_shrink(self, job_id: int, nprocs: int, reason: str, now: float) -> bool:
+        """Ask a running job to shrink to ``nprocs`` at its next resize point; False if it cannot."""
+        j = self.jobs.get(job_id)
+        if (j is None or j.state != "running" or not j.desc["resizable"] or j.pending
+                or not j.desc.get("min_procs", 1) <= nprocs < j.nprocs):
+            return False
+        if j.shrink_request != nprocs:
+            j.shrink_request = nprocs
+            self._event(now, j, "shrink_request", f"{j.nprocs}->{nprocs}: {reason}")
+        return True
+
+    def would_grow(self, extra: int, now: float) -> list[int]:
+        """Running jobs the Remap Scheduler would expand if ``extra`` more slots were free (a what-if
+        over the pure policy: nothing changes). Used to decide whether asking for nodes is worth it."""
+        snap = self.snapshot(now)
+        snap = Snapshot(snap.now, snap.total_slots + extra, snap.free_slots + extra, snap.queue, snap.running)
+        out = []
+        for j in self.running():
+            if j.desc["resizable"] and not j.pending and j.nprocs < j.desc.get("max_procs", j.nprocs):
+                d = self.remap.at_resize_point(snap, j.job_id)
+                if isinstance(d, Expand) and d.nprocs > j.nprocs:
+                    out.append(j.job_id)
+        return out
 
     def cancel(self, job_id: int, now: float, reschedule: bool = True) -> list[Launch | Kill]:
         """End a queued or running job; ``reschedule=False`` (daemon stopping) starts nothing new."""
@@ -552,6 +570,27 @@ class ClusterState:
             elif j.pending and j.pending["action"] == "expand" and host in j.pending["hosts"]:
                 self._abandon_resize(j, now, f"node {host} down")
         return out + self.schedule(now)
+
+    def node_granted(self, host: str, now: float, detail: str) -> list[Launch | Kill]:
+        """A resource manager gave ``host`` to the pool (e.g. a Slurm expander job started on it)."""
+        rec = self._node(host)
+        if rec.state == "up":
+            return []
+        rec.state, rec.since, rec.reason, rec.last_seen = "up", now, detail, None  # no heartbeats expected
+        self.pool.set_up(host)
+        self._node_event(now, rec, "granted", detail)
+        return self.schedule(now)
+
+    def node_released(self, host: str, now: float, detail: str) -> bool:
+        """``host`` goes back to the resource manager; only a node no job uses can (False otherwise)."""
+        rec = self._node(host)
+        if rec.state == "down" or self.pool.used[host] or any(
+                j.pending and host in j.pending["hosts"] for j in self.running()):
+            return False
+        rec.state, rec.since, rec.reason = "down", now, detail
+        self.pool.set_down(host)
+        self._node_event(now, rec, "released", detail)
+        return True
 
     def job_ended(self, job_id: int, host: str, status: str, detail: str | None, now: float) -> None:
         """The monitor of the job's first node saw its processes there end (``status`` end or error)."""

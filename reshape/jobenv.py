@@ -1,0 +1,49 @@
+"""Every ``RESHAPE_*`` environment variable, by name, in one place (``docs/protocol.md`` §6).
+
+*Job environment*: what the daemon's Job Startup gives every process of a job
+(``scheduler.startup.start_job``); ranks spawned later inherit it through
+Hydra. *Tuning*: what a user may set for a run. *Tools*: what the CLI, node
+monitors and test launchers read. Code names a variable only through this
+module, so a rename or a new variable is one edit here plus its line in the
+protocol document.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ABORT_ON_ERROR", "ALLOW_NEW_SIZES", "CLIENT_KEY", "DAEMON", "FAULT", "HOSTS", "JOB_ENV", "JOB_ID",
+    "JOB_TAG", "KEYS", "LAUNCHER", "MAX_PROCS", "NETNS_HOSTS", "NETNS_PREFIX", "NPROCS", "PLAN",
+    "PLAN_EVERY", "REDIST_METHOD", "RESIZE_TIMEOUT", "RUN_TAG", "SCHEDULER", "SCHEDULER_TIMEOUT",
+    "STATE_DIR", "TRACES", "WAIT",
+]
+
+# -- job environment (set by the daemon for every process of a job)
+SCHEDULER = "RESHAPE_SCHEDULER"            # the daemon's endpoint, for the job's resize client
+JOB_ID = "RESHAPE_JOB_ID"                  # the job's id at the daemon
+NPROCS = "RESHAPE_NPROCS"                  # ranks started
+HOSTS = "RESHAPE_HOSTS"                    # one host name per starting rank, comma separated
+RESIZE_TIMEOUT = "RESHAPE_RESIZE_TIMEOUT"  # seconds one resize may take (job file's resize_timeout)
+JOB_TAG = "RESHAPE_JOB_TAG"                # finds every process of the job, also after a daemon restart
+LAUNCHER = "RESHAPE_LAUNCHER"              # how ranks reach hosts: local | ssh | netns | slurm
+KEYS = "RESHAPE_KEYS"                      # directory of the CURVE keys (also for the CLI)
+JOB_ENV = (SCHEDULER, JOB_ID, NPROCS, HOSTS, RESIZE_TIMEOUT, JOB_TAG, LAUNCHER)
+
+# -- tuning (set by the user)
+PLAN = "RESHAPE_PLAN"                      # a scripted resize plan instead of a daemon (advice.py)
+PLAN_EVERY = "RESHAPE_PLAN_EVERY"
+MAX_PROCS = "RESHAPE_MAX_PROCS"
+ALLOW_NEW_SIZES = "RESHAPE_ALLOW_NEW_SIZES"
+REDIST_METHOD = "RESHAPE_REDIST_METHOD"    # circulant | alltoallv | checkpoint
+SCHEDULER_TIMEOUT = "RESHAPE_SCHEDULER_TIMEOUT"
+ABORT_ON_ERROR = "RESHAPE_ABORT_ON_ERROR"  # 0: an uncaught error does not MPI_Abort the job
+FAULT = "RESHAPE_FAULT"                    # WHERE:WHO:HOW fault injection (faults.py)
+WAIT = "RESHAPE_WAIT"                      # spin | poll while waiting on redistribution requests
+
+# -- tools
+DAEMON = "RESHAPE_DAEMON"                  # the CLI's and node monitors' daemon endpoint
+STATE_DIR = "RESHAPE_STATE_DIR"            # the daemon's journal, logs and default keys
+CLIENT_KEY = "RESHAPE_CLIENT_KEY"
+RUN_TAG = "RESHAPE_RUN_TAG"                # tags processes of a run started by reshape.launch.mpirun
+NETNS_HOSTS = "RESHAPE_NETNS_HOSTS"        # the namespace cluster's hosts file (netns-launch)
+NETNS_PREFIX = "RESHAPE_NETNS_PREFIX"
+TRACES = "RESHAPE_TRACES"                  # where benchmarks find SWF traces
