@@ -43,6 +43,7 @@ from .slurm import (
     AskShrink,
     Broker,
     Cancel,
+    Drain,
     Grant,
     Lost,
     Release,
@@ -120,9 +121,12 @@ class Daemon:
             self.pool_source = f"Slurm allocation {os.environ.get('SLURM_JOB_ID', '?')}"
         if pool is None:
             pool = default_pool(meta.get("slots"))
+        self.state = ClusterState(pool, app_pol, remap_pol, node_timeout, require_monitors)
         self.launcher, why = choose(launcher, [n.host for n in pool.nodes])
         self.launcher_why = why
-        self.state = ClusterState(pool, app_pol, remap_pol, node_timeout, require_monitors)
+        if self.broker is not None:
+            for h in sorted(pool.down):
+                self.state.not_ours(h, "held by Slurm, not by this job")
         self.params = {"app": dict(app_params or {}), "remap": dict(remap_params or {})}
         now = time.time()
         self.state.restore_nodes(self.journal.load_nodes(), now)
@@ -189,26 +193,29 @@ class Daemon:
         if view is None:
             return acts
         node_slots = max(n.slots for n in s.pool.nodes)
-        growers = s.would_grow(node_slots, now)
+        grow = s.would_grow(node_slots * view[2], now) if view[2] else {}
+        grow_nodes = max((-(-(k - s.pool.free) // node_slots) for k in grow.values()), default=0)
         running = [(j.job_id, j.nprocs, j.desc.get("min_procs", 1), list(j.hosts))
                    for j in s.running() if j.desc["resizable"]]
         used = {h: s.pool.used[h] for h in b.held}
-        for op in b.step(now, view[1], view[2], used, growers, running):
+        for op in b.step(now, view[1], view[2], used, grow_nodes, running):
             if isinstance(op, Grant):
-                acts += s.node_granted(op.host, now, f"granted by Slurm job {op.job}")
+                acts += s.node_granted(op.host, now, f"granted by Slurm job {op.job} in {op.waited:.1f} s")
             elif isinstance(op, Lost):
                 acts += s.node_down(op.host, now, op.why)
             elif isinstance(op, Release):
                 if s.node_released(op.host, now, f"released to Slurm: {op.why}"):
                     b.released(op.host)
-                    self.slurm.outbox.put(("keep", b.main_kept(op.host)) if op.job == b.main
-                                          else ("cancel", op.job))
+                    kept = b.kept(op.job)
+                    self.slurm.outbox.put(("keep", op.job, kept) if kept else ("cancel", op.job))
             elif isinstance(op, Cancel):
                 self.slurm.outbox.put(("cancel", op.job))
+            elif isinstance(op, Drain):
+                s.pool.set_draining(op.host, op.on)
             elif isinstance(op, AskShrink):
                 s.request_shrink(op.job_id, op.nprocs, op.why, now)
             elif isinstance(op, Submit):
-                self.slurm.outbox.put(("submit",))
+                self.slurm.outbox.put(("submit", op.nodes))
         return acts
 
     # ------------------------------------------------------------------ paths

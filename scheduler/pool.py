@@ -15,7 +15,9 @@ first), so a job's ranks are packed onto as few nodes as possible.
 A node can be *down* (its monitor stopped heartbeating, ``scheduler.nodes``):
 its slots leave the pool (``total`` and ``free`` count only nodes that are
 up, ``capacity`` counts all) and nothing is allocated on it until it is up
-again.
+again. A *draining* node is up for the jobs on it, but its free slots are
+not offered (``free``) and nothing new is allocated there: it is about to be
+given back to a resource manager (``scheduler.slurm``).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class Pool:
         self.nodes = list(nodes)
         self.used: Counter[str] = Counter()
         self.down: set[str] = set()
+        self.draining: set[str] = set()  # up, but nothing new is placed there (about to be given back)
 
     @property
     def capacity(self) -> int:
@@ -67,7 +70,8 @@ class Pool:
 
     @property
     def free(self) -> int:
-        return sum(max(0, n.slots - self.used[n.host]) for n in self.nodes if n.host not in self.down)
+        return sum(max(0, n.slots - self.used[n.host]) for n in self.nodes
+                   if n.host not in self.down and n.host not in self.draining)
 
     def has(self, host: str) -> bool:
         return any(n.host == host for n in self.nodes)
@@ -77,18 +81,26 @@ class Pool:
         if not self.has(host):
             raise PoolError(f"no node {host!r} in the pool")
         self.down.add(host)
+        self.draining.discard(host)
 
     def set_up(self, host: str) -> None:
         if not self.has(host):
             raise PoolError(f"no node {host!r} in the pool")
         self.down.discard(host)
+        self.draining.discard(host)
+
+    def set_draining(self, host: str, on: bool = True) -> None:
+        """Keep ``host`` up for the jobs on it, but allocate nothing new there."""
+        if not self.has(host):
+            raise PoolError(f"no node {host!r} in the pool")
+        (self.draining.add if on else self.draining.discard)(host)
 
     def allocate(self, n: int) -> list[str]:
         if n < 1 or n > self.free:
             raise PoolError(f"cannot allocate {n} slots ({self.free} free of {self.total})")
         out: list[str] = []
         for node in self.nodes:
-            if node.host in self.down:
+            if node.host in self.down or node.host in self.draining:
                 continue
             take = min(node.slots - self.used[node.host], n - len(out))
             if take > 0:

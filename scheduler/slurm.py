@@ -22,8 +22,9 @@ would do into Slurm operations, and :class:`SlurmEdge` (a thread) runs them:
   request is cancelled and the jobs keep their sizes. This is the DMR/MaM
   mechanism; Slurm 22.05 has no way to grow a running job in place.
 * *shrink*: when another user's job is pending, whole nodes no job uses go
-  back to Slurm (an expander node: ``scancel``; one of our allocation's:
-  ``scontrol update JobId=N NodeList=<kept>``), and if that is not enough the
+  back to Slurm (``scontrol update JobId=N NodeList=<kept>`` on the job that
+  holds them, our allocation or an expander; ``scancel`` of an expander left
+  with no node), and if that is not enough the
   job holding the last nodes is asked to shrink off them (``shrink_request``)
   so that Slurm can start the pending job there. A granted node unused for
   ``idle_release`` seconds is returned too.
@@ -47,8 +48,8 @@ import hostlist
 
 from .pool import Node, Pool, PoolError
 
-__all__ = ["AskShrink", "Broker", "Cancel", "Grant", "Lost", "Release", "SlurmEdge", "SlurmError", "SlurmJob", "Submit",
-           "allocation_pool", "expander_name", "parse_squeue", "partition_pool"]
+__all__ = ["AskShrink", "Broker", "Cancel", "Drain", "Grant", "Lost", "Release", "SlurmEdge", "SlurmError",
+           "SlurmJob", "Submit", "allocation_pool", "expander_name", "parse_squeue", "partition_pool"]
 
 SQUEUE_FORMAT = "%i|%j|%T|%u|%D|%N|%r"
 WAITING_FOR_NODES = ("Resources", "Priority")  # pending reasons that mean "needs nodes"
@@ -125,13 +126,16 @@ def partition_pool(text: str, held: set[str]) -> Pool:
 # ---------------------------------------------------------------------- broker (pure)
 @dataclass(frozen=True)
 class Submit:
-    """Ask Slurm for one more node (an expander job)."""
+    """Ask Slurm for ``nodes`` more nodes (one expander job)."""
+
+    nodes: int = 1
 
 
 @dataclass(frozen=True)
 class Grant:
     host: str
     job: str
+    waited: float = 0.0  # seconds from the expander's submission to seeing it run
 
 
 @dataclass(frozen=True)
@@ -148,6 +152,14 @@ class Lost:
 
 
 @dataclass(frozen=True)
+class Drain:
+    """Place nothing new on ``host`` (``on``), or offer it again (not ``on``)."""
+
+    host: str
+    on: bool = True
+
+
+@dataclass(frozen=True)
 class Cancel:
     job: str
     why: str
@@ -158,6 +170,7 @@ class AskShrink:
     job_id: int
     nprocs: int
     why: str
+    drop: tuple[str, ...] = ()
 
 
 @dataclass
@@ -173,6 +186,7 @@ class Broker:
     requested: dict[str, float] = field(default_factory=dict)  # pending expander id -> submitted at
     submitting: bool = False
     idle_since: dict[str, float] = field(default_factory=dict)
+    draining: set[str] = field(default_factory=set)  # held hosts promised back to Slurm
 
     def __post_init__(self) -> None:
         for h in self.main_nodes:
@@ -186,23 +200,26 @@ class Broker:
     def released(self, host: str) -> None:
         self.held.pop(host, None)
         self.idle_since.pop(host, None)
+        self.draining.discard(host)
 
-    def main_kept(self, without: str) -> list[str]:
-        return [h for h in self.main_nodes if self.held.get(h) == self.main and h != without]
+    def kept(self, job: str) -> list[str]:
+        """The hosts Slurm job ``job`` still holds for us (empty: cancel it, it holds nothing we use)."""
+        return [h for h, j in self.held.items() if j == job]
 
     def step(self, now: float, jobs: list[SlurmJob], idle_nodes: int, used: Mapping[str, int],
-             growers: list[int], running: list[tuple[int, int, int, list[str]]]) -> list:
-        """One look at Slurm. ``used``: slots in use per held host; ``growers``: jobs the Remap
-        Scheduler would expand with one more node; ``running``: (job id, nprocs, min_procs, hosts)."""
+             grow_nodes: int, running: list[tuple[int, int, int, list[str]]]) -> list:
+        """One look at Slurm. ``used``: slots in use per held host; ``grow_nodes``: nodes more the
+        Remap Scheduler would expand a job onto if Slurm's idle nodes were ours (0: none);
+        ``running``: (job id, nprocs, min_procs, hosts) of resizable jobs."""
         ops: list = []
         name = expander_name(self.main)
         mine = {j.id: j for j in jobs if j.name == name}
         for j in mine.values():
             if j.state == "RUNNING" and j.id in self.requested:
-                del self.requested[j.id]
+                waited = now - self.requested.pop(j.id)
                 for h in j.nodes:
                     self.held[h] = j.id
-                    ops.append(Grant(h, j.id))
+                    ops.append(Grant(h, j.id, waited))
             elif j.state == "PENDING" and j.id in self.requested and now - self.requested[j.id] > self.grant_timeout:
                 del self.requested[j.id]
                 ops.append(Cancel(j.id, f"Slurm granted no node in {self.grant_timeout:g} s ({j.reason})"))
@@ -219,37 +236,52 @@ class Broker:
         for h in free:
             self.idle_since.setdefault(h, now)
         waiting = [j for j in jobs if j.state == "PENDING" and j.name != name and j.reason in WAITING_FOR_NODES]
-        if waiting:
-            need = waiting[0].num_nodes
-            ops += [Cancel(jid, f"Slurm job {waiting[0].id} is waiting for nodes") for jid in self.requested]
+        self.draining &= set(self.held)
+        if not waiting:
+            ops += [Drain(h, False) for h in sorted(self.draining)]
+            self.draining.clear()
+        else:
+            w = waiting[0]
+            why = f"Slurm job {w.id} is waiting for {w.num_nodes} node(s)"
+            ops += [Cancel(jid, why) for jid in self.requested]
             self.requested.clear()
-            for h in free[:need]:
-                ops.append(Release(h, self.held[h], f"Slurm job {waiting[0].id} is waiting for {need} node(s)"))
-            short = need - len(free[:need])
+            # the nodes promised back: free ones first, then the last nodes of the jobs asked to shrink
+            for h in free:
+                if len(self.draining) >= w.num_nodes:
+                    break
+                self.draining.add(h)
+                ops.append(Drain(h))
+            short = w.num_nodes - len(self.draining)
             if short > 0:
-                ops += self._shrinks(short, used, running, f"Slurm job {waiting[0].id} needs {need} node(s)")
+                for op in self._shrinks(short, running, why):
+                    ops.append(op)
+                    for h in op.drop:
+                        if h not in self.draining:
+                            self.draining.add(h)
+                            ops.append(Drain(h))
+            ops += [Release(h, self.held[h], why) for h in sorted(self.draining) if h in free]
             return ops
         for h in free:
-            if now - self.idle_since[h] > self.idle_release and not growers:
+            if now - self.idle_since[h] > self.idle_release and not grow_nodes:
                 ops.append(Release(h, self.held[h], f"unused for {self.idle_release:g} s"))
-        if growers and not free and not self.requested and not self.submitting and idle_nodes > 0:
+        if grow_nodes > 0 and not free and not self.requested and not self.submitting and idle_nodes > 0:
             self.submitting = True
-            ops.append(Submit())
+            ops.append(Submit(min(grow_nodes, idle_nodes)))
         return ops
 
-    def _shrinks(self, nodes: int, used: Mapping[str, int], running, why: str) -> list:
+    def _shrinks(self, nodes: int, running, why: str) -> list[AskShrink]:
         """Ask the jobs holding the last nodes to give up ``nodes`` whole nodes (retired ranks are the last)."""
         out = []
         for job_id, nprocs, min_procs, hosts in sorted(running, key=lambda r: -r[1]):
             order = list(dict.fromkeys(hosts))
             drop = [h for h in reversed(order) if h != self.batch_host and h in self.held][:nodes]
-            # the ranks on the dropped hosts must be the job's last ranks
-            k = nprocs
+            k = nprocs  # the ranks on the dropped hosts must be the job's last ranks
             while k > 0 and hosts[k - 1] in drop:
                 k -= 1
             if drop and min_procs <= k < nprocs:
-                out.append(AskShrink(job_id, k, why))
-                nodes -= len({h for h in hosts[k:]})
+                gone = tuple(dict.fromkeys(hosts[k:]))
+                out.append(AskShrink(job_id, k, why, gone))
+                nodes -= len(gone)
             if nodes <= 0:
                 break
         return out
@@ -308,15 +340,15 @@ class SlurmEdge:
             part = ["-p", self.partition] if self.partition else []
             t0 = time.time()
             try:
-                out = run(["sbatch", "--parsable", "-N", "1", *part, "--job-name", expander_name(self.main),
+                out = run(["sbatch", "--parsable", "-N", str(op[1]), *part, "--job-name", expander_name(self.main),
                            "--output", "/dev/null", "--wrap", expander_script(self.main)])
                 self.inbox.put(("submitted", out.strip().split(";")[0], t0, None))
             except SlurmError as e:
                 self.inbox.put(("submitted", None, t0, str(e)))
         elif kind == "cancel":
             run(["scancel", op[1]])
-        elif kind == "keep":  # shrink our allocation to these nodes
-            run(["scontrol", "update", f"JobId={self.main}", f"NodeList={','.join(op[1])}"])
+        elif kind == "keep":  # shrink one of our Slurm jobs (allocation or expander) to these nodes
+            run(["scontrol", "update", f"JobId={op[1]}", f"NodeList={','.join(op[2])}"])
         self.inbox.put(("done", kind, time.time()))
 
     def _run(self) -> None:

@@ -16,6 +16,7 @@ every rank and cancels every expander job (which also end by themselves within
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shlex
@@ -29,7 +30,7 @@ import time
 from reshape import jobenv as E
 from reshape.client import DaemonError, SchedulerUnavailable
 
-from .jobfile import load_job_file
+from .jobfile import JobFileError, load_job_file, validate_job
 from .slurm import SlurmError
 from .slurm import run as slurm_run
 
@@ -43,10 +44,13 @@ def daemon_of(slurm_job: str) -> str:
     """The endpoint of the reshape daemon running in Slurm job ``slurm_job`` (from its comment)."""
     out = slurm_run(["scontrol", "show", "job", str(slurm_job)])
     m = re.search(r"Comment=" + re.escape(COMMENT) + r"(\S+)", out)
+    state = re.search(r"JobState=(\S+)", out)
+    state = state.group(1) if state else "?"
+    if state != "RUNNING":
+        raise SlurmError(f"Slurm job {slurm_job} is {state}: its reshape daemon runs only while it runs")
     if not m:
-        state = re.search(r"JobState=(\S+)", out)
-        raise SlurmError(f"Slurm job {slurm_job} has no reshape daemon (state {state.group(1) if state else '?'}; "
-                         f"not submitted with 'reshape submit --slurm', or not started yet)")
+        raise SlurmError(f"Slurm job {slurm_job} has no reshape daemon (not submitted with "
+                         f"'reshape submit --slurm', or its daemon is still starting)")
     return m.group(1)
 
 
@@ -60,7 +64,8 @@ def submit_slurm(files: list[str], nodes: int | None, sbatch_args: list[str]) ->
             "#!/bin/sh",
             f"#SBATCH --job-name={desc['name']}",
             *([f"#SBATCH --nodes={n}"] if n else [f"#SBATCH --ntasks={desc['nprocs']}"]),
-            f"exec {shlex.quote(sys.executable)} -m reshape.cli slurm-run {shlex.quote(os.path.abspath(path))}",
+            # the job travels inside the script: the file need not be on the node the script runs on
+            f"exec {shlex.quote(sys.executable)} -m reshape.cli slurm-run --job {shlex.quote(json.dumps(desc))}",
             "",
         ])
         with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False) as f:
@@ -87,7 +92,11 @@ def cmd_slurm_run(args: argparse.Namespace) -> int:
         print("reshape slurm-run: not inside a Slurm job (no SLURM_JOB_ID); use 'reshape submit --slurm'",
               file=sys.stderr)
         return 2
-    desc = load_job_file(args.file)
+    try:
+        desc = load_job_file(args.file) if args.file else validate_job(json.loads(args.job), None)
+    except (JobFileError, ValueError) as e:
+        print(f"reshape slurm-run: {e}", file=sys.stderr)
+        return 2
     host = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
     base = os.environ.get(E.STATE_DIR) or os.path.join(os.path.expanduser("~"), ".reshape")
     state_dir = os.path.join(base, f"slurm-{main}")
@@ -164,7 +173,9 @@ def add_commands(sub) -> None:
     p = sub.add_parser("slurm-run", help="(inside sbatch) run one job with a daemon that grows through Slurm",
                        description="The body of the script 'reshape submit --slurm' submits: start a daemon "
                                    "that grows and shrinks through Slurm, run the job, end with it.")
-    p.add_argument("file", help="job file (TOML)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("file", nargs="?", help="job file (TOML)")
+    src.add_argument("--job", metavar="JSON", help="the job description as JSON (what 'submit --slurm' writes)")
     p.add_argument("--grant-timeout", type=float, default=10.0, metavar="SECONDS",
                    help="cancel an expander job Slurm has not started after this long (default 10)")
     p.add_argument("--idle-release", type=float, default=30.0, metavar="SECONDS",

@@ -292,18 +292,25 @@ class ClusterState:
             self._event(now, j, "shrink_request", f"{j.nprocs}->{nprocs}: {reason}")
         return True
 
-    def would_grow(self, extra: int, now: float) -> list[int]:
-        """Running jobs the Remap Scheduler would expand if ``extra`` more slots were free (a what-if
-        over the pure policy: nothing changes). Used to decide whether asking for nodes is worth it."""
+    def would_grow(self, extra: int, now: float) -> dict[int, int]:
+        """Running jobs the Remap Scheduler would expand if ``extra`` more slots were free, and to
+        what size (a what-if over the pure policy: nothing changes). Used to decide whether asking a
+        resource manager for nodes is worth it, and for how many."""
         snap = self.snapshot(now)
         snap = Snapshot(snap.now, snap.total_slots + extra, snap.free_slots + extra, snap.queue, snap.running)
-        out = []
+        out = {}
         for j in self.running():
             if j.desc["resizable"] and not j.pending and j.nprocs < j.desc.get("max_procs", j.nprocs):
                 d = self.remap.at_resize_point(snap, j.job_id)
                 if isinstance(d, Expand) and d.nprocs > j.nprocs:
-                    out.append(j.job_id)
+                    out[j.job_id] = d.nprocs - j.nprocs
         return out
+
+    def not_ours(self, host: str, detail: str) -> None:
+        """``host`` is in the pool's config but another resource manager holds it (down, no event)."""
+        rec = self._node(host)
+        rec.state, rec.reason = "down", detail
+        self.pool.set_down(host)
 
     def cancel(self, job_id: int, now: float, reschedule: bool = True) -> list[Launch | Kill]:
         """End a queued or running job; ``reschedule=False`` (daemon stopping) starts nothing new."""
@@ -640,7 +647,7 @@ class ClusterState:
         rows = []
         for d in self.pool.describe():
             rec = self.nodes[d["host"]]
-            d |= {"state": rec.state, "since": rec.since, "reason": rec.reason, "monitor": rec.monitor,
+            d |= {"state": "draining" if d["host"] in self.pool.draining and rec.state != "down" else rec.state, "since": rec.since, "reason": rec.reason, "monitor": rec.monitor,
                   "seen_ago": None if rec.last_seen is None else round(now - rec.last_seen, 3),
                   "jobs": rec.jobs}
             rows.append(d)

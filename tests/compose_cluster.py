@@ -77,14 +77,15 @@ def base_image() -> tuple[str | None, str]:
 class ComposeCluster:
     """One compose project of the shipped ``docker-compose.yml``."""
 
-    def __init__(self, project: str, base: str):
+    def __init__(self, project: str, base: str, files: tuple[str, ...] = ("docker-compose.yml",)):
         self.project = project
+        self.files = [a for f in files for a in ("-f", os.path.join(ROOT, f))]
         self.compose = compose_command() or ["docker-compose"]
         self.env = {**os.environ, "RESHAPE_BASE_IMAGE": base, "COMPOSE_PROJECT_NAME": project}
 
     def cmd(self, *args: str, timeout: float = 120, check: bool = True, input: str | None = None
             ) -> subprocess.CompletedProcess:
-        argv = [*self.compose, "-p", self.project, "-f", os.path.join(ROOT, "docker-compose.yml"), *args]
+        argv = [*self.compose, "-p", self.project, *self.files, *args]
         r = _run(argv, timeout, env=self.env, cwd=ROOT, input=input)
         if check and r.returncode != 0:
             raise AssertionError(f"{shlex.join(argv)} -> {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
