@@ -647,7 +647,8 @@ class ClusterState:
         rows = []
         for d in self.pool.describe():
             rec = self.nodes[d["host"]]
-            d |= {"state": "draining" if d["host"] in self.pool.draining and rec.state != "down" else rec.state, "since": rec.since, "reason": rec.reason, "monitor": rec.monitor,
+            draining = d["host"] in self.pool.draining and rec.state != "down"
+            d |= {"state": "draining" if draining else rec.state, "since": rec.since, "reason": rec.reason, "monitor": rec.monitor,
                   "seen_ago": None if rec.last_seen is None else round(now - rec.last_seen, 3),
                   "jobs": rec.jobs}
             rows.append(d)
