@@ -648,7 +648,8 @@ class ClusterState:
         for d in self.pool.describe():
             rec = self.nodes[d["host"]]
             draining = d["host"] in self.pool.draining and rec.state != "down"
-            d |= {"state": "draining" if draining else rec.state, "since": rec.since, "reason": rec.reason, "monitor": rec.monitor,
+            d |= {"state": "draining" if draining else rec.state, "since": rec.since, "reason": rec.reason,
+                  "monitor": rec.monitor,
                   "seen_ago": None if rec.last_seen is None else round(now - rec.last_seen, 3),
                   "jobs": rec.jobs}
             rows.append(d)
