@@ -19,7 +19,8 @@ would do into Slurm operations, and :class:`SlurmEdge` (a thread) runs them:
   When it runs, its node joins the pool and the job expands onto it at its
   next resize point, its new ranks started as steps of the expander job
   (``slurm-launch``). If Slurm grants nothing within ``grant_timeout`` the
-  request is cancelled and the jobs keep their sizes. This is the DMR/MaM
+  request is cancelled, the jobs keep their sizes, and nothing is asked for
+  three more grant timeouts. This is the DMR/MaM
   mechanism; Slurm 22.05 has no way to grow a running job in place.
 * *shrink*: when another user's job is pending, whole nodes no job uses go
   back to Slurm (``scontrol update JobId=N NodeList=<kept>`` on the job that
@@ -187,6 +188,8 @@ class Broker:
     submitting: bool = False
     idle_since: dict[str, float] = field(default_factory=dict)
     draining: set[str] = field(default_factory=set)  # held hosts promised back to Slurm
+    given: dict[str, int] = field(default_factory=dict)  # waiting Slurm job -> nodes given back for it
+    quiet_until: float = 0.0  # after a request Slurm did not grant, ask again only after 3 grant timeouts
 
     def __post_init__(self) -> None:
         for h in self.main_nodes:
@@ -222,6 +225,7 @@ class Broker:
                     ops.append(Grant(h, j.id, waited))
             elif j.state == "PENDING" and j.id in self.requested and now - self.requested[j.id] > self.grant_timeout:
                 del self.requested[j.id]
+                self.quiet_until = now + 3 * self.grant_timeout
                 ops.append(Cancel(j.id, f"Slurm granted no node in {self.grant_timeout:g} s ({j.reason})"))
         for jid in [k for k in self.requested if k not in mine]:
             del self.requested[jid]  # cancelled or failed outside our control
@@ -240,18 +244,21 @@ class Broker:
         if not waiting:
             ops += [Drain(h, False) for h in sorted(self.draining)]
             self.draining.clear()
+            self.given.clear()
         else:
             w = waiting[0]
+            self.given = {w.id: self.given.get(w.id, 0)}  # nodes given for a job that started count no more
+            want = w.num_nodes - self.given[w.id]
             why = f"Slurm job {w.id} is waiting for {w.num_nodes} node(s)"
             ops += [Cancel(jid, why) for jid in self.requested]
             self.requested.clear()
             # the nodes promised back: free ones first, then the last nodes of the jobs asked to shrink
             for h in free:
-                if len(self.draining) >= w.num_nodes:
+                if len(self.draining) >= want:
                     break
                 self.draining.add(h)
                 ops.append(Drain(h))
-            short = w.num_nodes - len(self.draining)
+            short = want - len(self.draining)
             if short > 0:
                 for op in self._shrinks(short, running, why):
                     ops.append(op)
@@ -259,12 +266,15 @@ class Broker:
                         if h not in self.draining:
                             self.draining.add(h)
                             ops.append(Drain(h))
-            ops += [Release(h, self.held[h], why) for h in sorted(self.draining) if h in free]
+            out = [h for h in sorted(self.draining) if h in free]
+            self.given[w.id] += len(out)
+            ops += [Release(h, self.held[h], why) for h in out]
             return ops
         for h in free:
             if now - self.idle_since[h] > self.idle_release and not grow_nodes:
                 ops.append(Release(h, self.held[h], f"unused for {self.idle_release:g} s"))
-        if grow_nodes > 0 and not free and not self.requested and not self.submitting and idle_nodes > 0:
+        if (grow_nodes > 0 and not free and not self.requested and not self.submitting and idle_nodes > 0
+                and now >= self.quiet_until):
             self.submitting = True
             ops.append(Submit(min(grow_nodes, idle_nodes)))
         return ops
