@@ -1,0 +1,177 @@
+"""reshape with a real Slurm 22.05: slurmctld, slurmd and munge in the compose cluster (marker ``cluster``).
+
+The Slurm overlay (``docker/slurm-compose.yml``) runs slurmctld on the head
+and slurmd on node1..node4 (2 CPUs each). The tests use Slurm as a user
+would, from the head: ``salloc`` with a daemon inside the allocation, and
+``reshape submit --slurm`` with a job that grows onto nodes Slurm grants
+(expander jobs), gives nodes back to a waiting ``sbatch`` job, keeps its size
+when the cluster is full, and ends with ``scancel`` leaving nothing behind.
+Skips, with one line, only where no Docker engine runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import time
+
+import pytest
+
+from tests.compose_cluster import NOTES, TIMINGS, ComposeCluster, base_image, unavailable
+from tests.helpers import wait_for
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
+
+NODES = ("node1", "node2", "node3", "node4")
+FILES = ("docker-compose.yml", "docker/slurm-compose.yml")
+
+
+@pytest.fixture(scope="module")
+def slurm():
+    why = unavailable()
+    if why:
+        pytest.skip(f"cluster tier: {why}")
+    base, how = base_image()
+    if base is None:
+        pytest.skip(f"cluster tier: {how}")
+    c = ComposeCluster(f"reshapes{os.getpid()}", base, FILES)
+    try:
+        c.down()
+        t0 = time.monotonic()
+        c.build()
+        TIMINGS["slurm up"] = c.up()
+        TIMINGS["slurm up"] = time.monotonic() - t0
+        yield c
+    finally:
+        c.down()
+
+
+def sh(c: ComposeCluster, command: str, timeout: float = 60) -> str:
+    return c.exec("head", command, timeout=timeout).stdout
+
+
+def squeue(c: ComposeCluster) -> list[dict]:
+    out = sh(c, "squeue -h -o '%i|%j|%T|%N|%r'")
+    rows = []
+    for line in out.splitlines():
+        jid, name, state, nodes, reason = line.split("|")
+        hosts = sh(c, f"scontrol show hostnames {shlex.quote(nodes)}").split() if nodes else []
+        rows.append({"id": jid, "name": name, "state": state, "hosts": hosts, "reason": reason})
+    return rows
+
+
+def status(c: ComposeCluster, sid: str) -> dict:
+    return json.loads(sh(c, f"reshape status --json --slurm-job {sid}"))
+
+
+def quiet(c: ComposeCluster, timeout: float = 60) -> None:
+    """No Slurm job left and every node idle."""
+    wait_for(lambda: not squeue(c) and sh(c, "sinfo -h -o '%T %D'").split() == ["idle", "4"], timeout, every=0.5)
+
+
+def leftovers(c: ComposeCluster) -> dict[str, str]:
+    """Application processes (heat.py ranks, Hydra proxies) still running on any node."""
+    out = {}
+    for n in ("head", *NODES):
+        r = c.exec(n, "pgrep -af '[h]eat.py|[h]ydra_pmi_proxy' || true").stdout.strip()
+        if r:
+            out[n] = r
+    return out
+
+
+def submit_slurm(c: ComposeCluster, path: str) -> str:
+    return json.loads(sh(c, f"reshape submit --slurm --json {path}"))["slurm_job_ids"][0]
+
+
+def test_a_daemon_inside_salloc_takes_the_allocation_as_its_pool(slurm):
+    c = slurm
+    quiet(c, 120)
+    job = ('name = "heat-salloc"\ncommand = ["python", "examples/heat.py", "--n", "128", "--steps", "14", '
+           '"--work", "1.2"]\nnprocs = 2\nmax_procs = 4\ndivides = 128\n')
+    c.exec("head", "cat > /tmp/salloc.toml", input=job)
+    script = r"""
+set -e
+reshape daemon --endpoint tcp://0.0.0.0:5600 --state-dir /tmp/salloc-state > /tmp/salloc-daemon.log 2>&1 &
+d=$!
+until reshape status --endpoint tcp://head:5600 >/dev/null 2>&1; do sleep 0.2; done
+reshape submit --endpoint tcp://head:5600 /tmp/salloc.toml
+while reshape status --json --endpoint tcp://head:5600 \
+      | python -c "import json,sys; s=json.load(sys.stdin); sys.exit(0 if s['running']+s['queue'] else 1)"; do
+    sleep 0.5
+done
+python -c "import json; from scheduler.cli import request; print(json.dumps(request('tcp://head:5600', 'history')))"
+reshape stop --endpoint tcp://head:5600
+wait $d
+"""
+    c.exec("head", "cat > /tmp/salloc.sh", input=script)
+    out = sh(c, "salloc -N 2 sh /tmp/salloc.sh 2>/dev/null", timeout=180)
+    banner = sh(c, "cat /tmp/salloc-daemon.log")
+    assert "4 slots" in banner and re.search(r"pool from Slurm allocation \d+; launcher slurm", banner), banner
+    hist = json.loads(out[out.index("{"):out.rindex("}") + 1])
+    (j,) = hist["jobs"]
+    assert j["state"] == "done" and 4 in j["profile"]["history"], j
+    assert {e["detail"].split(":")[0] for e in hist["events"] if e["kind"] == "advise"} >= {"expand 2->4"}
+    assert not leftovers(c)
+
+
+def test_a_job_grows_onto_nodes_slurm_grants_and_gives_them_back_to_a_waiting_job(slurm):
+    c = slurm
+    quiet(c, 120)
+    t0 = time.monotonic()
+    sid = submit_slurm(c, "docker/jobs/slurm.toml")
+    st = wait_for(lambda: (s := status_or_none(c, sid)) and any(j["nprocs"] == 8 for j in s["running"]) and s,
+                  120, every=0.5)
+    TIMINGS["slurm 2->8 via expanders"] = time.monotonic() - t0
+    grants = [float(m) for n in st["nodes"] for m in re.findall(r"in ([\d.]+) s", n.get("reason") or "")]
+    NOTES["slurm grant waits (s)"] = ",".join(f"{g:.1f}" for g in grants)
+    # Slurm and reshape agree: the job's hosts are the nodes of its allocation and its expander jobs
+    (run,) = st["running"]
+    ours = [q for q in squeue(c) if q["id"] == sid or q["name"] == f"reshape-expand-{sid}"]
+    assert all(q["state"] == "RUNNING" for q in ours), ours
+    assert sorted({h for q in ours for h in q["hosts"]}) == sorted(set(run["hosts"])) == list(NODES), (ours, run)
+    assert any(q["name"].startswith("reshape-expand-") for q in ours)
+
+    # a plain sbatch job waits for two nodes: the job shrinks off two and Slurm starts it there
+    t1 = time.monotonic()
+    other = sh(c, "sbatch --parsable -N 2 --job-name=other --wrap 'hostname; sleep 4'").strip()
+    started = wait_for(lambda: next((q for q in squeue(c) if q["id"] == other and q["state"] == "RUNNING"),
+                                    None), 90, every=0.2)
+    TIMINGS["slurm waiting job started on released nodes"] = time.monotonic() - t1
+    st = status(c, sid)
+    (run,) = st["running"]
+    assert not set(started["hosts"]) & set(run["hosts"]), (started, run)
+    assert run["nprocs"] <= 4
+    released = [n for n in st["nodes"] if n["host"] in started["hosts"]]
+    assert all(n["state"] == "down" and "released to Slurm" in n["reason"] for n in released), released
+
+    # scancel ends every rank and every expander job
+    t2 = time.monotonic()
+    sh(c, f"scancel {sid}")
+    wait_for(lambda: not [q for q in squeue(c) if q["id"] == sid or q["name"] == f"reshape-expand-{sid}"],
+             60, every=0.5)
+    wait_for(lambda: not leftovers(c), 30, every=0.5)
+    TIMINGS["slurm scancel -> all gone"] = time.monotonic() - t2
+
+
+def status_or_none(c: ComposeCluster, sid: str) -> dict | None:
+    r = c.exec("head", f"reshape status --json --slurm-job {sid}", check=False)
+    return json.loads(r.stdout) if r.returncode == 0 else None
+
+
+def test_on_a_full_cluster_slurm_grants_nothing_and_the_job_keeps_its_size(slurm):
+    c = slurm
+    quiet(c, 120)
+    blocker = sh(c, "sbatch --parsable -N 3 --job-name=blocker --wrap 'sleep 300'").strip()
+    try:
+        wait_for(lambda: any(q["id"] == blocker and q["state"] == "RUNNING" for q in squeue(c)), 30, every=0.3)
+        sid = submit_slurm(c, "docker/jobs/slurm.toml")
+        wait_for(lambda: (s := status_or_none(c, sid)) and s["running"] and s["running"][0]["iterations"] >= 8,
+                 90, every=0.5)
+        (run,) = status(c, sid)["running"]
+        assert run["nprocs"] == 2 and not run["pending"], run
+        assert not [q for q in squeue(c) if q["name"] == f"reshape-expand-{sid}"]
+    finally:
+        sh(c, f"scancel {blocker}; scancel --name=heat-slurm")
+    wait_for(lambda: not squeue(c) and not leftovers(c), 60, every=0.5)
