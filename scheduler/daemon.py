@@ -373,6 +373,12 @@ class Daemon:
                     acts += self.state.exited(j.job_id, None, now)
         return acts
 
+    def _on_sigterm(self, *_) -> None:
+        """Stop; growing through Slurm, the allocation is ending (scancel): the jobs end with it."""
+        self.stopping = True
+        if self.broker is not None:
+            self.kill_on_stop = True
+
     def batch_actions(self, acts: list, now: float, tick: bool) -> list:
         """The actions a batch of requests ends with: its own, plus the System Monitor's and
         the scheduler's when a tick is due. A stopping daemon schedules nothing; after
@@ -427,7 +433,7 @@ class Daemon:
         sock.bind(self.endpoint)
         with open(os.path.join(self.state_dir, "daemon.pid"), "w") as f:
             f.write(f"{os.getpid()}\n{self.endpoint}\n")
-        signal.signal(signal.SIGTERM, lambda *_: setattr(self, "stopping", True))
+        signal.signal(signal.SIGTERM, self._on_sigterm)
         with contextlib.suppress(ValueError, OSError, AttributeError):
             faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
         reaper = threading.Thread(target=self._reaper, name="reaper", daemon=True)

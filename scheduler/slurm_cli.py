@@ -16,6 +16,7 @@ every rank and cancels every expander job (which also end by themselves within
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -118,10 +119,12 @@ def cmd_slurm_run(args: argparse.Namespace) -> int:
 
     def stop(kill: bool) -> None:
         try:
-            request(endpoint, "stop", {"kill_jobs": kill}, keys=args.keys)
+            if daemon.poll() is None:  # scancel signals the daemon too: it may be ending already
+                request(endpoint, "stop", {"kill_jobs": kill}, keys=args.keys, timeout=2.0)
             daemon.wait(20)
         except (SchedulerUnavailable, DaemonError, subprocess.TimeoutExpired):
             daemon.kill()
+        with contextlib.suppress(SlurmError):
             slurm_run(["scancel", "--name", f"reshape-expand-{main}"])
 
     t0 = time.monotonic()
@@ -145,7 +148,12 @@ def cmd_slurm_run(args: argparse.Namespace) -> int:
     last = None
     state = "queued"
     while stopping["sig"] is None:
-        st = request(endpoint, "status", keys=args.keys)
+        try:
+            st = request(endpoint, "status", keys=args.keys)
+        except SchedulerUnavailable:
+            if stopping["sig"] is not None or daemon.poll() is not None:
+                break
+            raise
         row = next((j for j in st["running"] if j["job_id"] == job_id), None)
         if row is not None:
             now = (row["nprocs"], tuple(row["hosts"]))
@@ -163,7 +171,9 @@ def cmd_slurm_run(args: argparse.Namespace) -> int:
         time.sleep(0.5)
     if stopping["sig"] is not None:
         print(f"reshape: signal {stopping['sig']}: ending the job, its ranks and its expander jobs", flush=True)
-    text = request(endpoint, "log", {"job_id": job_id, "tail": 0}, keys=args.keys)["text"]
+    text = ""
+    if stopping["sig"] is None:
+        text = request(endpoint, "log", {"job_id": job_id, "tail": 0}, keys=args.keys)["text"]
     stop(True)
     sys.stdout.write(text + ("\n" if text and not text.endswith("\n") else ""))
     return 0 if state == "done" else 1

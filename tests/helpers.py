@@ -107,3 +107,15 @@ class DaemonProc:
         if self.proc and self.proc.poll() is None:
             kill_session(self.proc.pid, grace=1.0)
         kill_journaled_jobs(self.state_dir)
+
+
+def expansion_times(events: list[dict]) -> list[str]:
+    """``"2->4 0.61"`` per expansion of a job's history: seconds from the daemon's advice to the job's
+    confirmation (spawn, connect, redistribute, plus the wait for the job's next resize point)."""
+    out, advised = [], {}
+    for e in events:
+        if e["kind"] == "advise" and e["detail"].startswith("expand "):
+            advised[(e["job_id"], e["detail"].split()[1].rstrip(":"))] = e["t"]
+        elif e["kind"] == "expand" and (e["job_id"], e["detail"]) in advised:
+            out.append(f"{e['detail']} {e['t'] - advised.pop((e['job_id'], e['detail'])):.2f}")
+    return out

@@ -21,7 +21,7 @@ import time
 import pytest
 
 from tests.compose_cluster import NOTES, TIMINGS, ComposeCluster, base_image, unavailable
-from tests.helpers import repeated_undone_expansions, wait_for
+from tests.helpers import expansion_times, repeated_undone_expansions, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
@@ -101,6 +101,8 @@ def test_the_shipped_heat_job_grows_across_nodes_without_oscillating(cluster):
     TIMINGS["heat.toml"] = time.monotonic() - t0
     sizes = job["profile"]["history"]
     NOTES["heat.toml sizes"] = "->".join(map(str, sizes))
+    NOTES["daemon-only expansions (s)"] = ", ".join(
+        expansion_times([e for e in c.history()["events"] if e["job_id"] == jid]))
     assert job["state"] == "done", (job, log(c, jid)[-3000:])
     assert max(sizes) >= 4, sizes  # it grew onto a second node
     assert repeated_undone_expansions(sizes) == [], sizes

@@ -20,7 +20,7 @@ import time
 import pytest
 
 from tests.compose_cluster import NOTES, TIMINGS, ComposeCluster, base_image, unavailable
-from tests.helpers import wait_for
+from tests.helpers import expansion_times, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
@@ -145,6 +145,11 @@ def test_a_job_grows_onto_nodes_slurm_grants_and_gives_them_back_to_a_waiting_jo
     assert run["nprocs"] <= 4
     released = [n for n in st["nodes"] if n["host"] in started["hosts"]]
     assert all(n["state"] == "down" and "released to Slurm" in n["reason"] for n in released), released
+
+    endpoint = sh(c, f"python -c 'from scheduler.slurm_cli import daemon_of; print(daemon_of({sid}))'").strip()
+    hist = json.loads(sh(c, "python -c " + shlex.quote(
+        f"import json; from scheduler.cli import request; print(json.dumps(request('{endpoint}', 'history')))")))
+    NOTES["slurm expansions (s)"] = ", ".join(expansion_times(hist["events"]))
 
     # scancel ends every rank and every expander job
     t2 = time.monotonic()
