@@ -122,7 +122,9 @@ class Daemon:
         if pool is None:
             pool = default_pool(meta.get("slots"))
         self.state = ClusterState(pool, app_pol, remap_pol, node_timeout, require_monitors)
-        self.launcher, why = choose(launcher, [n.host for n in pool.nodes])
+        self.launcher, why = choose(launcher or pool.launcher, [n.host for n in pool.nodes])
+        if not launcher and pool.launcher:
+            why = "named in the pool config"
         self.launcher_why = why
         if self.broker is not None:
             for h in sorted(pool.down):

@@ -2,6 +2,8 @@
 
 Config file (``reshape daemon --config pool.toml``)::
 
+    launcher = "ssh"   # optional: local | ssh | netns | slurm (reshape.launchers)
+
     [[node]]
     host = "node01"
     slots = 8
@@ -25,6 +27,8 @@ from __future__ import annotations
 import os
 from collections import Counter
 from dataclasses import dataclass
+
+from reshape.launchers import LAUNCHERS
 
 from .tomlfile import read_toml
 
@@ -54,6 +58,7 @@ class Pool:
         if len(set(hosts)) != len(hosts):
             raise PoolError(f"duplicate host names in pool: {hosts}")
         self.nodes = list(nodes)
+        self.launcher: str | None = None  # the config's launcher name, if it names one
         self.used: Counter[str] = Counter()
         self.down: set[str] = set()
         self.draining: set[str] = set()  # up, but nothing new is placed there (about to be given back)
@@ -141,6 +146,12 @@ def default_pool(slots: int | None = None) -> Pool:
 def load_pool(path: str) -> Pool:
     """Read a pool config (TOML, ``[[node]]`` tables); raises PoolError with the file name."""
     data = read_toml(path, PoolError)
+    unknown = set(data) - {"node", "launcher"}
+    if unknown:
+        raise PoolError(f"{path}: unknown keys {sorted(unknown)} (allowed: launcher, [[node]])")
+    launcher = data.get("launcher")
+    if launcher is not None and launcher not in LAUNCHERS:
+        raise PoolError(f"{path}: launcher {launcher!r} is not one of {', '.join(LAUNCHERS)}")
     raw = data.get("node")
     if not isinstance(raw, list) or not raw:
         raise PoolError(f"{path}: expected one or more [[node]] tables")
@@ -162,4 +173,6 @@ def load_pool(path: str) -> Pool:
                     raise PoolError(f"{path}: node {i} ({host}): {k!r} must be a positive number")
                 extra[k] = float(v)
         nodes.append(Node(host, slots, **extra))
-    return Pool(nodes)
+    pool = Pool(nodes)
+    pool.launcher = launcher
+    return pool

@@ -157,3 +157,17 @@ def test_launchers_choose_and_probe(monkeypatch):
     assert launchers.get("ssh").probe("node7", 3)[:1] == ["ssh"]
     assert launchers.from_env({"RESHAPE_LAUNCHER": "slurm"}) is slurm
     assert launchers.from_env({"HYDRA_LAUNCHER": "fork"}).probe("node7", 1) is None
+
+
+def test_pool_config_names_its_launcher(tmp_path):
+    from scheduler.pool import load_pool
+
+    p = tmp_path / "pool.toml"
+    p.write_text('launcher = "ssh"\n[[node]]\nhost = "n1"\nslots = 2\n')
+    assert load_pool(str(p)).launcher == "ssh"
+    p.write_text('launcher = "pbs"\n[[node]]\nhost = "n1"\nslots = 2\n')
+    with pytest.raises(PoolError, match="launcher 'pbs' is not one of local, ssh, netns, slurm"):
+        load_pool(str(p))
+    p.write_text('launchr = "ssh"\n[[node]]\nhost = "n1"\nslots = 2\n')
+    with pytest.raises(PoolError, match=r"unknown keys \['launchr'\]"):
+        load_pool(str(p))
