@@ -237,3 +237,25 @@ def test_a_resize_not_confirmed_in_time_fails_and_kills_the_job():
     assert acts == [Kill(a)] and st.jobs[a].state == "failed" and st.pool.free == 8
     assert st.jobs[a].error == "expand 2->3 not confirmed within 16 s; job killed"
     assert st.status(17.0)["ended"][0]["error"] == st.jobs[a].error
+
+
+def test_nodes_granted_drained_and_released_by_a_resource_manager():
+    """The core's side of growing through Slurm (scheduler.slurm): a node not ours is down, a granted
+    one joins the pool, a draining one offers no slot, and only an unused node can be given back."""
+    from scheduler.pool import Node, Pool
+
+    st = ClusterState(Pool([Node("n1", 2), Node("n2", 2)]), app_policy("easy"), remap_policy("reshape"))
+    st.not_ours("n2", "held by Slurm, not by this job")
+    assert st.pool.total == 2 and st.node_rows(0.0)[1]["state"] == "down"
+    a = st.submit(job(2, max_procs=4), 0.0)
+    st.tick(0.0)
+    assert st.would_grow(2, 0.0) == {a: 1}  # with 2 more slots the policy would expand it 2 -> 3
+    assert st.node_granted("n2", 1.0, "granted by Slurm job 9 in 1.0 s") == []
+    assert st.pool.free == 2 and st.node_events[-1]["kind"] == "granted"
+    st.pool.set_draining("n2")
+    assert st.pool.free == 0 and st.node_rows(1.0)[1]["state"] == "draining"
+    assert point(st, a, 2, 1.0).action == "continue"  # nothing new is placed on a draining node
+    assert st.node_released("n1", 2.0, "released to Slurm") is False  # the job's ranks are there
+    assert st.node_released("n2", 2.0, "released to Slurm") is True
+    assert st.pool.total == 2 and "n2" not in st.pool.draining and st.node_events[-1]["kind"] == "released"
+    assert st.would_grow(0, 3.0) == {}
