@@ -528,7 +528,7 @@ class ClusterState(NodeStates):
                    for j in self.running())
         assert used == sum(self.pool.used.values()), (used, dict(self.pool.used))
         assert self.pool.free == sum(max(0, n.slots - self.pool.used[n.host]) for n in self.pool.nodes
-                                     if n.host not in self.pool.down)
+                                     if n.host not in self.pool.down and n.host not in self.pool.draining)
         for rec in self.nodes.values():
             assert (rec.state == "down") == (rec.host in self.pool.down), rec
             if rec.state == "down":
