@@ -28,7 +28,7 @@ import zmq
 from . import jobenv as E
 from .advice import ENV_JOB_ID, ENV_SCHEDULER, Advice, ResizeReport
 from .auth import ClientKeys, keys_dir_for, load_client_keys, secure_client
-from .protocol import Message, ProtocolError, decode, encode
+from .protocol import MAX_REPLY_BYTES, Message, ProtocolError, decode, encode
 
 __all__ = ["Connection", "DaemonError", "SchedulerClient", "SchedulerUnavailable", "contact_scheduler"]
 
@@ -116,9 +116,10 @@ class Connection:
                        if self.keys is not None else "")
                 raise SchedulerUnavailable(f"no reply from the scheduler daemon at {self.endpoint}{how}")
             try:
-                rep = decode(sock.recv())
-            except ProtocolError:
-                continue
+                rep = decode(sock.recv(), MAX_REPLY_BYTES)
+            except ProtocolError as e:  # not a reply we can read: say so, do not wait it out
+                self.reset()
+                raise DaemonError("bad_reply", f"unreadable reply from {self.endpoint}: {e}") from None
             if rep.seq != self._seq:
                 continue  # a late reply to an earlier, timed-out request
             if rep.type == "error":

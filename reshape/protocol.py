@@ -21,7 +21,9 @@ from typing import Any
 __all__ = [
     "CONTROL_TYPES",
     "JOB_TYPES",
+    "MAX_DEPTH",
     "MAX_MESSAGE_BYTES",
+    "MAX_REPLY_BYTES",
     "NODE_TYPES",
     "REPLY_TYPES",
     "VERSION",
@@ -34,7 +36,10 @@ __all__ = [
 ]
 
 VERSION = 1
-MAX_MESSAGE_BYTES = 64 * 1024  # the daemon sets zmq.MAXMSGSIZE to this
+MAX_MESSAGE_BYTES = 64 * 1024  # a request larger than this is refused (``too_large``)
+MAX_REPLY_BYTES = 64 * 1024 * 1024  # replies (status, history) may be large; a client accepts up to this
+MAX_DEPTH = 16  # JSON nesting of a request (objects and arrays)
+MAX_INT = 1 << 53  # integers a peer may send (beyond: not a count, an id or a time)
 
 _INT = (int,)
 _NUM = (int, float)
@@ -130,14 +135,27 @@ def encode(msg: Message) -> bytes:
     return data
 
 
-def decode(frame: bytes) -> Message:
-    """Parse and validate one frame; raises :class:`ProtocolError`."""
-    if len(frame) > MAX_MESSAGE_BYTES:
-        raise ProtocolError("too_large", f"{len(frame)} bytes > {MAX_MESSAGE_BYTES}")
+def decode(frame: bytes, limit: int = MAX_MESSAGE_BYTES) -> Message:
+    """Parse and validate one frame; raises :class:`ProtocolError`.
+
+    Before the schema: at most ``limit`` bytes (a client reading replies passes
+    :data:`MAX_REPLY_BYTES`), nesting at most :data:`MAX_DEPTH` deep, numbers
+    finite, integers within :data:`MAX_INT`, strings without NUL. So nothing a
+    peer sends can exhaust the parser's stack, or reach the journal as a value
+    that cannot be written back (``1e999`` is infinity, which JSON cannot carry).
+    """
+    if len(frame) > limit:
+        raise ProtocolError("too_large", f"{len(frame)} bytes > {limit}")
+    if _depth(frame) > MAX_DEPTH:
+        raise ProtocolError("malformed", f"JSON nested more than {MAX_DEPTH} levels deep")
     try:
-        env = json.loads(frame.decode("utf-8"), parse_constant=_no_constant)
-    except (UnicodeDecodeError, json.JSONDecodeError, ValueError) as e:
-        raise ProtocolError("malformed", f"not a UTF-8 JSON object: {e}") from None
+        env = json.loads(frame.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite)
+    except (UnicodeDecodeError, json.JSONDecodeError, ValueError, RecursionError) as e:
+        raise ProtocolError("malformed", f"not a UTF-8 JSON object: {e}"[:500]) from None
+    bad = _bad_value(env)
+    if bad:
+        seq = env.get("seq") if isinstance(env, dict) and _is(env.get("seq"), _INT) else None
+        raise ProtocolError("bad_field", bad, seq)
     _check(env, len(frame))
     return Message(env["type"], env["seq"], env.get("job_id"), env.get("body") or {}, env["v"])
 
@@ -152,6 +170,56 @@ def error_reply(code: str, message: str, seq: int = 0, job_id: int | None = None
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
+
+
+def _finite(text: str) -> float:
+    x = float(text)
+    if x != x or x in (float("inf"), float("-inf")):
+        raise ValueError(f"number {text[:40]} is not finite")
+    return x
+
+
+def _depth(frame: bytes) -> int:
+    """Deepest nesting of ``[``/``{`` outside strings (a linear scan, no recursion)."""
+    depth = deepest = 0
+    in_str = esc = False
+    for b in frame:
+        if in_str:
+            if esc:
+                esc = False
+            elif b == 0x5C:  # backslash
+                esc = True
+            elif b == 0x22:
+                in_str = False
+        elif b == 0x22:
+            in_str = True
+        elif b in (0x5B, 0x7B):
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > MAX_DEPTH:
+                    return deepest
+        elif b in (0x5D, 0x7D):
+            depth -= 1
+    return deepest
+
+
+def _bad_value(x: Any, path: str = "message") -> str | None:
+    """Why a parsed value cannot be accepted (out-of-range integer, NUL in a string), else None."""
+    if isinstance(x, bool) or x is None or isinstance(x, float):
+        return None
+    if isinstance(x, int):
+        return None if -MAX_INT <= x <= MAX_INT else f"{path}: integer out of range (|x| > 2**53)"
+    if isinstance(x, str):
+        return f"{path}: string contains a NUL byte" if "\0" in x else None
+    items = x.items() if isinstance(x, dict) else enumerate(x)
+    for k, v in items:
+        if isinstance(k, str) and "\0" in k:
+            return f"{path}: key contains a NUL byte"
+        why = _bad_value(v, f"{path}.{k}" if isinstance(k, str) else f"{path}[{k}]")
+        if why:
+            return why
+    return None
 
 
 def _is(value: Any, types: tuple[type, ...]) -> bool:

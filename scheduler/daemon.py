@@ -25,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from typing import Any
 
 import psutil
@@ -147,7 +148,8 @@ class Daemon:
         self.kill_on_stop = False  # ``stop --kill-jobs``: nothing may be left running, nothing launched
         self._last_adopted_check = 0.0
         self.gate: Gatekeeper | None = None
-        self.warnings: list[str] = []
+        self.warnings: list[str] = [f"journal record set aside (table quarantine): {q}"
+                                    for q in self.journal.quarantined]
         self.slurm_error: str | None = None  # the last failed Slurm command (status shows it)
         if self.keys_dir:
             try:
@@ -230,7 +232,7 @@ class Daemon:
         try:
             msg = P.decode(frame)
         except P.ProtocolError as e:
-            return P.error_reply(e.code, e.message, e.seq or 0), []
+            return P.error_reply(e.code, e.message, e.seq if e.seq and e.seq > 0 else 0), []
         if msg.type in P.REPLY_TYPES:
             return P.error_reply("unexpected", f"{msg.type!r} is a reply type", msg.seq, msg.job_id), []
         try:
@@ -239,6 +241,20 @@ class Daemon:
             return P.error_reply(e.code, e.message, msg.seq, msg.job_id), []
         except JobFileError as e:
             return P.error_reply("bad_job", str(e), msg.seq, msg.job_id), []
+        except Exception as e:  # a bug must cost one request, never the daemon
+            print(f"reshape daemon: internal error on {frame[:300]!r}:\n{traceback.format_exc()}",
+                  file=sys.stderr, flush=True)
+            return P.error_reply("internal", f"{type(e).__name__}: {e}", msg.seq, msg.job_id), []
+
+    @staticmethod
+    def _encode(rep: P.Message) -> bytes:
+        """The reply's frame; a reply that cannot be encoded becomes an ``internal`` error (logged)."""
+        try:
+            return P.encode(rep)
+        except (ValueError, TypeError) as e:
+            print(f"reshape daemon: cannot encode reply {str(rep)[:300]}: {e}", file=sys.stderr, flush=True)
+            seq = rep.seq if isinstance(rep.seq, int) and rep.seq >= 0 else 0
+            return P.encode(P.error_reply("internal", f"reply not encodable: {e}", seq))
 
     def _dispatch(self, msg: P.Message, now: float) -> tuple[P.Message, list]:
         s, b, jid = self.state, msg.body, msg.job_id
@@ -332,7 +348,7 @@ class Daemon:
                     p = start_job(j.job_id, desc, j.hosts, job_endpoint(self.endpoint), self.launcher,
                                   self.log_path(j.job_id), job_tag(self.state_dir, j.job_id),
                                   cwd=self.workdir)
-                except OSError as e:
+                except (OSError, ValueError) as e:  # ValueError: what the OS cannot take (e.g. NUL)
                     pending += self.state.exited(j.job_id, 127, now, f"cannot start: {e}")
                     continue
                 self.procs[j.job_id] = p
@@ -465,7 +481,7 @@ class Daemon:
                             rep, a = P.error_reply("malformed", "expected exactly one frame per message"), []
                         else:
                             rep, a = self.handle(frames[1], now)
-                        replies.append((frames[0], P.encode(rep), t_in))
+                        replies.append((frames[0], self._encode(rep), t_in))
                         acts += a
                 now = time.time()
                 self.max_gap = max(self.max_gap, now - last_loop)

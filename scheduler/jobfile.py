@@ -24,6 +24,7 @@ interpreter so jobs run in the same environment.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from reshape.watchdog import DEFAULT_TIMEOUT as DEFAULT_RESIZE_TIMEOUT
@@ -42,12 +43,17 @@ class JobFileError(ValueError):
     """A job description that cannot run; the message says which field and why."""
 
 
+MAX_INT = 1 << 31  # sizes, counts: anything larger is a mistake, not a cluster
+MAX_SECONDS = 1e9  # about 31 years: delays, walltimes, timeouts
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
 def _int(d: dict, k: str, lo: int = 1) -> int | None:
     v = d.get(k)
     if v is None:
         return None
-    if not isinstance(v, int) or isinstance(v, bool) or v < lo:
-        raise JobFileError(f"{k!r} must be an integer >= {lo}, got {v!r}")
+    if not isinstance(v, int) or isinstance(v, bool) or not lo <= v < MAX_INT:
+        raise JobFileError(f"{k!r} must be an integer in [{lo}, {MAX_INT}), got {v!r}"[:300])
     return v
 
 
@@ -55,9 +61,14 @@ def _num(d: dict, k: str) -> float | None:
     v = d.get(k)
     if v is None:
         return None
-    if not isinstance(v, int | float) or isinstance(v, bool) or v < 0:
-        raise JobFileError(f"{k!r} must be a number >= 0, got {v!r}")
+    if not isinstance(v, int | float) or isinstance(v, bool) or not 0 <= v < MAX_SECONDS:
+        raise JobFileError(f"{k!r} must be a number of seconds in [0, {MAX_SECONDS:g}), got {v!r}"[:300])
     return float(v)
+
+
+def _text(s: str) -> bool:
+    """A string a process can be given: no NUL byte (argv and the environment are C strings)."""
+    return "\0" not in s
 
 
 def validate_job(d: Any, pool_slots: int | None = None) -> dict[str, Any]:
@@ -70,9 +81,11 @@ def validate_job(d: Any, pool_slots: int | None = None) -> dict[str, Any]:
     cmd = d.get("command")
     if not isinstance(cmd, list) or not cmd or not all(isinstance(c, str) and c for c in cmd):
         raise JobFileError("'command' must be a non-empty list of strings")
+    if not all(_text(c) for c in cmd):
+        raise JobFileError("'command' must not contain NUL bytes")
     name = d.get("name", cmd[-1] if len(cmd) == 1 else cmd[min(2, len(cmd) - 1)])
-    if not isinstance(name, str) or not name or len(name) > 100:
-        raise JobFileError("'name' must be a string of 1-100 characters")
+    if not isinstance(name, str) or not name or len(name) > 100 or not _text(name):
+        raise JobFileError("'name' must be a string of 1-100 characters without NUL")
     nprocs = _int(d, "nprocs")
     if nprocs is None:
         raise JobFileError("'nprocs' (initial size) is required")
@@ -99,6 +112,11 @@ def validate_job(d: Any, pool_slots: int | None = None) -> dict[str, Any]:
     if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str)
                                             for k, v in env.items()):
         raise JobFileError("'env' must be a table of string values")
+    for k, v in env.items():
+        if not _ENV_NAME.match(k):
+            raise JobFileError(f"'env': {k[:100]!r} is not a variable name (letters, digits, _; not first a digit)")
+        if not _text(v):
+            raise JobFileError(f"'env': the value of {k} must not contain NUL bytes")
     resize_timeout = _num(d, "resize_timeout")
     if resize_timeout is not None and not 0 < resize_timeout < 1e9:
         raise JobFileError(f"'resize_timeout' must be a number of seconds > 0, got {d['resize_timeout']!r}")

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import sqlite3
 import threading
 from typing import Any
@@ -46,11 +47,36 @@ CREATE TABLE IF NOT EXISTS events (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, t REAL NOT NULL, job_id INTEGER NOT NULL,
     kind TEXT NOT NULL, nprocs INTEGER NOT NULL, busy INTEGER NOT NULL, detail TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS quarantine (seq INTEGER PRIMARY KEY AUTOINCREMENT, tbl TEXT, key TEXT, record TEXT,
+                                       why TEXT);
 CREATE TABLE IF NOT EXISTS nodes (host TEXT PRIMARY KEY, state TEXT NOT NULL, record TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS node_events (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, t REAL NOT NULL, host TEXT NOT NULL,
     kind TEXT NOT NULL, total INTEGER NOT NULL, detail TEXT NOT NULL);
 """
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a finite number")
+
+
+def _dumps(record: dict[str, Any]) -> str:
+    """A record as JSON; a non-finite number is written as null rather than as ``Infinity`` (which
+    no reply could carry, so the record would break every later ``history``)."""
+    try:
+        return json.dumps(record, allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(record), allow_nan=False)
+
+
+def _finite(x: Any) -> Any:
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_finite(v) for v in x]
+    return x
 
 
 class Journal:
@@ -61,6 +87,7 @@ class Journal:
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(_SCHEMA)
         self._meta: dict[str, Any] = {}
+        self.quarantined: list[str] = []  # records set aside at load (see _records)
         self.wal_limit_pages = wal_limit_pages
         self.wal_pages = 0  # WAL size seen by the last checkpoint (background thread)
         self._stop = threading.Event()
@@ -109,14 +136,14 @@ class Journal:
         try:
             cur.executemany(
                 "INSERT OR REPLACE INTO jobs(job_id, state, record) VALUES (?, ?, ?)",
-                [(j.job_id, j.state, json.dumps(j.to_dict())) for j in jobs])
+                [(j.job_id, j.state, _dumps(j.to_dict())) for j in jobs])
             cur.executemany(
                 "INSERT INTO events(t, job_id, kind, nprocs, busy, detail) VALUES (?, ?, ?, ?, ?, ?)",
                 [(e["t"], e["job_id"], e["kind"], e["nprocs"], e["busy"], e["detail"]) for e in events])
             cur.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
                             [(k, json.dumps(v)) for k, v in meta.items()])
             cur.executemany("INSERT OR REPLACE INTO nodes(host, state, record) VALUES (?, ?, ?)",
-                            [(n.host, n.state, json.dumps(n.to_dict())) for n in nodes])
+                            [(n.host, n.state, _dumps(n.to_dict())) for n in nodes])
             cur.executemany("INSERT INTO node_events(t, host, kind, total, detail) VALUES (?, ?, ?, ?, ?)",
                             [(e["t"], e["host"], e["kind"], e["total"], e["detail"]) for e in node_events])
             cur.execute("COMMIT")
@@ -125,16 +152,32 @@ class Journal:
             raise
         self._meta.update(meta)
 
+    def _records(self, table: str, key: str, make) -> list:
+        """Every record of ``table`` that reads back; one that does not (not JSON, a value JSON cannot
+        carry such as infinity, a field the code no longer knows) moves to ``quarantine`` with the
+        reason, listed in :attr:`quarantined`, so a bad record costs a warning, never a crash loop."""
+        out = []
+        for k, r in list(self.db.execute(f"SELECT {key}, record FROM {table} ORDER BY {key}")):
+            try:
+                out.append(make(json.loads(r, parse_constant=_no_constant)))
+            except Exception as e:
+                why = f"{type(e).__name__}: {e}"[:300]
+                self.db.execute("BEGIN")
+                self.db.execute("INSERT INTO quarantine(tbl, key, record, why) VALUES (?, ?, ?, ?)",
+                                (table, str(k), r, why))
+                self.db.execute(f"DELETE FROM {table} WHERE {key} = ?", (k,))
+                self.db.execute("COMMIT")
+                self.quarantined.append(f"{table} {k}: {why}")
+        return out
+
     def load(self) -> tuple[list[Job], dict[str, Any]]:
-        jobs = [Job.from_dict(json.loads(r)) for (r,) in
-                self.db.execute("SELECT record FROM jobs ORDER BY job_id")]
+        jobs = self._records("jobs", "job_id", Job.from_dict)
         meta = {k: json.loads(v) for k, v in self.db.execute("SELECT key, value FROM meta")}
         self._meta = dict(meta)
         return jobs, meta
 
     def load_nodes(self) -> list[NodeRecord]:
-        return [NodeRecord.from_dict(json.loads(r)) for (r,) in
-                self.db.execute("SELECT record FROM nodes ORDER BY host")]
+        return self._records("nodes", "host", NodeRecord.from_dict)
 
     def node_history(self) -> list[dict[str, Any]]:
         cols = ("t", "host", "kind", "total", "detail")

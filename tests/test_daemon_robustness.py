@@ -1,0 +1,223 @@
+"""No message or job file can kill the daemon; replies of any size reach the client.
+
+Each case here was a way to stop a live daemon (exit, or a crash at every
+restart) or to make it look dead; each runs against a real daemon process,
+and the fuzz test sends thousands of generated frames to one.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+import time
+
+import pytest
+import zmq
+
+from reshape import protocol as P
+from reshape.client import Connection, DaemonError
+from scheduler.jobfile import validate_job
+from tests.helpers import wait_for
+
+
+def raw(d, frame: bytes, timeout: float = 5.0) -> dict | None:
+    """Send one raw frame on a DEALER socket; the decoded reply envelope (None: no reply)."""
+    ctx = zmq.Context.instance()
+    s = ctx.socket(zmq.DEALER)
+    s.setsockopt(zmq.LINGER, 0)
+    s.connect(d.endpoint)
+    try:
+        s.send(frame)
+        if not s.poll(int(timeout * 1000)):
+            return None
+        return json.loads(s.recv())
+    finally:
+        s.close()
+
+
+def env(type_: str, body: dict, seq: int = 1, job_id=None) -> bytes:
+    return json.dumps({"v": 1, "type": type_, "seq": seq, "job_id": job_id, "body": body}).encode()
+
+
+def alive(d) -> None:
+    assert d.proc.poll() is None, d.stderr()
+    assert d.req("ping")["version"] == P.VERSION
+
+
+def test_deep_nesting_is_an_error_reply_not_a_crash(daemon):
+    d = daemon(2)
+    rep = raw(d, b"[" * 1000 + b"]" * 1000)
+    assert rep["type"] == "error" and rep["body"]["code"] == "malformed" and "nested" in rep["body"]["message"]
+    nested: list = [1]
+    for _ in range(20):
+        nested = [nested]
+    rep = raw(d, env("ping", {"x": nested}))
+    assert rep["body"]["code"] == "malformed"
+    alive(d)
+
+
+@pytest.mark.parametrize("frame", [
+    b'{"v":1,"type":"submit","seq":1,"job_id":null,"body":{"job":{"command":["true"],"nprocs":1,'
+    b'"arrival_delay":1e999}}}',
+    b'{"v":1,"type":"resize_point","seq":1,"job_id":1,"body":{"iteration":1,"nprocs":1,"iter_time":1e999}}',
+])
+def test_a_non_finite_number_is_refused_and_never_journaled(daemon, frame):
+    d = daemon(2)
+    rep = raw(d, frame)
+    assert rep["type"] == "error" and "not finite" in rep["body"]["message"], rep
+    assert d.req("history")["jobs"] == []
+    d.kill9()
+    d.start()  # used to crash at every restart, the value being in the journal
+    d.req("history")
+    alive(d)
+
+
+@pytest.mark.parametrize("job, field", [
+    ({"command": ["python", "-c", "print('a\x00b')"]}, "NUL"),
+    ({"command": ["true"], "env": {"A=B": "1"}}, "'A=B' is not a variable name"),
+    ({"command": ["true"], "env": {"A": "x\x00y"}}, "NUL"),
+    ({"command": ["true"], "walltime": 1e300}, "'walltime' must be a number of seconds"),
+    ({"command": ["true"], "max_procs": 10**40}, "max_procs"),
+    ({"command": ["true"], "max_procs": 2**40}, "'max_procs' must be an integer in [1, 2147483648)"),
+])
+def test_a_job_the_os_cannot_start_is_refused_at_submit(daemon, job, field):
+    d = daemon(2)
+    with pytest.raises(DaemonError, match=r"bad_job|bad_field") as e:
+        d.submit(**{"name": "bad", "nprocs": 1, **job})
+    assert field in str(e.value)
+    assert d.req("history")["jobs"] == []
+    alive(d)
+
+
+def test_a_job_that_cannot_be_started_fails_and_the_daemon_serves_on(tmp_path):
+    """Past validation (a job journaled by an older version), Popen's ValueError fails the job only."""
+    from scheduler.daemon import Daemon
+    from scheduler.pool import default_pool
+
+    d = Daemon(str(tmp_path), pool=default_pool(2))
+    try:
+        jid = d.state.submit({**validate_job({"command": ["true"], "nprocs": 1}), "command": ["tr\x00ue"]}, 0.0)
+        d.perform(d.state.tick(0.0), 0.0)
+        j = d.state.jobs[jid]
+        assert j.state == "failed" and "cannot start" in (j.error or ""), j
+    finally:
+        d.journal.close()
+
+
+def test_an_internal_error_costs_one_request(tmp_path, monkeypatch):
+    from scheduler.daemon import Daemon
+    from scheduler.pool import default_pool
+
+    d = Daemon(str(tmp_path), pool=default_pool(2))
+    try:
+        monkeypatch.setattr(d.state, "status", lambda now=None: 1 / 0)
+        rep, _ = d.handle(env("status", {}), time.time())
+        assert rep.type == "error" and rep.body["code"] == "internal" and "ZeroDivisionError" in rep.body["message"]
+        rep, _ = d.handle(env("ping", {}), time.time())
+        assert rep.type == "ok"
+    finally:
+        d.journal.close()
+
+
+def test_an_unreadable_journal_record_is_set_aside_with_a_warning(tmp_path):
+    from scheduler.daemon import Daemon
+    from scheduler.pool import default_pool
+
+    d = Daemon(str(tmp_path), pool=default_pool(2))
+    d.journal.close()
+    db = sqlite3.connect(tmp_path / "journal.sqlite")
+    db.execute("INSERT INTO jobs(job_id, state, record) VALUES (7, 'queued', '{\"job_id\": 7, \"x\": Infinity}')")
+    db.execute("INSERT INTO jobs(job_id, state, record) VALUES (8, 'queued', 'not json')")
+    db.commit()
+    db.close()
+    d = Daemon(str(tmp_path), pool=default_pool(2))
+    try:
+        assert len(d.warnings) == 2 and all("quarantine" in w for w in d.warnings), d.warnings
+        assert d.state.jobs == {}
+        rep, _ = d.handle(env("history", {}), time.time())
+        assert rep.type == "ok"
+    finally:
+        d.journal.close()
+    db = sqlite3.connect(tmp_path / "journal.sqlite")
+    assert db.execute("SELECT count(*) FROM quarantine").fetchone()[0] == 2
+
+
+def test_replies_larger_than_a_request_may_be_reach_the_client(daemon):
+    """``history``/``status`` with thousands of jobs: replies of megabytes, not a 'dead' daemon."""
+    d = daemon(2)
+    c = Connection(d.endpoint, 30)
+    try:
+        job = {"name": "w", "command": ["true"], "nprocs": 1, "arrival_delay": 1e6}
+        for _ in range(3000):
+            c.request("submit", {"job": job})
+        st = c.request("status").body
+        hist = c.request("history").body
+    finally:
+        c.close()
+    assert len(st["waiting"]) == 3000 and len(hist["jobs"]) == 3000
+    assert len(P.encode(P.Message("ok", 1, None, hist))) > 10 * P.MAX_MESSAGE_BYTES
+
+
+def _fuzz_frames(n: int, seed: int):
+    rng = random.Random(seed)
+    types = [*sorted(P.CONTROL_TYPES | P.JOB_TYPES | P.NODE_TYPES), "advice", "bogus", ""]
+    atoms = [0, -1, 1, 2**60, -(2**63), 1.5, 1e308, "x", "", "a\x00b", None, True, [], {}, "\udcff"]
+
+    def value(depth=0):
+        r = rng.random()
+        if depth < 3 and r < 0.15:
+            return [value(depth + 1) for _ in range(rng.randrange(3))]
+        if depth < 3 and r < 0.3:
+            return {rng.choice(["nprocs", "job", "iteration", "iter_time", "node", "x"]): value(depth + 1)
+                    for _ in range(rng.randrange(3))}
+        return rng.choice(atoms)
+
+    for i in range(n):
+        k = rng.randrange(10)
+        if k == 0:
+            yield bytes(rng.randrange(256) for _ in range(rng.randrange(40)))
+        elif k == 1:
+            yield b"[" * rng.randrange(10, 3000)
+        elif k == 2:
+            yield b'{"v":1,"type":"ping","seq":1,"job_id":null,"body":{"x":' + rng.choice(
+                [b"1e999", b"-1e999", b"NaN", b"Infinity", b"1" * 5000, b'"\\u0000"']) + b"}}"
+        else:
+            body = {f: value() for f in rng.sample(["nprocs", "iteration", "iter_time", "job", "node",
+                                                    "incarnation", "job_id", "status", "kill_jobs"], 3)}
+            e = {"v": rng.choice([1, 1, 1, 2, "1"]), "type": rng.choice(types), "seq": rng.choice([i, -1, "s"]),
+                 "job_id": rng.choice([None, 0, 1, 99, -5, "j"]), "body": body}
+            if rng.random() < 0.1:
+                e["extra"] = 1
+            yield json.dumps(e, allow_nan=True).encode("utf-8", "surrogatepass")
+
+
+@pytest.mark.timeout(240)
+def test_fuzz_ten_thousand_frames_never_kill_the_daemon(daemon):
+    """10,000 generated frames (seeded): deep nesting, huge and non-finite numbers, NUL, wrong types,
+    random bytes. Every frame gets a reply, and the daemon serves on."""
+    d = daemon(2)
+    ctx = zmq.Context.instance()
+    s = ctx.socket(zmq.DEALER)
+    s.setsockopt(zmq.LINGER, 0)
+    s.connect(d.endpoint)
+    n = answered = 0
+    try:
+        batch = []
+        for frame in _fuzz_frames(10_000, seed=12):
+            batch.append(frame)
+            if len(batch) == 100:
+                for f in batch:
+                    s.send(f)
+                for _ in batch:
+                    assert s.poll(10_000), f"no reply after {answered} of {n + len(batch)}: {d.stderr()}"
+                    json.loads(s.recv())
+                    answered += 1
+                n += len(batch)
+                batch = []
+    finally:
+        s.close()
+    assert n == answered == 10_000
+    alive(d)
+    wait_for(lambda: d.req("status") is not None, 5)
+    assert "Traceback" not in d.stderr(), d.stderr()
