@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterable
@@ -29,6 +30,7 @@ from . import jobenv as E
 __all__ = [
     "TAG_VAR",
     "MPIRunError",
+    "ipc_files",
     "kill_session",
     "kill_tagged",
     "mpi_env",
@@ -37,6 +39,7 @@ __all__ = [
     "new_tag",
     "relaunch",
     "session_pids",
+    "sweep_ipc",
     "tagged_pids",
     "under_mpiexec",
 ]
@@ -132,6 +135,7 @@ def kill_tagged(tag: str | Iterable[str], var: str = TAG_VAR, grace: float = 1.0
     want = _tags(tag)
     found = tagged_pids(want, var) if want else []
     pids = found
+    leftovers = ipc_files(found)
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
@@ -143,7 +147,66 @@ def kill_tagged(tag: str | Iterable[str], var: str = TAG_VAR, grace: float = 1.0
         pids = tagged_pids(want, var)
         if not pids:
             break
+        leftovers |= ipc_files(pids)
+    remove_files(leftovers)
     return found
+
+
+IPC_PREFIXES = ("/dev/shm/mpich_shm_", os.path.join(tempfile.gettempdir(), "hydra_"))
+
+
+def ipc_files(pids: Iterable[int]) -> set[str]:
+    """Files MPICH and Hydra leave behind when their processes are killed, held open by ``pids``:
+    the ranks' shared-memory segments (``/dev/shm/mpich_shm_*``) and the proxies' hwloc topology
+    files (``$TMPDIR/hydra_*``). Collected before a kill, removed after it (:func:`kill_tagged`)."""
+    out: set[str] = set()
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                path = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if path.startswith(IPC_PREFIXES) and not path.endswith(" (deleted)"):
+                out.add(path)
+    return out
+
+
+def sweep_ipc(min_age: float = 2.0) -> list[str]:
+    """Remove this user's MPICH/Hydra files (:data:`IPC_PREFIXES`) that no live process holds open
+    and that are older than ``min_age`` seconds: what ranks killed by Hydra itself (an abort, a
+    lost rank) leave behind, which nothing held by a running job can be. Returns what it removed."""
+    me, now = os.getuid(), time.time()
+    candidates = []
+    for d, prefix in ((os.path.dirname(p), os.path.basename(p)) for p in IPC_PREFIXES):
+        try:
+            names = os.listdir(d)
+        except OSError:
+            continue
+        for n in names:
+            if n.startswith(prefix):
+                path = os.path.join(d, n)
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    continue
+                if st.st_uid == me and now - st.st_mtime > min_age:
+                    candidates.append(path)
+    if not candidates:
+        return []
+    held = ipc_files(int(p) for p in os.listdir("/proc") if p.isdigit())
+    gone = [p for p in candidates if p not in held]
+    remove_files(gone)
+    return gone
+
+
+def remove_files(paths: Iterable[str]) -> None:
+    for path in paths:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def _alive(pid: int) -> bool:
@@ -154,11 +217,14 @@ def _alive(pid: int) -> bool:
 
 
 def _settle(tag: str, wait: float = 2.0) -> list[int]:
-    """Give the run's processes ``wait`` seconds to exit after mpiexec did, then kill the rest."""
+    """Give the run's processes ``wait`` seconds to exit after mpiexec did, then kill the rest
+    (and remove the files of ranks Hydra killed: :func:`sweep_ipc`)."""
     end = time.monotonic() + wait
     while time.monotonic() < end and tagged_pids(tag):
         time.sleep(0.05)
-    return kill_tagged(tag)
+    left = kill_tagged(tag)
+    sweep_ipc()
+    return left
 
 
 @dataclass

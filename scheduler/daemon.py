@@ -33,6 +33,7 @@ import zmq
 
 from reshape import protocol as P
 from reshape.auth import ENV_KEYS, keys_dir_for, load_client_keys, load_server_keys
+from reshape.launch import sweep_ipc
 from reshape.launchers import choose
 
 from .gatekeeper import Gatekeeper
@@ -327,6 +328,7 @@ class Daemon:
         kills = [a.job_id for a in actions if isinstance(a, Kill)]
         if kills:  # all at once: one grace period, whatever the number of jobs
             kill_jobs([job_tag(self.state_dir, jid) for jid in kills])
+            self._strays.put("")  # and sweep, off the loop, what ranks killed earlier left
             for jid in kills:
                 p = self.procs.pop(jid, None)
                 if p:  # reap it; a stray one is reaped by the System Monitor's poll later
@@ -417,7 +419,9 @@ class Daemon:
     def _reaper(self) -> None:
         while (tag := self._strays.get()) is not None:
             with contextlib.suppress(Exception):
-                kill_job(tag, grace=0.5)
+                if tag:  # "": only the sweep
+                    kill_job(tag, grace=0.5)
+                sweep_ipc()  # shared memory of ranks killed before anyone could collect it
 
     def flush(self) -> None:
         s = self.state

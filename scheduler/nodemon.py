@@ -33,6 +33,7 @@ import uuid
 
 from reshape import jobenv as E
 from reshape.client import Connection, DaemonError, SchedulerUnavailable
+from reshape.launch import sweep_ipc
 
 __all__ = ["NodeMonitor", "add_commands", "local_jobs"]
 
@@ -136,6 +137,7 @@ class NodeMonitor:
             if self.missing[jid] >= 2:
                 n = self.seen.pop(jid)
                 del self.missing[jid]
+                sweep_ipc()  # what its ranks left here if they were killed (reshape.launch.sweep_ipc)
                 if jid not in self.reported:
                     self.reported.add(jid)
                     self._ended(jid, n)
