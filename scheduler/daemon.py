@@ -56,7 +56,7 @@ from .slurm import (
     partition_pool,
 )
 from .slurm import run as slurm_run
-from .startup import job_tag, kill_job, kill_jobs, start_job
+from .startup import job_tag, kill_job, kill_jobs, read_exit_status, start_job
 from .state import ClusterState, Kill, Launch, StateError
 
 __all__ = ["DEFAULT_ENDPOINT", "Daemon", "job_endpoint"]
@@ -227,6 +227,9 @@ class Daemon:
     def log_path(self, job_id: int) -> str:
         return os.path.join(self.state_dir, "logs", f"job-{job_id}.log")
 
+    def exit_path(self, job_id: int) -> str:
+        return os.path.join(self.state_dir, "logs", f"job-{job_id}.exit")
+
     # ------------------------------------------------------------------ message handling
     def handle(self, frame: bytes, now: float) -> tuple[P.Message, list]:
         """One request frame -> (reply, actions). Never raises on bad input."""
@@ -349,7 +352,7 @@ class Daemon:
                 try:
                     p = start_job(j.job_id, desc, j.hosts, job_endpoint(self.endpoint), self.launcher,
                                   self.log_path(j.job_id), job_tag(self.state_dir, j.job_id),
-                                  cwd=self.workdir)
+                                  cwd=self.workdir, exit_path=self.exit_path(j.job_id))
                 except (OSError, ValueError) as e:  # ValueError: what the OS cannot take (e.g. NUL)
                     pending += self.state.exited(j.job_id, 127, now, f"cannot start: {e}")
                     continue
@@ -390,7 +393,8 @@ class Daemon:
                 # sid None: started by this daemon in this batch, not launched yet
                 if j.job_id not in self.procs and j.sid is not None and not _alive(j.sid):
                     self._strays.put(job_tag(self.state_dir, j.job_id))
-                    acts += self.state.exited(j.job_id, None, now)
+                    # adopted: not our child, but its wrapper wrote how it ended (None: killed)
+                    acts += self.state.exited(j.job_id, read_exit_status(self.exit_path(j.job_id)), now)
         return acts
 
     def _on_sigterm(self, *_) -> None:

@@ -29,7 +29,7 @@ from reshape.launchers import Launcher
 
 from .jobfile import resize_timeout_of
 
-__all__ = ["job_argv", "job_pids", "job_tag", "kill_job", "kill_jobs", "start_job"]
+__all__ = ["job_argv", "job_pids", "job_tag", "kill_job", "kill_jobs", "read_exit_status", "start_job"]
 
 TAG = E.JOB_TAG
 
@@ -74,7 +74,7 @@ def job_argv(desc: dict[str, Any], hosts: list[str]) -> list[str]:
 
 
 def start_job(job_id: int, desc: dict[str, Any], hosts: list[str], endpoint: str, launcher: Launcher,
-              log_path: str, tag: str, cwd: str | None = None) -> subprocess.Popen:
+              log_path: str, tag: str, cwd: str | None = None, exit_path: str | None = None) -> subprocess.Popen:
     """Launch the job with ``launcher`` (its environment reaches every rank); raises OSError if it cannot start."""
     env = mpi_env({**launcher.env(), **desc.get("env", {}), TAG: tag, E.SCHEDULER: endpoint,
                    E.JOB_ID: str(job_id), E.NPROCS: str(len(hosts)),
@@ -82,6 +82,23 @@ def start_job(job_id: int, desc: dict[str, Any], hosts: list[str], endpoint: str
                    E.RESIZE_TIMEOUT: f"{resize_timeout_of(desc):g}"})
     env.pop(E.PLAN, None)
     os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
+    argv = job_argv(desc, hosts)
+    if exit_path:
+        argv = ["/bin/sh", "-c", EXIT_WRAPPER, "reshape-job", exit_path, *argv]
     with open(log_path, "ab") as log:
-        return subprocess.Popen(job_argv(desc, hosts), stdout=log, stderr=subprocess.STDOUT,
+        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=env, cwd=cwd, start_new_session=True)
+
+
+# Runs the job's mpiexec and writes its exit status to $1 (atomically) before exiting with it, so a
+# daemon that restarted meanwhile (and so is not mpiexec's parent) still learns how the job ended.
+EXIT_WRAPPER = 'f=$1; shift; "$@"; rc=$?; echo $rc > "$f.tmp" && mv "$f.tmp" "$f"; exit $rc'
+
+
+def read_exit_status(path: str) -> int | None:
+    """The exit status the wrapper recorded, or None (no file: it was killed, or never ran)."""
+    try:
+        with open(path) as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None

@@ -321,3 +321,21 @@ def test_stop_kill_jobs_launches_nothing(tmp_path):
         d.journal.close()
         for jid in (1, 2):
             kill_job(job_tag(str(tmp_path), jid), grace=0.5)
+
+
+def test_an_adopted_job_keeps_its_true_outcome(daemon):
+    """A job that ends while no daemon runs (or under a restarted one, which is not its parent) is
+    recorded as it ended: exit 0 done, exit 3 failed with its code; not 'lost' (it was, before the
+    Job Startup wrapper recorded the exit status)."""
+    d = daemon(2)
+    ok = d.submit(name="ok", command=["python", "-c", "import time; time.sleep(1.5); print('result OK')"],
+                  nprocs=1, resizable=False)
+    bad = d.submit(name="bad", command=["python", "-c", "import sys, time; time.sleep(1.5); sys.exit(3)"],
+                   nprocs=1, resizable=False)
+    wait_for(lambda: all(job_pids(job_tag(d.state_dir, j)) for j in (ok, bad)), 10)
+    d.kill9()
+    d.start()  # adopts both while they run
+    wait_for(lambda: all(d.job(j)["state"] not in ("queued", "running") for j in (ok, bad)), 20)
+    assert d.job(ok)["state"] == "done", d.job(ok)
+    j = d.job(bad)
+    assert j["state"] == "failed" and j["exit_code"] == 3 and "exit code 3" in j["error"], j
