@@ -221,3 +221,56 @@ def test_fuzz_ten_thousand_frames_never_kill_the_daemon(daemon):
     alive(d)
     wait_for(lambda: d.req("status") is not None, 5)
     assert "Traceback" not in d.stderr(), d.stderr()
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("clients", [16, 64])
+def test_many_concurrent_clients_get_every_reply(daemon, clients):
+    """``clients`` threads, each its own connection, mix status/submit/cancel for 4 s against one
+    daemon (loopback): zero errors, every request answered. Prints req/s and the p99 latency."""
+    import threading
+
+    d = daemon(2)
+    stop = time.monotonic() + 4.0
+    lat: list[float] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+
+    def client(i: int) -> None:
+        rng = random.Random(i)
+        c = Connection(d.endpoint, 30)
+        mine: list[int] = []
+        try:
+            while time.monotonic() < stop:
+                r = rng.random()
+                t0 = time.perf_counter()
+                if r < 0.5 or (r < 0.8 and len(mine) > 5):
+                    c.request("status")
+                elif r < 0.8:
+                    mine.append(c.request("submit", {"job": {"name": f"c{i}", "command": ["true"], "nprocs": 1,
+                                                             "arrival_delay": 600}}).body["job_id"])
+                elif mine:
+                    c.request("cancel", {"job_id": mine.pop()})
+                else:
+                    c.request("ping")
+                with lock:
+                    lat.append(time.perf_counter() - t0)
+        except Exception as e:
+            with lock:
+                errors.append(f"client {i}: {type(e).__name__}: {e}")
+        finally:
+            c.close()
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    took = time.monotonic() - t0
+    assert not errors, errors[:5]
+    lat.sort()
+    p99 = lat[int(0.99 * (len(lat) - 1))] * 1e3
+    print(f"\n{clients} clients: {len(lat)} requests in {took:.1f} s = {len(lat) / took:.0f} req/s, "
+          f"p50 {lat[len(lat) // 2] * 1e3:.1f} ms, p99 {p99:.1f} ms")
+    alive(d)
