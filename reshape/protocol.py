@@ -80,9 +80,9 @@ _NODE_CONTROL_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
 _CONTROL_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "ping": {},
     "submit": {"job": (_DICT, True)},
-    "status": {},
+    "status": {"limit": (_INT, False)},
     "cancel": {"job_id": (_INT, True)},
-    "history": {},
+    "history": {"limit": (_INT, False), "since": (_NUM, False)},
     "log": {"job_id": (_INT, True), "tail": (_INT, False)},
     "stop": {"kill_jobs": (_BOOL, False)},
     **_NODE_CONTROL_BODIES,
@@ -284,7 +284,8 @@ def _check_values(t: str, body: dict[str, Any], seq: int) -> None:
 
     for name in ("nprocs", "old", "new", "redist_from"):
         positive(name)
-    for name in ("iteration", "iter_time", "redist_time", "seconds", "job_id", "tail", "processes", "pid"):
+    for name in ("iteration", "iter_time", "redist_time", "seconds", "job_id", "tail", "processes", "pid",
+                 "limit", "since"):
         nonneg(name)
     if t == "resize_point" and "grid" in body:
         g = body["grid"]

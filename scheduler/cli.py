@@ -120,7 +120,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 @_client
 def cmd_status(args: argparse.Namespace) -> int:
-    st = request(args.endpoint, "status", keys=args.keys)
+    st = request(args.endpoint, "status", {"limit": args.limit} if args.limit is not None else {}, keys=args.keys)
     if args.json:
         print(json.dumps(st, indent=1))
         return 0
@@ -134,6 +134,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     rows += [[j["job_id"], j["name"], j["state"], "", j["requested"], "", "", ""]
              for j in st["queue"] + st["waiting"]]
     print(_table(rows, ["JOB", "NAME", "STATE", "PROCS", "REQ", "ITER", "PENDING", "HOSTS"]))
+    hidden = st.get("queued_total", 0) + st.get("waiting_total", 0) - len(st["queue"]) - len(st["waiting"])
+    if hidden > 0:
+        print(f"... and {hidden} more queued or waiting (--limit)")
     ended = st.get("ended", [])
     if ended:
         print("\nrecently ended:")
@@ -163,7 +166,9 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 def cmd_history(args: argparse.Namespace) -> int:
     from .report import plot_history, summarize
 
-    hist = request(args.endpoint, "history", timeout=30, keys=args.keys)
+    body = {k: v for k, v in (("limit", args.limit),
+                              ("since", time.time() - args.since if args.since is not None else None)) if v is not None}
+    hist = request(args.endpoint, "history", body, timeout=30, keys=args.keys)
     summ = summarize(hist)
     if args.plot:
         plot_history(hist, args.plot)
@@ -299,6 +304,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_submit)
 
     p = sub.add_parser("status", help="running jobs and sizes, queue, free slots")
+    p.add_argument("--limit", type=int, metavar="N", help="list at most N queued and N waiting jobs "
+                                                          "(the totals are still shown)")
     common(p)
     p.set_defaults(func=cmd_status)
 
@@ -309,6 +316,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("history", help="per-job turnaround, utilization, allocation plot")
     p.add_argument("--plot", metavar="FILE.png", help="draw processors per job and busy processors over time")
+    p.add_argument("--limit", type=int, metavar="N", help="only the last N jobs")
+    p.add_argument("--since", type=float, metavar="SECONDS", help="only jobs active in the last SECONDS")
     common(p)
     p.set_defaults(func=cmd_history)
 

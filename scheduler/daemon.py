@@ -295,17 +295,12 @@ class Daemon:
             job_id = s.submit(desc, now)
             return P.reply(msg, job_id=job_id), s.tick(now)
         if t == "status":
-            return P.reply(msg, now=now, daemon=self.service_stats(), **s.status(now)), []
+            return P.reply(msg, now=now, daemon=self.service_stats(), **s.status(now, b.get("limit"))), []
         if t == "cancel":
             acts = s.cancel(b["job_id"], now)
             return P.reply(msg, job_id=b["job_id"]), acts
         if t == "history":
-            jobs = [{k: v for k, v in j.to_dict().items() if k != "desc"} | {"name": j.desc["name"],
-                     "requested": j.desc["nprocs"], "arrival_time": j.arrival_time}
-                    for j in s.jobs.values()]
-            return P.reply(msg, total_slots=s.pool.capacity, now=now, jobs=jobs,
-                           events=self.journal.history() + s.events,
-                           node_events=self.journal.node_history() + s.node_events), []
+            return P.reply(msg, **self._history(now, b.get("limit"), b.get("since"))), []
         if t == "log":
             return P.reply(msg, job_id=b["job_id"], text=self._log_tail(b["job_id"], b.get("tail", 200))), []
         if t == "stop":
@@ -313,6 +308,22 @@ class Daemon:
             self.kill_on_stop = self.kill_on_stop or bool(b.get("kill_jobs"))
             return P.reply(msg), []
         raise StateError("unknown_type", t)  # unreachable: decode knows every type
+
+    def _history(self, now: float, limit: int | None, since: float | None) -> dict[str, Any]:
+        """Jobs with their events: all, or the last ``limit`` jobs, or those active at or after the
+        time ``since`` (both: the last ``limit`` of those); node events likewise from ``since``."""
+        s = self.state
+        sel = [j for j in s.jobs.values() if since is None or j.end_time is None or j.end_time >= since]
+        if limit is not None:
+            sel = sorted(sel, key=lambda j: j.job_id)[-limit:] if limit else []
+        ids = {j.job_id for j in sel}
+        events = [e for e in self.journal.history() + s.events
+                  if e["job_id"] in ids and (since is None or e["t"] >= since)]
+        nodes = [e for e in self.journal.node_history() + s.node_events if since is None or e["t"] >= since]
+        jobs = [{k: v for k, v in j.to_dict().items() if k != "desc"} | {"name": j.desc["name"],
+                 "requested": j.desc["nprocs"], "arrival_time": j.arrival_time} for j in sel]
+        return {"total_slots": s.pool.capacity, "now": now, "jobs": jobs, "events": events,
+                "node_events": nodes, "jobs_total": len(s.jobs)}
 
     def _log_tail(self, job_id: int, tail: int) -> str:
         if job_id not in self.state.jobs:

@@ -489,7 +489,9 @@ class ClusterState(NodeStates):
         return [Kill(job_id), *self.schedule(now)]
 
     # ---------------------------------------------------------------- views / restore
-    def status(self, now: float | None = None) -> dict[str, Any]:
+    def status(self, now: float | None = None, limit: int | None = None) -> dict[str, Any]:
+        """Pool, running jobs, queue (the first ``limit`` queued and waiting jobs; the totals are
+        ``queued_total``/``waiting_total``), recently ended jobs and nodes."""
         def row(j: Job) -> dict[str, Any]:
             return {"job_id": j.job_id, "name": j.desc["name"], "state": j.state, "nprocs": j.nprocs,
                     "requested": j.desc["nprocs"], "hosts": sorted(set(j.hosts)),
@@ -497,11 +499,13 @@ class ClusterState(NodeStates):
                     "iterations": j.iterations, "connected": j.connected,
                     "pending": None if not j.pending else f"{j.pending['action']} {j.pending['new']}"}
 
+        queue = self.queue()
+        waiting = [j for j in self.live.values() if j.state == "waiting"]
         return {"total_slots": self.pool.total, "free_slots": self.pool.free,
                 "capacity_slots": self.pool.capacity,
                 "running": [row(j) for j in self.running()],
-                "queue": [row(j) for j in self.queue()],
-                "waiting": [row(j) for j in self.live.values() if j.state == "waiting"],
+                "queue": [row(j) for j in queue[:limit]], "queued_total": len(queue),
+                "waiting": [row(j) for j in waiting[:limit]], "waiting_total": len(waiting),
                 "ended": [{"job_id": j.job_id, "name": j.desc["name"], "state": j.state,
                            "end_time": j.end_time, "sizes": list(j.profile.history), "error": j.error}
                           for j in (self.jobs[i] for i in reversed(self.recent))],

@@ -12,7 +12,7 @@ import time
 
 from reshape.client import Connection
 from reshape.launch import kill_session
-from scheduler.startup import job_tag, kill_job
+from scheduler.startup import job_tag, kill_jobs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -53,9 +53,9 @@ def kill_journaled_jobs(state_dir: str) -> None:
     db = os.path.join(state_dir, "journal.sqlite")
     if os.path.exists(db):
         con = sqlite3.connect(db)
-        for (jid,) in con.execute("SELECT job_id FROM jobs"):
-            kill_job(job_tag(state_dir, jid))
+        tags = [job_tag(state_dir, jid) for (jid,) in con.execute("SELECT job_id FROM jobs")]
         con.close()
+        kill_jobs(tags)  # one scan of the process table for all of them
 
 
 class DaemonProc:

@@ -143,20 +143,29 @@ def test_an_unreadable_journal_record_is_set_aside_with_a_warning(tmp_path):
     assert db.execute("SELECT count(*) FROM quarantine").fetchone()[0] == 2
 
 
-def test_replies_larger_than_a_request_may_be_reach_the_client(daemon):
-    """``history``/``status`` with thousands of jobs: replies of megabytes, not a 'dead' daemon."""
+@pytest.mark.timeout(240)
+def test_ten_thousand_jobs_in_history_reach_the_client_whole_or_in_pages(daemon):
+    """``history``/``status`` with 10,000 jobs: replies of megabytes (they used to exceed the client's
+    64 KiB decoder and look like a dead daemon), and ``limit``/``since`` for a page."""
     d = daemon(2)
-    c = Connection(d.endpoint, 30)
+    c = Connection(d.endpoint, 60)
     try:
         job = {"name": "w", "command": ["true"], "nprocs": 1, "arrival_delay": 1e6}
-        for _ in range(3000):
+        for _ in range(10_000):
             c.request("submit", {"job": job})
         st = c.request("status").body
         hist = c.request("history").body
+        page = c.request("history", {"limit": 10}).body
+        first = c.request("status", {"limit": 5}).body
+        recent = c.request("history", {"since": time.time() + 3600}).body
     finally:
         c.close()
-    assert len(st["waiting"]) == 3000 and len(hist["jobs"]) == 3000
-    assert len(P.encode(P.Message("ok", 1, None, hist))) > 10 * P.MAX_MESSAGE_BYTES
+    assert len(st["waiting"]) == st["waiting_total"] == 10_000 and len(hist["jobs"]) == 10_000
+    assert len(P.encode(P.Message("ok", 1, None, hist))) > 20 * P.MAX_MESSAGE_BYTES
+    assert [j["job_id"] for j in page["jobs"]] == list(range(9991, 10_001)) and page["jobs_total"] == 10_000
+    assert {e["job_id"] for e in page["events"]} == set(range(9991, 10_001))
+    assert len(first["waiting"]) == 5 and first["waiting_total"] == 10_000
+    assert len(recent["jobs"]) == 10_000 and recent["events"] == []  # not ended: still active
 
 
 def _fuzz_frames(n: int, seed: int):
