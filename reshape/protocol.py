@@ -146,7 +146,7 @@ def decode(frame: bytes, limit: int = MAX_MESSAGE_BYTES) -> Message:
     """
     if len(frame) > limit:
         raise ProtocolError("too_large", f"{len(frame)} bytes > {limit}")
-    if _depth(frame) > MAX_DEPTH:
+    if frame.count(b"[") + frame.count(b"{") > MAX_DEPTH and _depth(frame) > MAX_DEPTH:
         raise ProtocolError("malformed", f"JSON nested more than {MAX_DEPTH} levels deep")
     try:
         env = json.loads(frame.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite)
