@@ -35,6 +35,8 @@ from reshape import jobenv as E
 from reshape.client import Connection, DaemonError, SchedulerUnavailable
 from reshape.launch import sweep_ipc
 
+from .startup import WRAPPER_NAME
+
 __all__ = ["NodeMonitor", "add_commands", "local_jobs"]
 
 TAG = E.JOB_TAG
@@ -62,10 +64,15 @@ def _environ(pid: str) -> dict[bytes, bytes]:
 
 
 def _launcher(pid: str) -> bool:
-    """Is this the job's ``mpiexec`` (on the head, or here when the head is also a compute node)?"""
+    """Is this the job's ``mpiexec``, or the Job Startup wrapper around it (``sh -c ... reshape-job``),
+    on the head or here when the head is also a compute node? Neither is one of the job's ranks."""
     try:
         with open(f"/proc/{pid}/comm") as f:
-            return f.read().strip().startswith("mpiexec")
+            if f.read().strip().startswith("mpiexec"):
+                return True
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+        return len(argv) > 3 and argv[3] == WRAPPER_NAME.encode()
     except OSError:
         return True
 

@@ -84,7 +84,7 @@ def start_job(job_id: int, desc: dict[str, Any], hosts: list[str], endpoint: str
     os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
     argv = job_argv(desc, hosts)
     if exit_path:
-        argv = ["/bin/sh", "-c", EXIT_WRAPPER, "reshape-job", exit_path, *argv]
+        argv = ["/bin/sh", "-c", EXIT_WRAPPER, WRAPPER_NAME, exit_path, *argv]
     with open(log_path, "ab") as log:
         return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=env, cwd=cwd, start_new_session=True)
@@ -92,6 +92,7 @@ def start_job(job_id: int, desc: dict[str, Any], hosts: list[str], endpoint: str
 
 # Runs the job's mpiexec and writes its exit status to $1 (atomically) before exiting with it, so a
 # daemon that restarted meanwhile (and so is not mpiexec's parent) still learns how the job ended.
+WRAPPER_NAME = "reshape-job"  # its $0: node monitors tell it from the job's ranks by it
 EXIT_WRAPPER = 'f=$1; shift; "$@"; rc=$?; echo $rc > "$f.tmp" && mv "$f.tmp" "$f"; exit $rc'
 
 

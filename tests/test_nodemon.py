@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 
 from reshape.client import Connection
@@ -155,10 +156,11 @@ def test_first_node_monitor_settles_a_job_whose_mpiexec_hangs(cluster):
     a = c.req("submit", {"job": sleeper(60)})["job_id"]
     tag = job_tag(c.dir, a)
     wait_for(lambda: c.node()["jobs"] == [a], 15)
-    sid = c.job(a)["sid"]
-    os.kill(sid, signal.SIGSTOP)  # mpiexec hangs ...
+    sid = c.job(a)["sid"]  # Job Startup's wrapper; its child is mpiexec
+    mpiexec = next(p.pid for p in psutil.Process(sid).children() if p.name().startswith("mpiexec"))
+    os.kill(mpiexec, signal.SIGSTOP)  # mpiexec hangs ...
     for pid in job_pids(tag):
-        if pid != sid:
+        if pid not in (sid, mpiexec):
             os.kill(pid, signal.SIGKILL)  # ... while its proxy and ranks die
     wait_for(lambda: c.job(a)["state"] != "running", 15)
     j = c.job(a)
