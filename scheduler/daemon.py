@@ -152,6 +152,7 @@ class Daemon:
         self.warnings: list[str] = [f"journal record set aside (table quarantine): {q}"
                                     for q in self.journal.quarantined]
         self.slurm_error: str | None = None  # the last failed Slurm command (status shows it)
+        self.slurm_notes: collections.deque[str] = collections.deque(maxlen=10)  # requests and cancels
         if self.keys_dir:
             try:
                 load_client_keys(self.keys_dir)
@@ -215,12 +216,15 @@ class Daemon:
                     self.slurm.outbox.put(("keep", op.job, kept) if kept else ("cancel", op.job))
             elif isinstance(op, Cancel):
                 self.slurm.outbox.put(("cancel", op.job))
+                self.slurm_notes.append(f"{time.strftime('%H:%M:%S')} expander job {op.job} cancelled: {op.why}")
+                print(f"reshape daemon: {self.slurm_notes[-1]}", flush=True)
             elif isinstance(op, Drain):
                 s.pool.set_draining(op.host, op.on)
             elif isinstance(op, AskShrink):
                 s.request_shrink(op.job_id, op.nprocs, op.why, now)
             elif isinstance(op, Submit):
                 self.slurm.outbox.put(("submit", op.nodes))
+                self.slurm_notes.append(f"{time.strftime('%H:%M:%S')} asked Slurm for {op.nodes} node(s)")
         return acts
 
     # ------------------------------------------------------------------ paths
@@ -541,6 +545,8 @@ class Daemon:
         xs = sorted(self.service)
         access = {"auth": "curve" if self.gate else "none", "refused": self.gate.refused if self.gate else 0,
                   "max_loop_gap_ms": round(1e3 * self.max_gap, 1)}
+        if self.slurm is not None:
+            access["slurm"] = {"notes": list(self.slurm_notes), "error": self.slurm_error}
         if not xs:
             return {"served": self.served, "window": 0, "p50_ms": None, "p99_ms": None, "max_ms": None} | access
         return {"served": self.served, "window": len(xs), "p50_ms": 1e3 * xs[len(xs) // 2],

@@ -165,6 +165,30 @@ def status_or_none(c: ComposeCluster, sid: str) -> dict | None:
     return json.loads(r.stdout) if r.returncode == 0 else None
 
 
+def test_when_slurm_does_not_start_the_expander_it_is_cancelled_and_the_job_keeps_its_size(slurm):
+    """Idle nodes, but Slurm starts nothing (the admin set the partition DOWN after the job began):
+    the expander pends, is cancelled after the grant timeout (10 s), and the job runs on at 2."""
+    c = slurm
+    quiet(c, 120)
+    sid = submit_slurm(c, "docker/jobs/slurm.toml")
+    try:
+        wait_for(lambda: any(q["id"] == sid and q["state"] == "RUNNING" for q in squeue(c)), 30, every=0.2)
+        sh(c, "scontrol update PartitionName=batch State=DOWN")
+        pend = wait_for(lambda: next((q for q in squeue(c) if q["name"] == f"reshape-expand-{sid}"), None),
+                        60, every=0.3)
+        assert pend["state"] == "PENDING", pend
+        t0 = time.monotonic()
+        wait_for(lambda: not [q for q in squeue(c) if q["id"] == pend["id"]], 30, every=0.3)
+        NOTES["slurm expander not started -> cancelled (s)"] = f"{time.monotonic() - t0:.1f}"
+        st = status(c, sid)
+        (run,) = st["running"]
+        assert run["nprocs"] == 2 and not run["pending"], run
+        assert any("granted no node" in n for n in st["daemon"]["slurm"]["notes"]), st["daemon"]
+    finally:
+        sh(c, f"scontrol update PartitionName=batch State=UP; scancel {sid}")
+    wait_for(lambda: not squeue(c) and not leftovers(c), 60, every=0.5)
+
+
 def test_on_a_full_cluster_slurm_grants_nothing_and_the_job_keeps_its_size(slurm):
     c = slurm
     quiet(c, 120)
