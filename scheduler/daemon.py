@@ -74,6 +74,14 @@ def job_endpoint(endpoint: str) -> str:
     return endpoint
 
 
+def _user_id(frame: zmq.Frame) -> str | None:
+    """The authenticated sender of a frame (the ZAP handler's User-Id), if any."""
+    try:
+        return frame.get("User-Id") or None
+    except (zmq.ZMQError, KeyError):
+        return None
+
+
 def _alive(pid: int | None) -> bool:
     """Is the (adopted) job's ``mpiexec`` still running?"""
     if not pid:
@@ -235,8 +243,12 @@ class Daemon:
         return os.path.join(self.state_dir, "logs", f"job-{job_id}.exit")
 
     # ------------------------------------------------------------------ message handling
-    def handle(self, frame: bytes, now: float) -> tuple[P.Message, list]:
-        """One request frame -> (reply, actions). Never raises on bad input."""
+    def handle(self, frame: bytes, now: float, who: str | None = None) -> tuple[P.Message, list]:
+        """One request frame from ``who`` -> (reply, actions). Never raises on bad input.
+
+        ``who``: the authenticated sender (``uid:N`` on an ``ipc://`` endpoint, ``key:NAME`` with
+        CURVE), or None on an endpoint without authentication (loopback TCP: every local user
+        is trusted there). :meth:`_check_access` says who may do what."""
         try:
             msg = P.decode(frame)
         except P.ProtocolError as e:
@@ -244,7 +256,8 @@ class Daemon:
         if msg.type in P.REPLY_TYPES:
             return P.error_reply("unexpected", f"{msg.type!r} is a reply type", msg.seq, msg.job_id), []
         try:
-            return self._dispatch(msg, now)
+            self._check_access(msg, who)
+            return self._dispatch(msg, now, who)
         except StateError as e:
             return P.error_reply(e.code, e.message, msg.seq, msg.job_id), []
         except JobFileError as e:
@@ -264,7 +277,36 @@ class Daemon:
             seq = rep.seq if isinstance(rep.seq, int) and rep.seq >= 0 else 0
             return P.encode(P.error_reply("internal", f"reply not encodable: {e}", seq))
 
-    def _dispatch(self, msg: P.Message, now: float) -> tuple[P.Message, list]:
+    def is_admin(self, who: str | None) -> bool:
+        """Unauthenticated endpoints trust everyone; else root, the daemon's own user, and CURVE keys
+        other than per-user (``user-*``) and per-node (``node-*``) ones (the cluster's shared keys)."""
+        if who is None:
+            return True
+        if who.startswith("uid:"):
+            return who[4:] in ("0", str(os.geteuid()))
+        return who.startswith("key:") and not who[4:].startswith(("user-", "node-"))
+
+    def _check_access(self, msg: P.Message, who: str | None) -> None:
+        """Ownership (docs/cluster.md, "Access"): a job's owner or an admin may cancel it, read its
+        log and speak for it; only an admin stops the daemon; only an admin or that node's key
+        (``node-HOST``) speaks for a node. Anyone authenticated may submit, ping, and read status."""
+        if self.is_admin(who):
+            return
+        t, b = msg.type, msg.body
+        if t in ("submit", "ping", "status", "history"):
+            return
+        if t == "stop":
+            raise StateError("forbidden", f"{who} may not stop the daemon (an admin may: root or the daemon's user)")
+        if t in P.NODE_TYPES:
+            if who == f"key:node-{b.get('node')}":
+                return
+            raise StateError("forbidden", f"{who} may not speak for node {b.get('node')!r} (its node key may)")
+        jid = b.get("job_id") if t in ("cancel", "log") else msg.job_id
+        j = self.state.jobs.get(jid) if jid is not None else None
+        if j is not None and j.owner != who:
+            raise StateError("forbidden", f"job {jid} belongs to {j.owner or 'nobody known'}, not {who}")
+
+    def _dispatch(self, msg: P.Message, now: float, who: str | None = None) -> tuple[P.Message, list]:
         s, b, jid = self.state, msg.body, msg.job_id
         t = msg.type
         if t == "resize_point":
@@ -296,7 +338,7 @@ class Daemon:
             return P.reply(msg, now=now, version=P.VERSION), []
         if t == "submit":
             desc = validate_job(b["job"], s.pool.capacity)
-            job_id = s.submit(desc, now)
+            job_id = s.submit(desc, now, owner=who)
             return P.reply(msg, job_id=job_id), s.tick(now)
         if t == "status":
             return P.reply(msg, now=now, daemon=self.service_stats(), **s.status(now, b.get("limit"))), []
@@ -469,9 +511,13 @@ class Daemon:
         sock.setsockopt(zmq.MAXMSGSIZE, HARD_MAX_BYTES)
         sock.setsockopt(zmq.LINGER, 1000)
         sock.setsockopt(zmq.ROUTER_MANDATORY, 0)
-        if self.server_keys is not None:
+        local = self.endpoint.startswith("ipc://")
+        if self.server_keys is not None or local:  # CURVE keys, or the kernel's word on local peers
             self.gate = Gatekeeper(ctx, sock, self.server_keys)
         sock.bind(self.endpoint)
+        if local and self.server_keys is None:  # every local user may connect, and is identified
+            with contextlib.suppress(OSError):
+                os.chmod(self.endpoint[len("ipc://"):], 0o666)
         with open(os.path.join(self.state_dir, "daemon.pid"), "w") as f:
             f.write(f"{os.getpid()}\n{self.endpoint}\n")
         signal.signal(signal.SIGTERM, self._on_sigterm)
@@ -495,15 +541,17 @@ class Daemon:
                 if sock.poll(int(self.tick_every * 1000)):
                     for _ in range(512):
                         try:
-                            frames = sock.recv_multipart(zmq.NOBLOCK)
+                            parts = sock.recv_multipart(zmq.NOBLOCK, copy=False)
                         except zmq.Again:
                             break
                         t_in = clock()
                         now = time.time()
+                        who = _user_id(parts[-1]) if self.gate is not None else None
+                        frames = [f.bytes for f in parts]
                         if len(frames) != 2:
                             rep, a = P.error_reply("malformed", "expected exactly one frame per message"), []
                         else:
-                            rep, a = self.handle(frames[1], now)
+                            rep, a = self.handle(frames[1], now, who)
                         replies.append((frames[0], self._encode(rep), t_in))
                         acts += a
                 now = time.time()

@@ -41,7 +41,9 @@ class Gatekeeper:
     written to ``log`` (the daemon's stderr) with the peer's address or key.
     """
 
-    def __init__(self, ctx: zmq.Context, sock: zmq.Socket, keys: ServerKeys, log=None):
+    def __init__(self, ctx: zmq.Context, sock: zmq.Socket, keys: ServerKeys | None, log=None):
+        """``keys``: CURVE with these server keys; None: a local (``ipc://``) socket, whose peers are
+        identified by the kernel (``SO_PEERCRED``, which libzmq gives ZAP as ``localhost:UID:GID:PID``)."""
         self.keys = keys
         self.log = log or sys.stderr
         self.refused = 0
@@ -61,9 +63,10 @@ class Gatekeeper:
         self._mon.linger = 0
         self._mon.connect(self._mon_addr)
         self._sock = sock
-        sock.curve_server = True
-        sock.curve_secretkey = keys.secret
-        sock.curve_publickey = keys.public
+        if keys is not None:
+            sock.curve_server = True
+            sock.curve_secretkey = keys.secret
+            sock.curve_publickey = keys.public
         sock.zap_domain = b"reshape"
         self._thread = threading.Thread(target=self._run, name="gatekeeper", daemon=True)
         self._thread.start()
@@ -106,11 +109,16 @@ class Gatekeeper:
             return
         version, rid, _domain, address, _identity, mechanism = frames[:6]
         ok, text, user = False, b"unknown client key", b""
-        if mechanism == b"CURVE" and len(frames) >= 7:
+        uid = address.split(b":")[1] if address.startswith(b"localhost:") and address.count(b":") == 3 else b""
+        if self.keys is None and mechanism == b"NULL" and uid.isdigit():
+            ok, text, user = True, b"OK", b"uid:" + uid  # the peer's uid, from the kernel
+        elif self.keys is None:
+            self._note(f"client {address.decode(errors='replace')}: no peer credentials")
+        elif mechanism == b"CURVE" and len(frames) >= 7:
             key = z85.encode(frames[6])
             name = self.keys.authorized.get(key)
             if name:
-                ok, text, user = True, b"OK", name.encode()
+                ok, text, user = True, b"OK", b"key:" + name.encode()
                 with self._lock:
                     self.accepted += 1
             else:

@@ -82,6 +82,7 @@ class Job:
     exit_code: int | None = None
     error: str | None = None
     reported: str | None = None  # status from the job's own ``finished``
+    owner: str | None = None  # who submitted it (``uid:N`` or ``key:NAME``; None: unauthenticated)
     node_report: dict[str, Any] | None = None  # the first node's monitor: {"status", "t", "node", "detail"}
     # caches for snapshots (one per request): the immutable spec, the last policy view
     _spec: JobSpec | None = field(default=None, init=False, repr=False, compare=False)
@@ -104,7 +105,7 @@ class Job:
                 "profile": self.profile.to_dict(), "pending": self.pending,
                 "shrink_request": self.shrink_request,
                 "iterations": self.iterations, "exit_code": self.exit_code, "error": self.error,
-                "reported": self.reported, "node_report": self.node_report}
+                "reported": self.reported, "node_report": self.node_report, "owner": self.owner}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Job:
@@ -190,11 +191,11 @@ class ClusterState(NodeStates):
         return Snapshot(now, self.pool.total, self.pool.free, tuple(j.spec for j in self.queue()), run)
 
     # ---------------------------------------------------------------- submission / queue
-    def submit(self, desc: dict[str, Any], now: float) -> int:
+    def submit(self, desc: dict[str, Any], now: float, owner: str | None = None) -> int:
         """Add a validated job; it joins the queue at ``now + arrival_delay``."""
         if desc["nprocs"] > self.pool.capacity:
             raise StateError("bad_job", f"nprocs {desc['nprocs']} exceeds the pool ({self.pool.capacity})")
-        job = Job(self.next_id, desc, now)
+        job = Job(self.next_id, desc, now, owner=owner)
         self.next_id += 1
         job.state = "waiting" if desc.get("arrival_delay", 0) > 0 else "queued"
         self.jobs[job.job_id] = job

@@ -60,9 +60,9 @@ def kill_journaled_jobs(state_dir: str) -> None:
 
 class DaemonProc:
     def __init__(self, state_dir: str, slots: int, app: str = "easy", remap: str = "reshape",
-                 extra: tuple[str, ...] = ()):
+                 extra: tuple[str, ...] = (), endpoint: str | None = None):
         self.state_dir = state_dir
-        self.endpoint = f"tcp://127.0.0.1:{free_port()}"
+        self.endpoint = endpoint or f"tcp://127.0.0.1:{free_port()}"
         self.args = ["--slots", str(slots), "--app-policy", app, "--remap-policy", remap, *extra]
         self.proc: subprocess.Popen | None = None
         self.start()

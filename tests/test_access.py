@@ -1,0 +1,99 @@
+"""Who may do what: a daemon on a local ``ipc://`` socket knows each peer's uid from the kernel.
+
+A client running as another user (uid 65534, forked from the test after
+``zmq`` is loaded, then ``setuid``) submits, reads status, and cancels its own
+job; it may not cancel root's job, stop the daemon or speak for a node. Root
+(an admin) may cancel anyone's job. Needs root to change uid; skips otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+
+import pytest
+import zmq
+
+from reshape import protocol as P
+from tests.helpers import DaemonProc
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="access tests run a client as another user: need root")
+
+NOBODY = 65534
+
+
+def as_user(uid: int, endpoint: str, requests: list[tuple[str, dict]]) -> list[dict]:
+    """Send ``requests`` as ``uid`` from a forked child; the reply bodies (or errors) in order."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: drop to uid, fresh context, one DEALER
+        try:
+            os.close(r)
+            os.setgid(uid)
+            os.setuid(uid)
+            ctx = zmq.Context()
+            s = ctx.socket(zmq.DEALER)
+            s.setsockopt(zmq.LINGER, 0)
+            s.connect(endpoint)
+            out = []
+            for i, (t, body) in enumerate(requests, 1):
+                s.send(P.encode(P.Message(t, i, body.pop("_job_id", None), body)))
+                out.append(json.loads(s.recv()) if s.poll(5000) else {"type": "timeout"})
+            os.write(w, json.dumps(out).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 65536):
+        data += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    return json.loads(data)
+
+
+@pytest.fixture
+def local_daemon(tmp_path):
+    sockdir = tempfile.mkdtemp(prefix="reshape-access-", dir="/tmp")
+    os.chmod(sockdir, 0o755)
+    d = DaemonProc(str(tmp_path), 2, endpoint=f"ipc://{sockdir}/daemon.sock")
+    try:
+        yield d
+    finally:
+        d.cleanup()
+        shutil.rmtree(sockdir, ignore_errors=True)
+
+
+def job(name: str) -> dict:
+    return {"name": name, "command": ["true"], "nprocs": 1, "arrival_delay": 600}
+
+
+def test_owners_and_admins_on_a_local_socket(local_daemon):
+    d = local_daemon
+    mine = d.submit(**job("root-job"))
+    replies = as_user(NOBODY, d.endpoint, [
+        ("submit", {"job": job("nobody-job")}),
+        ("status", {}),
+        ("cancel", {"job_id": mine}),
+        ("stop", {"kill_jobs": True}),
+        ("node_register", {"node": "localhost", "incarnation": "evil"}),
+        ("log", {"job_id": mine}),
+    ])
+    sub, st, cancel_root, stop, node, log = replies
+    assert sub["type"] == "ok", sub
+    theirs = sub["body"]["job_id"]
+    assert st["type"] == "ok" and st["body"]["waiting_total"] == 2
+    for rep, what in ((cancel_root, "belongs to uid:0"), (stop, "may not stop"), (node, "may not speak for node"),
+                      (log, "belongs to uid:0")):
+        assert rep["type"] == "error" and rep["body"]["code"] == "forbidden" and what in rep["body"]["message"], rep
+    owners = {j["job_id"]: j["owner"] for j in d.req("history")["jobs"]}
+    assert owners == {mine: "uid:0", theirs: f"uid:{NOBODY}"}
+    # its own job it may cancel; root (an admin) may cancel anyone's
+    (own,) = as_user(NOBODY, d.endpoint, [("cancel", {"job_id": theirs})])
+    assert own["type"] == "ok", own
+    (again,) = as_user(NOBODY, d.endpoint, [("submit", {"job": job("second")})])
+    d.req("cancel", {"job_id": again["body"]["job_id"]})
+    states = {j["job_id"]: j["state"] for j in d.req("history")["jobs"]}
+    assert states == {mine: "waiting", theirs: "cancelled", again["body"]["job_id"]: "cancelled"}
+    assert d.proc.poll() is None and d.req("ping")["version"] == P.VERSION
