@@ -9,6 +9,8 @@ import sys
 import time
 from typing import Any
 
+import zmq
+
 from reshape import jobenv as E
 from reshape.client import Connection, DaemonError, SchedulerUnavailable
 from reshape.launchers import LAUNCHERS
@@ -85,7 +87,9 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         return 2
     info = d.describe()
     params = " ".join(f"{k}={v}" for kind in ("app", "remap") for k, v in info["params"][kind].items())
-    access = f"CURVE keys in {info['keys']}" if info["keys"] else "no authentication (loopback)"
+    access = (f"CURVE keys in {info['keys']}" if info["keys"] else
+              "local users identified by uid" if info["endpoint"].startswith("ipc://") else
+              "no authentication (loopback: every local user is trusted)")
     print(f"reshape daemon on {info['endpoint']}: {info['slots']} slots, policies "
           f"{info['app']}/{info['remap']}{' (' + params + ')' if params else ''}, "
           f"state in {info['state_dir']}, {access}, node timeout {info['node_timeout']:g} s", flush=True)
@@ -93,7 +97,11 @@ def cmd_daemon(args: argparse.Namespace) -> int:
           flush=True)
     for w in info["warnings"]:
         print(f"reshape daemon: warning: {w}", file=sys.stderr, flush=True)
-    d.serve()
+    try:
+        d.serve()
+    except (OSError, zmq.ZMQError) as e:  # the endpoint is taken or cannot be bound
+        print(f"reshape daemon: cannot listen on {info['endpoint']}: {e}", file=sys.stderr)
+        return 1
     return 0
 
 

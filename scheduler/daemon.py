@@ -31,6 +31,7 @@ from typing import Any
 import psutil
 import zmq
 
+from reshape import jobenv as E
 from reshape import protocol as P
 from reshape.auth import ENV_KEYS, keys_dir_for, load_client_keys, load_server_keys
 from reshape.launch import sweep_ipc
@@ -61,7 +62,9 @@ from .state import ClusterState, Kill, Launch, StateError
 
 __all__ = ["DEFAULT_ENDPOINT", "Daemon", "job_endpoint"]
 
-DEFAULT_ENDPOINT = "tcp://127.0.0.1:5555"
+# a Unix socket in the state directory: local peers only, each identified by its uid (docs/cluster.md)
+DEFAULT_ENDPOINT = "ipc://" + os.path.join(os.environ.get(E.STATE_DIR) or os.path.join(os.path.expanduser("~"),
+                                                                                     ".reshape"), "daemon.sock")
 HARD_MAX_BYTES = 1 << 20  # zmq.MAXMSGSIZE: larger frames drop the connection, smaller get an error reply
 MONITOR_GRACE = 3.0  # seconds a watched mpiexec gets to exit after its first node's monitor saw the job end
 
@@ -72,6 +75,23 @@ def job_endpoint(endpoint: str) -> str:
         if endpoint.startswith(wild):
             return "tcp://" + socket.gethostname() + ":" + endpoint[len(wild):]
     return endpoint
+
+
+def _claim_socket(path: str) -> None:
+    """Make ``path`` free for binding: refuse if a daemon listens there (binding would take its
+    place silently), remove a stale socket left by one that died."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    if not os.path.exists(path):
+        return
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(path)
+    except OSError:
+        os.unlink(path)  # nobody listens: left by a daemon that was killed
+        return
+    finally:
+        probe.close()
+    raise OSError(f"a daemon already listens on ipc://{path} (stop it, or choose another --endpoint)")
 
 
 def _user_id(frame: zmq.Frame) -> str | None:
@@ -121,7 +141,7 @@ class Daemon:
         self.workdir = workdir or os.getcwd()
         self.journal = Journal(os.path.join(self.state_dir, "journal.sqlite"))
         jobs, meta = self.journal.load()
-        self.pool_source = "configured"
+        self.pool_source = "the pool given (--config or --slots)"
         self.slurm: SlurmEdge | None = None
         self.broker: Broker | None = None
         if slurm_grow is not None:
@@ -131,6 +151,7 @@ class Daemon:
             self.pool_source = f"Slurm allocation {os.environ.get('SLURM_JOB_ID', '?')}"
         if pool is None:
             pool = default_pool(meta.get("slots"))
+            self.pool_source = "this machine"
         self.state = ClusterState(pool, app_pol, remap_pol, node_timeout, require_monitors)
         self.launcher, why = choose(launcher or pool.launcher, [n.host for n in pool.nodes])
         if not launcher and pool.launcher:
@@ -512,6 +533,8 @@ class Daemon:
         sock.setsockopt(zmq.LINGER, 1000)
         sock.setsockopt(zmq.ROUTER_MANDATORY, 0)
         local = self.endpoint.startswith("ipc://")
+        if local:
+            _claim_socket(self.endpoint[len("ipc://"):])
         if self.server_keys is not None or local:  # CURVE keys, or the kernel's word on local peers
             self.gate = Gatekeeper(ctx, sock, self.server_keys)
         sock.bind(self.endpoint)

@@ -97,3 +97,33 @@ def test_owners_and_admins_on_a_local_socket(local_daemon):
     states = {j["job_id"]: j["state"] for j in d.req("history")["jobs"]}
     assert states == {mine: "waiting", theirs: "cancelled", again["body"]["job_id"]: "cancelled"}
     assert d.proc.poll() is None and d.req("ping")["version"] == P.VERSION
+
+
+def test_the_default_endpoint_is_a_local_socket_and_one_daemon_holds_it(tmp_path):
+    """Without --endpoint the daemon listens on ipc://$RESHAPE_STATE_DIR/daemon.sock (local users only,
+    identified); the CLI finds it by the same default; a second daemon refuses to take it over."""
+    import subprocess
+    import sys
+    import time
+
+    from tests.helpers import ROOT, wait_for
+
+    env = {**os.environ, "RESHAPE_STATE_DIR": str(tmp_path)}
+    env.pop("RESHAPE_DAEMON", None)
+    cli = [sys.executable, "-m", "reshape.cli"]
+    d = subprocess.Popen([*cli, "daemon", "--slots", "2"], env=env, cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        wait_for(lambda: subprocess.run([*cli, "status"], env=env, cwd=ROOT, capture_output=True).returncode == 0,
+                 15, every=0.2)
+        second = subprocess.run([*cli, "daemon", "--slots", "2"], env=env, cwd=ROOT, capture_output=True,
+                                text=True, timeout=30)
+        assert second.returncode == 1 and "a daemon already listens on ipc://" in second.stderr, second
+        assert oct(os.stat(tmp_path / "daemon.sock").st_mode & 0o777) == "0o666"
+        subprocess.run([*cli, "stop"], env=env, cwd=ROOT, check=True, capture_output=True, timeout=30)
+        out = d.communicate(timeout=15)[0]
+        assert f"reshape daemon on ipc://{tmp_path}/daemon.sock" in out and "identified by uid" in out, out
+    finally:
+        if d.poll() is None:
+            d.kill()
+            time.sleep(0.2)
