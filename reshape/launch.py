@@ -109,7 +109,8 @@ def _tags(tag: str | Iterable[str]) -> set[str]:
 
 
 def tagged_pids(tag: str | Iterable[str], var: str = TAG_VAR) -> list[int]:
-    """Live processes of this user whose environment has ``var`` set to ``tag`` (or one of several tags).
+    """Live processes of this user (of any user, for root) whose environment has ``var`` set to ``tag``
+    (or one of several tags).
 
     One scan of the process table however many tags are given.
     """
@@ -118,7 +119,8 @@ def tagged_pids(tag: str | Iterable[str], var: str = TAG_VAR) -> list[int]:
     me = os.getuid()
     for p in psutil.process_iter(["uids", "status"]):
         try:
-            if p.info["uids"] is None or p.info["uids"].real != me or p.info["status"] == psutil.STATUS_ZOMBIE:
+            # root sees every user's processes: a root daemon runs jobs as their owners
+            if p.info["uids"] is None or (me and p.info["uids"].real != me) or p.info["status"] == psutil.STATUS_ZOMBIE:
                 continue
             if p.pid != os.getpid() and p.environ().get(var) in want:
                 out.append(p.pid)
@@ -193,7 +195,7 @@ def sweep_ipc(min_age: float = 2.0) -> list[str]:
                     st = os.stat(path)
                 except OSError:
                     continue
-                if st.st_uid == me and now - st.st_mtime > min_age:
+                if (st.st_uid == me or me == 0) and now - st.st_mtime > min_age:
                     candidates.append(path)
     if not candidates:
         return []

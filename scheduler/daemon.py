@@ -298,6 +298,15 @@ class Daemon:
             seq = rep.seq if isinstance(rep.seq, int) and rep.seq >= 0 else 0
             return P.encode(P.error_reply("internal", f"reply not encodable: {e}", seq))
 
+    @staticmethod
+    def run_as(j) -> int | None:
+        """The uid to run a job as: its owner's, when the daemon runs as root and the owner is a
+        local user other than root (a CURVE key names no local account: the daemon's user)."""
+        if os.geteuid() != 0 or not (j.owner or "").startswith("uid:"):
+            return None
+        uid = int(j.owner[4:])
+        return uid or None
+
     def is_admin(self, who: str | None) -> bool:
         """Unauthenticated endpoints trust everyone; else root, the daemon's own user, and CURVE keys
         other than per-user (``user-*``) and per-node (``node-*``) ones (the cluster's shared keys)."""
@@ -430,7 +439,7 @@ class Daemon:
                 try:
                     p = start_job(j.job_id, desc, j.hosts, job_endpoint(self.endpoint), self.launcher,
                                   self.log_path(j.job_id), job_tag(self.state_dir, j.job_id),
-                                  cwd=self.workdir, exit_path=self.exit_path(j.job_id))
+                                  cwd=self.workdir, exit_path=self.exit_path(j.job_id), run_as=self.run_as(j))
                 except (OSError, ValueError) as e:  # ValueError: what the OS cannot take (e.g. NUL)
                     pending += self.state.exited(j.job_id, 127, now, f"cannot start: {e}")
                     continue

@@ -17,6 +17,7 @@ inherits ``RESHAPE_JOB_TAG`` (unique per daemon state directory and job), and
 from __future__ import annotations
 
 import os
+import pwd
 import subprocess
 import sys
 from collections import Counter
@@ -74,8 +75,10 @@ def job_argv(desc: dict[str, Any], hosts: list[str]) -> list[str]:
 
 
 def start_job(job_id: int, desc: dict[str, Any], hosts: list[str], endpoint: str, launcher: Launcher,
-              log_path: str, tag: str, cwd: str | None = None, exit_path: str | None = None) -> subprocess.Popen:
-    """Launch the job with ``launcher`` (its environment reaches every rank); raises OSError if it cannot start."""
+              log_path: str, tag: str, cwd: str | None = None, exit_path: str | None = None,
+              run_as: int | None = None) -> subprocess.Popen:
+    """Launch the job with ``launcher`` (its environment reaches every rank); raises OSError if it
+    cannot start. ``run_as``: a uid to run it as (a root daemon runs each job as its owner)."""
     env = mpi_env({**launcher.env(), **desc.get("env", {}), TAG: tag, E.SCHEDULER: endpoint,
                    E.JOB_ID: str(job_id), E.NPROCS: str(len(hosts)),
                    E.HOSTS: ",".join(hosts),
@@ -83,17 +86,33 @@ def start_job(job_id: int, desc: dict[str, Any], hosts: list[str], endpoint: str
     env.pop(E.PLAN, None)
     os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
     argv = job_argv(desc, hosts)
+    ids: dict[str, Any] = {}
+    if run_as is not None:
+        try:
+            pw = pwd.getpwuid(run_as)
+        except KeyError:
+            raise OSError(f"the job's owner, uid {run_as}, has no account here") from None
+        env.update(HOME=pw.pw_dir, USER=pw.pw_name, LOGNAME=pw.pw_name)
+        ids = {"user": run_as, "group": pw.pw_gid, "extra_groups": os.getgrouplist(pw.pw_name, pw.pw_gid)}
+    # the wrapper gets the status file as its standard input, opened for writing: no path the
+    # job's user would need to reach; mpiexec gets /dev/null as before
+    status = open(exit_path, "w") if exit_path else subprocess.DEVNULL  # noqa: SIM115 - closed below
     if exit_path:
-        argv = ["/bin/sh", "-c", EXIT_WRAPPER, WRAPPER_NAME, exit_path, *argv]
-    with open(log_path, "ab") as log:
-        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=env, cwd=cwd, start_new_session=True)
+        argv = ["/bin/sh", "-c", EXIT_WRAPPER, WRAPPER_NAME, *argv]
+    try:
+        with open(log_path, "ab") as log:
+            return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=status, env=env, cwd=cwd, start_new_session=True, **ids)
+    finally:
+        if exit_path:
+            status.close()
 
 
-# Runs the job's mpiexec and writes its exit status to $1 (atomically) before exiting with it, so a
-# daemon that restarted meanwhile (and so is not mpiexec's parent) still learns how the job ended.
+# Runs the job's mpiexec and writes its exit status to its standard input (logs/job-N.exit, opened
+# for writing by the daemon) before exiting with it: a daemon that restarted meanwhile (and so is
+# not mpiexec's parent) still learns how the job ended.
 WRAPPER_NAME = "reshape-job"  # its $0: node monitors tell it from the job's ranks by it
-EXIT_WRAPPER = 'f=$1; shift; "$@"; rc=$?; echo $rc > "$f.tmp" && mv "$f.tmp" "$f"; exit $rc'
+EXIT_WRAPPER = '"$@" </dev/null; rc=$?; echo $rc >&0; exit $rc'
 
 
 def read_exit_status(path: str) -> int | None:

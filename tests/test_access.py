@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import shutil
 import tempfile
 
@@ -127,3 +128,34 @@ def test_the_default_endpoint_is_a_local_socket_and_one_daemon_holds_it(tmp_path
         if d.poll() is None:
             d.kill()
             time.sleep(0.2)
+
+
+def _others_can_run(path: str) -> bool:
+    """Can another user execute ``path`` (every directory on the way searchable by others)?"""
+    path = os.path.realpath(path)
+    parts = path.split(os.sep)
+    for i in range(2, len(parts)):
+        if not os.stat(os.sep.join(parts[:i])).st_mode & 0o001:
+            return False
+    return bool(os.stat(path).st_mode & 0o001)
+
+
+def test_a_root_daemon_runs_each_job_as_its_owner(local_daemon):
+    """A job submitted by uid 65534 runs as 65534 (its processes, and what it prints); root's as root.
+    Its exit status still reaches the daemon (the wrapper writes it as the job's user)."""
+    from reshape.launch import mpiexec_path
+    from tests.helpers import wait_for
+
+    if not _others_can_run(mpiexec_path()):
+        pytest.skip("mpiexec is not reachable by other users here (a private virtual environment)")
+    d = local_daemon
+    cmd = ["/bin/sh", "-c", "echo uid $(id -u) home $HOME"]
+    (sub,) = as_user(NOBODY, d.endpoint, [("submit", {"job": {"name": "as-nobody", "command": cmd,
+                                                               "nprocs": 1, "resizable": False}})])
+    theirs = sub["body"]["job_id"]
+    mine = d.submit(name="as-root", command=cmd, nprocs=1, resizable=False)
+    wait_for(lambda: all(d.job(j)["state"] not in ("queued", "running") for j in (theirs, mine)), 60, every=0.3)
+    logs = {j: d.req("log", {"job_id": j})["text"] for j in (theirs, mine)}
+    assert d.job(theirs)["state"] == "done" and f"uid {NOBODY}" in logs[theirs], (d.job(theirs), logs[theirs])
+    assert d.job(mine)["state"] == "done" and "uid 0 home" in logs[mine], logs[mine]
+    assert f"home {pwd.getpwuid(NOBODY).pw_dir}" in logs[theirs]
