@@ -92,10 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=8)
     a = ap.parse_args(argv)
     seconds = 2.0 if a.quick else 6.0
-    from scheduler.workload import _free_port
+    from scheduler.workload import free_port
 
     state = tempfile.TemporaryDirectory(prefix="reshape-bench-")
-    endpoint = f"tcp://127.0.0.1:{_free_port()}"
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
     import subprocess
 
     daemon = subprocess.Popen([sys.executable, "-m", "reshape.cli", "daemon", "--endpoint", endpoint,

@@ -48,8 +48,7 @@ def default_keys_dir() -> str:
     """``$RESHAPE_KEYS``, else ``keys`` in the default state directory."""
     if os.environ.get(ENV_KEYS):
         return os.environ[ENV_KEYS]
-    state = os.environ.get(E.STATE_DIR) or os.path.join(os.path.expanduser("~"), ".reshape")
-    return os.path.join(state, "keys")
+    return os.path.join(E.default_state_dir(), "keys")
 
 
 def is_loopback(endpoint: str) -> bool:

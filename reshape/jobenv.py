@@ -10,11 +10,13 @@ protocol document.
 
 from __future__ import annotations
 
+import os
+
 __all__ = [
     "ABORT_ON_ERROR", "ALLOW_NEW_SIZES", "CLIENT_KEY", "DAEMON", "FAULT", "HOSTS", "JOB_ENV", "JOB_ID",
     "JOB_TAG", "KEYS", "LAUNCHER", "MAX_PROCS", "NETNS_HOSTS", "NETNS_PREFIX", "NPROCS", "PLAN",
     "PLAN_EVERY", "REDIST_METHOD", "RESIZE_TIMEOUT", "RUN_TAG", "SCHEDULER", "SCHEDULER_TIMEOUT",
-    "STATE_DIR", "TRACES", "WAIT",
+    "STATE_DIR", "TRACES", "WAIT", "default_state_dir",
 ]
 
 # -- job environment (set by the daemon for every process of a job)
@@ -47,3 +49,8 @@ RUN_TAG = "RESHAPE_RUN_TAG"                # tags processes of a run started by 
 NETNS_HOSTS = "RESHAPE_NETNS_HOSTS"        # the namespace cluster's hosts file (netns-launch)
 NETNS_PREFIX = "RESHAPE_NETNS_PREFIX"
 TRACES = "RESHAPE_TRACES"                  # where benchmarks find SWF traces
+
+
+def default_state_dir() -> str:
+    """``$RESHAPE_STATE_DIR``, else ``~/.reshape``: the daemon's journal, logs, socket and default keys."""
+    return os.environ.get(STATE_DIR) or os.path.join(os.path.expanduser("~"), ".reshape")

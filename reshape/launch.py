@@ -42,6 +42,7 @@ __all__ = [
     "sweep_ipc",
     "tagged_pids",
     "under_mpiexec",
+    "unheld_ipc_files",
 ]
 
 TAG_VAR = E.RUN_TAG
@@ -178,9 +179,16 @@ def ipc_files(pids: Iterable[int]) -> set[str]:
 
 
 def sweep_ipc(min_age: float = 2.0) -> list[str]:
-    """Remove this user's MPICH/Hydra files (:data:`IPC_PREFIXES`) that no live process holds open
-    and that are older than ``min_age`` seconds: what ranks killed by Hydra itself (an abort, a
-    lost rank) leave behind, which nothing held by a running job can be. Returns what it removed."""
+    """Remove :func:`unheld_ipc_files`: what ranks killed by Hydra itself (an abort, a lost rank)
+    leave behind, which nothing held by a running job can be. Returns what it removed."""
+    gone = unheld_ipc_files(min_age)
+    remove_files(gone)
+    return gone
+
+
+def unheld_ipc_files(min_age: float = 0.0) -> list[str]:
+    """This user's (every user's, for root) MPICH/Hydra files (:data:`IPC_PREFIXES`) older than
+    ``min_age`` seconds that no live process holds open."""
     me, now = os.getuid(), time.time()
     candidates = []
     for d, prefix in ((os.path.dirname(p), os.path.basename(p)) for p in IPC_PREFIXES):
@@ -200,9 +208,7 @@ def sweep_ipc(min_age: float = 2.0) -> list[str]:
     if not candidates:
         return []
     held = ipc_files(int(p) for p in os.listdir("/proc") if p.isdigit())
-    gone = [p for p in candidates if p not in held]
-    remove_files(gone)
-    return gone
+    return [p for p in candidates if p not in held]
 
 
 def remove_files(paths: Iterable[str]) -> None:

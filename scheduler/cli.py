@@ -28,7 +28,7 @@ def _default_endpoint() -> str:
 
 
 def _default_state_dir() -> str:
-    return os.environ.get(E.STATE_DIR, os.path.join(os.path.expanduser("~"), ".reshape"))
+    return E.default_state_dir()
 
 
 def request(endpoint: str, type_: str, body: dict[str, Any] | None = None, timeout: float = 5.0,

@@ -54,17 +54,15 @@ from .slurm import (
     SlurmError,
     Submit,
     allocation_pool,
-    partition_pool,
+    growing_pool,
 )
-from .slurm import run as slurm_run
 from .startup import job_tag, kill_job, kill_jobs, read_exit_status, start_job
 from .state import ClusterState, Kill, Launch, StateError
 
 __all__ = ["DEFAULT_ENDPOINT", "Daemon", "job_endpoint"]
 
 # a Unix socket in the state directory: local peers only, each identified by its uid (docs/cluster.md)
-DEFAULT_ENDPOINT = "ipc://" + os.path.join(os.environ.get(E.STATE_DIR) or os.path.join(os.path.expanduser("~"),
-                                                                                     ".reshape"), "daemon.sock")
+DEFAULT_ENDPOINT = "ipc://" + os.path.join(E.default_state_dir(), "daemon.sock")
 HARD_MAX_BYTES = 1 << 20  # zmq.MAXMSGSIZE: larger frames drop the connection, smaller get an error reply
 MONITOR_GRACE = 3.0  # seconds a watched mpiexec gets to exit after its first node's monitor saw the job end
 
@@ -145,7 +143,10 @@ class Daemon:
         self.slurm: SlurmEdge | None = None
         self.broker: Broker | None = None
         if slurm_grow is not None:
-            pool = self._slurm_grow_pool(slurm_grow)
+            try:
+                pool, self.broker, self.slurm, self.pool_source = growing_pool(slurm_grow)
+            except SlurmError as e:
+                raise ValueError(str(e)) from None
         elif pool is None and os.environ.get("SLURM_JOB_NODELIST"):
             pool = allocation_pool()
             self.pool_source = f"Slurm allocation {os.environ.get('SLURM_JOB_ID', '?')}"
@@ -187,26 +188,6 @@ class Daemon:
                 load_client_keys(self.keys_dir)
             except ValueError as e:
                 self.warnings.append(f"jobs will not reach the daemon: {e}")
-
-    def _slurm_grow_pool(self, params: dict[str, float]) -> Pool:
-        """The partition's nodes, ours (the allocation's) up; a broker and its Slurm thread (scheduler.slurm)."""
-        env = os.environ
-        if not env.get("SLURM_JOB_ID"):
-            raise ValueError("--slurm-grow needs to run inside a Slurm job (no SLURM_JOB_ID)")
-        alloc = allocation_pool()
-        ours = [n.host for n in alloc.nodes]
-        part = env.get("SLURM_JOB_PARTITION")
-        try:
-            text = slurm_run(["sinfo", "-h", "-N", *(["-p", part] if part else []), "-o", "%N %c"])
-        except SlurmError as e:
-            raise ValueError(str(e)) from None
-        pool = partition_pool(text, set(ours))
-        batch = env.get("SLURMD_NODENAME") or socket.gethostname()
-        self.broker = Broker(env["SLURM_JOB_ID"], ours, batch if batch in ours else ours[0], **params)
-        self.slurm = SlurmEdge(env["SLURM_JOB_ID"], part)
-        self.pool_source = (f"Slurm partition {part or '(default)'}, growing through Slurm from allocation "
-                            f"{env['SLURM_JOB_ID']} ({','.join(ours)})")
-        return pool
 
     def slurm_step(self, now: float) -> list:
         """Apply what the Slurm thread saw and did; queue the operations the broker decides."""

@@ -39,6 +39,7 @@ import contextlib
 import os
 import queue
 import shlex
+import socket
 import subprocess
 import threading
 import time
@@ -49,8 +50,24 @@ import hostlist
 
 from .pool import Node, Pool, PoolError
 
-__all__ = ["AskShrink", "Broker", "Cancel", "Drain", "Grant", "Lost", "Release", "SlurmEdge", "SlurmError",
-           "SlurmJob", "Submit", "allocation_pool", "expander_name", "parse_squeue", "partition_pool"]
+__all__ = [
+    "AskShrink",
+    "Broker",
+    "Cancel",
+    "Drain",
+    "Grant",
+    "Lost",
+    "Release",
+    "SlurmEdge",
+    "SlurmError",
+    "SlurmJob",
+    "Submit",
+    "allocation_pool",
+    "expander_name",
+    "growing_pool",
+    "parse_squeue",
+    "partition_pool",
+]
 
 SQUEUE_FORMAT = "%i|%j|%T|%u|%D|%N|%r"
 WAITING_FOR_NODES = ("Resources", "Priority")  # pending reasons that mean "needs nodes"
@@ -317,11 +334,32 @@ def expander_script(main: str) -> str:
             f"sleep 2; done")
 
 
+def _partition(name: str | None) -> list[str]:
+    return ["-p", name] if name else []
+
+
+def growing_pool(params: Mapping[str, float], env: Mapping[str, str] = os.environ
+                 ) -> tuple[Pool, Broker, SlurmEdge, str]:
+    """For ``reshape daemon --slurm-grow``: the partition's nodes as the pool (the allocation's up),
+    the broker (``params``: grant_timeout, idle_release), its Slurm thread, and a description."""
+    main = env.get("SLURM_JOB_ID")
+    if not main:
+        raise SlurmError("--slurm-grow needs to run inside a Slurm job (no SLURM_JOB_ID)")
+    ours = [n.host for n in allocation_pool(env).nodes]
+    part = env.get("SLURM_JOB_PARTITION")
+    pool = partition_pool(run(["sinfo", "-h", "-N", *_partition(part), "-o", "%N %c"]), set(ours))
+    batch = env.get("SLURMD_NODENAME") or socket.gethostname()
+    broker = Broker(main, ours, batch if batch in ours else ours[0], **params)
+    what = f"Slurm partition {part or '(default)'}, growing through Slurm from allocation {main} ({','.join(ours)})"
+    return pool, broker, SlurmEdge(main, part), what
+
+
 class SlurmEdge:
     """Runs Slurm commands off the daemon's loop: a look every ``period`` s, operations as queued."""
 
     def __init__(self, main: str, partition: str | None, period: float = 1.0):
-        self.main, self.partition, self.period = main, partition, period
+        self.main, self.period = main, period
+        self.part = _partition(partition)
         self.inbox: queue.SimpleQueue = queue.SimpleQueue()   # to the daemon's loop
         self.outbox: queue.SimpleQueue = queue.SimpleQueue()  # from it
         self._stop = threading.Event()
@@ -339,18 +377,16 @@ class SlurmEdge:
                 run(["scancel", "--name", expander_name(self.main)])
 
     def _look(self) -> None:
-        part = ["-p", self.partition] if self.partition else []
-        jobs = parse_squeue(run(["squeue", "-h", *part, "-o", SQUEUE_FORMAT]))
-        idle = sum(int(x) for x in run(["sinfo", "-h", *part, "-t", "idle", "-o", "%D"]).split() if x.isdigit())
+        jobs = parse_squeue(run(["squeue", "-h", *self.part, "-o", SQUEUE_FORMAT]))
+        idle = sum(int(x) for x in run(["sinfo", "-h", *self.part, "-t", "idle", "-o", "%D"]).split() if x.isdigit())
         self.inbox.put(("view", jobs, idle))
 
     def _do(self, op) -> None:
         kind = op[0]
         if kind == "submit":
-            part = ["-p", self.partition] if self.partition else []
             t0 = time.time()
             try:
-                out = run(["sbatch", "--parsable", "-N", str(op[1]), *part, "--job-name", expander_name(self.main),
+                out = run(["sbatch", "--parsable", "-N", str(op[1]), *self.part, "--job-name", expander_name(self.main),
                            "--output", "/dev/null", "--wrap", expander_script(self.main)])
                 self.inbox.put(("submitted", out.strip().split(";")[0], t0, None))
             except SlurmError as e:

@@ -34,6 +34,7 @@ from reshape.client import DaemonError, SchedulerUnavailable
 from .jobfile import JobFileError, load_job_file, validate_job
 from .slurm import SlurmError
 from .slurm import run as slurm_run
+from .workload import free_port
 
 __all__ = ["add_commands", "daemon_of", "submit_slurm"]
 
@@ -79,12 +80,6 @@ def submit_slurm(files: list[str], nodes: int | None, sbatch_args: list[str]) ->
     return ids
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
-
-
 def cmd_slurm_run(args: argparse.Namespace) -> int:
     from .cli import request
 
@@ -99,10 +94,9 @@ def cmd_slurm_run(args: argparse.Namespace) -> int:
         print(f"reshape slurm-run: {e}", file=sys.stderr)
         return 2
     host = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
-    base = os.environ.get(E.STATE_DIR) or os.path.join(os.path.expanduser("~"), ".reshape")
-    state_dir = os.path.join(base, f"slurm-{main}")
+    state_dir = os.path.join(E.default_state_dir(), f"slurm-{main}")
     os.makedirs(state_dir, exist_ok=True)
-    port = _free_port()
+    port = free_port("")
     endpoint = f"tcp://{host}:{port}"
     argv = [sys.executable, "-m", "reshape.cli", "daemon", "--slurm-grow", "--endpoint", f"tcp://0.0.0.0:{port}",
             "--state-dir", state_dir, "--workdir", os.getcwd(), "--grant-timeout", str(args.grant_timeout),

@@ -101,9 +101,10 @@ def jobs_for(workload: tuple[int, tuple[EmuJob, ...]], scale: float, iterations:
     return out
 
 
-def _free_port() -> int:
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nobody listens on now, on ``host`` ("" for every interface)."""
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return s.getsockname()[1]
 
 
@@ -133,7 +134,7 @@ def run_workload(jobs: list[dict], slots: int, remap: str, app: str = "easy",
     if state_dir is None:
         tmp = tempfile.TemporaryDirectory(prefix="reshape-workload-")
         state_dir = tmp.name
-    endpoint = f"tcp://127.0.0.1:{_free_port()}"
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     with open(os.path.join(state_dir, "daemon.err"), "ab") as err:
         proc = subprocess.Popen(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import time
@@ -10,31 +9,20 @@ import time
 import pytest
 
 from reshape.launch import mpirun as _mpirun
+from reshape.launch import unheld_ipc_files
 from tests.helpers import DaemonProc
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _ipc_leftovers() -> set[str]:
-    """MPICH/Hydra files of this user that no live process holds (what a killed run leaves)."""
-    from reshape.launch import IPC_PREFIXES, ipc_files
-
-    found = set()
-    for path in IPC_PREFIXES:
-        d, prefix = os.path.dirname(path), os.path.basename(path)
-        with contextlib.suppress(OSError):
-            found |= {os.path.join(d, n) for n in os.listdir(d) if n.startswith(prefix)}
-    return found - ipc_files(int(p) for p in os.listdir("/proc") if p.isdigit())
 
 
 @pytest.fixture(autouse=True, scope="session")
 def _no_ipc_leftovers():
     """The suite leaves no ``/dev/shm/mpich_shm_*`` or ``$TMPDIR/hydra_*`` file behind: every kill
     path removes them (``reshape.launch``). Files there before the run are not the suite's."""
-    before = _ipc_leftovers()
+    before = set(unheld_ipc_files())
     yield
     deadline = time.monotonic() + 5.0  # a daemon's reaper may still be sweeping
-    while (left := _ipc_leftovers() - before) and time.monotonic() < deadline:
+    while (left := set(unheld_ipc_files()) - before) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not left, f"the test suite left MPICH/Hydra files behind: {sorted(left)}"
 

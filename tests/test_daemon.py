@@ -328,9 +328,9 @@ def test_an_adopted_job_keeps_its_true_outcome(daemon):
     recorded as it ended: exit 0 done, exit 3 failed with its code; not 'lost' (it was, before the
     Job Startup wrapper recorded the exit status)."""
     d = daemon(2)
-    ok = d.submit(name="ok", command=["python", "-c", "import time; time.sleep(1.5); print('result OK')"],
+    ok = d.submit(name="ok", command=["python", "-c", "import time; time.sleep(4); print('result OK')"],
                   nprocs=1, resizable=False)
-    bad = d.submit(name="bad", command=["python", "-c", "import sys, time; time.sleep(1.5); sys.exit(3)"],
+    bad = d.submit(name="bad", command=["python", "-c", "import sys, time; time.sleep(4); sys.exit(3)"],
                    nprocs=1, resizable=False)
     wait_for(lambda: all(job_pids(job_tag(d.state_dir, j)) for j in (ok, bad)), 10)
     d.kill9()
