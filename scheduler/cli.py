@@ -72,13 +72,17 @@ def _table(rows: list[list[Any]], head: list[str]) -> str:
 # ---------------------------------------------------------------------- commands
 def cmd_daemon(args: argparse.Namespace) -> int:
     from .daemon import Daemon
+    from .policy import preset
     from .pool import PoolError, default_pool, load_pool
 
     try:
         pool = load_pool(args.config) if args.config else (default_pool(args.slots) if args.slots else None)
-        d = Daemon(args.state_dir, args.endpoint, pool, app=args.app_policy, remap=args.remap_policy,
-                   workdir=args.workdir, app_params=dict(args.app_param),
-                   remap_params=dict(args.remap_param), node_timeout=args.node_timeout,
+        pre = preset(args.policy)
+        app_params = {**(pre.app_params if not args.app_policy else {}), **dict(args.app_param)}
+        remap_params = {**(pre.remap_params if not args.remap_policy else {}), **dict(args.remap_param)}
+        d = Daemon(args.state_dir, args.endpoint, pool, app=args.app_policy or pre.app,
+                   remap=args.remap_policy or pre.remap, workdir=args.workdir, app_params=app_params,
+                   remap_params=remap_params, node_timeout=args.node_timeout,
                    require_monitors=args.require_monitors, keys=args.keys, launcher=args.launcher,
                    slurm_grow={"grant_timeout": args.grant_timeout, "idle_release": args.idle_release}
                    if args.slurm_grow else None)
@@ -263,8 +267,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--state-dir", default=_default_state_dir(), help="journal and job logs")
     p.add_argument("--config", help="pool config (TOML, [[node]] host/slots/...)")
     p.add_argument("--slots", type=int, help="slots of the default localhost pool")
-    p.add_argument("--app-policy", default="easy", help="application policy (fcfs, easy, ...)")
-    p.add_argument("--remap-policy", default="reshape", help="remap policy (reshape, static, ...)")
+    p.add_argument("--policy", default="reshape", metavar="PRESET",
+                   help="policy preset, the same names as 'reshape simulate --policy' (default: reshape = "
+                   "easy + reshape; see 'reshape simulate --help' for the list)")
+    p.add_argument("--app-policy", help="application policy instead of the preset's (fcfs, easy, easy-plus, ...)")
+    p.add_argument("--remap-policy", help="remap policy instead of the preset's (reshape, reshape-plus, static, ...)")
     p.add_argument("--app-param", action="append", type=_param, default=[], metavar="KEY=VALUE",
                    help="parameter of the application policy (repeatable; JSON values, e.g. k=2)")
     p.add_argument("--remap-param", action="append", type=_param, default=[], metavar="KEY=VALUE",

@@ -19,11 +19,15 @@ Two kinds of policy (seed 001 §3.1):
   resize point to admit queued jobs (:meth:`RemapPolicy.shrink_requests`).
 
 Placement of processes on nodes (which hosts) is not a policy decision here:
-policies reason in slot counts; ``scheduler.placement`` maps counts to hosts.
+policies reason in slot counts; the pool (``scheduler.pool``) maps counts to hosts.
 
-Registry: ``register_app_policy`` / ``register_remap_policy`` add a policy
-class under a name; ``app_policy(name, **params)`` / ``remap_policy(name,
-**params)`` build one. Variants are parameters, never copied classes.
+Registry (one, for every kind of policy): ``register(kind, name)`` adds a
+policy class, ``make(kind, name, **params)`` builds one (``app_policy`` /
+``remap_policy`` are the two kinds the core runs); ``register_preset`` names
+an (application, remap) pair with parameters, which ``--policy NAME`` selects
+in the daemon and in the simulator alike. Variants are parameters, never
+copied classes. A new policy is one module in ``scheduler/policies/`` (it
+registers itself on import) plus, if it should have a short name, a preset.
 """
 
 from __future__ import annotations
@@ -33,10 +37,12 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 __all__ = [
+    "KINDS",
     "AppPolicy",
     "Continue",
     "Expand",
     "JobSpec",
+    "Preset",
     "Profile",
     "RemapDecision",
     "RemapPolicy",
@@ -47,7 +53,13 @@ __all__ = [
     "app_policy",
     "app_policy_names",
     "legal_sizes",
+    "make",
+    "names",
+    "preset",
+    "presets",
+    "register",
     "register_app_policy",
+    "register_preset",
     "register_remap_policy",
     "remap_policy",
     "remap_policy_names",
@@ -220,49 +232,121 @@ def legal_sizes(spec: JobSpec, pool: int) -> list[int]:
     return sorted(set(cand))
 
 
-_APP: dict[str, Callable[..., AppPolicy]] = {}
-_REMAP: dict[str, Callable[..., RemapPolicy]] = {}
+# --------------------------------------------------------------------------
+# the registry: every policy of every kind, and the named presets
+# --------------------------------------------------------------------------
+
+KINDS = ("app", "remap", "net", "gang")  # Application / Remap Scheduler; seed 002's networks; seed 004's gangs
+_REGISTRY: dict[str, dict[str, Callable[..., object]]] = {k: {} for k in KINDS}
 
 
-def register_app_policy(name: str):
+def register(kind: str, name: str):
+    """Class (or factory) decorator: make it the ``kind`` policy called ``name``."""
+    if kind not in _REGISTRY:
+        raise ValueError(f"unknown policy kind {kind!r}; known: {', '.join(KINDS)}")
+
     def deco(cls):
-        _APP[name] = cls
-        return cls
-
-    return deco
-
-
-def register_remap_policy(name: str):
-    def deco(cls):
-        _REMAP[name] = cls
+        _REGISTRY[kind][name] = cls
         return cls
 
     return deco
 
 
 def _load_builtin() -> None:
-    from . import policies  # noqa: F401  (registers the built-in policies)
+    from . import policies  # noqa: F401  (registers the built-in policies and presets)
+
+
+def make(kind: str, name: str, **params):
+    """Build the ``kind`` policy called ``name`` with ``params``; a clear error names what exists."""
+    _load_builtin()
+    table = _REGISTRY.get(kind)
+    if table is None:
+        raise ValueError(f"unknown policy kind {kind!r}; known: {', '.join(KINDS)}")
+    if name not in table:
+        raise ValueError(f"unknown {_LABEL[kind]} {name!r}; known: {', '.join(sorted(table))}")
+    return table[name](**params)
+
+
+def names(kind: str) -> list[str]:
+    _load_builtin()
+    return sorted(_REGISTRY[kind])
+
+
+_LABEL = {"app": "application policy", "remap": "remap policy", "net": "network policy",
+          "gang": "gang placement mode"}
+
+
+def register_app_policy(name: str):
+    return register("app", name)
+
+
+def register_remap_policy(name: str):
+    return register("remap", name)
 
 
 def app_policy(name: str, **params) -> AppPolicy:
-    _load_builtin()
-    if name not in _APP:
-        raise ValueError(f"unknown application policy {name!r}; known: {', '.join(sorted(_APP))}")
-    return _APP[name](**params)
+    return make("app", name, **params)
 
 
 def remap_policy(name: str, **params) -> RemapPolicy:
-    _load_builtin()
-    if name not in _REMAP:
-        raise ValueError(f"unknown remap policy {name!r}; known: {', '.join(sorted(_REMAP))}")
-    return _REMAP[name](**params)
+    return make("remap", name, **params)
 
 
 def app_policy_names() -> list[str]:
-    _load_builtin()
-    return sorted(_APP)
+    return names("app")
 
 
 def remap_policy_names() -> list[str]:
+    return names("remap")
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A named (Application Scheduler, Remap Scheduler) pair with parameters: what ``--policy NAME``
+    means to the daemon and to the simulator alike."""
+
+    name: str
+    app: str
+    remap: str
+    app_params: dict = field(default_factory=dict)
+    remap_params: dict = field(default_factory=dict)
+    doc: str = ""
+
+    def build(self) -> tuple[AppPolicy, RemapPolicy]:
+        return app_policy(self.app, **self.app_params), remap_policy(self.remap, **self.remap_params)
+
+    def describe(self) -> str:
+        def one(n, p):
+            return n + (f"({', '.join(f'{k}={v}' for k, v in p.items())})" if p else "")
+
+        return f"{one(self.app, self.app_params)} + {one(self.remap, self.remap_params)}"
+
+
+_PRESETS: dict[str, Preset] = {}
+
+
+def register_preset(name: str, app: str, remap: str, doc: str = "", app_params: dict | None = None,
+                    remap_params: dict | None = None) -> Preset:
+    _PRESETS[name] = Preset(name, app, remap, dict(app_params or {}), dict(remap_params or {}), doc)
+    return _PRESETS[name]
+
+
+def preset(name: str) -> Preset:
+    """The preset ``name``; ``sp:K`` is static partitioning into K partitions (no resizing)."""
     _load_builtin()
-    return sorted(_REMAP)
+    if name in _PRESETS:
+        return _PRESETS[name]
+    if name.startswith("sp:"):
+        try:
+            k = int(name[3:])
+        except ValueError:
+            k = 0
+        if k < 1:
+            raise ValueError(f"bad policy {name!r}: sp:K needs a positive integer K")
+        return Preset(name, "sp", "static", {"k": k}, {}, f"static partitioning into {k} partitions")
+    raise ValueError(f"unknown policy {name!r}; known: {', '.join([*_PRESETS, 'sp:K'])}")
+
+
+def presets() -> dict[str, Preset]:
+    _load_builtin()
+    return dict(_PRESETS)

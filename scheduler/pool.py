@@ -62,21 +62,30 @@ class Pool:
         self.used: Counter[str] = Counter()
         self.down: set[str] = set()
         self.draining: set[str] = set()  # up, but nothing new is placed there (about to be given back)
+        self._sums: tuple[int, int] | None = None  # (total, free), cached between changes
+        # (``used``, ``down`` and ``draining`` change only through the methods below)
 
     @property
     def capacity(self) -> int:
         """Slots of every configured node, up or down."""
         return sum(n.slots for n in self.nodes)
 
+    def _count(self) -> tuple[int, int]:
+        if self._sums is None:
+            up = [n for n in self.nodes if n.host not in self.down]
+            self._sums = (sum(n.slots for n in up), sum(max(0, n.slots - self.used[n.host]) for n in up
+                                                        if n.host not in self.draining))
+        return self._sums
+
     @property
     def total(self) -> int:
         """Slots of the nodes that are up."""
-        return sum(n.slots for n in self.nodes if n.host not in self.down)
+        return self._count()[0]
 
     @property
     def free(self) -> int:
-        return sum(max(0, n.slots - self.used[n.host]) for n in self.nodes
-                   if n.host not in self.down and n.host not in self.draining)
+        """Free slots on nodes that are up and not draining."""
+        return self._count()[1]
 
     def has(self, host: str) -> bool:
         return any(n.host == host for n in self.nodes)
@@ -87,22 +96,26 @@ class Pool:
             raise PoolError(f"no node {host!r} in the pool")
         self.down.add(host)
         self.draining.discard(host)
+        self._sums = None
 
     def set_up(self, host: str) -> None:
         if not self.has(host):
             raise PoolError(f"no node {host!r} in the pool")
         self.down.discard(host)
         self.draining.discard(host)
+        self._sums = None
 
     def set_draining(self, host: str, on: bool = True) -> None:
         """Keep ``host`` up for the jobs on it, but allocate nothing new there."""
         if not self.has(host):
             raise PoolError(f"no node {host!r} in the pool")
         (self.draining.add if on else self.draining.discard)(host)
+        self._sums = None
 
     def allocate(self, n: int) -> list[str]:
         if n < 1 or n > self.free:
             raise PoolError(f"cannot allocate {n} slots ({self.free} free of {self.total})")
+        self._sums = None
         out: list[str] = []
         for node in self.nodes:
             if node.host in self.down or node.host in self.draining:
@@ -123,8 +136,10 @@ class Pool:
             if h not in by_host or self.used[h] + k > by_host[h].slots:
                 raise PoolError(f"cannot claim {k} slots on {h!r}")
         self.used.update(need)
+        self._sums = None
 
     def release(self, hosts: list[str]) -> None:
+        self._sums = None
         for h in hosts:
             if self.used[h] > 0:
                 self.used[h] -= 1

@@ -32,11 +32,9 @@ class JobProfile:
         self._frozen = None
 
     def record_iteration(self, nprocs: int, seconds: float) -> None:
-        """Latest iteration time at ``nprocs``; appends to the history when the size changed."""
+        """Latest and fastest iteration time at ``nprocs`` (the history is :meth:`ran_at`'s)."""
         self.iter_time[nprocs] = float(seconds)
         self.best_time[nprocs] = min(float(seconds), self.best_time.get(nprocs, float("inf")))
-        if not self.history or self.history[-1] != nprocs:
-            self.history.append(nprocs)
         self.points += 1
         self._changed()
 
@@ -45,7 +43,7 @@ class JobProfile:
         self._changed()
 
     def ran_at(self, nprocs: int) -> None:
-        """The job now runs at ``nprocs`` (start or confirmed resize)."""
+        """The job now runs at ``nprocs`` (start or confirmed resize): the one place sizes join the history."""
         self.history.append(nprocs)
         self._changed()
 

@@ -1,4 +1,4 @@
-"""Turnaround, utilization and allocation plots from a daemon's history (seed 001 §4.2).
+"""A daemon's history as a table, metrics (``scheduler.metrics``) and allocation plots (seed 001 §4.2).
 
 Utilization follows seed 001 §4.2's footnote: the percentage of total
 available CPU-seconds assigned to a running job, over the interval from the
@@ -8,6 +8,8 @@ first job arrival to the last job end.
 from __future__ import annotations
 
 from typing import Any
+
+from .metrics import JobRecord, Usage, metrics
 
 __all__ = ["allocation_series", "plot_history", "summarize"]
 
@@ -22,19 +24,22 @@ def allocation_series(events: list[dict[str, Any]]) -> dict[int, list[tuple[floa
 
 
 def summarize(hist: dict[str, Any]) -> dict[str, Any]:
-    """Per-job turnaround and wait, and utilization, from a ``history`` reply."""
+    """Per-job rows and the run's metrics (:func:`scheduler.metrics.metrics`, the simulator's
+    definitions) from a ``history`` reply. Ended jobs that ran are the records (their bounded
+    slowdown uses the measured run time); utilization spans the first arrival to the last end or
+    now, and idle-while-waiting counts jobs still queued."""
     jobs = [j for j in hist["jobs"] if j["state"] in ("done", "failed", "lost", "cancelled", "running")]
-    events = sorted(hist["events"], key=lambda e: e["t"])
     if not jobs:
         return {"jobs": [], "utilization": 0.0, "makespan": 0.0}
     t0 = min(j["arrival_time"] for j in jobs)
     t1 = max((j["end_time"] or hist["now"]) for j in jobs)
-    busy_area, last_t, busy = 0.0, t0, 0
-    for e in events:
-        t = min(max(e["t"], t0), t1)
-        busy_area += busy * (t - last_t)
-        last_t, busy = t, e["busy"]
-    busy_area += busy * (t1 - last_t)
+    usage = Usage().feed_events(sorted(hist["events"], key=lambda e: e["t"]))
+    records = [JobRecord(j["job_id"], j["arrival_time"], j["start_time"], j["end_time"],
+                         j["end_time"] - j["start_time"], j["requested"], j.get("resizes", 0),
+                         j.get("redist_seconds", 0.0))
+               for j in jobs if j["end_time"] is not None and j["start_time"] is not None]
+    waits = [(j["arrival_time"], j["start_time"] if j["start_time"] is not None else hist["now"])
+             for j in hist["jobs"] if j["state"] not in ("waiting",)]
     rows = []
     for j in sorted(jobs, key=lambda j: j["job_id"]):
         end = j["end_time"]
@@ -42,9 +47,11 @@ def summarize(hist: dict[str, Any]) -> dict[str, Any]:
                      "initial": j["requested"], "sizes": j["profile"]["history"],
                      "wait": (j["start_time"] - j["arrival_time"]) if j["start_time"] else None,
                      "turnaround": (end - j["arrival_time"]) if end else None, "error": j.get("error")})
+    m = metrics(records, usage, hist["total_slots"], t0, t1, waits) if records else {}
+    m.pop("jobs", None)
     span = t1 - t0
-    return {"jobs": rows, "makespan": span,
-            "utilization": busy_area / (hist["total_slots"] * span) if span > 0 else 0.0}
+    return {"jobs": rows, **m, "makespan": span,
+            "utilization": usage.area(t0, t1) / (hist["total_slots"] * span) if span > 0 else 0.0}
 
 
 def plot_history(hist: dict[str, Any], path: str, title: str = "") -> None:

@@ -35,23 +35,26 @@ reports the job's end (``job_ended``).
 
 from __future__ import annotations
 
+import bisect
 import collections
 from dataclasses import dataclass, field
 from typing import Any
 
 from reshape.advice import Advice
 
-from .actions import Kill, Launch, StateError
+from .actions import Decision, Kill, Launch, PolicyError, StateError
 from .jobfile import resize_timeout_of, spec_from_dict
 from .nodestate import NodeRecord, NodeStates
 from .policy import (
     AppPolicy,
+    Continue,
     Expand,
     JobSpec,
     RemapPolicy,
     RunningJob,
     Shrink,
     Snapshot,
+    Start,
 )
 from .pool import Pool
 from .profiler import JobProfile
@@ -84,9 +87,11 @@ class Job:
     reported: str | None = None  # status from the job's own ``finished``
     owner: str | None = None  # who submitted it (``uid:N`` or ``key:NAME``; None: unauthenticated)
     node_report: dict[str, Any] | None = None  # the first node's monitor: {"status", "t", "node", "detail"}
+    resizes: int = 0  # confirmed resizes
+    redist_seconds: float = 0.0  # their measured redistribution time
     # caches for snapshots (one per request): the immutable spec, the last policy view
     _spec: JobSpec | None = field(default=None, init=False, repr=False, compare=False)
-    _view: tuple[tuple, RunningJob] | None = field(default=None, init=False, repr=False, compare=False)
+    _view: RunningJob | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def arrival_time(self) -> float:
@@ -105,7 +110,8 @@ class Job:
                 "profile": self.profile.to_dict(), "pending": self.pending,
                 "shrink_request": self.shrink_request,
                 "iterations": self.iterations, "exit_code": self.exit_code, "error": self.error,
-                "reported": self.reported, "node_report": self.node_report, "owner": self.owner}
+                "reported": self.reported, "node_report": self.node_report, "owner": self.owner,
+                "resizes": self.resizes, "redist_seconds": self.redist_seconds}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Job:
@@ -115,13 +121,24 @@ class Job:
 
 
 class ClusterState(NodeStates):
-    """Queue, running jobs, pool and profiles, driven by events (see module docstring)."""
+    """Queue, running jobs, pool and profiles, driven by events (see module docstring).
+
+    ``strict``: a policy decision that cannot be applied (a start of a job that
+    is not queued, sizes outside the job's range or beyond the free slots, an
+    expansion of another job, a shrink request for a static job, ...) raises
+    :class:`PolicyError` (the simulator); otherwise it is skipped and counted
+    in ``policy_errors`` (the daemon: a policy bug must not corrupt the pool or
+    stop the service). Both check the same rules (:meth:`_check_start`,
+    :meth:`_check_remap`, :meth:`_check_shrink_request`). ``record``: keep
+    every applied decision in ``decisions``.
+    """
 
     def __init__(self, pool: Pool, app: AppPolicy, remap: RemapPolicy, node_timeout: float = 5.0,
-                 require_monitors: bool = False):
+                 require_monitors: bool = False, strict: bool = False, record: bool = False):
         self.pool = pool
         self.app = app
         self.remap = remap
+        self.strict = strict
         self.jobs: dict[int, Job] = {}
         self.next_id = 1
         self.events: list[dict[str, Any]] = []  # allocation history, appended to the journal
@@ -133,6 +150,16 @@ class ClusterState(NodeStates):
         self.dirty_nodes: set[str] = set()
         self._last_node_check: float | None = None
         self.recent: collections.deque[int] = collections.deque(maxlen=RECENT)  # last ended jobs, newest last
+        self.decisions: list[Decision] | None = [] if record else None
+        self.policy_errors: collections.deque[str] = collections.deque(maxlen=100)  # newest last
+        self.policy_error_count = 0
+        # indexes by state, so a request costs the jobs it concerns, not the whole history
+        self._queued: list[tuple[float, int]] = []  # (arrival_time, job_id), sorted: the queue order
+        self._queued_specs: list[JobSpec] = []  # their specs, in the same order
+        self._queue_t: tuple[JobSpec, ...] | None = ()  # the policies' view of the queue, cached
+        self._run: dict[int, Job] = {}  # running jobs in the order they started
+        self._run_t: tuple[RunningJob, ...] | None = ()  # their views, cached until one changes
+        self._waiting: dict[int, Job] = {}
         if require_monitors:
             for rec in self.nodes.values():
                 rec.state, rec.reason = "down", "no node monitor yet"
@@ -150,25 +177,73 @@ class ClusterState(NodeStates):
             raise StateError("not_running", f"job {job_id} is {j.state}, not running")
         return j
 
+    def _mark(self, j: Job) -> None:
+        """``j`` changed: journal it; a running job's policy view is rebuilt. Every change to a
+        running job goes through here (or :meth:`_event`, which calls it)."""
+        self.dirty.add(j.job_id)
+        if j.state == "running":
+            j._view = None
+            self._run_t = None
+
     def _event(self, now: float, job: Job, kind: str, detail: str = "") -> None:
-        self.dirty.add(job.job_id)
+        self._mark(job)
         self.events.append({"t": now, "job_id": job.job_id, "kind": kind, "nprocs": job.nprocs,
                             "busy": self.pool.total - self.pool.free, "detail": detail})
+
+    def _decided(self, now: float, kind: str, job_id: int, nprocs: int) -> None:
+        if self.decisions is not None:
+            self.decisions.append(Decision(now, kind, job_id, nprocs))
+
+    def _unindex(self, j: Job) -> None:
+        if j.state == "queued":
+            k = (j.arrival_time, j.job_id)
+            i = bisect.bisect_left(self._queued, k)
+            if i < len(self._queued) and self._queued[i] == k:
+                del self._queued[i]
+                del self._queued_specs[i]
+            self._queue_t = None
+        elif j.state == "running":
+            self._run.pop(j.job_id, None)
+            self._run_t = None
+        elif j.state == "waiting":
+            self._waiting.pop(j.job_id, None)
+
+    def _index(self, j: Job) -> None:
+        if j.state == "queued":
+            k = (j.arrival_time, j.job_id)
+            i = bisect.bisect_right(self._queued, k)
+            self._queued.insert(i, k)
+            self._queued_specs.insert(i, j.spec)
+            self._queue_t = None
+        elif j.state == "running":
+            self._run[j.job_id] = j
+            self._run_t = None
+        elif j.state == "waiting":
+            self._waiting[j.job_id] = j
+        if j.state in FINAL:
+            self.live.pop(j.job_id, None)
+        else:
+            self.live[j.job_id] = j
+
+    def _set(self, j: Job, state: str) -> None:
+        self._unindex(j)
+        j.state = state
+        self._index(j)
 
     def busy(self) -> int:
         return self.pool.total - self.pool.free
 
     def queue(self) -> list[Job]:
-        return sorted((j for j in self.live.values() if j.state == "queued"),
-                      key=lambda j: (j.arrival_time, j.job_id))
+        """Queued jobs in arrival order (ties: submission order)."""
+        return [self.jobs[i] for _, i in self._queued]
 
     def running(self) -> list[Job]:
-        return [j for j in self.live.values() if j.state == "running"]
+        """Running jobs in the order they started."""
+        return list(self._run.values())
 
     def _end(self, j: Job, state: str, now: float) -> None:
-        j.state = state
+        self._set(j, state)
         j.end_time = now
-        self.live.pop(j.job_id, None)
         self.recent.append(j.job_id)
 
     @staticmethod
@@ -178,76 +253,143 @@ class ClusterState(NodeStates):
             return j.pending["new"]
         return j.shrink_request
 
-    def _view(self, j: Job, now: float) -> RunningJob:
-        """The policy's frozen view of a running job, rebuilt only when the job changed."""
-        start = now if j.start_time is None else j.start_time
-        key = (j.nprocs, start, j.iterations, self._pending_shrink(j), j.profile.version)
-        if j._view is None or j._view[0] != key:
-            j._view = (key, RunningJob(j.spec, j.nprocs, start, j.profile.frozen(), j.iterations, key[3]))
-        return j._view[1]
+    def _view(self, j: Job) -> RunningJob:
+        """The policy's frozen view of a running job, rebuilt only after the job changed (:meth:`_mark`)."""
+        if j._view is None:
+            j._view = RunningJob(j.spec, j.nprocs, j.start_time, j.profile.frozen(), j.iterations,
+                                 self._pending_shrink(j))
+        return j._view
 
     def snapshot(self, now: float) -> Snapshot:
-        run = tuple(self._view(j, now) for j in self.running())
-        return Snapshot(now, self.pool.total, self.pool.free, tuple(j.spec for j in self.queue()), run)
+        if self._queue_t is None:
+            self._queue_t = tuple(self._queued_specs)
+        if self._run_t is None:
+            self._run_t = tuple(self._view(j) for j in self._run.values())
+        return Snapshot(now, self.pool.total, self.pool.free, self._queue_t, self._run_t)
+
+    # ---------------------------------------------------------------- policy output checks
+    def _policy_error(self, who: str, now: float, what: str) -> None:
+        msg = f"{who} at t={now:g}: {what}"
+        if self.strict:
+            raise PolicyError(msg)
+        self.policy_error_count += 1
+        self.policy_errors.append(msg)
+
+    def _hi(self, spec: JobSpec) -> int:
+        return spec.max_procs or self.pool.total
+
+    def _check_start(self, st: Any, free: int, now: float) -> Job | None:
+        """The queued job ``st`` starts, if the start is legal and fits ``free`` slots."""
+        j = self.jobs.get(st.job_id) if isinstance(st, Start) else None
+        who = f"application policy {self.app.name!r}"
+        if j is None or j.state != "queued":
+            self._policy_error(who, now, f"{st!r} does not start a queued job")
+        elif not j.spec.min_procs <= st.nprocs <= self._hi(j.spec):
+            self._policy_error(who, now, f"start of job {st.job_id} at {st.nprocs} slots outside "
+                               f"[{j.spec.min_procs}, {self._hi(j.spec)}]")
+        elif st.nprocs > free:
+            self._policy_error(who, now, f"start of job {st.job_id} needs {st.nprocs} slots, {free} free")
+        else:
+            return j
+        return None
+
+    def _check_remap(self, d: Any, j: Job, now: float) -> int:
+        """The size job ``j`` goes to by the Remap Scheduler's decision ``d`` (its own: continue)."""
+        p, spec = j.nprocs, j.spec
+        if isinstance(d, Continue) and d.job_id == j.job_id:
+            return p
+        if isinstance(d, Expand | Shrink) and d.job_id == j.job_id:
+            q = d.nprocs
+            if q == p:
+                return p
+            if spec.min_procs <= q <= self._hi(spec) and (
+                    (isinstance(d, Expand) and p < q and q - p <= self.pool.free)
+                    or (isinstance(d, Shrink) and q < p)):
+                return q
+        self._policy_error(f"remap policy {self.remap.name!r}", now,
+                           f"invalid decision {d!r} for job {j.job_id} at {p} slots ({self.pool.free} free, "
+                           f"legal [{spec.min_procs}, {self._hi(spec)}])")
+        return p
+
+    def _check_shrink_request(self, sh: Any, now: float) -> bool:
+        j = self.jobs.get(sh.job_id) if isinstance(sh, Shrink) else None
+        if j is None or j.state != "running" or not j.spec.resizable \
+                or not j.spec.min_procs <= sh.nprocs < j.nprocs:
+            self._policy_error(f"remap policy {self.remap.name!r}", now, f"invalid shrink request {sh!r}")
+            return False
+        return True
 
     # ---------------------------------------------------------------- submission / queue
-    def submit(self, desc: dict[str, Any], now: float, owner: str | None = None) -> int:
-        """Add a validated job; it joins the queue at ``now + arrival_delay``."""
-        if desc["nprocs"] > self.pool.capacity:
-            raise StateError("bad_job", f"nprocs {desc['nprocs']} exceeds the pool ({self.pool.capacity})")
-        job = Job(self.next_id, desc, now, owner=owner)
-        self.next_id += 1
-        job.state = "waiting" if desc.get("arrival_delay", 0) > 0 else "queued"
+    def submit(self, desc: dict[str, Any], now: float, owner: str | None = None,
+               job_id: int | None = None) -> int:
+        """Add a validated job; it joins the queue at ``now + arrival_delay``. ``job_id``: keep
+        the caller's number (the simulator keeps a trace's); default the next free one."""
+        self.check_admissible(desc)
+        if job_id is None:
+            job_id = self.next_id
+        elif job_id in self.jobs:
+            raise StateError("bad_job", f"job id {job_id} is taken")
+        job = Job(job_id, desc, now, state="new", owner=owner)
+        self.next_id = max(self.next_id, job_id + 1)
         self.jobs[job.job_id] = job
-        self.live[job.job_id] = job
+        self._set(job, "waiting" if desc.get("arrival_delay", 0) > 0 else "queued")
         self._event(now, job, "submit")
         return job.job_id
 
+    def check_admissible(self, desc: dict[str, Any]) -> None:
+        """Raise :class:`StateError` ``bad_job`` for a job that can never run here."""
+        if desc["nprocs"] > self.pool.capacity:
+            raise StateError("bad_job", f"job {desc['name']!r}: nprocs {desc['nprocs']} exceeds the pool "
+                             f"({self.pool.capacity} slots)")
+
     def tick(self, now: float) -> list[Launch | Kill]:
         """Time passed: admit arrived jobs and run the Application Scheduler."""
-        for j in self.live.values():
-            if j.state == "waiting" and j.arrival_time <= now:
-                j.state = "queued"
-                self._event(now, j, "arrive")
+        for j in [j for j in self._waiting.values() if j.arrival_time <= now]:
+            self._set(j, "queued")
+            self._event(now, j, "arrive")
         return self.schedule(now)
 
     def schedule(self, now: float) -> list[Launch | Kill]:
+        """Application Scheduler, then (while jobs still wait) the Remap Scheduler's shrink requests."""
         out: list[Launch | Kill] = []
-        if not any(j.state == "queued" for j in self.live.values()):
+        if not self._queued:
             return out
+        free = self.pool.free
         for start in self.app.schedule(self.snapshot(now)):
-            j = self.jobs.get(start.job_id)
-            if j is None or j.state != "queued" or start.nprocs > self.pool.free:
-                continue  # a policy bug must not corrupt the pool
+            j = self._check_start(start, free, now)
+            if j is None:
+                continue
+            free -= start.nprocs
             j.hosts = self.pool.allocate(start.nprocs)
             j.nprocs = start.nprocs
-            j.state = "running"
+            self._set(j, "running")
             j.start_time = now
             j.profile.ran_at(start.nprocs)
             self._event(now, j, "start")
+            self._decided(now, "start", j.job_id, start.nprocs)
             out.append(Launch(j.job_id))
-        if any(j.state == "queued" for j in self.live.values()):
+        if self._queued:
             self._request_shrinks(now)
         return out
 
     def _request_shrinks(self, now: float) -> None:
         """Remap Scheduler: jobs to shrink at their next resize point to admit queued jobs.
 
-        As in the simulator (``scheduler.sim.engine``), each request becomes the
-        job's ``pending_shrink`` until its next resize point, where the policy
-        decides with it in view and the request is dropped. Requests for a job
-        with a resize under way are ignored (the simulator drops them when that
-        resize ends); an invalid request (not running, static, outside
-        ``[min_procs, nprocs)``) is ignored: a policy bug must not corrupt a job.
+        Each request becomes the job's ``pending_shrink`` until its next resize
+        point, where the policy decides with it in view and the request is
+        dropped. A request for a job with a resize under way is ignored (it
+        sees its new size at its next resize point); an invalid one (not
+        running, static, outside ``[min_procs, nprocs)``) is a policy error.
         """
         for sh in self.remap.shrink_requests(self.snapshot(now)):
-            self.request_shrink(sh.job_id, sh.nprocs, sh.reason, now)
+            if self._check_shrink_request(sh, now):
+                self.request_shrink(sh.job_id, sh.nprocs, sh.reason, now)
 
     def request_shrink(self, job_id: int, nprocs: int, reason: str, now: float) -> bool:
         """Ask a running job to shrink to ``nprocs`` at its next resize point; False if it cannot."""
         j = self.jobs.get(job_id)
-        if (j is None or j.state != "running" or not j.desc["resizable"] or j.pending
-                or not j.desc.get("min_procs", 1) <= nprocs < j.nprocs):
+        if (j is None or j.state != "running" or not j.spec.resizable or j.pending
+                or not j.spec.min_procs <= nprocs < j.nprocs):
             return False
         if j.shrink_request != nprocs:
             j.shrink_request = nprocs
@@ -262,7 +404,7 @@ class ClusterState(NodeStates):
         snap = Snapshot(snap.now, snap.total_slots + extra, snap.free_slots + extra, snap.queue, snap.running)
         out = {}
         for j in self.running():
-            if j.desc["resizable"] and not j.pending and j.nprocs < j.desc.get("max_procs", j.nprocs):
+            if j.spec.resizable and not j.pending and j.nprocs < (j.spec.max_procs or j.nprocs):
                 d = self.remap.at_resize_point(snap, j.job_id)
                 if isinstance(d, Expand) and d.nprocs > j.nprocs:
                     out[j.job_id] = d.nprocs - j.nprocs
@@ -285,7 +427,7 @@ class ClusterState(NodeStates):
     def launched(self, job_id: int, sid: int) -> None:
         j = self._job(job_id)
         j.sid = sid
-        self.dirty.add(job_id)
+        self._mark(j)
 
     def exited(self, job_id: int, code: int | None, now: float, error: str | None = None) -> list[Launch | Kill]:
         """The job's processes are gone (exit code, or None if it vanished); its slots return.
@@ -372,7 +514,7 @@ class ClusterState(NodeStates):
         j = self._running(job_id)
         j.connected = True
         self._reconcile(j, nprocs, now)
-        self.dirty.add(job_id)
+        self._mark(j)
 
     def _reconcile(self, j: Job, nprocs: int, now: float) -> None:
         """A lost ``resized``: the size the job reports decides whether the resize happened."""
@@ -393,20 +535,25 @@ class ClusterState(NodeStates):
         j.profile.record_iteration(n, body["iter_time"])
         if body.get("redist_time") is not None and body.get("redist_from"):
             j.profile.record_redistribution(body["redist_from"], n, body["redist_time"])
-        self.dirty.add(job_id)
-        if not j.desc["resizable"]:
+        self._mark(j)
+        if not j.spec.resizable:
             return Advice("continue", n, reason="static job")
         d = self.remap.at_resize_point(self.snapshot(now), job_id)
-        j.shrink_request = None  # the policy has seen it (as in the simulator)
-        if isinstance(d, Expand) and d.nprocs > n and d.nprocs - n <= self.pool.free:
-            hosts = self.pool.allocate(d.nprocs - n)
-            j.pending = {"action": "expand", "old": n, "new": d.nprocs, "hosts": hosts, "t": now}
-            self._event(now, j, "advise", f"expand {n}->{d.nprocs}: {d.reason}")
-            return Advice("expand", d.nprocs, tuple(hosts), d.reason)
-        if isinstance(d, Shrink) and d.nprocs < n:
-            j.pending = {"action": "shrink", "old": n, "new": d.nprocs, "hosts": j.hosts[d.nprocs:], "t": now}
-            self._event(now, j, "advise", f"shrink {n}->{d.nprocs}: {d.reason}")
-            return Advice("shrink", d.nprocs, (), d.reason)
+        if j.shrink_request is not None:
+            j.shrink_request = None  # the policy has seen it
+            self._mark(j)
+        q = self._check_remap(d, j, now)
+        if q > n:
+            hosts = self.pool.allocate(q - n)
+            j.pending = {"action": "expand", "old": n, "new": q, "hosts": hosts, "t": now}
+            self._event(now, j, "advise", f"expand {n}->{q}: {d.reason}")
+            self._decided(now, "expand", job_id, q)
+            return Advice("expand", q, tuple(hosts), d.reason)
+        if q < n:
+            j.pending = {"action": "shrink", "old": n, "new": q, "hosts": j.hosts[q:], "t": now}
+            self._event(now, j, "advise", f"shrink {n}->{q}: {d.reason}")
+            self._decided(now, "shrink", job_id, q)
+            return Advice("shrink", q, (), d.reason)
         return Advice("continue", n, reason=getattr(d, "reason", ""))
 
     def resized(self, job_id: int, old: int, new: int, seconds: float, error: str | None,
@@ -436,8 +583,10 @@ class ClusterState(NodeStates):
         j.nprocs = new
         j.pending = None
         j.profile.ran_at(new)
+        j.resizes += 1
         if seconds is not None:
             j.profile.record_redistribution(old, new, seconds)
+            j.redist_seconds += seconds
         self._event(now, j, p["action"], f"{old}->{new}")
 
     def _abandon_resize(self, j: Job, now: float, why: str) -> None:
@@ -455,7 +604,7 @@ class ClusterState(NodeStates):
         j.reported = status
         if error and not j.error:  # the first report is the cause; ranks aborting after it say less
             j.error = error
-        self.dirty.add(job_id)
+        self._mark(j)
 
     def job_ended(self, job_id: int, host: str, status: str, detail: str | None, now: float) -> None:
         """The monitor of the job's first node saw its processes there end (``status`` end or error)."""
@@ -466,7 +615,7 @@ class ClusterState(NodeStates):
                              "(only the first node's monitor reports a job)")
         if j.node_report is None:
             j.node_report = {"status": status, "t": now, "node": host, "detail": detail}
-            self.dirty.add(job_id)
+            self._mark(j)
 
     def ended_on_node(self, job_id: int, now: float, why: str | None = None) -> list[Launch | Kill]:
         """Settle a job by its monitor's report (its ``mpiexec`` cannot be watched or did not exit).
@@ -501,7 +650,7 @@ class ClusterState(NodeStates):
                     "pending": None if not j.pending else f"{j.pending['action']} {j.pending['new']}"}
 
         queue = self.queue()
-        waiting = [j for j in self.live.values() if j.state == "waiting"]
+        waiting = list(self._waiting.values())
         return {"total_slots": self.pool.total, "free_slots": self.pool.free,
                 "capacity_slots": self.pool.capacity,
                 "running": [row(j) for j in self.running()],
@@ -519,8 +668,7 @@ class ClusterState(NodeStates):
         for j in jobs:
             j.connected = False
             self.jobs[j.job_id] = j
-            if j.state not in FINAL:
-                self.live[j.job_id] = j
+            self._index(j)
             if j.state == "running":
                 self.pool.claim(j.hosts)
                 if j.pending and j.pending["action"] == "expand":
@@ -538,6 +686,13 @@ class ClusterState(NodeStates):
             assert (rec.state == "down") == (rec.host in self.pool.down), rec
             if rec.state == "down":
                 assert not any(rec.host in j.hosts for j in self.running()), rec
+        assert self._queued == sorted((j.arrival_time, j.job_id) for j in self.live.values() if j.state == "queued")
+        assert list(self._run) == [i for i in self._run if self.jobs[i].state == "running"]
+        assert set(self._run) == {i for i, j in self.live.items() if j.state == "running"}
+        assert set(self._waiting) == {i for i, j in self.live.items() if j.state == "waiting"}
+        if self._run_t is not None:  # the cached view is the fresh one
+            assert self._run_t == tuple(RunningJob(j.spec, j.nprocs, j.start_time, j.profile.frozen(), j.iterations,
+                                                   self._pending_shrink(j)) for j in self._run.values())
         for j in self.jobs.values():
             assert (j.state not in FINAL) == (j.job_id in self.live), (j.job_id, j.state)
             if j.state == "running":

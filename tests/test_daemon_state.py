@@ -190,22 +190,6 @@ def test_invalid_shrink_requests_are_ignored():
     st.validate()
 
 
-def test_daemon_core_and_simulator_agree_with_shrink_requests(monkeypatch):
-    """The comparison of ``tests/test_sim_vs_daemon.py`` with a policy that requests shrinks."""
-    import tests.test_sim_vs_daemon as cmp
-    from scheduler.sim import RedistModel, simulate
-
-    monkeypatch.setattr(cmp, "remap_policy", lambda name: AskBiggest())
-    jobs = cmp.workload()
-    daemon_core = cmp.run_daemon_core(jobs, RedistModel())
-    res = simulate(jobs, cmp.SLOTS, app_policy("easy"), AskBiggest(), redist=RedistModel(), record=True)
-    sim = [(round(d.time, 6), d.kind, d.job_id, d.nprocs) for d in res.decisions]
-    reshape_only = simulate(jobs, cmp.SLOTS, app_policy("easy"), remap_policy("reshape"),
-                            redist=RedistModel(), record=True).decisions
-    assert sim != [(round(d.time, 6), d.kind, d.job_id, d.nprocs) for d in reshape_only]  # requests matter
-    assert sim == daemon_core
-
-
 @pytest.mark.parametrize("reported,code,state", [(None, 0, "failed"), ("done", 0, "done"), (None, 9, "failed"),
                                                  (None, None, "lost"), ("done", None, "done")])
 def test_an_exit_during_a_resize_is_a_failure_unless_the_job_said_it_was_done(reported, code, state):

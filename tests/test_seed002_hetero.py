@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scheduler.actions import PolicyError
 from scheduler.policies.hetero import (
     NetSnapshot,
     Node,
@@ -24,7 +25,6 @@ from scheduler.policies.hetero import (
     net_policy,
     place_threads,
 )
-from scheduler.sim.engine import SimulationError
 from scheduler.sim.hetero import (
     NETWORKS,
     NetSimulator,
@@ -218,7 +218,7 @@ def test_rogue_policy_is_reported():
         def decide(self, snap, event):
             return [Place(snap.queue[0].job_id, (Part(0, 200, 200),))] if snap.queue else []
 
-    with pytest.raises(SimulationError, match="rogue"):
+    with pytest.raises(PolicyError, match="rogue"):
         NetSimulator(NETWORKS["1"], [HeteroJob(0, 0.0, 200, 10.0)], Rogue()).run()
 
 

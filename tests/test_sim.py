@@ -7,7 +7,7 @@ import json
 import pytest
 
 from scheduler.policy import AppPolicy, JobSpec, Start, app_policy, remap_policy
-from scheduler.sim import JobModel, RedistModel, SimInput, SimulationError, simulate
+from scheduler.sim import JobModel, PolicyError, RedistModel, SimInput, simulate
 from scheduler.sim.cli import add_commands  # noqa: F401  (the CLI module imports cleanly)
 
 
@@ -89,11 +89,11 @@ class _Lazy(AppPolicy):
 
 def test_impossible_decisions_and_stuck_policies_are_reported():
     jobs = [rigid(0, 0, 2, 10)]
-    with pytest.raises(SimulationError, match="greedy-broken"):
+    with pytest.raises(PolicyError, match="greedy-broken"):
         simulate(jobs, 4, _Greedy())
-    with pytest.raises(SimulationError, match="left 1 job"):
+    with pytest.raises(PolicyError, match="left 1 job"):
         simulate(jobs, 4, _Lazy())
-    with pytest.raises(ValueError, match="needs 2 slots"):
+    with pytest.raises(ValueError, match="nprocs 2 exceeds the pool"):
         simulate(jobs, 1, app_policy("fcfs"))
 
 
@@ -202,3 +202,92 @@ def test_w2_reserve_keeps_room_for_later_arrivals():
     assert worst(remap_policy("reshape")) > 1.1  # arrivals wait for a resize point
     assert worst(remap_policy("reshape-plus")) <= 1.05
     assert worst(remap_policy("reshape-plus", reserve=0.15)) > 1.1  # documented: 0.15 is too little
+
+
+# ---------------------------------------------------------------- one core for the daemon and the simulator
+
+
+def small_workload() -> list[SimInput]:
+    rows = [  # (submit, size, resizable, iterations, work per iteration, A)
+        (0.0, 2, True, 12, 40.0, 6.0),
+        (5.0, 3, False, 4, 60.0, 3.0),
+        (30.0, 4, True, 10, 80.0, 8.0),
+        (200.0, 6, False, 3, 120.0, 6.0),
+        (210.0, 1, True, 8, 10.0, 4.0),
+        (400.0, 2, False, 5, 30.0, 2.0),
+    ]
+    out = []
+    for i, (t, n, res, it, w, A) in enumerate(rows):
+        model = JobModel(work=w, A=A, sigma=0.5, iterations=it)
+        spec = JobSpec(i, f"j{i}", t, n, min_procs=1 if res else n, max_procs=None if res else n,
+                       resizable=res, walltime=model.run_time(n) * 1.2, iterations=it)
+        out.append(SimInput(spec, model, model.run_time(n)))
+    return out
+
+
+@pytest.mark.parametrize(("app", "remap"), [("easy", "reshape"), ("easy-plus", "reshape-plus"), ("dep", "dep")])
+def test_the_simulator_is_a_clock_around_the_daemons_core(app, remap):
+    """The simulator's jobs live in the daemon's ``ClusterState``; its invariants hold after every event,
+    the decisions it records are the core's, and its metrics are ``scheduler.metrics``' over the core's events."""
+    from scheduler.metrics import JobRecord, Usage, metrics
+    from scheduler.sim.engine import Simulator
+    from scheduler.state import ClusterState
+
+    sim = Simulator(small_workload(), 8, app_policy(app), remap_policy(remap), record=True, check=True)
+    assert isinstance(sim.state, ClusterState) and sim.state.strict
+    res = sim.run()
+    assert any(d.kind in ("expand", "shrink") for d in res.decisions)  # the workload exercises resizing
+    assert res.decisions == sim.state.decisions
+    st = sim.state
+    assert all(j.state == "done" for j in st.jobs.values()) and st.pool.free == 8
+    assert [r.job_id for r in res.records] == [j.job_id for j in sorted(st.jobs.values(), key=lambda j: j.end_time)]
+    assert sum(r.resizes for r in res.records) == sum(j.resizes for j in st.jobs.values()) > 0
+    assert isinstance(res.records[0], JobRecord) and isinstance(res.usage, Usage)
+    assert res.metrics() == metrics(res.records, res.usage, 8)
+
+
+class AskBiggest(remap_policy("reshape").__class__):
+    """ReSHAPE's rules, plus: while jobs wait, ask the largest resizable job to halve."""
+
+    name = "ask-biggest"
+
+    def shrink_requests(self, snap):
+        from scheduler.policy import Shrink
+
+        run = [r for r in snap.running if r.spec.resizable and r.nprocs >= 2 and r.pending_shrink is None]
+        if not snap.queue or not run:
+            return []
+        big = max(run, key=lambda r: (r.nprocs, -r.spec.job_id))
+        return [Shrink(big.spec.job_id, max(big.spec.min_procs, big.nprocs // 2), "admit queued job")]
+
+
+def test_shrink_requests_reach_simulated_jobs_at_their_next_resize_point():
+    jobs = small_workload()
+    asked = simulate(jobs, 8, app_policy("easy"), AskBiggest(), record=True, check=True)
+    plain = simulate(jobs, 8, app_policy("easy"), remap_policy("reshape"), record=True)
+    assert asked.decisions != plain.decisions
+    assert any(d.kind == "shrink" for d in asked.decisions)
+
+
+def test_a_bad_decision_raises_in_the_simulator_and_is_skipped_and_counted_by_the_daemon():
+    """One rule set, one strictness switch: the simulator's core raises, the daemon's counts and goes on."""
+    from scheduler.policy import Expand
+    from scheduler.pool import default_pool
+    from scheduler.state import ClusterState
+
+    class Rogue(remap_policy("static").__class__):
+        name = "rogue"
+
+        def at_resize_point(self, snap, job_id):
+            return Expand(job_id, 99, "more than the pool")
+
+    with pytest.raises(PolicyError, match=r"rogue.*invalid decision Expand"):
+        simulate([malleable(0, 0, 2, 100)], 4, app_policy("fcfs"), Rogue())
+    st = ClusterState(default_pool(4), app_policy("fcfs"), Rogue())
+    jid = st.submit({"name": "a", "command": ["x"], "nprocs": 2, "min_procs": 1, "max_procs": None,
+                     "sizes": None, "divides": None, "topology": "1d", "resizable": True, "walltime": None,
+                     "iterations": None}, 0.0)
+    st.tick(0.0)
+    adv = st.resize_point(jid, {"nprocs": 2, "iteration": 1, "iter_time": 1.0}, 1.0)
+    assert adv.action == "continue" and st.policy_error_count == 1 and "rogue" in st.policy_errors[-1]
+    st.validate()

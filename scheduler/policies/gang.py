@@ -36,6 +36,8 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+from ..policy import make, register
+
 __all__ = [
     "MODES",
     "TCMS",
@@ -188,10 +190,16 @@ def place_enhanced(
     return out
 
 
+@register("gang", "schark")
+def _schark():
+    return lambda free_rows, n_sys, n_p, **kw: place_first_fit(free_rows, n_sys, n_p)
+
+
+@register("gang", "enhanced")
+def _enhanced():
+    return lambda free_rows, n_sys, n_p, **kw: place_enhanced(free_rows, n_sys, n_p, rows_for(n_p, n_sys), **kw)
+
+
 def place(mode: str, free_rows: list[int], n_sys: int, n_p: int, **kw) -> Placement:
-    """Placement by mode name (``schark`` or ``enhanced``)."""
-    if mode == "schark":
-        return place_first_fit(free_rows, n_sys, n_p)
-    if mode == "enhanced":
-        return place_enhanced(free_rows, n_sys, n_p, rows_for(n_p, n_sys), **kw)
-    raise ValueError(f"unknown placement mode {mode!r}; known: {', '.join(MODES)}")
+    """Placement by mode name (``schark`` or ``enhanced``, registered as ``gang`` policies)."""
+    return make("gang", mode)(free_rows, n_sys, n_p, **kw)

@@ -58,9 +58,10 @@ Choices where the thesis is lost or ambiguous (each a parameter):
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
+
+from scheduler.policy import make, names, register
 
 __all__ = [
     "PSI",
@@ -273,29 +274,21 @@ class NetPolicy:
         raise NotImplementedError
 
 
-_REGISTRY: dict[str, Callable[..., NetPolicy]] = {}
-
-
 def _register(name: str):
     def deco(cls):
         cls.name = name
-        _REGISTRY[name] = cls
-        return cls
+        return register("net", name)(cls)
 
     return deco
 
 
 def net_policy(name: str, **params) -> NetPolicy:
     """Build the network policy called ``name`` (``ns``, ``ss``, ``dns``, ``dss``)."""
-    try:
-        cls = _REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"unknown network policy {name!r}; known: {', '.join(sorted(_REGISTRY))}") from None
-    return cls(**params)
+    return make("net", name, **params)
 
 
 def net_policy_names() -> list[str]:
-    return sorted(_REGISTRY)
+    return names("net")
 
 
 @_register("ns")

@@ -1,9 +1,10 @@
 """Trace-driven simulator running the daemon's own policy objects on a virtual clock."""
 
+from scheduler.actions import Decision, PolicyError
+from scheduler.metrics import JobRecord
 from scheduler.sim.emumodel import AmdahlOverheadModel, EmuRedistModel
-from scheduler.sim.engine import Decision, SimulationError, Simulator, simulate
+from scheduler.sim.engine import SimResult, Simulator, simulate
 from scheduler.sim.jobmodel import JobModel, RedistCost, RedistModel, SimInput, downey_speedup, from_trace
-from scheduler.sim.metrics import JobRecord, SimResult
 
 __all__ = [
     "AmdahlOverheadModel",
@@ -11,11 +12,11 @@ __all__ = [
     "EmuRedistModel",
     "JobModel",
     "JobRecord",
+    "PolicyError",
     "RedistCost",
     "RedistModel",
     "SimInput",
     "SimResult",
-    "SimulationError",
     "Simulator",
     "downey_speedup",
     "from_trace",

@@ -98,15 +98,16 @@ def plot_comparison(results: dict[str, dict], path: str, title: str) -> None:
 
 
 def run_simulate(args: argparse.Namespace) -> int:
-    from scheduler.sim.engine import SimulationError
+    from scheduler.actions import PolicyError
+    from scheduler.policy import preset
     from scheduler.sim.jobmodel import from_trace
-    from scheduler.sim.runner import resolve, run_policies
+    from scheduler.sim.runner import run_policies
     from scheduler.swf import SwfError, read_swf
 
     names = args.policy or ["fcfs", "easy", "reshape"]
     try:
         for n in names:
-            resolve(n)
+            preset(n)
         trace = read_swf(args.trace, max_jobs=args.max_jobs)
         jobs, total = from_trace(
             trace, load=args.load, malleable_fraction=args.malleable_fraction, seed=args.seed,
@@ -114,7 +115,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         )
         bar = _Bar(enabled=not args.json and not args.quiet and len(jobs) >= 2000)
         results = run_policies(jobs, total, names, progress=bar)
-    except (SwfError, ValueError, SimulationError) as e:
+    except (SwfError, ValueError, PolicyError) as e:
         print(f"reshape simulate: error: {e}", file=sys.stderr)
         return 2
     rows = list(results.values())
@@ -132,13 +133,16 @@ def run_simulate(args: argparse.Namespace) -> int:
 
 
 def add_commands(subparsers) -> None:
-    from scheduler.sim.runner import POLICIES
+    from scheduler.policy import presets
 
+    listing = "\n".join(f"  {p.name:<16} {p.describe()}: {p.doc}" for p in presets().values())
     p = subparsers.add_parser(
         "simulate",
         help="simulate scheduling policies on an SWF workload trace",
-        description="Run the daemon's policies on a trace in virtual time; several --policy "
-        f"options give one comparison table. Policies: {', '.join(POLICIES)}, sp:K.",
+        description="Run the daemon's own scheduler core and policies on a trace in virtual time; "
+        "several --policy options give one comparison table.\n\npolicies (application + remap):\n"
+        f"{listing}\n  {'sp:K':<16} sp(k=K) + static: static partitioning into K partitions",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("trace", help="SWF trace file (space or tab separated)")
     p.add_argument("--policy", action="append", metavar="NAME",

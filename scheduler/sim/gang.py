@@ -43,6 +43,7 @@ import sys
 from dataclasses import dataclass
 
 from scheduler.policies.gang import MODES, TCMS, GangJob, amdahl_time, io_events, place, task_count
+from scheduler.policy import make
 
 __all__ = [
     "SCENARIOS",
@@ -124,7 +125,7 @@ def simulate_gang(jobs: list[GangJob], mode: str, tcm: str, params: GangParams |
     """Gang-schedule ``jobs`` (all at t = 0) with TCM ``tcm`` and placement ``mode``."""
     g = params or GangParams()
     if mode not in MODES:
-        raise ValueError(f"unknown placement mode {mode!r}; known: {', '.join(MODES)}")
+        make("gang", mode)  # raises, naming the modes that exist
     if tcm not in TCMS:
         raise ValueError(f"unknown task-count method {tcm!r}; known: {', '.join(TCMS)}")
     full = (1 << g.n_sys) - 1

@@ -17,9 +17,9 @@ notes' first choice). Rates are recomputed at every allocation change and the
 completion rescheduled (a version counter voids stale completion events).
 
 The event loop follows :mod:`scheduler.sim.engine`: a ``(time, seq)`` heap,
-policy output validated before it is applied (:class:`SimulationError`
+policy output validated before it is applied (:class:`scheduler.actions.PolicyError`
 naming the policy and the decision), per-job records and metrics from
-:mod:`scheduler.sim.metrics`. Metrics: mean response time (MRT, departure −
+:mod:`scheduler.metrics`. Metrics: mean response time (MRT, departure −
 arrival) after discarding the first ``warmup`` jobs, mean partitions per
 job, utilisation, and a saturation flag when the queue passes ``max_queue``.
 """
@@ -36,6 +36,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from scheduler.actions import PolicyError
+from scheduler.metrics import JobRecord
 from scheduler.policies.hetero import (
     PSI,
     NetPolicy,
@@ -51,8 +53,6 @@ from scheduler.policies.hetero import (
     net_policy_names,
     thread_rate,
 )
-from scheduler.sim.engine import SimulationError
-from scheduler.sim.metrics import JobRecord
 from scheduler.workloads.lynch import HeteroJob, generate
 
 __all__ = [
@@ -286,8 +286,8 @@ class NetSimulator:
         self._busy += self._held * (t - self.now)
         self.now = t
 
-    def _bad(self, d, why: str) -> SimulationError:
-        return SimulationError(f"network policy {self.policy.name!r} at t={self.now:g}: {d!r}: {why}")
+    def _bad(self, d, why: str) -> PolicyError:
+        return PolicyError(f"network policy {self.policy.name!r} at t={self.now:g}: {d!r}: {why}")
 
     def _rerate(self, r: _Run) -> None:
         r.rem = max(0.0, r.rem - r.rate * (self.now - r.last))
@@ -372,7 +372,7 @@ class NetSimulator:
                     break
             self._apply(self.policy.decide(self.snapshot(), event))
             if not heap and self._queue and i >= n:
-                raise SimulationError(
+                raise PolicyError(
                     f"network policy {self.policy.name!r} left {len(self._queue)} job(s) queued on "
                     "an idle network")
         return NetResult(self.policy.name, self.records, self.partitions, self._busy, self.procs,
