@@ -2,7 +2,7 @@
 
 import pytest
 
-pytestmark = pytest.mark.mpi
+pytestmark = pytest.mark.procs
 
 
 @pytest.mark.parametrize("case", ["1d", "2d", "genblock", "methods"])
