@@ -5,7 +5,9 @@ Every test belongs to exactly one tier, given here at collection (``-m pure``, `
 
 * ``cluster``: marked so (the docker-compose cluster, Slurm, the network-namespace cluster);
 * ``procs`` (the MPI tier): marked so, or using the ``mpirun`` or ``daemon`` fixture, or a
-  pytest-mpi test (``@pytest.mark.mpi``, run on every rank under ``mpiexec ... --with-mpi``);
+  pytest-mpi test (``@pytest.mark.mpi``, run on every rank under ``mpiexec ... --with-mpi``;
+  ``tests/test_mpi_ranks.py`` does that, and a run holding it without ``--with-mpi`` leaves
+  the rank tests out instead of listing them as skipped);
 * ``pure``: everything else. A pure test runs inside pytest's own process; one that starts a
   process (``subprocess``, ``fork``, ``exec``, ``posix_spawn``...) fails, saying what it started,
   so a test that launches something without being marked is caught rather than slowing the tier.
@@ -52,8 +54,19 @@ def tier_of(item) -> str:
     return "pure"
 
 
+RANK_TESTS_RUNNER = os.path.join(ROOT, "tests", "test_mpi_ranks.py")
+
+
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` selects by the markers added here
 def pytest_collection_modifyitems(config, items):
+    # pytest-mpi tests are run under mpiexec by tests/test_mpi_ranks.py: in a run that has it and no
+    # --with-mpi they are deselected, rather than each reported as skipped
+    if not (config.getoption("--with-mpi", False) or config.getoption("--only-mpi", False)) \
+            and any(str(i.path) == RANK_TESTS_RUNNER for i in items):
+        ranked = [i for i in items if i.get_closest_marker("mpi")]
+        if ranked:
+            items[:] = [i for i in items if not i.get_closest_marker("mpi")]
+            config.hook.pytest_deselected(items=ranked)
     for item in items:
         explicit = [t for t in TIERS if item.get_closest_marker(t)]
         if len(explicit) > 1:
