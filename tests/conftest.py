@@ -1,9 +1,23 @@
-"""Shared fixtures: launching real MPI runs under mpiexec, with cleanup."""
+"""Shared fixtures: launching real MPI runs under mpiexec, with cleanup; and the test tiers.
+
+Every test belongs to exactly one tier, given here at collection (``-m pure``, ``-m procs``,
+``-m cluster`` select them):
+
+* ``cluster``: marked so (the docker-compose cluster, Slurm, the network-namespace cluster);
+* ``procs`` (the MPI tier): marked so, or using the ``mpirun`` or ``daemon`` fixture, or a
+  pytest-mpi test (``@pytest.mark.mpi``, run on every rank under ``mpiexec ... --with-mpi``;
+  ``tests/test_mpi_ranks.py`` does that, and a run holding it without ``--with-mpi`` leaves
+  the rank tests out instead of listing them as skipped);
+* ``pure``: everything else. A pure test runs inside pytest's own process; one that starts a
+  process (``subprocess``, ``fork``, ``exec``, ``posix_spawn``...) fails, saying what it started,
+  so a test that launches something without being marked is caught rather than slowing the tier.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 
 import pytest
@@ -13,6 +27,74 @@ from reshape.launch import unheld_ipc_files
 from tests.helpers import DaemonProc
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+TIERS = ("pure", "procs", "cluster")
+PROCESS_FIXTURES = frozenset({"mpirun", "daemon"})  # fixtures that start processes: their tests are procs
+LAUNCH_EVENTS = frozenset({"subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn", "os.exec", "os.spawn",
+                           "os.system", "os.startfile", "pty.spawn"})
+_launched: list[str] | None = None  # while a pure test runs: what it started
+
+
+def _audit(event: str, args: tuple) -> None:
+    if _launched is not None and event in LAUNCH_EVENTS:
+        what = args[1] if event in ("subprocess.Popen", "os.posix_spawn", "os.exec", "os.spawn") else args
+        _launched.append(f"{event} {str(what)[:200]} (thread {threading.current_thread().name})")
+
+
+sys.addaudithook(_audit)  # cannot be removed; does nothing outside pure tests
+
+
+def tier_of(item) -> str:
+    """The one tier of a collected test (see the module docstring)."""
+    if item.get_closest_marker("cluster"):
+        return "cluster"
+    if (item.get_closest_marker("procs") or item.get_closest_marker("mpi")
+            or PROCESS_FIXTURES & set(getattr(item, "fixturenames", ()))):
+        return "procs"
+    return "pure"
+
+
+RANK_TESTS_RUNNER = os.path.join(ROOT, "tests", "test_mpi_ranks.py")
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects by the markers added here
+def pytest_collection_modifyitems(config, items):
+    # pytest-mpi tests are run under mpiexec by tests/test_mpi_ranks.py: in a run that has it and no
+    # --with-mpi they are deselected, rather than each reported as skipped
+    if not (config.getoption("--with-mpi", False) or config.getoption("--only-mpi", False)) \
+            and any(str(i.path) == RANK_TESTS_RUNNER for i in items):
+        ranked = [i for i in items if i.get_closest_marker("mpi")]
+        if ranked:
+            items[:] = [i for i in items if not i.get_closest_marker("mpi")]
+            config.hook.pytest_deselected(items=ranked)
+    for item in items:
+        explicit = [t for t in TIERS if item.get_closest_marker(t)]
+        if len(explicit) > 1:
+            raise pytest.UsageError(f"{item.nodeid}: marked with more than one tier: {explicit}")
+        tier = tier_of(item)
+        if tier not in explicit:
+            item.add_marker(tier)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Watch a pure test from its first fixture's setup to its last fixture's teardown."""
+    global _launched
+    _launched = [] if item.get_closest_marker("pure") else None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """A pure test (and its fixtures) may not start a process: it belongs in the procs tier."""
+    global _launched
+    try:
+        res = yield
+    finally:
+        found, _launched = _launched, None
+    if found:
+        pytest.fail("a pure-tier test started processes (mark it procs, or use the mpirun/daemon fixture):\n  "
+                    + "\n  ".join(found[:10]), pytrace=False)
+    return res
 
 
 @pytest.fixture(autouse=True, scope="session")

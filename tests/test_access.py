@@ -20,7 +20,8 @@ import zmq
 from reshape import protocol as P
 from tests.helpers import DaemonProc
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="access tests run a client as another user: need root")
+pytestmark = [pytest.mark.procs,  # daemons started here, a client forked
+              pytest.mark.skipif(os.geteuid() != 0, reason="access tests run a client as another user: need root")]
 
 NOBODY = 65534
 

@@ -22,7 +22,7 @@ import numpy as np
 import psutil
 import pytest
 
-pytestmark = pytest.mark.mpi
+pytestmark = pytest.mark.procs
 
 APPS = {
     "lu": ["--n", "40", "--nb", "4"],

@@ -20,7 +20,7 @@ from reshape.client import Connection, SchedulerUnavailable
 from tests.helpers import ROOT, wait_for
 from tests.test_nodemon import Cluster
 
-pytestmark = pytest.mark.mpi
+pytestmark = pytest.mark.procs
 
 
 @pytest.mark.parametrize("endpoint, loop", [

@@ -120,7 +120,7 @@ def test_daemon_command_line_of_the_head_is_accepted(compose):
     remap_policy(args.remap_policy)
 
 
-def test_dockerfile_copies_existing_files_and_scripts_parse():
+def test_dockerfile_copies_existing_files():
     with open(os.path.join(ROOT, "docker", "Dockerfile")) as f:
         text = f.read()
     # the registry image by default; docker/make-base-image.sh makes an equivalent where none is reachable
@@ -128,6 +128,10 @@ def test_dockerfile_copies_existing_files_and_scripts_parse():
     assert re.search(r"^FROM \$\{BASE_IMAGE\}$", text, re.M)
     for src in re.findall(r"^COPY (\S+) ", text, re.M):
         assert os.path.exists(os.path.join(ROOT, src)), src
+
+
+@pytest.mark.procs  # runs sh -n
+def test_scripts_are_executable_and_parse():
     for script in ("docker/entrypoint.sh", "docker/make-base-image.sh", "scheduler/launchers/netns-launch"):
         path = os.path.join(ROOT, script)
         assert os.access(path, os.X_OK), f"{script} is not executable"

@@ -21,7 +21,7 @@ from reshape.client import Connection, DaemonError, SchedulerUnavailable
 from scheduler.startup import job_pids, job_tag, kill_job
 from tests.helpers import repeated_undone_expansions, wait_for
 
-pytestmark = pytest.mark.mpi
+pytestmark = pytest.mark.procs
 
 
 def emu(iterations=10, work=1.0, serial=0.05, overhead=0.04, nprocs=2, noise=0.0, seed=0, **kw) -> dict:

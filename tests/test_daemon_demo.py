@@ -13,7 +13,7 @@ import pytest
 from scheduler.demo import demo_jobs, resizes, shrink_reasons
 from scheduler.startup import TAG, job_tag, kill_job
 
-pytestmark = pytest.mark.mpi
+pytestmark = pytest.mark.procs
 
 
 def tagged_under(state_dir: str) -> list[int]:

@@ -20,6 +20,8 @@ from reshape.client import Connection, DaemonError
 from scheduler.jobfile import validate_job
 from tests.helpers import wait_for
 
+pytestmark = pytest.mark.procs  # real daemons; one test runs Job Startup (and so mpiexec) itself
+
 
 def raw(d, frame: bytes, timeout: float = 5.0) -> dict | None:
     """Send one raw frame on a DEALER socket; the decoded reply envelope (None: no reply)."""

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-pytestmark = pytest.mark.mpi
+pytestmark = pytest.mark.procs
 
 
 def digest(res):

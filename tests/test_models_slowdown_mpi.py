@@ -28,7 +28,7 @@ import pytest
 
 from scheduler.models.slowdown import aggregate_slowdown, local_slowdown
 
-pytestmark = pytest.mark.mpi
+pytestmark = pytest.mark.procs
 
 SPIN = "import os,sys\nos.sched_setaffinity(0,{int(sys.argv[1])})\nwhile True: pass\n"
 

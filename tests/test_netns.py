@@ -24,6 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PREFIX = f"t{os.getpid() % 10000:04d}"  # per process: concurrent test runs must not share a cluster
 CRASH = f"x{os.getpid() % 10000:04d}"
 WHY = netns.unavailable_reason()
+pytestmark = pytest.mark.cluster
 needs_root = pytest.mark.skipif(WHY is not None, reason=f"namespace cluster unavailable: {WHY}")
 
 

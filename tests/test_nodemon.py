@@ -22,7 +22,7 @@ from reshape.launch import kill_session
 from scheduler.startup import job_pids, job_tag
 from tests.helpers import ROOT, free_port, kill_journaled_jobs, wait_for
 
-pytestmark = pytest.mark.mpi
+pytestmark = pytest.mark.procs
 
 SLEEPER = "import time; from mpi4py import MPI; time.sleep({})"
 

@@ -22,7 +22,7 @@ import pytest
 from scheduler.startup import job_pids, job_tag
 from tests.helpers import wait_for
 
-pytestmark = pytest.mark.mpi
+pytestmark = pytest.mark.procs
 
 TIMEOUT = 4.0  # the jobs' resize_timeout in these tests
 

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-pytestmark = pytest.mark.mpi
+pytestmark = pytest.mark.procs
 
 
 def run_plan(mpirun, start, plan, tmp_path, extra_env=None, iters=6):

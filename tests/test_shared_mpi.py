@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-pytestmark = pytest.mark.mpi
+pytestmark = pytest.mark.procs
 
 HETERO = ('{"element_time": 1e-6, "nodes": [{"memory": 6000, "cpu": 0.5}, {"memory": 100000},'
           ' {"memory": 9000, "read_bw": 5e6, "write_bw": 5e6}]}')

@@ -67,7 +67,7 @@ from scheduler.sim import SimInput, simulate
 from scheduler.sim.emumodel import AmdahlOverheadModel, EmuRedistModel
 from tests.helpers import DaemonProc, wait_for
 
-pytestmark = pytest.mark.mpi
+pytestmark = pytest.mark.procs
 
 SLOTS = 8
 REDIST = 0.1  # emujob --redist: a resize p -> q sleeps 0.1 * (1 + min/max) s
