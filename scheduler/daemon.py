@@ -173,6 +173,7 @@ class Daemon:
         self._reap: list[subprocess.Popen] = []  # killed jobs' mpiexec not yet reaped
         self._strays: queue.SimpleQueue[str | None] = queue.SimpleQueue()  # tags for the reaper thread
         self.served = 0
+        self._told_errors = 0  # policy errors already printed
         self.max_gap = 0.0  # longest time between two turns of the loop (seconds)
         self.service: collections.deque[float] = collections.deque(maxlen=8192)  # seconds, recv -> reply
         self.stopping = False
@@ -497,6 +498,10 @@ class Daemon:
 
     def flush(self) -> None:
         s = self.state
+        new = s.policy_error_count - self._told_errors  # decisions the core skipped: say so once each
+        for msg in list(s.policy_errors)[-new:] if new > 0 else []:
+            print(f"reshape daemon: policy error (decision skipped): {msg}", file=sys.stderr, flush=True)
+        self._told_errors = s.policy_error_count
         jobs = [s.jobs[i] for i in sorted(s.dirty)]
         meta = {"next_id": s.next_id, "slots": s.pool.capacity}
         nodes = [s.nodes[h] for h in sorted(s.dirty_nodes)]
@@ -605,7 +610,9 @@ class Daemon:
         """Requests served and the service time (request received -> reply sent) of recent ones."""
         xs = sorted(self.service)
         access = {"auth": "curve" if self.gate else "none", "refused": self.gate.refused if self.gate else 0,
-                  "max_loop_gap_ms": round(1e3 * self.max_gap, 1)}
+                  "max_loop_gap_ms": round(1e3 * self.max_gap, 1),
+                  "policy_errors": self.state.policy_error_count,
+                  "last_policy_errors": list(self.state.policy_errors)[-3:]}
         if self.slurm is not None:
             access["slurm"] = {"notes": list(self.slurm_notes), "error": self.slurm_error}
         if not xs:
