@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from reshape.layout import nearly_square_grid
 from reshape.watchdog import DEFAULT_TIMEOUT as DEFAULT_RESIZE_TIMEOUT
 
 from .policy import JobSpec, legal_sizes
@@ -134,9 +135,7 @@ def validate_job(d: Any, pool_slots: int | None = None) -> dict[str, Any]:
     spec = spec_from_dict(0, 0.0, out)
     if topology == "2d" and divides:
         # 2-D: each side of the nearly-square grid must divide the problem size
-        r = int(nprocs**0.5)
-        while nprocs % r:
-            r -= 1
+        r, _ = nearly_square_grid(nprocs)
         if divides % r or divides % (nprocs // r) or (sizes and nprocs not in sizes):
             raise JobFileError(f"nprocs {nprocs} ({r}x{nprocs // r}) is not a legal 2-D size for {divides}")
     elif nprocs not in legal_sizes(spec, max(pool_slots or nprocs, nprocs)):

@@ -94,6 +94,8 @@ import math
 from dataclasses import replace
 from functools import partial
 
+from reshape.layout import nearly_square_grid
+
 from ..policy import (
     Continue,
     Expand,
@@ -111,19 +113,12 @@ from .easy import give_back_view, shadow_time
 __all__ = ["PLUS", "ReshapeRemap", "StaticRemap", "last_expansion", "next_size", "shrink_sizes"]
 
 
-def _grid(p: int) -> tuple[int, int]:
-    r = int(p**0.5)
-    while p % r:
-        r -= 1
-    return r, p // r
-
-
 def next_size(spec: JobSpec, current: int, limit: int) -> int | None:
     """The next size after ``current`` for an expansion, at most ``limit``; None if none."""
     if spec.topology == "2d":
         # ``divides`` applies to each side of the grid here, not to the total
         lo, hi = spec.min_procs, min(spec.max_procs or limit, limit)
-        r, c = _grid(current)
+        r, c = nearly_square_grid(current)
         n = spec.divides
         while True:
             if r > c:
@@ -160,7 +155,7 @@ def shrink_sizes(spec: JobSpec, current: int, pool: int) -> list[int]:
         if p >= current:
             break
         if spec.topology == "2d" and spec.divides:
-            r, c = _grid(p)
+            r, c = nearly_square_grid(p)
             if spec.divides % r or spec.divides % c:
                 continue
         out.append(p)
