@@ -133,13 +133,15 @@ def validate_job(d: Any, pool_slots: int | None = None) -> dict[str, Any]:
            "arrival_delay": _num(d, "arrival_delay") or 0.0, "launch": launch, "env": dict(env),
            "iterations": iterations, "resize_timeout": resize_timeout or DEFAULT_RESIZE_TIMEOUT}
     spec = spec_from_dict(0, 0.0, out)
-    if topology == "2d" and divides:
-        # 2-D: each side of the nearly-square grid must divide the problem size
-        r, _ = nearly_square_grid(nprocs)
-        if divides % r or divides % (nprocs // r) or (sizes and nprocs not in sizes):
-            raise JobFileError(f"nprocs {nprocs} ({r}x{nprocs // r}) is not a legal 2-D size for {divides}")
-    elif nprocs not in legal_sizes(spec, max(pool_slots or nprocs, nprocs)):
-        raise JobFileError(f"nprocs {nprocs} is not a legal size (sizes/divides)")
+    if not legal_sizes(spec, pool_slots or nprocs, (nprocs,)):
+        if sizes and nprocs not in sizes:
+            why = f"not one of 'sizes' {sizes}"[:300]
+        elif topology == "2d":
+            r, c = nearly_square_grid(nprocs)
+            why = f"the sides of its {r}x{c} grid must divide {divides}"
+        else:
+            why = f"it does not divide {divides}"
+        raise JobFileError(f"nprocs {nprocs} is not a legal size: {why}")
     return out
 
 
