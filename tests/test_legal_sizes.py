@@ -1,4 +1,5 @@
-"""A job's legal sizes: one definition (scheduler.policy.legal_sizes) for job files and policies."""
+"""A job's legal sizes: one definition (scheduler.policy.legal_sizes) for job files, policies and
+the sizes a running job announces (scheduler.jobfile.narrow_spec)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reshape.layout import nearly_square_grid
-from scheduler.jobfile import JobFileError, validate_job
+from scheduler.jobfile import JobFileError, narrow_spec, spec_from_dict, validate_job
 from scheduler.policies.reshape_remap import next_size, shrink_sizes
 from scheduler.policy import JobSpec, RunningJob, Snapshot, Start, app_policy, legal_sizes, remap_policy
 
@@ -122,3 +123,48 @@ def test_dep_runs_jobs_at_legal_sizes_near_their_share():
     snap2 = Snapshot(0.0, 12, 4, (JobSpec(2, "b", 0.0, 2),), (a2,))
     assert app_policy("dep").schedule(snap2) == []  # the share (6) is not free yet
     assert [(s.job_id, s.nprocs) for s in remap_policy("dep").shrink_requests(snap2)] == [(1, 6)]
+
+
+# ---------------------------------------------------------------- narrowing by announced sizes
+
+
+def test_narrow_spec_intersects_and_keeps_the_start_and_current_sizes():
+    s = spec(4, min_procs=2, max_procs=32)
+    n = narrow_spec(s, [1, 2, 4, 8, 16, 64], current=6)
+    assert n.sizes == (2, 4, 6, 8, 16)  # 1 < min_procs, 64 > max_procs; 6: runs there
+    assert legal_sizes(n, 32) == [2, 4, 6, 8, 16]
+    assert (n.min_procs, n.max_procs, n.nprocs) == (2, 32, 4)
+    assert narrow_spec(n, [1, 2, 4, 8, 16, 64], current=6) == n  # idempotent
+    # current defaults to the starting size
+    assert narrow_spec(s, [8, 16]).sizes == (4, 8, 16)
+
+
+def test_narrow_spec_with_2d_and_listed_sizes():
+    s = spec(4, topology="2d", divides=12, sizes=(2, 4, 8, 9, 10, 16))
+    # the program accepts only powers of two: 9 goes; 10 and 5 were never legal for the job file
+    assert narrow_spec(s, [1, 2, 4, 5, 8, 10, 16, 32]).sizes == (2, 4, 8, 16)
+
+
+def test_narrowed_spec_still_validates_as_a_job_file():
+    d = validate_job(job(nprocs=4, divides=48))
+    n = narrow_spec(spec_from_dict(1, 0.0, d), [2, 4, 8, 16, 32], current=8)
+    d2 = validate_job({**job(nprocs=4, divides=48), "sizes": list(n.sizes)})
+    assert spec_from_dict(1, 0.0, d2) == n
+
+
+def test_narrow_spec_with_nothing_in_common_says_so():
+    s = spec(4, divides=12)
+    with pytest.raises(JobFileError) as e:
+        narrow_spec(s, [5, 7, 8, 9, 10, 11], current=4)
+    msg = str(e.value)
+    assert "its program accepts none of the sizes its job file allows" in msg
+    assert "program: 5, 7-11; job file, up to 4096: 1-4, 6, 12)" in msg
+    with pytest.raises(JobFileError) as e:  # a long list is cut short in the message
+        narrow_spec(spec(2, divides=2), list(range(3, 4096, 2)))
+    assert len(str(e.value)) < 400 and "program: 3, 5, 7, " in str(e.value) and ", ...;" in str(e.value)
+
+
+@pytest.mark.parametrize("bad", [[0], [4097], ["4"], [True], "124"])
+def test_narrow_spec_refuses_what_is_not_a_size_list(bad):
+    with pytest.raises(JobFileError, match="announced sizes must be integers"):
+        narrow_spec(spec(), bad)
