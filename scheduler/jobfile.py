@@ -8,8 +8,10 @@
     min_procs = 2         # optional (default 1)
     max_procs = 16        # optional (default: the whole pool)
     sizes = [2, 4, 8]     # optional explicit legal sizes
-    divides = 2400        # optional: legal sizes must divide this ("must divide N")
+    divides = 2400        # optional: legal sizes divide this ("must divide N"); "2d": each grid side does
     topology = "2d"       # "2d": nearly-square grids (smallest side grows), or "1d"
+
+The legal sizes these fields allow are :func:`scheduler.policy.legal_sizes`.
     resizable = true      # false: a static job, never resized
     walltime = 600        # optional estimate in seconds (used by backfill)
     arrival_delay = 0     # optional: enter the queue this many seconds after submission
