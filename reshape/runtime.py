@@ -3,7 +3,9 @@
 An application registers the global arrays and values that must survive a
 resize, and calls :meth:`Resizer.resize` at the end of each iteration::
 
-    rt = reshape.init()
+    from reshape import runtime
+
+    rt = runtime.init()
     A = rt.register_array("A", (n, n), layout="2d", block=(64, 64), init=lambda i, j: ...)
     for it in rt.iterations(20):
         t0 = time.perf_counter()
