@@ -157,7 +157,7 @@ def narrow_spec(spec: JobSpec, announced: list[int] | tuple[int, ...], current: 
     it accepts among ``1..MAX_SIZES`` (``reshape.protocol.MAX_SIZES``,
     ``docs/protocol.md`` "Announced sizes"). The result is ``spec`` with
     ``sizes`` listing explicitly its legal sizes
-    (:func:`scheduler.policy.legal_sizes`, no pool bound) that the job
+    (:func:`scheduler.policy.legal_sizes`, among ``1..MAX_SIZES``) that the job
     announced, plus the size it started at (``spec.nprocs``) and ``current``,
     the size it runs at (default ``spec.nprocs``), if the job file allows
     them: a running job stays legal where it is, and the result still passes
