@@ -8,7 +8,8 @@ A job must never hang because the daemon is gone: every request has a
 timeout; after a failure the client answers "continue" without contacting
 the daemon for ``retry_after`` seconds, then tries again on a fresh socket.
 A restarted daemon thus sees its running jobs reconnect at their next resize
-point (the first request after a reconnect is a ``hello``).
+point (the first request after a reconnect is a ``hello``; it carries the
+sizes the job accepts once the runtime announced them, :meth:`SchedulerClient.announce_sizes`).
 
 Authentication: when the daemon's endpoint is not loopback, or a key
 directory is named (``keys=`` or ``$RESHAPE_KEYS``, which the daemon sets for
@@ -28,7 +29,7 @@ import zmq
 from . import jobenv as E
 from .advice import ENV_JOB_ID, ENV_SCHEDULER, Advice, ResizeReport
 from .auth import ClientKeys, keys_dir_for, load_client_keys, secure_client
-from .protocol import MAX_REPLY_BYTES, Message, ProtocolError, decode, encode
+from .protocol import MAX_REPLY_BYTES, MAX_SIZES, Message, ProtocolError, decode, encode
 
 __all__ = ["Connection", "DaemonError", "SchedulerClient", "SchedulerUnavailable", "contact_scheduler"]
 
@@ -143,6 +144,7 @@ class SchedulerClient:
         self._down_until = 0.0
         self._greeted = False
         self.host = socket.gethostname()
+        self.sizes: list[int] | None = None  # announced in hello (see announce_sizes)
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> SchedulerClient:
@@ -161,8 +163,10 @@ class SchedulerClient:
             return None
         try:
             if not self._greeted and nprocs is not None:
-                self.conn.request("hello", {"nprocs": nprocs, "host": self.host, "pid": os.getpid()},
-                                  job_id=self.job_id)
+                hello = {"nprocs": nprocs, "host": self.host, "pid": os.getpid()}
+                if self.sizes:
+                    hello["sizes"] = self.sizes
+                self.conn.request("hello", hello, job_id=self.job_id)
                 self._greeted = True
             return self.conn.request(type_, body, job_id=self.job_id)
         except SchedulerUnavailable as e:
@@ -173,6 +177,17 @@ class SchedulerClient:
         except DaemonError as e:
             self.errors.append(str(e))
             return None
+
+    def announce_sizes(self, sizes) -> None:
+        """The sizes this job accepts (``Resizer.legal_sizes``): sent in ``hello``'s ``sizes``.
+
+        Those above ``MAX_SIZES`` are not sent. A list that differs from the
+        last one is sent with a new ``hello`` before the next request.
+        """
+        new = sorted({int(q) for q in sizes if 1 <= q <= MAX_SIZES}) or None
+        if new != self.sizes:
+            self.sizes = new
+            self._greeted = False
 
     def advise(self, report: ResizeReport) -> Advice:
         body = {

@@ -77,7 +77,16 @@ def indxl2g(indxloc: int, nb: int, iproc: int, isrcproc: int, nprocs: int) -> in
 
 
 def nearly_square_grid(p: int) -> tuple[int, int]:
-    """Factor ``p`` as ``pr x pc`` with ``pr <= pc`` and ``pr`` as large as possible."""
+    """Factor ``p`` as ``pr x pc`` with ``pr <= pc`` and ``pr`` as large as possible.
+
+    The one nearly-square factoring of the project (seed 001: "nearly-square
+    grids, smallest side grows"): the runtime's ``"2d"`` layouts, the grid a
+    job reports at its resize points, the 2-D legal-size rule
+    (:func:`scheduler.policy.legal_sizes`) and the remap policy's grid walk
+    (:func:`scheduler.policies.reshape_remap.next_size`) all use it. Rows come
+    first and are the smaller side (``pr <= pc``), so with row-major ranks a
+    grid grows by adding rows until it is square.
+    """
     if p < 1:
         raise LayoutError(f"process count must be >= 1, got {p}")
     pr = math.isqrt(p)

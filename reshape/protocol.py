@@ -24,6 +24,7 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_MESSAGE_BYTES",
     "MAX_REPLY_BYTES",
+    "MAX_SIZES",
     "NODE_TYPES",
     "REPLY_TYPES",
     "VERSION",
@@ -40,6 +41,7 @@ MAX_MESSAGE_BYTES = 64 * 1024  # a request larger than this is refused (``too_la
 MAX_REPLY_BYTES = 64 * 1024 * 1024  # replies (status, history) may be large; a client accepts up to this
 MAX_DEPTH = 16  # JSON nesting of a request (objects and arrays)
 MAX_INT = 1 << 53  # integers a peer may send (beyond: not a count, an id or a time)
+MAX_SIZES = 4096  # ``hello``'s ``sizes`` lists the sizes a job accepts among 1..MAX_SIZES
 
 _INT = (int,)
 _NUM = (int, float)
@@ -51,7 +53,7 @@ _NONE = (type(None),)
 
 # type -> {field: (allowed JSON types, required)}
 _JOB_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
-    "hello": {"nprocs": (_INT, True), "host": (_STR, False), "pid": (_INT, False)},
+    "hello": {"nprocs": (_INT, True), "host": (_STR, False), "pid": (_INT, False), "sizes": (_LIST, False)},
     "resize_point": {
         "iteration": (_INT, True),
         "nprocs": (_INT, True),
@@ -291,6 +293,8 @@ def _check_values(t: str, body: dict[str, Any], seq: int) -> None:
         g = body["grid"]
         if len(g) > 3 or not all(_is(x, _INT) and x >= 1 for x in g):
             raise ProtocolError("bad_field", "resize_point: 'grid' must list 1-3 positive integers", seq)
+    if t == "hello" and "sizes" in body:
+        _check_sizes(body["sizes"], seq)
     if t == "advice":
         if body["action"] not in ADVICE_ACTIONS:
             raise ProtocolError("bad_field", f"advice: action must be one of {ADVICE_ACTIONS}", seq)
@@ -306,3 +310,18 @@ def _check_values(t: str, body: dict[str, Any], seq: int) -> None:
                 raise ProtocolError("bad_field", f"{t}: {name!r} must be 1-255 characters", seq)
     if t == "heartbeat" and not all(_is(x, _INT) and x >= 0 for x in body.get("jobs", [])):
         raise ProtocolError("bad_field", "heartbeat: 'jobs' must list job ids", seq)
+
+
+def _check_sizes(sizes: list, seq: int) -> None:
+    """``hello``'s ``sizes``: 1 to :data:`MAX_SIZES` integers in ``[1, MAX_SIZES]``, strictly ascending."""
+    if not sizes or len(sizes) > MAX_SIZES:
+        raise ProtocolError("bad_field", f"hello: 'sizes' must list 1-{MAX_SIZES} sizes, got {len(sizes)}", seq)
+    prev = 0
+    for i, x in enumerate(sizes):
+        if not _is(x, _INT) or not 1 <= x <= MAX_SIZES:
+            raise ProtocolError("bad_field", f"hello: 'sizes'[{i}] must be an integer in [1, {MAX_SIZES}], "
+                                             f"got {x!r}"[:200], seq)
+        if x <= prev:
+            raise ProtocolError("bad_field", f"hello: 'sizes' must be strictly ascending ('sizes'[{i}] = {x} "
+                                             f"after {prev})", seq)
+        prev = x

@@ -3,7 +3,9 @@
 An application registers the global arrays and values that must survive a
 resize, and calls :meth:`Resizer.resize` at the end of each iteration::
 
-    rt = reshape.init()
+    from reshape import runtime
+
+    rt = runtime.init()
     A = rt.register_array("A", (n, n), layout="2d", block=(64, 64), init=lambda i, j: ...)
     for it in rt.iterations(20):
         t0 = time.perf_counter()
@@ -66,6 +68,7 @@ from .advice import ENV_SCHEDULER, Advice, Advisor, ResizeReport, advisor_from_e
 from .darray import DistArray
 from .layout import Layout, LayoutError, block, block_cyclic_1d, block_cyclic_2d, nearly_square_grid
 from .mpiutil import barrier, bcast_obj
+from .protocol import MAX_SIZES
 from .redistribute import redistribute
 from .watchdog import DEFAULT_TIMEOUT, Watchdog, abort, install_excepthook, resize_timeout
 
@@ -172,6 +175,7 @@ class Resizer:
     _last_redist: tuple[int, float] | None = None  # (old size, seconds) to report next time
     _in_body: bool = False
     _dog: Watchdog | None = None  # bounds each resize (reshape.watchdog)
+    _announced: tuple | None = None  # what the sizes last announced to the advisor were computed from
 
     # ------------------------------------------------------------ basics
     @property
@@ -256,6 +260,7 @@ class Resizer:
                 redist_time=prev[1] if prev else None, redist_from=prev[0] if prev else None,
                 host=socket.gethostname(),
             )
+            self._announce_sizes()
             try:
                 advice = self.advisor.advise(report) if self.advisor else Advice("continue", self.size)
             except Exception as e:  # an advisor failure must not stop the job
@@ -446,6 +451,7 @@ class Resizer:
             self.advisor.finished("error", reason)
 
     def _check_size(self, q: int, action: str) -> str | None:
+        """Why the job cannot ``action`` (expand or shrink) to ``q`` processes now, or None."""
         p = self.size
         if not isinstance(q, int | np.integer) or q < 1:
             return f"invalid target size {q!r}"
@@ -453,11 +459,15 @@ class Resizer:
             return f"expand to {q} is not larger than the current {p}"
         if action == "shrink" and q >= p:
             return f"shrink to {q} is not smaller than the current {p}"
-        if self.max_procs and q > self.max_procs:
-            return f"{q} exceeds the job's maximum of {self.max_procs} processes"
         if action == "shrink" and not self.allow_new_sizes and q not in self.history:
             return (f"shrink to {q}: the job has only run on {sorted(set(self.history))} processes "
                     f"(a job shrinks only to sizes it has run at; allow_new_sizes=True lifts this)")
+        return self._size_problem(q)
+
+    def _size_problem(self, q: int) -> str | None:
+        """Why the job can never run on ``q`` processes (max_procs, the sizes test, an array's layout), or None."""
+        if self.max_procs and q > self.max_procs:
+            return f"{q} exceeds the job's maximum of {self.max_procs} processes"
         if self.sizes and not self.sizes(q):
             return f"{q} processes is not a legal size for this job"
         for reg in self.arrays.values():
@@ -466,6 +476,31 @@ class Resizer:
             except LayoutError as e:
                 return f"array {reg.name!r} has no layout on {q} processes: {e}"
         return None
+
+    def legal_sizes(self, upto: int) -> list[int]:
+        """The sizes in ``1..upto`` this job accepts, ascending.
+
+        The checks a resize makes that do not depend on the moment: ``max_procs``,
+        the ``sizes`` test and a layout for every registered array. Left out:
+        the direction (an expansion must grow, a shrink must shrink) and the
+        rule that a job shrinks only to sizes it has run at. Local, no
+        communication. Rank 0 announces the result to the scheduler
+        (``hello``'s ``sizes``, up to ``reshape.protocol.MAX_SIZES``), which
+        then advises only sizes the job accepts.
+        """
+        return [q for q in range(1, upto + 1) if self._size_problem(q) is None]
+
+    def _announce_sizes(self) -> None:
+        """Rank 0: give the advisor the sizes this job accepts, again when arrays or ``max_procs`` changed."""
+        announce = getattr(self.advisor, "announce_sizes", None)
+        key = (tuple(self.arrays), self.max_procs, self.sizes)
+        if announce is None or key == self._announced:
+            return
+        self._announced = key
+        try:
+            announce(self.legal_sizes(min(self.max_procs or MAX_SIZES, MAX_SIZES)))
+        except Exception as e:  # a sizes test that fails on some size must not stop the job
+            print(f"[reshape] cannot announce the job's sizes: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
 
     def _replace_comm(self, new: MPI.Intracomm) -> None:
         old = self.comm

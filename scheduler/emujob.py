@@ -23,19 +23,13 @@ import time
 
 from reshape import jobenv as E
 from reshape.advice import ResizeReport, advisor_from_env
+from reshape.layout import nearly_square_grid
 
 __all__ = ["iteration_time", "main"]
 
 
 def iteration_time(p: int, work: float, serial: float, overhead: float) -> float:
     return work * (serial + (1 - serial) / p) + overhead * p
-
-
-def _grid(p: int) -> tuple[int, int]:
-    r = int(p**0.5)
-    while p % r:
-        r -= 1
-    return r, p // r
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
             return 3
         if it == a.iterations:
             break
-        adv = advisor.advise(ResizeReport(job_id, it, p, _grid(p), t, redist_t, redist_from))
+        adv = advisor.advise(ResizeReport(job_id, it, p, nearly_square_grid(p), t, redist_t, redist_from))
         redist_t = redist_from = None
         if adv.action in ("expand", "shrink") and adv.nprocs != p:
             cost = a.redist * (1 + min(p, adv.nprocs) / max(p, adv.nprocs))

@@ -8,8 +8,10 @@
     min_procs = 2         # optional (default 1)
     max_procs = 16        # optional (default: the whole pool)
     sizes = [2, 4, 8]     # optional explicit legal sizes
-    divides = 2400        # optional: legal sizes must divide this ("must divide N")
+    divides = 2400        # optional: legal sizes divide this ("must divide N"); "2d": each grid side does
     topology = "2d"       # "2d": nearly-square grids (smallest side grows), or "1d"
+
+The legal sizes these fields allow are :func:`scheduler.policy.legal_sizes`.
     resizable = true      # false: a static job, never resized
     walltime = 600        # optional estimate in seconds (used by backfill)
     arrival_delay = 0     # optional: enter the queue this many seconds after submission
@@ -25,15 +27,18 @@ interpreter so jobs run in the same environment.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
+from reshape.layout import nearly_square_grid
+from reshape.protocol import MAX_SIZES
 from reshape.watchdog import DEFAULT_TIMEOUT as DEFAULT_RESIZE_TIMEOUT
 
 from .policy import JobSpec, legal_sizes
 from .tomlfile import read_toml
 
-__all__ = ["DEFAULT_RESIZE_TIMEOUT", "JobFileError", "load_job_file", "resize_timeout_of", "spec_from_dict",
-           "validate_job"]
+__all__ = ["DEFAULT_RESIZE_TIMEOUT", "JobFileError", "load_job_file", "narrow_spec", "resize_timeout_of",
+           "spec_from_dict", "validate_job"]
 
 _KEYS = {"name", "command", "nprocs", "min_procs", "max_procs", "sizes", "divides", "topology",
          "resizable", "walltime", "arrival_delay", "launch", "env", "iterations", "resize_timeout"}
@@ -132,16 +137,70 @@ def validate_job(d: Any, pool_slots: int | None = None) -> dict[str, Any]:
            "arrival_delay": _num(d, "arrival_delay") or 0.0, "launch": launch, "env": dict(env),
            "iterations": iterations, "resize_timeout": resize_timeout or DEFAULT_RESIZE_TIMEOUT}
     spec = spec_from_dict(0, 0.0, out)
-    if topology == "2d" and divides:
-        # 2-D: each side of the nearly-square grid must divide the problem size
-        r = int(nprocs**0.5)
-        while nprocs % r:
-            r -= 1
-        if divides % r or divides % (nprocs // r) or (sizes and nprocs not in sizes):
-            raise JobFileError(f"nprocs {nprocs} ({r}x{nprocs // r}) is not a legal 2-D size for {divides}")
-    elif nprocs not in legal_sizes(spec, max(pool_slots or nprocs, nprocs)):
-        raise JobFileError(f"nprocs {nprocs} is not a legal size (sizes/divides)")
+    if not legal_sizes(spec, pool_slots or nprocs, (nprocs,)):
+        if sizes and nprocs not in sizes:
+            why = f"not one of 'sizes' {sizes}"[:300]
+        elif topology == "2d":
+            r, c = nearly_square_grid(nprocs)
+            why = f"the sides of its {r}x{c} grid must divide {divides}"
+        else:
+            why = f"it does not divide {divides}"
+        raise JobFileError(f"nprocs {nprocs} is not a legal size: {why}")
     return out
+
+
+def narrow_spec(spec: JobSpec, announced: list[int] | tuple[int, ...], current: int | None = None) -> JobSpec:
+    """``spec`` restricted to the sizes its running job announced (``hello``'s ``sizes``).
+
+    A job's program knows constraints its job file does not state (the
+    runtime's ``sizes`` test, its arrays' layouts) and announces every size
+    it accepts among ``1..MAX_SIZES`` (``reshape.protocol.MAX_SIZES``,
+    ``docs/protocol.md`` "Announced sizes"). The result is ``spec`` with
+    ``sizes`` listing explicitly its legal sizes
+    (:func:`scheduler.policy.legal_sizes`, among ``1..MAX_SIZES``) that the job
+    announced, plus the size it started at (``spec.nprocs``) and ``current``,
+    the size it runs at (default ``spec.nprocs``), if the job file allows
+    them: a running job stays legal where it is, and the result still passes
+    :func:`validate_job`, even if its program left them out.
+    min/max/divides/topology are kept. Sizes above ``MAX_SIZES`` are not
+    announced and so not legal after narrowing (but for those two).
+    Idempotent: narrowing the result again with the same list changes nothing.
+
+    Raises :class:`JobFileError` when no size is legal both by the job file
+    and by the announcement (the job file and the program disagree; the
+    message shows both), or when ``announced`` is not a list of sizes.
+
+    The daemon's handler of ``hello`` calls it with the body's ``sizes`` and
+    ``nprocs``: ``narrow_spec(job.spec, body["sizes"], body["nprocs"])``, and
+    schedules the job by the result from then on.
+    """
+    if isinstance(announced, str | bytes) or not all(
+            isinstance(p, int) and not isinstance(p, bool) and 1 <= p <= MAX_SIZES for p in announced):
+        raise JobFileError(f"announced sizes must be integers in [1, {MAX_SIZES}]")
+    cur = spec.nprocs if current is None else current
+    both = legal_sizes(spec, MAX_SIZES, set(announced))
+    if not both:
+        mine = legal_sizes(spec, MAX_SIZES)
+        raise JobFileError(
+            f"job {spec.job_id} ({spec.name}): its program accepts none of the sizes its job file allows "
+            f"(program: {_ranges(sorted(set(announced)))}; job file, up to {MAX_SIZES}: "
+            f"{_ranges(mine) or 'none'})")
+    ran = legal_sizes(spec, max(cur, spec.nprocs, MAX_SIZES), (spec.nprocs, cur))
+    return replace(spec, sizes=tuple(sorted({*both, *ran})))
+
+
+def _ranges(sizes: list[int], limit: int = 160) -> str:
+    """``[1, 2, 3, 5, 8, 9]`` as ``"1-3, 5, 8-9"``, cut at about ``limit`` characters."""
+    parts: list[str] = []
+    i = 0
+    while i < len(sizes):
+        j = i
+        while j + 1 < len(sizes) and sizes[j + 1] == sizes[j] + 1:
+            j += 1
+        parts.append(str(sizes[i]) if i == j else f"{sizes[i]}-{sizes[j]}")
+        i = j + 1
+    text = ", ".join(parts)
+    return text if len(text) <= limit else text[:limit].rsplit(", ", 1)[0] + ", ..."
 
 
 def spec_from_dict(job_id: int, submit_time: float, d: dict[str, Any]) -> JobSpec:

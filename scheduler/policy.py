@@ -222,14 +222,55 @@ class RemapPolicy:
 # --------------------------------------------------------------------------
 
 
-def legal_sizes(spec: JobSpec, pool: int) -> list[int]:
-    """Sizes ``spec`` may run at in a pool of ``pool`` slots, ascending."""
+def legal_sizes(spec: JobSpec, pool: int,
+                among: tuple[int, ...] | list[int] | set[int] | range | None = None) -> list[int]:
+    """The sizes ``spec`` may run at in a pool of ``pool`` slots, ascending.
+
+    The one definition of a job's legal sizes: job-file validation
+    (:func:`scheduler.jobfile.validate_job`), every policy, and the narrowing
+    by the sizes a running job announces (:func:`scheduler.jobfile.narrow_spec`)
+    use it. A size ``p`` is legal when
+
+    * ``min_procs <= p <= min(max_procs, pool)``;
+    * ``p`` is one of ``sizes``, if the job lists them;
+    * with ``divides = N``: for ``topology="1d"``, ``p`` divides ``N``; for
+      ``topology="2d"``, *both sides* of ``p``'s nearly-square grid
+      (:func:`reshape.layout.nearly_square_grid`, the grid the runtime's
+      ``"2d"`` layouts use) divide ``N``, since each side splits one dimension
+      of an ``N x N`` problem. For ``N = 12``, 9 (3x3) and 8 (2x4) are legal
+      2-D sizes though they do not divide 12; 5 (1x5) is not. ``"2d"``
+      without ``divides`` allows every size: any ``p`` has a grid.
+
+    Which legal size a job grows to next is not part of this definition but a
+    policy choice: the ReSHAPE remap policy walks the grid, growing its
+    smaller side (:func:`scheduler.policies.reshape_remap.next_size`), and
+    only ever returns sizes this function accepts.
+
+    ``among``: the candidate sizes to test (default every size from
+    ``min_procs`` up); ``legal_sizes(spec, pool, [p])`` tests one size without
+    listing the range, and ``legal_sizes(spec, pool, announced)`` intersects.
+    """
+    from reshape.layout import nearly_square_grid
+
     hi = min(spec.max_procs or pool, pool)
     lo = max(spec.min_procs, 1)
-    cand = [p for p in spec.sizes if lo <= p <= hi] if spec.sizes else list(range(lo, hi + 1))
-    if spec.divides:
-        cand = [p for p in cand if spec.divides % p == 0]
-    return sorted(set(cand))
+    listed = set(spec.sizes) if spec.sizes else None
+    if among is None:
+        among = listed if listed is not None else range(lo, hi + 1)
+    n = spec.divides
+    out = set()
+    for p in among:
+        if not lo <= p <= hi or (listed is not None and p not in listed):
+            continue
+        if n:
+            if spec.topology == "2d":
+                r, c = nearly_square_grid(p)
+                if n % r or n % c:
+                    continue
+            elif n % p:
+                continue
+        out.add(p)
+    return sorted(out)
 
 
 # --------------------------------------------------------------------------

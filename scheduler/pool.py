@@ -14,7 +14,7 @@ Config file (``reshape daemon --config pool.toml``)::
 Allocation fills nodes in config order (the first node with free slots
 first), so a job's ranks are packed onto as few nodes as possible.
 
-A node can be *down* (its monitor stopped heartbeating, ``scheduler.nodes``):
+A node can be *down* (its monitor stopped heartbeating, ``scheduler.nodestate``):
 its slots leave the pool (``total`` and ``free`` count only nodes that are
 up, ``capacity`` counts all) and nothing is allocated on it until it is up
 again. A *draining* node is up for the jobs on it, but its free slots are

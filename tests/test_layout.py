@@ -1,5 +1,7 @@
 """Layouts: ScaLAPACK index maps and the partition property."""
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -84,6 +86,20 @@ def test_rank_order_row_and_column_major():
                                     (12, (3, 4)), (7, (1, 7)), (16, (4, 4))])
 def test_nearly_square_grid(p, grid):
     assert nearly_square_grid(p) == grid
+
+
+@given(st.integers(1, 100_000))
+def test_nearly_square_grid_is_the_most_square_factoring(p):
+    pr, pc = nearly_square_grid(p)
+    assert pr * pc == p and 1 <= pr <= pc
+    # pr is maximal: no divisor of p lies between pr and sqrt(p)
+    assert not any(p % d == 0 for d in range(pr + 1, math.isqrt(p) + 1))
+
+
+def test_nearly_square_grid_needs_a_process():
+    for p in (0, -3):
+        with pytest.raises(LayoutError, match="process count"):
+            nearly_square_grid(p)
 
 
 def test_block_is_contiguous():

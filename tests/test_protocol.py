@@ -88,3 +88,41 @@ def test_random_bytes_never_crash(data):
         P.decode(data)
     except P.ProtocolError as e:
         assert e.code in {"malformed", "bad_version", "unknown_type", "bad_field", "too_large"}
+
+
+def hello(sizes) -> bytes:
+    return json.dumps({"v": 1, "type": "hello", "seq": 1, "job_id": 3,
+                       "body": {"nprocs": 4, "sizes": sizes}}).encode()
+
+
+@pytest.mark.parametrize("sizes", [[4], [1, 2, 4, 8], [2, 3, 5, 4096], list(range(1, P.MAX_SIZES + 1))])
+def test_hello_sizes_accepted(sizes):
+    m = P.decode(hello(sizes))
+    assert m.body["sizes"] == sizes
+    assert P.decode(P.encode(m)) == m
+
+
+@pytest.mark.parametrize(
+    ("sizes", "why"),
+    [
+        (4, "'sizes' must be list"),
+        ([], "must list 1-4096 sizes, got 0"),
+        (list(range(1, P.MAX_SIZES + 2)), "must list 1-4096 sizes, got 4097"),
+        ([0, 2], "'sizes'[0] must be an integer in [1, 4096], got 0"),
+        ([2, 4097], "'sizes'[1] must be an integer in [1, 4096], got 4097"),
+        ([2, -1], "'sizes'[1] must be an integer in [1, 4096], got -1"),
+        ([2, "4"], "'sizes'[1] must be an integer in [1, 4096], got '4'"),
+        ([True], "'sizes'[0] must be an integer in [1, 4096], got True"),
+        ([1.0], "'sizes'[0] must be an integer in [1, 4096], got 1.0"),
+        ([[2]], "'sizes'[0] must be an integer in [1, 4096], got [2]"),
+        ([2, 2], "strictly ascending ('sizes'[1] = 2 after 2)"),
+        ([4, 2], "strictly ascending ('sizes'[1] = 2 after 4)"),
+    ],
+)
+def test_hello_sizes_rejected_with_a_reason(sizes, why):
+    with pytest.raises(P.ProtocolError) as e:
+        P.decode(hello(sizes))
+    assert e.value.code == "bad_field" and e.value.seq == 1
+    assert why in e.value.message
+    with pytest.raises(P.ProtocolError):  # nor can a job send it
+        P.encode(P.Message("hello", 1, 3, {"nprocs": 4, "sizes": sizes}))

@@ -2,10 +2,10 @@
 
 :class:`OOCApp` holds one rank's emulated node, its instrumentation recorder
 and its HDF5 store, and provides the instrumented run that produces the MHETA
-profile (:meth:`OOCApp.instrument`), the timed run used for validation
+profile (:meth:`OOCApp._instrumented`), the timed run used for validation
 (:meth:`OOCApp.timed`) and cleanup. A subclass supplies ``structure`` (its
-:class:`~reshape.shared.structure.AppStructure`), ``iterate()`` and ``n`` (its
-current row count).
+:class:`~reshape.shared.structure.AppStructure`), ``iterate()``, ``n`` (its
+current row count) and ``instrument()``, which calls ``_instrumented``.
 """
 
 from __future__ import annotations

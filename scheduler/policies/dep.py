@@ -33,11 +33,13 @@ from scheduler.policy import (
     AppPolicy,
     Continue,
     Expand,
+    JobSpec,
     RemapDecision,
     RemapPolicy,
     Shrink,
     Snapshot,
     Start,
+    legal_sizes,
     register_app_policy,
     register_remap_policy,
 )
@@ -111,6 +113,21 @@ def fold_partition(current: dict[int, int], P: int, arriving: int | None = None,
     return out
 
 
+def _legal_near(spec: JobSpec, total: int, n: int) -> int | None:
+    """The job's largest legal size at most ``n``, else its smallest (None if it has none).
+
+    DEP's shares are slot counts; a job runs at the legal size
+    (:func:`scheduler.policy.legal_sizes`) nearest below its share. For a job
+    without ``sizes``/``divides`` that is its share clamped to
+    ``[min_procs, max_procs]``.
+    """
+    for p in range(min(n, total), max(spec.min_procs, 1) - 1, -1):
+        if legal_sizes(spec, total, (p,)):
+            return p
+    rest = legal_sizes(spec, total)
+    return rest[0] if rest else None
+
+
 def _targets(snap: Snapshot, M: int, admit: bool) -> dict[int, int]:
     """DEP sizes for the running jobs (and the queue head, if ``admit`` and a slot is open)."""
     cur = {r.spec.job_id: r.nprocs for r in snap.running}
@@ -133,12 +150,9 @@ class DEPApp(AppPolicy):
         if not snap.queue or len(snap.running) >= snap.total_slots // self.M:
             return []
         head = snap.queue[0]
-        want = _targets(snap, self.M, admit=True)[head.job_id]
-        hi = head.max_procs or snap.total_slots
-        n = max(head.min_procs, min(want, hi))
-        if not snap.running:
-            n = max(head.min_procs, min(hi, snap.free_slots))
-        return [Start(head.job_id, n)] if n <= snap.free_slots else []
+        want = _targets(snap, self.M, admit=True)[head.job_id] if snap.running else snap.free_slots
+        n = _legal_near(head, snap.total_slots, want)
+        return [Start(head.job_id, n)] if n is not None and n <= snap.free_slots else []
 
 
 @register_remap_policy("dep")
@@ -154,17 +168,16 @@ class DEPRemap(RemapPolicy):
 
     def at_resize_point(self, snap: Snapshot, job_id: int) -> RemapDecision:
         r = snap.job(job_id)
-        want = _targets(snap, self.M, admit=True).get(job_id, r.nprocs)
-        want = max(r.spec.min_procs, min(want, r.spec.max_procs or snap.total_slots))
-        if want == r.nprocs:
+        want = _legal_near(r.spec, snap.total_slots, _targets(snap, self.M, admit=True).get(job_id, r.nprocs))
+        if want is None or want == r.nprocs:
             return Continue(job_id)
         if snap.now - self._last < self.min_interval:
             return Continue(job_id, "smoothing: too soon after the last repartition")
         if want < r.nprocs:
             self._last = snap.now
             return Shrink(job_id, want, "dep share")
-        grow = min(want, r.nprocs + snap.free_slots)
-        if grow > r.nprocs:
+        grow = _legal_near(r.spec, snap.total_slots, min(want, r.nprocs + snap.free_slots))
+        if grow is not None and grow > r.nprocs:
             self._last = snap.now
             return Expand(job_id, grow, "dep share")
         return Continue(job_id)
@@ -175,8 +188,8 @@ class DEPRemap(RemapPolicy):
         tgt = _targets(snap, self.M, admit=True)
         out = []
         for r in snap.running:
-            w = max(r.spec.min_procs, tgt[r.spec.job_id])
-            if w < r.nprocs and r.spec.resizable:
+            w = _legal_near(r.spec, snap.total_slots, tgt[r.spec.job_id])
+            if w is not None and w < r.nprocs and r.spec.resizable:
                 out.append(Shrink(r.spec.job_id, w, "admit queued job"))
         return out
 

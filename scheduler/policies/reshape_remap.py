@@ -91,8 +91,9 @@ computes reservations in the same give-back view):
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from functools import partial
+
+from reshape.layout import nearly_square_grid
 
 from ..policy import (
     Continue,
@@ -111,19 +112,13 @@ from .easy import give_back_view, shadow_time
 __all__ = ["PLUS", "ReshapeRemap", "StaticRemap", "last_expansion", "next_size", "shrink_sizes"]
 
 
-def _grid(p: int) -> tuple[int, int]:
-    r = int(p**0.5)
-    while p % r:
-        r -= 1
-    return r, p // r
-
-
 def next_size(spec: JobSpec, current: int, limit: int) -> int | None:
     """The next size after ``current`` for an expansion, at most ``limit``; None if none."""
     if spec.topology == "2d":
-        # ``divides`` applies to each side of the grid here, not to the total
-        lo, hi = spec.min_procs, min(spec.max_procs or limit, limit)
-        r, c = _grid(current)
+        # the policy's walk: grow the smaller side of the grid to the next side
+        # that divides ``divides``; legal_sizes has the last word on each size
+        hi = min(spec.max_procs or limit, limit)
+        r, c = nearly_square_grid(current)
         n = spec.divides
         while True:
             if r > c:
@@ -132,11 +127,9 @@ def next_size(spec: JobSpec, current: int, limit: int) -> int | None:
             while n and n % r and r <= limit:
                 r += 1
             p = r * c
-            if p > limit:
-                return None
             if p > hi:
                 return None
-            if p > current and p >= lo and (not spec.sizes or p in spec.sizes):
+            if p > current and legal_sizes(spec, limit, (p,)):
                 return p
     for p in legal_sizes(spec, limit):
         if p > current:
@@ -153,22 +146,9 @@ def last_expansion(history: tuple[int, ...]) -> tuple[int, int] | None:
 
 
 def shrink_sizes(spec: JobSpec, current: int, pool: int) -> list[int]:
-    """Every legal size below ``current`` (ascending): the job's legal sizes, and for
-    ``topology="2d"`` only nearly-square grids whose sides divide ``divides``."""
-    out = []
-    for p in legal_sizes(spec if spec.topology != "2d" else _without_divides(spec), pool):
-        if p >= current:
-            break
-        if spec.topology == "2d" and spec.divides:
-            r, c = _grid(p)
-            if spec.divides % r or spec.divides % c:
-                continue
-        out.append(p)
-    return out
-
-
-def _without_divides(spec: JobSpec) -> JobSpec:
-    return replace(spec, divides=None)
+    """Every legal size below ``current`` (ascending): :func:`scheduler.policy.legal_sizes`,
+    so for ``topology="2d"`` only nearly-square grids whose sides divide ``divides``."""
+    return [p for p in legal_sizes(spec, pool) if p < current]
 
 
 @register_remap_policy("reshape")
