@@ -326,7 +326,7 @@ class Daemon:
             return P.reply(msg, "advice", action=adv.action, nprocs=adv.nprocs,
                            hosts=list(adv.hosts), reason=adv.reason), []
         if t == "hello":
-            s.hello(jid, b["nprocs"], now)
+            s.hello(jid, b["nprocs"], now, b.get("sizes"))
             return P.reply(msg), []
         if t == "resized":
             acts = s.resized(jid, b["old"], b["new"], b["seconds"], b.get("error"), now)

@@ -43,7 +43,7 @@ from typing import Any
 from reshape.advice import Advice
 
 from .actions import Decision, Kill, Launch, PolicyError, StateError
-from .jobfile import resize_timeout_of, spec_from_dict
+from .jobfile import JobFileError, narrow_spec, resize_timeout_of, spec_from_dict
 from .nodestate import NodeRecord, NodeStates
 from .policy import (
     AppPolicy,
@@ -55,6 +55,7 @@ from .policy import (
     Shrink,
     Snapshot,
     Start,
+    legal_sizes,
 )
 from .pool import Pool
 from .profiler import JobProfile
@@ -278,15 +279,18 @@ class ClusterState(NodeStates):
     def _hi(self, spec: JobSpec) -> int:
         return spec.max_procs or self.pool.total
 
+    def _legal(self, spec: JobSpec, p: int) -> bool:
+        return bool(legal_sizes(spec, self._hi(spec), (p,)))
+
     def _check_start(self, st: Any, free: int, now: float) -> Job | None:
         """The queued job ``st`` starts, if the start is legal and fits ``free`` slots."""
         j = self.jobs.get(st.job_id) if isinstance(st, Start) else None
         who = f"application policy {self.app.name!r}"
         if j is None or j.state != "queued":
             self._policy_error(who, now, f"{st!r} does not start a queued job")
-        elif not j.spec.min_procs <= st.nprocs <= self._hi(j.spec):
-            self._policy_error(who, now, f"start of job {st.job_id} at {st.nprocs} slots outside "
-                               f"[{j.spec.min_procs}, {self._hi(j.spec)}]")
+        elif not self._legal(j.spec, st.nprocs):
+            self._policy_error(who, now, f"start of job {st.job_id} at {st.nprocs} slots, not one of its legal "
+                               f"sizes in [{j.spec.min_procs}, {self._hi(j.spec)}]")
         elif st.nprocs > free:
             self._policy_error(who, now, f"start of job {st.job_id} needs {st.nprocs} slots, {free} free")
         else:
@@ -302,7 +306,7 @@ class ClusterState(NodeStates):
             q = d.nprocs
             if q == p:
                 return p
-            if spec.min_procs <= q <= self._hi(spec) and (
+            if self._legal(spec, q) and (
                     (isinstance(d, Expand) and p < q and q - p <= self.pool.free)
                     or (isinstance(d, Shrink) and q < p)):
                 return q
@@ -510,8 +514,18 @@ class ClusterState(NodeStates):
         j.nprocs = 0
 
     # ---------------------------------------------------------------- Remap Scheduler handshake
-    def hello(self, job_id: int, nprocs: int, now: float) -> None:
+    def hello(self, job_id: int, nprocs: int, now: float, sizes: list[int] | None = None) -> None:
+        """The job (re)connected at ``nprocs``; ``sizes``: every size its program accepts (its
+        runtime's own rules: arrays' layouts, a ``sizes`` test), which narrow its legal sizes
+        from then on (:func:`scheduler.jobfile.narrow_spec`; kept in the journal with the job)."""
         j = self._running(job_id)
+        if sizes:
+            try:
+                narrowed = narrow_spec(j.spec, sizes, nprocs)
+            except JobFileError as e:
+                raise StateError("bad_sizes", str(e)) from None
+            j.desc = {**j.desc, "sizes": list(narrowed.sizes)}
+            j._spec = None
         j.connected = True
         self._reconcile(j, nprocs, now)
         self._mark(j)

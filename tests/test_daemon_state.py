@@ -243,3 +243,19 @@ def test_nodes_granted_drained_and_released_by_a_resource_manager():
     assert st.node_released("n2", 2.0, "released to Slurm") is True
     assert st.pool.total == 2 and "n2" not in st.pool.draining and st.node_events[-1]["kind"] == "released"
     assert st.would_grow(0, 3.0) == {}
+
+
+def test_sizes_a_job_announces_narrow_its_legal_sizes_and_are_journaled():
+    """The runtime announces the sizes its program accepts (arrays' layouts, a ``sizes`` test) in ``hello``;
+    the Remap Scheduler then never advises another size, and the narrowing survives a restart."""
+    st = make(8)
+    a = st.submit(job(2, max_procs=8), 0.0)
+    st.tick(0.0)
+    st.hello(a, 2, 0.0, sizes=[1, 2, 4, 8])
+    assert st.jobs[a].spec.sizes == (1, 2, 4, 8)
+    assert point(st, a, 2, 10.0).nprocs == 4  # grows to the next announced size, not 3
+    st2 = ClusterState(default_pool(8), app_policy("easy"), remap_policy("reshape"))
+    st2.restore([Job.from_dict(j.to_dict()) for j in st.jobs.values()], st.next_id)
+    assert st2.jobs[a].spec.sizes == (1, 2, 4, 8)
+    with pytest.raises(StateError, match="bad_sizes"):
+        st.hello(a, 2, 0.0, sizes=[3])  # 3 is no longer legal: the narrowing holds, nothing is left
