@@ -31,7 +31,7 @@ import time
 import numpy as np
 
 from reshape.client import Connection
-from scheduler.startup import job_tag, kill_job
+from scheduler.service.startup import job_tag, kill_job
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "daemon.json")
 
@@ -92,13 +92,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=8)
     a = ap.parse_args(argv)
     seconds = 2.0 if a.quick else 6.0
-    from scheduler.workload import free_port
+    from scheduler.service.workload import free_port
 
     state = tempfile.TemporaryDirectory(prefix="reshape-bench-")
     endpoint = f"tcp://127.0.0.1:{free_port()}"
     import subprocess
 
-    daemon = subprocess.Popen([sys.executable, "-m", "reshape.cli", "daemon", "--endpoint", endpoint,
+    daemon = subprocess.Popen([sys.executable, "-m", "scheduler.cli", "daemon", "--endpoint", endpoint,
                                "--state-dir", state.name, "--slots", str(a.jobs)],
                               stdout=subprocess.DEVNULL, start_new_session=True)
     ids: list[int] = []

@@ -19,7 +19,7 @@ whose ``summary.<trace>`` holds, from the same run on the same jobs:
 * ``turnaround_easy_over_reshape_plus``: EASY against ``reshape-plus``
   (``easy-plus``: squeeze, reservations in the give-back view;
   ``reshape-plus``: borrowing of reserved idle slots until the head's shadow
-  time, and a reserve for arrivals; see ``scheduler/policies/easy.py`` and
+  time, and a reserve for arrivals; see ``scheduler/core/policies/easy.py`` and
   ``reshape_remap.py``);
 * ``big_jobs_turnaround_<policy>_over_easy``: the same for jobs of more than
   a quarter of the machine (who pays for the gain);
@@ -42,10 +42,10 @@ import sys
 import time
 
 from reshape import jobenv as E
-from scheduler.sim.cli import format_table
-from scheduler.sim.jobmodel import from_trace
-from scheduler.sim.runner import run_policies
-from scheduler.swf import read_swf
+from scheduler.lab.jobmodel import from_trace
+from scheduler.lab.runner import run_policies
+from scheduler.lab.simulate_cli import format_table
+from scheduler.lab.swf import read_swf
 
 TRACES = os.environ.get(E.TRACES, os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data", "traces"))

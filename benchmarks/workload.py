@@ -26,7 +26,7 @@ import json
 import os
 import sys
 
-from scheduler.workload import W1, W2, jobs_for, run_workload
+from scheduler.service.workload import W1, W2, jobs_for, run_workload
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "workload.json")
 

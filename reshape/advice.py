@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from . import jobenv as E
+from reshape import jobenv as E
 
 __all__ = [
     "Advice",
@@ -139,7 +139,7 @@ def advisor_from_env(env: dict[str, str] | None = None) -> Advisor:
     """The daemon client if the daemon started us, else ``RESHAPE_PLAN``, else static."""
     env = os.environ if env is None else env
     if env.get(ENV_SCHEDULER):
-        from .client import SchedulerClient  # the daemon issue provides it
+        from reshape.client import SchedulerClient  # the daemon issue provides it
 
         return SchedulerClient.from_env(env)
     if env.get(ENV_PLAN):

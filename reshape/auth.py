@@ -17,7 +17,7 @@ files, ``zmq.auth.create_certificates``)::
     DIR/authorized/NAME.key   public keys the daemon accepts (read at daemon start)
 
 A client uses ``DIR/client.key_secret`` unless ``$RESHAPE_CLIENT_KEY`` names
-another secret key file. The daemon's side is ``scheduler.gatekeeper``.
+another secret key file. The daemon's side is ``scheduler.service.gatekeeper``.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 import zmq
 import zmq.auth
 
-from . import jobenv as E
+from reshape import jobenv as E
 
 __all__ = ["ENV_CLIENT_KEY", "ENV_KEYS", "AuthError", "ClientKeys", "ServerKeys", "default_keys_dir", "describe",
            "is_loopback", "keys_dir_for", "load_client_keys", "load_server_keys", "make_keys", "secure_client"]

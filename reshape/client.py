@@ -26,10 +26,10 @@ from typing import Any
 
 import zmq
 
-from . import jobenv as E
-from .advice import ENV_JOB_ID, ENV_SCHEDULER, Advice, ResizeReport
-from .auth import ClientKeys, keys_dir_for, load_client_keys, secure_client
-from .protocol import MAX_REPLY_BYTES, MAX_SIZES, Message, ProtocolError, decode, encode
+from reshape import jobenv as E
+from reshape.advice import ENV_JOB_ID, ENV_SCHEDULER, Advice, ResizeReport
+from reshape.auth import ClientKeys, keys_dir_for, load_client_keys, secure_client
+from reshape.protocol import MAX_REPLY_BYTES, MAX_SIZES, Message, ProtocolError, decode, encode
 
 __all__ = ["Connection", "DaemonError", "SchedulerClient", "SchedulerUnavailable", "contact_scheduler"]
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 from mpi4py import MPI
 
-from .layout import Layout, block_cyclic_1d
-from .redistribute import redistribute
+from reshape.layout import Layout, block_cyclic_1d
+from reshape.redistribute import redistribute
 
 __all__ = ["DistArray", "gather", "scatter"]
 

@@ -30,7 +30,7 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from . import jobenv as E
+from reshape import jobenv as E
 
 __all__ = ["LAUNCHERS", "Launcher", "LauncherError", "choose", "from_env", "get", "is_local"]
 

@@ -82,8 +82,8 @@ def nearly_square_grid(p: int) -> tuple[int, int]:
     The one nearly-square factoring of the project (seed 001: "nearly-square
     grids, smallest side grows"): the runtime's ``"2d"`` layouts, the grid a
     job reports at its resize points, the 2-D legal-size rule
-    (:func:`scheduler.policy.legal_sizes`) and the remap policy's grid walk
-    (:func:`scheduler.policies.reshape_remap.next_size`) all use it. Rows come
+    (:func:`scheduler.core.policy.legal_sizes`) and the remap policy's grid walk
+    (:func:`scheduler.core.policies.reshape_remap.next_size`) all use it. Rows come
     first and are the smaller side (``pr <= pc``), so with row-major ranks a
     grid grows by adding rows until it is square.
     """

@@ -28,11 +28,11 @@ import tempfile
 import numpy as np
 from mpi4py import MPI
 
-from . import faults
-from . import jobenv as E
-from .layout import Layout
-from .mpiutil import CollectiveError, check_collectively, mpi_type, wait_all
-from .schedule import Plan, Runs, Transfer, make_plan
+from reshape import faults
+from reshape import jobenv as E
+from reshape.layout import Layout
+from reshape.mpiutil import CollectiveError, check_collectively, mpi_type, wait_all
+from reshape.schedule import Plan, Runs, Transfer, make_plan
 
 __all__ = ["METHODS", "RedistributionError", "redistribute"]
 

@@ -62,15 +62,15 @@ from dataclasses import dataclass, field
 import numpy as np
 from mpi4py import MPI
 
-from . import faults, launchers
-from . import jobenv as E
-from .advice import ENV_SCHEDULER, Advice, Advisor, ResizeReport, advisor_from_env
-from .darray import DistArray
-from .layout import Layout, LayoutError, block, block_cyclic_1d, block_cyclic_2d, nearly_square_grid
-from .mpiutil import barrier, bcast_obj
-from .protocol import MAX_SIZES
-from .redistribute import redistribute
-from .watchdog import DEFAULT_TIMEOUT, Watchdog, abort, install_excepthook, resize_timeout
+from reshape import faults, launchers
+from reshape import jobenv as E
+from reshape.advice import ENV_SCHEDULER, Advice, Advisor, ResizeReport, advisor_from_env
+from reshape.darray import DistArray
+from reshape.layout import Layout, LayoutError, block, block_cyclic_1d, block_cyclic_2d, nearly_square_grid
+from reshape.mpiutil import barrier, bcast_obj
+from reshape.protocol import MAX_SIZES
+from reshape.redistribute import redistribute
+from reshape.watchdog import DEFAULT_TIMEOUT, Watchdog, abort, install_excepthook, resize_timeout
 
 __all__ = ["Registered", "ResizeError", "ResizeResult", "Resizer", "init", "layout_rule"]
 
@@ -443,7 +443,7 @@ class Resizer:
     def _report_abort(self, reason: str) -> None:
         """Tell the scheduler (any rank may) why the job is being aborted; bounded, best effort."""
         if os.environ.get(ENV_SCHEDULER):
-            from .client import SchedulerClient
+            from reshape.client import SchedulerClient
 
             env = {**os.environ, E.SCHEDULER_TIMEOUT: "2.0"}
             SchedulerClient.from_env(env).finished("error", reason)

@@ -35,7 +35,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .layout import BlockCyclic, Dist, Layout, LayoutError
+from reshape.layout import BlockCyclic, Dist, Layout, LayoutError
 
 __all__ = ["Plan", "Runs", "Transfer", "axis_pieces", "make_plan"]
 

@@ -21,7 +21,7 @@ first byte moved as fatal to the job, and makes it *prompt*:
 the job, including ranks spawned on other nodes; if it has not ended the
 process ``ABORT_GRACE`` seconds later, the process exits by itself. The
 scheduler settles the job as failed with the reported reason and frees its
-slots (``scheduler.state``); it also enforces the deadline itself, in case
+slots (``scheduler.core.state``); it also enforces the deadline itself, in case
 no rank could report.
 """
 
@@ -34,7 +34,7 @@ import time
 import traceback
 from collections.abc import Callable
 
-from . import jobenv as E
+from reshape import jobenv as E
 
 __all__ = ["ABORT_CODE", "DEFAULT_TIMEOUT", "ENV_TIMEOUT", "Watchdog", "abort", "install_excepthook",
            "resize_timeout"]

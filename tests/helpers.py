@@ -12,7 +12,7 @@ import time
 
 from reshape.client import Connection
 from reshape.launch import kill_session
-from scheduler.startup import job_tag, kill_jobs
+from scheduler.service.startup import job_tag, kill_jobs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -70,7 +70,7 @@ class DaemonProc:
     def start(self) -> None:
         with open(os.path.join(self.state_dir, "daemon.err"), "ab") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "reshape.cli", "daemon", "--endpoint", self.endpoint,
+                [sys.executable, "-m", "scheduler.cli", "daemon", "--endpoint", self.endpoint,
                  "--state-dir", self.state_dir, *self.args],
                 cwd=ROOT, start_new_session=True, stdout=subprocess.DEVNULL, stderr=err)
         wait_for(lambda: self.ping(), 15)

@@ -112,7 +112,7 @@ def test_the_default_endpoint_is_a_local_socket_and_one_daemon_holds_it(tmp_path
 
     env = {**os.environ, "RESHAPE_STATE_DIR": str(tmp_path)}
     env.pop("RESHAPE_DAEMON", None)
-    cli = [sys.executable, "-m", "reshape.cli"]
+    cli = [sys.executable, "-m", "scheduler.cli"]
     d = subprocess.Popen([*cli, "daemon", "--slots", "2"], env=env, cwd=ROOT, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:

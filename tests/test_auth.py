@@ -41,7 +41,7 @@ def test_loopback_rule(endpoint, loop, monkeypatch):
 
 def test_keys_command_makes_private_secrets_and_authorizes_clients(tmp_path):
     d = tmp_path / "keys"
-    out = subprocess.run([sys.executable, "-m", "reshape.cli", "keys", "--dir", str(d), "--client", "nodemon"],
+    out = subprocess.run([sys.executable, "-m", "scheduler.cli", "keys", "--dir", str(d), "--client", "nodemon"],
                          capture_output=True, text=True, cwd=ROOT, timeout=30)
     assert out.returncode == 0, out.stderr
     for name in ("server", "client", "nodemon"):
@@ -50,10 +50,10 @@ def test_keys_command_makes_private_secrets_and_authorizes_clients(tmp_path):
     keys = auth.load_server_keys(str(d))
     assert len(keys.authorized) == 2
     first = (d / "server.key_secret").read_bytes()
-    again = subprocess.run([sys.executable, "-m", "reshape.cli", "keys", "--dir", str(d)],
+    again = subprocess.run([sys.executable, "-m", "scheduler.cli", "keys", "--dir", str(d)],
                            capture_output=True, text=True, cwd=ROOT, timeout=30)
     assert again.returncode == 0 and (d / "server.key_secret").read_bytes() == first  # kept
-    bad = subprocess.run([sys.executable, "-m", "reshape.cli", "keys", "--dir", str(d), "--client", "../x"],
+    bad = subprocess.run([sys.executable, "-m", "scheduler.cli", "keys", "--dir", str(d), "--client", "../x"],
                          capture_output=True, text=True, cwd=ROOT, timeout=30)
     assert bad.returncode == 2 and "bad client key name" in bad.stderr
 
@@ -62,7 +62,7 @@ def test_daemon_beyond_loopback_without_keys_refuses_to_start(tmp_path):
     env = os.environ | {"HOME": str(tmp_path)}
     env.pop(auth.ENV_KEYS, None)
     env.pop("RESHAPE_STATE_DIR", None)
-    out = subprocess.run([sys.executable, "-m", "reshape.cli", "daemon", "--endpoint", "tcp://0.0.0.0:5999",
+    out = subprocess.run([sys.executable, "-m", "scheduler.cli", "daemon", "--endpoint", "tcp://0.0.0.0:5999",
                           "--state-dir", str(tmp_path / "s"), "--slots", "1"],
                          capture_output=True, text=True, cwd=ROOT, timeout=30, env=env)
     assert out.returncode == 2
@@ -93,7 +93,7 @@ def test_unauthenticated_and_unknown_clients_are_refused_while_others_work(tmp_p
         assert "handshake failed" in log
         # a job started by the daemon gets the keys and talks to it (its iterations are reported)
         emu = {"name": "emu", "launch": "single", "nprocs": 1, "max_procs": 1,
-               "command": ["python", "-m", "scheduler.emujob", "--work", "0.2", "--iterations", "3"]}
+               "command": ["python", "-m", "apps.emujob", "--work", "0.2", "--iterations", "3"]}
         a = c.req("submit", {"job": emu})["job_id"]
         wait_for(lambda: c.job(a)["state"] == "done", 30)
         j = c.job(a)
@@ -103,7 +103,7 @@ def test_unauthenticated_and_unknown_clients_are_refused_while_others_work(tmp_p
         c._spawn("nodemon.log", "nodemon", "--daemon", c.endpoint, "--node", "localhost", "--keys", str(keys),
                  env=env)
         wait_for(lambda: c.node()["state"] == "up", 15)
-        cli = subprocess.run([sys.executable, "-m", "reshape.cli", "status", "--endpoint", c.endpoint,
+        cli = subprocess.run([sys.executable, "-m", "scheduler.cli", "status", "--endpoint", c.endpoint,
                               "--keys", str(keys)], capture_output=True, text=True, cwd=ROOT, timeout=30)
         assert cli.returncode == 0 and "localhost  up" in cli.stdout
     finally:
@@ -113,7 +113,7 @@ def test_unauthenticated_and_unknown_clients_are_refused_while_others_work(tmp_p
 
 def test_compose_cluster_runs_monitors_with_keys_from_the_shared_volume():
     yaml = pytest.importorskip("yaml", reason="needs pyyaml (test extra) to read docker-compose.yml")
-    from reshape.cli import build_parser
+    from scheduler.cli import build_parser
 
     with open(os.path.join(ROOT, "docker-compose.yml")) as f:
         compose = yaml.safe_load(f)

@@ -91,8 +91,8 @@ def test_ranks_may_use_cross_memory_attach_and_the_journal_outlives_the_head(com
 
 
 def test_pool_and_jobs_match_the_cluster(compose):
-    from scheduler.jobfile import load_job_file
-    from scheduler.pool import load_pool
+    from scheduler.core.jobfile import load_job_file
+    from scheduler.core.pool import load_pool
 
     pool = load_pool(os.path.join(ROOT, "docker", "pool.toml"))
     assert sorted(n.host for n in pool.nodes) == sorted(s for s in compose["services"] if s != "head")
@@ -107,8 +107,8 @@ def test_pool_and_jobs_match_the_cluster(compose):
 
 
 def test_daemon_command_line_of_the_head_is_accepted(compose):
-    from reshape.cli import build_parser
-    from scheduler.policy import app_policy, remap_policy
+    from scheduler.cli import build_parser
+    from scheduler.core.policy import app_policy, remap_policy
 
     head = compose["services"]["head"]
     argv = ["daemon", "--endpoint", head["environment"]["RESHAPE_ENDPOINT"], "--config",

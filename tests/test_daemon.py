@@ -18,7 +18,7 @@ import zmq
 
 from reshape import protocol as P
 from reshape.client import Connection, DaemonError, SchedulerUnavailable
-from scheduler.startup import job_pids, job_tag, kill_job
+from scheduler.service.startup import job_pids, job_tag, kill_job
 from tests.helpers import repeated_undone_expansions, wait_for
 
 pytestmark = pytest.mark.procs
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.procs
 
 def emu(iterations=10, work=1.0, serial=0.05, overhead=0.04, nprocs=2, noise=0.0, seed=0, **kw) -> dict:
     """An emulated resizable job (t(p) has its sweet spot at 4-5 with the defaults)."""
-    cmd = ["python", "-m", "scheduler.emujob", "--work", str(work), "--serial", str(serial),
+    cmd = ["python", "-m", "apps.emujob", "--work", str(work), "--serial", str(serial),
            "--overhead", str(overhead), "--iterations", str(iterations), "--redist", "0.05",
            "--noise", str(noise), "--seed", str(seed)]
     return {"name": "emu", "command": cmd, "nprocs": nprocs, "launch": "single", **kw}
@@ -260,8 +260,8 @@ def test_kill9_right_after_acknowledgements_loses_nothing(daemon):
 
 def test_submit_and_cancel_in_one_batch_launches_nothing(tmp_path):
     """A job started and cancelled within one batch of requests is never launched."""
-    from scheduler.daemon import Daemon
-    from scheduler.pool import default_pool
+    from scheduler.core.pool import default_pool
+    from scheduler.service.daemon import Daemon
 
     d = Daemon(str(tmp_path), pool=default_pool(2))
     try:
@@ -300,8 +300,8 @@ def test_stop_kill_jobs_launches_nothing(tmp_path):
     """Regression: ``stop --kill-jobs`` frees the slots of the jobs it kills; a queued job must
     not start on them in the daemon's last batch (one did, and outlived the daemon), nor may
     a job the same batch allocated before the stop."""
-    from scheduler.daemon import Daemon
-    from scheduler.pool import default_pool
+    from scheduler.core.pool import default_pool
+    from scheduler.service.daemon import Daemon
 
     d = Daemon(str(tmp_path), pool=default_pool(2))
     try:

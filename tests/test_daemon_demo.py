@@ -10,8 +10,8 @@ import sys
 import psutil
 import pytest
 
-from scheduler.demo import demo_jobs, resizes, shrink_reasons
-from scheduler.startup import TAG, job_tag, kill_job
+from scheduler.service.demo import demo_jobs, resizes, shrink_reasons
+from scheduler.service.startup import TAG, job_tag, kill_job
 
 pytestmark = pytest.mark.procs
 
@@ -43,7 +43,7 @@ def test_shrink_reasons_from_advice_events():
 
 
 def test_demo_jobs_are_valid_job_descriptions():
-    from scheduler.jobfile import validate_job
+    from scheduler.core.jobfile import validate_job
 
     for quick in (False, True):
         jobs = demo_jobs(quick)
@@ -56,7 +56,7 @@ def test_quick_demo_resizes_real_apps_and_leaves_nothing(tmp_path):
     state = str(tmp_path / "state")
     plot = str(tmp_path / "demo.png")
     try:
-        p = subprocess.run([sys.executable, "-m", "reshape.cli", "demo", "--quick", "--json", "--plot", plot,
+        p = subprocess.run([sys.executable, "-m", "scheduler.cli", "demo", "--quick", "--json", "--plot", plot,
                             "--state-dir", state], cwd=str(tmp_path), capture_output=True, text=True, timeout=170)
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
         out = json.loads(p.stdout)
@@ -79,7 +79,7 @@ def test_quick_demo_resizes_real_apps_and_leaves_nothing(tmp_path):
 def test_example_job_files_load():
     import glob
 
-    from scheduler.jobfile import load_job_file
+    from scheduler.core.jobfile import load_job_file
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     files = sorted(glob.glob(os.path.join(root, "examples", "*.toml")))

@@ -17,7 +17,7 @@ import zmq
 
 from reshape import protocol as P
 from reshape.client import Connection, DaemonError
-from scheduler.jobfile import validate_job
+from scheduler.core.jobfile import validate_job
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.procs  # real daemons; one test runs Job Startup (and so mpiexec) itself
@@ -94,8 +94,8 @@ def test_a_job_the_os_cannot_start_is_refused_at_submit(daemon, job, field):
 
 def test_a_job_that_cannot_be_started_fails_and_the_daemon_serves_on(tmp_path):
     """Past validation (a job journaled by an older version), Popen's ValueError fails the job only."""
-    from scheduler.daemon import Daemon
-    from scheduler.pool import default_pool
+    from scheduler.core.pool import default_pool
+    from scheduler.service.daemon import Daemon
 
     d = Daemon(str(tmp_path), pool=default_pool(2))
     try:
@@ -108,8 +108,8 @@ def test_a_job_that_cannot_be_started_fails_and_the_daemon_serves_on(tmp_path):
 
 
 def test_an_internal_error_costs_one_request(tmp_path, monkeypatch):
-    from scheduler.daemon import Daemon
-    from scheduler.pool import default_pool
+    from scheduler.core.pool import default_pool
+    from scheduler.service.daemon import Daemon
 
     d = Daemon(str(tmp_path), pool=default_pool(2))
     try:
@@ -123,8 +123,8 @@ def test_an_internal_error_costs_one_request(tmp_path, monkeypatch):
 
 
 def test_an_unreadable_journal_record_is_set_aside_with_a_warning(tmp_path):
-    from scheduler.daemon import Daemon
-    from scheduler.pool import default_pool
+    from scheduler.core.pool import default_pool
+    from scheduler.service.daemon import Daemon
 
     d = Daemon(str(tmp_path), pool=default_pool(2))
     d.journal.close()

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.jobfile import JobFileError, validate_job
-from scheduler.policy import RemapPolicy, Shrink, app_policy, remap_policy
-from scheduler.pool import default_pool
-from scheduler.state import ClusterState, Job, Kill, Launch, StateError
+from scheduler.core.jobfile import JobFileError, validate_job
+from scheduler.core.policy import RemapPolicy, Shrink, app_policy, remap_policy
+from scheduler.core.pool import default_pool
+from scheduler.core.state import ClusterState, Job, Kill, Launch, StateError
 
 
 def make(slots=8, app="easy", remap="reshape"):
@@ -224,9 +224,9 @@ def test_a_resize_not_confirmed_in_time_fails_and_kills_the_job():
 
 
 def test_nodes_granted_drained_and_released_by_a_resource_manager():
-    """The core's side of growing through Slurm (scheduler.slurm): a node not ours is down, a granted
+    """The core's side of growing through Slurm (scheduler.service.slurm): a node not ours is down, a granted
     one joins the pool, a draining one offers no slot, and only an unused node can be given back."""
-    from scheduler.pool import Node, Pool
+    from scheduler.core.pool import Node, Pool
 
     st = ClusterState(Pool([Node("n1", 2), Node("n2", 2)]), app_policy("easy"), remap_policy("reshape"))
     st.not_ours("n2", "held by Slurm, not by this job")

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from scheduler.jobfile import validate_job
-from scheduler.journal import Journal
-from scheduler.policy import app_policy, remap_policy
-from scheduler.pool import default_pool
-from scheduler.state import ClusterState
+from scheduler.core.jobfile import validate_job
+from scheduler.core.policy import app_policy, remap_policy
+from scheduler.core.pool import default_pool
+from scheduler.core.state import ClusterState
+from scheduler.service.journal import Journal
 
 
 def test_roundtrip(tmp_path):

@@ -1,5 +1,5 @@
-"""A job's legal sizes: one definition (scheduler.policy.legal_sizes) for job files, policies and
-the sizes a running job announces (scheduler.jobfile.narrow_spec)."""
+"""A job's legal sizes: one definition (scheduler.core.policy.legal_sizes) for job files, policies and
+the sizes a running job announces (scheduler.core.jobfile.narrow_spec)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reshape.layout import nearly_square_grid
-from scheduler.jobfile import JobFileError, narrow_spec, spec_from_dict, validate_job
-from scheduler.policies.reshape_remap import next_size, shrink_sizes
-from scheduler.policy import JobSpec, RunningJob, Snapshot, Start, app_policy, legal_sizes, remap_policy
+from scheduler.core.jobfile import JobFileError, narrow_spec, spec_from_dict, validate_job
+from scheduler.core.policies.reshape_remap import next_size, shrink_sizes
+from scheduler.core.policy import JobSpec, RunningJob, Snapshot, Start, app_policy, legal_sizes, remap_policy
 
 
 def spec(n=4, **kw):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.models.dep_sp import dep_ctmc, mmk_response_time, simulate_dep, sp_star
+from scheduler.lab.models.dep_sp import dep_ctmc, mmk_response_time, simulate_dep, sp_star
 
 N = 8
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.models.slowdown import (
+from scheduler.lab.models.slowdown import (
     aggregate_slowdown,
     busy_from_cpu_share,
     local_slowdown,

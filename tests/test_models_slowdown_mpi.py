@@ -26,7 +26,7 @@ import sys
 import psutil
 import pytest
 
-from scheduler.models.slowdown import aggregate_slowdown, local_slowdown
+from scheduler.lab.models.slowdown import aggregate_slowdown, local_slowdown
 
 pytestmark = pytest.mark.procs
 

@@ -16,9 +16,9 @@ import time
 
 import pytest
 
-from reshape import netns
 from reshape.auth import make_keys
-from reshape.netns import LAUNCHER, NetnsCluster, NetnsError
+from scheduler.tools import netns
+from scheduler.tools.netns import LAUNCHER, NetnsCluster, NetnsError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PREFIX = f"t{os.getpid() % 10000:04d}"  # per process: concurrent test runs must not share a cluster
@@ -212,13 +212,13 @@ def test_daemon_in_the_head_runs_a_job_across_nodes(tmp_path):
     with netns.cluster(("node1", "node2"), prefix=f"d{os.getpid() % 10000:04d}", subnet="10.77.1.0/24") as c:
         env = os.environ | c.mpi_env() | {"PYTHONPATH": ROOT}
         ep = f"tcp://{c.ip('head')}:5555"
-        daemon = c.popen("head", [sys.executable, "-m", "reshape.cli", "daemon", "--endpoint", ep, "--config",
+        daemon = c.popen("head", [sys.executable, "-m", "scheduler.cli", "daemon", "--endpoint", ep, "--config",
                                   str(pool), "--state-dir", str(tmp_path / "state"), "--workdir", ROOT,
                                   "--keys", keys],
                          env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
         def cli(*args):
-            return c.run("head", [sys.executable, "-m", "reshape.cli", *args, "--endpoint", ep, "--keys", keys],
+            return c.run("head", [sys.executable, "-m", "scheduler.cli", *args, "--endpoint", ep, "--keys", keys],
                          env=env, cwd=ROOT)
 
         try:
@@ -284,7 +284,7 @@ class Head:
         self.env = os.environ | c.mpi_env() | {"PYTHONPATH": ROOT}
         self.ep = f"tcp://{c.ip('head')}:5555"
         self.err = open(tmp / "daemon.err", "ab")  # noqa: SIM115
-        self.daemon = c.popen("head", [sys.executable, "-m", "reshape.cli", "daemon", "--endpoint", self.ep,
+        self.daemon = c.popen("head", [sys.executable, "-m", "scheduler.cli", "daemon", "--endpoint", self.ep,
                                        "--config", str(pool), "--state-dir", self.state, "--workdir", ROOT,
                                        "--keys", self.keys, "--node-timeout", "3", "--require-monitors"],
                               env=self.env, cwd=ROOT, stdout=self.err, stderr=self.err)
@@ -295,7 +295,7 @@ class Head:
 
     def monitor(self, node: str) -> None:
         log = open(self.tmp / f"nodemon-{node}.log", "ab")  # noqa: SIM115
-        self.monitors[node] = self.c.popen(node, [sys.executable, "-m", "reshape.cli", "nodemon", "--daemon", self.ep,
+        self.monitors[node] = self.c.popen(node, [sys.executable, "-m", "scheduler.cli", "nodemon", "--daemon", self.ep,
                                                   "--node", node, "--keys", self.keys],
                                            env=self.env, cwd=ROOT, stdout=log, stderr=log)
         log.close()
@@ -309,7 +309,7 @@ class Head:
 
     def status(self) -> dict:
         """``reshape status`` run in node3 (over the cluster network, authenticated), checked for consistency."""
-        out = self.c.run(self.c.nodes[-1], [sys.executable, "-m", "reshape.cli", "status", "--json", "--endpoint",
+        out = self.c.run(self.c.nodes[-1], [sys.executable, "-m", "scheduler.cli", "status", "--json", "--endpoint",
                                             self.ep, "--keys", self.keys], env=self.env, cwd=ROOT, timeout=20)
         assert out.returncode == 0, out.stderr
         st = json.loads(out.stdout)
@@ -450,7 +450,7 @@ def test_clients_without_the_key_are_refused_on_the_cluster_network_while_others
     unknown = c.run("node2", [sys.executable, "-c", STRANGER, head.ep, str(tmp_path / "stranger/client.key_secret"),
                               os.path.join(head.keys, "server.key")], cwd=ROOT, timeout=20)
     assert unknown.stdout.strip() == "refused", unknown.stderr
-    nokeys = c.run("node2", [sys.executable, "-m", "reshape.cli", "status", "--endpoint", head.ep],
+    nokeys = c.run("node2", [sys.executable, "-m", "scheduler.cli", "status", "--endpoint", head.ep],
                    env={k: v for k, v in head.env.items() if k != "RESHAPE_KEYS"} | {"HOME": str(tmp_path)},
                    cwd=ROOT, timeout=20)
     assert nokeys.returncode == 1 and "reshape keys" in nokeys.stderr  # the CLI says what is missing

@@ -19,7 +19,7 @@ import pytest
 
 from reshape.client import Connection
 from reshape.launch import kill_session
-from scheduler.startup import job_pids, job_tag
+from scheduler.service.startup import job_pids, job_tag
 from tests.helpers import ROOT, free_port, kill_journaled_jobs, wait_for
 
 pytestmark = pytest.mark.procs
@@ -46,7 +46,7 @@ class Cluster:
 
     def _spawn(self, log, *args, env=None):
         with open(os.path.join(self.dir, log), "ab") as err:
-            p = subprocess.Popen([sys.executable, "-m", "reshape.cli", *args], cwd=ROOT, start_new_session=True,
+            p = subprocess.Popen([sys.executable, "-m", "scheduler.cli", *args], cwd=ROOT, start_new_session=True,
                                  stdout=err, stderr=subprocess.STDOUT, env=env)
         self.procs.append(p)
         return p
@@ -183,9 +183,9 @@ def test_status_json_lists_node_states(cluster):
     c = cluster(timeout=1.0)
     c.monitor()
     wait_for(lambda: c.node()["state"] == "up", 10)
-    out = subprocess.run([sys.executable, "-m", "reshape.cli", "status", "--endpoint", c.endpoint],
+    out = subprocess.run([sys.executable, "-m", "scheduler.cli", "status", "--endpoint", c.endpoint],
                          capture_output=True, text=True, cwd=ROOT, timeout=20)
     assert "NODE" in out.stdout and "localhost  up" in out.stdout
-    js = json.loads(subprocess.run([sys.executable, "-m", "reshape.cli", "status", "--json", "--endpoint",
+    js = json.loads(subprocess.run([sys.executable, "-m", "scheduler.cli", "status", "--json", "--endpoint",
                                     c.endpoint], capture_output=True, text=True, cwd=ROOT, timeout=20).stdout)
     assert js["nodes"][0]["monitor"]["pid"] > 0 and js["daemon"]["auth"] == "none"

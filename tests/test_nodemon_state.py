@@ -1,6 +1,6 @@
 """Nodes in the daemon core, without sockets: registration, heartbeats, a node going down and back.
 
-Pure events on :class:`scheduler.state.ClusterState` (and the journal), invariants checked after each.
+Pure events on :class:`scheduler.core.state.ClusterState` (and the journal), invariants checked after each.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reshape import protocol as P
-from scheduler.jobfile import validate_job
-from scheduler.journal import Journal
-from scheduler.policy import app_policy, remap_policy
-from scheduler.pool import Node, Pool
-from scheduler.state import ClusterState, Kill, Launch, StateError
+from scheduler.core.jobfile import validate_job
+from scheduler.core.policy import app_policy, remap_policy
+from scheduler.core.pool import Node, Pool
+from scheduler.core.state import ClusterState, Kill, Launch, StateError
+from scheduler.service.journal import Journal
 
 
 def make(require=False, timeout=2.0, remap="reshape"):

@@ -7,9 +7,9 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.policies.easy import shadow_time
-from scheduler.policies.reshape_remap import last_expansion, next_size
-from scheduler.policy import (
+from scheduler.core.policies.easy import shadow_time
+from scheduler.core.policies.reshape_remap import last_expansion, next_size
+from scheduler.core.policy import (
     Continue,
     Expand,
     JobSpec,
@@ -176,7 +176,7 @@ def test_new_sizes_shrinks_below_the_starting_size_down_to_min_procs():
 
 
 def test_shrink_sizes_respect_divides_and_2d_grids():
-    from scheduler.policies.reshape_remap import shrink_sizes
+    from scheduler.core.policies.reshape_remap import shrink_sizes
 
     assert shrink_sizes(spec(1, 16, min_procs=2, divides=8000), 16, 36) == [2, 4, 5, 8, 10]
     # 2d: both grid sides divide the order (5x5 and 4x5 do for 8000, 3x3 does not)
@@ -266,7 +266,7 @@ def test_borrow_without_walltimes_falls_back_to_the_paper():
 
 
 def test_plus_preset_is_the_same_class_with_parameters():
-    from scheduler.policies.reshape_remap import PLUS, ReshapeRemap
+    from scheduler.core.policies.reshape_remap import PLUS, ReshapeRemap
 
     p = remap_policy("reshape-plus")
     assert type(p) is ReshapeRemap and p.borrow and p.reserve == PLUS["reserve"]
@@ -307,7 +307,7 @@ def test_reserve_does_not_limit_borrowing():
 
 
 def test_end_estimate_scales_the_walltime_below_the_requested_size():
-    from scheduler.policies.easy import end_estimate
+    from scheduler.core.policies.easy import end_estimate
 
     s = wspec(1, 8, 100.0, iterations=10)
     assert end_estimate(RunningJob(s, 8, 5.0), 50.0) == 105.0
@@ -325,7 +325,7 @@ def test_slots_of_an_expansion_under_way_are_not_lost_to_the_shadow_time():
     b = RunningJob(wspec(2, 4, 50.0, resizable=False), 4, 0.0)
     s = Snapshot(10.0, 16, 4, (wspec(3, 16, 10.0),), (a, b))
     assert shadow_time(s, 16) == (200.0, 0)  # not inf: the reserved 4 return with job 1
-    from scheduler.policies.easy import give_back_view
+    from scheduler.core.policies.easy import give_back_view
 
     v = give_back_view(s)  # job 1's expansion and borrowed slots count as returned
     assert v.free_slots == 8 and shadow_time(v, 16) == (200.0, 0)
@@ -358,7 +358,7 @@ def drive(policy, model, noise, points: int, total: int = 16) -> list[int]:
     The measured time at each point is the model time slowed by ``noise`` (>= 0): interference
     only ever slows an iteration down. The profile is the daemon's own (``JobProfile``).
     """
-    from scheduler.profiler import JobProfile
+    from scheduler.core.profiler import JobProfile
 
     prof, n = JobProfile(), 2
     prof.ran_at(n)

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from scheduler.startup import job_pids, job_tag
+from scheduler.service.startup import job_pids, job_tag
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.procs
@@ -119,7 +119,7 @@ def test_a_rank_dying_as_it_retires_in_a_shrink_fails_the_job_and_the_queued_job
 def test_the_daemon_ends_a_job_stuck_in_a_resize_that_never_reports(daemon):
     """No watchdog in the job (an emulated job that hangs in its first resize): the daemon's bound."""
     d = daemon(4)
-    jid = d.submit(name="stuck", command=["python", "-m", "scheduler.emujob", "--work", "0.4",
+    jid = d.submit(name="stuck", command=["python", "-m", "apps.emujob", "--work", "0.4",
                                           "--iterations", "20", "--hang-in-resize"],
                    nprocs=2, launch="single", resize_timeout=1.0)
     advised = wait_for(lambda: next((e["t"] for e in d.req("history")["events"]

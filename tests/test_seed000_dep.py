@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.policies.dep import balanced, dep_partition, fold_partition
-from scheduler.policy import JobSpec, app_policy, remap_policy
-from scheduler.sim import JobModel, SimInput, simulate
+from scheduler.core.policies.dep import balanced, dep_partition, fold_partition
+from scheduler.core.policy import JobSpec, app_policy, remap_policy
+from scheduler.lab import JobModel, SimInput, simulate
 
 # Seed 000 Table 1 (P = 8, M = 1): state -> state after an arrival
 TABLE1 = [

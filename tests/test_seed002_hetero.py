@@ -10,8 +10,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.actions import PolicyError
-from scheduler.policies.hetero import (
+from scheduler.core.actions import PolicyError
+from scheduler.lab.hetero import (
+    NETWORKS,
+    NetSimulator,
+    cv,
+    job_rate,
+    network,
+    random_network,
+    run_network_policies,
+)
+from scheduler.lab.hetero_policies import (
     NetSnapshot,
     Node,
     Part,
@@ -25,16 +34,7 @@ from scheduler.policies.hetero import (
     net_policy,
     place_threads,
 )
-from scheduler.sim.hetero import (
-    NETWORKS,
-    NetSimulator,
-    cv,
-    job_rate,
-    network,
-    random_network,
-    run_network_policies,
-)
-from scheduler.workloads.lynch import (
+from scheduler.lab.workloads.lynch import (
     HeteroJob,
     generate,
     hyperexp_interarrivals,
@@ -278,7 +278,7 @@ def test_single_node_network_ordering():
 
 
 def test_cli(capsys):
-    from reshape.cli import main
+    from scheduler.cli import main
 
     assert main(["hetero", "--network", "13", "--jobs", "150", "--seeds", "1", "--warmup", "10"]) == 0
     out = capsys.readouterr().out

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.policies.gang import (
+from scheduler.lab.gang import gang_workload, run_table, simulate_gang
+from scheduler.lab.gang_policies import (
     GangJob,
     amdahl_time,
     io_events,
@@ -18,7 +19,6 @@ from scheduler.policies.gang import (
     rows_for,
     task_count,
 )
-from scheduler.sim.gang import gang_workload, run_table, simulate_gang
 
 
 def _job(p=80.0, cn=64, iters=100, ts=200.0):
@@ -139,7 +139,7 @@ def test_tables_3_4_and_3_5_in_shape():
 
 
 def test_cli_and_errors(capsys):
-    from reshape.cli import main
+    from scheduler.cli import main
 
     assert main(["gang", "--jobs", "20"]) == 0
     assert "enhanced" in capsys.readouterr().out

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from scheduler.policy import AppPolicy, JobSpec, Start, app_policy, remap_policy
-from scheduler.sim import JobModel, PolicyError, RedistModel, SimInput, simulate
-from scheduler.sim.cli import add_commands  # noqa: F401  (the CLI module imports cleanly)
+from scheduler.core.policy import AppPolicy, JobSpec, Start, app_policy, remap_policy
+from scheduler.lab import JobModel, PolicyError, RedistModel, SimInput, simulate
+from scheduler.lab.simulate_cli import add_commands  # noqa: F401  (the CLI module imports cleanly)
 
 
 def rigid(jid, t, n, run, walltime=None):
@@ -104,7 +104,7 @@ def test_redistribution_cost_grows_with_data_and_falls_with_processors():
 
 
 def _cli(argv, capsys):
-    from reshape.cli import main
+    from scheduler.cli import main
 
     rc = main(argv)
     out = capsys.readouterr()
@@ -155,11 +155,11 @@ def test_borrowing_fills_a_reservation_hole_without_delaying_the_head():
 
 
 def w2_jobs():
-    """Seed 001 §4.2's W2 (``scheduler.workload``) with the emulated jobs' timing model."""
+    """Seed 001 §4.2's W2 (``scheduler.service.workload``) with the emulated jobs' timing model."""
     from dataclasses import dataclass
 
-    from scheduler.emujob import iteration_time
-    from scheduler.workload import MODELS, W2
+    from apps.emujob import iteration_time
+    from scheduler.service.workload import MODELS, W2
 
     @dataclass(frozen=True)
     class Emu:
@@ -228,10 +228,10 @@ def small_workload() -> list[SimInput]:
 @pytest.mark.parametrize(("app", "remap"), [("easy", "reshape"), ("easy-plus", "reshape-plus"), ("dep", "dep")])
 def test_the_simulator_is_a_clock_around_the_daemons_core(app, remap):
     """The simulator's jobs live in the daemon's ``ClusterState``; its invariants hold after every event,
-    the decisions it records are the core's, and its metrics are ``scheduler.metrics``' over the core's events."""
-    from scheduler.metrics import JobRecord, Usage, metrics
-    from scheduler.sim.engine import Simulator
-    from scheduler.state import ClusterState
+    the decisions it records are the core's, and its metrics are ``scheduler.core.metrics``' over the core's events."""
+    from scheduler.core.metrics import JobRecord, Usage, metrics
+    from scheduler.core.state import ClusterState
+    from scheduler.lab.simulator import Simulator
 
     sim = Simulator(small_workload(), 8, app_policy(app), remap_policy(remap), record=True, check=True)
     assert isinstance(sim.state, ClusterState) and sim.state.strict
@@ -252,7 +252,7 @@ class AskBiggest(remap_policy("reshape").__class__):
     name = "ask-biggest"
 
     def shrink_requests(self, snap):
-        from scheduler.policy import Shrink
+        from scheduler.core.policy import Shrink
 
         run = [r for r in snap.running if r.spec.resizable and r.nprocs >= 2 and r.pending_shrink is None]
         if not snap.queue or not run:
@@ -271,9 +271,9 @@ def test_shrink_requests_reach_simulated_jobs_at_their_next_resize_point():
 
 def test_a_bad_decision_raises_in_the_simulator_and_is_skipped_and_counted_by_the_daemon():
     """One rule set, one strictness switch: the simulator's core raises, the daemon's counts and goes on."""
-    from scheduler.policy import Expand
-    from scheduler.pool import default_pool
-    from scheduler.state import ClusterState
+    from scheduler.core.policy import Expand
+    from scheduler.core.pool import default_pool
+    from scheduler.core.state import ClusterState
 
     class Rogue(remap_policy("static").__class__):
         name = "rogue"

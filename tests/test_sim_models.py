@@ -1,4 +1,4 @@
-"""The simulator's emulated-job models time jobs exactly as ``scheduler.emujob`` does."""
+"""The simulator's emulated-job models time jobs exactly as ``apps.emujob`` does."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.emujob import main as emujob_main
-from scheduler.policy import JobSpec, app_policy, remap_policy
-from scheduler.sim import SimInput, simulate
-from scheduler.sim.emumodel import AmdahlOverheadModel, EmuRedistModel
+from apps.emujob import main as emujob_main
+from scheduler.core.policy import JobSpec, app_policy, remap_policy
+from scheduler.lab import SimInput, simulate
+from scheduler.lab.emumodel import AmdahlOverheadModel, EmuRedistModel
 
 
 def test_iteration_time_is_amdahl_plus_overhead():
@@ -46,7 +46,7 @@ def test_redistribution_cost_matches_emujob():
 def test_argv_runs_the_emulated_job_with_the_model_timing(capsys, monkeypatch):
     m = AmdahlOverheadModel(work=0.02, serial=0.1, overhead=0.001, iterations=2)
     argv = m.argv(0.0)
-    assert argv[:3] == ["python", "-m", "scheduler.emujob"]
+    assert argv[:3] == ["python", "-m", "apps.emujob"]
     monkeypatch.delenv("RESHAPE_SCHEDULER", raising=False)
     monkeypatch.delenv("RESHAPE_PLAN", raising=False)
     assert emujob_main([*argv[3:], "--nprocs", "3"]) == 0

@@ -1,11 +1,11 @@
 """The same small workload through the live daemon and through the simulator: same decisions.
 
 Issue 6. A real ``reshape daemon`` process (ZeroMQ, wall clock, 8 slots)
-runs five emulated jobs (``scheduler.emujob``, ``launch = "single"``: one
+runs five emulated jobs (``apps.emujob``, ``launch = "single"``: one
 sleeping process per job that talks to the daemon at every resize point);
 the simulator runs the same jobs with
-:class:`scheduler.sim.emumodel.AmdahlOverheadModel` and
-:class:`scheduler.sim.emumodel.EmuRedistModel`, whose iteration and
+:class:`scheduler.lab.emumodel.AmdahlOverheadModel` and
+:class:`scheduler.lab.emumodel.EmuRedistModel`, whose iteration and
 redistribution times are emujob's to the bit. The profiles both sides build
 are therefore identical (emujob reports its modelled times, not measured
 ones); only *when* things happen differs. Compared: each job's sequence of
@@ -62,9 +62,9 @@ from collections import Counter
 
 import pytest
 
-from scheduler.policy import JobSpec, app_policy, remap_policy
-from scheduler.sim import SimInput, simulate
-from scheduler.sim.emumodel import AmdahlOverheadModel, EmuRedistModel
+from scheduler.core.policy import JobSpec, app_policy, remap_policy
+from scheduler.lab import SimInput, simulate
+from scheduler.lab.emumodel import AmdahlOverheadModel, EmuRedistModel
 from tests.helpers import DaemonProc, wait_for
 
 pytestmark = pytest.mark.procs

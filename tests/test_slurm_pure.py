@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reshape import launchers
-from scheduler.pool import PoolError
-from scheduler.slurm import (
+from scheduler.core.pool import PoolError
+from scheduler.service.slurm import (
     AskShrink,
     Broker,
     Cancel,
@@ -160,7 +160,7 @@ def test_launchers_choose_and_probe(monkeypatch):
 
 
 def test_pool_config_names_its_launcher(tmp_path):
-    from scheduler.pool import load_pool
+    from scheduler.core.pool import load_pool
 
     p = tmp_path / "pool.toml"
     p.write_text('launcher = "ssh"\n[[node]]\nhost = "n1"\nslots = 2\n')

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.sim.jobmodel import from_trace
-from scheduler.swf import SwfError, read_swf, trace_unit
+from scheduler.lab.jobmodel import from_trace
+from scheduler.lab.swf import SwfError, read_swf, trace_unit
 
 HEAD = "; Version: 2\n; MaxProcs: 64\n;\n"
 

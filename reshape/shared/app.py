@@ -17,11 +17,11 @@ from collections.abc import Callable
 import numpy as np
 from mpi4py import MPI
 
-from ..mpiutil import barrier
-from .cluster import Cluster, Emulator
-from .instrument import Recorder, gather_profile, measure_comm, median_node_profile
-from .mheta import Profile
-from .ooc import LocalStore
+from reshape.mpiutil import barrier
+from reshape.shared.cluster import Cluster, Emulator
+from reshape.shared.instrument import Recorder, gather_profile, measure_comm, median_node_profile
+from reshape.shared.mheta import Profile
+from reshape.shared.ooc import LocalStore
 
 __all__ = ["OOCApp"]
 

@@ -18,11 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from reshape.layout import even_counts
-
-from .cluster import Cluster
-from .mheta import Mheta, Profile
-from .search import SearchResult, ga, gbs, gs, sa
-from .structure import AppStructure, StructureError, plan_memory
+from reshape.shared.cluster import Cluster
+from reshape.shared.mheta import Mheta, Profile
+from reshape.shared.search import SearchResult, ga, gbs, gs, sa
+from reshape.shared.structure import AppStructure, StructureError, plan_memory
 
 __all__ = [
     "Choice",

@@ -31,8 +31,7 @@ import numpy as np
 from mpi4py import MPI
 
 from reshape.mpiutil import barrier, wait, wait_all
-
-from .mheta import CommProfile, NodeProfile, Profile
+from reshape.shared.mheta import CommProfile, NodeProfile, Profile
 
 __all__ = ["Recorder", "gather_profile", "measure_comm", "median_node_profile", "probe_disk"]
 

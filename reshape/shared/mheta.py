@@ -43,7 +43,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .structure import AppStructure, Section, Stage, StructureError, plan_memory
+from reshape.shared.structure import AppStructure, Section, Stage, StructureError, plan_memory
 
 __all__ = ["CommProfile", "Mheta", "NodeProfile", "Prediction", "Profile", "load_profile"]
 

@@ -25,7 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import h5py
 import numpy as np
 
-from .cluster import Emulator
+from reshape.shared.cluster import Emulator
 
 __all__ = ["LocalStore", "pieces", "scratch_dir"]
 

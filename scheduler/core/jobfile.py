@@ -1,0 +1,225 @@
+"""Job files (TOML) and their validation; the daemon re-validates every submitted job.
+
+::
+
+    name = "lu"
+    command = ["python", "-m", "apps.lu", "--n", "2400"]
+    nprocs = 4            # initial size
+    min_procs = 2         # optional (default 1)
+    max_procs = 16        # optional (default: the whole pool)
+    sizes = [2, 4, 8]     # optional explicit legal sizes
+    divides = 2400        # optional: legal sizes divide this ("must divide N"); "2d": each grid side does
+    topology = "2d"       # "2d": nearly-square grids (smallest side grows), or "1d"
+
+The legal sizes these fields allow are :func:`scheduler.core.policy.legal_sizes`.
+    resizable = true      # false: a static job, never resized
+    walltime = 600        # optional estimate in seconds (used by backfill)
+    arrival_delay = 0     # optional: enter the queue this many seconds after submission
+    launch = "mpi"        # "mpi": mpiexec -n <size>; "single": one process emulating <size>
+    resize_timeout = 120  # optional: seconds one resize may take; then the job is aborted
+    [env]                 # optional extra environment variables
+    FOO = "1"
+
+A leading ``python``/``python3`` in ``command`` is replaced by the daemon's
+interpreter so jobs run in the same environment.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Any
+
+from reshape.layout import nearly_square_grid
+from reshape.protocol import MAX_SIZES
+from reshape.watchdog import DEFAULT_TIMEOUT as DEFAULT_RESIZE_TIMEOUT
+from scheduler.core.policy import JobSpec, legal_sizes
+from scheduler.core.tomlfile import read_toml
+
+__all__ = ["DEFAULT_RESIZE_TIMEOUT", "JobFileError", "load_job_file", "narrow_spec", "resize_timeout_of",
+           "spec_from_dict", "validate_job"]
+
+_KEYS = {"name", "command", "nprocs", "min_procs", "max_procs", "sizes", "divides", "topology",
+         "resizable", "walltime", "arrival_delay", "launch", "env", "iterations", "resize_timeout"}
+
+
+class JobFileError(ValueError):
+    """A job description that cannot run; the message says which field and why."""
+
+
+MAX_INT = 1 << 31  # sizes, counts: anything larger is a mistake, not a cluster
+MAX_SECONDS = 1e9  # about 31 years: delays, walltimes, timeouts
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _int(d: dict, k: str, lo: int = 1) -> int | None:
+    v = d.get(k)
+    if v is None:
+        return None
+    if not isinstance(v, int) or isinstance(v, bool) or not lo <= v < MAX_INT:
+        raise JobFileError(f"{k!r} must be an integer in [{lo}, {MAX_INT}), got {v!r}"[:300])
+    return v
+
+
+def _num(d: dict, k: str) -> float | None:
+    v = d.get(k)
+    if v is None:
+        return None
+    if not isinstance(v, int | float) or isinstance(v, bool) or not 0 <= v < MAX_SECONDS:
+        raise JobFileError(f"{k!r} must be a number of seconds in [0, {MAX_SECONDS:g}), got {v!r}"[:300])
+    return float(v)
+
+
+def _text(s: str) -> bool:
+    """A string a process can be given: no NUL byte (argv and the environment are C strings)."""
+    return "\0" not in s
+
+
+def validate_job(d: Any, pool_slots: int | None = None) -> dict[str, Any]:
+    """Check a job description; returns it normalised (defaults filled in)."""
+    if not isinstance(d, dict):
+        raise JobFileError("a job must be a table of fields")
+    unknown = set(d) - _KEYS
+    if unknown:
+        raise JobFileError(f"unknown job fields {sorted(unknown)}; known: {sorted(_KEYS)}")
+    cmd = d.get("command")
+    if not isinstance(cmd, list) or not cmd or not all(isinstance(c, str) and c for c in cmd):
+        raise JobFileError("'command' must be a non-empty list of strings")
+    if not all(_text(c) for c in cmd):
+        raise JobFileError("'command' must not contain NUL bytes")
+    name = d.get("name", cmd[-1] if len(cmd) == 1 else cmd[min(2, len(cmd) - 1)])
+    if not isinstance(name, str) or not name or len(name) > 100 or not _text(name):
+        raise JobFileError("'name' must be a string of 1-100 characters without NUL")
+    nprocs = _int(d, "nprocs")
+    if nprocs is None:
+        raise JobFileError("'nprocs' (initial size) is required")
+    min_procs = _int(d, "min_procs") or 1
+    max_procs = _int(d, "max_procs")
+    divides = _int(d, "divides")
+    iterations = _int(d, "iterations")
+    sizes = d.get("sizes")
+    if sizes is not None:
+        if not isinstance(sizes, list) or not sizes or not all(
+                isinstance(s, int) and not isinstance(s, bool) and s >= 1 for s in sizes):
+            raise JobFileError("'sizes' must be a non-empty list of positive integers")
+        sizes = sorted(set(sizes))
+    topology = d.get("topology", "1d")
+    if topology not in ("1d", "2d"):
+        raise JobFileError(f"'topology' must be '1d' or '2d', got {topology!r}")
+    resizable = d.get("resizable", True)
+    if not isinstance(resizable, bool):
+        raise JobFileError("'resizable' must be true or false")
+    launch = d.get("launch", "mpi")
+    if launch not in ("mpi", "single"):
+        raise JobFileError(f"'launch' must be 'mpi' or 'single', got {launch!r}")
+    env = d.get("env", {})
+    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                            for k, v in env.items()):
+        raise JobFileError("'env' must be a table of string values")
+    for k, v in env.items():
+        if not _ENV_NAME.match(k):
+            raise JobFileError(f"'env': {k[:100]!r} is not a variable name (letters, digits, _; not first a digit)")
+        if not _text(v):
+            raise JobFileError(f"'env': the value of {k} must not contain NUL bytes")
+    resize_timeout = _num(d, "resize_timeout")
+    if resize_timeout is not None and not 0 < resize_timeout < 1e9:
+        raise JobFileError(f"'resize_timeout' must be a number of seconds > 0, got {d['resize_timeout']!r}")
+    if max_procs is not None and max_procs < min_procs:
+        raise JobFileError(f"max_procs {max_procs} < min_procs {min_procs}")
+    if not min_procs <= nprocs <= (max_procs or nprocs):
+        raise JobFileError(f"nprocs {nprocs} outside [min_procs, max_procs]")
+    if pool_slots is not None and nprocs > pool_slots:
+        raise JobFileError(f"nprocs {nprocs} exceeds the pool ({pool_slots} slots)")
+    out = {"name": name, "command": list(cmd), "nprocs": nprocs, "min_procs": min_procs,
+           "max_procs": max_procs, "sizes": sizes, "divides": divides, "topology": topology,
+           "resizable": resizable, "walltime": _num(d, "walltime"),
+           "arrival_delay": _num(d, "arrival_delay") or 0.0, "launch": launch, "env": dict(env),
+           "iterations": iterations, "resize_timeout": resize_timeout or DEFAULT_RESIZE_TIMEOUT}
+    spec = spec_from_dict(0, 0.0, out)
+    if not legal_sizes(spec, pool_slots or nprocs, (nprocs,)):
+        if sizes and nprocs not in sizes:
+            why = f"not one of 'sizes' {sizes}"[:300]
+        elif topology == "2d":
+            r, c = nearly_square_grid(nprocs)
+            why = f"the sides of its {r}x{c} grid must divide {divides}"
+        else:
+            why = f"it does not divide {divides}"
+        raise JobFileError(f"nprocs {nprocs} is not a legal size: {why}")
+    return out
+
+
+def narrow_spec(spec: JobSpec, announced: list[int] | tuple[int, ...], current: int | None = None) -> JobSpec:
+    """``spec`` restricted to the sizes its running job announced (``hello``'s ``sizes``).
+
+    A job's program knows constraints its job file does not state (the
+    runtime's ``sizes`` test, its arrays' layouts) and announces every size
+    it accepts among ``1..MAX_SIZES`` (``reshape.protocol.MAX_SIZES``,
+    ``docs/protocol.md`` "Announced sizes"). The result is ``spec`` with
+    ``sizes`` listing explicitly its legal sizes
+    (:func:`scheduler.core.policy.legal_sizes`, among ``1..MAX_SIZES``) that the job
+    announced, plus the size it started at (``spec.nprocs``) and ``current``,
+    the size it runs at (default ``spec.nprocs``), if the job file allows
+    them: a running job stays legal where it is, and the result still passes
+    :func:`validate_job`, even if its program left them out.
+    min/max/divides/topology are kept. Sizes above ``MAX_SIZES`` are not
+    announced and so not legal after narrowing (but for those two).
+    Idempotent: narrowing the result again with the same list changes nothing.
+
+    Raises :class:`JobFileError` when no size is legal both by the job file
+    and by the announcement (the job file and the program disagree; the
+    message shows both), or when ``announced`` is not a list of sizes.
+
+    The daemon's handler of ``hello`` calls it with the body's ``sizes`` and
+    ``nprocs``: ``narrow_spec(job.spec, body["sizes"], body["nprocs"])``, and
+    schedules the job by the result from then on.
+    """
+    if isinstance(announced, str | bytes) or not all(
+            isinstance(p, int) and not isinstance(p, bool) and 1 <= p <= MAX_SIZES for p in announced):
+        raise JobFileError(f"announced sizes must be integers in [1, {MAX_SIZES}]")
+    cur = spec.nprocs if current is None else current
+    both = legal_sizes(spec, MAX_SIZES, set(announced))
+    if not both:
+        mine = legal_sizes(spec, MAX_SIZES)
+        raise JobFileError(
+            f"job {spec.job_id} ({spec.name}): its program accepts none of the sizes its job file allows "
+            f"(program: {_ranges(sorted(set(announced)))}; job file, up to {MAX_SIZES}: "
+            f"{_ranges(mine) or 'none'})")
+    ran = legal_sizes(spec, max(cur, spec.nprocs, MAX_SIZES), (spec.nprocs, cur))
+    return replace(spec, sizes=tuple(sorted({*both, *ran})))
+
+
+def _ranges(sizes: list[int], limit: int = 160) -> str:
+    """``[1, 2, 3, 5, 8, 9]`` as ``"1-3, 5, 8-9"``, cut at about ``limit`` characters."""
+    parts: list[str] = []
+    i = 0
+    while i < len(sizes):
+        j = i
+        while j + 1 < len(sizes) and sizes[j + 1] == sizes[j] + 1:
+            j += 1
+        parts.append(str(sizes[i]) if i == j else f"{sizes[i]}-{sizes[j]}")
+        i = j + 1
+    text = ", ".join(parts)
+    return text if len(text) <= limit else text[:limit].rsplit(", ", 1)[0] + ", ..."
+
+
+def spec_from_dict(job_id: int, submit_time: float, d: dict[str, Any]) -> JobSpec:
+    return JobSpec(
+        job_id=job_id, name=d["name"], submit_time=submit_time, nprocs=d["nprocs"],
+        min_procs=d["min_procs"], max_procs=d["max_procs"],
+        sizes=tuple(d["sizes"]) if d["sizes"] else None, divides=d["divides"],
+        topology=d["topology"], resizable=d["resizable"], walltime=d["walltime"],
+        command=tuple(d["command"]), iterations=d.get("iterations"),
+    )
+
+
+def resize_timeout_of(desc: dict[str, Any]) -> float:
+    """Seconds one resize of the job may take (jobs journaled before the field had none: the default)."""
+    return desc.get("resize_timeout") or DEFAULT_RESIZE_TIMEOUT
+
+
+def load_job_file(path: str, pool_slots: int | None = None) -> dict[str, Any]:
+    data = read_toml(path, JobFileError)
+    try:
+        return validate_job(data, pool_slots)
+    except JobFileError as e:
+        raise JobFileError(f"{path}: {e}") from None

@@ -1,0 +1,199 @@
+"""The scheduler core's jobs: the :class:`Job` record and the table that indexes them by state.
+
+Jobs are indexed by state (the queue in arrival order, running jobs in the
+order they started, jobs waiting for their arrival time), so a request costs
+the jobs it concerns rather than the whole history, and the policies' frozen
+views (:class:`scheduler.core.policy.Snapshot`) are cached until a job they
+show changes. Every change to a job goes through :meth:`JobTable._mark` (or
+``_event``, which calls it): the journal writes the job, and its view is rebuilt.
+:class:`scheduler.core.state.ClusterState` is a :class:`JobTable`.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.core.actions import Decision, StateError
+from scheduler.core.jobfile import spec_from_dict
+from scheduler.core.policy import JobSpec, RunningJob, Snapshot
+from scheduler.core.profiler import JobProfile
+
+__all__ = ["FINAL", "RECENT", "Job", "JobTable"]
+
+FINAL = ("done", "failed", "cancelled", "lost")
+RECENT = 10  # ended jobs listed by ``status``
+
+
+@dataclass
+class Job:
+    job_id: int
+    desc: dict[str, Any]  # validated job description (scheduler.core.jobfile)
+    submit_time: float
+    state: str = "queued"
+    nprocs: int = 0
+    hosts: list[str] = field(default_factory=list)
+    start_time: float | None = None
+    end_time: float | None = None
+    sid: int | None = None  # session id (= pid) of the job's mpiexec
+    profile: JobProfile = field(default_factory=JobProfile)
+    pending: dict[str, Any] | None = None  # {"action", "old", "new", "hosts"}
+    shrink_request: int | None = None  # target of a RemapPolicy.shrink_requests entry
+    iterations: int = 0
+    connected: bool = False
+    exit_code: int | None = None
+    error: str | None = None
+    reported: str | None = None  # status from the job's own ``finished``
+    owner: str | None = None  # who submitted it (``uid:N`` or ``key:NAME``; None: unauthenticated)
+    node_report: dict[str, Any] | None = None  # the first node's monitor: {"status", "t", "node", "detail"}
+    resizes: int = 0  # confirmed resizes
+    redist_seconds: float = 0.0  # their measured redistribution time
+    # caches for snapshots (one per request): the immutable spec, the last policy view
+    _spec: JobSpec | None = field(default=None, init=False, repr=False, compare=False)
+    _view: RunningJob | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def arrival_time(self) -> float:
+        return self.submit_time + self.desc.get("arrival_delay", 0.0)
+
+    @property
+    def spec(self) -> JobSpec:
+        if self._spec is None:
+            self._spec = spec_from_dict(self.job_id, self.arrival_time, self.desc)
+        return self._spec
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"job_id": self.job_id, "desc": self.desc, "submit_time": self.submit_time,
+                "state": self.state, "nprocs": self.nprocs, "hosts": self.hosts,
+                "start_time": self.start_time, "end_time": self.end_time, "sid": self.sid,
+                "profile": self.profile.to_dict(), "pending": self.pending,
+                "shrink_request": self.shrink_request,
+                "iterations": self.iterations, "exit_code": self.exit_code, "error": self.error,
+                "reported": self.reported, "node_report": self.node_report, "owner": self.owner,
+                "resizes": self.resizes, "redist_seconds": self.redist_seconds}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Job:
+        d = dict(d)
+        d["profile"] = JobProfile.from_dict(d.get("profile", {}))
+        return cls(**d)
+
+
+
+class JobTable:
+    """Jobs by id and by state, their events and decisions, and the policies' views of them.
+
+    Expects ``pool``, ``jobs``, ``live``, ``events``, ``dirty``, ``recent`` and
+    ``decisions`` (set by :class:`scheduler.core.state.ClusterState`)."""
+
+    def _init_indexes(self) -> None:
+        self._queued: list[tuple[float, int]] = []  # (arrival_time, job_id), sorted: the queue order
+        self._queued_specs: list[JobSpec] = []  # their specs, in the same order
+        self._queue_t: tuple[JobSpec, ...] | None = ()  # the policies' view of the queue, cached
+        self._run: dict[int, Job] = {}  # running jobs in the order they started
+        self._run_t: tuple[RunningJob, ...] | None = ()  # their views, cached until one changes
+        self._waiting: dict[int, Job] = {}
+
+    # ---------------------------------------------------------------- helpers
+    def _job(self, job_id: int) -> Job:
+        if job_id not in self.jobs:
+            raise StateError("unknown_job", f"no job {job_id}")
+        return self.jobs[job_id]
+
+    def _running(self, job_id: int) -> Job:
+        j = self._job(job_id)
+        if j.state != "running":
+            raise StateError("not_running", f"job {job_id} is {j.state}, not running")
+        return j
+
+    def _mark(self, j: Job) -> None:
+        """``j`` changed: journal it; a running job's policy view is rebuilt. Every change to a
+        running job goes through here (or :meth:`_event`, which calls it)."""
+        self.dirty.add(j.job_id)
+        if j.state == "running":
+            j._view = None
+            self._run_t = None
+
+    def _event(self, now: float, job: Job, kind: str, detail: str = "") -> None:
+        self._mark(job)
+        self.events.append({"t": now, "job_id": job.job_id, "kind": kind, "nprocs": job.nprocs,
+                            "busy": self.pool.total - self.pool.free, "detail": detail})
+
+    def _decided(self, now: float, kind: str, job_id: int, nprocs: int) -> None:
+        if self.decisions is not None:
+            self.decisions.append(Decision(now, kind, job_id, nprocs))
+
+    def _unindex(self, j: Job) -> None:
+        if j.state == "queued":
+            k = (j.arrival_time, j.job_id)
+            i = bisect.bisect_left(self._queued, k)
+            if i < len(self._queued) and self._queued[i] == k:
+                del self._queued[i]
+                del self._queued_specs[i]
+            self._queue_t = None
+        elif j.state == "running":
+            self._run.pop(j.job_id, None)
+            self._run_t = None
+        elif j.state == "waiting":
+            self._waiting.pop(j.job_id, None)
+
+    def _index(self, j: Job) -> None:
+        if j.state == "queued":
+            k = (j.arrival_time, j.job_id)
+            i = bisect.bisect_right(self._queued, k)
+            self._queued.insert(i, k)
+            self._queued_specs.insert(i, j.spec)
+            self._queue_t = None
+        elif j.state == "running":
+            self._run[j.job_id] = j
+            self._run_t = None
+        elif j.state == "waiting":
+            self._waiting[j.job_id] = j
+        if j.state in FINAL:
+            self.live.pop(j.job_id, None)
+        else:
+            self.live[j.job_id] = j
+
+    def _set(self, j: Job, state: str) -> None:
+        self._unindex(j)
+        j.state = state
+        self._index(j)
+
+    def busy(self) -> int:
+        return self.pool.total - self.pool.free
+
+    def queue(self) -> list[Job]:
+        """Queued jobs in arrival order (ties: submission order)."""
+        return [self.jobs[i] for _, i in self._queued]
+
+    def running(self) -> list[Job]:
+        """Running jobs in the order they started."""
+        return list(self._run.values())
+
+    def _end(self, j: Job, state: str, now: float) -> None:
+        self._set(j, state)
+        j.end_time = now
+        self.recent.append(j.job_id)
+
+    @staticmethod
+    def _pending_shrink(j: Job) -> int | None:
+        """A shrink under way (advised, not confirmed), else a requested one."""
+        if j.pending and j.pending["action"] == "shrink":
+            return j.pending["new"]
+        return j.shrink_request
+
+    def _view(self, j: Job) -> RunningJob:
+        """The policy's frozen view of a running job, rebuilt only after the job changed (:meth:`_mark`)."""
+        if j._view is None:
+            j._view = RunningJob(j.spec, j.nprocs, j.start_time, j.profile.frozen(), j.iterations,
+                                 self._pending_shrink(j))
+        return j._view
+
+    def snapshot(self, now: float) -> Snapshot:
+        if self._queue_t is None:
+            self._queue_t = tuple(self._queued_specs)
+        if self._run_t is None:
+            self._run_t = tuple(self._view(j) for j in self._run.values())
+        return Snapshot(now, self.pool.total, self.pool.free, self._queue_t, self._run_t)
+

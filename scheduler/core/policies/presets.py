@@ -1,0 +1,43 @@
+"""The named policy presets: what ``--policy NAME`` means, in the daemon and in the simulator.
+
+Each is an (Application Scheduler, Remap Scheduler) pair from the registry
+(``scheduler.core.policy``), with parameters:
+
+===================  ======================================  =================================
+name                 application policy                      remap policy
+===================  ======================================  =================================
+``fcfs``             ``fcfs``                                ``static`` (never resizes)
+``easy``             ``easy``                                ``static``
+``reshape``          ``easy``                                ``reshape`` (seed 001 §3.2.2)
+``reshape-squeeze``  ``easy-squeeze``                        ``reshape``
+``reshape-fcfs``     ``fcfs``                                ``reshape``
+``reshape-plus``     ``easy-plus``                           ``reshape-plus``
+``dep``              ``dep``                                 ``dep`` (seed 000)
+``dep-smooth``       ``dep``                                 ``dep`` (``min_interval=600`` s)
+``sp:K``             ``sp`` (``k=K``)                        ``static``
+===================  ======================================  =================================
+
+``reshape`` is seed 001's Remap Scheduler behind EASY backfilling (seed 001
+§3.1 leaves the Application Scheduler open; FCFS is ``reshape-fcfs``).
+``easy-squeeze`` is EASY plus seed 001's "squeeze a resizable job into the
+available processors, add more later"; ``easy-plus`` is EASY with
+``squeeze=True, give_back=True`` and ``reshape-plus`` the Remap Scheduler
+with ``borrow=True, reserve=0.2`` (:mod:`scheduler.core.policies.easy`,
+:mod:`scheduler.core.policies.reshape_remap`).
+"""
+
+from __future__ import annotations
+
+from scheduler.core.policy import register_preset
+
+register_preset("fcfs", "fcfs", "static", "first come, first served; jobs keep their size")
+register_preset("easy", "easy", "static", "EASY backfilling; jobs keep their size")
+register_preset("reshape", "easy", "reshape", "EASY + seed 001's Remap Scheduler")
+register_preset("reshape-squeeze", "easy-squeeze", "reshape",
+                "EASY that squeezes resizable jobs into free slots + the Remap Scheduler")
+register_preset("reshape-fcfs", "fcfs", "reshape", "FCFS + the Remap Scheduler")
+register_preset("reshape-plus", "easy-plus", "reshape-plus",
+                "EASY with squeeze and give-back + the Remap Scheduler with borrowing (recommended)")
+register_preset("dep", "dep", "dep", "seed 000's dynamic equipartitioning")
+register_preset("dep-smooth", "dep", "dep", "DEP resizing a job at most every 600 s",
+                remap_params={"min_interval": 600.0})

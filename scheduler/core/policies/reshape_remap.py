@@ -1,0 +1,321 @@
+"""ReSHAPE's Remap Scheduler (seed 001 §3.1), and the static baseline.
+
+At a resize point of job J (``snap`` already holds J's latest iteration time):
+
+1. A shrink already requested for J (``pending_shrink``) is carried out.
+2. **Shrink to admit queued jobs** (shrink rule 2): if jobs wait and the
+   queue head does not fit in the free slots (counting slots that other jobs'
+   pending shrinks will release), J shrinks to the *largest* size it has run
+   on that frees enough; if none frees enough, to its smallest shrink point
+   (its starting size), "and waits for the next application to check in".
+3. **Sweet spot** (shrink rule 1): if J's last resize was an expansion
+   ``p -> q`` and the iteration time at ``q`` is not better than at ``p`` by
+   more than ``min_gain`` (relative), J returns to ``p``.
+4. **Expand** if there are idle slots and no job waits: to the next legal
+   size ``q`` that fits in the idle slots, if ``q`` is unmeasured and J's
+   last expansion improved its iteration time (or J never expanded), or if
+   ``q`` was measured and was faster than J's current size. For
+   ``topology="2d"`` the next size adds a row or column to the smaller side
+   of the nearly-square grid, skipping sides that do not divide ``divides``
+   (Table 2's sequences, e.g. 2x2 -> 2x4 -> 4x4 -> 4x5 -> 5x5 -> 5x8 for
+   8000).
+5. Otherwise continue.
+
+**No oscillation.** "Better" compares the *fastest* iteration measured at
+each size (:meth:`scheduler.core.policy.Profile.best`), not the latest: other
+work on the nodes only ever slows an iteration down, and the latest time let
+a job measured slower at ``p`` after returning there (noise) expand to ``q``
+again and again (seen in the compose cluster: 2->4->8->4->8->4->8->4). The
+rule: *once J returned from q to p because q did not help, it expands from
+p to q again only if the evidence changes*, i.e. a faster iteration at
+``q``; new measurements at ``p`` can only make ``p`` look better. No rule
+here puts J back at ``q`` otherwise, so the sweet spot holds for the rest of
+the job, as in the paper (§4.1.1: "it is shrunk back to its most recent
+configuration"). Choice and limit: a job whose phases differ is not
+re-probed (a phase change cannot be told from interference by iteration
+times alone). A job shrunk to admit a queued job grows back when the next
+size is one it ran faster at.
+
+Choices where the paper is open: "improvement" means a relative gain larger
+than ``min_gain`` (default 5%), so timing noise does not count as a gain; a
+job expands one step per resize point; rule 2 is tried before the sweet-spot
+rule so that queued jobs are admitted as early as possible. The paper does
+not shrink jobs between resize points, so :meth:`shrink_requests` returns
+nothing.
+
+With its defaults :class:`ReshapeRemap` is exactly the above. Parameters add
+rules the paper does not have (registered preset ``"reshape-plus"`` =
+``borrow=True, reserve=0.2``, same class; it is meant to run with the EASY
+preset ``"easy-plus"``, which squeezes resizable heads into free slots and
+computes reservations in the same give-back view):
+
+* ``borrow``. Under EASY the queue is rarely empty (98% of the time on
+  lublin_256, 85% on Mira), so rule 4 almost never fires, yet ~5% of the
+  machine sits idle while jobs wait: the slots EASY holds for the queue
+  head's reservation. With ``borrow``, a job at a resize point while the
+  head does not fit computes the head's *shadow time*
+  (:func:`scheduler.core.policies.easy.shadow_time` on
+  :func:`scheduler.core.policies.easy.give_back_view`: every job's borrowed slots
+  counted as returned); if its next resize point plus two redistributions
+  (its slowest so far) comes before it, J expands one step into the idle
+  slots (the sweet-spot rule still applies); a job above its starting size
+  whose next resize point plus one redistribution would come after the
+  shadow time shrinks back to its starting size now, else keeps its slots.
+  Without walltimes the shadow time is unknown and the paper's rules decide.
+  Borrowed slots only return to the starting size, a size the job ran at, so
+  real jobs need no ``RESHAPE_ALLOW_NEW_SIZES``. Choice: the first
+  expansion, before any redistribution was measured, assumes it costs
+  nothing (the give-back may then be one redistribution late). EASY must
+  use the same view (``easy-plus``), else it backfills against a later
+  shadow time than the one borrowers give back by, at the expense of the
+  head.
+* ``reserve``: rule 4 leaves this many slots (int) or this fraction of the
+  pool (float) idle, room for arrivals; it does not limit ``borrow`` (those
+  slots come back by the head's shadow time). Seed 001's W2 fills the
+  machine exactly with its later arrivals; 0.2 of 36 slots keeps room for
+  them (0.15 does not).
+* ``new_sizes``: shrink points are every legal size from ``min_procs`` up,
+  not only sizes run at (:func:`shrink_sizes`). In the simulator a malleable
+  trace job has no such constraint; the resize runtime enforces the paper's
+  rule unless the job runs with ``RESHAPE_ALLOW_NEW_SIZES=1``, so the daemon
+  must only use it for jobs started that way. Off in the preset: on both
+  traces it lowers utilisation (shrunk jobs run long, freed slots idle until
+  the head fits).
+* ``request_shrinks``: :meth:`shrink_requests` asks the largest running jobs
+  to shrink (to points chosen as in rule 2) as soon as the queue head does
+  not fit; a request still pending when nobody waits any more is dropped at
+  the resize point. Off in the preset: in the simulator a job shrinks at its
+  next resize point either way, so it only changes *which* job shrinks.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+
+from reshape.layout import nearly_square_grid
+from scheduler.core.policies.easy import give_back_view, shadow_time
+from scheduler.core.policy import (
+    Continue,
+    Expand,
+    JobSpec,
+    RemapDecision,
+    RemapPolicy,
+    RunningJob,
+    Shrink,
+    Snapshot,
+    legal_sizes,
+    register_remap_policy,
+)
+
+__all__ = ["PLUS", "ReshapeRemap", "StaticRemap", "last_expansion", "next_size", "shrink_sizes"]
+
+
+def next_size(spec: JobSpec, current: int, limit: int) -> int | None:
+    """The next size after ``current`` for an expansion, at most ``limit``; None if none."""
+    if spec.topology == "2d":
+        # the policy's walk: grow the smaller side of the grid to the next side
+        # that divides ``divides``; legal_sizes has the last word on each size
+        hi = min(spec.max_procs or limit, limit)
+        r, c = nearly_square_grid(current)
+        n = spec.divides
+        while True:
+            if r > c:
+                r, c = c, r
+            r += 1
+            while n and n % r and r <= limit:
+                r += 1
+            p = r * c
+            if p > hi:
+                return None
+            if p > current and legal_sizes(spec, limit, (p,)):
+                return p
+    for p in legal_sizes(spec, limit):
+        if p > current:
+            return p
+    return None
+
+
+def last_expansion(history: tuple[int, ...]) -> tuple[int, int] | None:
+    """The last ``(p, q)`` with ``p < q`` in the size history, or None."""
+    for a, b in zip(reversed(history[:-1]), reversed(history[1:]), strict=True):
+        if b > a:
+            return a, b
+    return None
+
+
+def shrink_sizes(spec: JobSpec, current: int, pool: int) -> list[int]:
+    """Every legal size below ``current`` (ascending): :func:`scheduler.core.policy.legal_sizes`,
+    so for ``topology="2d"`` only nearly-square grids whose sides divide ``divides``."""
+    return [p for p in legal_sizes(spec, pool) if p < current]
+
+
+@register_remap_policy("reshape")
+class ReshapeRemap(RemapPolicy):
+    """ReSHAPE's Remap Scheduler: the paper's rules with the defaults; ``borrow``,
+    ``reserve``, ``new_sizes`` and ``request_shrinks`` as in the module docstring."""
+
+    name = "reshape"
+
+    def __init__(self, min_gain: float = 0.05, new_sizes: bool = False, reserve: float = 0,
+                 request_shrinks: bool = False, borrow: bool = False):
+        if not 0 <= min_gain < 1:
+            raise ValueError("min_gain must be in [0, 1)")
+        if isinstance(reserve, bool) or not isinstance(reserve, int | float) or reserve < 0 \
+                or (isinstance(reserve, float) and reserve >= 1):
+            raise ValueError(f"reserve must be a slot count >= 0 or a fraction in [0, 1), got {reserve!r}")
+        self.min_gain = min_gain
+        self.new_sizes = new_sizes
+        self.reserve = reserve
+        self.request_shrinks = request_shrinks
+        self.borrow = borrow
+
+    def _improved(self, r: RunningJob, p: int, q: int) -> bool:
+        """Was ``q`` faster than ``p`` by more than ``min_gain`` (fastest iterations)? True if unmeasured."""
+        tp, tq = r.profile.best(p), r.profile.best(q)
+        if tp is None or tq is None:
+            return True  # not measured yet: no evidence against
+        return tq < tp * (1 - self.min_gain)
+
+    def _may_expand(self, r: RunningJob, q: int, exp: tuple[int, int] | None) -> bool:
+        """Rule 4's evidence for growing to ``q``: measured there and faster, or unmeasured
+        after an expansion that helped (see "No oscillation" in the module docstring)."""
+        if r.profile.best(q) is not None:
+            return self._improved(r, r.nprocs, q)
+        return exp is None or self._improved(r, *exp)
+
+    def _points(self, r: RunningJob, pool: int) -> list[int]:
+        """Sizes ``r`` may shrink to, ascending."""
+        if self.new_sizes:
+            return shrink_sizes(r.spec, r.nprocs, pool)
+        return [p for p, _ in r.profile.shrink_points(r.nprocs)]
+
+    def _reserve(self, total: int) -> int:
+        if isinstance(self.reserve, float):
+            return int(self.reserve * total)
+        return int(self.reserve)
+
+    @staticmethod
+    def _need(snap: Snapshot, exclude: int | None = None) -> int:
+        """Slots the queue head still lacks, counting pending shrinks of other jobs."""
+        head = snap.queue[0]
+        coming = sum(o.nprocs - o.pending_shrink for o in snap.running
+                     if o.spec.job_id != exclude and o.pending_shrink is not None)
+        return head.nprocs - snap.free_slots - coming
+
+    @staticmethod
+    def _base(r: RunningJob) -> int:
+        """The size a job returns to when it gives back borrowed slots: its starting size."""
+        return r.profile.history[0] if r.profile.history else r.spec.nprocs
+
+    @staticmethod
+    def _head_shadow(snap: Snapshot) -> float:
+        """When the queue head can start if every job gives back what it borrowed."""
+        return shadow_time(give_back_view(snap), snap.queue[0].nprocs)[0]
+
+    def _borrow(self, snap: Snapshot, r: RunningJob, exp: tuple[int, int] | None
+                ) -> RemapDecision | None:
+        """Lend the queue head's idle reserved slots to ``r`` until its shadow time.
+
+        None: the rule does not apply (the head fits, no walltimes to compute a
+        shadow time from, or ``r`` holds nothing borrowed and cannot expand);
+        the paper's rules decide then.
+        """
+        jid, cur = r.spec.job_id, r.nprocs
+        t_iter = r.profile.iter_time.get(cur)
+        if t_iter is None or self._need(snap, jid) <= 0:
+            return None
+        shadow = self._head_shadow(snap)
+        if math.isinf(shadow):
+            return None
+        base = self._base(r)
+        # giving back costs a redistribution: the job's slowest one so far (0 before any)
+        back = max(r.profile.redist_time.values(), default=0.0)
+        if snap.now + t_iter + back > shadow:  # the next resize point is too late: give back now
+            if cur > base:
+                return Shrink(jid, base, f"give back borrowed slots to queued job {snap.queue[0].job_id}")
+            return None
+        if exp and exp[1] == cur and not self._improved(r, *exp):
+            return Shrink(jid, exp[0], f"sweet spot: {exp[0]} -> {cur} did not help")
+        if snap.free_slots > 0 and snap.now + t_iter + 2 * back <= shadow:
+            hi = min(cur + snap.free_slots, r.spec.max_procs or snap.total_slots)
+            q = next_size(r.spec, cur, hi)
+            if q is not None and self._may_expand(r, q, exp):
+                return Expand(jid, q, f"idle slots until t={shadow:g}, queued job "
+                                      f"{snap.queue[0].job_id}'s reservation")
+        if cur > base:
+            return Continue(jid, "borrowed slots not needed before the next resize point")
+        return None
+
+    def at_resize_point(self, snap: Snapshot, job_id: int) -> RemapDecision:
+        r = snap.job(job_id)
+        spec = r.spec
+        if not spec.resizable:
+            return Continue(job_id, "static job")
+        cur = r.nprocs
+        if r.pending_shrink is not None and r.pending_shrink < cur and (
+                snap.queue or not self.request_shrinks):
+            return Shrink(job_id, r.pending_shrink, "requested shrink")
+        exp = last_expansion(r.profile.history)
+        if self.borrow and snap.queue:
+            d = self._borrow(snap, r, exp)
+            if d is not None:
+                return d
+        points = self._points(r, snap.total_slots)
+        if snap.queue and points:
+            head = snap.queue[0]
+            need = self._need(snap, job_id)
+            if need > 0:
+                enough = [p for p in points if cur - p >= need]
+                target = max(enough) if enough else min(points)
+                return Shrink(job_id, target, f"admit queued job {head.job_id}")
+        if exp and exp[1] == cur and not self._improved(r, *exp):
+            return Shrink(job_id, exp[0], f"sweet spot: {exp[0]} -> {cur} did not help")
+        room = snap.free_slots - self._reserve(snap.total_slots)
+        if room > 0 and not snap.queue:
+            limit = min(cur + room, spec.max_procs or snap.total_slots)
+            q = next_size(spec, cur, limit)
+            if q is not None and self._may_expand(r, q, exp):
+                return Expand(job_id, q, "idle processors")
+        return Continue(job_id, "")
+
+    def shrink_requests(self, snap: Snapshot) -> list[Shrink]:
+        """With ``request_shrinks``: shrinks that together free what the queue head lacks.
+
+        Largest jobs first, each to the largest size that covers what is still
+        missing (else to its smallest size); none when the head fits. Without
+        ``request_shrinks`` (the paper), none.
+        """
+        if not self.request_shrinks or not snap.queue:
+            return []
+        need = self._need(snap)
+        out = []
+        for r in sorted(snap.running, key=lambda o: (-o.nprocs, o.spec.job_id)):
+            if need <= 0:
+                break
+            if not r.spec.resizable or r.pending_shrink is not None:
+                continue
+            points = self._points(r, snap.total_slots)
+            if not points:
+                continue
+            enough = [p for p in points if r.nprocs - p >= need]
+            target = max(enough) if enough else min(points)
+            out.append(Shrink(r.spec.job_id, target, f"admit queued job {snap.queue[0].job_id}"))
+            need -= r.nprocs - target
+        return out
+
+
+#: The tuned variant under its own registry name, so the daemon (which takes a
+#: policy name, not parameters) can run it: the same class, other parameters.
+PLUS = {"borrow": True, "reserve": 0.2}
+register_remap_policy("reshape-plus")(partial(ReshapeRemap, **PLUS))
+
+
+@register_remap_policy("static")
+class StaticRemap(RemapPolicy):
+    """Never resize (the static-scheduling baseline of seed 001 §4.2)."""
+
+    name = "static"
+
+    def at_resize_point(self, snap: Snapshot, job_id: int) -> RemapDecision:
+        return Continue(job_id, "static scheduling")

@@ -1,0 +1,548 @@
+"""The daemon's core, sans I/O: jobs, queue, pool and profiles; events in, actions out.
+
+Every method takes the event and ``now`` (seconds, caller's clock), updates
+the state and returns the :class:`Launch` / :class:`Kill` actions the shell
+(``scheduler.service.daemon``) must perform. Nothing here touches a socket, a
+process, a file or a clock, so the same object runs in tests without any.
+
+Job states: ``waiting`` (submitted with an arrival delay) -> ``queued`` ->
+``running`` -> ``done`` | ``failed`` | ``cancelled`` | ``lost`` (the process
+vanished without saying it finished).
+
+Resize handshake (seed 001 §3.1, §3.2.1): at a resize point the Remap
+Scheduler's decision becomes a *pending* resize; an expansion reserves its
+new slots at once, a shrink releases the dropped ranks' slots when the job
+confirms with ``resized``. If the confirmation is lost (daemon restarted),
+the next resize point reconciles: the size the job reports is the truth.
+A resize is bounded: the job's runtime aborts it after the job file's
+``resize_timeout`` (reporting why), and a pending resize still unconfirmed
+:data:`RESIZE_GRACE` later (5 s + 10%) fails and kills the job
+(:meth:`ClusterState.check_resizes`), so no job holds slots with a pending
+action forever. A job that fails mid-resize says so in its ``error``.
+
+Nodes (seed 001 §3.1, System Monitor): a pool node is ``unmonitored`` until
+a node monitor registers it (or ``down`` from the start when monitors are
+required), then ``up`` while its heartbeats come, and ``down`` when they
+stop for ``node_timeout`` seconds (:meth:`ClusterState.check_nodes`). A node
+that goes down leaves the pool; every running job with a rank on it is
+*failed* and killed (an MPI job does not survive losing ranks: the MPICH
+here has no fault-tolerant communicators, so shrinking around a dead node
+is not offered), a pending expansion onto it is abandoned (the job keeps its
+size), and the other jobs continue. A monitor that registers again (a new
+*incarnation*) brings the node back. Only the monitor on a job's first node
+reports the job's end (``job_ended``).
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+from reshape.advice import Advice
+from scheduler.core.actions import Decision, Kill, Launch, PolicyError, StateError
+from scheduler.core.jobfile import JobFileError, narrow_spec, resize_timeout_of
+from scheduler.core.jobtable import FINAL, RECENT, Job, JobTable
+from scheduler.core.nodestate import NodeRecord, NodeStates
+from scheduler.core.policy import (
+    AppPolicy,
+    Continue,
+    Expand,
+    JobSpec,
+    RemapPolicy,
+    RunningJob,
+    Shrink,
+    Snapshot,
+    Start,
+    legal_sizes,
+)
+from scheduler.core.pool import Pool
+
+__all__ = ["RESIZE_GRACE", "ClusterState", "Job", "Kill", "Launch", "NodeRecord", "StateError"]
+
+RESIZE_GRACE = (5.0, 0.1)  # the daemon kills a job stuck in a resize 5 s + 10% past its resize_timeout
+
+
+class ClusterState(JobTable, NodeStates):
+    """Queue, running jobs, pool and profiles, driven by events (see module docstring).
+
+    ``strict``: a policy decision that cannot be applied (a start of a job that
+    is not queued, sizes outside the job's range or beyond the free slots, an
+    expansion of another job, a shrink request for a static job, ...) raises
+    :class:`PolicyError` (the simulator); otherwise it is skipped and counted
+    in ``policy_errors`` (the daemon: a policy bug must not corrupt the pool or
+    stop the service). Both check the same rules (:meth:`_check_start`,
+    :meth:`_check_remap`, :meth:`_check_shrink_request`). ``record``: keep
+    every applied decision in ``decisions``.
+    """
+
+    def __init__(self, pool: Pool, app: AppPolicy, remap: RemapPolicy, node_timeout: float = 5.0,
+                 require_monitors: bool = False, strict: bool = False, record: bool = False):
+        self.pool = pool
+        self.app = app
+        self.remap = remap
+        self.strict = strict
+        self.jobs: dict[int, Job] = {}
+        self.next_id = 1
+        self.events: list[dict[str, Any]] = []  # allocation history, appended to the journal
+        self.dirty: set[int] = set()
+        self.live: dict[int, Job] = {}  # jobs not in a final state (finished ones are not scanned)
+        self.node_timeout = node_timeout
+        self.nodes: dict[str, NodeRecord] = {n.host: NodeRecord(n.host) for n in pool.nodes}
+        self.node_events: list[dict[str, Any]] = []  # node history, appended to the journal
+        self.dirty_nodes: set[str] = set()
+        self._last_node_check: float | None = None
+        self.recent: collections.deque[int] = collections.deque(maxlen=RECENT)  # last ended jobs, newest last
+        self.decisions: list[Decision] | None = [] if record else None
+        self.policy_errors: collections.deque[str] = collections.deque(maxlen=100)  # newest last
+        self.policy_error_count = 0
+        self._init_indexes()
+        if require_monitors:
+            for rec in self.nodes.values():
+                rec.state, rec.reason = "down", "no node monitor yet"
+                pool.set_down(rec.host)
+
+    # ---------------------------------------------------------------- policy output checks
+    def _policy_error(self, who: str, now: float, what: str) -> None:
+        msg = f"{who} at t={now:g}: {what}"
+        if self.strict:
+            raise PolicyError(msg)
+        self.policy_error_count += 1
+        self.policy_errors.append(msg)
+
+    def _hi(self, spec: JobSpec) -> int:
+        return spec.max_procs or self.pool.total
+
+    def _legal(self, spec: JobSpec, p: int) -> bool:
+        return bool(legal_sizes(spec, self._hi(spec), (p,)))
+
+    def _check_start(self, st: Any, free: int, now: float) -> Job | None:
+        """The queued job ``st`` starts, if the start is legal and fits ``free`` slots."""
+        j = self.jobs.get(st.job_id) if isinstance(st, Start) else None
+        who = f"application policy {self.app.name!r}"
+        if j is None or j.state != "queued":
+            self._policy_error(who, now, f"{st!r} does not start a queued job")
+        elif not self._legal(j.spec, st.nprocs):
+            self._policy_error(who, now, f"start of job {st.job_id} at {st.nprocs} slots, not one of its legal "
+                               f"sizes in [{j.spec.min_procs}, {self._hi(j.spec)}]")
+        elif st.nprocs > free:
+            self._policy_error(who, now, f"start of job {st.job_id} needs {st.nprocs} slots, {free} free")
+        else:
+            return j
+        return None
+
+    def _check_remap(self, d: Any, j: Job, now: float) -> int:
+        """The size job ``j`` goes to by the Remap Scheduler's decision ``d`` (its own: continue)."""
+        p, spec = j.nprocs, j.spec
+        if isinstance(d, Continue) and d.job_id == j.job_id:
+            return p
+        if isinstance(d, Expand | Shrink) and d.job_id == j.job_id:
+            q = d.nprocs
+            if q == p:
+                return p
+            if self._legal(spec, q) and (
+                    (isinstance(d, Expand) and p < q and q - p <= self.pool.free)
+                    or (isinstance(d, Shrink) and q < p)):
+                return q
+        self._policy_error(f"remap policy {self.remap.name!r}", now,
+                           f"invalid decision {d!r} for job {j.job_id} at {p} slots ({self.pool.free} free, "
+                           f"legal [{spec.min_procs}, {self._hi(spec)}])")
+        return p
+
+    def _check_shrink_request(self, sh: Any, now: float) -> bool:
+        j = self.jobs.get(sh.job_id) if isinstance(sh, Shrink) else None
+        if j is None or j.state != "running" or not j.spec.resizable \
+                or not j.spec.min_procs <= sh.nprocs < j.nprocs:
+            self._policy_error(f"remap policy {self.remap.name!r}", now, f"invalid shrink request {sh!r}")
+            return False
+        return True
+
+    # ---------------------------------------------------------------- submission / queue
+    def submit(self, desc: dict[str, Any], now: float, owner: str | None = None,
+               job_id: int | None = None) -> int:
+        """Add a validated job; it joins the queue at ``now + arrival_delay``. ``job_id``: keep
+        the caller's number (the simulator keeps a trace's); default the next free one."""
+        self.check_admissible(desc)
+        if job_id is None:
+            job_id = self.next_id
+        elif job_id in self.jobs:
+            raise StateError("bad_job", f"job id {job_id} is taken")
+        job = Job(job_id, desc, now, state="new", owner=owner)
+        self.next_id = max(self.next_id, job_id + 1)
+        self.jobs[job.job_id] = job
+        self._set(job, "waiting" if desc.get("arrival_delay", 0) > 0 else "queued")
+        self._event(now, job, "submit")
+        return job.job_id
+
+    def check_admissible(self, desc: dict[str, Any]) -> None:
+        """Raise :class:`StateError` ``bad_job`` for a job that can never run here."""
+        if desc["nprocs"] > self.pool.capacity:
+            raise StateError("bad_job", f"job {desc['name']!r}: nprocs {desc['nprocs']} exceeds the pool "
+                             f"({self.pool.capacity} slots)")
+
+    def tick(self, now: float) -> list[Launch | Kill]:
+        """Time passed: admit arrived jobs and run the Application Scheduler."""
+        for j in [j for j in self._waiting.values() if j.arrival_time <= now]:
+            self._set(j, "queued")
+            self._event(now, j, "arrive")
+        return self.schedule(now)
+
+    def schedule(self, now: float) -> list[Launch | Kill]:
+        """Application Scheduler, then (while jobs still wait) the Remap Scheduler's shrink requests."""
+        out: list[Launch | Kill] = []
+        if not self._queued:
+            return out
+        free = self.pool.free
+        for start in self.app.schedule(self.snapshot(now)):
+            j = self._check_start(start, free, now)
+            if j is None:
+                continue
+            free -= start.nprocs
+            j.hosts = self.pool.allocate(start.nprocs)
+            j.nprocs = start.nprocs
+            self._set(j, "running")
+            j.start_time = now
+            j.profile.ran_at(start.nprocs)
+            self._event(now, j, "start")
+            self._decided(now, "start", j.job_id, start.nprocs)
+            out.append(Launch(j.job_id))
+        if self._queued:
+            self._request_shrinks(now)
+        return out
+
+    def _request_shrinks(self, now: float) -> None:
+        """Remap Scheduler: jobs to shrink at their next resize point to admit queued jobs.
+
+        Each request becomes the job's ``pending_shrink`` until its next resize
+        point, where the policy decides with it in view and the request is
+        dropped. A request for a job with a resize under way is ignored (it
+        sees its new size at its next resize point); an invalid one (not
+        running, static, outside ``[min_procs, nprocs)``) is a policy error.
+        """
+        for sh in self.remap.shrink_requests(self.snapshot(now)):
+            if self._check_shrink_request(sh, now):
+                self.request_shrink(sh.job_id, sh.nprocs, sh.reason, now)
+
+    def request_shrink(self, job_id: int, nprocs: int, reason: str, now: float) -> bool:
+        """Ask a running job to shrink to ``nprocs`` at its next resize point; False if it cannot."""
+        j = self.jobs.get(job_id)
+        if (j is None or j.state != "running" or not j.spec.resizable or j.pending
+                or not j.spec.min_procs <= nprocs < j.nprocs):
+            return False
+        if j.shrink_request != nprocs:
+            j.shrink_request = nprocs
+            self._event(now, j, "shrink_request", f"{j.nprocs}->{nprocs}: {reason}")
+        return True
+
+    def would_grow(self, extra: int, now: float) -> dict[int, int]:
+        """Running jobs the Remap Scheduler would expand if ``extra`` more slots were free, and to
+        what size (a what-if over the pure policy: nothing changes). Used to decide whether asking a
+        resource manager for nodes is worth it, and for how many."""
+        snap = self.snapshot(now)
+        snap = Snapshot(snap.now, snap.total_slots + extra, snap.free_slots + extra, snap.queue, snap.running)
+        out = {}
+        for j in self.running():
+            if j.spec.resizable and not j.pending and j.nprocs < (j.spec.max_procs or j.nprocs):
+                d = self.remap.at_resize_point(snap, j.job_id)
+                if isinstance(d, Expand) and d.nprocs > j.nprocs:
+                    out[j.job_id] = d.nprocs - j.nprocs
+        return out
+
+    def cancel(self, job_id: int, now: float, reschedule: bool = True) -> list[Launch | Kill]:
+        """End a queued or running job; ``reschedule=False`` (daemon stopping) starts nothing new."""
+        j = self._job(job_id)
+        if j.state in FINAL:
+            raise StateError("not_active", f"job {job_id} already {j.state}")
+        out: list[Launch | Kill] = []
+        if j.state == "running":
+            out.append(Kill(job_id))
+            self._release_all(j)
+        self._end(j, "cancelled", now)
+        self._event(now, j, "cancel")
+        return out + self.schedule(now) if reschedule else out
+
+    # ---------------------------------------------------------------- System Monitor
+    def launched(self, job_id: int, sid: int) -> None:
+        j = self._job(job_id)
+        j.sid = sid
+        self._mark(j)
+
+    def exited(self, job_id: int, code: int | None, now: float, error: str | None = None) -> list[Launch | Kill]:
+        """The job's processes are gone (exit code, or None if it vanished); its slots return.
+
+        A job that fails with a resize under way says so in its error.
+        """
+        j = self._job(job_id)
+        if j.state != "running":
+            return []
+        during = f" during {self._resize_name(j)}" if j.pending else ""
+        ok = self._ended_well(j, None if code is None else code == 0)
+        self._release_all(j)
+        j.exit_code = code
+        if ok:
+            self._end(j, "done", now)
+        else:
+            self._end(j, "lost" if code is None else "failed", now)
+            how = f"exit code {code}" if code is not None else "process vanished"
+            if code == 0 and during:  # Hydra sometimes exits 0 after a rank of the job was killed
+                how = "mpiexec exited 0 but the job never confirmed its resize"
+            if error or not j.error:
+                j.error = f"{error or how}{during}"
+            else:  # the job's own report (e.g. the runtime's abort reason) comes first
+                j.error = f"{j.error} ({how})"
+        self._event(now, j, "end", j.state if j.state == "done" else f"{j.state}: {j.error}")
+        return self.schedule(now)
+
+    @staticmethod
+    def _ended_well(j: Job, clean: bool | None) -> bool:
+        """Done or not. ``clean``: the exit looked clean (exit 0, the monitor's ``end``), did not,
+        or is unknown (None: only the job's own ``done`` counts then). A clean exit with a resize
+        under way and no ``done`` from the job is a failure: Hydra has exited 0 after one of the
+        job's ranks was killed mid-resize."""
+        if j.reported == "error" or clean is False:
+            return False
+        if clean is None:
+            return j.reported == "done"
+        return j.reported == "done" or not j.pending
+
+    @staticmethod
+    def _resize_name(j: Job) -> str:
+        p = j.pending
+        return f"{p['action']} {p['old']}->{p['new']}" if p else ""
+
+    def check_resizes(self, now: float) -> list[Launch | Kill]:
+        """Resizes not confirmed within the job's ``resize_timeout`` plus :data:`RESIZE_GRACE` (5 s + 10%).
+
+        The job's own watchdog (``reshape.watchdog``) aborts it at
+        ``resize_timeout`` and reports why; this is the daemon's bound for a
+        job that could not: it is killed and failed, its slots freed. No job
+        stays running with a pending resize for longer.
+        """
+        out: list[Launch | Kill] = []
+        for j in self.running():
+            p = j.pending
+            if p is None or "t" not in p:
+                continue
+            timeout = resize_timeout_of(j.desc)
+            limit = timeout + RESIZE_GRACE[0] + RESIZE_GRACE[1] * timeout
+            if now - p["t"] > limit:
+                why = f"{self._resize_name(j)} not confirmed within {limit:g} s; job killed"
+                out.append(self._kill_failed(j, now, why if not j.error else f"{j.error}; {why}", why))
+        return out + (self.schedule(now) if out else [])
+
+    def _kill_failed(self, j: Job, now: float, error: str, detail: str) -> Kill:
+        """End a running job as failed (slots freed, ``error`` kept, ``end`` event); its processes must die."""
+        self._release_all(j)
+        self._end(j, "failed", now)
+        j.error = error
+        self._event(now, j, "end", f"failed: {detail}")
+        return Kill(j.job_id)
+
+    def _release_all(self, j: Job) -> None:
+        self.pool.release(j.hosts)
+        if j.pending and j.pending["action"] == "expand":
+            self.pool.release(j.pending["hosts"])
+        j.pending = None
+        j.shrink_request = None
+        j.hosts = []
+        j.nprocs = 0
+
+    # ---------------------------------------------------------------- Remap Scheduler handshake
+    def hello(self, job_id: int, nprocs: int, now: float, sizes: list[int] | None = None) -> None:
+        """The job (re)connected at ``nprocs``; ``sizes``: every size its program accepts (its
+        runtime's own rules: arrays' layouts, a ``sizes`` test), which narrow its legal sizes
+        from then on (:func:`scheduler.core.jobfile.narrow_spec`; kept in the journal with the job)."""
+        j = self._running(job_id)
+        if sizes:
+            try:
+                narrowed = narrow_spec(j.spec, sizes, nprocs)
+            except JobFileError as e:
+                raise StateError("bad_sizes", str(e)) from None
+            j.desc = {**j.desc, "sizes": list(narrowed.sizes)}
+            j._spec = None
+        j.connected = True
+        self._reconcile(j, nprocs, now)
+        self._mark(j)
+
+    def _reconcile(self, j: Job, nprocs: int, now: float) -> None:
+        """A lost ``resized``: the size the job reports decides whether the resize happened."""
+        if j.pending and nprocs == j.pending["new"]:
+            self._apply_resize(j, j.pending["old"], j.pending["new"], None, now)
+        elif j.pending and nprocs == j.pending["old"]:
+            self._abandon_resize(j, now, "not confirmed")
+
+    def resize_point(self, job_id: int, body: dict[str, Any], now: float) -> Advice:
+        """Performance Profiler update, then the Remap Scheduler's advice."""
+        j = self._running(job_id)
+        j.connected = True
+        n = body["nprocs"]
+        self._reconcile(j, n, now)
+        if n != j.nprocs:
+            raise StateError("bad_size", f"job {job_id} reports {n} processes, scheduler has {j.nprocs}")
+        j.iterations = max(j.iterations, body["iteration"])
+        j.profile.record_iteration(n, body["iter_time"])
+        if body.get("redist_time") is not None and body.get("redist_from"):
+            j.profile.record_redistribution(body["redist_from"], n, body["redist_time"])
+        self._mark(j)
+        if not j.spec.resizable:
+            return Advice("continue", n, reason="static job")
+        d = self.remap.at_resize_point(self.snapshot(now), job_id)
+        if j.shrink_request is not None:
+            j.shrink_request = None  # the policy has seen it
+            self._mark(j)
+        q = self._check_remap(d, j, now)
+        if q > n:
+            hosts = self.pool.allocate(q - n)
+            j.pending = {"action": "expand", "old": n, "new": q, "hosts": hosts, "t": now}
+            self._event(now, j, "advise", f"expand {n}->{q}: {d.reason}")
+            self._decided(now, "expand", job_id, q)
+            return Advice("expand", q, tuple(hosts), d.reason)
+        if q < n:
+            j.pending = {"action": "shrink", "old": n, "new": q, "hosts": j.hosts[q:], "t": now}
+            self._event(now, j, "advise", f"shrink {n}->{q}: {d.reason}")
+            self._decided(now, "shrink", job_id, q)
+            return Advice("shrink", q, (), d.reason)
+        return Advice("continue", n, reason=getattr(d, "reason", ""))
+
+    def resized(self, job_id: int, old: int, new: int, seconds: float, error: str | None,
+                now: float) -> list[Launch | Kill]:
+        j = self._running(job_id)
+        p = j.pending
+        if p is None:
+            raise StateError("out_of_order", f"job {job_id} sent 'resized' without a pending resize")
+        if old != p["old"]:
+            raise StateError("out_of_order", f"job {job_id}: resized from {old}, advised from {p['old']}")
+        if error or new == old:
+            self._abandon_resize(j, now, error or "no change")
+        elif new == p["new"]:
+            self._apply_resize(j, old, new, seconds, now)
+        else:
+            raise StateError("out_of_order", f"job {job_id}: resized to {new}, advised {p['new']}")
+        return self.schedule(now)
+
+    def _apply_resize(self, j: Job, old: int, new: int, seconds: float | None, now: float) -> None:
+        p = j.pending
+        assert p is not None
+        if p["action"] == "expand":
+            j.hosts = j.hosts + p["hosts"]
+        else:
+            self.pool.release(j.hosts[new:])
+            j.hosts = j.hosts[:new]
+        j.nprocs = new
+        j.pending = None
+        j.profile.ran_at(new)
+        j.resizes += 1
+        if seconds is not None:
+            j.profile.record_redistribution(old, new, seconds)
+            j.redist_seconds += seconds
+        self._event(now, j, p["action"], f"{old}->{new}")
+
+    def _abandon_resize(self, j: Job, now: float, why: str) -> None:
+        p = j.pending
+        assert p is not None
+        if p["action"] == "expand":
+            self.pool.release(p["hosts"])
+        j.pending = None
+        self._event(now, j, "resize_failed", why)
+
+    def finished(self, job_id: int, status: str, error: str | None, now: float) -> None:
+        j = self._job(job_id)
+        if j.state != "running":
+            raise StateError("not_running", f"job {job_id} is {j.state}, not running")
+        j.reported = status
+        if error and not j.error:  # the first report is the cause; ranks aborting after it say less
+            j.error = error
+        self._mark(j)
+
+    def job_ended(self, job_id: int, host: str, status: str, detail: str | None, now: float) -> None:
+        """The monitor of the job's first node saw its processes there end (``status`` end or error)."""
+        j = self._running(job_id)
+        first = j.hosts[0] if j.hosts else None
+        if host != first:
+            raise StateError("not_first_node", f"job {job_id}'s first node is {first!r}, not {host!r} "
+                             "(only the first node's monitor reports a job)")
+        if j.node_report is None:
+            j.node_report = {"status": status, "t": now, "node": host, "detail": detail}
+            self._mark(j)
+
+    def ended_on_node(self, job_id: int, now: float, why: str | None = None) -> list[Launch | Kill]:
+        """Settle a job by its monitor's report (its ``mpiexec`` cannot be watched or did not exit).
+
+        ``end`` is done unless the job said it failed; ``error`` is failed, and
+        so is a job whose ``mpiexec`` did not exit (``why`` says so). The job's
+        remaining processes, if any, are killed.
+        """
+        j = self._job(job_id)
+        if j.state != "running" or j.node_report is None:
+            return []
+        r = j.node_report
+        ok = self._ended_well(j, r["status"] == "end" and why is None)
+        self._release_all(j)
+        if ok:
+            self._end(j, "done", now)
+        else:
+            self._end(j, "failed", now)
+            j.error = why or j.error or f"monitor of {r['node']}: {r.get('detail') or r['status']}"
+        self._event(now, j, "end", f"{j.state} (reported by the monitor of {r['node']})")
+        return [Kill(job_id), *self.schedule(now)]
+
+    # ---------------------------------------------------------------- views / restore
+    def status(self, now: float | None = None, limit: int | None = None) -> dict[str, Any]:
+        """Pool, running jobs, queue (the first ``limit`` queued and waiting jobs; the totals are
+        ``queued_total``/``waiting_total``), recently ended jobs and nodes."""
+        def row(j: Job) -> dict[str, Any]:
+            return {"job_id": j.job_id, "name": j.desc["name"], "state": j.state, "nprocs": j.nprocs,
+                    "requested": j.desc["nprocs"], "hosts": sorted(set(j.hosts)),
+                    "submit_time": j.submit_time, "start_time": j.start_time,
+                    "iterations": j.iterations, "connected": j.connected,
+                    "pending": None if not j.pending else f"{j.pending['action']} {j.pending['new']}"}
+
+        queue = self.queue()
+        waiting = list(self._waiting.values())
+        return {"total_slots": self.pool.total, "free_slots": self.pool.free,
+                "capacity_slots": self.pool.capacity,
+                "running": [row(j) for j in self.running()],
+                "queue": [row(j) for j in queue[:limit]], "queued_total": len(queue),
+                "waiting": [row(j) for j in waiting[:limit]], "waiting_total": len(waiting),
+                "ended": [{"job_id": j.job_id, "name": j.desc["name"], "state": j.state,
+                           "end_time": j.end_time, "sizes": list(j.profile.history), "error": j.error}
+                          for j in (self.jobs[i] for i in reversed(self.recent))],
+                "nodes": self.node_rows(0.0 if now is None else now)}
+
+    def restore(self, jobs: list[Job], next_id: int) -> None:
+        """Reload journaled jobs; running jobs get their slots back and must reconnect."""
+        ended = sorted((j for j in jobs if j.state in FINAL and j.end_time is not None), key=lambda j: j.end_time)
+        self.recent.extend(j.job_id for j in ended[-RECENT:])
+        for j in jobs:
+            j.connected = False
+            self.jobs[j.job_id] = j
+            self._index(j)
+            if j.state == "running":
+                self.pool.claim(j.hosts)
+                if j.pending and j.pending["action"] == "expand":
+                    self.pool.claim(j.pending["hosts"])
+        self.next_id = max([next_id, *(j.job_id + 1 for j in jobs)])
+
+    def validate(self) -> None:
+        """Invariants (tests call this after every event)."""
+        used = sum(len(j.hosts) + (len(j.pending["hosts"]) if j.pending and j.pending["action"] == "expand" else 0)
+                   for j in self.running())
+        assert used == sum(self.pool.used.values()), (used, dict(self.pool.used))
+        assert self.pool.free == sum(max(0, n.slots - self.pool.used[n.host]) for n in self.pool.nodes
+                                     if n.host not in self.pool.down and n.host not in self.pool.draining)
+        for rec in self.nodes.values():
+            assert (rec.state == "down") == (rec.host in self.pool.down), rec
+            if rec.state == "down":
+                assert not any(rec.host in j.hosts for j in self.running()), rec
+        assert self._queued == sorted((j.arrival_time, j.job_id) for j in self.live.values() if j.state == "queued")
+        assert list(self._run) == [i for i in self._run if self.jobs[i].state == "running"]
+        assert set(self._run) == {i for i, j in self.live.items() if j.state == "running"}
+        assert set(self._waiting) == {i for i, j in self.live.items() if j.state == "waiting"}
+        if self._run_t is not None:  # the cached view is the fresh one
+            assert self._run_t == tuple(RunningJob(j.spec, j.nprocs, j.start_time, j.profile.frozen(), j.iterations,
+                                                   self._pending_shrink(j)) for j in self._run.values())
+        for j in self.jobs.values():
+            assert (j.state not in FINAL) == (j.job_id in self.live), (j.job_id, j.state)
+            if j.state == "running":
+                assert j.nprocs == len(j.hosts) >= 1
+            else:
+                assert not j.hosts and j.pending is None

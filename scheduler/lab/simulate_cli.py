@@ -1,0 +1,169 @@
+"""``reshape simulate TRACE --policy NAME ...``: compare policies on one trace."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+__all__ = ["add_commands", "format_table", "run_simulate"]
+
+COLUMNS = [
+    ("policy", "policy", "{}"),
+    ("utilization", "util", "{:.3f}"),
+    ("mean_turnaround", "mean TA (s)", "{:.0f}"),
+    ("median_turnaround", "median TA (s)", "{:.0f}"),
+    ("mean_wait", "mean wait (s)", "{:.0f}"),
+    ("mean_bounded_slowdown", "bsld", "{:.2f}"),
+    ("resizes", "resizes", "{}"),
+    ("redist_seconds", "redist (s)", "{:.0f}"),
+    ("idle_while_waiting", "idle waiting", "{:.3f}"),
+    ("sim_seconds", "sim (s)", "{:.2f}"),
+]
+
+
+def format_table(rows: list[dict], title: str = "") -> str:
+    head = [h for _, h, _ in COLUMNS]
+    body = [[fmt.format(r[k]) for k, _, fmt in COLUMNS] for r in rows]
+    w = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
+    lines = [title] if title else []
+    lines.append("  ".join(h.ljust(n) if i == 0 else h.rjust(n)
+                           for i, (h, n) in enumerate(zip(head, w, strict=True))))
+    for b in body:
+        lines.append("  ".join(x.ljust(n) if i == 0 else x.rjust(n)
+                               for i, (x, n) in enumerate(zip(b, w, strict=True))))
+    return "\n".join(lines)
+
+
+class _Bar:
+    """A one-line progress bar on stderr, shown only for long traces."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.last: tuple[str, int] | None = None
+
+    def __call__(self, name: str, done: int, total: int) -> None:
+        if not self.enabled or self.last == (name, done):
+            return
+        self.last = (name, done)
+        frac = done / max(total, 1)
+        n = int(30 * frac)
+        end = "\n" if done >= total else ""
+        sys.stderr.write(f"\r{name:>14} [{'#' * n}{'.' * (30 - n)}] {done}/{total}{end}")
+        sys.stderr.flush()
+
+
+def _positive(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {s!r}") from None
+    if not v > 0 or v != v or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {s}")
+    return v
+
+
+def _fraction(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {s!r}") from None
+    if not 0.0 <= v <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {s}")
+    return v
+
+
+def plot_comparison(results: dict[str, dict], path: str, title: str) -> None:
+    """Bar charts of utilization, mean turnaround and bounded slowdown per policy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(results)
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.4))
+    for ax, (key, label) in zip(
+        axes,
+        [("utilization", "utilization"), ("mean_turnaround", "mean turnaround (s)"),
+         ("mean_bounded_slowdown", "mean bounded slowdown")],
+        strict=True,
+    ):
+        ax.bar(names, [results[n][key] for n in names], color="tab:blue")
+        ax.set_title(label)
+        ax.tick_params(axis="x", rotation=30)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    from scheduler.core.actions import PolicyError
+    from scheduler.core.policy import preset
+    from scheduler.lab.jobmodel import from_trace
+    from scheduler.lab.runner import run_policies
+    from scheduler.lab.swf import SwfError, read_swf
+
+    names = args.policy or ["fcfs", "easy", "reshape"]
+    try:
+        for n in names:
+            preset(n)
+        trace = read_swf(args.trace, max_jobs=args.max_jobs)
+        jobs, total = from_trace(
+            trace, load=args.load, malleable_fraction=args.malleable_fraction, seed=args.seed,
+            unit=args.unit, iterations=args.iterations,
+        )
+        bar = _Bar(enabled=not args.json and not args.quiet and len(jobs) >= 2000)
+        results = run_policies(jobs, total, names, progress=bar)
+    except (SwfError, ValueError, PolicyError) as e:
+        print(f"reshape simulate: error: {e}", file=sys.stderr)
+        return 2
+    rows = list(results.values())
+    if args.json:
+        print(json.dumps({"trace": args.trace, "jobs": len(jobs), "slots": total,
+                          "load": args.load, "malleable_fraction": args.malleable_fraction,
+                          "results": results}, indent=1))
+    else:
+        title = (f"{args.trace}: {len(jobs)} jobs on {total} slots, load x{args.load:g}, "
+                 f"{args.malleable_fraction:.0%} malleable")
+        print(format_table(rows, title))
+    if args.plot:
+        plot_comparison(results, args.plot, args.trace)
+    return 0
+
+
+def add_commands(subparsers) -> None:
+    from scheduler.core.policy import presets
+
+    listing = "\n".join(f"  {p.name:<16} {p.describe()}: {p.doc}" for p in presets().values())
+    p = subparsers.add_parser(
+        "simulate",
+        help="simulate scheduling policies on an SWF workload trace",
+        description="Run the daemon's own scheduler core and policies on a trace in virtual time; "
+        "several --policy options give one comparison table.\n\npolicies (application + remap):\n"
+        f"{listing}\n  {'sp:K':<16} sp(k=K) + static: static partitioning into K partitions",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("trace", help="SWF trace file (space or tab separated)")
+    p.add_argument("--policy", action="append", metavar="NAME",
+                   help="policy to simulate (repeatable; default: fcfs, easy, reshape)")
+    p.add_argument("--malleable-fraction", type=_fraction, default=0.5,
+                   help="fraction of jobs that are resizable (default 0.5)")
+    p.add_argument("--load", type=_positive, default=1.0,
+                   help="scale offered load by compressing inter-arrival times (default 1)")
+    p.add_argument("--seed", type=int, default=0, help="seed for speedup curves and malleability")
+    p.add_argument("--iterations", type=int, default=10, help="iterations (resize points) per job")
+    p.add_argument("--unit", type=int, default=None,
+                   help="processors per slot (default: the trace's allocation unit)")
+    p.add_argument("--max-jobs", type=int, default=None, help="only the first N jobs")
+    p.add_argument("--plot", metavar="FILE.png", help="write a comparison plot")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=run_simulate)
+
+    # seed 002's networks of multiprocessor nodes and seed 004's gang scheduler do not fit the
+    # slot-count trace model: they get their own commands
+    from scheduler.lab import gang, hetero
+
+    hetero.add_command(subparsers)
+    gang.add_command(subparsers)

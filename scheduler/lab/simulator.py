@@ -1,0 +1,189 @@
+"""The trace simulator: a virtual clock around the daemon's own scheduler core.
+
+The simulator holds no scheduling state of its own. Its jobs live in a
+:class:`scheduler.core.state.ClusterState`, the object the daemon serves, built
+``strict`` (a policy decision that cannot be applied raises
+:class:`scheduler.core.actions.PolicyError` instead of being skipped), and the
+simulator plays the parts the daemon's outside world plays: the users who
+submit, the jobs that run, report their iterations, redistribute and exit.
+
+* a job's arrival is ``submit`` at its trace submit time, then a scheduling
+  pass (the daemon's ``tick``);
+* a started job (the core's :class:`~scheduler.core.actions.Launch`) runs for its
+  model's time: rigid jobs, and every job when no remap policy is given (the
+  daemon's ``static``: it always continues), exit after ``run_time``;
+  resizable jobs report at each iteration boundary (``resize_point``, seed
+  001 §3.1) and, when advised to expand or shrink, redistribute for
+  ``RedistCost.cost`` seconds before confirming (``resized``), during which
+  they hold ``max(p, q)`` slots exactly as the daemon's jobs do; after the
+  last iteration they report ``finished`` and exit;
+* after every event the Application Scheduler runs (the daemon's tick runs
+  after every batch of requests).
+
+Events live in a heap keyed by ``(time, seq)``: ``seq`` keeps simultaneous
+events in the order they were created, so a run is deterministic. A policy
+that leaves jobs queued on an idle machine with nothing left to happen is a
+:class:`PolicyError` rather than an endless loop. Metrics are
+:mod:`scheduler.core.metrics`' over the core's events and one record per ended job.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from scheduler.core.actions import Decision, Kill, Launch, PolicyError
+from scheduler.core.metrics import JobRecord, Usage, metrics
+from scheduler.core.policy import AppPolicy, JobSpec, RemapPolicy, remap_policy
+from scheduler.core.pool import Node, Pool
+from scheduler.core.state import ClusterState
+from scheduler.lab.jobmodel import RedistCost, RedistModel, SimInput
+
+__all__ = ["Decision", "PolicyError", "SimResult", "Simulator", "desc_of", "simulate"]
+
+_ARRIVE, _ITER, _REDIST, _FINISH = 0, 1, 2, 3
+
+
+def desc_of(spec: JobSpec) -> dict:
+    """The validated job description (``scheduler.core.jobfile``) a simulated job is submitted with."""
+    return {"name": spec.name, "command": list(spec.command), "nprocs": spec.nprocs,
+            "min_procs": spec.min_procs, "max_procs": spec.max_procs,
+            "sizes": list(spec.sizes) if spec.sizes else None, "divides": spec.divides,
+            "topology": spec.topology, "resizable": spec.resizable, "walltime": spec.walltime,
+            "arrival_delay": 0.0, "launch": "mpi", "env": {}, "iterations": spec.iterations,
+            "resize_timeout": None}
+
+
+@dataclass
+class SimResult:
+    total_slots: int
+    records: list[JobRecord]
+    usage: Usage
+    decisions: list[Decision] = field(default_factory=list)
+    policy_errors: int = 0
+
+    def metrics(self) -> dict[str, float]:
+        return metrics(self.records, self.usage, self.total_slots)
+
+
+@dataclass
+class Simulator:
+    jobs: list[SimInput]
+    total_slots: int
+    app: AppPolicy
+    remap: RemapPolicy | None = None
+    redist: RedistCost = field(default_factory=RedistModel)
+    record: bool = False
+    progress: Callable[[int, int], None] | None = None
+    check: bool = False  # check the core's invariants (``ClusterState.validate``) after every event
+
+    def __post_init__(self) -> None:
+        if self.total_slots < 1:
+            raise ValueError(f"total_slots must be >= 1, got {self.total_slots}")
+        self.state = ClusterState(Pool([Node("sim", self.total_slots)]), self.app,
+                                  self.remap or remap_policy("static"), strict=True, record=self.record)
+        self._inp = {j.spec.job_id: j for j in self.jobs}
+        if len(self._inp) != len(self.jobs):
+            raise ValueError("job ids must be unique")
+        for j in self.jobs:  # fail before simulating anything
+            self.state.check_admissible(desc_of(j.spec))
+        self._heap: list[tuple[float, int, int, int]] = []
+        self._seq = 0
+        self._iters: dict[int, int] = {}
+        self._target: dict[int, tuple[int, int]] = {}  # job -> (old, new) of the redistribution under way
+        self.usage = Usage()
+        self.records: list[JobRecord] = []
+
+    def _push(self, t: float, kind: int, jid: int) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (t, self._seq, kind, jid))
+
+    def _perform(self, actions: list[Launch | Kill], now: float) -> None:
+        for a in actions:
+            if isinstance(a, Kill):  # nothing in a simulated run kills a job
+                raise PolicyError(f"job {a.job_id} killed at t={now:g}")
+            jid = a.job_id
+            n = self.state.jobs[jid].nprocs
+            m = self._inp[jid].model
+            if self.remap is None or not self._inp[jid].spec.resizable:
+                self._push(now + m.run_time(n), _FINISH, jid)
+            else:
+                self._iters[jid] = 0
+                self._push(now + m.iter_time(n), _ITER, jid)
+
+    def _exit(self, jid: int, now: float) -> list[Launch | Kill]:
+        st = self.state
+        st.finished(jid, "done", None, now)
+        acts = st.exited(jid, 0, now)
+        j, inp = st.jobs[jid], self._inp[jid]
+        self.records.append(JobRecord(jid, j.arrival_time, j.start_time, now, inp.run_time,
+                                      inp.spec.nprocs, j.resizes, j.redist_seconds))
+        if self.progress is not None and len(self.records) % 500 == 0:
+            self.progress(len(self.records), len(self.jobs))
+        return acts
+
+    def _resize_point(self, jid: int, now: float) -> list[Launch | Kill]:
+        st = self.state
+        m = self._inp[jid].model
+        self._iters[jid] += 1
+        if self._iters[jid] >= m.iterations:
+            return self._exit(jid, now)
+        p = st.jobs[jid].nprocs
+        adv = st.resize_point(jid, {"nprocs": p, "iteration": self._iters[jid], "iter_time": m.iter_time(p)}, now)
+        if adv.nprocs != p:
+            self._target[jid] = (p, adv.nprocs)
+            self._push(now + self.redist.cost(self._inp[jid].spec.nprocs, p, adv.nprocs), _REDIST, jid)
+        else:
+            self._push(now + m.iter_time(p), _ITER, jid)
+        return st.tick(now)
+
+    def _redistributed(self, jid: int, now: float) -> list[Launch | Kill]:
+        p, q = self._target.pop(jid)
+        acts = self.state.resized(jid, p, q, self.redist.cost(self._inp[jid].spec.nprocs, p, q), None, now)
+        self._push(now + self._inp[jid].model.iter_time(q), _ITER, jid)
+        return acts
+
+    def run(self) -> SimResult:
+        st = self.state
+        for inp in sorted(self.jobs, key=lambda j: j.spec.submit_time):
+            self._push(inp.spec.submit_time, _ARRIVE, inp.spec.job_id)
+        heap = self._heap
+        while heap:
+            now, _, kind, jid = heapq.heappop(heap)
+            if kind == _ARRIVE:
+                st.submit(desc_of(self._inp[jid].spec), now, job_id=jid)
+                acts = st.tick(now)
+            elif kind == _FINISH:
+                acts = self._exit(jid, now)
+            elif kind == _ITER:
+                acts = self._resize_point(jid, now)
+            else:
+                acts = self._redistributed(jid, now)
+            self._perform(acts, now)
+            for e in st.events:
+                self.usage.feed(e["t"], e["busy"])
+            st.events.clear()
+            st.dirty.clear()
+            if self.check:
+                st.validate()
+            if not heap and st._queued:
+                first = st.queue()[0]
+                raise PolicyError(
+                    f"policy {self.app.name!r} left {len(st._queued)} job(s) queued on an idle machine "
+                    f"(first: job {first.job_id}, {first.desc['nprocs']} slots of {self.total_slots})")
+        if self.progress is not None:
+            self.progress(len(self.records), len(self.jobs))
+        return SimResult(self.total_slots, self.records, self.usage, st.decisions or [],
+                         st.policy_error_count)
+
+
+def simulate(
+    jobs: list[SimInput],
+    total_slots: int,
+    app: AppPolicy,
+    remap: RemapPolicy | None = None,
+    **kw,
+) -> SimResult:
+    """Run ``jobs`` through the given policies; see :class:`Simulator`."""
+    return Simulator(jobs, total_slots, app, remap, **kw).run()

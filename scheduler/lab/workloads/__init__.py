@@ -1,0 +1,21 @@
+"""Synthetic workload generators (seed 002's Feitelson-model generator)."""
+
+from scheduler.lab.workloads.lynch import (
+    HeteroJob,
+    generate,
+    hyperexp_interarrivals,
+    job_size_pmf,
+    mean_interarrival,
+    runtime_sample,
+    size_sample,
+)
+
+__all__ = [
+    "HeteroJob",
+    "generate",
+    "hyperexp_interarrivals",
+    "job_size_pmf",
+    "mean_interarrival",
+    "runtime_sample",
+    "size_sample",
+]

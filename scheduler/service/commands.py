@@ -1,0 +1,385 @@
+"""``reshape daemon|submit|status|cancel|history|log|stop|demo|keys|nodemon``: the daemon's command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any
+
+import zmq
+
+from reshape import jobenv as E
+from reshape.client import Connection, DaemonError, SchedulerUnavailable
+from reshape.launchers import LAUNCHERS
+from scheduler.service.daemon import DEFAULT_ENDPOINT
+from scheduler.service.slurm import SlurmError
+
+__all__ = ["add_commands", "request"]
+
+ENV_ENDPOINT = E.DAEMON
+
+
+def _default_endpoint() -> str:
+    return os.environ.get(ENV_ENDPOINT, DEFAULT_ENDPOINT)
+
+
+def _default_state_dir() -> str:
+    return E.default_state_dir()
+
+
+def request(endpoint: str, type_: str, body: dict[str, Any] | None = None, timeout: float = 5.0,
+            keys: str | None = None) -> dict:
+    conn = Connection(endpoint, timeout, keys=keys)
+    try:
+        return conn.request(type_, body or {}).body
+    finally:
+        conn.close()
+
+
+def _client(fn):
+    """Wrap a client command: daemon errors and absence become a message and exit code 1."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            if getattr(args, "slurm_job", None):
+                from scheduler.service.slurm_cli import daemon_of
+
+                args.endpoint = daemon_of(args.slurm_job)
+            return fn(args)
+        except SchedulerUnavailable as e:
+            print(f"reshape: {e} (is 'reshape daemon' running? use --endpoint)", file=sys.stderr)
+            return 1
+        except DaemonError as e:
+            print(f"reshape: the daemon refused: {e}", file=sys.stderr)
+            return 1
+        except (ValueError, SlurmError) as e:
+            print(f"reshape: {e}", file=sys.stderr)
+            return 1
+
+    return run
+
+
+def _table(rows: list[list[Any]], head: list[str]) -> str:
+    cells = [head] + [["-" if c is None else str(c) for c in r] for r in rows]
+    w = [max(len(r[i]) for r in cells) for i in range(len(head))]
+    return "\n".join("  ".join(c.ljust(w[i]) for i, c in enumerate(r)).rstrip() for r in cells)
+
+
+# ---------------------------------------------------------------------- commands
+def cmd_daemon(args: argparse.Namespace) -> int:
+    from scheduler.core.policy import preset
+    from scheduler.core.pool import PoolError, default_pool, load_pool
+    from scheduler.service.daemon import Daemon
+
+    try:
+        pool = load_pool(args.config) if args.config else (default_pool(args.slots) if args.slots else None)
+        pre = preset(args.policy)
+        app_params = {**(pre.app_params if not args.app_policy else {}), **dict(args.app_param)}
+        remap_params = {**(pre.remap_params if not args.remap_policy else {}), **dict(args.remap_param)}
+        d = Daemon(args.state_dir, args.endpoint, pool, app=args.app_policy or pre.app,
+                   remap=args.remap_policy or pre.remap, workdir=args.workdir, app_params=app_params,
+                   remap_params=remap_params, node_timeout=args.node_timeout,
+                   require_monitors=args.require_monitors, keys=args.keys, launcher=args.launcher,
+                   slurm_grow={"grant_timeout": args.grant_timeout, "idle_release": args.idle_release}
+                   if args.slurm_grow else None)
+    except (PoolError, ValueError) as e:
+        print(f"reshape daemon: {e}", file=sys.stderr)
+        return 2
+    info = d.describe()
+    params = " ".join(f"{k}={v}" for kind in ("app", "remap") for k, v in info["params"][kind].items())
+    access = (f"CURVE keys in {info['keys']}" if info["keys"] else
+              "local users identified by uid" if info["endpoint"].startswith("ipc://") else
+              "no authentication (loopback: every local user is trusted)")
+    print(f"reshape daemon on {info['endpoint']}: {info['slots']} slots, policies "
+          f"{info['app']}/{info['remap']}{' (' + params + ')' if params else ''}, "
+          f"state in {info['state_dir']}, {access}, node timeout {info['node_timeout']:g} s", flush=True)
+    print(f"reshape daemon: pool from {info['pool']}; launcher {info['launcher']} ({info['launcher_why']})",
+          flush=True)
+    for w in info["warnings"]:
+        print(f"reshape daemon: warning: {w}", file=sys.stderr, flush=True)
+    try:
+        d.serve()
+    except (OSError, zmq.ZMQError) as e:  # the endpoint is taken or cannot be bound
+        print(f"reshape daemon: cannot listen on {info['endpoint']}: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+@_client
+def cmd_submit(args: argparse.Namespace) -> int:
+    from scheduler.core.jobfile import load_job_file
+
+    if args.slurm:
+        from scheduler.service.slurm_cli import submit_slurm
+
+        sids = submit_slurm(args.files, args.nodes, args.sbatch)
+        print(json.dumps({"slurm_job_ids": sids}) if args.json else
+              "\n".join(f"submitted Slurm job {i} (reshape status --slurm-job {i})" for i in sids))
+        return 0
+    ids = []
+    for path in args.files:
+        desc = load_job_file(path)
+        if args.delay is not None:
+            desc["arrival_delay"] = args.delay
+        ids.append(request(args.endpoint, "submit", {"job": desc}, keys=args.keys)["job_id"])
+    print(json.dumps({"job_ids": ids}) if args.json else "\n".join(f"submitted job {i}" for i in ids))
+    return 0
+
+
+@_client
+def cmd_status(args: argparse.Namespace) -> int:
+    st = request(args.endpoint, "status", {"limit": args.limit} if args.limit is not None else {}, keys=args.keys)
+    if args.json:
+        print(json.dumps(st, indent=1))
+        return 0
+    print(f"{st['free_slots']} of {st['total_slots']} slots free")
+    sv = st.get("daemon") or {}
+    if sv.get("p99_ms") is not None:
+        print(f"daemon: {sv['served']} requests served; service time p50 {sv['p50_ms']:.2f} ms, "
+              f"p99 {sv['p99_ms']:.2f} ms (last {sv['window']})")
+    rows = [[j["job_id"], j["name"], j["state"], j["nprocs"], j["requested"], j["iterations"],
+             j["pending"], ",".join(j["hosts"])] for j in st["running"]]
+    rows += [[j["job_id"], j["name"], j["state"], "", j["requested"], "", "", ""]
+             for j in st["queue"] + st["waiting"]]
+    print(_table(rows, ["JOB", "NAME", "STATE", "PROCS", "REQ", "ITER", "PENDING", "HOSTS"]))
+    hidden = st.get("queued_total", 0) + st.get("waiting_total", 0) - len(st["queue"]) - len(st["waiting"])
+    if hidden > 0:
+        print(f"... and {hidden} more queued or waiting (--limit)")
+    ended = st.get("ended", [])
+    if ended:
+        print("\nrecently ended:")
+        print(_table([[j["job_id"], j["name"], j["state"], _ago(st.get("now"), j["end_time"]),
+                       "->".join(map(str, j["sizes"])), _clip(j["error"] or "")] for j in ended],
+                     ["JOB", "NAME", "STATE", "ENDED", "SIZES", "REASON"]))
+    nodes = st.get("nodes", [])
+    if any(n.get("state", "unmonitored") != "unmonitored" for n in nodes):
+        print()
+        print(_table([[n["host"], n["state"], f"{n['used']}/{n['slots']}",
+                       "-" if n.get("seen_ago") is None else f"{n['seen_ago']:.1f}s", n.get("reason") or ""]
+                      for n in nodes], ["NODE", "STATE", "USED", "SEEN", "REASON"]))
+    if sv.get("refused"):
+        print(f"daemon: {sv['refused']} unauthenticated connection attempts refused")
+    return 0
+
+
+@_client
+def cmd_cancel(args: argparse.Namespace) -> int:
+    for jid in args.job_ids:
+        request(args.endpoint, "cancel", {"job_id": jid}, keys=args.keys)
+        print(f"cancelled job {jid}")
+    return 0
+
+
+@_client
+def cmd_history(args: argparse.Namespace) -> int:
+    from scheduler.service.report import plot_history, summarize
+
+    body = {k: v for k, v in (("limit", args.limit),
+                              ("since", time.time() - args.since if args.since is not None else None)) if v is not None}
+    hist = request(args.endpoint, "history", body, timeout=30, keys=args.keys)
+    summ = summarize(hist)
+    if args.plot:
+        plot_history(hist, args.plot)
+    if args.json:
+        print(json.dumps({"summary": summ, "events": hist["events"]}, indent=1))
+        return 0
+    rows = [[r["job_id"], r["name"], r["state"], r["initial"], "->".join(map(str, r["sizes"])),
+             _f(r["wait"]), _f(r["turnaround"]), _clip(r["error"] or "") if r["state"] != "done" else ""]
+            for r in summ["jobs"]]
+    print(_table(rows, ["JOB", "NAME", "STATE", "INIT", "SIZES", "WAIT(s)", "TURNAROUND(s)", "REASON"]))
+    print(f"utilization {100 * summ['utilization']:.1f}% over {summ['makespan']:.1f}s")
+    if args.plot:
+        print(f"wrote {args.plot}")
+    return 0
+
+
+def _f(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1f}"
+
+
+def _ago(now: float | None, t: float | None) -> str:
+    return "-" if now is None or t is None else f"{max(0.0, now - t):.0f}s ago"
+
+
+def _clip(text: str, width: int = 100) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+@_client
+def cmd_log(args: argparse.Namespace) -> int:
+    print(request(args.endpoint, "log", {"job_id": args.job_id, "tail": args.tail}, keys=args.keys)["text"])
+    return 0
+
+
+@_client
+def cmd_stop(args: argparse.Namespace) -> int:
+    request(args.endpoint, "stop", {"kill_jobs": args.kill_jobs}, keys=args.keys)
+    print("daemon stopping" + (" (running jobs killed)" if args.kill_jobs else ""))
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from scheduler.service.demo import run_demo
+
+    if args.state_dir:
+        os.makedirs(args.state_dir, exist_ok=True)
+    return run_demo(plot=args.plot, quick=args.quick, json_out=args.json, slots=args.slots,
+                    state_dir=args.state_dir)
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    from reshape.auth import AuthError, describe, make_keys
+
+    try:
+        written = make_keys(args.dir, ("client", *(c for c in args.client if c != "client")), force=args.force)
+        print("\n".join(f"wrote {p}" for p in written) or "keys already present (--force replaces them)")
+        print(describe(args.dir))
+    except (AuthError, OSError) as e:
+        print(f"reshape keys: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    from reshape.auth import default_keys_dir
+    from scheduler.service.nodemon import add_commands as add_nodemon
+    from scheduler.service.slurm_cli import add_commands as add_slurm
+
+    keys_help = "CURVE key directory (default $RESHAPE_KEYS; needed when the daemon is not on loopback)"
+
+    def common(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
+        p.add_argument("--endpoint", default=_default_endpoint(),
+                       help=f"daemon address (default ${ENV_ENDPOINT} or {DEFAULT_ENDPOINT})")
+        p.add_argument("--keys", help=keys_help)
+        p.add_argument("--slurm-job", metavar="ID", help="talk to the daemon of this Slurm job "
+                       "(one submitted with 'submit --slurm'; its address is in the job's comment)")
+        if json_flag:
+            p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = sub.add_parser("daemon", help="run the scheduler daemon (head-node service)")
+    p.add_argument("--endpoint", default=_default_endpoint(), help="ZeroMQ endpoint to bind")
+    p.add_argument("--state-dir", default=_default_state_dir(), help="journal and job logs")
+    p.add_argument("--config", help="pool config (TOML, [[node]] host/slots/...)")
+    p.add_argument("--slots", type=int, help="slots of the default localhost pool")
+    p.add_argument("--policy", default="reshape", metavar="PRESET",
+                   help="policy preset, the same names as 'reshape simulate --policy' (default: reshape = "
+                   "easy + reshape; see 'reshape simulate --help' for the list)")
+    p.add_argument("--app-policy", help="application policy instead of the preset's (fcfs, easy, easy-plus, ...)")
+    p.add_argument("--remap-policy", help="remap policy instead of the preset's (reshape, reshape-plus, static, ...)")
+    p.add_argument("--app-param", action="append", type=_param, default=[], metavar="KEY=VALUE",
+                   help="parameter of the application policy (repeatable; JSON values, e.g. k=2)")
+    p.add_argument("--remap-param", action="append", type=_param, default=[], metavar="KEY=VALUE",
+                   help="parameter of the remap policy (repeatable), e.g. request_shrinks=true")
+    p.add_argument("--workdir", help="working directory of jobs (default: current)")
+    p.add_argument("--node-timeout", type=float, default=5.0, metavar="SECONDS",
+                   help="a monitored node without a heartbeat for this long is down (default 5)")
+    p.add_argument("--require-monitors", action="store_true",
+                   help="a node's slots join the pool only once its node monitor registers")
+    p.add_argument("--keys", help="CURVE key directory; authentication is on when given, and always when the "
+                                  "endpoint is not loopback (then default $RESHAPE_KEYS or ~/.reshape/keys)")
+    p.add_argument("--launcher", choices=sorted(LAUNCHERS),
+                   help="how ranks reach hosts (default: slurm inside a Slurm job, local for a one-machine "
+                        "pool, else ssh)")
+    p.add_argument("--slurm-grow", action="store_true",
+                   help="inside a Slurm job: the pool is the partition, grown with expander jobs and shrunk by "
+                        "giving nodes back to Slurm (docs/slurm.md)")
+    p.add_argument("--grant-timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="with --slurm-grow: cancel an expander job not started after this long (default 10)")
+    p.add_argument("--idle-release", type=float, default=30.0, metavar="SECONDS",
+                   help="with --slurm-grow: give back a granted node unused for this long (default 30)")
+    p.set_defaults(func=cmd_daemon)
+
+    p = sub.add_parser("keys", help="make CURVE keys for the daemon, its clients, jobs and node monitors")
+    p.add_argument("--dir", default=default_keys_dir(), help="key directory (default $RESHAPE_KEYS or "
+                                                              "~/.reshape/keys)")
+    p.add_argument("--client", action="append", default=[], metavar="NAME",
+                   help="also make and authorize the client key pair NAME (repeatable; 'client' always)")
+    p.add_argument("--force", action="store_true", help="replace existing keys")
+    p.set_defaults(func=cmd_keys)
+
+    add_nodemon(sub)
+    add_slurm(sub)
+
+    p = sub.add_parser("submit", help="submit job files (TOML)")
+    p.add_argument("files", nargs="+")
+    p.add_argument("--delay", type=float, help="arrival delay in seconds (overrides the file)")
+    p.add_argument("--slurm", action="store_true",
+                   help="submit each job to Slurm (sbatch) with its own daemon that grows and shrinks the job "
+                        "through Slurm (docs/slurm.md)")
+    p.add_argument("--nodes", type=int, help="with --slurm: nodes to start on (default: one task per rank)")
+    p.add_argument("--sbatch", action="append", default=[], metavar="ARG",
+                   help="with --slurm: pass ARG to sbatch (repeatable), e.g. --sbatch=--partition=debug")
+    common(p)
+    p.set_defaults(func=cmd_submit)
+
+    p = sub.add_parser("status", help="running jobs and sizes, queue, free slots")
+    p.add_argument("--limit", type=int, metavar="N", help="list at most N queued and N waiting jobs "
+                                                          "(the totals are still shown)")
+    common(p)
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("cancel", help="cancel queued or running jobs")
+    p.add_argument("job_ids", type=int, nargs="+")
+    common(p, json_flag=False)
+    p.set_defaults(func=cmd_cancel)
+
+    p = sub.add_parser("history", help="per-job turnaround, utilization, allocation plot")
+    p.add_argument("--plot", metavar="FILE.png", help="draw processors per job and busy processors over time")
+    p.add_argument("--limit", type=int, metavar="N", help="only the last N jobs")
+    p.add_argument("--since", type=float, metavar="SECONDS", help="only jobs active in the last SECONDS")
+    common(p)
+    p.set_defaults(func=cmd_history)
+
+    p = sub.add_parser("log", help="show a job's stdout/stderr")
+    p.add_argument("job_id", type=int)
+    p.add_argument("--tail", type=int, default=200, help="last lines (0: all kept)")
+    common(p, json_flag=False)
+    p.set_defaults(func=cmd_log)
+
+    p = sub.add_parser("stop", help="stop the daemon (running jobs keep running unless --kill-jobs)")
+    p.add_argument("--kill-jobs", action="store_true")
+    common(p, json_flag=False)
+    p.set_defaults(func=cmd_stop)
+
+    p = sub.add_parser("demo", help="start a local daemon and run the bundled resizable apps as a "
+                                    "small workload like W1 (seed 001 §4.2)")
+    p.add_argument("--plot", default="reshape-demo.png", help="allocation plot to write ('' for none)")
+    p.add_argument("--quick", action="store_true", help="three jobs, about 15 s")
+    p.add_argument("--state-dir", help="keep the daemon's journal and job logs here (default: temporary)")
+    p.add_argument("--slots", type=_positive_int, default=8, help="virtual slots on localhost (default 8)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_demo)
+
+
+def _param(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` with a JSON value (``true``, ``3``, ``0.1``); anything else is a string."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.isidentifier():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE with a Python identifier as KEY, got {text!r}")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
+    return v
+
+
+def _wait(pred, timeout: float, every: float = 0.1) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(every)
+    return False

@@ -1,0 +1,190 @@
+"""The daemon's journal in SQLite: jobs (with profiles), allocation history, counters.
+
+A restarted daemon reads it back (``load``) and knows its queue, running
+jobs, profiles and history.
+
+Durability and latency. The daemon commits once per batch of messages,
+before it replies (group commit), so a reply is only sent for a state that
+is on disk. WAL mode with ``synchronous=NORMAL``: a commit appends to the
+WAL with ``write()`` and no ``fsync``; the data is then in the operating
+system's page cache, which a ``kill -9`` of the daemon does not touch, so
+nothing acknowledged is lost when the daemon dies (a power cut or kernel
+crash may lose the last commits, never corrupt the database: SQLite's
+documented guarantee for WAL + NORMAL). The ``fsync`` calls are in the
+*checkpoints* that copy the WAL into the database. SQLite runs them inside
+the commit that crosses ``wal_autocheckpoint`` pages, which put two
+``fsync`` (4-10 ms each on this machine's disk) into the request path of
+every few hundredth batch. Here automatic checkpoints are off:
+
+* a background thread (its own connection; sqlite3 releases the GIL while
+  it works) runs a ``PASSIVE`` checkpoint every ``checkpoint_every``
+  seconds, which copies what it can without ever blocking a commit;
+* the WAL is only rewound when a checkpoint finishes with no commit in
+  between, so the daemon calls :meth:`Journal.idle` when a poll found no
+  request: a ``TRUNCATE`` checkpoint then costs nobody a wait. Under
+  sustained load with no idle moment, :meth:`idle` with ``force`` truncates
+  once the WAL exceeds ``wal_limit_pages``: a rare, bounded pause.
+
+The last connection to close checkpoints the rest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import sqlite3
+import threading
+from typing import Any
+
+from scheduler.core.state import Job, NodeRecord
+
+__all__ = ["Journal"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (job_id INTEGER PRIMARY KEY, state TEXT NOT NULL, record TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, t REAL NOT NULL, job_id INTEGER NOT NULL,
+    kind TEXT NOT NULL, nprocs INTEGER NOT NULL, busy INTEGER NOT NULL, detail TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS quarantine (seq INTEGER PRIMARY KEY AUTOINCREMENT, tbl TEXT, key TEXT, record TEXT,
+                                       why TEXT);
+CREATE TABLE IF NOT EXISTS nodes (host TEXT PRIMARY KEY, state TEXT NOT NULL, record TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS node_events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, t REAL NOT NULL, host TEXT NOT NULL,
+    kind TEXT NOT NULL, total INTEGER NOT NULL, detail TEXT NOT NULL);
+"""
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a finite number")
+
+
+def _dumps(record: dict[str, Any]) -> str:
+    """A record as JSON; a non-finite number is written as null rather than as ``Infinity`` (which
+    no reply could carry, so the record would break every later ``history``)."""
+    try:
+        return json.dumps(record, allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(record), allow_nan=False)
+
+
+def _finite(x: Any) -> Any:
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_finite(v) for v in x]
+    return x
+
+
+class Journal:
+    def __init__(self, path: str, checkpoint_every: float | None = 1.0, wal_limit_pages: int = 4096):
+        self.path = path
+        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.executescript(_SCHEMA)
+        self._meta: dict[str, Any] = {}
+        self.quarantined: list[str] = []  # records set aside at load (see _records)
+        self.wal_limit_pages = wal_limit_pages
+        self.wal_pages = 0  # WAL size seen by the last checkpoint (background thread)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if checkpoint_every:
+            self.db.execute("PRAGMA wal_autocheckpoint=0")
+            self._thread = threading.Thread(target=self._checkpointer, args=(checkpoint_every,),
+                                            name="journal-checkpoint", daemon=True)
+            self._thread.start()
+
+    def _checkpointer(self, every: float) -> None:
+        con = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            while not self._stop.wait(every):
+                with contextlib.suppress(sqlite3.Error):  # busy: try again next time
+                    _, log, _ = con.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                    self.wal_pages = max(log, 0)
+        finally:
+            con.close()
+
+    def idle(self, force: bool = False) -> None:
+        """Rewind the WAL now (daemon idle), or when ``force`` and it grew past the limit."""
+        if self._thread is None or not self.wal_pages:
+            return
+        if force and self.wal_pages < self.wal_limit_pages:
+            return
+        with contextlib.suppress(sqlite3.Error):
+            self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            self.wal_pages = 0
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        self.db.close()
+
+    def save(self, jobs: list[Job], events: list[dict[str, Any]], meta: dict[str, Any],
+             nodes: list[NodeRecord] = (), node_events: list[dict[str, Any]] = ()) -> None:
+        """Write changed jobs and nodes, new history events and changed counters in one transaction."""
+        meta = {k: v for k, v in meta.items() if self._meta.get(k, ...) != v}
+        if not jobs and not events and not meta and not nodes and not node_events:
+            return
+        cur = self.db.cursor()
+        cur.execute("BEGIN")
+        try:
+            cur.executemany(
+                "INSERT OR REPLACE INTO jobs(job_id, state, record) VALUES (?, ?, ?)",
+                [(j.job_id, j.state, _dumps(j.to_dict())) for j in jobs])
+            cur.executemany(
+                "INSERT INTO events(t, job_id, kind, nprocs, busy, detail) VALUES (?, ?, ?, ?, ?, ?)",
+                [(e["t"], e["job_id"], e["kind"], e["nprocs"], e["busy"], e["detail"]) for e in events])
+            cur.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                            [(k, json.dumps(v)) for k, v in meta.items()])
+            cur.executemany("INSERT OR REPLACE INTO nodes(host, state, record) VALUES (?, ?, ?)",
+                            [(n.host, n.state, _dumps(n.to_dict())) for n in nodes])
+            cur.executemany("INSERT INTO node_events(t, host, kind, total, detail) VALUES (?, ?, ?, ?, ?)",
+                            [(e["t"], e["host"], e["kind"], e["total"], e["detail"]) for e in node_events])
+            cur.execute("COMMIT")
+        except BaseException:
+            cur.execute("ROLLBACK")
+            raise
+        self._meta.update(meta)
+
+    def _records(self, table: str, key: str, make) -> list:
+        """Every record of ``table`` that reads back; one that does not (not JSON, a value JSON cannot
+        carry such as infinity, a field the code no longer knows) moves to ``quarantine`` with the
+        reason, listed in :attr:`quarantined`, so a bad record costs a warning, never a crash loop."""
+        out = []
+        for k, r in list(self.db.execute(f"SELECT {key}, record FROM {table} ORDER BY {key}")):
+            try:
+                out.append(make(json.loads(r, parse_constant=_no_constant)))
+            except Exception as e:
+                why = f"{type(e).__name__}: {e}"[:300]
+                self.db.execute("BEGIN")
+                self.db.execute("INSERT INTO quarantine(tbl, key, record, why) VALUES (?, ?, ?, ?)",
+                                (table, str(k), r, why))
+                self.db.execute(f"DELETE FROM {table} WHERE {key} = ?", (k,))
+                self.db.execute("COMMIT")
+                self.quarantined.append(f"{table} {k}: {why}")
+        return out
+
+    def load(self) -> tuple[list[Job], dict[str, Any]]:
+        jobs = self._records("jobs", "job_id", Job.from_dict)
+        meta = {k: json.loads(v) for k, v in self.db.execute("SELECT key, value FROM meta")}
+        self._meta = dict(meta)
+        return jobs, meta
+
+    def load_nodes(self) -> list[NodeRecord]:
+        return self._records("nodes", "host", NodeRecord.from_dict)
+
+    def node_history(self) -> list[dict[str, Any]]:
+        cols = ("t", "host", "kind", "total", "detail")
+        return [dict(zip(cols, r, strict=True)) for r in self.db.execute(
+            "SELECT t, host, kind, total, detail FROM node_events ORDER BY seq")]
+
+    def history(self) -> list[dict[str, Any]]:
+        cols = ("t", "job_id", "kind", "nprocs", "busy", "detail")
+        return [dict(zip(cols, r, strict=True)) for r in self.db.execute(
+            "SELECT t, job_id, kind, nprocs, busy, detail FROM events ORDER BY seq")]

@@ -1,0 +1,218 @@
+"""Node monitor: one per compute node, reporting to the daemon's System Monitor (seed 001 §3.1).
+
+``reshape nodemon --daemon ENDPOINT --node NAME`` registers the node
+(``node_register``: the node is up, its slots join the pool), then sends a
+``heartbeat`` every ``heartbeat`` seconds (the daemon's value, a quarter of
+its node timeout, unless ``--interval``). A daemon that no longer knows this
+monitor (it marked the node down, or lost it) answers ``not_registered`` and
+the monitor registers again; an unreachable daemon is retried for ever.
+
+Jobs. Each scan lists the application processes (Hydra proxies and ranks,
+not ``mpiexec``) of this node (same network namespace as the monitor, so a
+namespace cluster on one machine and a container both see only their own)
+that carry the daemon's job tag (``RESHAPE_JOB_TAG``, whose
+prefix the daemon sends at registration). A job counts as this node's when
+the first entry of its ``RESHAPE_HOSTS`` is this node: as in the paper, only
+the monitor on a job's first node talks to the System Monitor about it. When
+a job seen here has had no process here for two scans in a row, the monitor
+sends ``job_ended`` with status ``end``. The monitor cannot see exit codes
+(the ranks are not its children), so it never claims ``error`` itself; the
+daemon decides done or failed from the job's own ``finished`` report and the
+exit status of its ``mpiexec`` (``scheduler.core.state.ClusterState.ended_on_node``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import sys
+import threading
+import uuid
+
+from reshape import jobenv as E
+from reshape.client import Connection, DaemonError, SchedulerUnavailable
+from reshape.launch import sweep_ipc
+from scheduler.service.startup import WRAPPER_NAME
+
+__all__ = ["NodeMonitor", "add_commands", "local_jobs"]
+
+TAG = E.JOB_TAG
+
+
+def _netns(pid: int | str) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}/ns/net").st_ino
+    except OSError:
+        return None
+
+
+def _environ(pid: str) -> dict[bytes, bytes]:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            data = f.read()
+    except OSError:
+        return {}
+    out = {}
+    for item in data.split(b"\0"):
+        k, sep, v = item.partition(b"=")
+        if sep and k in (E.JOB_TAG.encode(), E.HOSTS.encode()):
+            out[k] = v
+    return out
+
+
+def _launcher(pid: str) -> bool:
+    """Is this the job's ``mpiexec``, or the Job Startup wrapper around it (``sh -c ... reshape-job``),
+    on the head or here when the head is also a compute node? Neither is one of the job's ranks."""
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            if f.read().strip().startswith("mpiexec"):
+                return True
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+        return len(argv) > 3 and argv[3] == WRAPPER_NAME.encode()
+    except OSError:
+        return True
+
+
+def local_jobs(tag_prefix: str, node: str) -> dict[int, int]:
+    """Job id -> number of processes in this node's network namespace, for jobs whose first node is ``node``."""
+    mine, me, prefix = _netns("self"), str(os.getpid()), tag_prefix.encode()
+    out: dict[int, int] = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or pid == me or _netns(pid) != mine:
+            continue
+        env = _environ(pid)
+        tag = env.get(E.JOB_TAG.encode(), b"")
+        if not tag.startswith(prefix) or _launcher(pid):
+            continue
+        first = env.get(E.HOSTS.encode(), b"").split(b",")[0].decode(errors="replace")
+        if first != node:
+            continue
+        try:
+            jid = int(tag[len(prefix):])
+        except ValueError:
+            continue
+        out[jid] = out.get(jid, 0) + 1
+    return out
+
+
+class NodeMonitor:
+    """Registration, heartbeats and job-end detection for one node (see the module docstring)."""
+
+    def __init__(self, endpoint: str, node: str, keys: str | None = None, interval: float | None = None,
+                 timeout: float = 2.0, log=None):
+        self.endpoint = endpoint
+        self.node = node
+        self.incarnation = uuid.uuid4().hex[:16]
+        self.conn = Connection(endpoint, timeout, keys=keys)  # raises AuthError on missing keys
+        self.interval = interval
+        self.log = log or sys.stderr
+        self.registered = False
+        self.tag: str | None = None
+        self.seen: dict[int, int] = {}  # job -> processes at the last scan that found some
+        self.missing: dict[int, int] = {}  # job -> scans in a row without a process
+        self.reported: set[int] = set()
+        self.stop = threading.Event()
+        self.beat = interval or 1.0
+
+    def say(self, text: str) -> None:
+        print(f"reshape nodemon {self.node}: {text}", file=self.log, flush=True)
+
+    def register(self) -> None:
+        """Raises DaemonError (e.g. ``unknown_node``: not in the pool) or SchedulerUnavailable."""
+        rep = self.conn.request("node_register", {"node": self.node, "incarnation": self.incarnation,
+                                                  "pid": os.getpid(), "host": socket.gethostname()})
+        b = rep.body
+        self.tag = b["tag"]
+        self.beat = self.interval or float(b["heartbeat"])
+        self.registered = True
+        self.say(f"registered with {self.endpoint} (monitor {self.incarnation}, heartbeat {self.beat:g} s, "
+                 f"node timeout {b['timeout']:g} s)")
+
+    def scan(self) -> list[int]:
+        """Update the job view; send ``job_ended`` for this node's jobs whose processes are gone."""
+        assert self.tag is not None
+        now_jobs = local_jobs(self.tag, self.node)
+        for jid, n in now_jobs.items():
+            self.seen[jid] = n
+            self.missing.pop(jid, None)
+        for jid in [j for j in self.seen if j not in now_jobs]:
+            self.missing[jid] = self.missing.get(jid, 0) + 1
+            if self.missing[jid] >= 2:
+                n = self.seen.pop(jid)
+                del self.missing[jid]
+                sweep_ipc()  # what its ranks left here if they were killed (reshape.launch.sweep_ipc)
+                if jid not in self.reported:
+                    self.reported.add(jid)
+                    self._ended(jid, n)
+        return sorted(now_jobs)
+
+    def _ended(self, jid: int, n: int) -> None:
+        try:
+            self.conn.request("job_ended", {"node": self.node, "incarnation": self.incarnation, "status": "end",
+                                            "processes": n, "detail": f"its {n} process(es) on {self.node} ended"},
+                              job_id=jid)
+            self.say(f"job {jid}: ended here (reported)")
+        except DaemonError as e:  # not_running: the daemon saw the end first
+            self.say(f"job {jid}: ended here ({e.code})")
+        except SchedulerUnavailable:
+            self.reported.discard(jid)  # try again at the next scan
+            self.seen[jid] = n
+            self.missing[jid] = 1
+
+    def step(self) -> None:
+        """One round: (re)register if needed, scan, heartbeat."""
+        if not self.registered:
+            self.register()
+        jobs = self.scan()
+        try:
+            self.conn.request("heartbeat", {"node": self.node, "incarnation": self.incarnation, "jobs": jobs})
+        except DaemonError as e:
+            if e.code != "not_registered":
+                raise
+            self.say("the daemon does not know this monitor (node marked down?): registering again")
+            self.registered = False
+            self.register()
+
+    def run(self) -> int:
+        while not self.stop.is_set():
+            try:
+                self.step()
+            except SchedulerUnavailable as e:
+                self.say(f"{e}; retrying")
+            except DaemonError as e:
+                if e.code == "unknown_node":
+                    self.say(f"the daemon refused this node: {e}")
+                    return 2
+                self.say(f"daemon error {e}; retrying")
+            self.stop.wait(self.beat)
+        self.conn.close()
+        return 0
+
+
+# ---------------------------------------------------------------- command line
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("nodemon", help="run a node monitor on this compute node (registers it, heartbeats, "
+                                       "reports the end of jobs whose first node it is)")
+    p.add_argument("--daemon", default=os.environ.get(E.DAEMON), required=E.DAEMON not in os.environ,
+                   metavar="ENDPOINT", help="the daemon's address (default $RESHAPE_DAEMON)")
+    p.add_argument("--node", default=socket.gethostname(), help="this node's host name in the pool (default: hostname)")
+    p.add_argument("--interval", type=float, help="heartbeat period in seconds (default: the daemon's)")
+    p.add_argument("--keys", help="key directory (default: see 'reshape keys')")
+    p.set_defaults(func=cmd_nodemon)
+
+
+def cmd_nodemon(args: argparse.Namespace) -> int:
+    if args.interval is not None and not args.interval > 0:
+        print(f"reshape nodemon: --interval must be > 0, got {args.interval}", file=sys.stderr)
+        return 2
+    try:
+        mon = NodeMonitor(args.daemon, args.node, keys=args.keys, interval=args.interval)
+    except ValueError as e:
+        print(f"reshape nodemon: {e}", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, lambda *_: mon.stop.set())
+    signal.signal(signal.SIGINT, lambda *_: mon.stop.set())
+    return mon.run()

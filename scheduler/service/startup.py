@@ -1,0 +1,123 @@
+"""Job Startup (seed 001 §3.1): run a job's ``mpiexec`` on its allocated hosts.
+
+Each job runs in its own session (``start_new_session``) so the job, its
+Hydra proxies and any ranks it spawns later can be killed together
+(``reshape.launch.kill_session``); stdout and stderr go to a per-job log.
+The job learns the daemon's address and its id from ``RESHAPE_SCHEDULER``
+and ``RESHAPE_JOB_ID``, and the bound on one resize from
+``RESHAPE_RESIZE_TIMEOUT`` (the job file's ``resize_timeout``).
+
+Finding a job's processes: Hydra's proxies and ranks each call ``setsid``,
+so neither the session nor the process tree of ``mpiexec`` (which a
+``kill -9`` of ``mpiexec`` orphans) finds them all. Every process of a job
+inherits ``RESHAPE_JOB_TAG`` (unique per daemon state directory and job), and
+:func:`job_pids` finds processes by that tag, also after a daemon restart.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+from reshape import jobenv as E
+from reshape.launch import kill_tagged, mpi_env, mpiexec_path, tagged_pids
+from reshape.launchers import Launcher
+from scheduler.core.jobfile import resize_timeout_of
+
+__all__ = ["job_argv", "job_pids", "job_tag", "kill_job", "kill_jobs", "read_exit_status", "start_job"]
+
+TAG = E.JOB_TAG
+
+
+def job_tag(state_dir: str, job_id: int) -> str:
+    return f"{os.path.abspath(state_dir)}#{job_id}"
+
+
+def job_pids(tag: str) -> list[int]:
+    """Live processes of this user carrying ``RESHAPE_JOB_TAG=tag``."""
+    return tagged_pids(tag, TAG)
+
+
+def kill_job(tag: str, grace: float = 1.0) -> list[int]:
+    """SIGTERM, then SIGKILL, every process of the job; returns the pids found."""
+    return kill_jobs([tag], grace)
+
+
+def kill_jobs(tags: Iterable[str], grace: float = 1.0) -> list[int]:
+    """SIGTERM every process of all these jobs at once, SIGKILL what is left after ``grace``.
+
+    One process-table scan per poll for all jobs, so stopping a daemon with
+    many running jobs takes at most about ``2 * grace`` seconds, not that per job.
+    """
+    return kill_tagged(tags, TAG, grace)
+
+
+LOCAL = {"localhost", "127.0.0.1", "::1"}
+
+
+def job_argv(desc: dict[str, Any], hosts: list[str]) -> list[str]:
+    """``mpiexec -n K [-hosts h:n,...] command...`` for a job allocated ``hosts`` (one per slot)."""
+    cmd = list(desc["command"])
+    if cmd[0] in ("python", "python3"):
+        cmd[0] = sys.executable
+    n = 1 if desc.get("launch") == "single" else len(hosts)
+    argv = [mpiexec_path(), "-n", str(n)]
+    counts = Counter(hosts)
+    if set(counts) - LOCAL:
+        argv += ["-hosts", ",".join(f"{h}:{k}" for h, k in counts.items())]
+    return argv + cmd
+
+
+def start_job(job_id: int, desc: dict[str, Any], hosts: list[str], endpoint: str, launcher: Launcher,
+              log_path: str, tag: str, cwd: str | None = None, exit_path: str | None = None,
+              run_as: int | None = None) -> subprocess.Popen:
+    """Launch the job with ``launcher`` (its environment reaches every rank); raises OSError if it
+    cannot start. ``run_as``: a uid to run it as (a root daemon runs each job as its owner)."""
+    env = mpi_env({**launcher.env(), **desc.get("env", {}), TAG: tag, E.SCHEDULER: endpoint,
+                   E.JOB_ID: str(job_id), E.NPROCS: str(len(hosts)),
+                   E.HOSTS: ",".join(hosts),
+                   E.RESIZE_TIMEOUT: f"{resize_timeout_of(desc):g}"})
+    env.pop(E.PLAN, None)
+    os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
+    argv = job_argv(desc, hosts)
+    ids: dict[str, Any] = {}
+    if run_as is not None:
+        try:
+            pw = pwd.getpwuid(run_as)
+        except KeyError:
+            raise OSError(f"the job's owner, uid {run_as}, has no account here") from None
+        env.update(HOME=pw.pw_dir, USER=pw.pw_name, LOGNAME=pw.pw_name)
+        ids = {"user": run_as, "group": pw.pw_gid, "extra_groups": os.getgrouplist(pw.pw_name, pw.pw_gid)}
+    # the wrapper gets the status file as its standard input, opened for writing: no path the
+    # job's user would need to reach; mpiexec gets /dev/null as before
+    status = open(exit_path, "w") if exit_path else subprocess.DEVNULL  # noqa: SIM115 - closed below
+    if exit_path:
+        argv = ["/bin/sh", "-c", EXIT_WRAPPER, WRAPPER_NAME, *argv]
+    try:
+        with open(log_path, "ab") as log:
+            return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=status, env=env, cwd=cwd, start_new_session=True, **ids)
+    finally:
+        if exit_path:
+            status.close()
+
+
+# Runs the job's mpiexec and writes its exit status to its standard input (logs/job-N.exit, opened
+# for writing by the daemon) before exiting with it: a daemon that restarted meanwhile (and so is
+# not mpiexec's parent) still learns how the job ended.
+WRAPPER_NAME = "reshape-job"  # its $0: node monitors tell it from the job's ranks by it
+EXIT_WRAPPER = '"$@" </dev/null; rc=$?; echo $rc >&0; exit $rc'
+
+
+def read_exit_status(path: str) -> int | None:
+    """The exit status the wrapper recorded, or None (no file: it was killed, or never ran)."""
+    try:
+        with open(path) as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
