@@ -121,6 +121,9 @@ def _legal_near(spec: JobSpec, total: int, n: int) -> int | None:
     without ``sizes``/``divides`` that is its share clamped to
     ``[min_procs, max_procs]``.
     """
+    lo, hi = max(spec.min_procs, 1), min(spec.max_procs or total, total)
+    if not spec.sizes and not spec.divides:  # every size in [lo, hi] is legal: clamp
+        return min(max(n, lo), hi) if lo <= hi else None
     for p in range(min(n, total), max(spec.min_procs, 1) - 1, -1):
         if legal_sizes(spec, total, (p,)):
             return p
