@@ -246,22 +246,9 @@ def test_the_simulator_is_a_clock_around_the_daemons_core(app, remap):
     assert res.metrics() == metrics(res.records, res.usage, 8)
 
 
-class AskBiggest(remap_policy("reshape").__class__):
-    """ReSHAPE's rules, plus: while jobs wait, ask the largest resizable job to halve."""
-
-    name = "ask-biggest"
-
-    def shrink_requests(self, snap):
-        from scheduler.core.policy import Shrink
-
-        run = [r for r in snap.running if r.spec.resizable and r.nprocs >= 2 and r.pending_shrink is None]
-        if not snap.queue or not run:
-            return []
-        big = max(run, key=lambda r: (r.nprocs, -r.spec.job_id))
-        return [Shrink(big.spec.job_id, max(big.spec.min_procs, big.nprocs // 2), "admit queued job")]
-
-
 def test_shrink_requests_reach_simulated_jobs_at_their_next_resize_point():
+    from tests.test_daemon_state import AskBiggest
+
     jobs = small_workload()
     asked = simulate(jobs, 8, app_policy("easy"), AskBiggest(), record=True, check=True)
     plain = simulate(jobs, 8, app_policy("easy"), remap_policy("reshape"), record=True)

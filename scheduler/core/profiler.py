@@ -23,12 +23,9 @@ class JobProfile:
     history: list[int] = field(default_factory=list)
     points: int = 0  # resize points seen
     best_time: dict[int, float] = field(default_factory=dict)  # fastest iteration per size
-    # bumped by every change; the frozen view is rebuilt only after one (policies see it per request)
-    version: int = field(default=0, compare=False)
     _frozen: Profile | None = field(default=None, init=False, repr=False, compare=False)
 
     def _changed(self) -> None:
-        self.version += 1
         self._frozen = None
 
     def record_iteration(self, nprocs: int, seconds: float) -> None:
