@@ -168,17 +168,22 @@ def status_or_none(c: ComposeCluster, sid: str) -> dict | None:
 
 
 def test_when_slurm_does_not_start_the_expander_it_is_cancelled_and_the_job_keeps_its_size(slurm):
-    """Idle nodes, but Slurm starts nothing (the admin set the partition DOWN after the job began):
-    the expander pends, is cancelled after the grant timeout (10 s), and the job runs on at 2."""
+    """Idle nodes, but Slurm starts nothing on them: node2-4 are reserved from
+    five minutes on, so no job without an end before then may start there (the expander has no
+    time limit). The job starts on node1; the expander pends, is cancelled after the grant
+    timeout (10 s), and the job runs on at 2. (The reservation is made before the job is
+    submitted: setting the partition DOWN after the job starts raced with the first expander.)"""
     c = slurm
     quiet(c, 120)
-    sid = submit_slurm(c, "docker/jobs/slurm.toml")
+    sh(c, "scontrol create reservation ReservationName=later StartTime=now+300 Duration=10 "
+          "Nodes=node[2-4] Users=root")
+    sid = None
     try:
-        wait_for(lambda: any(q["id"] == sid and q["state"] == "RUNNING" for q in squeue(c)), 30, every=0.2)
-        sh(c, "scontrol update PartitionName=batch State=DOWN")
+        sid = submit_slurm(c, "docker/jobs/slurm.toml")
         pend = wait_for(lambda: next((q for q in squeue(c) if q["name"] == f"reshape-expand-{sid}"), None),
                         60, every=0.3)
         assert pend["state"] == "PENDING", pend
+        assert [q["hosts"] for q in squeue(c) if q["id"] == sid] == [["node1"]]
         t0 = time.monotonic()
         wait_for(lambda: not [q for q in squeue(c) if q["id"] == pend["id"]], 30, every=0.3)
         NOTES["slurm expander not started -> cancelled (s)"] = f"{time.monotonic() - t0:.1f}"
@@ -187,7 +192,7 @@ def test_when_slurm_does_not_start_the_expander_it_is_cancelled_and_the_job_keep
         assert run["nprocs"] == 2 and not run["pending"], run
         assert any("granted no node" in n for n in st["daemon"]["slurm"]["notes"]), st["daemon"]
     finally:
-        sh(c, f"scontrol update PartitionName=batch State=UP; scancel {sid}")
+        sh(c, "scontrol delete ReservationName=later" + (f"; scancel {sid}" if sid else ""))
     wait_for(lambda: not squeue(c) and not leftovers(c), 60, every=0.5)
 
 
