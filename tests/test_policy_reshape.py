@@ -14,6 +14,7 @@ from scheduler.core.policy import (
     Expand,
     JobSpec,
     Profile,
+    Reserve,
     RunningJob,
     Shrink,
     Snapshot,
@@ -22,6 +23,10 @@ from scheduler.core.policy import (
     remap_policy,
 )
 from tests.helpers import repeated_undone_expansions
+
+
+def starts_of(decisions):
+    return [d for d in decisions if isinstance(d, Start)]
 
 
 def spec(i, n, **kw):
@@ -112,7 +117,7 @@ def test_easy_backfills_short_job_only_if_head_not_delayed():
     q = [spec(1, 8), spec(2, 2, walltime=50.0), spec(3, 2, walltime=500.0), spec(4, 2)]
     s = Snapshot(10.0, 10, 4, tuple(q), tuple(run))
     assert shadow_time(s, 8) == (100.0, 2)
-    started = [x.job_id for x in app_policy("easy").schedule(s)]
+    started = [x.job_id for x in starts_of(app_policy("easy").schedule(s))]
     # 2 ends before the shadow time; 3 and 4 run past it but the head leaves 2 extra slots: one fits
     assert started == [2, 3]
 
@@ -120,7 +125,7 @@ def test_easy_backfills_short_job_only_if_head_not_delayed():
 def test_easy_unknown_walltimes_give_infinite_shadow():
     s = Snapshot(0.0, 4, 1, (spec(1, 4), spec(2, 1, walltime=5.0)), (RunningJob(spec(9, 3), 3, 0.0),))
     assert shadow_time(s, 4)[0] == math.inf
-    assert [x.job_id for x in app_policy("easy").schedule(s)] == [2]
+    assert [x.job_id for x in starts_of(app_policy("easy").schedule(s))] == [2]
 
 
 @settings(max_examples=150, deadline=None)
@@ -132,7 +137,10 @@ def test_easy_never_oversubscribes_and_never_delays_head(free, queue, run):
     q = tuple(spec(i + 1, min(n, total), walltime=w) for i, (n, w) in enumerate(queue))
     rj = tuple(RunningJob(spec(100 + i, p, walltime=w), p, 0.0) for i, (p, w) in enumerate(run))
     s = Snapshot(0.0, total, free, q, rj)
-    starts = app_policy("easy").schedule(s)
+    out = app_policy("easy").schedule(s)
+    starts = starts_of(out)
+    reserved = [x for x in out if isinstance(x, Reserve)]
+    assert len(reserved) <= 1
     assert sum(x.nprocs for x in starts) <= free
     assert len({x.job_id for x in starts}) == len(starts)
     started = {x.job_id for x in starts}
@@ -150,6 +158,8 @@ def test_easy_never_oversubscribes_and_never_delays_head(free, queue, run):
         after = shadow_time(Snapshot(0.0, total, free - sum(x.nprocs for x in starts), (head,),
                                      after_run), head.nprocs)[0]
         assert after <= before or math.isinf(before)
+        # the head's reservation is the shadow time with the jobs started ahead of it
+        assert [x.time for x in reserved] == ([before] if not math.isinf(before) else [])
 
 
 # --------------------------------------------------------------------------
@@ -312,8 +322,9 @@ def test_end_estimate_scales_the_walltime_below_the_requested_size():
     s = wspec(1, 8, 100.0, iterations=10)
     assert end_estimate(RunningJob(s, 8, 5.0), 50.0) == 105.0
     assert end_estimate(RunningJob(s, 16, 5.0), 50.0) == 105.0  # above: the walltime bounds it
-    # at 4 of 8 slots with 6 of 10 iterations left: 0.6 * 100 * 2 from now
-    assert end_estimate(RunningJob(s, 4, 5.0, iterations_done=4), 50.0) == 170.0
+    # with a deadline (the core's walltime rule) the estimate is the deadline, whatever the clock says
+    assert end_estimate(RunningJob(s, 4, 5.0, iterations_done=4, deadline=170.0), 50.0) == 170.0
+    assert end_estimate(RunningJob(s, 4, 5.0, iterations_done=4, deadline=170.0), 150.0) == 170.0
     assert end_estimate(RunningJob(wspec(2, 8, 100.0), 2, 5.0), 50.0) == 405.0
     assert end_estimate(RunningJob(wspec(3, 8, 100.0, resizable=False), 8, 5.0), 9.0) == 105.0
     assert end_estimate(RunningJob(spec(4, 8), 8, 5.0), 9.0) == math.inf
@@ -325,26 +336,26 @@ def test_slots_of_an_expansion_under_way_are_not_lost_to_the_shadow_time():
     b = RunningJob(wspec(2, 4, 50.0, resizable=False), 4, 0.0)
     s = Snapshot(10.0, 16, 4, (wspec(3, 16, 10.0),), (a, b))
     assert shadow_time(s, 16) == (200.0, 0)  # not inf: the reserved 4 return with job 1
-    from scheduler.core.policies.easy import give_back_view
-
-    v = give_back_view(s)  # job 1's expansion and borrowed slots count as returned
-    assert v.free_slots == 8 and shadow_time(v, 16) == (200.0, 0)
-    grown = RunningJob(wspec(1, 4, 200.0), 8, 0.0, Profile({4: 1.0, 8: 0.6}, {}, (4, 8)))
-    v = give_back_view(Snapshot(10.0, 16, 4, (wspec(3, 8, 10.0),), (grown, b)))
-    assert v.free_slots == 8 and shadow_time(v, 8) == (10.0, 0)
+    # job 1 has no iteration measured, so nobody knows when it could give back: held till it ends
+    assert shadow_time(s, 16, give_back=True) == (200.0, 0)
+    # grown from 4 to 8, an iteration at 8 takes 0.6 s, a redistribution 2 s: back at 0.6 + 2
+    grown = RunningJob(wspec(1, 4, 200.0), 8, 0.0, Profile({4: 1.0, 8: 0.6}, {(4, 8): 2.0}, (4, 8)))
+    s2 = Snapshot(0.0, 16, 4, (wspec(3, 8, 10.0),), (grown, b))
+    assert shadow_time(s2, 8, give_back=True) == (2.6, 0)
+    assert shadow_time(s2, 8) == (50.0, 0)  # without give-back: when job 2 ends
 
 
 def test_squeeze_starts_a_resizable_head_on_the_free_slots():
     run = (RunningJob(wspec(9, 10, 100.0, resizable=False), 10, 0.0),)
     q = (wspec(1, 12, 50.0, min_procs=4), wspec(2, 12, 50.0, min_procs=4, resizable=False))
     s = Snapshot(0.0, 16, 6, q, run)
-    assert app_policy("easy").schedule(s) == []
-    assert app_policy("easy", squeeze=True).schedule(s) == [Start(1, 6)]
-    assert app_policy("easy-plus").schedule(s) == [Start(1, 6)]
+    assert app_policy("easy").schedule(s) == [Reserve(1, 100.0)]
+    assert app_policy("easy", squeeze=True).schedule(s) == [Reserve(1, 100.0), Start(1, 6)]
+    assert starts_of(app_policy("easy-plus").schedule(s)) == [Start(1, 6)]
     small = Snapshot(0.0, 16, 3, q, run)  # below min_procs: wait
-    assert app_policy("easy", squeeze=True).schedule(small) == []
+    assert starts_of(app_policy("easy", squeeze=True).schedule(small)) == []
     rigid_head = Snapshot(0.0, 16, 6, q[::-1], run)
-    assert app_policy("easy", squeeze=True).schedule(rigid_head) == []
+    assert starts_of(app_policy("easy", squeeze=True).schedule(rigid_head)) == []
 
 
 def test_repeated_undone_expansions_detects_the_compose_clusters_sequence():

@@ -17,9 +17,10 @@ def rigid(jid, t, n, run, walltime=None):
     return SimInput(spec, JobModel(work=run * n / 10, A=n, sigma=0.0, iterations=10), run)
 
 
-def malleable(jid, t, n, run, A=16.0, iters=10):
+def malleable(jid, t, n, run, A=16.0, iters=10, slack=2.0):
+    """A malleable job whose walltime is ``slack`` times its run time at ``n`` (room to resize)."""
     spec = JobSpec(jid, f"m{jid}", t, n, min_procs=1, max_procs=None, resizable=True,
-                   walltime=run, iterations=iters)
+                   walltime=run * slack, iterations=iters)
     model = JobModel(work=run / iters * n, A=A, sigma=0.0, iterations=iters)
     return SimInput(spec, model, model.run_time(n))
 
@@ -243,7 +244,7 @@ def test_the_simulator_is_a_clock_around_the_daemons_core(app, remap):
     assert [r.job_id for r in res.records] == [j.job_id for j in sorted(st.jobs.values(), key=lambda j: j.end_time)]
     assert sum(r.resizes for r in res.records) == sum(j.resizes for j in st.jobs.values()) > 0
     assert isinstance(res.records[0], JobRecord) and isinstance(res.usage, Usage)
-    assert res.metrics() == metrics(res.records, res.usage, 8)
+    assert res.metrics() == {**metrics(res.records, res.usage, 8), "late_starts": 0, "max_late_seconds": 0.0}
 
 
 def test_shrink_requests_reach_simulated_jobs_at_their_next_resize_point():

@@ -49,6 +49,9 @@ class Job:
     node_report: dict[str, Any] | None = None  # the first node's monitor: {"status", "t", "node", "detail"}
     resizes: int = 0  # confirmed resizes
     redist_seconds: float = 0.0  # their measured redistribution time
+    deadline: float | None = None  # kill time under the walltime rule (scheduler.core.walltime)
+    reservation: float | None = None  # the first start time the Application Scheduler reserved for it
+    point_time: float | None = None  # last resize point (or start)
     # caches for snapshots (one per request): the immutable spec, the last policy view
     _spec: JobSpec | None = field(default=None, init=False, repr=False, compare=False)
     _view: RunningJob | None = field(default=None, init=False, repr=False, compare=False)
@@ -71,7 +74,8 @@ class Job:
                 "shrink_request": self.shrink_request,
                 "iterations": self.iterations, "exit_code": self.exit_code, "error": self.error,
                 "reported": self.reported, "node_report": self.node_report, "owner": self.owner,
-                "resizes": self.resizes, "redist_seconds": self.redist_seconds}
+                "resizes": self.resizes, "redist_seconds": self.redist_seconds,
+                "deadline": self.deadline, "reservation": self.reservation, "point_time": self.point_time}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Job:
@@ -187,7 +191,7 @@ class JobTable:
         """The policy's frozen view of a running job, rebuilt only after the job changed (:meth:`_mark`)."""
         if j._view is None:
             j._view = RunningJob(j.spec, j.nprocs, j.start_time, j.profile.frozen(), j.iterations,
-                                 self._pending_shrink(j))
+                                 self._pending_shrink(j), j.deadline, j.point_time)
         return j._view
 
     def snapshot(self, now: float) -> Snapshot:
@@ -195,5 +199,6 @@ class JobTable:
             self._queue_t = tuple(self._queued_specs)
         if self._run_t is None:
             self._run_t = tuple(self._view(j) for j in self._run.values())
-        return Snapshot(now, self.pool.total, self.pool.free, self._queue_t, self._run_t)
+        head = self.jobs[self._queued[0][1]].reservation if self._queued else None
+        return Snapshot(now, self.pool.total, self.pool.free, self._queue_t, self._run_t, head)
 

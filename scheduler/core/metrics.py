@@ -14,7 +14,15 @@ carries ``t`` and ``busy``, the slots held after it) plus one
   al.'s threshold of 10 s keeps very short jobs from dominating;
 * resizes and seconds spent redistributing, summed over jobs;
 * idle while waiting: idle slot-seconds while at least one job waits, as a
-  fraction of slots x makespan (the holes EASY leaves for reservations).
+  fraction of slots x makespan (the holes EASY leaves for reservations);
+* walltime kills: jobs killed at their deadline;
+* useful utilization (when every record has ``work``, as the simulator's
+  do): the sequential seconds of work the jobs did (a job at ``p`` slots
+  for ``dt`` seconds does ``S(p) dt``, ``S`` its speedup) over slots x
+  makespan, i.e. utilization weighted by parallel efficiency. Utilization
+  counts slots *held*; a job expanded past the point where processors add
+  speed holds more than it uses, and useful utilization does not count that
+  (it rises when a job shrinks to a more efficient size).
 """
 
 from __future__ import annotations
@@ -40,6 +48,8 @@ class JobRecord:
     nprocs: int  # requested size
     resizes: int = 0
     redist_time: float = 0.0
+    killed: bool = False  # at its walltime deadline
+    work: float | None = None  # useful slot-seconds: the sequential seconds of work it did
 
     @property
     def turnaround(self) -> float:
@@ -133,4 +143,7 @@ def metrics(records: list[JobRecord], usage: Usage, slots: int, t0: float | None
         "resizes": sum(x.resizes for x in r),
         "redist_seconds": sum(x.redist_time for x in r),
         "idle_while_waiting": idle / (slots * span),
+        "walltime_kills": sum(1 for x in r if x.killed),
+        **({"useful_utilization": sum(x.work for x in r) / (slots * span)}
+           if all(x.work is not None for x in r) else {}),
     }

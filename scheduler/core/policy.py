@@ -46,6 +46,7 @@ __all__ = [
     "Profile",
     "RemapDecision",
     "RemapPolicy",
+    "Reserve",
     "RunningJob",
     "Shrink",
     "Snapshot",
@@ -135,6 +136,8 @@ class RunningJob:
     profile: Profile = field(default_factory=Profile)
     iterations_done: int = 0
     pending_shrink: int | None = None  # target already requested by a shrink_request
+    deadline: float | None = None  # kill time (scheduler.core.walltime); None: start + walltime rule
+    point_time: float | None = None  # when it last reached a resize point (or started)
 
 
 @dataclass(frozen=True)
@@ -146,6 +149,8 @@ class Snapshot:
     free_slots: int
     queue: tuple[JobSpec, ...]  # waiting jobs, in arrival order
     running: tuple[RunningJob, ...]
+    reserved: float | None = None  # the queue head's reservation: the first its Application Scheduler made
+
 
     def job(self, job_id: int) -> RunningJob:
         for r in self.running:
@@ -163,6 +168,16 @@ class Snapshot:
 class Start:
     job_id: int
     nprocs: int
+
+
+@dataclass(frozen=True)
+class Reserve:
+    """The queued job ``job_id`` (the head) is guaranteed to start by ``time`` (EASY's shadow
+    time). The core keeps the first reservation of each job, shows it to the policies
+    (:attr:`Snapshot.reserved`) and counts each start later than it as a violation."""
+
+    job_id: int
+    time: float
 
 
 @dataclass(frozen=True)
@@ -198,8 +213,9 @@ class AppPolicy:
 
     name = "abstract"
 
-    def schedule(self, snap: Snapshot) -> list[Start]:
-        """Jobs to start now, in order; their sizes must fit ``snap.free_slots`` in total."""
+    def schedule(self, snap: Snapshot) -> list[Start | Reserve]:
+        """Jobs to start now, in order; their sizes must fit ``snap.free_slots`` in total. A
+        policy that reserves a start time for the queue head (EASY) says so with a :class:`Reserve`."""
         raise NotImplementedError
 
 

@@ -49,6 +49,7 @@ from scheduler.core.policy import (
     Expand,
     JobSpec,
     RemapPolicy,
+    Reserve,
     RunningJob,
     Shrink,
     Snapshot,
@@ -56,6 +57,7 @@ from scheduler.core.policy import (
     legal_sizes,
 )
 from scheduler.core.pool import Pool
+from scheduler.core.walltime import budget_left, deadline_after, kill_time, rate, start_deadline
 
 __all__ = ["RESIZE_GRACE", "ClusterState", "Job", "Kill", "Launch", "NodeRecord", "StateError"]
 
@@ -95,6 +97,10 @@ class ClusterState(JobTable, NodeStates):
         self.decisions: list[Decision] | None = [] if record else None
         self.policy_errors: collections.deque[str] = collections.deque(maxlen=100)  # newest last
         self.policy_error_count = 0
+        # EASY's guarantee: starts later than the job's first reservation (newest last) and their count
+        self.late_starts: collections.deque[dict[str, Any]] = collections.deque(maxlen=100)
+        self.late_start_count = 0
+        self.walltime_kills = 0
         self._init_indexes()
         if require_monitors:
             for rec in self.nodes.values():
@@ -193,6 +199,9 @@ class ClusterState(JobTable, NodeStates):
             return out
         free = self.pool.free
         for start in self.app.schedule(self.snapshot(now)):
+            if isinstance(start, Reserve):
+                self._reserve(start, now)
+                continue
             j = self._check_start(start, free, now)
             if j is None:
                 continue
@@ -200,7 +209,9 @@ class ClusterState(JobTable, NodeStates):
             j.hosts = self.pool.allocate(start.nprocs)
             j.nprocs = start.nprocs
             self._set(j, "running")
-            j.start_time = now
+            j.start_time = j.point_time = now
+            j.deadline = start_deadline(j.spec.walltime, j.spec.nprocs, start.nprocs, now)
+            self._check_reservation(j, now)
             j.profile.ran_at(start.nprocs)
             self._event(now, j, "start")
             self._decided(now, "start", j.job_id, start.nprocs)
@@ -208,6 +219,33 @@ class ClusterState(JobTable, NodeStates):
         if self._queued:
             self._request_shrinks(now)
         return out
+
+    def _reserve(self, r: Reserve, now: float) -> None:
+        """Keep the first reservation the Application Scheduler makes for a queued job."""
+        j = self.jobs.get(r.job_id)
+        if j is None or j.state != "queued":
+            self._policy_error(f"application policy {self.app.name!r}", now, f"{r!r} is not for a queued job")
+        elif j.reservation is None and r.time < float("inf"):
+            j.reservation = r.time
+            self._mark(j)
+
+    def _check_reservation(self, j: Job, now: float) -> None:
+        """EASY's guarantee: a job starts no later than its first reservation; a later start is counted."""
+        r = j.reservation
+        if r is not None and now - r > 1e-6 * max(1.0, abs(r)):
+            self.late_start_count += 1
+            self.late_starts.append({"job_id": j.job_id, "reserved": r, "started": now, "late": now - r})
+
+    def expire(self, now: float, grace: float = 0.0) -> list[Launch | Kill]:
+        """Kill every running job past its deadline plus ``grace`` (:mod:`scheduler.core.walltime`)."""
+        out: list[Launch | Kill] = []
+        for j in self.running():
+            if j.deadline is not None and now >= kill_time(j.deadline, grace):
+                why = (f"walltime exceeded: limit {j.spec.walltime:g} s at {j.spec.nprocs} slots, "
+                       f"deadline t={j.deadline:g} (now {j.nprocs} slots)")
+                self.walltime_kills += 1
+                out.append(self._kill_failed(j, now, why, "walltime exceeded"))
+        return out + (self.schedule(now) if out else [])
 
     def _request_shrinks(self, now: float) -> None:
         """Remap Scheduler: jobs to shrink at their next resize point to admit queued jobs.
@@ -379,6 +417,7 @@ class ClusterState(JobTable, NodeStates):
         if n != j.nprocs:
             raise StateError("bad_size", f"job {job_id} reports {n} processes, scheduler has {j.nprocs}")
         j.iterations = max(j.iterations, body["iteration"])
+        j.point_time = now
         j.profile.record_iteration(n, body["iter_time"])
         if body.get("redist_time") is not None and body.get("redist_from"):
             j.profile.record_redistribution(body["redist_from"], n, body["redist_time"])
@@ -393,11 +432,13 @@ class ClusterState(JobTable, NodeStates):
         if q > n:
             hosts = self.pool.allocate(q - n)
             j.pending = {"action": "expand", "old": n, "new": q, "hosts": hosts, "t": now}
+            self._start_resize(j, n, q, now)
             self._event(now, j, "advise", f"expand {n}->{q}: {d.reason}")
             self._decided(now, "expand", job_id, q)
             return Advice("expand", q, tuple(hosts), d.reason)
         if q < n:
             j.pending = {"action": "shrink", "old": n, "new": q, "hosts": j.hosts[q:], "t": now}
+            self._start_resize(j, n, q, now)
             self._event(now, j, "advise", f"shrink {n}->{q}: {d.reason}")
             self._decided(now, "shrink", job_id, q)
             return Advice("shrink", q, (), d.reason)
@@ -419,9 +460,24 @@ class ClusterState(JobTable, NodeStates):
             raise StateError("out_of_order", f"job {job_id}: resized to {new}, advised {p['new']}")
         return self.schedule(now)
 
+    def _start_resize(self, j: Job, p: int, q: int, now: float) -> None:
+        """A resize ``p -> q`` starts: the budget left now, and the deadline's bound while it runs."""
+        if j.deadline is not None:
+            j.pending["budget"] = budget_left(j.deadline, j.spec.nprocs, p, now)
+            j.deadline = deadline_after(j.deadline, j.spec.nprocs, p, q, now)
+
+    @staticmethod
+    def _end_resize(j: Job, size: int, now: float) -> None:
+        """The resize ended at ``size`` (new or old): the time it took is charged in full."""
+        p = j.pending
+        if j.deadline is not None and p and "budget" in p:
+            left = max(0.0, p["budget"] - max(0.0, now - p.get("t", now)))
+            j.deadline = min(j.deadline, now + left / rate(j.spec.nprocs, size))
+
     def _apply_resize(self, j: Job, old: int, new: int, seconds: float | None, now: float) -> None:
         p = j.pending
         assert p is not None
+        self._end_resize(j, new, now)
         if p["action"] == "expand":
             j.hosts = j.hosts + p["hosts"]
         else:
@@ -441,6 +497,7 @@ class ClusterState(JobTable, NodeStates):
         assert p is not None
         if p["action"] == "expand":
             self.pool.release(p["hosts"])
+        self._end_resize(j, p["old"], now)
         j.pending = None
         self._event(now, j, "resize_failed", why)
 
@@ -539,7 +596,8 @@ class ClusterState(JobTable, NodeStates):
         assert set(self._waiting) == {i for i, j in self.live.items() if j.state == "waiting"}
         if self._run_t is not None:  # the cached view is the fresh one
             assert self._run_t == tuple(RunningJob(j.spec, j.nprocs, j.start_time, j.profile.frozen(), j.iterations,
-                                                   self._pending_shrink(j)) for j in self._run.values())
+                                                   self._pending_shrink(j), j.deadline, j.point_time)
+                                        for j in self._run.values())
         for j in self.jobs.values():
             assert (j.state not in FINAL) == (j.job_id in self.live), (j.job_id, j.state)
             if j.state == "running":

@@ -18,7 +18,17 @@ submit, the jobs that run, report their iterations, redistribute and exit.
   they hold ``max(p, q)`` slots exactly as the daemon's jobs do; after the
   last iteration they report ``finished`` and exit;
 * after every event the Application Scheduler runs (the daemon's tick runs
-  after every batch of requests).
+  after every batch of requests);
+* walltimes are enforced as a resource manager does: a job still running
+  at its deadline (:mod:`scheduler.core.walltime`: the requested time at the
+  requested size, time below it charged in proportion, resizes in full) is
+  killed there (the core's ``expire``, which the daemon calls with its
+  ``--overtime`` grace); its record says so and how much of its work it did.
+
+Every run checks EASY's guarantee: the core counts each job that starts
+later than the first reservation its Application Scheduler made for it
+(``late_starts`` in the metrics, with the first 100 cases in
+:attr:`SimResult.late_starts`).
 
 Events live in a heap keyed by ``(time, seq)``: ``seq`` keeps simultaneous
 events in the order they were created, so a run is deterministic. A policy
@@ -38,11 +48,13 @@ from scheduler.core.metrics import JobRecord, Usage, metrics
 from scheduler.core.policy import AppPolicy, JobSpec, RemapPolicy, remap_policy
 from scheduler.core.pool import Node, Pool
 from scheduler.core.state import ClusterState
+from scheduler.core.walltime import kill_time
 from scheduler.lab.jobmodel import RedistCost, RedistModel, SimInput
 
 __all__ = ["Decision", "PolicyError", "SimResult", "Simulator", "desc_of", "simulate"]
 
-_ARRIVE, _ITER, _REDIST, _FINISH = 0, 1, 2, 3
+_ARRIVE, _ITER, _REDIST, _FINISH, _KILL = 0, 1, 2, 3, 4
+_LAST = 1 << 62  # a kill at time t comes after every other event at t (a job ending at its deadline is not killed)
 
 
 def desc_of(spec: JobSpec) -> dict:
@@ -62,9 +74,14 @@ class SimResult:
     usage: Usage
     decisions: list[Decision] = field(default_factory=list)
     policy_errors: int = 0
+    late_starts: list[dict] = field(default_factory=list)  # the first 100 starts after their reservation
+    late_start_count: int = 0
 
     def metrics(self) -> dict[str, float]:
-        return metrics(self.records, self.usage, self.total_slots)
+        m = metrics(self.records, self.usage, self.total_slots)
+        m["late_starts"] = self.late_start_count
+        m["max_late_seconds"] = max((v["late"] for v in self.late_starts), default=0.0)
+        return m
 
 
 @dataclass
@@ -92,35 +109,62 @@ class Simulator:
         self._seq = 0
         self._iters: dict[int, int] = {}
         self._target: dict[int, tuple[int, int]] = {}  # job -> (old, new) of the redistribution under way
+        self._iter_at: dict[int, tuple[float, int]] = {}  # job -> (start, size) of the iteration under way
+        self._kill_at: dict[int, float] = {}  # job -> deadline its kill event is queued for
+        self._late: list[dict] = []
         self.usage = Usage()
         self.records: list[JobRecord] = []
 
     def _push(self, t: float, kind: int, jid: int) -> None:
         self._seq += 1
-        heapq.heappush(self._heap, (t, self._seq, kind, jid))
+        heapq.heappush(self._heap, (t, self._seq + (_LAST if kind == _KILL else 0), kind, jid))
+
+    def _iterate(self, jid: int, now: float, p: int) -> None:
+        self._iter_at[jid] = (now, p)
+        self._push(now + self._inp[jid].model.iter_time(p), _ITER, jid)
+
+    def _done(self, jid: int, now: float) -> float:
+        """Fraction of its work a job has done by ``now``."""
+        inp, j = self._inp[jid], self.state.jobs[jid]
+        m = inp.model
+        if jid not in self._iters:  # runs straight through at its start size
+            return min(1.0, (now - j.start_time) / m.run_time(j.nprocs or inp.spec.nprocs))
+        part = 0.0
+        if jid in self._iter_at:
+            t, p = self._iter_at[jid]
+            part = min(1.0, (now - t) / m.iter_time(p))
+        return min(1.0, (self._iters[jid] + part) / m.iterations)
 
     def _perform(self, actions: list[Launch | Kill], now: float) -> None:
         for a in actions:
-            if isinstance(a, Kill):  # nothing in a simulated run kills a job
-                raise PolicyError(f"job {a.job_id} killed at t={now:g}")
             jid = a.job_id
+            if isinstance(a, Kill):  # past its walltime (the only reason a simulated job is killed)
+                self._record(jid, now, killed=True)
+                continue
             n = self.state.jobs[jid].nprocs
             m = self._inp[jid].model
             if self.remap is None or not self._inp[jid].spec.resizable:
                 self._push(now + m.run_time(n), _FINISH, jid)
             else:
                 self._iters[jid] = 0
-                self._push(now + m.iter_time(n), _ITER, jid)
+                self._iterate(jid, now, n)
+
+    def _record(self, jid: int, now: float, killed: bool = False) -> None:
+        j, inp = self.state.jobs[jid], self._inp[jid]
+        done = self._done(jid, now) if killed else 1.0
+        self.records.append(JobRecord(jid, j.arrival_time, j.start_time, now, inp.run_time,
+                                      inp.spec.nprocs, j.resizes, j.redist_seconds, killed,
+                                      inp.model.work * inp.model.iterations * done))
+        self._iters.pop(jid, None)
+        self._iter_at.pop(jid, None)
+        if self.progress is not None and len(self.records) % 500 == 0:
+            self.progress(len(self.records), len(self.jobs))
 
     def _exit(self, jid: int, now: float) -> list[Launch | Kill]:
         st = self.state
         st.finished(jid, "done", None, now)
         acts = st.exited(jid, 0, now)
-        j, inp = st.jobs[jid], self._inp[jid]
-        self.records.append(JobRecord(jid, j.arrival_time, j.start_time, now, inp.run_time,
-                                      inp.spec.nprocs, j.resizes, j.redist_seconds))
-        if self.progress is not None and len(self.records) % 500 == 0:
-            self.progress(len(self.records), len(self.jobs))
+        self._record(jid, now)
         return acts
 
     def _resize_point(self, jid: int, now: float) -> list[Launch | Kill]:
@@ -133,16 +177,25 @@ class Simulator:
         adv = st.resize_point(jid, {"nprocs": p, "iteration": self._iters[jid], "iter_time": m.iter_time(p)}, now)
         if adv.nprocs != p:
             self._target[jid] = (p, adv.nprocs)
+            self._iter_at.pop(jid, None)
             self._push(now + self.redist.cost(self._inp[jid].spec.nprocs, p, adv.nprocs), _REDIST, jid)
         else:
-            self._push(now + m.iter_time(p), _ITER, jid)
+            self._iterate(jid, now, p)
         return st.tick(now)
 
     def _redistributed(self, jid: int, now: float) -> list[Launch | Kill]:
         p, q = self._target.pop(jid)
         acts = self.state.resized(jid, p, q, self.redist.cost(self._inp[jid].spec.nprocs, p, q), None, now)
-        self._push(now + self._inp[jid].model.iter_time(q), _ITER, jid)
+        self._iterate(jid, now, q)
         return acts
+
+    def _watch_deadlines(self) -> None:
+        """Queue a kill event at the deadline of every job whose deadline changed."""
+        for jid in self.state.dirty:
+            j = self.state.jobs[jid]
+            if j.state == "running" and j.deadline is not None and self._kill_at.get(jid) != j.deadline:
+                self._kill_at[jid] = j.deadline
+                self._push(kill_time(j.deadline), _KILL, jid)
 
     def run(self) -> SimResult:
         st = self.state
@@ -151,7 +204,13 @@ class Simulator:
         heap = self._heap
         while heap:
             now, _, kind, jid = heapq.heappop(heap)
-            if kind == _ARRIVE:
+            if kind != _ARRIVE and st.jobs[jid].state != "running":
+                continue  # the event of a job killed at its deadline
+            if kind == _KILL:
+                if now != kill_time(st.jobs[jid].deadline):
+                    continue  # its deadline moved
+                acts = st.expire(now)
+            elif kind == _ARRIVE:
                 st.submit(desc_of(self._inp[jid].spec), now, job_id=jid)
                 acts = st.tick(now)
             elif kind == _FINISH:
@@ -164,6 +223,7 @@ class Simulator:
             for e in st.events:
                 self.usage.feed(e["t"], e["busy"])
             st.events.clear()
+            self._watch_deadlines()
             st.dirty.clear()
             if self.check:
                 st.validate()
@@ -175,7 +235,7 @@ class Simulator:
         if self.progress is not None:
             self.progress(len(self.records), len(self.jobs))
         return SimResult(self.total_slots, self.records, self.usage, st.decisions or [],
-                         st.policy_error_count)
+                         st.policy_error_count, list(st.late_starts), st.late_start_count)
 
 
 def simulate(

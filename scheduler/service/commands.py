@@ -83,6 +83,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
                    remap=args.remap_policy or pre.remap, workdir=args.workdir, app_params=app_params,
                    remap_params=remap_params, node_timeout=args.node_timeout,
                    require_monitors=args.require_monitors, keys=args.keys, launcher=args.launcher,
+                   overtime=args.overtime,
                    slurm_grow={"grant_timeout": args.grant_timeout, "idle_release": args.idle_release}
                    if args.slurm_grow else None)
     except (PoolError, ValueError) as e:
@@ -277,6 +278,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workdir", help="working directory of jobs (default: current)")
     p.add_argument("--node-timeout", type=float, default=5.0, metavar="SECONDS",
                    help="a monitored node without a heartbeat for this long is down (default 5)")
+    p.add_argument("--overtime", type=float, default=30.0, metavar="SECONDS",
+                   help="a job still running this long after its walltime deadline is killed (default 30; "
+                   "a resizable job's deadline follows the rule in docs/daemon.md: time below its "
+                   "requested size is charged in proportion)")
     p.add_argument("--require-monitors", action="store_true",
                    help="a node's slots join the pool only once its node monitor registers")
     p.add_argument("--keys", help="CURVE key directory; authentication is on when given, and always when the "

@@ -123,11 +123,14 @@ class Daemon:
                  workdir: str | None = None, app_params: dict[str, Any] | None = None,
                  remap_params: dict[str, Any] | None = None, node_timeout: float = 5.0,
                  require_monitors: bool = False, keys: str | None = None, launcher: str | None = None,
-                 slurm_grow: dict[str, float] | None = None):
+                 slurm_grow: dict[str, float] | None = None, overtime: float = 30.0):
         # policies and keys first: a bad name, parameter or key fails before anything is created
         app_pol, remap_pol = _policy(app_policy, app, app_params), _policy(remap_policy, remap, remap_params)
         if not node_timeout > 0:
             raise ValueError(f"node timeout must be > 0 seconds, got {node_timeout}")
+        if not 0 <= overtime < float("inf"):
+            raise ValueError(f"overtime must be >= 0 seconds, got {overtime}")
+        self.overtime = overtime
         self.keys_dir = keys_dir_for(endpoint, keys)
         self.server_keys = load_server_keys(self.keys_dir) if self.keys_dir else None
         self.keys_dir = os.path.abspath(self.keys_dir) if self.keys_dir else None
@@ -445,6 +448,7 @@ class Daemon:
             acts += self.state.exited(jid, rc, now)
         acts += self.state.check_nodes(now)
         acts += self.state.check_resizes(now)
+        acts += self.state.expire(now, self.overtime)
         for j in self.state.running():
             r = j.node_report
             if r is None:
@@ -611,6 +615,7 @@ class Daemon:
         access = {"auth": "curve" if self.gate else "none", "refused": self.gate.refused if self.gate else 0,
                   "max_loop_gap_ms": round(1e3 * self.max_gap, 1),
                   "policy_errors": self.state.policy_error_count,
+                  "late_starts": self.state.late_start_count, "walltime_kills": self.state.walltime_kills,
                   "last_policy_errors": list(self.state.policy_errors)[-3:]}
         if self.slurm is not None:
             access["slurm"] = {"notes": list(self.slurm_notes), "error": self.slurm_error}

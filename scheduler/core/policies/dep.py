@@ -43,6 +43,7 @@ from scheduler.core.policy import (
     register_app_policy,
     register_remap_policy,
 )
+from scheduler.core.walltime import job_fits
 
 __all__ = [
     "DEPApp",
@@ -177,10 +178,12 @@ class DEPRemap(RemapPolicy):
         if snap.now - self._last < self.min_interval:
             return Continue(job_id, "smoothing: too soon after the last repartition")
         if want < r.nprocs:
+            if not job_fits(r, want, snap.now):
+                return Continue(job_id, "walltime: the job would not end by its deadline at its share")
             self._last = snap.now
             return Shrink(job_id, want, "dep share")
         grow = _legal_near(r.spec, snap.total_slots, min(want, r.nprocs + snap.free_slots))
-        if grow is not None and grow > r.nprocs:
+        if grow is not None and grow > r.nprocs and job_fits(r, grow, snap.now):
             self._last = snap.now
             return Expand(job_id, grow, "dep share")
         return Continue(job_id)

@@ -44,71 +44,88 @@ partner of the remap preset ``"reshape-plus"``):
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from functools import partial
 
-from scheduler.core.policy import AppPolicy, RunningJob, Snapshot, Start, legal_sizes, register_app_policy
+from scheduler.core.policy import AppPolicy, Reserve, RunningJob, Snapshot, Start, legal_sizes, register_app_policy
+from scheduler.core.walltime import deadline_after, expected_redist, start_deadline
 
-__all__ = ["EasyBackfill", "end_estimate", "give_back_view", "shadow_time"]
+__all__ = ["EasyBackfill", "end_estimate", "releases", "shadow_time"]
 
 
-def give_back_view(snap: Snapshot) -> Snapshot:
-    """``snap`` with every resizable job at most at its starting size and resizes under way done.
+def _give_back_at(r: RunningJob, target: int, now: float) -> float:
+    """When ``r`` will be down to ``target``: its next resize point (the last one plus an
+    iteration at its size) plus one redistribution
+    (:func:`scheduler.core.walltime.expected_redist`); inf if no iteration was measured."""
+    t_iter = r.profile.iter_time.get(r.nprocs)
+    if t_iter is None:
+        return math.inf
+    last = r.point_time if r.point_time is not None else r.start_time
+    return max(now, last + t_iter) + expected_redist(r, target)
 
-    The slots above a job's starting size (the first size in its history), and
-    those reserved by expansions under way, count as free.
+
+def releases(snap: Snapshot, give_back: bool = False) -> list[tuple[float, int]]:
+    """``(time, slots)`` each running job releases, by the latest time it will (unsorted).
+
+    A job releases its slots at :func:`end_estimate`. With ``give_back``, a
+    resizable job above its starting size (the first size in its history), or
+    with a shrink requested or under way, releases the slots above that size
+    at its next resize point plus one redistribution (:func:`_give_back_at`)
+    and the rest at the deadline it will have at the smaller size
+    (:func:`scheduler.core.walltime.deadline_after`): the view in which the
+    remap policy's borrowers promise to give back. Slots neither free nor in
+    a job's size are reserved by an expansion under way (jobs show their old
+    size until it ends); a snapshot does not say whose, so they count as freed
+    when the last resizable job gives back (``give_back``) or ends. (Ignoring
+    them made the shadow time infinite for a head that needs the whole
+    machine, and EASY then backfilled without bound.)
     """
-    free = snap.total_slots - sum(r.nprocs for r in snap.running)  # with expansions under way
-    running = []
+    now = snap.now
+    out = []
+    last_resizable = -math.inf
     for r in snap.running:
-        n = r.nprocs if r.pending_shrink is None else r.pending_shrink
-        base = r.profile.history[0] if r.profile.history else r.spec.nprocs
-        if r.spec.resizable and n > base:
-            n = base
-        free += r.nprocs - n
-        running.append(replace(r, nprocs=n) if n != r.nprocs else r)
-    return replace(snap, free_slots=free, running=tuple(running))
+        n = r.nprocs
+        if give_back and r.spec.resizable:
+            base = r.profile.history[0] if r.profile.history else r.spec.nprocs
+            target = min(n, base, r.pending_shrink if r.pending_shrink is not None else n)
+            back = _give_back_at(r, target, now) if target < n else math.inf
+            if not math.isinf(back):
+                end = deadline_after(r.deadline, r.spec.nprocs, n, target, now)
+                end = end_estimate(r, now) if end is None or r.deadline is None else end
+                out += [(back, n - target), (end, target)]
+                last_resizable = max(last_resizable, back)
+                continue
+        end = end_estimate(r, now)
+        out.append((end, n))
+        if r.spec.resizable:
+            last_resizable = max(last_resizable, end)
+    held = snap.total_slots - snap.free_slots - sum(r.nprocs for r in snap.running)
+    if held > 0:
+        out.append((last_resizable if last_resizable > -math.inf else math.inf, held))
+    return out
 
 
 def end_estimate(r: RunningJob, now: float) -> float:
-    """When ``r`` ends at the latest: ``start + walltime``, inf without a walltime.
+    """When ``r`` ends at the latest: its deadline (:mod:`scheduler.core.walltime`), inf without a walltime.
 
-    The walltime is for the requested size ``n``; a resizable job running
-    below it at ``p`` is assumed to need ``n / p`` times as long for what is
-    left (linear speedup is the worst case), what is left being the fraction
-    of its iterations not done (all of them if the count is unknown).
+    A view without a tracked deadline (a job just started in the policy's own
+    view, or built by hand) uses the rule at a constant size: ``start +
+    walltime * n / p`` below the requested size ``n``, ``start + walltime`` at
+    or above it.
     """
+    if r.deadline is not None:
+        return max(r.deadline, now)
     w = r.spec.walltime
     if w is None:
         return math.inf
-    n, p = r.spec.nprocs, r.nprocs
-    if not r.spec.resizable or p >= n:
-        return r.start_time + w
-    if r.spec.iterations:
-        left = max(r.spec.iterations - r.iterations_done, 0) / r.spec.iterations
-        return max(now, r.start_time) + left * w * n / p
-    return r.start_time + w * n / p
+    return start_deadline(w, r.spec.nprocs, r.nprocs, r.start_time)
 
 
-def shadow_time(snap: Snapshot, need: int) -> tuple[float, int]:
-    """``(time, extra)``: when ``need`` slots will be free, and how many more are free then.
-
-    Slots neither free nor in a running job's size are reserved by an
-    expansion under way (jobs show their old size until it ends); a snapshot
-    does not say whose, so they count as freed when the last resizable job
-    with a walltime ends. (Ignoring them made the shadow time infinite for a
-    head that needs the whole machine, and EASY then backfilled without bound.)
-    """
+def shadow_time(snap: Snapshot, need: int, give_back: bool = False) -> tuple[float, int]:
+    """``(time, extra)``: when ``need`` slots will be free (:func:`releases`), and how many more are free then."""
     free = snap.free_slots
     if free >= need:
         return snap.now, free - need
-    ends = [(end_estimate(r, snap.now), r.nprocs) for r in snap.running]
-    held = snap.total_slots - free - sum(r.nprocs for r in snap.running)
-    if held > 0:  # reserved by expansions under way: free when the last resizable job ends
-        ends.append((max((end_estimate(r, snap.now) for r in snap.running if r.spec.resizable),
-                         default=math.inf), held))
-    ends.sort()
-    for t, p in ends:
+    for t, p in sorted(releases(snap, give_back)):
         if math.isinf(t):
             break
         free += p
@@ -125,7 +142,7 @@ class EasyBackfill(AppPolicy):
         self.give_back = give_back
         self.squeeze = squeeze
 
-    def schedule(self, snap: Snapshot) -> list[Start]:
+    def schedule(self, snap: Snapshot) -> list[Start | Reserve]:
         free = snap.free_slots
         out: list[Start] = []
         queue = list(snap.queue)
@@ -140,11 +157,14 @@ class EasyBackfill(AppPolicy):
         running = list(snap.running)
         for spec in snap.queue:
             if spec.job_id in started:
-                running.append(RunningJob(spec, spec.nprocs, snap.now))
+                running.append(RunningJob(spec, spec.nprocs, snap.now,
+                                          deadline=start_deadline(spec.walltime, spec.nprocs, spec.nprocs, snap.now)))
         view = Snapshot(snap.now, snap.total_slots, free, tuple(queue), tuple(running))
-        if self.give_back:
-            view = give_back_view(view)
-        shadow, extra = shadow_time(view, head.nprocs)
+        shadow, extra = shadow_time(view, head.nprocs, self.give_back)
+        if snap.reserved is not None and head is snap.queue[0] and snap.reserved < shadow:
+            shadow, extra = snap.reserved, 0  # late already: backfill nothing past the reservation
+        if not math.isinf(shadow):
+            out.append(Reserve(head.job_id, shadow))
         for spec in queue[1:]:
             if spec.nprocs > free:
                 continue

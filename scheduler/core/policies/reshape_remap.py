@@ -91,10 +91,11 @@ computes reservations in the same give-back view):
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from functools import partial
 
 from reshape.layout import nearly_square_grid
-from scheduler.core.policies.easy import give_back_view, shadow_time
+from scheduler.core.policies.easy import shadow_time
 from scheduler.core.policy import (
     Continue,
     Expand,
@@ -107,6 +108,7 @@ from scheduler.core.policy import (
     legal_sizes,
     register_remap_policy,
 )
+from scheduler.core.walltime import deadline_after, expected_redist, job_fits
 
 __all__ = ["PLUS", "ReshapeRemap", "StaticRemap", "last_expansion", "next_size", "shrink_sizes"]
 
@@ -210,8 +212,31 @@ class ReshapeRemap(RemapPolicy):
 
     @staticmethod
     def _head_shadow(snap: Snapshot) -> float:
-        """When the queue head can start if every job gives back what it borrowed."""
-        return shadow_time(give_back_view(snap), snap.queue[0].nprocs)[0]
+        """The queue head's reservation (the first its Application Scheduler made), else when it
+        can start if every job gives back what it borrowed."""
+        if snap.reserved is not None:
+            return snap.reserved
+        return shadow_time(snap, snap.queue[0].nprocs, give_back=True)[0]
+
+    def _keeps_reservation(self, snap: Snapshot, r: RunningJob, q: int) -> bool:
+        """EASY's guarantee: after ``r`` shrinks to ``q`` (its deadline moved by the walltime rule,
+        the dropped slots free after one redistribution) can the queue head still start by its
+        reservation? True when nobody waits or the head has no reservation."""
+        if not snap.queue or snap.reserved is None:
+            return True
+        now = snap.now
+        back = replace(r.spec, job_id=-1, resizable=False)
+        gone = RunningJob(back, r.nprocs - q, now, deadline=now + expected_redist(r, q))
+        kept = replace(r, nprocs=q, pending_shrink=None,
+                       deadline=deadline_after(r.deadline, r.spec.nprocs, r.nprocs, q, now))
+        running = (*tuple(kept if o is r else o for o in snap.running), gone)
+        t = shadow_time(replace(snap, running=running), snap.queue[0].nprocs, give_back=self.borrow)[0]
+        return t <= snap.reserved + 1e-6 * max(1.0, abs(snap.reserved))
+
+    def _may_shrink(self, snap: Snapshot, r: RunningJob, q: int) -> bool:
+        """A shrink the paper's rules chose is carried out only if the job still fits its walltime
+        and the queue head keeps its reservation."""
+        return job_fits(r, q, snap.now) and self._keeps_reservation(snap, r, q)
 
     def _borrow(self, snap: Snapshot, r: RunningJob, exp: tuple[int, int] | None
                 ) -> RemapDecision | None:
@@ -229,15 +254,15 @@ class ReshapeRemap(RemapPolicy):
         if math.isinf(shadow):
             return None
         base = self._base(r)
-        # giving back costs a redistribution: the job's slowest one so far (0 before any)
-        back = max(r.profile.redist_time.values(), default=0.0)
+        back = expected_redist(r, base)  # giving back costs a redistribution
         if snap.now + t_iter + back > shadow:  # the next resize point is too late: give back now
             if cur > base:
                 return Shrink(jid, base, f"give back borrowed slots to queued job {snap.queue[0].job_id}")
             return None
-        if exp and exp[1] == cur and not self._improved(r, *exp):
+        if exp and exp[1] == cur and not self._improved(r, *exp) and job_fits(r, exp[0], snap.now, back):
             return Shrink(jid, exp[0], f"sweet spot: {exp[0]} -> {cur} did not help")
-        if snap.free_slots > 0 and snap.now + t_iter + 2 * back <= shadow:
+        if snap.free_slots > 0 and snap.now + t_iter + 2 * back <= shadow \
+                and job_fits(r, cur, snap.now, 2 * back):  # a round trip at today's speed fits
             hi = min(cur + snap.free_slots, r.spec.max_procs or snap.total_slots)
             q = next_size(r.spec, cur, hi)
             if q is not None and self._may_expand(r, q, exp):
@@ -254,7 +279,7 @@ class ReshapeRemap(RemapPolicy):
             return Continue(job_id, "static job")
         cur = r.nprocs
         if r.pending_shrink is not None and r.pending_shrink < cur and (
-                snap.queue or not self.request_shrinks):
+                snap.queue or not self.request_shrinks) and self._may_shrink(snap, r, r.pending_shrink):
             return Shrink(job_id, r.pending_shrink, "requested shrink")
         exp = last_expansion(r.profile.history)
         if self.borrow and snap.queue:
@@ -268,14 +293,15 @@ class ReshapeRemap(RemapPolicy):
             if need > 0:
                 enough = [p for p in points if cur - p >= need]
                 target = max(enough) if enough else min(points)
-                return Shrink(job_id, target, f"admit queued job {head.job_id}")
-        if exp and exp[1] == cur and not self._improved(r, *exp):
+                if self._may_shrink(snap, r, target):
+                    return Shrink(job_id, target, f"admit queued job {head.job_id}")
+        if exp and exp[1] == cur and not self._improved(r, *exp) and self._may_shrink(snap, r, exp[0]):
             return Shrink(job_id, exp[0], f"sweet spot: {exp[0]} -> {cur} did not help")
         room = snap.free_slots - self._reserve(snap.total_slots)
         if room > 0 and not snap.queue:
             limit = min(cur + room, spec.max_procs or snap.total_slots)
             q = next_size(spec, cur, limit)
-            if q is not None and self._may_expand(r, q, exp):
+            if q is not None and self._may_expand(r, q, exp) and job_fits(r, q, snap.now):
                 return Expand(job_id, q, "idle processors")
         return Continue(job_id, "")
 
