@@ -142,3 +142,22 @@ def test_absolute_submit_times_are_fine(tmp_path):
     tr = read_swf(_write(tmp_path, HEAD + "1 1535348017 -1 10 4\n2 1535348117 -1 10 4\n"))
     assert len(tr.jobs) == 2 and tr.warnings == ()
 
+
+def test_simulate_cli_prints_trace_warnings_and_takes_the_model_options(tmp_path, capsys):
+    from scheduler.cli import main
+
+    path = _write(tmp_path, "".join(f"{i} {i * 60} -1 {-1 if i == 3 else 300} {1 + i % 4}\n"
+                                    for i in range(30)))
+    argv = ["simulate", path, "--policy", "easy", "--policy", "reshape", "--json"]
+    for extra in ([], ["--parallelism", "relative:0:2", "--estimates", "exact", "--step", "2"]):
+        assert main(argv + extra) == 0
+        err = capsys.readouterr().err
+        assert f"reshape simulate: warning: {path}: 1 job skipped" in err and "first at line 4" in err
+        assert "reshape simulate: warning: " + path + ": no MaxProcs/MaxNodes header: assuming " \
+            "a machine of 4 processors" in err
+    for bad in (["--parallelism", "relative:3:1"], ["--step", "0"]):
+        assert main(argv + bad) == 2
+        assert "reshape simulate: error: " in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main([*argv, "--estimates", "perfect"])
+    assert "invalid choice" in capsys.readouterr().err
