@@ -88,3 +88,76 @@ def test_shared_traces_read():
     assert trace_unit(tr) == 512 and tr.max_procs == 49152
     tr = read_swf(os.path.join(d, "lublin_256.swf"), max_jobs=500)
     assert trace_unit(tr) == 1 and tr.max_procs == 256
+
+
+def test_max_jobs_takes_the_first_jobs_by_submit_time(tmp_path):
+    text = HEAD + "1 300 -1 10 4\n2 100 -1 10 4\n3 0 -1 10 4\n4 200 -1 10 4\n5 50 -1 10 4\n"
+    path = _write(tmp_path, text)
+    tr = read_swf(path, max_jobs=3)
+    assert [j.job_id for j in tr.jobs] == [3, 5, 2]
+    assert [j.job_id for j in read_swf(path).jobs] == [3, 5, 2, 4, 1]
+
+
+def test_skipped_jobs_are_reported_with_the_first_line(tmp_path):
+    text = HEAD + "1 0 -1 10 4\n2 5 -1 -1 4\n3 6 -1 10 -1\n4 7 -1 0 4\n5 8 -1 10 4\n"
+    tr = read_swf(_write(tmp_path, text))
+    assert tr.skipped == 3 and tr.skipped_first_line == 5
+    assert len(tr.warnings) == 1
+    assert "t.swf: 3 jobs skipped (run time or processors unknown or not positive), " \
+        "first at line 5" in tr.warnings[0]
+    # with max_jobs, the skipped jobs submitted before the last one kept
+    head = read_swf(_write(tmp_path, text), max_jobs=1)
+    assert head.skipped == 0 and head.skipped_first_line is None and head.warnings == ()
+    clean = read_swf(_write(tmp_path, HEAD + "1 0 -1 10 4\n"))
+    assert clean.skipped == 0 and clean.warnings == ()
+
+
+def test_headerless_trace_warns_of_the_machine_size_assumed(tmp_path):
+    tr = read_swf(_write(tmp_path, "1 0 -1 10 128\n2 5 -1 10 4\n3 9 -1 10 16\n"), max_jobs=1)
+    assert tr.max_procs == 128  # the largest job of the file, whatever max_jobs
+    assert any("no MaxProcs/MaxNodes header: assuming a machine of 128 processors, the largest job"
+               in w for w in tr.warnings)
+
+
+@pytest.mark.parametrize(
+    "line, field",
+    [("1 0 -1 2e9 4", "run time (field 4)"),
+     ("1 0 -1 10 4 -1 -1 -1 1e10", "requested time (field 9)"),
+     ("1 0 -1 10 2e8", "allocated processors (field 5)"),
+     ("1 0 -1 10 -1 -1 -1 5e8", "requested processors (field 8)"),
+     ("1 0 -1 -1 2e8", "allocated processors (field 5)"),  # refused even if it would be skipped
+     ("1 0 -1 10 4 3e9", "average CPU time"),
+     ("1 2e9 -1 10 4", "submit time (field 2)")],
+)
+def test_absurd_values_are_refused_naming_the_field_and_range(tmp_path, line, field):
+    path = _write(tmp_path, HEAD + "1 0 -1 10 4\n" + line + "\n")
+    with pytest.raises(SwfError) as e:
+        read_swf(path)
+    msg = str(e.value)
+    assert f"{path}:5:" in msg and field in msg and "allowed" in msg
+    assert "1e+09" in msg or "1e+08" in msg
+
+
+def test_absolute_submit_times_are_fine(tmp_path):
+    tr = read_swf(_write(tmp_path, HEAD + "1 1535348017 -1 10 4\n2 1535348117 -1 10 4\n"))
+    assert len(tr.jobs) == 2 and tr.warnings == ()
+
+
+def test_simulate_cli_prints_trace_warnings_and_takes_the_model_options(tmp_path, capsys):
+    from scheduler.cli import main
+
+    path = _write(tmp_path, "".join(f"{i} {i * 60} -1 {-1 if i == 3 else 300} {1 + i % 4}\n"
+                                    for i in range(30)))
+    argv = ["simulate", path, "--policy", "easy", "--policy", "reshape", "--json"]
+    for extra in ([], ["--parallelism", "relative:0:2", "--estimates", "exact", "--step", "2"]):
+        assert main(argv + extra) == 0
+        err = capsys.readouterr().err
+        assert f"reshape simulate: warning: {path}: 1 job skipped" in err and "first at line 4" in err
+        assert "reshape simulate: warning: " + path + ": no MaxProcs/MaxNodes header: assuming " \
+            "a machine of 4 processors" in err
+    for bad in (["--parallelism", "relative:3:1"], ["--step", "0"]):
+        assert main(argv + bad) == 2
+        assert "reshape simulate: error: " in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main([*argv, "--estimates", "perfect"])
+    assert "invalid choice" in capsys.readouterr().err

@@ -5,9 +5,48 @@ whose sequential work is fixed by its trace run time at its trace size. Its
 iteration time at ``p`` processors follows Downey's speedup model (A. Downey,
 "A model for speedup of parallel programs", UCB/CSD-97-933, 1997) with
 average parallelism ``A`` and variance parameter ``sigma``; both are drawn per
-job, reproducibly from a seed (``A = size * 2**U(0, 2)``, ``sigma = U(0, 2)``:
-a choice, since the traces carry no speedup information). Beyond ``A``-ish
-processors the curve is flat, so a job has a sweet spot (seed 001 §4.1.1).
+job, reproducibly from a seed. Beyond ``A``-ish processors the curve is flat,
+so a job has a sweet spot (seed 001 §4.1.1).
+
+The traces carry no speedup information, and what :func:`from_trace` assumes
+in their place decides how much resizing can gain; the assumptions are its
+parameters, with defaults that do not favour resizing:
+
+* ``parallelism``: by default ``A`` is log-uniform on ``[1, total slots]``,
+  *independent* of the job's trace size: a job's size is what its user asked
+  for, not what its program could use, so many jobs gain nothing from more
+  processors and some do not even use their own size well. The former model,
+  ``A = size * 2**U(0, 2)`` (every job scales to between 1 and 4 times its
+  size), is ``parallelism="relative:0:2"``. ``sigma = U(0, 2)`` in both.
+* ``estimates``: the walltime backfilling sees, for jobs whose trace has no
+  requested time (none in Lublin's model, 4,262 of Mira's jobs). The default
+  ``"model"`` imitates real users (D. Tsafrir, Y. Etsion, D. G. Feitelson,
+  "Modeling User Runtime Estimates", JSSPP 2005, LNCS 3834; A. Mu'alem, D.
+  Feitelson, IEEE TPDS 12(6), 2001): estimates are overestimates by a broad
+  factor, users pick a few round values, and the site's limit is itself a
+  popular value. Here: a share :data:`EXACT_SHARE` (10%) of jobs get the
+  smallest round limit covering their run time (users who know their job,
+  and jobs killed at their limit); the others ``run * 2**U(0, 3)`` (an
+  overestimate of 1 to 8 times, mean accuracy ``run/estimate`` about 0.4 before
+  rounding) rounded up to the next of :data:`ROUND_LIMITS` (5 min ... 72 h,
+  then whole days), capped at the site's limit, taken as the smallest round
+  limit covering the trace's longest job (and its header's ``MaxRuntime``).
+  An estimate is never below the run time. Short jobs thus get a 5-minute
+  estimate, which makes them look very inaccurate, as in real logs. On
+  Lublin's trace the median estimate is 6 times the run time (mean accuracy
+  0.25), on Mira's estimate-less jobs 3 times (mean accuracy 0.39).
+  ``"exact"``: the run time itself (perfect estimates, the former
+  behaviour, which flatters backfilling).
+* ``step``: resizable jobs' legal sizes are multiples of ``step`` slots (and
+  their own size).
+
+Each concern draws from its own random stream (seeded with the strings
+``"SEED:malleable"``, ``"SEED:speedup"``, ``"SEED:estimates"``), so changing
+one assumption changes only that: the malleable set is the same whatever the
+speedup or estimate model, and a job malleable at one ``malleable_fraction``
+is malleable at every larger one. The former single stream is gone, so
+``parallelism="relative:0:2", estimates="exact"`` is the former model, not
+the former numbers of a given seed.
 
 Redistribution cost (seed 001 Fig. 2b: grows with data size, falls with the
 processor count) is ``latency + data / (bandwidth * min(p, q))``: the data a
@@ -24,7 +63,27 @@ from typing import Protocol
 
 from scheduler.core.policy import JobSpec
 
-__all__ = ["JobModel", "RedistModel", "SimInput", "downey_speedup", "from_trace"]
+__all__ = [
+    "ROUND_LIMITS",
+    "JobModel",
+    "RedistModel",
+    "SimInput",
+    "downey_speedup",
+    "from_trace",
+    "parse_parallelism",
+    "round_limit",
+    "user_estimate",
+]
+
+EXACT_SHARE = 0.1  # estimates="model": share of jobs whose estimate is their run time rounded up
+MAX_FACTOR_LOG2 = 3.0  # the others overestimate by 2**U(0, 3)
+MAX_SECONDS = 1e9  # the longest walltime a job file accepts
+_M, _H = 60.0, 3600.0
+ROUND_LIMITS = (
+    5 * _M, 10 * _M, 15 * _M, 20 * _M, 30 * _M, 45 * _M,
+    1 * _H, 1.5 * _H, 2 * _H, 3 * _H, 4 * _H, 6 * _H, 8 * _H, 12 * _H, 18 * _H,
+    24 * _H, 36 * _H, 48 * _H, 72 * _H,
+)  # the usual walltime limits users pick; beyond 72 h, whole days
 
 
 def downey_speedup(n: float, A: float, sigma: float) -> float:
@@ -91,9 +150,48 @@ class SimInput:
     run_time: float  # at spec.nprocs, as in the trace
 
 
-def make_model(size: int, run_time: float, rng: random.Random, iterations: int) -> JobModel:
-    A = max(1.0, size * 2 ** rng.uniform(0.0, 2.0))
-    sigma = rng.uniform(0.0, 2.0)
+def round_limit(t: float) -> float:
+    """The smallest usual walltime limit >= ``t``: one of :data:`ROUND_LIMITS`, beyond them whole days."""
+    for r in ROUND_LIMITS:
+        if r >= t:
+            return r
+    return math.ceil(t / 86400.0) * 86400.0
+
+
+def user_estimate(run_time: float, rng: random.Random, limit: float = math.inf) -> float:
+    """A user's walltime estimate for a job running ``run_time`` s (``estimates="model"``).
+
+    Draws two numbers from ``rng``. ``limit``: the site's maximum walltime; the
+    estimate is at most ``limit`` and ``1e9`` s (the longest walltime a job
+    file accepts), but never below ``run_time``.
+    """
+    exact = rng.random() < EXACT_SHARE
+    factor = 2 ** rng.uniform(0.0, MAX_FACTOR_LOG2)
+    est = round_limit(run_time if exact else run_time * factor)
+    return max(run_time, min(est, limit, MAX_SECONDS))
+
+
+def parse_parallelism(value: str) -> tuple[float, float] | None:
+    """``None`` for ``"independent"``, ``(LO, HI)`` for ``"relative:LO:HI"``; else ValueError."""
+    if value == "independent":
+        return None
+    kind, _, rest = value.partition(":") if isinstance(value, str) else ("", "", "")
+    if kind == "relative":
+        try:
+            lo, hi = (float(x) for x in rest.split(":"))
+        except ValueError:
+            pass
+        else:
+            if math.isfinite(lo) and math.isfinite(hi) and lo <= hi:
+                return lo, hi
+    raise ValueError(
+        f"parallelism must be 'independent' (A log-uniform on [1, slots]) or 'relative:LO:HI' "
+        f"(A = size * 2**U(LO, HI), LO <= HI, e.g. 'relative:0:2'), got {value!r}"
+    )
+
+
+def make_model(size: int, run_time: float, A: float, sigma: float, iterations: int) -> JobModel:
+    """The job whose ``iterations`` iterations take ``run_time`` in all at ``size`` processors."""
     it = run_time / iterations
     return JobModel(work=it * downey_speedup(size, A, sigma), A=A, sigma=sigma,
                     iterations=iterations)
@@ -109,6 +207,9 @@ def from_trace(
     iterations: int = 10,
     min_fraction: float = 0.25,
     max_jobs: int | None = None,
+    parallelism: str = "independent",
+    estimates: str = "model",
+    step: int | None = None,
 ) -> tuple[list[SimInput], int]:
     """``(jobs, total_slots)`` from an :class:`scheduler.lab.swf.SwfTrace`.
 
@@ -117,8 +218,36 @@ def from_trace(
     of jobs become resizable (``min_procs = ceil(min_fraction * size)``, no
     upper bound); the rest are rigid at their trace size. Sizes are in units
     of ``unit`` processors (default :func:`scheduler.lab.swf.trace_unit`), rounded up.
+
+    The model's assumptions (module docstring), defaults first:
+
+    * ``parallelism="independent"``: each job's Downey average parallelism
+      ``A`` is log-uniform on ``[1, total_slots]``, independent of its trace
+      size, since a user's request says nothing sure about what the program
+      can use. ``"relative:LO:HI"``: ``A = size * 2**U(LO, HI)``;
+      ``"relative:0:2"`` is the former model, where every job scales past its
+      size. Both use the same uniform draw per job (and ``sigma = U(0, 2)``),
+      so they differ only in the mapping.
+    * ``estimates="model"``: jobs without a requested time in the trace get a
+      modelled user estimate (:func:`user_estimate`: overestimated by a broad
+      factor, rounded up to a usual limit, capped by the site's limit, never
+      below the run time), since perfect estimates flatter backfilling.
+      ``"exact"``: the run time (the former behaviour). Jobs with a trace
+      estimate keep it either way.
+    * ``step=None``: resizable jobs' legal sizes are multiples of ``step``
+      slots (plus their own trace size; ``min_procs`` rounded up to a
+      multiple, or the size itself when no multiple is below it). The default
+      is 1 slot, since a slot is already the machine's allocation unit (a
+      node on Lublin's trace, a 512-node block on Mira's), except when the
+      header gives ``MaxProcs = k * MaxNodes`` with ``k > 1`` processors per
+      node and ``unit < k``: then ``k // unit``, so an expansion adds whole
+      nodes.
+
+    Malleability, speedup curves and estimates each draw from their own
+    random stream of ``seed``: changing one assumption leaves the others'
+    draws unchanged.
     """
-    from scheduler.lab.swf import trace_unit
+    from scheduler.lab.swf import procs_per_node, trace_unit
 
     if isinstance(load, bool) or not isinstance(load, int | float) or not math.isfinite(load) \
             or load <= 0:
@@ -129,24 +258,61 @@ def from_trace(
         raise ValueError(f"min_fraction must be in (0, 1], got {min_fraction!r}")
     if iterations < 1:
         raise ValueError(f"iterations must be >= 1, got {iterations!r}")
+    relative = parse_parallelism(parallelism)
+    if estimates not in ("model", "exact"):
+        raise ValueError(f"estimates must be 'model' (modelled user estimates) or 'exact' "
+                         f"(the run time), got {estimates!r}")
+    if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 1):
+        raise ValueError(f"step must be a positive number of slots, got {step!r}")
     u = unit or trace_unit(trace)
     total = trace.max_procs // u
-    rng = random.Random(seed)
-    t0 = trace.jobs[0].submit
+    if step is None:
+        k = procs_per_node(trace)
+        step = k // u if k > 1 and u < k else 1
+    jobs = trace.jobs[:max_jobs]
+    try:  # the site's limit covers the header's longest run time and the trace's longest job
+        longest = float(trace.header.get("MaxRuntime", "").split()[0])
+    except (ValueError, IndexError):
+        longest = 0.0
+    limit = round_limit(max(longest if 0 < longest <= MAX_SECONDS else 0.0,
+                            *(j.run_time for j in trace.jobs)))
+    r_mall = random.Random(f"{seed}:malleable")
+    r_speed = random.Random(f"{seed}:speedup")
+    r_est = random.Random(f"{seed}:estimates")
+    log_total = math.log2(total)
+    t0 = jobs[0].submit
     out = []
-    for i, j in enumerate(trace.jobs[:max_jobs]):
+    for i, j in enumerate(jobs):
         size = min(total, max(1, math.ceil(j.procs / u)))
-        malleable = rng.random() < malleable_fraction
-        model = make_model(size, j.run_time, rng, iterations)
+        malleable = r_mall.random() < malleable_fraction
+        x = r_speed.random()
+        sigma = r_speed.uniform(0.0, 2.0)
+        if relative is None:
+            A = 2 ** (x * log_total)
+        else:
+            lo, hi = relative
+            A = max(1.0, size * 2 ** (lo + (hi - lo) * x))
+        model = make_model(size, j.run_time, A, sigma, iterations)
+        guess = user_estimate(j.run_time, r_est, limit)  # drawn for every job: streams stay aligned
+        walltime = j.req_time if j.req_time is not None else (
+            guess if estimates == "model" else j.run_time)
+        min_procs, sizes = size, None
+        if malleable:
+            min_procs = max(1, math.ceil(min_fraction * size))
+            if step > 1:
+                first = -(-min_procs // step) * step
+                min_procs = min(first, size)
+                sizes = tuple(sorted({size, *range(first, total + 1, step)}))
         spec = JobSpec(
             job_id=i,
             name=f"swf{j.job_id}",
             submit_time=(j.submit - t0) / load,
             nprocs=size,
-            min_procs=max(1, math.ceil(min_fraction * size)) if malleable else size,
+            min_procs=min_procs,
             max_procs=None if malleable else size,
+            sizes=sizes,
             resizable=malleable,
-            walltime=j.req_time if j.req_time is not None else j.run_time,
+            walltime=walltime,
             iterations=iterations,
         )
         out.append(SimInput(spec, model, j.run_time))

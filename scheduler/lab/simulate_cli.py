@@ -109,9 +109,12 @@ def run_simulate(args: argparse.Namespace) -> int:
         for n in names:
             preset(n)
         trace = read_swf(args.trace, max_jobs=args.max_jobs)
+        for w in trace.warnings:
+            print(f"reshape simulate: warning: {w}", file=sys.stderr)
         jobs, total = from_trace(
             trace, load=args.load, malleable_fraction=args.malleable_fraction, seed=args.seed,
-            unit=args.unit, iterations=args.iterations,
+            unit=args.unit, iterations=args.iterations, parallelism=args.parallelism,
+            estimates=args.estimates, step=args.step,
         )
         bar = _Bar(enabled=not args.json and not args.quiet and len(jobs) >= 2000)
         results = run_policies(jobs, total, names, progress=bar)
@@ -151,11 +154,25 @@ def add_commands(subparsers) -> None:
                    help="fraction of jobs that are resizable (default 0.5)")
     p.add_argument("--load", type=_positive, default=1.0,
                    help="scale offered load by compressing inter-arrival times (default 1)")
-    p.add_argument("--seed", type=int, default=0, help="seed for speedup curves and malleability")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed for malleability, speedup curves and user estimates (default 0)")
     p.add_argument("--iterations", type=int, default=10, help="iterations (resize points) per job")
     p.add_argument("--unit", type=int, default=None,
                    help="processors per slot (default: the trace's allocation unit)")
-    p.add_argument("--max-jobs", type=int, default=None, help="only the first N jobs")
+    p.add_argument("--parallelism", default="independent", metavar="MODEL",
+                   help="how each job's average parallelism A (Downey's speedup model) is drawn: "
+                   "'independent': log-uniform on [1, slots], unrelated to the job's trace size; "
+                   "'relative:LO:HI': A = size * 2**U(LO, HI), every job scaling past its size "
+                   "for LO >= 0 (the former model is relative:0:2) (default: independent)")
+    p.add_argument("--estimates", choices=("model", "exact"), default="model",
+                   help="walltime of jobs without a requested time in the trace: 'model': a user's "
+                   "estimate, overestimated by a broad factor and rounded up to a usual limit; "
+                   "'exact': the run time (default: model)")
+    p.add_argument("--step", type=int, default=None, metavar="SLOTS",
+                   help="resizable jobs' legal sizes are multiples of SLOTS (and their own size) "
+                   "(default: 1 slot, or a whole node when the header's MaxProcs/MaxNodes says a "
+                   "node holds several slots)")
+    p.add_argument("--max-jobs", type=int, default=None, help="only the first N jobs by submit time")
     p.add_argument("--plot", metavar="FILE.png", help="write a comparison plot")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
