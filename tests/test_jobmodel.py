@@ -196,7 +196,8 @@ def test_the_simulator_keeps_stepped_jobs_on_their_legal_sizes():
     from scheduler.lab.simulator import simulate
 
     sizes = [2 + (i * 7) % 30 for i in range(60)]
-    jobs, total = from_trace(_trace(sizes, runs=[500.0 + 50 * i for i in range(60)], max_procs=64),
+    runs = [500.0 + 50 * i for i in range(60)]
+    jobs, total = from_trace(_trace(sizes, runs=runs, max_procs=64, req=[3 * r for r in runs]),
                              malleable_fraction=0.6, seed=2, step=4)
     res = simulate(jobs, total, app_policy("easy"), remap_policy("reshape"), record=True)
     spec = {j.spec.job_id: j.spec for j in jobs}
