@@ -1,34 +1,34 @@
-"""Trace benchmark: FCFS, EASY, ReSHAPE (paper), ReSHAPE-squeeze and ReSHAPE-plus on SWF traces.
+"""Trace benchmark: every policy preset on the shared SWF traces, with the audit's invariants.
 
-``python -m benchmarks.traces [--quick] [--seed N]``: for ``lublin_256.swf``
-and ``mira.swf``, half the jobs malleable (seeded), one table per trace
-(utilization, mean turnaround and wait, bounded slowdown, resizes, idle
-slots while jobs wait, wall time of each simulation) and the mean
-turnaround of malleable and rigid jobs, then
-``benchmarks/results/traces.json`` (``traces-quick.json`` with ``--quick``)
-whose ``summary.<trace>`` holds, from the same run on the same jobs:
+``python -m benchmarks.traces [--quick] [--seed N] [--no-sensitivity]``: for
+``lublin_256.swf`` and ``mira.swf``, half the jobs malleable (seeded), the job
+model's defaults (:func:`scheduler.lab.jobmodel.from_trace`: parallelism
+independent of the trace size, modelled walltime estimates where the trace
+has none), walltimes enforced; one table per trace (utilization, useful
+utilization, mean turnaround and wait, bounded slowdown, resizes, late
+starts, walltime kills, simulation time), then a sensitivity table over the
+job model's assumptions, then ``benchmarks/results/traces.json``
+(``traces-quick.json`` with ``--quick``) whose ``summary.<trace>`` holds, from
+the same run on the same jobs:
 
-* ``turnaround_easy_over_reshape`` and ``sim_seconds``: the baseline EASY
-  against ReSHAPE-malleable as this project recommends it, the presets
-  ``easy-plus`` + ``reshape-plus`` (the same figures as ``..._plus``);
-* ``turnaround_easy_over_reshape_paper``: EASY against the paper's Remap
-  Scheduler as stated (``reshape``: expand only when nobody waits, shrink
-  only to sizes run at);
-* ``turnaround_easy_over_reshape_squeeze``: EASY against ``reshape-squeeze``
-  (paper remap; EASY starts a resizable head on the free slots);
-* ``turnaround_easy_over_reshape_plus``: EASY against ``reshape-plus``
-  (``easy-plus``: squeeze, reservations in the give-back view;
-  ``reshape-plus``: borrowing of reserved idle slots until the head's shadow
-  time, and a reserve for arrivals; see ``scheduler/core/policies/easy.py`` and
-  ``reshape_remap.py``);
-* ``big_jobs_turnaround_<policy>_over_easy``: the same for jobs of more than
-  a quarter of the machine (who pays for the gain);
-* ``sim_seconds`` / ``sim_seconds_paper``: wall time of the plus and paper simulations.
+* ``easy_guarantee_violations``: per preset, the queue heads that started
+  later than the first reservation EASY made for them (target 0 everywhere);
+* ``walltime_kills``: per preset, jobs killed at their walltime deadline;
+* ``turnaround_easy_over_best`` (EASY ÷ the best preset's mean turnaround)
+  and ``best``;
+* ``turnaround_easy_over_reshape``: EASY ÷ ``reshape-plus`` (the recommended
+  preset), the headline; ``..._paper`` and ``..._squeeze`` for ``reshape`` and
+  ``reshape-squeeze``;
+* ``big_jobs_turnaround_<preset>_over_easy``: the same for jobs of more than a
+  quarter of the machine (who pays for the gain; target <= 1);
+* ``sensitivity``: one row per job-model variant (parallelism, estimates,
+  malleable fraction): EASY ÷ each resizing preset, big jobs' ratio, late
+  starts and kills;
+* ``sim_seconds``: wall time of the ``reshape-plus`` simulation.
 
-``--quick`` simulates the first 2,000 jobs of each trace.
-
-Targets (issue 6): EASY/ReSHAPE mean turnaround >= 1.25 on both traces; the
-full Mira trace simulated in under 60 s.
+``--quick`` simulates the first 2,000 jobs (by submit time) of each trace.
+Targets (issue 14): EASY ÷ best >= 1.25 on both traces, no big-job class
+slower than under EASY, 0 late starts under every preset.
 """
 
 from __future__ import annotations
@@ -50,7 +50,18 @@ from scheduler.lab.swf import read_swf
 TRACES = os.environ.get(E.TRACES, os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data", "traces"))
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
-POLICIES = ["fcfs", "easy", "reshape", "reshape-squeeze", "reshape-plus"]
+POLICIES = ["fcfs", "easy", "reshape", "reshape-squeeze", "reshape-fcfs", "reshape-plus", "dep", "dep-smooth"]
+RESIZING = ["reshape", "reshape-squeeze", "reshape-plus"]
+#: job-model variants of the sensitivity table: (label, from_trace keywords)
+VARIANTS = [
+    ("default (independent, model estimates)", {}),
+    ("parallelism relative:-1:1", {"parallelism": "relative:-1:1"}),
+    ("parallelism relative:0:2 (old)", {"parallelism": "relative:0:2"}),
+    ("estimates exact", {"estimates": "exact"}),
+    ("old model (relative:0:2, exact)", {"parallelism": "relative:0:2", "estimates": "exact"}),
+    ("25% malleable", {"malleable_fraction": 0.25}),
+    ("100% malleable", {"malleable_fraction": 1.0}),
+]
 
 
 def by_class(result, malleable: set[int], big: set[int]) -> dict[str, float]:
@@ -67,11 +78,37 @@ def by_class(result, malleable: set[int], big: set[int]) -> dict[str, float]:
     return out
 
 
+def sensitivity(trace, seed: int) -> list[dict]:
+    """EASY ÷ each resizing preset (and big jobs' ratio) for each job-model variant in :data:`VARIANTS`."""
+    rows = []
+    for label, kw in VARIANTS:
+        kw = {"malleable_fraction": 0.5, **kw}
+        jobs, slots = from_trace(trace, seed=seed, **kw)
+        big = {j.spec.job_id for j in jobs if j.spec.nprocs > slots // 4}
+        res = run_policies(jobs, slots, ["easy", *RESIZING], record=True)
+        for m in res.values():
+            m.update(by_class(m.pop("result"), set(), big))
+        easy = res["easy"]
+        row = {"variant": label, **kw}
+        for p in RESIZING:
+            row[f"easy_over_{p}"] = easy["mean_turnaround"] / res[p]["mean_turnaround"]
+            row[f"big_{p}_over_easy"] = res[p]["big_turnaround"] / easy["big_turnaround"]
+        row["late_starts"] = sum(m["late_starts"] for m in res.values())
+        row["walltime_kills"] = sum(m["walltime_kills"] for m in res.values())
+        rows.append(row)
+        print(f"  {label:<40} " + "  ".join(
+            f"{row[f'easy_over_{p}']:6.3f} ({row[f'big_{p}_over_easy']:.2f})" for p in RESIZING)
+            + f"  {row['late_starts']:5d} {row['walltime_kills']:5d}", flush=True)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.traces", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.traces", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="first 2,000 jobs of each trace")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--traces", default=TRACES, help="directory holding the SWF traces")
+    ap.add_argument("--no-sensitivity", action="store_true", help="skip the job-model sensitivity table")
     a = ap.parse_args(argv)
     max_jobs = 2000 if a.quick else None
     summary, detail = {}, {}
@@ -92,18 +129,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"jobs of more than {slots // 4} slots: mean turnaround (s) / worst wait (s): " + "; ".join(
             f"{p} {res[p]['big_turnaround']:.0f} / {res[p]['big_max_wait']:.0f}" for p in POLICIES))
         easy = res["easy"]["mean_turnaround"]
+        best = min((p for p in POLICIES if p != "easy"), key=lambda p: res[p]["mean_turnaround"])
         summary[name] = {
+            "easy_guarantee_violations": {p: res[p]["late_starts"] for p in POLICIES},
+            "walltime_kills": {p: res[p]["walltime_kills"] for p in POLICIES},
+            "turnaround_easy_over_best": easy / res[best]["mean_turnaround"],
+            "best": best,
             "turnaround_easy_over_reshape": easy / res["reshape-plus"]["mean_turnaround"],
             "turnaround_easy_over_reshape_paper": easy / res["reshape"]["mean_turnaround"],
             "turnaround_easy_over_reshape_squeeze": easy / res["reshape-squeeze"]["mean_turnaround"],
             "turnaround_easy_over_reshape_plus": easy / res["reshape-plus"]["mean_turnaround"],
             **{f"big_jobs_turnaround_{p.replace('-', '_')}_over_easy":
-               res[p]["big_turnaround"] / res["easy"]["big_turnaround"]
-               for p in ("reshape", "reshape-squeeze", "reshape-plus")},
-            "utilization_reshape_over_easy": res["reshape"]["utilization"]
-            / res["easy"]["utilization"],
+               res[p]["big_turnaround"] / res["easy"]["big_turnaround"] for p in RESIZING},
             "utilization_reshape_plus_over_easy": res["reshape-plus"]["utilization"]
             / res["easy"]["utilization"],
+            "useful_utilization": {p: res[p]["useful_utilization"] for p in POLICIES},
             "idle_while_waiting_easy": res["easy"]["idle_while_waiting"],
             "sim_seconds": res["reshape-plus"]["sim_seconds"],
             "sim_seconds_paper": res["reshape"]["sim_seconds"],
@@ -113,8 +153,15 @@ def main(argv: list[str] | None = None) -> int:
         s = summary[name]
         print(f"EASY/ReSHAPE mean turnaround: paper {s['turnaround_easy_over_reshape_paper']:.3f}, "
               f"squeeze {s['turnaround_easy_over_reshape_squeeze']:.3f}, "
-              f"plus {s['turnaround_easy_over_reshape_plus']:.3f} (target >= 1.25); "
-              f"simulation paper {s['sim_seconds_paper']:.2f} s, plus {s['sim_seconds']:.2f} s")
+              f"plus {s['turnaround_easy_over_reshape_plus']:.3f}; best {best} "
+              f"{s['turnaround_easy_over_best']:.3f} (target >= 1.25); late starts (target 0): "
+              f"{sum(s['easy_guarantee_violations'].values())}; walltime kills: "
+              f"{sum(s['walltime_kills'].values())}")
+        if not a.no_sensitivity:
+            print(f"\n{name}: EASY ÷ preset mean turnaround (big jobs' turnaround ÷ EASY's) per job model; "
+                  "late starts, kills over the four presets")
+            print(f"  {'job model':<40} " + "  ".join(f"{p:>15}" for p in RESIZING) + "   late kills")
+            s["sensitivity"] = sensitivity(trace, a.seed)
     os.makedirs(RESULTS, exist_ok=True)
     out = os.path.join(RESULTS, "traces-quick.json" if a.quick else "traces.json")
     with open(out, "w") as f:

@@ -73,8 +73,8 @@ def test_bad_sizes_and_costs_are_rejected():
 
 def test_simulator_runs_the_models():
     m = AmdahlOverheadModel(work=1.0, serial=0.05, overhead=0.04, iterations=8)
-    spec = JobSpec(0, "a", 0.0, 2, min_procs=1, max_procs=None, resizable=True,
-                   walltime=None, iterations=8)  # no limit: a 4 s job has no room for the policies' 10 s redistribution prior
+    # no walltime: a 4 s job has no room for the policies' 10 s redistribution prior
+    spec = JobSpec(0, "a", 0.0, 2, min_procs=1, max_procs=None, resizable=True, walltime=None, iterations=8)
     res = simulate([SimInput(spec, m, m.run_time(2))], 8, app_policy("easy"),
                    remap_policy("reshape"), redist=EmuRedistModel(0.1), record=True)
     sizes = [d.nprocs for d in res.decisions]

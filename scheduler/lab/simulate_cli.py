@@ -11,6 +11,7 @@ __all__ = ["add_commands", "format_table", "run_simulate"]
 COLUMNS = [
     ("policy", "policy", "{}"),
     ("utilization", "util", "{:.3f}"),
+    ("useful_utilization", "useful", "{:.3f}"),
     ("mean_turnaround", "mean TA (s)", "{:.0f}"),
     ("median_turnaround", "median TA (s)", "{:.0f}"),
     ("mean_wait", "mean wait (s)", "{:.0f}"),
@@ -18,13 +19,15 @@ COLUMNS = [
     ("resizes", "resizes", "{}"),
     ("redist_seconds", "redist (s)", "{:.0f}"),
     ("idle_while_waiting", "idle waiting", "{:.3f}"),
+    ("late_starts", "late starts", "{}"),
+    ("walltime_kills", "killed", "{}"),
     ("sim_seconds", "sim (s)", "{:.2f}"),
 ]
 
 
 def format_table(rows: list[dict], title: str = "") -> str:
     head = [h for _, h, _ in COLUMNS]
-    body = [[fmt.format(r[k]) for k, _, fmt in COLUMNS] for r in rows]
+    body = [[fmt.format(r[k]) if k in r else "-" for k, _, fmt in COLUMNS] for r in rows]
     w = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
     lines = [title] if title else []
     lines.append("  ".join(h.ljust(n) if i == 0 else h.rjust(n)
