@@ -51,7 +51,7 @@ class Job:
     redist_seconds: float = 0.0  # their measured redistribution time
     deadline: float | None = None  # kill time under the walltime rule (scheduler.core.walltime)
     reservation: float | None = None  # the first start time the Application Scheduler reserved for it
-    point_time: float | None = None  # last resize point (or start)
+    point_time: float | None = None  # when its current iteration began: start, resize point or resize end
     # caches for snapshots (one per request): the immutable spec, the last policy view
     _spec: JobSpec | None = field(default=None, init=False, repr=False, compare=False)
     _view: RunningJob | None = field(default=None, init=False, repr=False, compare=False)

@@ -137,7 +137,7 @@ class RunningJob:
     iterations_done: int = 0
     pending_shrink: int | None = None  # target already requested by a shrink_request
     deadline: float | None = None  # kill time (scheduler.core.walltime); None: start + walltime rule
-    point_time: float | None = None  # when it last reached a resize point (or started)
+    point_time: float | None = None  # when its current iteration began (start, resize point, end of a resize)
 
 
 @dataclass(frozen=True)

@@ -468,7 +468,9 @@ class ClusterState(JobTable, NodeStates):
 
     @staticmethod
     def _end_resize(j: Job, size: int, now: float) -> None:
-        """The resize ended at ``size`` (new or old): the time it took is charged in full."""
+        """The resize ended at ``size`` (new or old): the time it took is charged in full, and the
+        job's next iteration starts now."""
+        j.point_time = now
         p = j.pending
         if j.deadline is not None and p and "budget" in p:
             left = max(0.0, p["budget"] - max(0.0, now - p.get("t", now)))
