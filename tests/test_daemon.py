@@ -339,3 +339,15 @@ def test_an_adopted_job_keeps_its_true_outcome(daemon):
     assert d.job(ok)["state"] == "done", d.job(ok)
     j = d.job(bad)
     assert j["state"] == "failed" and j["exit_code"] == 3 and "exit code 3" in j["error"], j
+
+
+def test_a_job_past_its_walltime_is_killed_and_its_slots_freed(daemon):
+    d = daemon(2, remap="static", extra=("--overtime", "0.5"))
+    a = d.submit(**sleeper(60.0, 2, walltime=1.0))
+    wait_for(lambda: d.job(a)["state"] == "running", 10)
+    tag = job_tag(d.state_dir, a)
+    wait_for(lambda: d.job(a)["state"] == "failed", 15)
+    assert "walltime exceeded" in d.job(a)["error"]
+    wait_for(lambda: not job_pids(tag), 10)  # mpiexec and its ranks are gone
+    st = d.req("status")
+    assert st["free_slots"] == 2 and st["daemon"]["walltime_kills"] == 1, st
