@@ -90,7 +90,9 @@ def workload() -> list[SimInput]:
     for i, (t, n, res, m) in enumerate(ROWS):
         spec = JobSpec(i, f"j{i}", t, n, min_procs=1 if res else n,
                        max_procs=SLOTS if res else n, resizable=res,
-                       walltime=round(1.5 * m.run_time(n), 3), iterations=m.iterations)
+                       # resizable jobs: no limit (seconds-long jobs have no room for the policies'
+                       # 10 s redistribution prior, scheduler.core.walltime.REDIST_PRIOR)
+                       walltime=None if res else round(1.5 * m.run_time(n), 3), iterations=m.iterations)
         out.append(SimInput(spec, m, m.run_time(n)))
     return out
 
