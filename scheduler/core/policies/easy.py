@@ -89,8 +89,8 @@ def releases(snap: Snapshot, give_back: bool = False) -> list[tuple[float, int]]
             target = min(n, base, r.pending_shrink if r.pending_shrink is not None else n)
             back = _give_back_at(r, target, now) if target < n else math.inf
             if not math.isinf(back):
-                end = deadline_after(r.deadline, r.spec.nprocs, n, target, now)
-                end = end_estimate(r, now) if end is None or r.deadline is None else end
+                end = (deadline_after(r.deadline, r.spec.nprocs, n, target, now) if r.deadline is not None
+                       else end_estimate(r, now))
                 out += [(back, n - target), (end, target)]
                 last_resizable = max(last_resizable, back)
                 continue
