@@ -153,6 +153,16 @@ class Plan:
         return [t for t in self.transfers if not t.local]
 
     @property
+    def moved(self) -> int:
+        """Elements crossing between ranks (remote transfers)."""
+        return sum(t.count for t in self.transfers if not t.local)
+
+    @property
+    def kept(self) -> int:
+        """Elements staying on their rank (local copies)."""
+        return sum(t.count for t in self.transfers if t.local)
+
+    @property
     def max_degree(self) -> int:
         """König's lower bound on the number of steps."""
         out: dict[int, int] = {}
