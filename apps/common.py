@@ -48,6 +48,7 @@ class Row:
     spawn_seconds: float
     check: str
     error: str | None = None
+    resize_seconds: float = 0.0  # the whole resize() call (rank 0): what the iteration paid for resizing
 
 
 def add_options(ap: argparse.ArgumentParser, n: int, iters: int = 10, size_help: str = "problem size") -> None:
@@ -113,14 +114,16 @@ def run(rt: Resizer, iters: int, step: Callable[[int], None], verify: Callable[[
         dt = allreduce(rt.comm, time.perf_counter() - t0)
         rt.log(dt)
         old = rt.size
+        t1 = time.perf_counter()
         res = rt.resize()
+        t_resize = time.perf_counter() - t1
         good = _verdict(rt, verify, it + 1, f"after iteration {it} and resize {res.old}->{res.new}")
         ok &= good
         if res.action != "continue":
             _pidlog(args, rt, res.action)
         if rt.rank == 0:
             rows.append(Row(it, old, dt, res.action, res.new, res.seconds, res.spawn_seconds,
-                            "-" if verify is None else ("ok" if good else "WRONG"), res.error))
+                            "-" if verify is None else ("ok" if good else "WRONG"), res.error, t_resize))
     return ok, rows
 
 

@@ -70,8 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         if rt.rank == 0:
             print(f"jacobi: {rt.size} processes do not divide n = {n}", file=sys.stderr)
         return 2
-    A = rt.register_array("A", (n, n), layout="rows", init=lambda i, j: matrix(i, j, n))
-    b = rt.register_array("b", (n,), layout="rows", init=rhs)
+    A = rt.register_array("A", (n, n), layout="rows", init=lambda i, j: matrix(i, j, n), constant=True)
+    b = rt.register_array("b", (n,), layout="rows", init=rhs, constant=True)
     x = rt.register_array("x", (n,), layout="rows", init=0.0)
     ref: dict[int, np.ndarray] = {}
 

@@ -228,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     n, nb = args.n, args.nb
 
     rt = runtime.init()
-    A = rt.register_array("A", (n, n), layout="2d", block=(nb, nb), init=a_of)
+    A = rt.register_array("A", (n, n), layout="2d", block=(nb, nb), init=a_of, constant=True)
     F = rt.register_array("F", (n, n), layout="2d", block=(nb, nb), init=0.0)
     if not rt.joined:
         rt["piv"] = None

@@ -87,8 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     n, nb = args.n, args.nb
 
     rt = runtime.init()
-    A = rt.register_array("A", (n, n), layout="2d", block=(nb, nb), init=a_of)
-    B = rt.register_array("B", (n, n), layout="2d", block=(nb, nb), init=b_of)
+    A = rt.register_array("A", (n, n), layout="2d", block=(nb, nb), init=a_of, constant=True)
+    B = rt.register_array("B", (n, n), layout="2d", block=(nb, nb), init=b_of, constant=True)
     C = rt.register_array("C", (n, n), layout="2d", block=(nb, nb), init=0.0)
     ref: list[np.ndarray] = []
 

@@ -1,19 +1,31 @@
-"""Redistribution benchmark: circulant engine vs. checkpoint/restart vs. Alltoallv (seed 001 Fig. 3b).
+"""Redistribution benchmark: circulant engine vs. Alltoallv vs. checkpoint/restart (seed 001 Fig. 3b).
 
 ``python -m benchmarks.redistribution [--quick]`` relaunches itself under
-``mpiexec`` and redistributes an N x N float64 matrix from P to Q processes
-for several N and (P, Q), with each method in the same run, in two layouts:
-1-D row blocks (BLOCK) and 2-D block-cyclic 64 x 64 on nearly-square grids
-(ScaLAPACK style). Times are the slowest rank's, median of repeats, output
-allocation included. The checkpoint writes the whole array through rank 0 to
-an HDF5 file, fsyncs it and reads it back.
+``mpiexec -n 9`` and redistributes an N x N float64 matrix from P to Q
+processes with every method in the same run, case by case:
 
-Summary (``benchmarks/results/redistribution.json``):
-  checkpoint_over_circulant   median over cases of checkpoint / circulant time
-  alltoallv_over_circulant    median over cases of alltoallv / circulant time
-  fraction_of_copy_bandwidth  largest N, 1-D 2 -> 4: (array bytes / circulant time into a
-                              preallocated, already-touched output block) / bandwidth of a
-                              warm one-process numpy copy into a preallocated buffer
+* 1-D row blocks (BLOCK): 1->2, 2->4, 4->2, 3->4, 4->3;
+* 2-D block-cyclic on nearly-square grids (ScaLAPACK style), blocks 32, 64
+  and 128: the same pairs plus 2x2 <-> 2x3 <-> 3x3 (4->6, 6->4, 6->9, 9->6).
+
+Each case runs on a communicator of max(P, Q) ranks, as a resize would; the
+other ranks wait in a sleeping barrier. Times are the slowest rank's; each
+case reports the median and the best of its repeats, output allocation
+included. ``warm-out`` is the circulant engine into a preallocated,
+already-touched output block: the memory-bound figure compared with the
+bandwidth of a warm one-process numpy copy of the same array. ``relabel``
+runs the circulant engine with the destination positions chosen to keep the
+most data in place (:mod:`reshape.relabel`); ``moved`` / ``moved rl`` are the
+fractions of the array that cross ranks without and with it. The checkpoint
+writes the whole array through rank 0 to an HDF5 file, fsyncs it and reads
+it back. Every method's result is compared bit for bit with the circulant one.
+
+Summary (``benchmarks/results/redistribution.json``), ratios of per-case medians:
+  min_alltoallv_over_circulant       worst case at the largest N (target >= 1.0)
+  min_fraction_of_copy_bandwidth     worst case at the largest N (target >= 0.5)
+  min_checkpoint_over_circulant      worst case at the largest N (target >= 5)
+  *_median                           the same ratios' medians over those cases
+  worst_cases                        which case gave each minimum
 """
 
 from __future__ import annotations
@@ -29,18 +41,30 @@ import numpy as np
 from benchmarks._common import table, write_result
 from reshape.launch import relaunch, under_mpiexec
 
-PAIRS = [(1, 2), (2, 4), (4, 2), (3, 4), (4, 3)]
+PAIRS_1D = [(1, 2), (2, 4), (4, 2), (3, 4), (4, 3)]
+PAIRS_2D = [*PAIRS_1D, (4, 6), (6, 4), (6, 9), (9, 6)]
+NRANKS = 9
+TARGETS = {"alltoallv_over_circulant": 1.0, "fraction_of_copy_bandwidth": 0.5, "checkpoint_over_circulant": 5.0}
 
 
 def parse(argv):
     p = argparse.ArgumentParser(prog="python -m benchmarks.redistribution", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true", help="small sizes, fewer repeats")
-    p.add_argument("--sizes", type=int, nargs="+", help="matrix orders N (default 2000 4000; quick 1000 2000)")
+    p.add_argument("--quick", action="store_true", help="N 1000 2000, blocks 64 only, fewer repeats")
+    p.add_argument("--sizes", type=int, nargs="+", help="matrix orders N (default 4000 8000; quick 1000 2000)")
+    p.add_argument("--blocks", type=int, nargs="+", help="2-D block sizes (default 32 64 128; quick 64)")
     p.add_argument("--repeats", type=int, default=None, help="repeats per method (default 5; quick 3)")
-    p.add_argument("--block", type=int, default=64, help="block size of the 2-D layout")
     p.add_argument("--dir", default=None, help="checkpoint directory (default: system temp dir)")
     return p.parse_args(argv)
+
+
+def cases(sizes, blocks):
+    for n in sizes:
+        for p, q in PAIRS_1D:
+            yield n, p, q, "1d-block", None
+        for nb in blocks:
+            for p, q in PAIRS_2D:
+                yield n, p, q, "2d-cyclic", nb
 
 
 def worker(args) -> int:
@@ -49,25 +73,18 @@ def worker(args) -> int:
     from reshape.layout import block, block_cyclic_2d, nearly_square_grid
     from reshape.mpiutil import barrier
     from reshape.redistribute import redistribute
+    from reshape.relabel import relabel
     from reshape.schedule import make_plan
 
-    comm = MPI.COMM_WORLD
-    me = comm.rank
-    sizes = args.sizes or ([1000, 2000] if args.quick else [2000, 4000])
+    world = MPI.COMM_WORLD
+    sizes = args.sizes or ([1000, 2000] if args.quick else [4000, 8000])
+    blocks = args.blocks or ([64] if args.quick else [32, 64, 128])
     reps = args.repeats or (3 if args.quick else 5)
     ckdir = args.dir or tempfile.gettempdir()
 
-    def timed(*args, **kw):
-        """Slowest rank's time of one redistribute call, and its result."""
-        barrier(comm)
-        t0 = time.perf_counter()
-        out = redistribute(comm, *args, **kw)
-        dt = time.perf_counter() - t0
-        return comm.allreduce(dt, op=MPI.MAX), out
-
-    # warm single-process copy bandwidth on rank 0 (same array size as the largest case)
+    # warm single-process copy bandwidth on rank 0, same array size as the largest case
     copy_bw = None
-    if me == 0:
+    if world.rank == 0:
         n = max(sizes)
         a = np.random.default_rng(0).random((n, n))
         b = np.empty_like(a)
@@ -78,85 +95,130 @@ def worker(args) -> int:
             best = min(best, time.perf_counter() - t0)
         copy_bw = a.nbytes / best
         del a, b
-    barrier(comm)  # the other ranks sleep meanwhile instead of spinning in bcast
-    copy_bw = comm.bcast(copy_bw)
+    barrier(world)  # the other ranks sleep meanwhile instead of spinning in bcast
+    copy_bw = world.bcast(copy_bw)
 
     rows = []
-    for n in sizes:
-        for p, q in PAIRS:
-            if max(p, q) > comm.size:
-                continue
-            for kind in ("1d-block", "2d-cyclic"):
-                if kind == "1d-block":
-                    src, dst = block((n, n), p), block((n, n), q)
-                else:
-                    src = block_cyclic_2d((n, n), nearly_square_grid(p), (args.block, args.block))
-                    dst = block_cyclic_2d((n, n), nearly_square_grid(q), (args.block, args.block))
-                local = None
-                if me < p:
-                    rng = np.random.default_rng(me)
-                    local = rng.random(src.local_shape(me))
-                res = {}
-                out_ref = None
-                for method in ("circulant", "alltoallv", "checkpoint"):
-                    r = reps if method != "checkpoint" else max(1, reps // 2)
-                    ts = []
-                    for _ in range(r):
-                        dt, out = timed(src, local, dst, method=method, checkpoint_dir=ckdir)
-                        ts.append(dt)
-                        if method == "circulant":
-                            out_ref = out
-                        elif out_ref is not None and not np.array_equal(out_ref, out):
-                            raise SystemExit(f"{method} result differs from circulant for N={n} {p}->{q}")
-                    res[method] = statistics.median(ts)
-                # circulant into a preallocated, already-touched output block: the
-                # memory-bound figure compared with the warm copy bandwidth
-                warm_out = None if out_ref is None else np.zeros_like(out_ref)
-                ts = []
-                for _ in range(reps):
-                    ts.append(timed(src, local, dst, out=warm_out)[0])
-                res["circulant_warm"] = statistics.median(ts)
-                plan = make_plan(src, dst)
-                nbytes = n * n * 8
-                rows.append({
-                    "N": n, "P": p, "Q": q, "layout": kind, "bytes": nbytes,
-                    "steps": len(plan.steps), "max_degree": plan.max_degree,
-                    "circulant_s": res["circulant"], "circulant_warm_s": res["circulant_warm"],
-                    "alltoallv_s": res["alltoallv"],
-                    "checkpoint_s": res["checkpoint"],
-                    "circulant_GBps": nbytes / res["circulant"] / 1e9,
-                    "checkpoint_over_circulant": res["checkpoint"] / res["circulant"],
-                    "alltoallv_over_circulant": res["alltoallv"] / res["circulant"],
-                    "fraction_of_copy_bw": nbytes / res["circulant_warm"] / copy_bw,
-                })
-    if me != 0:
+    for n, p, q, kind, nb in cases(sizes, blocks):
+        size = max(p, q)
+        if size > world.size:
+            continue
+        comm = world.Split(0 if world.rank < size else MPI.UNDEFINED, world.rank)
+        if comm != MPI.COMM_NULL:
+            rows.append(one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw,
+                                 block, block_cyclic_2d, nearly_square_grid, redistribute, relabel, make_plan))
+            comm.Free()
+        barrier(world)
+    if world.rank != 0:
         return 0
-    big = max(sizes)
-    ref = [r for r in rows if r["N"] == big and (r["P"], r["Q"]) == (2, 4) and r["layout"] == "1d-block"]
-    summary = {
-        "checkpoint_over_circulant": statistics.median(r["checkpoint_over_circulant"] for r in rows),
-        "alltoallv_over_circulant": statistics.median(r["alltoallv_over_circulant"] for r in rows),
-        "fraction_of_copy_bandwidth": ref[0]["fraction_of_copy_bw"] if ref else None,
-        "fraction_of_copy_bandwidth_min_at_largest_N": min(
-            r["fraction_of_copy_bw"] for r in rows if r["N"] == big),
-        "copy_bandwidth_GBps": copy_bw / 1e9,
-        "targets": {"checkpoint_over_circulant": 5.0, "alltoallv_over_circulant": 1.0,
-                    "fraction_of_copy_bandwidth": 0.5},
+    return report(args, rows, sizes, blocks, reps, copy_bw, world.size)
+
+
+def one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw,
+             block, block_cyclic_2d, nearly_square_grid, redistribute, relabel, make_plan) -> dict:
+    """Every method on one case inside ``comm`` (max(P, Q) ranks); rank 0's row."""
+    from mpi4py import MPI
+
+    from reshape.mpiutil import barrier
+
+    me = comm.rank
+    if kind == "1d-block":
+        src, dst = block((n, n), p), block((n, n), q)
+    else:
+        src = block_cyclic_2d((n, n), nearly_square_grid(p), (nb, nb))
+        dst = block_cyclic_2d((n, n), nearly_square_grid(q), (nb, nb))
+    local = np.random.default_rng(me).random(src.local_shape(me)) if me < p else None
+    fixed = {0: 0}
+    rl_ranks = relabel(src, dst, fixed=fixed, dst_candidates=range(comm.size))
+
+    def timed(**kw):
+        barrier(comm)
+        t0 = time.perf_counter()
+        out = redistribute(comm, src, local, dst, checkpoint_dir=ckdir, **kw)
+        return comm.allreduce(time.perf_counter() - t0, op=MPI.MAX), out
+
+    res: dict[str, list[float]] = {}
+    ref = None
+    for method in ("circulant", "alltoallv", "checkpoint"):
+        for _ in range(reps if method != "checkpoint" else max(1, reps // 2)):
+            dt, out = timed(method=method)
+            res.setdefault(method, []).append(dt)
+            if method == "circulant":
+                ref = out
+            elif ref is not None and not np.array_equal(ref, out):
+                raise SystemExit(f"{method} result differs from circulant: N={n} {kind} {nb} {p}->{q}")
+    warm = None if ref is None else np.zeros_like(ref)
+    for _ in range(reps):
+        res.setdefault("warm", []).append(timed(out=warm)[0])
+    # relabelled: the same global array, destination positions chosen to keep data in place
+    g_ref = None if ref is None else ref.copy()
+    for _ in range(reps):
+        dt, out = timed(dst_ranks=rl_ranks)
+        res.setdefault("relabel", []).append(dt)
+    # bit-exact check of the relabelled result: compare against the identity result,
+    # moved to the relabelled owners with the (already verified) identity engine
+    back = redistribute(comm, dst, out, dst, src_ranks=rl_ranks)
+    same = bool(comm.allreduce(int(g_ref is None or np.array_equal(back, g_ref)), op=MPI.MIN))
+    if not same:
+        raise SystemExit(f"relabelled result differs: N={n} {kind} {nb} {p}->{q}")
+    plan, plan_rl = make_plan(src, dst), make_plan(src, dst, None, rl_ranks)
+    med = {k: statistics.median(v) for k, v in res.items()}
+    best = {k: min(v) for k, v in res.items()}
+    nbytes = n * n * 8
+    return {
+        "N": n, "P": p, "Q": q, "layout": kind, "block": nb, "bytes": nbytes,
+        "steps": len(plan.steps), "moved": plan.moved / (n * n), "moved_relabel": plan_rl.moved / (n * n),
+        "circulant_s": med["circulant"], "circulant_best_s": best["circulant"],
+        "circulant_warm_s": med["warm"], "relabel_s": med["relabel"],
+        "alltoallv_s": med["alltoallv"], "alltoallv_best_s": best["alltoallv"],
+        "checkpoint_s": med["checkpoint"],
+        "circulant_GBps": nbytes / med["circulant"] / 1e9,
+        "checkpoint_over_circulant": med["checkpoint"] / med["circulant"],
+        "alltoallv_over_circulant": med["alltoallv"] / med["circulant"],
+        "alltoallv_over_circulant_best": best["alltoallv"] / best["circulant"],
+        "fraction_of_copy_bw": nbytes / med["warm"] / copy_bw,
+        "relabel_speedup": med["circulant"] / med["relabel"],
+        "runs_s": res,
     }
+
+
+def _name(r: dict) -> str:
+    lay = "1-D BLOCK" if r["layout"] == "1d-block" else f"2-D {r['block']}x{r['block']}"
+    return f"N={r['N']} {lay} {r['P']}->{r['Q']}"
+
+
+def report(args, rows, sizes, blocks, reps, copy_bw, nranks) -> int:
     print(table(rows, [
-        ("N", "N", "d"), ("P", "P", "d"), ("Q", "Q", "d"), ("layout", "layout", "s"),
-        ("steps", "steps", "d"), ("circulant_s", "circulant s", ".4f"), ("circulant_GBps", "GB/s", ".2f"),
-        ("circulant_warm_s", "warm-out s", ".4f"),
-        ("alltoallv_s", "alltoallv s", ".4f"), ("checkpoint_s", "checkpoint s", ".4f"),
-        ("checkpoint_over_circulant", "ckpt/circ", ".1f"), ("alltoallv_over_circulant", "a2av/circ", ".2f"),
-        ("fraction_of_copy_bw", "of copy bw", ".2f"),
+        ("N", "N", "d"), ("P", "P", "d"), ("Q", "Q", "d"), ("layout", "layout", "s"), ("block", "nb", "d"),
+        ("steps", "steps", "d"), ("moved", "moved", ".2f"), ("moved_relabel", "moved rl", ".2f"),
+        ("circulant_s", "circulant s", ".4f"), ("circulant_best_s", "best s", ".4f"),
+        ("circulant_GBps", "GB/s", ".2f"), ("circulant_warm_s", "warm-out s", ".4f"),
+        ("relabel_s", "relabel s", ".4f"), ("alltoallv_s", "alltoallv s", ".4f"),
+        ("checkpoint_s", "checkpoint s", ".3f"), ("checkpoint_over_circulant", "ckpt/circ", ".1f"),
+        ("alltoallv_over_circulant", "a2av/circ", ".2f"), ("fraction_of_copy_bw", "of copy bw", ".2f"),
     ]))
+    big = [r for r in rows if r["N"] == max(sizes)]
+    summary: dict = {"largest_N": max(sizes), "cases_at_largest_N": len(big), "copy_bandwidth_GBps": copy_bw / 1e9}
+    worst = {}
+    for key, col in (("alltoallv_over_circulant", "alltoallv_over_circulant"),
+                     ("fraction_of_copy_bandwidth", "fraction_of_copy_bw"),
+                     ("checkpoint_over_circulant", "checkpoint_over_circulant"),
+                     ("relabel_speedup", "relabel_speedup")):
+        lo = min(big, key=lambda r, c=col: r[c])
+        summary[f"min_{key}"] = lo[col]
+        summary[f"{key}_median"] = statistics.median(r[col] for r in big)
+        worst[key] = _name(lo)
+    summary["min_alltoallv_over_circulant_best_of_repeats"] = min(r["alltoallv_over_circulant_best"] for r in big)
+    summary["moved_fraction_mean"] = statistics.fmean(r["moved"] for r in big)
+    summary["moved_fraction_relabel_mean"] = statistics.fmean(r["moved_relabel"] for r in big)
+    summary["worst_cases"] = worst
+    summary["targets"] = TARGETS
+    summary["met"] = {k: summary[f"min_{k}"] >= v for k, v in TARGETS.items()}
     print()
     for k, v in summary.items():
-        if k != "targets":
-            print(f"{k:45s} {v:.3f}" if isinstance(v, float) else f"{k:45s} {v}")
+        print(f"{k:45s} {v:.3f}" if isinstance(v, float) else f"{k:45s} {v}")
     path = write_result("redistribution", {
-        "quick": args.quick, "nranks": comm.size, "sizes": sizes, "repeats": reps,
+        "quick": args.quick, "nranks": nranks, "sizes": sizes, "blocks": blocks, "repeats": reps,
         "cases": rows, "summary": summary,
     })
     print(f"\nwrote {path}")
@@ -167,7 +229,7 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse(argv)
     if not under_mpiexec():
-        return relaunch("benchmarks.redistribution", max(max(p) for p in PAIRS), argv)
+        return relaunch("benchmarks.redistribution", NRANKS, argv)
     return worker(args)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 __all__ = [
-    "ABORT_ON_ERROR", "ALLOW_NEW_SIZES", "CLIENT_KEY", "DAEMON", "FAULT", "HOSTS", "JOB_ENV", "JOB_ID",
+    "ABORT_ON_ERROR", "ALLOW_NEW_SIZES", "BACKGROUND", "CLIENT_KEY", "DAEMON", "FAULT", "HOSTS", "JOB_ENV", "JOB_ID",
     "JOB_TAG", "KEYS", "LAUNCHER", "MAX_PROCS", "NETNS_HOSTS", "NETNS_PREFIX", "NPROCS", "PLAN",
     "PLAN_EVERY", "REDIST_METHOD", "RESIZE_TIMEOUT", "RUN_TAG", "SCHEDULER", "SCHEDULER_TIMEOUT",
     "STATE_DIR", "TRACES", "WAIT", "default_state_dir",
@@ -36,6 +36,7 @@ PLAN_EVERY = "RESHAPE_PLAN_EVERY"
 MAX_PROCS = "RESHAPE_MAX_PROCS"
 ALLOW_NEW_SIZES = "RESHAPE_ALLOW_NEW_SIZES"
 REDIST_METHOD = "RESHAPE_REDIST_METHOD"    # circulant | alltoallv | checkpoint
+BACKGROUND = "RESHAPE_BACKGROUND"          # 1: constant arrays move while the job keeps iterating
 SCHEDULER_TIMEOUT = "RESHAPE_SCHEDULER_TIMEOUT"
 ABORT_ON_ERROR = "RESHAPE_ABORT_ON_ERROR"  # 0: an uncaught error does not MPI_Abort the job
 FAULT = "RESHAPE_FAULT"                    # WHERE:WHO:HOW fault injection (faults.py)

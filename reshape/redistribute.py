@@ -5,11 +5,12 @@ checks: the arguments are validated collectively before any byte moves, so a
 bad call raises the same :class:`RedistributionError` on every rank and
 leaves every buffer untouched.
 
-* ``"circulant"`` (default, seed 001 §3.2.2): runs the plan's contention-free
-  steps with MPI persistent requests built on derived datatypes, so data is
-  sent from and received into the local blocks in place (no packing); the data
-  a rank keeps is copied locally, never sent, while the first step is in
-  flight.
+* ``"circulant"`` (default, seed 001 §3.2.2): sends in the order of the
+  plan's contention-free steps, one contiguous message per transfer (packed
+  only when the source side is not contiguous), received in place through
+  derived datatypes; the data a rank keeps is copied locally, never sent,
+  while the first messages are in flight (:class:`Exchange`). It can run in
+  the background: :func:`start` returns a handle, ``wait()`` completes it.
 * ``"alltoallv"``: packs per-destination buffers, one ``MPI_Alltoallv``,
   unpacks. The textbook one-shot approach.
 * ``"checkpoint"``: the paper's file-based baseline. Every block goes to one
@@ -34,11 +35,11 @@ from reshape.layout import Layout
 from reshape.mpiutil import CollectiveError, check_collectively, mpi_type, wait_all
 from reshape.schedule import Plan, Runs, Transfer, make_plan
 
-__all__ = ["METHODS", "RedistributionError", "redistribute"]
+__all__ = ["METHODS", "Exchange", "RedistributionError", "redistribute", "start"]
 
 METHODS = ("circulant", "alltoallv", "checkpoint")
 TAG = 0x5E5  # point-to-point tag used by redistribution messages
-# Waiting during data motion: "spin" (default, MPI_Waitall) or "poll" (Test + 20 us sleeps),
+# Waiting for receives: "spin" (default, MPI_Waitall) or "poll" (Test + 20 us sleeps),
 # for nodes so oversubscribed that spinning ranks starve the copying ones.
 _SPIN = os.environ.get(E.WAIT, "spin") != "poll"
 _DATA_SLEEP = 2e-5
@@ -195,6 +196,16 @@ def _copy(src: np.ndarray, src_runs, dst: np.ndarray, dst_runs) -> None:
         _view(dst, cd)[...] = _view(src, cs)
 
 
+def _pack_typed(arr: np.ndarray, t: Transfer, buf: np.ndarray) -> None:
+    """Pack the send side of ``t`` in the element order of the receiver's datatype (:meth:`_Types.buffer`)."""
+    groups = _side([_groups(a, b) for a, b in zip(t.send, t.recv, strict=True)], 0)
+    off = 0
+    for combo in itertools.product(*groups):
+        v = _view(arr, combo)
+        buf[off : off + v.size].reshape(v.shape)[...] = v
+        off += v.size
+
+
 class _Types:
     """Derived datatypes built for one execution; freed together."""
 
@@ -244,40 +255,115 @@ class _Types:
 # --------------------------------------------------------------------------
 
 
-def _circulant(comm: MPI.Comm, plan: Plan, src_local, out, dtype: np.dtype) -> None:
-    me = comm.rank
-    base = mpi_type(dtype)
-    types = _Types()
-    sends = dict(plan.sends_of(me))
-    recvs = dict(plan.recvs_of(me))
-    reqs: dict[int, list[MPI.Prequest]] = {}
-    try:
-        for k, t in sends.items():
-            reqs.setdefault(k, []).append(comm.Send_init(types.buffer(src_local, t, base, 0), t.dst, TAG))
-        for k, t in recvs.items():
-            reqs.setdefault(k, []).append(comm.Recv_init(types.buffer(out, t, base, 1), t.src, TAG))
-        steps = [reqs.get(k, []) for k in range(len(plan.steps))]
-        if steps:
-            MPI.Prequest.Startall(steps[0])
-        local = plan.local_of(me)
-        if local is not None:  # the kept data is copied while the first step is in flight
-            _copy(src_local, local.send, out, local.recv)
-        faults.hit("transfer", me, comm.size)
-        for k, step in enumerate(steps):
-            if k:
-                MPI.Prequest.Startall(step)
-            # Data motion spins: MPICH pipelines non-contiguous messages through
-            # shared-memory cells and needs a progress call per chunk, so a
-            # sleeping wait stalls the pipeline (measured 50x slower).
+class Exchange:
+    """A circulant redistribution in flight (nonblocking); :meth:`wait` completes it.
+
+    Built by :func:`start`. Every receive is posted first, straight into the
+    destination block through a derived datatype (no unpacking). Sends go out
+    in the plan's step order, each as one contiguous message: a transfer that
+    is contiguous in the source block is sent in place, any other one is first
+    packed with a strided numpy copy. Measured on shared memory (MPICH 5,
+    N = 4000, 64 x 64 blocks): a non-contiguous *send* travels through MPICH's
+    shared-memory cells at 1-2 GB/s, while a packed contiguous one is copied
+    once by the receiver (CMA) at 5-9 GB/s, and receiving into a datatype is
+    no slower than receiving into a buffer and unpacking; hence pack on the
+    sending side only. The data a rank keeps is copied locally while its
+    first messages are in flight.
+
+    All steps are posted at once by default: the step order decides which
+    message each receiver is offered first (distinct senders in every step),
+    and waiting between steps only serialises ranks that share cores.
+    ``window=k`` keeps at most ``k`` steps of sends outstanding instead.
+
+    Between :func:`start` and :meth:`wait` the application must not write the
+    source blocks of transfers sent in place, nor read or write the
+    destination block; packed data is a snapshot taken in :func:`start`.
+    """
+
+    def __init__(self, comm: MPI.Comm, plan: Plan, src_local, out, dtype: np.dtype, window: int | None) -> None:
+        self.comm, self.plan, self.out = comm, plan, out
+        self._src = src_local  # referenced until the in-place sends are done
+        self._types = _Types()
+        self._recvs: list[MPI.Request] = []
+        self._sends: list[MPI.Request] = []
+        self._bufs: list[np.ndarray] = []
+        self._queued: list[list[tuple[Transfer, MPI.Datatype]]] = []
+        self._window = window
+        self._done = False
+        me = comm.rank
+        base = mpi_type(dtype)
+        self._base = base
+        try:
+            for _, t in plan.recvs_of(me):
+                self._recvs.append(comm.Irecv(self._types.buffer(out, t, base, 1), t.src, TAG))
+            steps: dict[int, list[Transfer]] = {}
+            for k, t in plan.sends_of(me):
+                steps.setdefault(k, []).append(t)
+            self._queued = [steps[k] for k in sorted(steps)]
+            self._post(first=True)
+            local = plan.local_of(me)
+            if local is not None:
+                _copy(src_local, local.send, out, local.recv)
+            faults.hit("transfer", me, comm.size)
+        except BaseException:
+            self._free()
+            raise
+
+    def _post(self, first: bool = False) -> None:
+        """Post queued steps of sends while the window allows."""
+        while self._queued:
+            if self._window and not first and len(self._sends) and not MPI.Request.Testall(self._sends):
+                return
+            for t in self._queued.pop(0):
+                cont = _contiguous(t.send, self._src.shape)
+                if cont is not None:
+                    off, cnt = cont
+                    buf = self._src.reshape(-1)[off : off + cnt]
+                else:
+                    buf = np.empty(t.count, dtype=self._src.dtype)
+                    _pack_typed(self._src, t, buf)
+                    self._bufs.append(buf)
+                self._sends.append(self.comm.Isend([buf, self._base], t.dst, TAG))
+            first = False
+            if self._window:
+                return
+
+    def test(self) -> bool:
+        """Progress the exchange without blocking; ``True`` once it is complete."""
+        if self._done:
+            return True
+        self._post()
+        if self._queued or not MPI.Request.Testall(self._recvs) or not MPI.Request.Testall(self._sends):
+            return False
+        self._free()
+        return True
+
+    def wait(self) -> np.ndarray | None:
+        """Complete the exchange; returns this rank's destination block (``None`` outside it)."""
+        if self._done:
+            return self.out
+        try:
+            while self._queued:  # windowed: post the next steps as earlier ones complete
+                MPI.Request.Waitall(self._sends)
+                self._post()
+            # Receiving ranks spin: with CMA the receiver copies the data in its own
+            # progress calls. Ranks left with sends only sleep between tests so as not
+            # to take the core from the ranks copying (unless RESHAPE_WAIT=poll, sleep always).
             if _SPIN:
-                MPI.Prequest.Waitall(step)
+                MPI.Request.Waitall(self._recvs)
             else:
-                wait_all(step, max_sleep=_DATA_SLEEP)
-    finally:
-        for rs in reqs.values():
-            for r in rs:
-                r.Free()
-        types.free()
+                wait_all(self._recvs, max_sleep=_DATA_SLEEP)
+            wait_all(self._sends, max_sleep=_DATA_SLEEP)
+        finally:
+            self._free()
+        return self.out
+
+    def _free(self) -> None:
+        if not self._done:
+            self._done = True
+            self._types.free()
+            self._bufs.clear()
+            self._src = None
 
 
 def _pack(arr: np.ndarray, t: Transfer, buf: np.ndarray) -> None:
@@ -372,6 +458,63 @@ def _checkpoint(comm: MPI.Comm, plan: Plan, src_local, out, dtype: np.dtype, roo
         wait_all([comm.Irecv([out, base], root, TAG)])
 
 
+def start(
+    comm: MPI.Comm,
+    src: Layout,
+    src_local: np.ndarray | None,
+    dst: Layout,
+    *,
+    src_ranks: tuple[int, ...] | list[int] | range | None = None,
+    dst_ranks: tuple[int, ...] | list[int] | range | None = None,
+    out: np.ndarray | None = None,
+    method: str = "circulant",
+    window: int | None = None,
+    root: int = 0,
+    checkpoint_dir: str | None = None,
+) -> Exchange | _Done:
+    """Start moving an array from layout ``src`` to ``dst``; returns a handle to ``wait()`` on. Collective.
+
+    The arguments are those of :func:`redistribute`. With the circulant method
+    the data moves in the background (see :class:`Exchange` for what the
+    application may touch meanwhile; any MPI call progresses it, and
+    ``handle.test()`` does so explicitly); the baselines complete before
+    returning.
+    """
+    src_ranks = tuple(range(src.nprocs)) if src_ranks is None else tuple(int(r) for r in src_ranks)
+    dst_ranks = tuple(range(dst.nprocs)) if dst_ranks is None else tuple(int(r) for r in dst_ranks)
+    if window is not None and (not isinstance(window, int) or window < 1):
+        raise RedistributionError(f"window must be None (all steps) or an int >= 1, got {window!r}")
+    dtype = _validate(comm, src, src_local, dst, src_ranks, dst_ranks, out, method)
+    plan = make_plan(src, dst, src_ranks, dst_ranks)
+    me = comm.rank
+    if me in dst_ranks and out is None:
+        out = np.empty(dst.local_shape(dst_ranks.index(me)), dtype=dtype)
+    if me not in src_ranks:
+        src_local = None
+    if me not in dst_ranks:
+        out = None
+    if method == "circulant":
+        return Exchange(comm, plan, src_local, out, dtype, window)
+    if method == "alltoallv":
+        _alltoallv(comm, plan, src_local, out, dtype)
+    else:
+        _checkpoint(comm, plan, src_local, out, dtype, root, checkpoint_dir)
+    return _Done(out)
+
+
+class _Done:
+    """A completed redistribution (the baselines are blocking)."""
+
+    def __init__(self, out: np.ndarray | None) -> None:
+        self.out = out
+
+    def test(self) -> bool:
+        return True
+
+    def wait(self) -> np.ndarray | None:
+        return self.out
+
+
 def redistribute(
     comm: MPI.Comm,
     src: Layout,
@@ -382,6 +525,7 @@ def redistribute(
     dst_ranks: tuple[int, ...] | list[int] | range | None = None,
     out: np.ndarray | None = None,
     method: str = "circulant",
+    window: int | None = None,
     root: int = 0,
     checkpoint_dir: str | None = None,
 ) -> np.ndarray | None:
@@ -394,6 +538,7 @@ def redistribute(
         src_ranks, dst_ranks: comm ranks of the layouts' processes (default ``0..P-1``).
         out: optional preallocated destination block (else allocated).
         method: ``"circulant"``, ``"alltoallv"`` or ``"checkpoint"``.
+        window: circulant only: steps of sends outstanding at once (default all).
         root, checkpoint_dir: the node and directory of the checkpoint baseline.
 
     Returns:
@@ -403,19 +548,5 @@ def redistribute(
         RedistributionError: on every rank, before any data moved, when any rank's
             arguments are inconsistent (shapes, dtypes, layouts, rank maps).
     """
-    src_ranks = tuple(range(src.nprocs)) if src_ranks is None else tuple(int(r) for r in src_ranks)
-    dst_ranks = tuple(range(dst.nprocs)) if dst_ranks is None else tuple(int(r) for r in dst_ranks)
-    dtype = _validate(comm, src, src_local, dst, src_ranks, dst_ranks, out, method)
-    plan = make_plan(src, dst, src_ranks, dst_ranks)
-    me = comm.rank
-    if me in dst_ranks and out is None:
-        out = np.empty(dst.local_shape(dst_ranks.index(me)), dtype=dtype)
-    if me not in src_ranks:
-        src_local = None
-    if method == "circulant":
-        _circulant(comm, plan, src_local, out, dtype)
-    elif method == "alltoallv":
-        _alltoallv(comm, plan, src_local, out, dtype)
-    else:
-        _checkpoint(comm, plan, src_local, out, dtype, root, checkpoint_dir)
-    return out if me in dst_ranks else None
+    return start(comm, src, src_local, dst, src_ranks=src_ranks, dst_ranks=dst_ranks, out=out, method=method,
+                 window=window, root=root, checkpoint_dir=checkpoint_dir).wait()

@@ -55,6 +55,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -69,7 +70,7 @@ from reshape.darray import DistArray
 from reshape.layout import Layout, LayoutError, block, block_cyclic_1d, block_cyclic_2d, nearly_square_grid
 from reshape.mpiutil import barrier, bcast_obj
 from reshape.protocol import MAX_SIZES
-from reshape.redistribute import redistribute
+from reshape.redistribute import redistribute, start
 from reshape.watchdog import DEFAULT_TIMEOUT, Watchdog, abort, install_excepthook, resize_timeout
 
 __all__ = ["Registered", "ResizeError", "ResizeResult", "Resizer", "init", "layout_rule"]
@@ -116,6 +117,7 @@ class Registered:
     name: str
     rule: LayoutRule
     dist: DistArray
+    constant: bool = False  # never written after init: may move in the background (Resizer.background)
 
     @property
     def local(self) -> np.ndarray:
@@ -149,6 +151,33 @@ class _JoinState:
     arrays: list[tuple[str, Layout, Layout, str]]  # name, old layout, new layout, dtype
     history: list[int]
     old_size: int
+    background: tuple[str, ...] = ()  # arrays moving in the background; the rest move at the switch
+
+
+@dataclass
+class _SwitchState:
+    """What rank 0 sends the new ranks when a background expansion switches over."""
+
+    iteration: int
+    values: dict
+    history: list[int]
+
+
+@dataclass
+class _Pending:
+    """An expansion under way behind the job's iteration (see :meth:`Resizer._expand_background`)."""
+
+    old: int
+    new: int
+    spawn_comm: MPI.Intracomm  # a duplicate of the job's communicator, for the helper thread
+    reason: str = ""
+    thread: threading.Thread | None = None
+    merged: MPI.Intracomm | None = None  # the communicator the job switches to
+    moves: dict[str, tuple[Layout, object]] = field(default_factory=dict)  # constant arrays in flight
+    spawn_seconds: float = 0.0
+    start_seconds: float = 0.0
+    refused: str | None = None  # the spawn was refused: the job carries on at its size
+    error: str | None = None  # anything else: the job is aborted at the switch
 
 
 @dataclass
@@ -163,6 +192,7 @@ class Resizer:
     max_procs: int | None = None
     method: str = "circulant"  # redistribution method: circulant | alltoallv | checkpoint
     resize_timeout: float = DEFAULT_TIMEOUT  # seconds a whole resize may take before the job is aborted
+    background: bool = False  # expansions move constant arrays while the job keeps iterating
     iteration: int = 0
     values: dict = field(default_factory=dict)
     arrays: dict[str, Registered] = field(default_factory=dict)
@@ -176,6 +206,8 @@ class Resizer:
     _in_body: bool = False
     _dog: Watchdog | None = None  # bounds each resize (reshape.watchdog)
     _announced: tuple | None = None  # what the sizes last announced to the advisor were computed from
+    _pending: _Pending | None = None  # a background expansion waiting for its switch
+    _end: int | None = None  # the loop's iteration count, when the job uses iterations()
 
     # ------------------------------------------------------------ basics
     @property
@@ -197,6 +229,7 @@ class Resizer:
 
     def iterations(self, n: int) -> Iterator[int]:
         """Iteration numbers ``iteration .. n-1``; ranks spawned mid-run start where the job is."""
+        self._end = n
         while self.iteration < n:
             self._in_body = True
             yield self.iteration
@@ -212,13 +245,16 @@ class Resizer:
         layout: str | LayoutRule = "rows",
         block: tuple[int, ...] | int | None = None,
         init: Callable[..., np.ndarray] | np.ndarray | float | None = None,
+        constant: bool = False,
     ) -> Registered:
         """Register a global array that survives resizes and return its handle.
 
         ``init`` builds each block from global index grids (``init(i, j)``), or
         is a scalar fill; ``None`` leaves zeros. On a rank spawned by a
         resize the array arrives from the running ranks instead and ``init``
-        is not called.
+        is not called. ``constant=True`` promises that the application never
+        writes the array after this call; with ``background`` on, such arrays
+        move while the job keeps iterating (see :meth:`resize`).
         """
         if name in self.arrays:
             raise ValueError(f"array {name!r} is already registered")
@@ -227,7 +263,7 @@ class Resizer:
             lay, local = self._pending_arrays.pop(name)
             if tuple(lay.shape) != tuple(int(s) for s in shape):
                 raise ValueError(f"array {name!r}: shape {shape} differs from the running job's {lay.shape}")
-            reg = Registered(name, rule, DistArray(lay, local, self.comm, tuple(range(lay.nprocs))))
+            reg = Registered(name, rule, DistArray(lay, local, self.comm, tuple(range(lay.nprocs))), constant)
         else:
             lay = rule(self.size)
             if init is None:
@@ -236,7 +272,7 @@ class Resizer:
                 fn = init
             else:
                 fn = lambda *idx, v=init: v  # noqa: E731
-            reg = Registered(name, rule, DistArray.from_function(self.comm, lay, fn, dtype))
+            reg = Registered(name, rule, DistArray.from_function(self.comm, lay, fn, dtype), constant)
         self.arrays[name] = reg
         return reg
 
@@ -309,14 +345,7 @@ class Resizer:
         t0 = time.perf_counter()
         self._phase("redistributing the arrays")
         if join:
-            state = None
-            if self.rank == 0:
-                state = _JoinState(
-                    iteration=self.iteration + (1 if self._in_body else 0), values=self.values,
-                    arrays=[(r.name, r.layout, r.rule(self.size), str(r.local.dtype)) for r in self.arrays.values()],
-                    history=self.history, old_size=old,
-                )
-            bcast_obj(self.comm, state)
+            bcast_obj(self.comm, self._join_state(old) if self.rank == 0 else None)
         for reg in self.arrays.values():
             src = reg.layout
             dst = reg.rule(self.size)
@@ -366,14 +395,17 @@ class Resizer:
         old = self.size
         if not self.history or self.history[-1] != old:
             self.history.append(old)
-        advice = self.contact_scheduler()
-        result = self._act(advice, old)
+        if self._pending is not None:
+            result, advice = self._switch(), None
+        else:
+            advice = self.contact_scheduler()
+            result = self._act(advice, old)
         self.results.append(result)
         if self.rank == 0:
             if result.error:
-                print(f"[reshape] resize {old} -> {advice.nprocs} refused: {result.error}; "
+                print(f"[reshape] resize {old} -> {result.new} refused: {result.error}; "
                       f"continuing on {self.size} processes", file=sys.stderr, flush=True)
-            if self.advisor and result.action != "continue":
+            if self.advisor and result.action not in ("continue", "expanding"):
                 try:
                     self.advisor.resized(old, result.new, result.seconds, result.error)
                 except Exception as e:
@@ -399,6 +431,8 @@ class Resizer:
         what = f"{advice.action} {old}->{advice.nprocs}"
         self._arm(what)
         try:
+            if advice.action == "expand" and self._overlap():
+                return self._expand_background(advice, old)
             if advice.action == "expand":
                 spawn = self.expand_processors(advice.nprocs, advice.hosts)
                 secs = self.redistribute()
@@ -417,13 +451,143 @@ class Resizer:
             self._disarm()
 
     def finish(self, status: str = "done") -> None:
-        """Tell the scheduler the job ended. Collective."""
+        """Tell the scheduler the job ended. Collective.
+
+        A background expansion still waiting for its switch completes first, so
+        the ranks it spawned are not left waiting.
+        """
+        if self._pending is not None:
+            self.results.append(self._switch())
         barrier(self.comm)
         if self.rank == 0 and self.advisor:
             try:
                 self.advisor.finished(status)
             except Exception as e:
                 print(f"[reshape] advisor error at finish: {e}", file=sys.stderr, flush=True)
+
+    # ------------------------------------------------------------ background expansion
+    def _overlap(self) -> bool:
+        """Whether this expansion moves data in the background: asked for, a constant array
+        to move, and an iteration left to overlap with."""
+        return (self.background and self.method == "circulant" and any(r.constant for r in self.arrays.values())
+                and (self._end is None or self.iteration + 1 < self._end))
+
+    def _expand_background(self, advice: Advice, old: int) -> ResizeResult:
+        """Start an expansion that runs behind the job's next iteration (MaM-style).
+
+        The checks run now (a refusal leaves the job as it is). Then a helper
+        thread on every running rank spawns the new ranks, merges with them,
+        hands them the state and starts moving the ``constant`` arrays, while
+        the application runs its next iteration on its old communicator and
+        layouts. The job switches to the new size at its next resize point
+        (:meth:`_switch`). Needs ``MPI_THREAD_MULTIPLE``; without it the spawn
+        runs here and only the data motion overlaps the iteration.
+        """
+        nprocs, hosts = advice.nprocs, tuple(advice.hosts)
+        problem = self._check_size(nprocs, "expand") if self.rank == 0 else None
+        if self.rank == 0 and problem is None:
+            problem = _check_hosts(hosts, nprocs - old)
+        problem = bcast_obj(self.comm, problem)
+        if problem:
+            raise ResizeError(problem)
+        moving = tuple(name for name, r in self.arrays.items() if r.constant)
+        state = None
+        if self.rank == 0:
+            state = _JoinState(
+                iteration=self.iteration + 1, values={}, history=[], old_size=old, background=moving,
+                arrays=[(r.name, r.layout, r.rule(nprocs), str(r.local.dtype)) for r in self.arrays.values()],
+            )
+        pend = _Pending(old, nprocs, self.comm.Dup(), advice.reason)
+        pend.thread = threading.Thread(target=self._spawn_behind, args=(pend, hosts, state, moving),
+                                       name="reshape-expand", daemon=True)
+        self._pending = pend
+        if MPI.Query_thread() == MPI.THREAD_MULTIPLE:
+            pend.thread.start()
+        else:
+            pend.thread.run()
+        return ResizeResult("expanding", old, nprocs, reason=advice.reason)
+
+    def _spawn_behind(self, pend: _Pending, hosts: tuple[str, ...], state, moving: tuple[str, ...]) -> None:
+        """The helper thread of a background expansion: spawn, merge, hand over, start the moves."""
+        try:
+            t0 = time.perf_counter()
+            cmds, argvs, counts, infos = _spawn_commands(pend.new - pend.old, hosts)
+            try:
+                inter = pend.spawn_comm.Spawn_multiple(cmds, argvs, counts, infos, root=0)
+            except MPI.Exception as e:
+                pend.refused = f"spawn of {pend.new - pend.old} ranks failed: {e.Get_error_string()}"
+                return
+            finally:
+                for i in infos:
+                    if i != MPI.INFO_NULL:
+                        i.Free()
+            merged = inter.Merge(high=False)
+            inter.Disconnect()
+            pend.spawn_seconds = time.perf_counter() - t0
+            t1 = time.perf_counter()
+            bcast_obj(merged, state)
+            for name in moving:
+                reg = self.arrays[name]
+                dst = reg.rule(merged.size)
+                pend.moves[name] = (dst, start(merged, reg.layout, reg.local, dst, src_ranks=range(reg.layout.nprocs)))
+            pend.start_seconds = time.perf_counter() - t1
+            pend.merged = merged
+        except BaseException as e:  # reported at the switch, where the job is aborted
+            pend.error = f"{type(e).__name__}: {e}"
+
+    def _switch(self) -> ResizeResult:
+        """Finish a background expansion at this resize point and continue on the new ranks.
+
+        Waits for the constant arrays, sends the new ranks the iteration counter
+        and values as they are now, moves the other arrays (blocking) and
+        replaces the communicator. Returns the expansion's result; its seconds
+        are the data motion outside the overlapped iteration.
+        """
+        pend, self._pending = self._pending, None
+        what = f"expand {pend.old}->{pend.new} (switch)"
+        self._arm(what)
+        try:
+            self._phase("waiting for the background spawn")
+            pend.thread.join()
+            pend.spawn_comm.Free()
+            if pend.refused:
+                return ResizeResult("failed", pend.old, self.size, error=pend.refused, reason=pend.reason)
+            if pend.error:
+                raise RuntimeError(f"background expansion: {pend.error}")
+            t0 = time.perf_counter()
+            merged = pend.merged
+            self._phase("completing the background redistribution")
+            done = {name: (dst, ex.wait()) for name, (dst, ex) in pend.moves.items()}
+            state = None
+            if self.rank == 0:
+                state = _SwitchState(self.iteration + (1 if self._in_body else 0), self.values, self.history)
+            bcast_obj(merged, state)
+            self._phase("redistributing the arrays")
+            for reg in self.arrays.values():
+                if reg.name in done:
+                    dst, new = done[reg.name]
+                else:
+                    dst = reg.rule(merged.size)
+                    new = redistribute(merged, reg.layout, reg.local, dst, src_ranks=range(reg.layout.nprocs),
+                                       method=self.method)
+                reg.dist = DistArray(dst, new, merged, tuple(range(dst.nprocs)))
+            dt = merged.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+            self._replace_comm(merged)
+            return ResizeResult("expand", pend.old, merged.size, pend.start_seconds + dt, pend.spawn_seconds,
+                                reason=pend.reason)
+        except Exception as e:
+            abort(f"{what} failed on rank {self.rank} ({self._dog.step}): {type(e).__name__}: {e}",
+                  self._report_abort)
+            raise  # not reached
+        finally:
+            self._disarm()
+
+    def _join_state(self, old: int, background: tuple[str, ...] = ()) -> _JoinState:
+        return _JoinState(
+            iteration=self.iteration + (1 if self._in_body else 0), values=self.values,
+            arrays=[(r.name, r.layout, r.rule(self.size), str(r.local.dtype)) for r in self.arrays.values()],
+            history=self.history, old_size=old, background=background,
+        )
 
     # ------------------------------------------------------------ internals
     def _arm(self, what: str) -> None:
@@ -534,11 +698,32 @@ class Resizer:
         self.values = state.values
         self.history = [*state.history, merged.size]
         self.joined = True
+        moves = {name: (dst, start(merged, src, None, dst, src_ranks=range(src.nprocs)))
+                 for name, src, dst, _dtype in state.arrays if name in state.background}
+        if state.background:
+            # The running ranks finish an iteration before they switch: wait without
+            # spinning and without the resize deadline, then take the state as it is then.
+            self._disarm()
+            _wait_politely(moves.values())
+            sw: _SwitchState = bcast_obj(merged, None)
+            self._arm(f"expand {old}->{merged.size} (switch)")
+            self.iteration, self.values, self.history = sw.iteration, sw.values, [*sw.history, merged.size]
         for name, src, dst, _dtype in state.arrays:
-            new = redistribute(merged, src, None, dst, src_ranks=range(src.nprocs), method=self.method)
+            if name in moves:
+                new = moves[name][1].wait()
+            else:
+                new = redistribute(merged, src, None, dst, src_ranks=range(src.nprocs), method=self.method)
             self._pending_arrays[name] = (dst, new)
         merged.allreduce(0.0, op=MPI.MAX)  # matches the parents' timing reduction
         self._disarm()
+
+
+def _wait_politely(moves, max_sleep: float = 1e-3) -> None:
+    """Progress background redistributions until done, sleeping between tests (a spawned rank idles here)."""
+    delay = 1e-5
+    while not all([ex.test() for _, ex in moves]):
+        time.sleep(delay)
+        delay = min(2 * delay, max_sleep)
 
 
 def _check_hosts(hosts, n: int, timeout: float = 5.0) -> str | None:
@@ -615,6 +800,7 @@ def init(
     allow_new_sizes: bool | None = None,
     sizes: Callable[[int], bool] | None = None,
     max_procs: int | None = None,
+    background: bool | None = None,
 ) -> Resizer:
     """Start (or, on a spawned rank, join) the resizable job. Call once per process.
 
@@ -625,6 +811,9 @@ def init(
     ``RESHAPE_MAX_PROCS``) caps expansions; ``sizes`` is an extra legality test.
     ``RESHAPE_REDIST_METHOD`` picks the redistribution method (default
     ``circulant``; ``checkpoint`` and ``alltoallv`` are the baselines).
+    ``background`` (default from ``RESHAPE_BACKGROUND=1``) moves the arrays
+    registered ``constant=True`` while the job keeps iterating on its old
+    ranks after an expansion (:meth:`Resizer.resize`).
     ``RESHAPE_RESIZE_TIMEOUT`` bounds each resize (seconds, default 120): a
     resize still under way then aborts the job with the reason reported, as
     does an uncaught exception on any rank (``RESHAPE_ABORT_ON_ERROR=0``
@@ -638,12 +827,14 @@ def init(
     if max_procs is None and os.environ.get(E.MAX_PROCS):
         max_procs = int(os.environ[E.MAX_PROCS])
     method = os.environ.get(E.REDIST_METHOD, "circulant")
+    if background is None:
+        background = os.environ.get(E.BACKGROUND, "") in ("1", "true", "yes")
     timeout = resize_timeout()
     faults.check()  # a malformed RESHAPE_FAULT fails on every rank before anything starts
     parent = MPI.Comm.Get_parent()
     job_id = int(os.environ.get(E.JOB_ID, "0") or 0)
     if parent != MPI.COMM_NULL:
-        rt = Resizer(MPI.COMM_WORLD, None, job_id, allow_new_sizes, sizes, max_procs, method, timeout)
+        rt = Resizer(MPI.COMM_WORLD, None, job_id, allow_new_sizes, sizes, max_procs, method, timeout, background)
         install_excepthook(rt._report_abort, lambda: rt.rank)
         rt._join(parent)
     else:
@@ -651,7 +842,7 @@ def init(
         adv = None
         if comm.rank == 0:
             adv = advisor if advisor is not None else advisor_from_env()
-        rt = Resizer(comm, adv, job_id, allow_new_sizes, sizes, max_procs, method, timeout)
+        rt = Resizer(comm, adv, job_id, allow_new_sizes, sizes, max_procs, method, timeout, background)
         install_excepthook(rt._report_abort, lambda: rt.rank)
     _RUNTIME = rt
     return rt
