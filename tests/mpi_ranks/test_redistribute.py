@@ -179,3 +179,42 @@ def test_bad_input_is_refused_on_every_rank_and_nothing_is_written(name):
 @pytest.mark.parametrize("name", list(ACROSS_RANKS))
 def test_ranks_that_disagree_are_refused_on_every_rank(name):
     assert_on_every_rank(refused_and_untouched(*ACROSS_RANKS[name]))
+
+
+@pytest.mark.parametrize("window", [None, 1])
+def test_started_in_the_background_gives_the_same_bits(window):
+    """start() returns at once; the source may be read meanwhile; wait() gives what redistribute() gives."""
+    from reshape.redistribute import start
+
+    problems = []
+    grids = [g for g in [(1, 2), (2, 2), (2, 1), (1, 3)] if g[0] * g[1] <= N]
+    for gs, gd in itertools.product(grids, repeat=2):
+        src, dst = block_cyclic_2d((26, 21), gs, (3, 2)), block_cyclic_2d((26, 21), gd, (2, 4))
+        g = global_array(src.shape, np.float64)
+        local = src.local_block(g, ME) if ME < src.nprocs else None
+        handle = start(comm, src, local, dst, window=window)
+        total = 0.0 if local is None else float(local.sum())  # the application keeps reading its old block
+        got = handle.wait()
+        if ME < dst.nprocs and not np.array_equal(got, dst.local_block(g, ME)):
+            problems.append(f"{gs} -> {gd} window {window}: mismatch")
+        if local is not None and total != float(src.local_block(g, ME).sum()):
+            problems.append(f"{gs} -> {gd}: the source block changed")
+        if not handle.test():
+            problems.append("a completed exchange does not test complete")
+    assert_on_every_rank(problems)
+
+
+def test_relabelled_destination_is_bit_exact_and_moves_no_more():
+    from reshape.relabel import relabel
+    from reshape.schedule import make_plan
+
+    problems = []
+    for p, q in itertools.product(range(1, N + 1), repeat=2):
+        for src, dst in ((block((30, 7), p), block((30, 7), q)),
+                         (block_cyclic_2d((24, 18), nearly_square_grid(p), (2, 3)),
+                          block_cyclic_2d((24, 18), nearly_square_grid(q), (2, 3), order="C"))):
+            ranks = relabel(src, dst, fixed={0: 0}, dst_candidates=range(max(p, q)))
+            if make_plan(src, dst, None, ranks).moved > make_plan(src, dst).moved:
+                problems.append(f"{src.describe()} -> {dst.describe()}: relabelling moves more")
+            problems += moved(src, dst, np.float64, dst_ranks=ranks)
+    assert_on_every_rank(problems)
