@@ -122,7 +122,7 @@ def test_starting_size_must_divide_n(mpirun):
 def test_background_expansions_agree_with_static(mpirun, tmp_path, app):
     """RESHAPE_BACKGROUND=1: constant arrays move while the job iterates on its old ranks; every check passes
     (the constant arrays are compared bit for bit with their definition after every resize)."""
-    static, ref, _ = run_app(mpirun, tmp_path, app, 2, iters=6, tag="static")
+    _, ref, _ = run_app(mpirun, tmp_path, app, 2, iters=6, tag="static")
     res, got, pids = run_app(mpirun, tmp_path, app, 1, "1,2,4,2", iters=6, env={"RESHAPE_BACKGROUND": "1"},
                              tag="background")
     rows = json.loads((tmp_path / f"{app}-background.json").read_text())["rows"]
