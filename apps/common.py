@@ -28,7 +28,7 @@ import numpy as np
 from mpi4py import MPI
 
 from reshape.mpiutil import wait
-from reshape.runtime import Resizer
+from reshape.runtime import EXPAND_PARTS, Resizer
 
 __all__ = ["Row", "add_options", "allreduce", "finish", "rand", "run", "want_check"]
 
@@ -49,6 +49,13 @@ class Row:
     check: str
     error: str | None = None
     resize_seconds: float = 0.0  # the whole resize() call (rank 0): what the iteration paid for resizing
+    # the parts of an expansion (reshape.runtime.EXPAND_PARTS); 0.0 otherwise
+    spawn_call_seconds: float = 0.0
+    merge_seconds: float = 0.0
+    handover_seconds: float = 0.0
+    launch_seconds: float = 0.0
+    startup_seconds: float = 0.0
+    ready_seconds: float = 0.0
 
 
 def add_options(ap: argparse.ArgumentParser, n: int, iters: int = 10, size_help: str = "problem size") -> None:
@@ -123,7 +130,8 @@ def run(rt: Resizer, iters: int, step: Callable[[int], None], verify: Callable[[
             _pidlog(args, rt, res.action)
         if rt.rank == 0:
             rows.append(Row(it, old, dt, res.action, res.new, res.seconds, res.spawn_seconds,
-                            "-" if verify is None else ("ok" if good else "WRONG"), res.error, t_resize))
+                            "-" if verify is None else ("ok" if good else "WRONG"), res.error, t_resize,
+                            **{k: getattr(res, k) for k in EXPAND_PARTS}))
     return ok, rows
 
 
@@ -151,6 +159,10 @@ def table(rows: list[Row]) -> str:
                    f"{r.redist_seconds:>9.4f} {r.spawn_seconds:>8.4f} {r.check:>5}")
         if r.error:
             out.append(f"     refused: {r.error}")
+        if r.action == "expand" and r.spawn_call_seconds:
+            out.append(f"     spawn {r.spawn_call_seconds:.4f} (launch {r.launch_seconds:.4f}, new ranks start "
+                       f"{r.startup_seconds:.4f}, ready {r.ready_seconds:.4f}) merge {r.merge_seconds:.4f} "
+                       f"hand-over {r.handover_seconds:.4f}")
     return "\n".join(out)
 
 

@@ -52,6 +52,7 @@ with the next resize point's report, as the paper does.
 from __future__ import annotations
 
 import os
+import pickle
 import socket
 import subprocess
 import sys
@@ -68,12 +69,12 @@ from reshape import jobenv as E
 from reshape.advice import ENV_SCHEDULER, Advice, Advisor, ResizeReport, advisor_from_env
 from reshape.darray import DistArray
 from reshape.layout import Layout, LayoutError, block, block_cyclic_1d, block_cyclic_2d, nearly_square_grid
-from reshape.mpiutil import barrier, bcast_obj
+from reshape.mpiutil import barrier, bcast_obj, wait
 from reshape.protocol import MAX_SIZES
 from reshape.redistribute import redistribute, start
 from reshape.watchdog import DEFAULT_TIMEOUT, Watchdog, abort, install_excepthook, resize_timeout
 
-__all__ = ["Registered", "ResizeError", "ResizeResult", "Resizer", "init", "layout_rule"]
+__all__ = ["EXPAND_PARTS", "Registered", "ResizeError", "ResizeResult", "Resizer", "init", "layout_rule"]
 
 LayoutRule = Callable[[int], Layout]
 
@@ -136,10 +137,27 @@ class ResizeResult:
     action: str  # "expand" | "shrink" | "continue" | "failed"
     old: int
     new: int
-    seconds: float = 0.0  # redistribution time (slowest rank)
+    seconds: float = 0.0  # redistribution time (slowest rank), with the hand-over of an expansion
     spawn_seconds: float = 0.0  # spawn + merge
     error: str | None = None
     reason: str = ""
+    # the parts of an expansion (rank 0's clock; 0.0 for other actions), see EXPAND_PARTS
+    spawn_call_seconds: float = 0.0
+    merge_seconds: float = 0.0
+    handover_seconds: float = 0.0
+    launch_seconds: float = 0.0
+    startup_seconds: float = 0.0
+    ready_seconds: float = 0.0
+
+
+EXPAND_PARTS = {
+    "spawn_call_seconds": "MPI_Comm_spawn_multiple on the running ranks (part of spawn_seconds)",
+    "merge_seconds": "MPI_Intercomm_merge and the disconnects (part of spawn_seconds)",
+    "handover_seconds": "the job's state to the new ranks (part of seconds)",
+    "launch_seconds": "spawn call -> the last new process started (the process manager)",
+    "startup_seconds": "a new process's start -> its runtime.init() (interpreter, imports, MPI_Init); slowest",
+    "ready_seconds": "a new process's start -> it calls MPI_Intercomm_merge; slowest",
+}
 
 
 @dataclass
@@ -208,6 +226,8 @@ class Resizer:
     _announced: tuple | None = None  # what the sizes last announced to the advisor were computed from
     _pending: _Pending | None = None  # a background expansion waiting for its switch
     _end: int | None = None  # the loop's iteration count, when the job uses iterations()
+    _parts: dict[str, float] = field(default_factory=dict)  # the parts of the expansion under way (EXPAND_PARTS)
+    _started: tuple[float, float] | None = None  # spawned rank: (process start, runtime.init) epoch seconds
 
     # ------------------------------------------------------------ basics
     @property
@@ -318,6 +338,7 @@ class Resizer:
         if problem:
             raise ResizeError(problem)
         t0 = time.perf_counter()
+        self._parts = {"_wall": time.time()}
         cmds, argvs, counts, infos = _spawn_commands(nprocs - old, hosts)
         self._phase(f"spawning {nprocs - old} ranks" + (f" on {','.join(sorted(set(hosts)))}" if hosts else ""))
         try:
@@ -328,12 +349,15 @@ class Resizer:
             for i in infos:
                 if i != MPI.INFO_NULL:
                     i.Free()
+        t1 = time.perf_counter()
         self._phase("merging with the spawned ranks")
         merged = inter.Merge(high=False)
         inter.Disconnect()  # the merged communicator carries everything from now on
         self._pending_join = (old, nprocs)
         self._replace_comm(merged)
-        return time.perf_counter() - t0
+        t2 = time.perf_counter()
+        self._parts.update(spawn_call_seconds=t1 - t0, merge_seconds=t2 - t1)
+        return t2 - t0
 
     def redistribute(self) -> float:
         """Move every registered array to its layout at the current size. Collective; returns seconds.
@@ -345,7 +369,7 @@ class Resizer:
         t0 = time.perf_counter()
         self._phase("redistributing the arrays")
         if join:
-            bcast_obj(self.comm, self._join_state(old) if self.rank == 0 else None)
+            self._hand_over(old)
         for reg in self.arrays.values():
             src = reg.layout
             dst = reg.rule(self.size)
@@ -436,7 +460,8 @@ class Resizer:
             if advice.action == "expand":
                 spawn = self.expand_processors(advice.nprocs, advice.hosts)
                 secs = self.redistribute()
-                return ResizeResult("expand", old, self.size, secs, spawn, reason=advice.reason)
+                parts = {k: v for k, v in self._parts.items() if k in EXPAND_PARTS}
+                return ResizeResult("expand", old, self.size, secs, spawn, reason=advice.reason, **parts)
             if advice.action == "shrink":
                 secs = self.shrink_processors(advice.nprocs)
                 return ResizeResult("shrink", old, self.size, secs, reason=advice.reason)
@@ -525,7 +550,9 @@ class Resizer:
             inter.Disconnect()
             pend.spawn_seconds = time.perf_counter() - t0
             t1 = time.perf_counter()
-            bcast_obj(merged, state)
+            data = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL) if state is not None else None
+            head = _exchange_head(merged, len(data) if data is not None else 0, 0.0, 0.0, 0.0)
+            _bcast_bytes(merged, data, int(head[0]))
             for name in moving:
                 reg = self.arrays[name]
                 dst = reg.rule(merged.size)
@@ -581,13 +608,6 @@ class Resizer:
             raise  # not reached
         finally:
             self._disarm()
-
-    def _join_state(self, old: int, background: tuple[str, ...] = ()) -> _JoinState:
-        return _JoinState(
-            iteration=self.iteration + (1 if self._in_body else 0), values=self.values,
-            arrays=[(r.name, r.layout, r.rule(self.size), str(r.local.dtype)) for r in self.arrays.values()],
-            history=self.history, old_size=old, background=background,
-        )
 
     # ------------------------------------------------------------ internals
     def _arm(self, what: str) -> None:
@@ -679,6 +699,31 @@ class Resizer:
         MPI.Finalize()
         raise SystemExit(0)
 
+    def _hand_over(self, old: int) -> None:
+        """Running ranks, after an expansion: send the new ranks the job's state (rank 0's).
+
+        One allreduce and one broadcast: the allreduce carries the size of the
+        pickled state from rank 0 and, from the new ranks, when they started
+        (the parts of the expansion, :data:`EXPAND_PARTS`).
+        """
+        t0 = time.perf_counter()
+        data = None
+        if self.rank == 0:
+            state = _JoinState(
+                iteration=self.iteration + (1 if self._in_body else 0), values=self.values,
+                arrays=[(r.name, r.layout, r.rule(self.size), str(r.local.dtype)) for r in self.arrays.values()],
+                history=self.history, old_size=old,
+            )
+            data = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+        head = _exchange_head(self.comm, len(data) if data is not None else 0, 0.0, 0.0, 0.0)
+        _bcast_bytes(self.comm, data, int(head[0]))
+        spawned_at, init_age, ready_age = head[1], head[2], head[3]
+        parts = self._parts
+        parts["handover_seconds"] = time.perf_counter() - t0
+        if "_wall" in parts and spawned_at > 0:
+            parts.update(launch_seconds=max(0.0, spawned_at - parts["_wall"]), startup_seconds=init_age,
+                         ready_seconds=ready_age)
+
     def _join(self, parent: MPI.Intercomm) -> None:
         """Run on a spawned rank: merge, take the state, receive the array blocks.
 
@@ -688,12 +733,15 @@ class Resizer:
         faults.set_spawned()
         self._arm(f"expand {old}->{old + MPI.COMM_WORLD.size}")
         self._phase("a new rank merging with the running ranks")
+        ready = time.time()
         faults.hit("join", MPI.COMM_WORLD.rank + old, old + MPI.COMM_WORLD.size, old)
         merged = parent.Merge(high=True)
         parent.Disconnect()
         self.comm = merged
         self._phase("a new rank receiving the arrays")
-        state: _JoinState = bcast_obj(merged, None)
+        began, init = self._started or (ready, ready)
+        head = _exchange_head(merged, 0, began, init - began, ready - began)
+        state: _JoinState = pickle.loads(_bcast_bytes(merged, None, int(head[0])))
         self.iteration = state.iteration
         self.values = state.values
         self.history = [*state.history, merged.size]
@@ -724,6 +772,31 @@ def _wait_politely(moves, max_sleep: float = 1e-3) -> None:
     while not all([ex.test() for _, ex in moves]):
         time.sleep(delay)
         delay = min(2 * delay, max_sleep)
+
+
+def _exchange_head(comm: MPI.Intracomm, nbytes: int, start: float, init_age: float, ready_age: float) -> np.ndarray:
+    """The hand-over's first step: max over ranks of (state bytes, a new rank's start epoch, its ages)."""
+    out = np.zeros(4)
+    wait(comm.Iallreduce(np.array([nbytes, start, init_age, ready_age], dtype=np.float64), out, MPI.MAX))
+    return out
+
+
+def _bcast_bytes(comm: MPI.Intracomm, data: bytes | None, n: int) -> bytes:
+    """Broadcast ``n`` bytes from rank 0 (``data`` there), waiting politely."""
+    buf = np.frombuffer(data, dtype=np.uint8) if comm.rank == 0 else np.empty(n, dtype=np.uint8)
+    wait(comm.Ibcast(buf, 0))
+    return data if comm.rank == 0 else buf.tobytes()
+
+
+def _process_start() -> float:
+    """When this process started, epoch seconds (Linux: /proc, 10 ms resolution; else now)."""
+    now = time.time()
+    try:
+        with open("/proc/self/stat") as fh:
+            ticks = int(fh.read().rsplit(")", 1)[1].split()[19])
+        return now - (time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError, AttributeError):
+        return now
 
 
 def _check_hosts(hosts, n: int, timeout: float = 5.0) -> str | None:
@@ -834,8 +907,10 @@ def init(
     parent = MPI.Comm.Get_parent()
     job_id = int(os.environ.get(E.JOB_ID, "0") or 0)
     if parent != MPI.COMM_NULL:
+        called = time.time()
         rt = Resizer(MPI.COMM_WORLD, None, job_id, allow_new_sizes, sizes, max_procs, method, timeout, background)
         install_excepthook(rt._report_abort, lambda: rt.rank)
+        rt._started = (_process_start(), called)
         rt._join(parent)
     else:
         comm = MPI.COMM_WORLD.Dup()
