@@ -1010,6 +1010,12 @@ def init(
     relabel = placement.enabled()
     if reuse is None:
         reuse = E.flag(E.REUSE)
+    if reuse and launchers.from_env().name == "slurm":
+        # nodes go back to Slurm empty: a rank parked there would be killed with its expander job
+        if MPI.COMM_WORLD.rank == 0 and MPI.Comm.Get_parent() == MPI.COMM_NULL:
+            print(f"[reshape] {E.REUSE}=1 ignored under the slurm launcher: nodes given back to Slurm must be "
+                  f"empty", file=sys.stderr, flush=True)
+        reuse = False
     faults.check()  # a malformed RESHAPE_FAULT fails on every rank before anything starts
     parent = MPI.Comm.Get_parent()
     job_id = int(os.environ.get(E.JOB_ID, "0") or 0)
