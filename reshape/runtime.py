@@ -64,7 +64,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from mpi4py import MPI
 
-from reshape import faults, launchers
+from reshape import checks, faults, launchers
 from reshape import jobenv as E
 from reshape.advice import ENV_SCHEDULER, Advice, Advisor, ResizeReport, advisor_from_env
 from reshape.darray import DistArray
@@ -72,7 +72,7 @@ from reshape.layout import Layout, LayoutError, block, block_cyclic_1d, block_cy
 from reshape.mpiutil import barrier, bcast_obj, wait
 from reshape.protocol import MAX_SIZES
 from reshape.redistribute import redistribute, start
-from reshape.watchdog import DEFAULT_TIMEOUT, Watchdog, abort, install_excepthook, resize_timeout
+from reshape.watchdog import DEFAULT_TIMEOUT, Watchdog, abort, install_excepthook
 
 __all__ = ["EXPAND_PARTS", "Registered", "ResizeError", "ResizeResult", "Resizer", "init", "layout_rule"]
 
@@ -269,30 +269,29 @@ class Resizer:
     ) -> Registered:
         """Register a global array that survives resizes and return its handle.
 
-        ``init`` builds each block from global index grids (``init(i, j)``), or
-        is a scalar fill; ``None`` leaves zeros. On a rank spawned by a
+        ``init`` builds each block from global index grids (``init(i, j)``),
+        is a scalar fill, or the whole array (shape ``shape``, each rank keeps
+        its block); ``None`` leaves zeros. Every rank must pass the same
+        arguments: they are checked on every rank and a problem on any rank
+        raises the same :class:`reshape.checks.UsageError` on all of them. On a rank spawned by a
         resize the array arrives from the running ranks instead and ``init``
         is not called. ``constant=True`` promises that the application never
         writes the array after this call; with ``background`` on, such arrays
         move while the job keeps iterating (see :meth:`resize`).
         """
-        if name in self.arrays:
-            raise ValueError(f"array {name!r} is already registered")
-        rule = layout_rule(shape, layout, block)
-        if name in self._pending_arrays:
+        spawned = name in self._pending_arrays  # the array arrives from the running ranks
+        rule = checks.array_rule(None if spawned else self.comm, self.size, name, shape, dtype, layout, block,
+                                 init, self.arrays)
+        if spawned:
             lay, local = self._pending_arrays.pop(name)
             if tuple(lay.shape) != tuple(int(s) for s in shape):
                 raise ValueError(f"array {name!r}: shape {shape} differs from the running job's {lay.shape}")
             reg = Registered(name, rule, DistArray(lay, local, self.comm, tuple(range(lay.nprocs))), constant)
         else:
-            lay = rule(self.size)
-            if init is None:
-                fn = lambda *idx: 0  # noqa: E731
-            elif callable(init):
-                fn = init
-            else:
-                fn = lambda *idx, v=init: v  # noqa: E731
-            reg = Registered(name, rule, DistArray.from_function(self.comm, lay, fn, dtype), constant)
+            lay, fn = rule(self.size), checks.init_function(init)
+            dist = checks.collectively(self.comm, f"register_array({name!r}): init",
+                                       lambda: DistArray.from_function(self.comm, lay, fn, dtype))
+            reg = Registered(name, rule, dist, constant)
         self.arrays[name] = reg
         return reg
 
@@ -895,17 +894,12 @@ def init(
     global _RUNTIME
     if _RUNTIME is not None:
         return _RUNTIME
-    if allow_new_sizes is None:
-        allow_new_sizes = os.environ.get(E.ALLOW_NEW_SIZES, "") in ("1", "true", "yes")
-    if max_procs is None and os.environ.get(E.MAX_PROCS):
-        max_procs = int(os.environ[E.MAX_PROCS])
-    method = os.environ.get(E.REDIST_METHOD, "circulant")
-    if background is None:
-        background = os.environ.get(E.BACKGROUND, "") in ("1", "true", "yes")
-    timeout = resize_timeout()
-    faults.check()  # a malformed RESHAPE_FAULT fails on every rank before anything starts
     parent = MPI.Comm.Get_parent()
-    job_id = int(os.environ.get(E.JOB_ID, "0") or 0)
+    cfg = checks.job_settings(MPI.COMM_WORLD, spawned=parent != MPI.COMM_NULL)  # every RESHAPE_* variable
+    allow_new_sizes = cfg.allow_new_sizes if allow_new_sizes is None else allow_new_sizes
+    max_procs = cfg.max_procs if max_procs is None else max_procs
+    method, timeout, job_id = cfg.method, cfg.resize_timeout, cfg.job_id
+    background = cfg.background if background is None else background
     if parent != MPI.COMM_NULL:
         called = time.time()
         rt = Resizer(MPI.COMM_WORLD, None, job_id, allow_new_sizes, sizes, max_procs, method, timeout, background)
