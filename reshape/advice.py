@@ -138,7 +138,7 @@ class ScriptedPlan:
         self.log.append(f"{old}->{new} {'failed: ' + error if error else f'{seconds:.4f}s'}")
         if not error:
             print(f"[reshape] plan step {self.step}: {'expanded' if new > old else 'shrank'} {old} -> {new} "
-                  f"processes (redistribution {seconds:.3f} s)", file=sys.stderr, flush=True)
+                  f"process{'es' * (new > 1)} (redistribution {seconds:.3f} s)", file=sys.stderr, flush=True)
 
     def finished(self, status: str = "done", error: str | None = None) -> None:
         pass
