@@ -14,6 +14,7 @@ import zmq
 from reshape import jobenv as E
 from reshape.client import Connection, DaemonError, SchedulerUnavailable
 from reshape.launchers import LAUNCHERS
+from scheduler.core.jobtable import FINAL
 from scheduler.service.daemon import DEFAULT_ENDPOINT
 from scheduler.service.slurm import SlurmError
 
@@ -75,7 +76,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     from scheduler.service.daemon import Daemon
 
     try:
-        pool = load_pool(args.config) if args.config else (default_pool(args.slots) if args.slots else None)
+        pool = load_pool(args.config) if args.config else (default_pool(args.slots) if args.slots is not None else None)
         pre = preset(args.policy)
         app_params = {**(pre.app_params if not args.app_policy else {}), **dict(args.app_param)}
         remap_params = {**(pre.remap_params if not args.remap_policy else {}), **dict(args.remap_param)}
@@ -85,10 +86,13 @@ def cmd_daemon(args: argparse.Namespace) -> int:
                    require_monitors=args.require_monitors, keys=args.keys, launcher=args.launcher,
                    overtime=args.overtime,
                    slurm_grow={"grant_timeout": args.grant_timeout, "idle_release": args.idle_release}
-                   if args.slurm_grow else None)
+                   if args.slurm_grow else None, listen=True)
     except (PoolError, ValueError) as e:
         print(f"reshape daemon: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # the endpoint is taken or cannot be bound: nothing was written
+        print(f"reshape daemon: {e}", file=sys.stderr)
+        return 1
     info = d.describe()
     params = " ".join(f"{k}={v}" for kind in ("app", "remap") for k, v in info["params"][kind].items())
     access = (f"CURVE keys in {info['keys']}" if info["keys"] else
@@ -133,6 +137,12 @@ def cmd_submit(args: argparse.Namespace) -> int:
 @_client
 def cmd_status(args: argparse.Namespace) -> int:
     st = request(args.endpoint, "status", {"limit": args.limit} if args.limit is not None else {}, keys=args.keys)
+    if args.all:  # every ended job, newest first: the journal's, through the history request
+        hist = request(args.endpoint, "history", {}, timeout=30, keys=args.keys)
+        st["ended"] = sorted(({"job_id": j["job_id"], "name": j["name"], "state": j["state"],
+                               "end_time": j["end_time"], "sizes": j["profile"]["history"], "error": j["error"]}
+                              for j in hist["jobs"] if j["state"] in FINAL),
+                             key=lambda j: j["end_time"] or 0, reverse=True)
     if args.json:
         print(json.dumps(st, indent=1))
         return 0
@@ -151,10 +161,11 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"... and {hidden} more queued or waiting (--limit)")
     ended = st.get("ended", [])
     if ended:
-        print("\nrecently ended:")
+        print("\nended:" if args.all else "\nrecently ended (--all: every ended job):")
         print(_table([[j["job_id"], j["name"], j["state"], _ago(st.get("now"), j["end_time"]),
                        "->".join(map(str, j["sizes"])), _clip(j["error"] or "")] for j in ended],
                      ["JOB", "NAME", "STATE", "ENDED", "SIZES", "REASON"]))
+        _point_to_logs(j["job_id"] for j in ended if j["state"] in ("failed", "lost"))
     nodes = st.get("nodes", [])
     if any(n.get("state", "unmonitored") != "unmonitored" for n in nodes):
         print()
@@ -180,6 +191,9 @@ def cmd_history(args: argparse.Namespace) -> int:
 
     body = {k: v for k, v in (("limit", args.limit),
                               ("since", time.time() - args.since if args.since is not None else None)) if v is not None}
+    # a ping first: a dead daemon is reported as fast as by the other commands; the history
+    # itself (a long journal) may take longer to assemble
+    request(args.endpoint, "ping", keys=args.keys)
     hist = request(args.endpoint, "history", body, timeout=30, keys=args.keys)
     summ = summarize(hist)
     if args.plot:
@@ -191,10 +205,18 @@ def cmd_history(args: argparse.Namespace) -> int:
              _f(r["wait"]), _f(r["turnaround"]), _clip(r["error"] or "") if r["state"] != "done" else ""]
             for r in summ["jobs"]]
     print(_table(rows, ["JOB", "NAME", "STATE", "INIT", "SIZES", "WAIT(s)", "TURNAROUND(s)", "REASON"]))
+    _point_to_logs(r["job_id"] for r in summ["jobs"] if r["state"] in ("failed", "lost"))
     print(f"utilization {100 * summ['utilization']:.1f}% over {summ['makespan']:.1f}s")
     if args.plot:
         print(f"wrote {args.plot}")
     return 0
+
+
+def _point_to_logs(failed) -> None:
+    failed = list(failed)
+    if failed:
+        print(f"failed: job{'s' * (len(failed) > 1)} {', '.join(map(str, failed))}; "
+              f"'reshape log {failed[-1]}' shows a job's output")
 
 
 def _f(x: float | None) -> str:
@@ -265,7 +287,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--endpoint", default=_default_endpoint(), help="ZeroMQ endpoint to bind")
     p.add_argument("--state-dir", default=_default_state_dir(), help="journal and job logs")
     p.add_argument("--config", help="pool config (TOML, [[node]] host/slots/...)")
-    p.add_argument("--slots", type=int, help="slots of the default localhost pool")
+    p.add_argument("--slots", type=_positive_int, help="slots of the default localhost pool (default: this "
+                   "machine's CPU count)")
     p.add_argument("--policy", default="reshape", metavar="PRESET",
                    help="policy preset, the same names as 'reshape simulate --policy' (default: reshape = "
                    "easy + reshape; see 'reshape simulate --help' for the list)")
@@ -324,6 +347,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("status", help="running jobs and sizes, queue, free slots")
     p.add_argument("--limit", type=int, metavar="N", help="list at most N queued and N waiting jobs "
                                                           "(the totals are still shown)")
+    p.add_argument("--all", action="store_true", help="list every ended job, not only the last 10")
     common(p)
     p.set_defaults(func=cmd_status)
 
