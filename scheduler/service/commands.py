@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+import textwrap
 import time
 from typing import Any
 
@@ -283,17 +284,26 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         if json_flag:
             p.add_argument("--json", action="store_true", help="machine-readable output")
 
-    p = sub.add_parser("daemon", help="run the scheduler daemon (head-node service)")
-    p.add_argument("--endpoint", default=_default_endpoint(), help="ZeroMQ endpoint to bind")
-    p.add_argument("--state-dir", default=_default_state_dir(), help="journal and job logs")
+    from scheduler.core.jobfile import FIELDS
+    from scheduler.core.policy import app_policy_names, remap_policy_names
+
+    p = sub.add_parser("daemon", help="run the scheduler daemon (head-node service)",
+                       description="Run the scheduler daemon in the foreground: it queues submitted jobs, "
+                       "starts them, and grows and shrinks them at their resize points (docs/daemon.md).")
+    p.add_argument("--endpoint", default=_default_endpoint(),
+                   help=f"ZeroMQ endpoint to bind (default ${ENV_ENDPOINT} or {DEFAULT_ENDPOINT})")
+    p.add_argument("--state-dir", default=_default_state_dir(),
+                   help=f"journal and job logs (default ${E.STATE_DIR} or ~/.reshape: {_default_state_dir()})")
     p.add_argument("--config", help="pool config (TOML, [[node]] host/slots/...)")
     p.add_argument("--slots", type=_positive_int, help="slots of the default localhost pool (default: this "
                    "machine's CPU count)")
     p.add_argument("--policy", default="reshape", metavar="PRESET",
                    help="policy preset, the same names as 'reshape simulate --policy' (default: reshape = "
                    "easy + reshape; see 'reshape simulate --help' for the list)")
-    p.add_argument("--app-policy", help="application policy instead of the preset's (fcfs, easy, easy-plus, ...)")
-    p.add_argument("--remap-policy", help="remap policy instead of the preset's (reshape, reshape-plus, static, ...)")
+    p.add_argument("--app-policy", help=f"application policy instead of the preset's: "
+                   f"{', '.join(app_policy_names())}")
+    p.add_argument("--remap-policy", help=f"remap policy instead of the preset's: "
+                   f"{', '.join(remap_policy_names())}")
     p.add_argument("--app-param", action="append", type=_param, default=[], metavar="KEY=VALUE",
                    help="parameter of the application policy (repeatable; JSON values, e.g. k=2)")
     p.add_argument("--remap-param", action="append", type=_param, default=[], metavar="KEY=VALUE",
@@ -332,8 +342,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     add_nodemon(sub)
     add_slurm(sub)
 
-    p = sub.add_parser("submit", help="submit job files (TOML)")
-    p.add_argument("files", nargs="+")
+    width = max(map(len, FIELDS))
+    p = sub.add_parser("submit", help="submit job files (TOML)", formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Submit job files (TOML) to the daemon; each prints its job id.",
+                       epilog="job file fields (docs/daemon.md, \"Job files\"):\n" + "\n".join(
+                           textwrap.fill(v, 100, initial_indent=f"  {k.ljust(width)}  ",
+                                         subsequent_indent=" " * (width + 4)) for k, v in FIELDS.items()))
+    p.add_argument("files", nargs="+", metavar="FILE.toml", help="job files, e.g. examples/static_mpi.toml")
     p.add_argument("--delay", type=float, help="arrival delay in seconds (overrides the file)")
     p.add_argument("--slurm", action="store_true",
                    help="submit each job to Slurm (sbatch) with its own daemon that grows and shrinks the job "
