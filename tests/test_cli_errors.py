@@ -1,0 +1,58 @@
+"""The daemon's command line in front of mistakes: a busy endpoint, a dead daemon, a job that fails."""
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.helpers import free_port, wait_for
+
+pytestmark = pytest.mark.procs
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def cli(*argv, timeout=30):
+    return subprocess.run([sys.executable, "-m", "scheduler.cli", *argv], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
+
+
+def test_second_daemon_on_a_busy_endpoint_fails_before_anything(daemon, tmp_path):
+    d = daemon(2)
+    second = tmp_path / "second"
+    res = cli("daemon", "--endpoint", d.endpoint, "--state-dir", str(second), "--slots", "2")
+    assert res.returncode == 1 and res.stdout == "", res
+    assert res.stderr.strip() == (f"reshape daemon: cannot listen on {d.endpoint}: address already in use "
+                                  "(another daemon? stop it, or choose another --endpoint)")
+    assert not second.exists()
+    assert d.ping()  # the first one is untouched
+
+
+def test_history_against_a_dead_daemon_fails_fast():
+    t0 = time.monotonic()
+    res = cli("history", "--endpoint", f"tcp://127.0.0.1:{free_port()}")
+    took = time.monotonic() - t0
+    assert res.returncode == 1 and "no reply from the scheduler daemon" in res.stderr, res
+    assert took < 8, took  # one 5 s ping, not the 30 s the history request may take
+
+
+def test_failed_job_shows_its_reason_and_where_its_log_is(daemon):
+    d = daemon(2)
+    jid = d.submit(name="bad", command=["python", "examples/heat.py", "--n", "16", "--steps", "2"], nprocs=2,
+                   env={"RESHAPE_MAX_PROCS": "abc"})
+    job = wait_for(lambda: (j := d.job(jid))["state"] in ("done", "failed") and j, 60)
+    assert job["state"] == "failed"
+    why = "exit code 1: reshape.checks.UsageError: reshape.init(): RESHAPE_MAX_PROCS='abc': expected an integer >= 1"
+    assert job["error"] == why
+    hist = cli("history", "--endpoint", d.endpoint)
+    assert why[:60] in hist.stdout and f"failed: job {jid}; 'reshape log {jid}' shows a job's output" in hist.stdout
+    ok = d.submit(name="fine", command=["python", "-c", "pass"], nprocs=1, resizable=False)
+    wait_for(lambda: d.job(ok)["state"] == "done", 30)
+    status = cli("status", "--all", "--endpoint", d.endpoint)
+    assert "ended:" in status.stdout and f"'reshape log {jid}'" in status.stdout, status
+    rows = [ln.split()[:3] for ln in status.stdout.splitlines() if ln[:1].isdigit()]
+    assert [str(ok), "fine", "done"] in rows and [str(jid), "bad", "failed"] in rows
+    log = cli("log", str(jid), "--endpoint", d.endpoint)
+    assert "RESHAPE_MAX_PROCS='abc'" in log.stdout
