@@ -113,7 +113,16 @@ def layout_rule(
 
 @dataclass
 class Registered:
-    """A registered global array; ``.local`` is this rank's current block (it changes on resize)."""
+    """A registered global array (:meth:`Resizer.register_array`); it survives resizes.
+
+    ``local``: this rank's current block, a numpy array (a new one after every
+    resize: read it afresh each iteration). ``layout``: how the global array is
+    split now (:class:`reshape.layout.Layout`; ``layout.global_indices(rank)``
+    gives a block's global indices). ``dist``: the underlying
+    :class:`reshape.darray.DistArray` (layout, local block, communicator and
+    the ranks holding it), replaced at each resize. ``rule``: the function
+    ``p -> Layout`` giving the layout at any size.
+    """
 
     name: str
     rule: LayoutRule
@@ -129,6 +138,11 @@ class Registered:
         return self.dist.layout
 
     def gather(self, root: int = 0) -> np.ndarray | None:
+        """The whole global array on rank ``root`` of ``rt.comm`` (``None`` on the others).
+
+        Collective: every rank must call it. It builds the full array in one
+        process's memory, so it is meant for checks and output of small data.
+        """
         return self.dist.gather(root)
 
 
@@ -200,7 +214,17 @@ class _Pending:
 
 @dataclass
 class Resizer:
-    """The per-process handle of a resizable job (see module docstring)."""
+    """The per-process handle of a resizable job (see module docstring); :func:`init` makes it.
+
+    ``comm`` is the job's communicator (a new one after every resize), ``rank``
+    and ``size`` this process's place in it. ``history`` lists the sizes the
+    job has run at, in order (``[2, 4, 3]``: started on 2, then 4, then 3; a
+    rank spawned by a resize receives it). ``results`` holds one
+    :class:`ResizeResult` per resize point on this rank (action, old and new
+    size, seconds, error). ``iteration`` is the current iteration number,
+    ``arrays`` the registered arrays by name, ``values`` the values set with
+    ``rt[name] = value``.
+    """
 
     comm: MPI.Intracomm
     advisor: Advisor | None
@@ -475,7 +499,7 @@ class Resizer:
             self._disarm()
 
     def finish(self, status: str = "done") -> None:
-        """Tell the scheduler the job ended. Collective.
+        """Tell the scheduler the job ended. Collective; call it once, after the last iteration.
 
         A background expansion still waiting for its switch completes first, so
         the ranks it spawned are not left waiting.

@@ -52,3 +52,11 @@ def test_good_values_parse():
 def test_plan_must_start_at_the_job_size():
     assert plan_problems((2, 4), 2) == [] and plan_problems(None, 3) == []
     assert "the plan starts at 2 processes but the job runs on 3" in plan_problems((2, 4), 3)[0]
+
+
+def test_runtime_api_is_documented():
+    from reshape.darray import DistArray
+    from reshape.runtime import Registered, Resizer
+
+    assert "Collective" in Registered.gather.__doc__ and "``dist``" in Registered.__doc__
+    assert "``history`` lists the sizes the" in Resizer.__doc__ and "global_indices" in DistArray.__doc__
