@@ -67,3 +67,15 @@ def test_zero_slots_is_refused(capsys):
     with pytest.raises(SystemExit) as e:
         main(["daemon", "--slots", "0"])
     assert e.value.code == 2 and "argument --slots: must be >= 1, got 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, text", [
+    (["status", "--limit", "-1"], "argument --limit: must be >= 0, got -1"),
+    (["history", "--since", "nan"], "argument --since: must be a finite number of seconds >= 0"),
+    (["log", "1", "--tail", "x"], "argument --tail: not an integer: 'x'"),
+    (["submit", "a.toml", "--delay", "-2"], "argument --delay: must be a finite number of seconds >= 0"),
+])
+def test_bad_option_values_are_refused(capsys, argv, text):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2 and text in capsys.readouterr().err

@@ -349,7 +349,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                            textwrap.fill(v, 100, initial_indent=f"  {k.ljust(width)}  ",
                                          subsequent_indent=" " * (width + 4)) for k, v in FIELDS.items()))
     p.add_argument("files", nargs="+", metavar="FILE.toml", help="job files, e.g. examples/static_mpi.toml")
-    p.add_argument("--delay", type=float, help="arrival delay in seconds (overrides the file)")
+    p.add_argument("--delay", type=_seconds, help="arrival delay in seconds (overrides the file)")
     p.add_argument("--slurm", action="store_true",
                    help="submit each job to Slurm (sbatch) with its own daemon that grows and shrinks the job "
                         "through Slurm (docs/slurm.md)")
@@ -360,7 +360,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_submit)
 
     p = sub.add_parser("status", help="running jobs and sizes, queue, free slots")
-    p.add_argument("--limit", type=int, metavar="N", help="list at most N queued and N waiting jobs "
+    p.add_argument("--limit", type=_count, metavar="N", help="list at most N queued and N waiting jobs "
                                                           "(the totals are still shown)")
     p.add_argument("--all", action="store_true", help="list every ended job, not only the last 10")
     common(p)
@@ -373,14 +373,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("history", help="per-job turnaround, utilization, allocation plot")
     p.add_argument("--plot", metavar="FILE.png", help="draw processors per job and busy processors over time")
-    p.add_argument("--limit", type=int, metavar="N", help="only the last N jobs")
-    p.add_argument("--since", type=float, metavar="SECONDS", help="only jobs active in the last SECONDS")
+    p.add_argument("--limit", type=_count, metavar="N", help="only the last N jobs")
+    p.add_argument("--since", type=_seconds, metavar="SECONDS", help="only jobs active in the last SECONDS")
     common(p)
     p.set_defaults(func=cmd_history)
 
     p = sub.add_parser("log", help="show a job's stdout/stderr")
     p.add_argument("job_id", type=int)
-    p.add_argument("--tail", type=int, default=200, help="last lines (0: all kept)")
+    p.add_argument("--tail", type=_count, default=200, help="last lines (0: all kept)")
     common(p, json_flag=False)
     p.set_defaults(func=cmd_log)
 
@@ -408,6 +408,28 @@ def _param(text: str) -> tuple[str, Any]:
         return key, json.loads(value)
     except json.JSONDecodeError:
         return key, value
+
+
+def _count(text: str) -> int:
+    """An integer >= 0 (argparse type)."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
+    return v
+
+
+def _seconds(text: str) -> float:
+    """A finite number of seconds >= 0 (argparse type)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= v < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0, got {text}")
+    return v
 
 
 def _positive_int(text: str) -> int:
