@@ -28,7 +28,7 @@ from reshape import faults
 from reshape import jobenv as E
 from reshape.advice import parse_plan
 from reshape.launchers import LAUNCHERS
-from reshape.layout import LayoutError
+from reshape.layout import Layout, LayoutError
 from reshape.mpiutil import mpi_type
 from reshape.redistribute import METHODS
 from reshape.watchdog import DEFAULT_TIMEOUT, resize_timeout
@@ -192,14 +192,18 @@ def agree(comm, problem: str | None, what: str) -> None:
     raise UsageError(f"{what}: {detail}", comm.rank)
 
 
-def job_settings(comm, spawned: bool = False, env: Mapping[str, str] | None = None) -> JobSettings:
+def job_settings(comm, spawned: bool = False, env: Mapping[str, str] | None = None,
+                 max_procs: int | None = None) -> JobSettings:
     """The job's settings from the environment, checked on every rank of ``comm``. Collective.
 
-    On the ranks ``mpiexec`` started, also: the plan starts at ``comm.size``;
+    ``max_procs``: ``init``'s argument, checked too. On the ranks ``mpiexec``
+    started, also: the plan starts at ``comm.size``;
     rank 0 warns when a plan size exceeds this machine's CPUs (oversubscribed
     ranks are slower, README "Notes for running on real clusters").
     """
     settings, problems = env_problems(env)
+    if max_procs is not None and not (isinstance(max_procs, int | np.integer) and max_procs >= 1):
+        problems.append(f"init(max_procs={max_procs!r}): expected an integer >= 1")
     if not spawned:
         problems += plan_problems(settings.plan, comm.size)
     agree(comm, "; ".join(problems) or None, "reshape.init()")
@@ -275,9 +279,13 @@ def array_rule(comm, size: int, name: str, shape, dtype, layout, block, init, ta
     if problem is None:
         try:
             rule = layout_rule(shape, layout, block)
-            rule(size)
+            lay = rule(size)
         except (LayoutError, ValueError, TypeError) as e:
             problem = f"layout={layout!r} with shape={shape} on {size} processes: {e}"
+        else:
+            if not isinstance(lay, Layout) or tuple(lay.shape) != shape or lay.nprocs > size:
+                problem = (f"layout: the function returned {lay!r} for {size} processes; expected a "
+                           f"reshape.layout.Layout of shape {shape} over at most {size} processes")
     if comm is None:
         if problem:
             raise UsageError(f"{what}: {problem}")

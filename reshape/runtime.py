@@ -919,7 +919,7 @@ def init(
     if _RUNTIME is not None:
         return _RUNTIME
     parent = MPI.Comm.Get_parent()
-    cfg = checks.job_settings(MPI.COMM_WORLD, spawned=parent != MPI.COMM_NULL)  # every RESHAPE_* variable
+    cfg = checks.job_settings(MPI.COMM_WORLD, parent != MPI.COMM_NULL, max_procs=max_procs)  # and RESHAPE_*
     allow_new_sizes = cfg.allow_new_sizes if allow_new_sizes is None else allow_new_sizes
     max_procs = cfg.max_procs if max_procs is None else max_procs
     method, timeout, job_id = cfg.method, cfg.resize_timeout, cfg.job_id

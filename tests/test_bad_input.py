@@ -16,6 +16,7 @@ CASES = {  # case in tests/mpi/bad_input.py -> what the error must say
     "layout-unknown": "layout='diagonal': expected one of rows, cols, rows-cyclic, cols-cyclic, 2d",
     "init-raises": "init: LinAlgError: Singular matrix (on rank 1)",
     "name-taken": "an array named 'name-taken' is already registered",
+    "layout-function": "layout: the function returned Layout(",
 }
 
 

@@ -60,3 +60,16 @@ def test_runtime_api_is_documented():
 
     assert "Collective" in Registered.gather.__doc__ and "``dist``" in Registered.__doc__
     assert "``history`` lists the sizes the" in Resizer.__doc__ and "global_indices" in DistArray.__doc__
+
+
+def test_job_settings_on_one_rank():
+    from mpi4py import MPI
+
+    from reshape.checks import UsageError, job_settings
+
+    assert job_settings(MPI.COMM_SELF, env={E.PLAN: "1,2"}).plan == (1, 2)
+    with pytest.raises(UsageError, match=r"init\(max_procs=0\): expected an integer >= 1"):
+        job_settings(MPI.COMM_SELF, env={}, max_procs=0)
+    with pytest.raises(UsageError, match="the plan starts at 2 processes but the job runs on 1"):
+        job_settings(MPI.COMM_SELF, env={E.PLAN: "2,4"})
+    assert job_settings(MPI.COMM_SELF, spawned=True, env={E.PLAN: "2,4"}).plan == (2, 4)  # a spawned group

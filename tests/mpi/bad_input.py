@@ -10,6 +10,7 @@ import sys
 import numpy as np
 
 import reshape
+from reshape.layout import block
 
 rt = reshape.init()
 r = rt.rank
@@ -22,6 +23,7 @@ CASES = {
     "layout-unknown": dict(shape=(8, 8), layout="diagonal"),
     "init-raises": dict(shape=(8, 8), init=lambda i, j: i + j if r == 0 else np.linalg.inv(np.zeros((2, 2)))),
     "name-taken": dict(shape=(4,)),
+    "layout-function": dict(shape=(8, 8), layout=lambda p: block((8, 4), p)),
 }
 
 if len(sys.argv) > 2 and sys.argv[1] == "--uncaught":
