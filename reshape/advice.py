@@ -111,8 +111,9 @@ def parse_plan(text: str, name: str = ENV_PLAN) -> list[int]:
 class ScriptedPlan:
     """Walk through ``sizes`` one step per ``every`` resize points.
 
-    ``sizes[0]`` is the starting size (checked against the actual size only
-    for the log); each following entry is the target at the next step. When
+    ``sizes[0]`` is the starting size (``reshape.init()`` refuses a plan that
+    does not start at the job's size); each following entry is the target at
+    the next step. When
     the plan is exhausted the job continues at its size.
     """
 

@@ -44,9 +44,10 @@ WAITS = ("spin", "poll")
 class UsageError(ValueError):
     """Bad input to a resizable job, raised identically on every rank (see the module docstring)."""
 
-    def __init__(self, message: str, rank: int = 0):
+    def __init__(self, message: str, rank: int = 0, agreed: bool = True):
         super().__init__(message)
         self.rank = rank
+        self.agreed = agreed  # False: found on this rank alone (a spawned rank), which must abort the job
 
 
 @dataclass(frozen=True)
@@ -166,7 +167,7 @@ def _cpus() -> int:
 # ---------------------------------------------------------------------- agreement (MPI)
 def _quiet_hook(previous) -> Callable:
     def hook(kind, value, tb):
-        if isinstance(value, UsageError):  # agreed on every rank: no abort, rank 0 speaks for all
+        if isinstance(value, UsageError) and value.agreed:  # raised on every rank: no abort, rank 0 speaks
             if value.rank == 0:
                 traceback.print_exception(kind, value, tb, file=sys.stderr)
             return
@@ -254,7 +255,8 @@ def array_rule(comm, size: int, name: str, shape, dtype, layout, block, init, ta
     With ``comm`` (the ranks registering together) the ranks agree on the
     verdict and on passing the same name, shape, dtype, layout and block;
     without (a rank spawned into a running job) the check is local and a
-    problem is a ``UsageError`` on that rank alone.
+    problem is a ``UsageError`` on that rank alone (not ``agreed``: uncaught,
+    it aborts the job through :func:`reshape.watchdog.install_excepthook`).
     """
     from reshape.runtime import layout_rule
 
@@ -288,7 +290,7 @@ def array_rule(comm, size: int, name: str, shape, dtype, layout, block, init, ta
                            f"reshape.layout.Layout of shape {shape} over at most {size} processes")
     if comm is None:
         if problem:
-            raise UsageError(f"{what}: {problem}")
+            raise UsageError(f"{what}: {problem}", agreed=False)
         return rule
     agree(comm, problem, what)
     sig = (tuple(shape), np.dtype(dtype).str, "a function" if callable(layout) else layout,
