@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reshape import faults
+from reshape import faults, placement
 from reshape import jobenv as E
 from reshape.advice import parse_plan
 from reshape.launchers import LAUNCHERS
@@ -61,6 +61,7 @@ class JobSettings:
     background: bool = False
     resize_timeout: float = DEFAULT_TIMEOUT
     job_id: int = 0
+    relabel: bool = True
 
 
 # ---------------------------------------------------------------------- environment (pure)
@@ -123,6 +124,11 @@ def env_problems(env: Mapping[str, str] | None = None) -> tuple[JobSettings, lis
         timeout = resize_timeout(env)
     except ValueError as e:
         problems.append(str(e))
+    relabel = True
+    try:
+        relabel = placement.enabled(env)
+    except ValueError as e:
+        problems.append(str(e))
     if env.get(E.FAULT):
         try:
             faults.parse(env[E.FAULT])
@@ -146,7 +152,7 @@ def env_problems(env: Mapping[str, str] | None = None) -> tuple[JobSettings, lis
     sched = env.get(E.SCHEDULER)
     if sched is not None and not sched.startswith(("tcp://", "ipc://")):
         problems.append(f"{E.SCHEDULER}={sched!r}: expected a ZeroMQ endpoint, tcp://HOST:PORT or ipc://PATH")
-    return JobSettings(plan, max_procs, allow, method, background, timeout, job_id), problems
+    return JobSettings(plan, max_procs, allow, method, background, timeout, job_id, relabel), problems
 
 
 def plan_problems(plan: tuple[int, ...] | None, size: int) -> list[str]:

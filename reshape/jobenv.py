@@ -15,7 +15,7 @@ import os
 __all__ = [
     "ABORT_ON_ERROR", "ALLOW_NEW_SIZES", "BACKGROUND", "CLIENT_KEY", "DAEMON", "FAULT", "HOSTS", "JOB_ENV", "JOB_ID",
     "JOB_TAG", "KEYS", "LAUNCHER", "MAX_PROCS", "NETNS_HOSTS", "NETNS_PREFIX", "NPROCS", "PLAN",
-    "PLAN_EVERY", "REDIST_METHOD", "RESIZE_TIMEOUT", "RUN_TAG", "SCHEDULER", "SCHEDULER_TIMEOUT",
+    "PLAN_EVERY", "REDIST_METHOD", "RELABEL", "RESIZE_TIMEOUT", "RUN_TAG", "SCHEDULER", "SCHEDULER_TIMEOUT",
     "STATE_DIR", "TRACES", "WAIT", "default_state_dir",
 ]
 
@@ -37,6 +37,7 @@ MAX_PROCS = "RESHAPE_MAX_PROCS"
 ALLOW_NEW_SIZES = "RESHAPE_ALLOW_NEW_SIZES"
 REDIST_METHOD = "RESHAPE_REDIST_METHOD"    # circulant | alltoallv | checkpoint
 BACKGROUND = "RESHAPE_BACKGROUND"          # 1: constant arrays move while the job keeps iterating
+RELABEL = "RESHAPE_RELABEL"                # 0: keep position j on the j-th senior rank at resizes (placement.py)
 SCHEDULER_TIMEOUT = "RESHAPE_SCHEDULER_TIMEOUT"
 ABORT_ON_ERROR = "RESHAPE_ABORT_ON_ERROR"  # 0: an uncaught error does not MPI_Abort the job
 FAULT = "RESHAPE_FAULT"                    # WHERE:WHO:HOW fault injection (faults.py)

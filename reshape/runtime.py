@@ -64,7 +64,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from mpi4py import MPI
 
-from reshape import checks, faults, launchers
+from reshape import checks, faults, launchers, placement
 from reshape import jobenv as E
 from reshape.advice import ENV_SCHEDULER, Advice, Advisor, ResizeReport, advisor_from_env
 from reshape.darray import DistArray
@@ -184,6 +184,8 @@ class _JoinState:
     history: list[int]
     old_size: int
     background: tuple[str, ...] = ()  # arrays moving in the background; the rest move at the switch
+    ranks: tuple[int, ...] = ()  # merged comm rank of every new layout position (reshape.placement)
+    keys: tuple[placement.Seniority, ...] = ()  # seniority of every merged comm rank
 
 
 @dataclass
@@ -235,6 +237,7 @@ class Resizer:
     method: str = "circulant"  # redistribution method: circulant | alltoallv | checkpoint
     resize_timeout: float = DEFAULT_TIMEOUT  # seconds a whole resize may take before the job is aborted
     background: bool = False  # expansions move constant arrays while the job keeps iterating
+    relabel: bool = True  # positions go to the ranks that keep the most data (reshape.placement)
     iteration: int = 0
     values: dict = field(default_factory=dict)
     arrays: dict[str, Registered] = field(default_factory=dict)
@@ -252,6 +255,7 @@ class Resizer:
     _end: int | None = None  # the loop's iteration count, when the job uses iterations()
     _parts: dict[str, float] = field(default_factory=dict)  # the parts of the expansion under way (EXPAND_PARTS)
     _started: tuple[float, float] | None = None  # spawned rank: (process start, runtime.init) epoch seconds
+    _keys: list[placement.Seniority] = field(default_factory=list)  # seniority of every comm rank
 
     # ------------------------------------------------------------ basics
     @property
@@ -391,15 +395,37 @@ class Resizer:
         old = join[0] if join else None
         t0 = time.perf_counter()
         self._phase("redistributing the arrays")
+        ranks, keys = tuple(range(self.size)), self._keys
         if join:
-            self._hand_over(old)
+            state = self._hand_over(old)
+            ranks, keys = state.ranks, list(state.keys)
         for reg in self.arrays.values():
             src = reg.layout
             dst = reg.rule(self.size)
-            new = redistribute(self.comm, src, reg.local, dst, src_ranks=range(src.nprocs), method=self.method)
-            reg.dist = DistArray(dst, new, self.comm, tuple(range(dst.nprocs)))
+            new = redistribute(self.comm, src, reg.local, dst, src_ranks=range(src.nprocs), dst_ranks=ranks,
+                               method=self.method)
+            reg.dist = DistArray(dst, new, self.comm, ranks)
         dt = self.comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+        self._renumber(ranks, keys)
         return dt
+
+    def _positions(self, q: int, candidates) -> tuple[int, ...]:
+        """Rank 0: the comm rank of every position at size ``q`` (:func:`reshape.placement.choose`)."""
+        return placement.choose(((r.layout, r.rule(q), r.local.dtype.itemsize) for r in self.arrays.values()),
+                                candidates, self.relabel)
+
+    def _renumber(self, ranks: tuple[int, ...], keys: list[placement.Seniority]) -> None:
+        """After the arrays moved to ``ranks``: make comm rank ``j`` the holder of position ``j``. Collective."""
+        if tuple(ranks) == tuple(range(self.comm.size)):
+            self._keys = list(keys)
+            return
+        self._phase("renumbering the ranks")
+        new = placement.renumber(self.comm, ranks)
+        old, self.comm = self.comm, new
+        self._keys = [keys[r] for r in ranks]
+        for reg in self.arrays.values():
+            reg.dist = DistArray(reg.dist.layout, reg.dist.local, new, tuple(range(reg.dist.layout.nprocs)))
+        old.Free()
 
     def shrink_processors(self, nprocs: int) -> float:
         """Move the arrays to the first ``nprocs`` ranks and retire the others. Collective.
@@ -407,29 +433,32 @@ class Resizer:
         Returns the redistribution seconds on the ranks that stay; retired ranks
         do not return (they finalize MPI and raise ``SystemExit(0)``).
         """
-        problem = self._check_size(nprocs, "shrink") if self.rank == 0 else None
-        problem = bcast_obj(self.comm, problem)
+        t0 = time.perf_counter()
+        problem, ranks = (self._check_size(nprocs, "shrink"), ()) if self.rank == 0 else (None, ())
+        if self.rank == 0 and problem is None:
+            ranks = self._positions(nprocs, placement.staying(self._keys, nprocs))
+        problem, ranks = bcast_obj(self.comm, (problem, ranks))
         if problem:
             raise ResizeError(problem)
-        t0 = time.perf_counter()
-        keep = self.rank < nprocs
+        keep = self.rank in ranks
         self._phase("redistributing the arrays")
         for reg in self.arrays.values():
             dst = reg.rule(nprocs)
             new = redistribute(self.comm, reg.layout, reg.local, dst, src_ranks=range(reg.layout.nprocs),
-                               method=self.method)
-            reg.dist = DistArray(dst, new, self.comm, tuple(range(nprocs)))
+                               dst_ranks=ranks, method=self.method)
+            reg.dist = DistArray(dst, new, self.comm, ranks)
         dt = self.comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
         self._phase("retiring ranks")
         if not keep:
             faults.hit("retire", self.rank, self.size)
-        new_comm = self.comm.Split(0 if keep else MPI.UNDEFINED, self.rank)
+        new_comm = placement.renumber(self.comm, ranks)
         self.comm.Disconnect()
         if not keep:
             self._retire()
         self.comm = new_comm
+        self._keys = [self._keys[r] for r in ranks]
         for reg in self.arrays.values():
-            reg.dist = DistArray(reg.dist.layout, reg.dist.local, new_comm, reg.dist.ranks)
+            reg.dist = DistArray(reg.dist.layout, reg.dist.local, new_comm, tuple(range(nprocs)))
         return dt
 
     # ------------------------------------------------------------ simple API
@@ -544,6 +573,7 @@ class Resizer:
             state = _JoinState(
                 iteration=self.iteration + 1, values={}, history=[], old_size=old, background=moving,
                 arrays=[(r.name, r.layout, r.rule(nprocs), str(r.local.dtype)) for r in self.arrays.values()],
+                ranks=tuple(range(nprocs)), keys=tuple(placement.grown(self._keys, nprocs - old)),
             )
         pend = _Pending(old, nprocs, self.comm.Dup(), advice.reason)
         pend.thread = threading.Thread(target=self._spawn_behind, args=(pend, hosts, state, moving),
@@ -623,6 +653,7 @@ class Resizer:
                 reg.dist = DistArray(dst, new, merged, tuple(range(dst.nprocs)))
             dt = merged.allreduce(time.perf_counter() - t0, op=MPI.MAX)
             self._replace_comm(merged)
+            self._keys = placement.grown(self._keys, pend.new - pend.old)
             return ResizeResult("expand", pend.old, merged.size, pend.start_seconds + dt, pend.spawn_seconds,
                                 reason=pend.reason)
         except Exception as e:
@@ -722,12 +753,13 @@ class Resizer:
         MPI.Finalize()
         raise SystemExit(0)
 
-    def _hand_over(self, old: int) -> None:
-        """Running ranks, after an expansion: send the new ranks the job's state (rank 0's).
+    def _hand_over(self, old: int) -> _JoinState:
+        """Running ranks, after an expansion: send the new ranks the job's state (rank 0's); returns it.
 
         One allreduce and one broadcast: the allreduce carries the size of the
         pickled state from rank 0 and, from the new ranks, when they started
-        (the parts of the expansion, :data:`EXPAND_PARTS`).
+        (the parts of the expansion, :data:`EXPAND_PARTS`). The state carries
+        the placement of the new layouts' positions, which every rank needs.
         """
         t0 = time.perf_counter()
         data = None
@@ -735,17 +767,21 @@ class Resizer:
             state = _JoinState(
                 iteration=self.iteration + (1 if self._in_body else 0), values=self.values,
                 arrays=[(r.name, r.layout, r.rule(self.size), str(r.local.dtype)) for r in self.arrays.values()],
-                history=self.history, old_size=old,
+                history=self.history, old_size=old, ranks=self._positions(self.size, range(self.size)),
+                keys=tuple(placement.grown(self._keys, self.size - old)),
             )
             data = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
         head = _exchange_head(self.comm, len(data) if data is not None else 0, 0.0, 0.0, 0.0)
-        _bcast_bytes(self.comm, data, int(head[0]))
+        data = _bcast_bytes(self.comm, data, int(head[0]))
+        if self.rank != 0:
+            state = pickle.loads(data)
         spawned_at, init_age, ready_age = head[1], head[2], head[3]
         parts = self._parts
         parts["handover_seconds"] = time.perf_counter() - t0
         if "_wall" in parts and spawned_at > 0:
             parts.update(launch_seconds=max(0.0, spawned_at - parts["_wall"]), startup_seconds=init_age,
                          ready_seconds=ready_age)
+        return state
 
     def _join(self, parent: MPI.Intercomm) -> None:
         """Run on a spawned rank: merge, take the state, receive the array blocks.
@@ -769,7 +805,8 @@ class Resizer:
         self.values = state.values
         self.history = [*state.history, merged.size]
         self.joined = True
-        moves = {name: (dst, start(merged, src, None, dst, src_ranks=range(src.nprocs)))
+        ranks = state.ranks or tuple(range(merged.size))
+        moves = {name: (dst, start(merged, src, None, dst, src_ranks=range(src.nprocs), dst_ranks=ranks))
                  for name, src, dst, _dtype in state.arrays if name in state.background}
         if state.background:
             # The running ranks finish an iteration before they switch: wait without
@@ -783,9 +820,11 @@ class Resizer:
             if name in moves:
                 new = moves[name][1].wait()
             else:
-                new = redistribute(merged, src, None, dst, src_ranks=range(src.nprocs), method=self.method)
+                new = redistribute(merged, src, None, dst, src_ranks=range(src.nprocs), dst_ranks=ranks,
+                                   method=self.method)
             self._pending_arrays[name] = (dst, new)
         merged.allreduce(0.0, op=MPI.MAX)  # matches the parents' timing reduction
+        self._renumber(ranks, list(state.keys))
         self._disarm()
 
 
@@ -922,11 +961,12 @@ def init(
     cfg = checks.job_settings(MPI.COMM_WORLD, parent != MPI.COMM_NULL, max_procs=max_procs)  # and RESHAPE_*
     allow_new_sizes = cfg.allow_new_sizes if allow_new_sizes is None else allow_new_sizes
     max_procs = cfg.max_procs if max_procs is None else max_procs
-    method, timeout, job_id = cfg.method, cfg.resize_timeout, cfg.job_id
+    method, timeout, job_id, relabel = cfg.method, cfg.resize_timeout, cfg.job_id, cfg.relabel
     background = cfg.background if background is None else background
     if parent != MPI.COMM_NULL:
         called = time.time()
-        rt = Resizer(MPI.COMM_WORLD, None, job_id, allow_new_sizes, sizes, max_procs, method, timeout, background)
+        rt = Resizer(MPI.COMM_WORLD, None, job_id, allow_new_sizes, sizes, max_procs, method, timeout, background,
+                     relabel)
         install_excepthook(rt._report_abort, lambda: rt.rank)
         rt._started = (_process_start(), called)
         rt._join(parent)
@@ -935,7 +975,10 @@ def init(
         adv = None
         if comm.rank == 0:
             adv = advisor if advisor is not None else advisor_from_env()
-        rt = Resizer(comm, adv, job_id, allow_new_sizes, sizes, max_procs, method, timeout, background)
+        rt = Resizer(comm, adv, job_id, allow_new_sizes, sizes, max_procs, method, timeout, background, relabel)
+        rt._keys = [(0, r) for r in range(comm.size)]
         install_excepthook(rt._report_abort, lambda: rt.rank)
+        if adv is not None and relabel and method == "circulant":
+            placement.prefetch()  # the solver's import (scipy) runs during the first iterations, not in a resize
     _RUNTIME = rt
     return rt
