@@ -79,3 +79,17 @@ def test_bad_option_values_are_refused(capsys, argv, text):
     with pytest.raises(SystemExit) as e:
         main(argv)
     assert e.value.code == 2 and text in capsys.readouterr().err
+
+
+def test_a_refused_connection_fails_at_once():
+    import time
+
+    from reshape.client import Connection, SchedulerUnavailable
+    from tests.helpers import free_port
+
+    conn = Connection(f"tcp://127.0.0.1:{free_port()}", timeout=10.0, fail_fast=True)
+    t0 = time.monotonic()
+    with pytest.raises(SchedulerUnavailable, match=r"no scheduler daemon listens at tcp://127\.0\.0\.1:"):
+        conn.request("ping")
+    assert time.monotonic() - t0 < 2.0
+    conn.close()

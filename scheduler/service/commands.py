@@ -34,7 +34,7 @@ def _default_state_dir() -> str:
 
 def request(endpoint: str, type_: str, body: dict[str, Any] | None = None, timeout: float = 5.0,
             keys: str | None = None) -> dict:
-    conn = Connection(endpoint, timeout, keys=keys)
+    conn = Connection(endpoint, timeout, keys=keys, fail_fast=True)  # a dead daemon: fail at once
     try:
         return conn.request(type_, body or {}).body
     finally:
