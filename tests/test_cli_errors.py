@@ -19,13 +19,15 @@ def cli(*argv, timeout=30):
                           timeout=timeout, cwd=ROOT)
 
 
-def test_second_daemon_on_a_busy_endpoint_fails_before_anything(daemon, tmp_path):
-    d = daemon(2)
+@pytest.mark.parametrize("kind", ["tcp", "ipc"])
+def test_second_daemon_on_a_busy_endpoint_fails_before_anything(daemon, tmp_path, kind):
+    d = daemon(2, endpoint=f"ipc://{tmp_path}/d.sock" if kind == "ipc" else None)
     second = tmp_path / "second"
     res = cli("daemon", "--endpoint", d.endpoint, "--state-dir", str(second), "--slots", "2")
     assert res.returncode == 1 and res.stdout == "", res
-    assert res.stderr.strip() == (f"reshape daemon: cannot listen on {d.endpoint}: address already in use "
-                                  "(another daemon? stop it, or choose another --endpoint)")
+    why = ("address already in use (another daemon? stop it, or choose another --endpoint)" if kind == "tcp" else
+           f"a daemon already listens on {d.endpoint} (stop it, or choose another --endpoint)")
+    assert res.stderr.strip() == f"reshape daemon: cannot listen on {d.endpoint}: {why}"
     assert not second.exists()
     assert d.ping()  # the first one is untouched
 
