@@ -65,7 +65,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from mpi4py import MPI
 
-from reshape import faults, launchers, parking, placement
+from reshape import checks, faults, launchers, parking, placement
 from reshape import jobenv as E
 from reshape.advice import ENV_SCHEDULER, Advice, Advisor, ResizeReport, advisor_from_env
 from reshape.darray import DistArray
@@ -73,7 +73,7 @@ from reshape.layout import Layout, LayoutError, block, block_cyclic_1d, block_cy
 from reshape.mpiutil import barrier, bcast_obj, wait
 from reshape.protocol import MAX_SIZES
 from reshape.redistribute import redistribute, start
-from reshape.watchdog import DEFAULT_TIMEOUT, Watchdog, abort, install_excepthook, resize_timeout
+from reshape.watchdog import DEFAULT_TIMEOUT, Watchdog, abort, install_excepthook
 
 __all__ = ["EXPAND_PARTS", "Registered", "ResizeError", "ResizeResult", "Resizer", "init", "layout_rule"]
 
@@ -122,7 +122,16 @@ def layout_rule(
 
 @dataclass
 class Registered:
-    """A registered global array; ``.local`` is this rank's current block (it changes on resize)."""
+    """A registered global array (:meth:`Resizer.register_array`); it survives resizes.
+
+    ``local``: this rank's current block, a numpy array (a new one after every
+    resize: read it afresh each iteration). ``layout``: how the global array is
+    split now (:class:`reshape.layout.Layout`; ``layout.global_indices(rank)``
+    gives a block's global indices). ``dist``: the underlying
+    :class:`reshape.darray.DistArray` (layout, local block, communicator and
+    the ranks holding it), replaced at each resize. ``rule``: the function
+    ``p -> Layout`` giving the layout at any size.
+    """
 
     name: str
     rule: LayoutRule
@@ -138,6 +147,11 @@ class Registered:
         return self.dist.layout
 
     def gather(self, root: int = 0) -> np.ndarray | None:
+        """The whole global array on rank ``root`` of ``rt.comm`` (``None`` on the others).
+
+        Collective: every rank must call it. It builds the full array in one
+        process's memory, so it is meant for checks and output of small data.
+        """
         return self.dist.gather(root)
 
 
@@ -211,7 +225,17 @@ class _Pending:
 
 @dataclass
 class Resizer:
-    """The per-process handle of a resizable job (see module docstring)."""
+    """The per-process handle of a resizable job (see module docstring); :func:`init` makes it.
+
+    ``comm`` is the job's communicator (a new one after every resize), ``rank``
+    and ``size`` this process's place in it. ``history`` lists the sizes the
+    job has run at, in order (``[2, 4, 3]``: started on 2, then 4, then 3; a
+    rank spawned by a resize receives it). ``results`` holds one
+    :class:`ResizeResult` per resize point on this rank (action, old and new
+    size, seconds, error). ``iteration`` is the current iteration number,
+    ``arrays`` the registered arrays by name, ``values`` the values set with
+    ``rt[name] = value``.
+    """
 
     comm: MPI.Intracomm
     advisor: Advisor | None
@@ -284,30 +308,29 @@ class Resizer:
     ) -> Registered:
         """Register a global array that survives resizes and return its handle.
 
-        ``init`` builds each block from global index grids (``init(i, j)``), or
-        is a scalar fill; ``None`` leaves zeros. On a rank spawned by a
+        ``init`` builds each block from global index grids (``init(i, j)``),
+        is a scalar fill, or the whole array (shape ``shape``, each rank keeps
+        its block); ``None`` leaves zeros. Every rank must pass the same
+        arguments: they are checked on every rank and a problem on any rank
+        raises the same :class:`reshape.checks.UsageError` on all of them. On a rank spawned by a
         resize the array arrives from the running ranks instead and ``init``
         is not called. ``constant=True`` promises that the application never
         writes the array after this call; with ``background`` on, such arrays
         move while the job keeps iterating (see :meth:`resize`).
         """
-        if name in self.arrays:
-            raise ValueError(f"array {name!r} is already registered")
-        rule = layout_rule(shape, layout, block)
-        if name in self._pending_arrays:
+        spawned = name in self._pending_arrays  # the array arrives from the running ranks
+        rule = checks.array_rule(None if spawned else self.comm, self.size, name, shape, dtype, layout, block,
+                                 init, self.arrays)
+        if spawned:
             lay, local = self._pending_arrays.pop(name)
             if tuple(lay.shape) != tuple(int(s) for s in shape):
                 raise ValueError(f"array {name!r}: shape {shape} differs from the running job's {lay.shape}")
             reg = Registered(name, rule, DistArray(lay, local, self.comm, tuple(range(lay.nprocs))), constant)
         else:
-            lay = rule(self.size)
-            if init is None:
-                fn = lambda *idx: 0  # noqa: E731
-            elif callable(init):
-                fn = init
-            else:
-                fn = lambda *idx, v=init: v  # noqa: E731
-            reg = Registered(name, rule, DistArray.from_function(self.comm, lay, fn, dtype), constant)
+            lay, fn = rule(self.size), checks.init_function(init)
+            dist = checks.collectively(self.comm, f"register_array({name!r}): init",
+                                       lambda: DistArray.from_function(self.comm, lay, fn, dtype))
+            reg = Registered(name, rule, dist, constant)
         self.arrays[name] = reg
         return reg
 
@@ -537,7 +560,7 @@ class Resizer:
             self._disarm()
 
     def finish(self, status: str = "done") -> None:
-        """Tell the scheduler the job ended. Collective.
+        """Tell the scheduler the job ended. Collective; call it once, after the last iteration.
 
         A background expansion still waiting for its switch completes first, so
         the ranks it spawned are not left waiting.
@@ -999,26 +1022,19 @@ def init(
     global _RUNTIME
     if _RUNTIME is not None:
         return _RUNTIME
-    if allow_new_sizes is None:
-        allow_new_sizes = os.environ.get(E.ALLOW_NEW_SIZES, "") in ("1", "true", "yes")
-    if max_procs is None and os.environ.get(E.MAX_PROCS):
-        max_procs = int(os.environ[E.MAX_PROCS])
-    method = os.environ.get(E.REDIST_METHOD, "circulant")
-    if background is None:
-        background = os.environ.get(E.BACKGROUND, "") in ("1", "true", "yes")
-    timeout = resize_timeout()
-    relabel = placement.enabled()
-    if reuse is None:
-        reuse = E.flag(E.REUSE)
+    parent = MPI.Comm.Get_parent()
+    cfg = checks.job_settings(MPI.COMM_WORLD, parent != MPI.COMM_NULL, max_procs=max_procs)  # and RESHAPE_*
+    allow_new_sizes = cfg.allow_new_sizes if allow_new_sizes is None else allow_new_sizes
+    max_procs = cfg.max_procs if max_procs is None else max_procs
+    method, timeout, job_id, relabel = cfg.method, cfg.resize_timeout, cfg.job_id, cfg.relabel
+    background = cfg.background if background is None else background
+    reuse = cfg.reuse if reuse is None else reuse
     if reuse and launchers.from_env().name == "slurm":
         # nodes go back to Slurm empty: a rank parked there would be killed with its expander job
-        if MPI.COMM_WORLD.rank == 0 and MPI.Comm.Get_parent() == MPI.COMM_NULL:
+        if MPI.COMM_WORLD.rank == 0 and parent == MPI.COMM_NULL:
             print(f"[reshape] {E.REUSE}=1 ignored under the slurm launcher: nodes given back to Slurm must be "
                   f"empty", file=sys.stderr, flush=True)
         reuse = False
-    faults.check()  # a malformed RESHAPE_FAULT fails on every rank before anything starts
-    parent = MPI.Comm.Get_parent()
-    job_id = int(os.environ.get(E.JOB_ID, "0") or 0)
     if parent != MPI.COMM_NULL:
         called = time.time()
         rt = Resizer(MPI.COMM_WORLD, None, job_id, allow_new_sizes, sizes, max_procs, method, timeout, background,
