@@ -98,4 +98,4 @@ def flag(name: str, default: bool = False, env: dict[str, str] | None = None) ->
         return True
     if val in _NO:
         return False
-    raise ValueError(f"{name}={raw!r}: use 1 (yes) or 0 (no)")
+    raise ValueError(f"{name}={raw!r}: expected 1/true/yes/on or 0/false/no/off")
