@@ -28,7 +28,6 @@ from reshape.mpiutil import bcast_obj
 from reshape.redistribute import redistribute, start
 from reshape.results import ResizeError, ResizeResult
 from reshape.spawning import JoinState, SwitchState, bcast_bytes, check_hosts, exchange_head, spawn_commands
-from reshape.watchdog import abort
 
 __all__ = ["Background", "Pending"]
 
@@ -167,8 +166,6 @@ class Background:
             return ResizeResult("expand", pend.old, merged.size, pend.start_seconds + dt, pend.spawn_seconds,
                                 reason=pend.reason)
         except Exception as e:
-            abort(f"{what} failed on rank {self.rank} ({self._dog.step}): {type(e).__name__}: {e}",
-                  self._report_abort)
-            raise  # not reached
+            self._abort_resize(what, e)
         finally:
             self._disarm()

@@ -395,9 +395,7 @@ class Resizer(Joining, Background, Parking):
         except ResizeError as e:
             return ResizeResult("failed", old, self.size, error=str(e), reason=advice.reason)
         except Exception as e:
-            abort(f"{what} failed on rank {self.rank} ({self._dog.step}): {type(e).__name__}: {e}",
-                  self._report_abort)
-            raise  # not reached
+            self._abort_resize(what, e)
         finally:
             self._disarm()
 
@@ -431,6 +429,11 @@ class Resizer(Joining, Background, Parking):
     def _disarm(self) -> None:
         if self._dog is not None:
             self._dog.disarm()
+
+    def _abort_resize(self, what: str, e: BaseException) -> None:
+        """A resize failed once processes or data were in motion: abort the whole job, saying why (never returns)."""
+        abort(f"{what} failed on rank {self.rank} ({self._dog.step}): {type(e).__name__}: {e}", self._report_abort)
+        raise e  # not reached: abort ends the process
 
     def _report_abort(self, reason: str) -> None:
         """Tell the scheduler (any rank may) why the job is being aborted; bounded, best effort."""
