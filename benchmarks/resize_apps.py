@@ -23,7 +23,10 @@ shared 2-core machine varies by a factor of two; ``expand_latency_max_s`` is
 the worst of them. The table beside it splits each expansion into its parts
 (``reshape.runtime.EXPAND_PARTS``): the spawn call, the merge, the new
 processes' start-up (interpreter, imports, ``MPI_Init``), the hand-over of the
-job's state and the data motion.
+job's state and the data motion. ``reexpand_latency_s`` is the second
+2 -> 4 of a 2 -> 4 -> 2 -> 4 run with the ranks the shrink parked called back
+(``RESHAPE_REUSE=1``, :mod:`reshape.parking`), beside the same expansion
+spawned anew (``reexpand_spawn_over_reuse``).
 
 Run: ``python -m benchmarks.resize_apps`` (about 5 minutes) or ``--quick``
 (under 2). Writes ``benchmarks/results/resize_apps.json``.
@@ -162,6 +165,21 @@ def background_vs_blocking(quick: bool, repeat: int) -> tuple[list[dict], dict]:
     return out, ratios
 
 
+def reexpansion(opts: list[str], repeat: int) -> tuple[list[dict], dict]:
+    """LU 2 -> 4 -> 2 -> 4: the second expansion spawned anew, or calling back the ranks parked by the shrink."""
+    got: dict[str, list[float]] = {"spawn": [], "reuse": []}
+    for _ in range(repeat):
+        for mode in ("spawn", "reuse"):
+            rows = run_app("lu", 2, "2,4,2,4", 4, opts, "circulant",
+                           env={E.REUSE: "1" if mode == "reuse" else "0"})["rows"]
+            again = [r for r in rows if r["action"] == "expand"][1]
+            got[mode].append(again["spawn_seconds"] + again["redist_seconds"])
+    rows = [{"mode": m, "median_s": statistics.median(v), "max_s": max(v), "runs": v} for m, v in got.items()]
+    return rows, {"reexpand_latency_s": statistics.median(got["reuse"]),
+                  "reexpand_latency_max_s": max(got["reuse"]),
+                  "reexpand_spawn_over_reuse": statistics.median(got["spawn"]) / statistics.median(got["reuse"])}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.resize_apps", description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="small problem sizes (under 2 minutes)")
@@ -198,6 +216,13 @@ def main(argv: list[str] | None = None) -> int:
                             ("total", "total (s)", ".3f")]))
     print("(start-up overlaps the spawn call and the merge; hand-over is part of the redistribution)\n")
 
+    rows_re, re_summary = reexpansion(lu_opts, 1 if args.quick else 3)
+    print("re-expansion 2 -> 4 after a shrink 4 -> 2 (LU): spawned anew vs the parked ranks called back "
+          "(RESHAPE_REUSE=1), spawn/call-back + merge + redistribution")
+    print(table(rows_re, [("mode", "second 2 -> 4", "s"), ("median_s", "median (s)", ".3f"),
+                          ("max_s", "worst (s)", ".3f")]))
+    print(f"spawn / reuse: {re_summary['reexpand_spawn_over_reuse']:.1f}x\n")
+
     plan_b, start_b, iters_b = "2,4,6,4", 2, 4
     rows_b = fig3b(args.quick, plan_b, start_b, iters_b, repeat)
     print(f"Fig. 3(b): total redistribution time over the plan {plan_b.replace(',', ' -> ')}, "
@@ -223,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         "checkpoint_over_reshape": ratios,
         "expand_latency_s": latency,
         "expand_latency_max_s": latency_max,
+        **re_summary,
         "expand_parts_median_s": {c: statistics.median(r[c] for r in part_rows) for c, _ in part_cols},
         "background_overhead_ratio": min(bg_ratios["free core"].values()),
         "background_overhead_ratio_no_free_core": min(bg_ratios["no free core"].values()),
@@ -240,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         "fig3a": {"lu": lu_opts, "rows": rows_a, "raw": raw_a},
         "fig3b": {"plan": plan_b, "start": start_b, "iters": iters_b, "repeat": repeat, "rows": rows_b},
         "background": {"plans": BACKGROUND_PLANS, "every": 3, "rows": rows_bg},
+        "reexpansion": rows_re,
         "summary": summary,
     })
     print(f"\nsummary: {json.dumps(summary['checkpoint_over_reshape'])}, expand_latency_s {latency:.3f}; "

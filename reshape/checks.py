@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reshape import faults, placement
+from reshape import faults
 from reshape import jobenv as E
 from reshape.advice import parse_plan
 from reshape.launchers import LAUNCHERS
@@ -37,7 +37,6 @@ __all__ = ["LAYOUTS", "JobSettings", "UsageError", "agree", "array_rule", "colle
            "init_function", "job_settings", "plan_problems"]
 
 LAYOUTS = ("rows", "cols", "rows-cyclic", "cols-cyclic", "2d")
-TRUE, FALSE = ("1", "true", "yes"), ("", "0", "false", "no")
 WAITS = ("spin", "poll")
 
 
@@ -62,6 +61,7 @@ class JobSettings:
     resize_timeout: float = DEFAULT_TIMEOUT
     job_id: int = 0
     relabel: bool = True
+    reuse: bool = False
 
 
 # ---------------------------------------------------------------------- environment (pure)
@@ -88,13 +88,11 @@ def _choice(env: Mapping[str, str], var: str, allowed, problems: list[str], defa
 
 
 def _flag(env: Mapping[str, str], var: str, problems: list[str], default: bool = False) -> bool:
-    text = env.get(var)
-    if text is None:
+    try:
+        return E.flag(var, default, env)
+    except ValueError as e:
+        problems.append(str(e))
         return default
-    if text.lower() not in TRUE + FALSE:
-        problems.append(f"{var}={text!r}: expected 1/true/yes or 0/false/no")
-        return default
-    return text.lower() in TRUE
 
 
 def env_problems(env: Mapping[str, str] | None = None) -> tuple[JobSettings, list[str]]:
@@ -124,11 +122,8 @@ def env_problems(env: Mapping[str, str] | None = None) -> tuple[JobSettings, lis
         timeout = resize_timeout(env)
     except ValueError as e:
         problems.append(str(e))
-    relabel = True
-    try:
-        relabel = placement.enabled(env)
-    except ValueError as e:
-        problems.append(str(e))
+    relabel = _flag(env, E.RELABEL, problems, True)
+    reuse = _flag(env, E.REUSE, problems)
     if env.get(E.FAULT):
         try:
             faults.parse(env[E.FAULT])
@@ -152,7 +147,7 @@ def env_problems(env: Mapping[str, str] | None = None) -> tuple[JobSettings, lis
     sched = env.get(E.SCHEDULER)
     if sched is not None and not sched.startswith(("tcp://", "ipc://")):
         problems.append(f"{E.SCHEDULER}={sched!r}: expected a ZeroMQ endpoint, tcp://HOST:PORT or ipc://PATH")
-    return JobSettings(plan, max_procs, allow, method, background, timeout, job_id, relabel), problems
+    return JobSettings(plan, max_procs, allow, method, background, timeout, job_id, relabel, reuse), problems
 
 
 def plan_problems(plan: tuple[int, ...] | None, size: int) -> list[str]:

@@ -26,7 +26,6 @@ resize) and travels with the hand-over or the shrink's decision.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Iterable, Sequence
 
@@ -39,18 +38,9 @@ __all__ = ["Seniority", "choose", "enabled", "grown", "prefetch", "renumber", "s
 
 Seniority = tuple[int, int]  # (the expansion that started the process, 0 for mpiexec's; its rank in that spawn)
 
-_ON, _OFF = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
-
-
 def enabled(env: dict[str, str] | None = None) -> bool:
-    """``RESHAPE_RELABEL``: relabel at resizes (default on). Raises ValueError naming the value otherwise."""
-    raw = (env if env is not None else os.environ).get(E.RELABEL, "1").strip().lower()
-    if raw in _ON:
-        return True
-    if raw in _OFF:
-        return False
-    raise ValueError(f"{E.RELABEL}={raw!r}: use 1 (choose the ranks that keep the most data in place) "
-                     f"or 0 (position j on the j-th senior rank)")
+    """``RESHAPE_RELABEL``: relabel at resizes (default on); a value other than 0/1 is a ValueError naming it."""
+    return E.flag(E.RELABEL, True, env)
 
 
 def prefetch() -> threading.Thread:

@@ -51,6 +51,7 @@ with the next resize point's report, as the paper does.
 
 from __future__ import annotations
 
+import atexit
 import os
 import pickle
 import socket
@@ -64,7 +65,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from mpi4py import MPI
 
-from reshape import checks, faults, launchers, placement
+from reshape import checks, faults, launchers, parking, placement
 from reshape import jobenv as E
 from reshape.advice import ENV_SCHEDULER, Advice, Advisor, ResizeReport, advisor_from_env
 from reshape.darray import DistArray
@@ -81,6 +82,14 @@ LayoutRule = Callable[[int], Layout]
 
 class ResizeError(RuntimeError):
     """A resize that cannot be done; the job continues at its current size."""
+
+
+class _CalledBack(BaseException):
+    """A parked rank was called back by an expansion: unwinds its shrink; ``resize()`` returns ``result``."""
+
+    def __init__(self, result: ResizeResult):
+        super().__init__(result)
+        self.result = result
 
 
 def layout_rule(
@@ -238,6 +247,7 @@ class Resizer:
     resize_timeout: float = DEFAULT_TIMEOUT  # seconds a whole resize may take before the job is aborted
     background: bool = False  # expansions move constant arrays while the job keeps iterating
     relabel: bool = True  # positions go to the ranks that keep the most data (reshape.placement)
+    reuse: bool = False  # a shrink parks retired ranks for a later expansion (reshape.parking)
     iteration: int = 0
     values: dict = field(default_factory=dict)
     arrays: dict[str, Registered] = field(default_factory=dict)
@@ -256,6 +266,7 @@ class Resizer:
     _parts: dict[str, float] = field(default_factory=dict)  # the parts of the expansion under way (EXPAND_PARTS)
     _started: tuple[float, float] | None = None  # spawned rank: (process start, runtime.init) epoch seconds
     _keys: list[placement.Seniority] = field(default_factory=list)  # seniority of every comm rank
+    _reserve: parking.Reserve = field(default_factory=parking.Reserve)  # pools of parked ranks (reshape.parking)
 
     # ------------------------------------------------------------ basics
     @property
@@ -359,23 +370,21 @@ class Resizer:
         """
         old = self.size
         problem = self._check_size(nprocs, "expand") if self.rank == 0 else None
+        back = None
         if self.rank == 0 and problem is None:
-            problem = _check_hosts(hosts, nprocs - old)
-        problem = bcast_obj(self.comm, problem)
+            back = self._reserve.pick(nprocs - old, hosts) if self.reuse else None
+            if back is None:
+                problem = _check_hosts(hosts, nprocs - old)
+        problem, back = bcast_obj(self.comm, (problem, back))
         if problem:
             raise ResizeError(problem)
         t0 = time.perf_counter()
         self._parts = {"_wall": time.time()}
-        cmds, argvs, counts, infos = _spawn_commands(nprocs - old, hosts)
-        self._phase(f"spawning {nprocs - old} ranks" + (f" on {','.join(sorted(set(hosts)))}" if hosts else ""))
-        try:
-            inter = self.comm.Spawn_multiple(cmds, argvs, counts, infos, root=0)
-        except MPI.Exception as e:
-            raise ResizeError(f"spawn of {nprocs - old} ranks failed: {e.Get_error_string()}") from e
-        finally:
-            for i in infos:
-                if i != MPI.INFO_NULL:
-                    i.Free()
+        if back is not None:
+            self._phase(f"calling back {nprocs - old} parked ranks")
+            inter = self._reserve.call_back(self.comm, *back)
+        else:
+            inter = self._spawn(nprocs - old, hosts)
         t1 = time.perf_counter()
         self._phase("merging with the spawned ranks")
         merged = inter.Merge(high=False)
@@ -385,6 +394,19 @@ class Resizer:
         t2 = time.perf_counter()
         self._parts.update(spawn_call_seconds=t1 - t0, merge_seconds=t2 - t1)
         return t2 - t0
+
+    def _spawn(self, n: int, hosts) -> MPI.Intercomm:
+        """``MPI_Comm_spawn_multiple`` of ``n`` new ranks of this program (one command per host)."""
+        cmds, argvs, counts, infos = _spawn_commands(n, hosts)
+        self._phase(f"spawning {n} ranks" + (f" on {','.join(sorted(set(hosts)))}" if hosts else ""))
+        try:
+            return self.comm.Spawn_multiple(cmds, argvs, counts, infos, root=0)
+        except MPI.Exception as e:
+            raise ResizeError(f"spawn of {n} ranks failed: {e.Get_error_string()}") from e
+        finally:
+            for i in infos:
+                if i != MPI.INFO_NULL:
+                    i.Free()
 
     def redistribute(self) -> float:
         """Move every registered array to its layout at the current size. Collective; returns seconds.
@@ -451,10 +473,17 @@ class Resizer:
         self._phase("retiring ranks")
         if not keep:
             faults.hit("retire", self.rank, self.size)
+        hosts = self.comm.gather(socket.gethostname(), root=0) if self.reuse else None
         new_comm = placement.renumber(self.comm, ranks)
-        self.comm.Disconnect()
-        if not keep:
-            self._retire()
+        if not self.reuse:
+            self.comm.Disconnect()
+            if not keep:
+                self._retire()
+        elif keep:  # the old communicator stays: the retired ranks wait on it (reshape.parking)
+            retired = {r: hosts[r] for r in range(self.size) if r not in ranks} if self.rank == 0 else {}
+            self._reserve.keep(self.comm, retired)
+        else:
+            self._park()
         self.comm = new_comm
         self._keys = [self._keys[r] for r in ranks]
         for reg in self.arrays.values():
@@ -475,7 +504,10 @@ class Resizer:
             result, advice = self._switch(), None
         else:
             advice = self.contact_scheduler()
-            result = self._act(advice, old)
+            try:
+                result = self._act(advice, old)
+            except _CalledBack as back:  # this rank was parked by a shrink and an expansion took it back
+                result = back.result
         self.results.append(result)
         if self.rank == 0:
             if result.error:
@@ -535,6 +567,7 @@ class Resizer:
         """
         if self._pending is not None:
             self.results.append(self._switch())
+        self._release_parked()
         barrier(self.comm)
         if self.rank == 0 and self.advisor:
             try:
@@ -747,6 +780,35 @@ class Resizer:
             reg.dist = DistArray(reg.dist.layout, reg.dist.local, new, reg.dist.ranks)
         old.Disconnect()
 
+    def _park(self) -> None:
+        """A rank retired with reuse on: wait on the old communicator until called back or told to leave.
+
+        Called back, it joins the running ranks as a spawned rank does and unwinds
+        to ``resize()`` (:class:`_CalledBack`); told to leave, it retires.
+        """
+        pool = self.comm
+        self._disarm()
+        members = parking.park(pool)
+        if members is None:
+            self._retire()
+        t0 = time.perf_counter()
+        inter = parking.rejoin(pool, members)
+        self._reserve.keep(pool, {})
+        old = inter.Get_remote_size()
+        self._join(inter)
+        for name, (lay, local) in self._pending_arrays.items():
+            self.arrays[name].dist = DistArray(lay, local, self.comm, tuple(range(lay.nprocs)))
+        self._pending_arrays.clear()
+        if self._in_body:  # the loop's own increment brings it to the job's next iteration
+            self.iteration -= 1
+        raise _CalledBack(ResizeResult("expand", old, self.size, spawn_seconds=time.perf_counter() - t0,
+                                       reason="called back from the parked ranks"))
+
+    def _release_parked(self) -> None:
+        """Rank 0: tell the parked ranks to leave (finish(), or the interpreter's exit without it)."""
+        if self.rank == 0 and self._reserve.parked:
+            self._reserve.release()
+
     def _retire(self) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -936,6 +998,7 @@ def init(
     sizes: Callable[[int], bool] | None = None,
     max_procs: int | None = None,
     background: bool | None = None,
+    reuse: bool | None = None,
 ) -> Resizer:
     """Start (or, on a spawned rank, join) the resizable job. Call once per process.
 
@@ -948,7 +1011,9 @@ def init(
     ``circulant``; ``checkpoint`` and ``alltoallv`` are the baselines).
     ``background`` (default from ``RESHAPE_BACKGROUND=1``) moves the arrays
     registered ``constant=True`` while the job keeps iterating on its old
-    ranks after an expansion (:meth:`Resizer.resize`).
+    ranks after an expansion (:meth:`Resizer.resize`). ``reuse`` (default from
+    ``RESHAPE_REUSE=1``) parks the ranks a shrink retires and calls them back at
+    a later expansion instead of spawning (:mod:`reshape.parking`).
     ``RESHAPE_RESIZE_TIMEOUT`` bounds each resize (seconds, default 120): a
     resize still under way then aborts the job with the reason reported, as
     does an uncaught exception on any rank (``RESHAPE_ABORT_ON_ERROR=0``
@@ -963,10 +1028,17 @@ def init(
     max_procs = cfg.max_procs if max_procs is None else max_procs
     method, timeout, job_id, relabel = cfg.method, cfg.resize_timeout, cfg.job_id, cfg.relabel
     background = cfg.background if background is None else background
+    reuse = cfg.reuse if reuse is None else reuse
+    if reuse and launchers.from_env().name == "slurm":
+        # nodes go back to Slurm empty: a rank parked there would be killed with its expander job
+        if MPI.COMM_WORLD.rank == 0 and parent == MPI.COMM_NULL:
+            print(f"[reshape] {E.REUSE}=1 ignored under the slurm launcher: nodes given back to Slurm must be "
+                  f"empty", file=sys.stderr, flush=True)
+        reuse = False
     if parent != MPI.COMM_NULL:
         called = time.time()
         rt = Resizer(MPI.COMM_WORLD, None, job_id, allow_new_sizes, sizes, max_procs, method, timeout, background,
-                     relabel)
+                     relabel, reuse)
         install_excepthook(rt._report_abort, lambda: rt.rank)
         rt._started = (_process_start(), called)
         rt._join(parent)
@@ -975,8 +1047,11 @@ def init(
         adv = None
         if comm.rank == 0:
             adv = advisor if advisor is not None else advisor_from_env()
-        rt = Resizer(comm, adv, job_id, allow_new_sizes, sizes, max_procs, method, timeout, background, relabel)
+        rt = Resizer(comm, adv, job_id, allow_new_sizes, sizes, max_procs, method, timeout, background, relabel,
+                     reuse)
         rt._keys = [(0, r) for r in range(comm.size)]
+        if reuse and comm.rank == 0:
+            atexit.register(rt._release_parked)  # parked ranks must not outlive a program that skips finish()
         install_excepthook(rt._report_abort, lambda: rt.rank)
         if adv is not None and relabel and method == "circulant":
             placement.prefetch()  # the solver's import (scipy) runs during the first iterations, not in a resize

@@ -9,9 +9,9 @@ BAD = {
     E.PLAN: ("2,x", "'x' is not a number"),
     E.PLAN_EVERY: ("0", "expected an integer >= 1"),
     E.MAX_PROCS: ("abc", "expected an integer >= 1"),
-    E.ALLOW_NEW_SIZES: ("maybe", "expected 1/true/yes or 0/false/no"),
-    E.BACKGROUND: ("2", "expected 1/true/yes or 0/false/no"),
-    E.ABORT_ON_ERROR: ("off", "expected 1/true/yes or 0/false/no"),
+    E.ALLOW_NEW_SIZES: ("maybe", "expected 1/true/yes/on or 0/false/no/off"),
+    E.BACKGROUND: ("2", "expected 1/true/yes/on or 0/false/no/off"),
+    E.ABORT_ON_ERROR: ("sometimes", "expected 1/true/yes/on or 0/false/no/off"),
     E.REDIST_METHOD: ("mpi", "expected one of circulant, alltoallv, checkpoint"),
     E.WAIT: ("sleep", "expected one of spin, poll"),
     E.LAUNCHER: ("rsh", "expected one of"),
@@ -22,7 +22,8 @@ BAD = {
     E.NPROCS: ("0", "expected an integer >= 1"),
     E.HOSTS: ("a,,b", "expected host names separated by commas"),
     E.SCHEDULER: ("localhost:5555", "expected a ZeroMQ endpoint"),
-    E.RELABEL: ("maybe", "use 1 (choose the ranks"),
+    E.RELABEL: ("maybe", "expected 1/true/yes/on or 0/false/no/off"),
+    E.REUSE: ("2", "expected 1/true/yes/on or 0/false/no/off"),
 }
 
 

@@ -89,3 +89,20 @@ def test_positions_go_to_the_ranks_holding_the_data_and_whole_groups_retire(mpir
     # rank 0 is the process mpiexec started as rank 0 throughout
     first = next(int(p) for p, size, rank, tag in lines if tag == "start" and rank == "0")
     assert all(r == 0 for _, r in seqs[first])
+
+
+def test_reuse_calls_parked_ranks_back_instead_of_spawning(mpirun, tmp_path):
+    res, lines = run_plan(mpirun, 2, "2,4,2,4,2", tmp_path, {"RESHAPE_REUSE": "1"})
+    assert "final size 2 sizes [4, 2, 4, 2, 2, 2] checksum 15 data OK" in res.stdout
+    seqs = _ranks_by_pid(lines)
+    joined = {int(p) for p, size, rank, tag in lines if tag == "join"}
+    assert len(joined) == 2 and len(seqs) == 4  # the second 2 -> 4 spawned no process
+    for p in joined:  # the spawned pair ran at 4, parked at the shrink, and came back at 4
+        assert [s for s, _ in seqs[p]] == [4, 4]
+    assert res.stdout.count("retired 2: exited 0 parked 2") == 2  # shrinks park instead of retiring
+
+
+def test_parked_ranks_leave_when_the_program_ends_without_finish(mpirun):
+    res = mpirun(2, ["-m", "tests.mpi.resize_nofinish"], env={"RESHAPE_REUSE": "1", "RESHAPE_PLAN": "2,4,2"},
+                 timeout=60)
+    assert "sum 940 size 2 sizes [4, 2, 2, 2]" in res.stdout
