@@ -22,6 +22,7 @@ from scheduler.service.slurm import SlurmError
 __all__ = ["add_commands", "request"]
 
 ENV_ENDPOINT = E.DAEMON
+REFUSED_PATIENCE = 2.0  # seconds a command waits for a daemon that refuses connections (one may be starting)
 
 
 def _default_endpoint() -> str:
@@ -34,7 +35,7 @@ def _default_state_dir() -> str:
 
 def request(endpoint: str, type_: str, body: dict[str, Any] | None = None, timeout: float = 5.0,
             keys: str | None = None) -> dict:
-    conn = Connection(endpoint, timeout, keys=keys, fail_fast=True)  # a dead daemon: fail at once
+    conn = Connection(endpoint, timeout, keys=keys, fail_fast=min(timeout, REFUSED_PATIENCE))
     try:
         return conn.request(type_, body or {}).body
     finally:
