@@ -83,7 +83,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
                    remap=args.remap_policy or pre.remap, workdir=args.workdir, app_params=app_params,
                    remap_params=remap_params, node_timeout=args.node_timeout,
                    require_monitors=args.require_monitors, keys=args.keys, launcher=args.launcher,
-                   overtime=args.overtime,
+                   overtime=args.overtime, dashboard=args.dashboard,
                    slurm_grow={"grant_timeout": args.grant_timeout, "idle_release": args.idle_release}
                    if args.slurm_grow else None)
     except (PoolError, ValueError) as e:
@@ -296,6 +296,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="with --slurm-grow: cancel an expander job not started after this long (default 10)")
     p.add_argument("--idle-release", type=float, default=30.0, metavar="SECONDS",
                    help="with --slurm-grow: give back a granted node unused for this long (default 30)")
+    p.add_argument("--dashboard", metavar="[HOST:]PORT",
+                   help="also serve a live web dashboard and Prometheus /metrics over HTTP (default host "
+                        "127.0.0.1; port 0 picks a free one; a non-loopback host requires the token the daemon "
+                        "writes to STATE_DIR/dashboard.token; docs/daemon.md)")
     p.set_defaults(func=cmd_daemon)
 
     p = sub.add_parser("keys", help="make CURVE keys for the daemon, its clients, jobs and node monitors")
