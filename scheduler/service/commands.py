@@ -229,7 +229,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.state_dir:
         os.makedirs(args.state_dir, exist_ok=True)
     return run_demo(plot=args.plot, quick=args.quick, json_out=args.json, slots=args.slots,
-                    state_dir=args.state_dir)
+                    state_dir=args.state_dir, dashboard=args.dashboard,
+                    live=False if args.plain else None)
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
@@ -361,6 +362,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--state-dir", help="keep the daemon's journal and job logs here (default: temporary)")
     p.add_argument("--slots", type=_positive_int, default=8, help="virtual slots on localhost (default 8)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--dashboard", metavar="[HOST:]PORT",
+                   help="also serve the daemon's web dashboard there while the demo runs (e.g. 8080)")
+    p.add_argument("--plain", action="store_true",
+                   help="plain progress lines instead of the live view (the default when stdout is not a terminal)")
     p.set_defaults(func=cmd_demo)
 
 
