@@ -51,6 +51,7 @@ def test_snapshot_has_every_view_and_is_json():
     assert advised[0] == "expand 2->3: idle processors" and advised[-1].startswith("shrink 4->3: sweet spot")
     assert snap["slots"] == {"total": 8, "capacity": 8, "free": 5, "used": 3}
     assert snap["nodes"][0]["host"] == "localhost"
+    assert snap["note"].startswith("5 slot(s) idle: big (first in the queue) needs 6")  # why slots idle
 
 
 def test_metrics_parse_as_prometheus_text():

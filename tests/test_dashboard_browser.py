@@ -92,3 +92,26 @@ def test_page_shows_a_running_job_and_follows_its_resize(daemon):
         served = [s.value for s in fam["reshape_request_duration_seconds"].samples if s.name.endswith("_count")]
         assert served[0] >= 3  # submit and the job's own requests
         _until(lambda: d.req("status")["running"] == [], 60, "the job to finish")
+
+
+def _daemon_cli(tmp_path, *args):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "scheduler.cli", "daemon", "--endpoint",
+                           f"tcp://127.0.0.1:{free_port()}", "--state-dir", str(tmp_path / "state"), "--slots", "2",
+                           *args], capture_output=True, text=True, timeout=30)
+
+
+def test_dashboard_address_errors_name_the_value(tmp_path):
+    import socket
+
+    p = _daemon_cli(tmp_path, "--dashboard", "127.0.0.1:http")
+    assert p.returncode == 2 and "--dashboard '127.0.0.1:http'" in p.stderr and "PORT" in p.stderr, p.stderr
+    with socket.socket() as taken:  # a port somebody else listens on
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        p = _daemon_cli(tmp_path, "--dashboard", f"127.0.0.1:{port}")
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert f"dashboard 127.0.0.1:{port}" in p.stderr and "in use" in p.stderr, p.stderr

@@ -18,6 +18,8 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from scheduler.service.live import idle_note
+
 __all__ = ["DECISION_KINDS", "LATENCY_BUCKETS", "LatencyHistogram", "metrics_text", "page", "snapshot"]
 
 # event kinds that are decisions or their outcome (the decision log), see scheduler.core.state
@@ -94,7 +96,7 @@ def snapshot(state, events: Iterable[dict[str, Any]], now: float, service: dict[
         "slots": {"total": st["total_slots"], "capacity": st["capacity_slots"], "free": st["free_slots"],
                   "used": st["total_slots"] - st["free_slots"]},
         "running": st["running"], "queue": st["queue"], "waiting": st["waiting"], "ended": st["ended"],
-        "queued_total": st["queued_total"], "waiting_total": st["waiting_total"],
+        "queued_total": st["queued_total"], "waiting_total": st["waiting_total"], "note": idle_note(st),
         "nodes": [{k: n.get(k) for k in ("host", "slots", "used", "state", "reason", "seen_ago", "jobs")}
                   for n in st["nodes"]],
         "node_states": dict(node_states), "jobs": jobs, "series": series,

@@ -155,7 +155,8 @@ def run_workload(jobs: list[dict], slots: int, remap: str, app: str = "easy",
                 break
             except Exception:
                 if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("the daemon did not start") from None
+                    why = _stacks(proc, state_dir).strip().splitlines()
+                    raise RuntimeError("the daemon did not start" + (f": {why[-1]}" if why else "")) from None
         for job in jobs:
             ids.append(conn.request("submit", {"job": job}).body["job_id"])
         deadline = time.monotonic() + timeout
