@@ -114,7 +114,7 @@ class LiveView:
         from rich.table import Table
         from rich.text import Text
 
-        jobs = Table(title="running", title_justify="left", expand=True, show_edge=False)
+        jobs = Table(title="running", title_justify="left", show_edge=False)
         for col in ("job", "procs", "", "requested", "iteration", "pending"):
             jobs.add_column(col)
         for jid, name, p, req, it, pend in vm["running"]:
@@ -126,7 +126,7 @@ class LiveView:
         parts.append(Text(f"queue: {queued or 'empty'}"))
         if vm["note"]:
             parts.append(Text(f"note: {vm['note']}", style="yellow"))
-        dec = Table(title="last decisions", title_justify="left", expand=True, show_edge=False)
+        dec = Table(title="last decisions", title_justify="left", show_edge=False)
         for col in ("t (s)", "job", "what", "detail and reason"):
             dec.add_column(col)
         for t, jid, what, detail in vm["decisions"]:
