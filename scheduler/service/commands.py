@@ -226,6 +226,14 @@ def cmd_stop(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from scheduler.service.demo import run_demo
 
+    if args.dashboard is not None:
+        from scheduler.service.dashboard import parse_bind
+
+        try:
+            parse_bind(args.dashboard)
+        except ValueError as e:
+            print(f"reshape demo: {e}", file=sys.stderr)
+            return 2
     if args.state_dir:
         os.makedirs(args.state_dir, exist_ok=True)
     return run_demo(plot=args.plot, quick=args.quick, json_out=args.json, slots=args.slots,
