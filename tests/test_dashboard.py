@@ -122,10 +122,12 @@ def test_loopback_dashboard_serves_without_token(tmp_path):
         d.close()
 
 
-def test_non_loopback_bind_requires_the_token(tmp_path):
-    """HTTP cannot carry CURVE: beyond loopback every request needs the token the daemon wrote (0600)."""
+@pytest.mark.parametrize(("bind", "keys"), [("0.0.0.0:0", False), ("127.0.0.1:0", True)])
+def test_where_the_protocol_needs_curve_the_dashboard_needs_the_token(tmp_path, bind, keys):
+    """HTTP cannot carry CURVE: beyond loopback, or on a daemon with keys, every request needs the
+    token the daemon wrote (0600)."""
     st, _ = _state_with_history()
-    d = Dashboard("0.0.0.0:0", str(tmp_path))  # every interface; reached here through loopback
+    d = Dashboard(bind, str(tmp_path), require_token=keys)  # 0.0.0.0: reached here through loopback
     try:
         d.publish(snapshot(st, st.events, 6.0))
         d.start()

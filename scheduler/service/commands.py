@@ -307,8 +307,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="with --slurm-grow: give back a granted node unused for this long (default 30)")
     p.add_argument("--dashboard", metavar="[HOST:]PORT",
                    help="also serve a live web dashboard and Prometheus /metrics over HTTP (default host "
-                        "127.0.0.1; port 0 picks a free one; a non-loopback host requires the token the daemon "
-                        "writes to STATE_DIR/dashboard.token; docs/daemon.md)")
+                        "127.0.0.1; port 0 picks a free one; a non-loopback host, or --keys, requires the token the "
+                        "daemon writes to STATE_DIR/dashboard.token; docs/daemon.md)")
     p.set_defaults(func=cmd_daemon)
 
     p = sub.add_parser("keys", help="make CURVE keys for the daemon, its clients, jobs and node monitors")

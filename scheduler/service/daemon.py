@@ -645,7 +645,8 @@ class Daemon:
     def _start_dashboard(self) -> None:
         """Bind the dashboard (a taken port fails here, naming it) and publish a first snapshot."""
         try:
-            self.dash = Dashboard(self.dashboard_bind, self.state_dir)
+            # the protocol's rule (docs/protocol.md, "Access"): beyond loopback or with keys, authenticate
+            self.dash = Dashboard(self.dashboard_bind, self.state_dir, require_token=self.keys_dir is not None)
         except OSError as e:
             raise OSError(e.errno, f"dashboard {self.dashboard_bind}: {e.strerror or e}") from None
         self.recent_events.extend(self.journal.history()[-DASH_EVENTS:])

@@ -15,7 +15,8 @@ the ZeroMQ loop.
 Access (docs/protocol.md, "Access"; docs/daemon.md, "Dashboard"): the dashboard shows what
 ``status`` and ``history`` show to any authenticated peer, nothing that needs ownership (no
 logs, no cancel). On a loopback address it needs nothing, as a loopback TCP endpoint does.
-HTTP cannot carry CURVE, so a non-loopback bind requires a bearer token instead: the daemon
+Where the protocol requires CURVE (a non-loopback bind, or a daemon given keys), HTTP cannot
+carry it, so the dashboard requires a bearer token instead: the daemon
 writes a random one to ``STATE_DIR/dashboard.token`` (mode 0600) and every request must carry
 it (``Authorization: Bearer TOKEN``, or ``?token=TOKEN`` for a browser's first visit). The
 token travels in clear text: beyond a trusted network put TLS in front, or keep the loopback
@@ -125,7 +126,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 class Dashboard:
     """The HTTP edge: started by the daemon, fed snapshots by its loop, closed when it stops."""
 
-    def __init__(self, bind: str, state_dir: str, every: float = 0.5):
+    def __init__(self, bind: str, state_dir: str, every: float = 0.5, require_token: bool = False):
         self.host, port = parse_bind(bind)
         self.every = every
         self.snapshot: dict[str, Any] = {}
@@ -133,7 +134,7 @@ class Dashboard:
         self._last = 0.0
         self.token: str | None = None
         self.token_path: str | None = None
-        if not is_loopback(self.host):
+        if require_token or not is_loopback(self.host):
             self.token_path = os.path.join(state_dir, TOKEN_FILE)
             self.token = secrets.token_urlsafe(24)
             fd = os.open(self.token_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
