@@ -134,14 +134,15 @@ class Dashboard:
         self._last = 0.0
         self.token: str | None = None
         self.token_path: str | None = None
+        self._srv = _Server((self.host, port), _Handler, self)  # binds now: a taken port fails here
+        self.port = self._srv.server_address[1]
         if require_token or not is_loopback(self.host):
             self.token_path = os.path.join(state_dir, TOKEN_FILE)
             self.token = secrets.token_urlsafe(24)
-            fd = os.open(self.token_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            fd = os.open(self.token_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            os.fchmod(fd, 0o600)  # also when an older file had another mode
             with os.fdopen(fd, "w") as f:
                 f.write(self.token + "\n")
-        self._srv = _Server((self.host, port), _Handler, self)  # binds now: a taken port fails here
-        self.port = self._srv.server_address[1]
         self._thread = threading.Thread(target=self._srv.serve_forever, kwargs={"poll_interval": 0.2},
                                         name="dashboard", daemon=True)
 
