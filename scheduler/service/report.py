@@ -82,8 +82,9 @@ def plot_history(hist: dict[str, Any], path: str, title: str = "") -> None:
     series = allocation_series(events)
     colors = {j["job_id"]: plt.get_cmap("tab10")(k % 10) for k, j in enumerate(jobs)}
     lanes = [j for j in jobs if j["job_id"] in series or j["state"] in ("queued", "waiting")]
-    fig, (a, b) = plt.subplots(2, 1, figsize=(10, 2.2 + 0.75 * len(lanes) + 2.4), sharex=True,
-                               gridspec_kw={"height_ratios": [max(1, len(lanes)), 3]})
+    lane_h = min(0.75, 10.0 / max(1, len(lanes)))  # inches: many jobs get thinner lanes, not a taller figure
+    fig, (a, b) = plt.subplots(2, 1, figsize=(10, 2.2 + lane_h * len(lanes) + 2.4), sharex=True,
+                               gridspec_kw={"height_ratios": [0.5 + lane_h * max(1, len(lanes)), 2.4]})
     top = max((p for s in series.values() for _, p in s), default=1)
     for k, j in enumerate(reversed(lanes)):
         jid, steps = j["job_id"], series.get(j["job_id"], [])
@@ -97,7 +98,7 @@ def plot_history(hist: dict[str, Any], path: str, title: str = "") -> None:
         a.fill_between(xs, k + 0.1, [k + 0.1 + 0.8 * p / top for p in ps], step="post", color=colors[jid],
                        alpha=0.85, lw=0)
         for (x0, p), x1 in zip(zip(xs, ps, strict=True), xs[1:], strict=False):
-            if p and x1 - x0 > 0.04 * max(t_end, 1e-9):
+            if p and x1 - x0 > 0.04 * max(t_end, 1e-9) and lane_h >= 0.3:
                 a.text((x0 + x1) / 2, k + 0.1 + 0.4 * p / top, str(p), ha="center", va="center", fontsize=8,
                        color="white", fontweight="bold")
         for e in events:
@@ -106,7 +107,7 @@ def plot_history(hist: dict[str, Any], path: str, title: str = "") -> None:
                 a.plot(e["t"] - t0, k + 0.95, "v" if not up else "^", color="#137333" if up else "#b3261e",
                        ms=6, mec="white", mew=0.5)
     a.set_yticks([k + 0.5 for k in range(len(lanes))],
-                 [f"{j['job_id']} {j['name']}" for j in reversed(lanes)])
+                 [f"{j['job_id']} {j['name']}" for j in reversed(lanes)], fontsize=min(10, max(4, 28 * lane_h)))
     a.set_ylim(0, max(1, len(lanes)) + 0.05)
     a.set_ylabel(f"jobs (band height: processors, full = {top})", fontsize=8)
     a.grid(axis="x", color="0.9")
@@ -120,8 +121,9 @@ def plot_history(hist: dict[str, Any], path: str, title: str = "") -> None:
     ids = [j["job_id"] for j in jobs if j["job_id"] in series]
     stack = [[_level([(t - t0, p) for t, p in series[i]], x) for x in grid] for i in ids]
     if ids:
+        names = {j["job_id"]: j["name"] for j in jobs}
         b.stackplot(grid, stack, step="post", colors=[colors[i] for i in ids], alpha=0.85,
-                    labels=[f"{i} {next(j['name'] for j in jobs if j['job_id'] == i)}" for i in ids])
+                    labels=[f"{i} {names[i]}" if len(ids) <= 12 else "_" for i in ids])  # "_": no entry, the lanes say
     b.axhline(hist["total_slots"], color="0.3", ls="--", lw=0.8, label="slots")
     b.set_ylim(0, hist["total_slots"] + 0.5)
     b.set_ylabel("busy processors (white: idle)")
