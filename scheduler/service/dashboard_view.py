@@ -28,6 +28,7 @@ DECISION_KINDS = frozenset({"start", "advise", "expand", "shrink", "shrink_reque
 ALLOCATION_KINDS = ("start", "expand", "shrink", "end", "cancel")  # report.allocation_series's kinds
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)  # seconds
 DECISIONS_SHOWN = 60
+QUEUE_SHOWN = 50  # queued (and waiting) jobs listed; a long queue must not slow the daemon's loop
 
 
 class LatencyHistogram:
@@ -68,7 +69,7 @@ def snapshot(state, events: Iterable[dict[str, Any]], now: float, service: dict[
     which the processors-per-job series and the decision log are cut. ``resize_counts``: confirmed
     resizes by action since the daemon started (a Prometheus counter).
     """
-    st = state.status(now)
+    st = state.status(now, QUEUE_SHOWN)  # the totals still count every queued job
     events = list(events)
     shown = {r["job_id"] for r in st["running"]} | {r["job_id"] for r in st["ended"]}
     shown |= {e["job_id"] for e in events if e["kind"] in ALLOCATION_KINDS}
