@@ -110,13 +110,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return
         dash = self.server.dash
         dash.requests += 1
-        snap = dash.snapshot
         if url.path in ("/", "/index.html"):
             self._send(200, page(), "text/html; charset=utf-8")
         elif url.path == "/api/state":
-            self._send(200, json.dumps(snap, allow_nan=False).encode(), "application/json")
+            self._send(200, dash.rendered("json"), "application/json")
         elif url.path == "/metrics":
-            self._send(200, metrics_text(snap), "text/plain; version=0.0.4; charset=utf-8")
+            self._send(200, dash.rendered("metrics"), "text/plain; version=0.0.4; charset=utf-8")
         else:
             self._send(404, b"not found: try /, /api/state or /metrics\n", "text/plain; charset=utf-8")
 
@@ -134,6 +133,9 @@ class Dashboard:
         self._last = 0.0
         self.token: str | None = None
         self.token_path: str | None = None
+        self._lock = threading.Lock()
+        self._cache: dict[str, bytes] = {}
+        self._cache_of: dict[str, Any] | None = None
         self._srv = _Server((self.host, port), _Handler, self)  # binds now: a taken port fails here
         self.port = self._srv.server_address[1]
         if require_token or not is_loopback(self.host):
@@ -161,6 +163,18 @@ class Dashboard:
         """Replace the snapshot (one reference swap: readers see the old or the new one whole)."""
         self.snapshot = snap
         self._last = time.time()
+
+    def rendered(self, kind: str) -> bytes:
+        """The latest snapshot as ``json`` or ``metrics`` text, rendered once per snapshot however
+        many readers ask: rendering holds the interpreter lock, which the daemon's loop waits for."""
+        snap = self.snapshot
+        with self._lock:
+            if self._cache_of is not snap:
+                self._cache, self._cache_of = {}, snap
+            if kind not in self._cache:
+                self._cache[kind] = (json.dumps(snap, allow_nan=False).encode() if kind == "json"
+                                     else metrics_text(snap))
+            return self._cache[kind]
 
     def close(self) -> None:
         if self._thread.is_alive():
