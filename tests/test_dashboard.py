@@ -108,10 +108,10 @@ def _get(url: str, headers: dict | None = None) -> tuple[int, bytes]:
 
 def test_loopback_dashboard_serves_without_token(tmp_path):
     st, _ = _state_with_history()
-    d = Dashboard("127.0.0.1:0", str(tmp_path))
+    d = Dashboard("127.0.0.1:0")
     try:
         d.publish(snapshot(st, st.events, 6.0))
-        d.start()
+        d.start(str(tmp_path))
         assert d.token is None and not (tmp_path / "dashboard.token").exists()
         code, body = _get(d.url + "api/state")
         assert code == 200 and json.loads(body)["slots"]["used"] == 3
@@ -127,10 +127,11 @@ def test_where_the_protocol_needs_curve_the_dashboard_needs_the_token(tmp_path, 
     """HTTP cannot carry CURVE: beyond loopback, or on a daemon with keys, every request needs the
     token the daemon wrote (0600)."""
     st, _ = _state_with_history()
-    d = Dashboard(bind, str(tmp_path), require_token=keys)  # 0.0.0.0: reached here through loopback
+    d = Dashboard(bind, require_token=keys)  # 0.0.0.0: reached here through loopback
     try:
+        assert not (tmp_path / "dashboard.token").exists()  # written at start, into the state directory
         d.publish(snapshot(st, st.events, 6.0))
-        d.start()
+        d.start(str(tmp_path))
         path = tmp_path / "dashboard.token"
         assert path.stat().st_mode & 0o777 == 0o600 and path.read_text().strip() == d.token
         url = f"http://127.0.0.1:{d.port}/"

@@ -114,4 +114,5 @@ def test_dashboard_address_errors_name_the_value(tmp_path):
         port = taken.getsockname()[1]
         p = _daemon_cli(tmp_path, "--dashboard", f"127.0.0.1:{port}")
     assert p.returncode == 1, p.stdout + p.stderr
-    assert f"dashboard 127.0.0.1:{port}" in p.stderr and "in use" in p.stderr, p.stderr
+    assert f"cannot serve the dashboard on 127.0.0.1:{port}: address already in use" in p.stderr, p.stderr
+    assert not (tmp_path / "state").exists()  # refused before anything was written

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import errno
 import faulthandler
 import gc
 import os
 import queue
+import re
 import signal
 import socket
 import subprocess
@@ -66,6 +68,7 @@ __all__ = ["DEFAULT_ENDPOINT", "Daemon", "job_endpoint"]
 DEFAULT_ENDPOINT = "ipc://" + os.path.join(E.default_state_dir(), "daemon.sock")
 HARD_MAX_BYTES = 1 << 20  # zmq.MAXMSGSIZE: larger frames drop the connection, smaller get an error reply
 DASH_EVENTS = 5000  # allocation events the dashboard keeps for its charts and decision log
+_ERROR_LINE = re.compile(r"^[\w.]*(Error|Exception|Exit)\b.*: ")  # Python's last traceback line
 MONITOR_GRACE = 3.0  # seconds a watched mpiexec gets to exit after its first node's monitor saw the job end
 
 
@@ -126,8 +129,10 @@ class Daemon:
                  workdir: str | None = None, app_params: dict[str, Any] | None = None,
                  remap_params: dict[str, Any] | None = None, node_timeout: float = 5.0,
                  require_monitors: bool = False, keys: str | None = None, launcher: str | None = None,
-                 slurm_grow: dict[str, float] | None = None, overtime: float = 30.0,
+                 slurm_grow: dict[str, float] | None = None, overtime: float = 30.0, listen: bool = False,
                  dashboard: str | None = None):
+        """``listen``: bind the endpoint (:meth:`listen`), and the dashboard's address when
+        ``dashboard`` is given, before creating anything in ``state_dir``."""
         # policies and keys first: a bad name, parameter or key fails before anything is created
         app_pol, remap_pol = _policy(app_policy, app, app_params), _policy(remap_policy, remap, remap_params)
         if not node_timeout > 0:
@@ -141,9 +146,17 @@ class Daemon:
         self.keys_dir = keys_dir_for(endpoint, keys)
         self.server_keys = load_server_keys(self.keys_dir) if self.keys_dir else None
         self.keys_dir = os.path.abspath(self.keys_dir) if self.keys_dir else None
+        self.endpoint = endpoint
+        self.gate: Gatekeeper | None = None
+        self._ctx: zmq.Context | None = None
+        self._sock: zmq.Socket | None = None
+        self.dash: Dashboard | None = None
+        if listen:
+            self.listen()
+            if dashboard is not None:
+                self._bind_dashboard()
         self.state_dir = os.path.abspath(state_dir)
         os.makedirs(os.path.join(self.state_dir, "logs"), exist_ok=True)
-        self.endpoint = endpoint
         self.tick_every = tick
         self.workdir = workdir or os.getcwd()
         self.journal = Journal(os.path.join(self.state_dir, "journal.sqlite"))
@@ -186,14 +199,12 @@ class Daemon:
         self.max_gap = 0.0  # longest time between two turns of the loop (seconds)
         self.service: collections.deque[float] = collections.deque(maxlen=8192)  # seconds, recv -> reply
         self.latency = LatencyHistogram()  # every request since the start (the dashboard's /metrics)
-        self.dash: Dashboard | None = None
         self.recent_events: collections.deque[dict[str, Any]] = collections.deque(maxlen=DASH_EVENTS)
         self.resize_counts = {"expand": 0, "shrink": 0}  # confirmed resizes since the start
         self._dash_stats: tuple[float, dict[str, Any]] = (0.0, {})  # (when, service_stats()) for the dashboard
         self.stopping = False
         self.kill_on_stop = False  # ``stop --kill-jobs``: nothing may be left running, nothing launched
         self._last_adopted_check = 0.0
-        self.gate: Gatekeeper | None = None
         self.warnings: list[str] = [f"journal record set aside (table quarantine): {q}"
                                     for q in self.journal.quarantined]
         self.slurm_error: str | None = None  # the last failed Slurm command (status shows it)
@@ -397,6 +408,21 @@ class Daemon:
         return {"total_slots": s.pool.capacity, "now": now, "jobs": jobs, "events": events,
                 "node_events": nodes, "jobs_total": len(s.jobs)}
 
+    def _last_words(self, job_id: int, rc: int) -> str | None:
+        """A failed job's reason when it reported none: its exit code and the error its log ends with."""
+        if rc == 0:
+            return None
+        try:
+            with open(self.log_path(job_id), "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 8192))
+                lines = [ln.strip() for ln in f.read().decode("utf-8", "replace").splitlines() if ln.strip()]
+        except OSError:
+            return None
+        errors = [ln for ln in lines if _ERROR_LINE.match(ln)]
+        last = (errors or lines or [""])[-1]
+        return f"exit code {rc}: {last[:200]}" if last else None
+
     def _log_tail(self, job_id: int, tail: int) -> str:
         if job_id not in self.state.jobs:
             raise StateError("unknown_job", f"no job {job_id}")
@@ -457,7 +483,8 @@ class Daemon:
                 continue
             del self.procs[jid]
             self._strays.put(job_tag(self.state_dir, jid))  # stray ranks of a crashed job
-            acts += self.state.exited(jid, rc, now)
+            j = self.state.jobs.get(jid)
+            acts += self.state.exited(jid, rc, now, self._last_words(jid, rc) if j and not j.error else None)
         acts += self.state.check_nodes(now)
         acts += self.state.check_resizes(now)
         acts += self.state.expire(now, self.overtime)
@@ -532,6 +559,38 @@ class Daemon:
         s.node_events = []
 
     # ------------------------------------------------------------------ loop
+    def listen(self) -> None:
+        """Bind the daemon's socket; OSError saying why when the endpoint is taken or unusable.
+
+        ``reshape daemon`` calls this (``listen=True``) before anything is written to the state
+        directory, so a second daemon on a busy endpoint leaves no trace; :meth:`serve` otherwise.
+        """
+        ctx = zmq.Context()
+        sock = ctx.socket(zmq.ROUTER)
+        sock.setsockopt(zmq.MAXMSGSIZE, HARD_MAX_BYTES)
+        sock.setsockopt(zmq.LINGER, 1000)
+        sock.setsockopt(zmq.ROUTER_MANDATORY, 0)
+        local = self.endpoint.startswith("ipc://")
+        try:
+            if local:
+                _claim_socket(self.endpoint[len("ipc://"):])
+            if self.server_keys is not None or local:  # CURVE keys, or the kernel's word on local peers
+                self.gate = Gatekeeper(ctx, sock, self.server_keys)
+            sock.bind(self.endpoint)
+        except (OSError, zmq.ZMQError) as e:
+            if self.gate is not None:
+                self.gate.close()
+                self.gate = None
+            sock.close(linger=0)
+            ctx.term()
+            why = "address already in use (another daemon? stop it, or choose another --endpoint)" \
+                if getattr(e, "errno", None) == zmq.EADDRINUSE else str(e)
+            raise OSError(f"cannot listen on {self.endpoint}: {why}") from None
+        if local and self.server_keys is None:  # every local user may connect, and is identified
+            with contextlib.suppress(OSError):
+                os.chmod(self.endpoint[len("ipc://"):], 0o666)
+        self._ctx, self._sock = ctx, sock
+
     def serve(self) -> None:
         """The loop: a batch of requests -> one journal commit -> the replies -> launches.
 
@@ -542,14 +601,13 @@ class Daemon:
         session ids are committed after. ``SIGUSR1`` dumps every thread's stack
         to the daemon's stderr (for a daemon that seems stuck).
         """
+        if self._sock is None:
+            self.listen()
+        ctx, sock = self._ctx, self._sock
         if self.dashboard_bind is not None:
-            self._start_dashboard()  # a taken port fails here, before the daemon's socket exists
-        try:
-            ctx, sock = self._bind()
-        except BaseException:
-            if self.dash is not None:
-                self.dash.close()
-            raise
+            if self.dash is None:
+                self._bind_dashboard()
+            self._start_dashboard()
         with open(os.path.join(self.state_dir, "daemon.pid"), "w") as f:
             f.write(f"{os.getpid()}\n{self.endpoint}\n")
         signal.signal(signal.SIGTERM, self._on_sigterm)
@@ -625,34 +683,29 @@ class Daemon:
             self.journal.close()
             # running jobs keep running: a restarted daemon adopts them
 
-    def _bind(self) -> tuple[zmq.Context, zmq.Socket]:
-        """The daemon's ROUTER socket, bound (with its gatekeeper when peers authenticate)."""
-        ctx = zmq.Context()
-        sock = ctx.socket(zmq.ROUTER)
-        sock.setsockopt(zmq.MAXMSGSIZE, HARD_MAX_BYTES)
-        sock.setsockopt(zmq.LINGER, 1000)
-        sock.setsockopt(zmq.ROUTER_MANDATORY, 0)
-        local = self.endpoint.startswith("ipc://")
-        if local:
-            _claim_socket(self.endpoint[len("ipc://"):])
-        if self.server_keys is not None or local:  # CURVE keys, or the kernel's word on local peers
-            self.gate = Gatekeeper(ctx, sock, self.server_keys)
-        sock.bind(self.endpoint)
-        if local and self.server_keys is None:  # every local user may connect, and is identified
-            with contextlib.suppress(OSError):
-                os.chmod(self.endpoint[len("ipc://"):], 0o666)
-        return ctx, sock
-
-    def _start_dashboard(self) -> None:
-        """Bind the dashboard (a taken port fails here, naming it) and publish a first snapshot."""
+    def _bind_dashboard(self) -> None:
+        """Bind the dashboard's address (nothing is written yet); a taken or bad one fails naming it,
+        and the daemon's own socket is closed again."""
         try:
             # the protocol's rule (docs/protocol.md, "Access"): beyond loopback or with keys, authenticate
-            self.dash = Dashboard(self.dashboard_bind, self.state_dir, require_token=self.keys_dir is not None)
+            self.dash = Dashboard(self.dashboard_bind, require_token=self.keys_dir is not None)
         except OSError as e:
-            raise OSError(e.errno, f"dashboard {self.dashboard_bind}: {e.strerror or e}") from None
+            if self.gate is not None:
+                self.gate.close()
+                self.gate = None
+            if self._sock is not None:
+                self._sock.close(linger=0)
+                self._ctx.term()
+                self._ctx = self._sock = None
+            why = "address already in use" if e.errno == errno.EADDRINUSE else (e.strerror or str(e))
+            raise OSError(e.errno, f"cannot serve the dashboard on {self.dashboard_bind}: {why}") from None
+
+    def _start_dashboard(self) -> None:
+        """The dashboard's first snapshot, its token file (if any) and its thread."""
+        assert self.dash is not None
         self.recent_events.extend(self.journal.history()[-DASH_EVENTS:])
         self.publish_dashboard(time.time())
-        self.dash.start()
+        self.dash.start(self.state_dir)
         where = f"token in {self.dash.token_path}" if self.dash.token else "loopback only"
         print(f"reshape daemon: dashboard on {self.dash.url} ({where}); Prometheus metrics at "
               f"{self.dash.url}metrics", flush=True)

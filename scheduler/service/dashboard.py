@@ -125,7 +125,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 class Dashboard:
     """The HTTP edge: started by the daemon, fed snapshots by its loop, closed when it stops."""
 
-    def __init__(self, bind: str, state_dir: str, every: float = 0.5, require_token: bool = False):
+    def __init__(self, bind: str, require_token: bool = False, every: float = 0.5):
+        """Bind ``[HOST:]PORT`` now (a taken port fails here); nothing is served or written before
+        :meth:`start`. A token is required beyond loopback, or when ``require_token``."""
         self.host, port = parse_bind(bind)
         self.every = every
         self.snapshot: dict[str, Any] = {}
@@ -139,12 +141,7 @@ class Dashboard:
         self._srv = _Server((self.host, port), _Handler, self)  # binds now: a taken port fails here
         self.port = self._srv.server_address[1]
         if require_token or not is_loopback(self.host):
-            self.token_path = os.path.join(state_dir, TOKEN_FILE)
             self.token = secrets.token_urlsafe(24)
-            fd = os.open(self.token_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-            os.fchmod(fd, 0o600)  # also when an older file had another mode
-            with os.fdopen(fd, "w") as f:
-                f.write(self.token + "\n")
         self._thread = threading.Thread(target=self._srv.serve_forever, kwargs={"poll_interval": 0.2},
                                         name="dashboard", daemon=True)
 
@@ -153,7 +150,14 @@ class Dashboard:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}/"
 
-    def start(self) -> None:
+    def start(self, state_dir: str) -> None:
+        """Write the token (if one is required) to ``STATE_DIR/dashboard.token``, then serve."""
+        if self.token is not None:
+            self.token_path = os.path.join(state_dir, TOKEN_FILE)
+            fd = os.open(self.token_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            os.fchmod(fd, 0o600)  # also when an older file had another mode
+            with os.fdopen(fd, "w") as f:
+                f.write(self.token + "\n")
         self._thread.start()
 
     def due(self, now: float) -> bool:
