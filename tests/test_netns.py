@@ -19,6 +19,7 @@ import pytest
 from reshape.auth import make_keys
 from scheduler.tools import netns
 from scheduler.tools.netns import LAUNCHER, NetnsCluster, NetnsError
+from tests.helpers import wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PREFIX = f"t{os.getpid() % 10000:04d}"  # per process: concurrent test runs must not share a cluster
@@ -124,7 +125,8 @@ def test_launcher_runs_commands_in_the_node_and_refuses_unknown_hosts(cluster):
 @needs_root
 def test_killed_node_disappears_and_rejoins(cluster):
     sleeper = cluster.popen("node3", ["sleep", "60"])
-    assert sleeper.pid in cluster.pids("node3")
+    # nsenter enters the node's namespaces just after it starts: on a loaded machine, a moment later
+    assert wait_for(lambda: sleeper.pid in cluster.pids("node3"), 10)
     killed = cluster.kill_node("node3")
     assert sleeper.pid in killed
     assert sleeper.wait(timeout=5) != 0
