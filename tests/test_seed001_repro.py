@@ -105,3 +105,62 @@ def test_min_gain_rejects_bad_values():
     for bad in (-0.1, 1.0, "0.05", True):
         with pytest.raises(ValueError, match="min_gain"):
             remap_policy("reshape", min_gain=bad)
+
+
+# Table 2, every row: (rows, columns) of each configuration for LU/MM, sizes for the others
+TABLE2_PAPER = {
+    "8000 (LU, MM)": [(1, 2), (2, 2), (2, 4), (4, 4), (4, 5), (5, 5), (5, 8)],
+    "12000 (LU, MM)": [(1, 2), (2, 2), (2, 3), (3, 3), (3, 4), (4, 4), (4, 5), (5, 5), (5, 6), (6, 6), (6, 8)],
+    "14000 (LU, MM)": [(2, 2), (2, 4), (4, 4), (4, 5), (5, 5), (5, 7), (7, 7)],
+    "16000 (LU, MM)": [(2, 2), (2, 4), (4, 4), (4, 5), (5, 5), (5, 8)],
+    "20000 (LU, MM)": [(2, 2), (2, 4), (4, 4), (4, 5), (5, 5), (5, 8)],
+    "21000 (LU, MM)": [(2, 2), (2, 3), (3, 3), (3, 4), (4, 5), (5, 5), (5, 6), (6, 6), (6, 7), (7, 7)],
+    "24000 (LU, MM)": [(2, 4), (3, 4), (4, 4), (4, 5), (5, 5), (5, 6), (6, 6), (6, 8)],
+    "8000 (Jacobi)": [4, 8, 10, 16, 20, 32, 40, 50],
+    "8192 (FFT)": [2, 4, 8, 16, 32],
+    "20000 (Master-worker)": [4, 6, 8, 10, 12, 14, 16, 18, 20, 22],
+}
+
+
+@pytest.mark.parametrize("row", list(TABLE2_PAPER))
+def test_table2_row_is_the_remap_schedulers_growth(row):
+    from reshape.layout import nearly_square_grid
+    from scheduler.core.policies.reshape_remap import growth
+    from scheduler.service.workload import TABLE2, TABLE2_POOL
+
+    spec = TABLE2[row]
+    sizes = growth(spec, TABLE2_POOL)
+    paper = TABLE2_PAPER[row]
+    if spec.topology == "2d":
+        assert [nearly_square_grid(p) for p in sizes] == [tuple(sorted(g)) for g in paper]
+    else:
+        assert sizes == paper
+    # the policy itself walks the row: one expansion per resize point into idle processors
+    P = remap_policy("reshape-paper")
+    cur, hist, times, seen = spec.nprocs, [spec.nprocs], {}, [spec.nprocs]
+    while True:
+        times[cur] = 100.0 / cur  # every expansion helps
+        r = RunningJob(spec, cur, 0.0, Profile(dict(times), {}, tuple(hist), dict(times)))
+        d = P.at_resize_point(Snapshot(0.0, TABLE2_POOL, TABLE2_POOL - cur, (), (r,)), 0)
+        if not isinstance(d, Expand):
+            break
+        cur = d.nprocs
+        hist.append(cur)
+        seen.append(cur)
+    assert seen == sizes
+
+
+def test_table2_rows_the_rule_alone_gives():
+    """Which rows the stated rule (sides divide the problem size) gives without a size list."""
+    from dataclasses import replace
+
+    from scheduler.core.policies.reshape_remap import growth
+    from scheduler.service.workload import TABLE2, TABLE2_POOL
+
+    assert [r for r, s in TABLE2.items() if s.sizes is None] == [
+        "8000 (LU, MM)", "12000 (LU, MM)", "14000 (LU, MM)", "16000 (LU, MM)", "20000 (LU, MM)",
+        "24000 (LU, MM)", "8192 (FFT)"]
+    # the three that need their list: the rule alone adds 4x4 to 21000, 5 and 25 to Jacobi
+    assert growth(replace(TABLE2["21000 (LU, MM)"], sizes=None), TABLE2_POOL)[:6] == [4, 6, 9, 12, 16, 20]
+    assert growth(replace(TABLE2["8000 (Jacobi)"], sizes=None), TABLE2_POOL) == [
+        4, 5, 8, 10, 16, 20, 25, 32, 40, 50]

@@ -126,7 +126,8 @@ from scheduler.core.walltime import deadline_after, expected_redist, job_fits
 #: The default noise guard: a gain counts only if larger than this (relative); not in the paper.
 NOISE_GUARD = 0.05
 
-__all__ = ["NOISE_GUARD", "PAPER", "PLUS", "ReshapeRemap", "StaticRemap", "last_expansion", "next_size", "shrink_sizes"]
+__all__ = ["NOISE_GUARD", "PAPER", "PLUS", "ReshapeRemap", "StaticRemap", "growth", "last_expansion", "next_size",
+           "shrink_sizes"]
 
 
 def next_size(spec: JobSpec, current: int, limit: int) -> int | None:
@@ -152,6 +153,15 @@ def next_size(spec: JobSpec, current: int, limit: int) -> int | None:
         if p > current:
             return p
     return None
+
+
+def growth(spec: JobSpec, limit: int) -> list[int]:
+    """The sizes a job passes through when it expands at every resize point, from its starting
+    size up to ``limit`` (:func:`next_size` step by step): seed 001 Table 2's rows."""
+    out = [spec.nprocs]
+    while (p := next_size(spec, out[-1], limit)) is not None:
+        out.append(p)
+    return out
 
 
 def last_expansion(history: tuple[int, ...]) -> tuple[int, int] | None:
