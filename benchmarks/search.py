@@ -93,15 +93,16 @@ def worker(cfg_path: str, out_path: str) -> int:
     from reshape.shared.mheta import Mheta
     from reshape.shared.ooc import remove_tree, scratch_dir
     from reshape.shared.search import ga, gbs, sa
+    from reshape.watchdog import fail_together
 
     cfg = json.loads(Path(cfg_path).read_text())
     comm = MPI.COMM_WORLD
     cluster = Cluster.from_dict(cfg["cluster"])
     rows, cols, iters = cfg["rows"], cfg["cols"], cfg["iters"]
     workdir = comm.bcast(scratch_dir() if comm.rank == 0 else None)
-    app = OOCJacobi(comm, cluster, rows, cols, workdir)
     res: dict = {}
-    try:
+    with fail_together(comm.rank, cleanup=lambda: remove_tree(workdir)):
+        app = OOCJacobi(comm, cluster, rows, cols, workdir)
         blk = even_counts(rows, comm.size)
         app.distribute(blk)
         prof = app.instrument()
@@ -136,11 +137,10 @@ def worker(cfg_path: str, out_path: str) -> int:
             t = statistics.median(app.timed(iters + 1)[1:])
             measured[name] = {"split": list(split), "measured": t,
                               "predicted": model.predict(list(split))}
-    finally:
-        app.close()
-        barrier(comm)
-        if comm.rank == 0:
-            remove_tree(workdir)
+    app.close()
+    barrier(comm)
+    if comm.rank == 0:
+        remove_tree(workdir)
     if comm.rank == 0:
         res["measured"] = measured
         Path(out_path).write_text(json.dumps(res))

@@ -85,6 +85,21 @@ def test_plan_memory_heuristic_and_errors():
         plan_memory(app, 10, ROW - 1)
 
 
+def test_resident_arrays_stay_in_core_or_the_split_is_refused():
+    from apps.ooc_cg import structure as cg_structure
+    from reshape.shared.structure import max_resident_rows
+
+    app = cg_structure(64, 8)  # a grid row: 64 bytes; matrix 5 of them, vectors 4 (resident)
+    mem = 20 * 256 + 3 * 320  # vectors of 20 rows and 3 matrix rows
+    assert max_resident_rows(app, mem) == 23
+    assert plan_memory(app, 20, mem) == {"vectors": None, "matrix": 3}  # the matrix goes out
+    assert in_core_capacity(app, mem) == 10  # 10 rows of everything: 720 bytes
+    with pytest.raises(StructureError, match=r"cannot keep the in-core arrays 'vectors' for 24 rows"):
+        plan_memory(app, 24, mem)
+    # round trip of the flag through the JSON form
+    assert structure_from_dict(app.to_dict()).array("vectors").resident
+
+
 def test_cluster_bad_input():
     with pytest.raises(ClusterError, match="no memory"):
         Node(memory=0)
