@@ -26,7 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+from benchmarks._common import RESULTS
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 BIG = 1 << 24  # ample memory
