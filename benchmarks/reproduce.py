@@ -227,7 +227,7 @@ ROWS = [
         "p degrades with I/O frequency; a, cP, c unchanged", _gang("io-double"), "agrees in shape"),
     Row(S4, "Fig. 6.2: MHETA accuracy, Jacobi", "python -m benchmarks.mheta", ">= 97% average",
         _mheta("mheta", 0.95), "agrees", "18 emulated 4-node configurations (thesis: 17 at 8 nodes)"),
-    Row(S4, "Fig. 6.2-6.3: MHETA accuracy, CG", "python -m benchmarks.mheta --app cg",
+    Row(S4, "Figs. 6.2-6.3: MHETA accuracy, CG", "python -m benchmarks.mheta --app cg",
         "CG the worst; on IO below 88% between Blk and I-C", _mheta("mheta_cg", 0.95), "differs",
         "better than the thesis: our CG is a stored 5-point operator (rows equal work) and the model and "
         "the run share one out-of-core plan; the thesis blames sparsity and its heuristic"),
