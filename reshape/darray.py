@@ -20,6 +20,8 @@ class DistArray:
 
     ``local`` is this rank's block (``None`` on ranks of ``comm`` outside
     ``ranks``). ``ranks[i]`` is the comm rank holding layout process ``i``.
+    ``layout.global_indices(i)`` gives the global indices of process ``i``'s
+    block, one index array per axis.
     """
 
     layout: Layout

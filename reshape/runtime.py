@@ -51,6 +51,7 @@ with the next resize point's report, as the paper does.
 
 from __future__ import annotations
 
+import atexit
 import os
 import pickle
 import socket
@@ -64,7 +65,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from mpi4py import MPI
 
-from reshape import faults, launchers
+from reshape import checks, faults, launchers, parking, placement
 from reshape import jobenv as E
 from reshape.advice import ENV_SCHEDULER, Advice, Advisor, ResizeReport, advisor_from_env
 from reshape.darray import DistArray
@@ -72,7 +73,7 @@ from reshape.layout import Layout, LayoutError, block, block_cyclic_1d, block_cy
 from reshape.mpiutil import barrier, bcast_obj, wait
 from reshape.protocol import MAX_SIZES
 from reshape.redistribute import redistribute, start
-from reshape.watchdog import DEFAULT_TIMEOUT, Watchdog, abort, install_excepthook, resize_timeout
+from reshape.watchdog import DEFAULT_TIMEOUT, Watchdog, abort, install_excepthook
 
 __all__ = ["EXPAND_PARTS", "Registered", "ResizeError", "ResizeResult", "Resizer", "init", "layout_rule"]
 
@@ -81,6 +82,14 @@ LayoutRule = Callable[[int], Layout]
 
 class ResizeError(RuntimeError):
     """A resize that cannot be done; the job continues at its current size."""
+
+
+class _CalledBack(BaseException):
+    """A parked rank was called back by an expansion: unwinds its shrink; ``resize()`` returns ``result``."""
+
+    def __init__(self, result: ResizeResult):
+        super().__init__(result)
+        self.result = result
 
 
 def layout_rule(
@@ -113,7 +122,16 @@ def layout_rule(
 
 @dataclass
 class Registered:
-    """A registered global array; ``.local`` is this rank's current block (it changes on resize)."""
+    """A registered global array (:meth:`Resizer.register_array`); it survives resizes.
+
+    ``local``: this rank's current block, a numpy array (a new one after every
+    resize: read it afresh each iteration). ``layout``: how the global array is
+    split now (:class:`reshape.layout.Layout`; ``layout.global_indices(rank)``
+    gives a block's global indices). ``dist``: the underlying
+    :class:`reshape.darray.DistArray` (layout, local block, communicator and
+    the ranks holding it), replaced at each resize. ``rule``: the function
+    ``p -> Layout`` giving the layout at any size.
+    """
 
     name: str
     rule: LayoutRule
@@ -129,6 +147,11 @@ class Registered:
         return self.dist.layout
 
     def gather(self, root: int = 0) -> np.ndarray | None:
+        """The whole global array on rank ``root`` of ``rt.comm`` (``None`` on the others).
+
+        Collective: every rank must call it. It builds the full array in one
+        process's memory, so it is meant for checks and output of small data.
+        """
         return self.dist.gather(root)
 
 
@@ -170,6 +193,8 @@ class _JoinState:
     history: list[int]
     old_size: int
     background: tuple[str, ...] = ()  # arrays moving in the background; the rest move at the switch
+    ranks: tuple[int, ...] = ()  # merged comm rank of every new layout position (reshape.placement)
+    keys: tuple[placement.Seniority, ...] = ()  # seniority of every merged comm rank
 
 
 @dataclass
@@ -200,7 +225,17 @@ class _Pending:
 
 @dataclass
 class Resizer:
-    """The per-process handle of a resizable job (see module docstring)."""
+    """The per-process handle of a resizable job (see module docstring); :func:`init` makes it.
+
+    ``comm`` is the job's communicator (a new one after every resize), ``rank``
+    and ``size`` this process's place in it. ``history`` lists the sizes the
+    job has run at, in order (``[2, 4, 3]``: started on 2, then 4, then 3; a
+    rank spawned by a resize receives it). ``results`` holds one
+    :class:`ResizeResult` per resize point on this rank (action, old and new
+    size, seconds, error). ``iteration`` is the current iteration number,
+    ``arrays`` the registered arrays by name, ``values`` the values set with
+    ``rt[name] = value``.
+    """
 
     comm: MPI.Intracomm
     advisor: Advisor | None
@@ -211,6 +246,8 @@ class Resizer:
     method: str = "circulant"  # redistribution method: circulant | alltoallv | checkpoint
     resize_timeout: float = DEFAULT_TIMEOUT  # seconds a whole resize may take before the job is aborted
     background: bool = False  # expansions move constant arrays while the job keeps iterating
+    relabel: bool = True  # positions go to the ranks that keep the most data (reshape.placement)
+    reuse: bool = False  # a shrink parks retired ranks for a later expansion (reshape.parking)
     iteration: int = 0
     values: dict = field(default_factory=dict)
     arrays: dict[str, Registered] = field(default_factory=dict)
@@ -228,6 +265,8 @@ class Resizer:
     _end: int | None = None  # the loop's iteration count, when the job uses iterations()
     _parts: dict[str, float] = field(default_factory=dict)  # the parts of the expansion under way (EXPAND_PARTS)
     _started: tuple[float, float] | None = None  # spawned rank: (process start, runtime.init) epoch seconds
+    _keys: list[placement.Seniority] = field(default_factory=list)  # seniority of every comm rank
+    _reserve: parking.Reserve = field(default_factory=parking.Reserve)  # pools of parked ranks (reshape.parking)
 
     # ------------------------------------------------------------ basics
     @property
@@ -269,30 +308,29 @@ class Resizer:
     ) -> Registered:
         """Register a global array that survives resizes and return its handle.
 
-        ``init`` builds each block from global index grids (``init(i, j)``), or
-        is a scalar fill; ``None`` leaves zeros. On a rank spawned by a
+        ``init`` builds each block from global index grids (``init(i, j)``),
+        is a scalar fill, or the whole array (shape ``shape``, each rank keeps
+        its block); ``None`` leaves zeros. Every rank must pass the same
+        arguments: they are checked on every rank and a problem on any rank
+        raises the same :class:`reshape.checks.UsageError` on all of them. On a rank spawned by a
         resize the array arrives from the running ranks instead and ``init``
         is not called. ``constant=True`` promises that the application never
         writes the array after this call; with ``background`` on, such arrays
         move while the job keeps iterating (see :meth:`resize`).
         """
-        if name in self.arrays:
-            raise ValueError(f"array {name!r} is already registered")
-        rule = layout_rule(shape, layout, block)
-        if name in self._pending_arrays:
+        spawned = name in self._pending_arrays  # the array arrives from the running ranks
+        rule = checks.array_rule(None if spawned else self.comm, self.size, name, shape, dtype, layout, block,
+                                 init, self.arrays)
+        if spawned:
             lay, local = self._pending_arrays.pop(name)
             if tuple(lay.shape) != tuple(int(s) for s in shape):
                 raise ValueError(f"array {name!r}: shape {shape} differs from the running job's {lay.shape}")
             reg = Registered(name, rule, DistArray(lay, local, self.comm, tuple(range(lay.nprocs))), constant)
         else:
-            lay = rule(self.size)
-            if init is None:
-                fn = lambda *idx: 0  # noqa: E731
-            elif callable(init):
-                fn = init
-            else:
-                fn = lambda *idx, v=init: v  # noqa: E731
-            reg = Registered(name, rule, DistArray.from_function(self.comm, lay, fn, dtype), constant)
+            lay, fn = rule(self.size), checks.init_function(init)
+            dist = checks.collectively(self.comm, f"register_array({name!r}): init",
+                                       lambda: DistArray.from_function(self.comm, lay, fn, dtype))
+            reg = Registered(name, rule, dist, constant)
         self.arrays[name] = reg
         return reg
 
@@ -332,23 +370,21 @@ class Resizer:
         """
         old = self.size
         problem = self._check_size(nprocs, "expand") if self.rank == 0 else None
+        back = None
         if self.rank == 0 and problem is None:
-            problem = _check_hosts(hosts, nprocs - old)
-        problem = bcast_obj(self.comm, problem)
+            back = self._reserve.pick(nprocs - old, hosts) if self.reuse else None
+            if back is None:
+                problem = _check_hosts(hosts, nprocs - old)
+        problem, back = bcast_obj(self.comm, (problem, back))
         if problem:
             raise ResizeError(problem)
         t0 = time.perf_counter()
         self._parts = {"_wall": time.time()}
-        cmds, argvs, counts, infos = _spawn_commands(nprocs - old, hosts)
-        self._phase(f"spawning {nprocs - old} ranks" + (f" on {','.join(sorted(set(hosts)))}" if hosts else ""))
-        try:
-            inter = self.comm.Spawn_multiple(cmds, argvs, counts, infos, root=0)
-        except MPI.Exception as e:
-            raise ResizeError(f"spawn of {nprocs - old} ranks failed: {e.Get_error_string()}") from e
-        finally:
-            for i in infos:
-                if i != MPI.INFO_NULL:
-                    i.Free()
+        if back is not None:
+            self._phase(f"calling back {nprocs - old} parked ranks")
+            inter = self._reserve.call_back(self.comm, *back)
+        else:
+            inter = self._spawn(nprocs - old, hosts)
         t1 = time.perf_counter()
         self._phase("merging with the spawned ranks")
         merged = inter.Merge(high=False)
@@ -359,6 +395,19 @@ class Resizer:
         self._parts.update(spawn_call_seconds=t1 - t0, merge_seconds=t2 - t1)
         return t2 - t0
 
+    def _spawn(self, n: int, hosts) -> MPI.Intercomm:
+        """``MPI_Comm_spawn_multiple`` of ``n`` new ranks of this program (one command per host)."""
+        cmds, argvs, counts, infos = _spawn_commands(n, hosts)
+        self._phase(f"spawning {n} ranks" + (f" on {','.join(sorted(set(hosts)))}" if hosts else ""))
+        try:
+            return self.comm.Spawn_multiple(cmds, argvs, counts, infos, root=0)
+        except MPI.Exception as e:
+            raise ResizeError(f"spawn of {n} ranks failed: {e.Get_error_string()}") from e
+        finally:
+            for i in infos:
+                if i != MPI.INFO_NULL:
+                    i.Free()
+
     def redistribute(self) -> float:
         """Move every registered array to its layout at the current size. Collective; returns seconds.
 
@@ -368,15 +417,37 @@ class Resizer:
         old = join[0] if join else None
         t0 = time.perf_counter()
         self._phase("redistributing the arrays")
+        ranks, keys = tuple(range(self.size)), self._keys
         if join:
-            self._hand_over(old)
+            state = self._hand_over(old)
+            ranks, keys = state.ranks, list(state.keys)
         for reg in self.arrays.values():
             src = reg.layout
             dst = reg.rule(self.size)
-            new = redistribute(self.comm, src, reg.local, dst, src_ranks=range(src.nprocs), method=self.method)
-            reg.dist = DistArray(dst, new, self.comm, tuple(range(dst.nprocs)))
+            new = redistribute(self.comm, src, reg.local, dst, src_ranks=range(src.nprocs), dst_ranks=ranks,
+                               method=self.method)
+            reg.dist = DistArray(dst, new, self.comm, ranks)
         dt = self.comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+        self._renumber(ranks, keys)
         return dt
+
+    def _positions(self, q: int, candidates) -> tuple[int, ...]:
+        """Rank 0: the comm rank of every position at size ``q`` (:func:`reshape.placement.choose`)."""
+        return placement.choose(((r.layout, r.rule(q), r.local.dtype.itemsize) for r in self.arrays.values()),
+                                candidates, self.relabel)
+
+    def _renumber(self, ranks: tuple[int, ...], keys: list[placement.Seniority]) -> None:
+        """After the arrays moved to ``ranks``: make comm rank ``j`` the holder of position ``j``. Collective."""
+        if tuple(ranks) == tuple(range(self.comm.size)):
+            self._keys = list(keys)
+            return
+        self._phase("renumbering the ranks")
+        new = placement.renumber(self.comm, ranks)
+        old, self.comm = self.comm, new
+        self._keys = [keys[r] for r in ranks]
+        for reg in self.arrays.values():
+            reg.dist = DistArray(reg.dist.layout, reg.dist.local, new, tuple(range(reg.dist.layout.nprocs)))
+        old.Free()
 
     def shrink_processors(self, nprocs: int) -> float:
         """Move the arrays to the first ``nprocs`` ranks and retire the others. Collective.
@@ -384,29 +455,39 @@ class Resizer:
         Returns the redistribution seconds on the ranks that stay; retired ranks
         do not return (they finalize MPI and raise ``SystemExit(0)``).
         """
-        problem = self._check_size(nprocs, "shrink") if self.rank == 0 else None
-        problem = bcast_obj(self.comm, problem)
+        t0 = time.perf_counter()
+        problem, ranks = (self._check_size(nprocs, "shrink"), ()) if self.rank == 0 else (None, ())
+        if self.rank == 0 and problem is None:
+            ranks = self._positions(nprocs, placement.staying(self._keys, nprocs))
+        problem, ranks = bcast_obj(self.comm, (problem, ranks))
         if problem:
             raise ResizeError(problem)
-        t0 = time.perf_counter()
-        keep = self.rank < nprocs
+        keep = self.rank in ranks
         self._phase("redistributing the arrays")
         for reg in self.arrays.values():
             dst = reg.rule(nprocs)
             new = redistribute(self.comm, reg.layout, reg.local, dst, src_ranks=range(reg.layout.nprocs),
-                               method=self.method)
-            reg.dist = DistArray(dst, new, self.comm, tuple(range(nprocs)))
+                               dst_ranks=ranks, method=self.method)
+            reg.dist = DistArray(dst, new, self.comm, ranks)
         dt = self.comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
         self._phase("retiring ranks")
         if not keep:
             faults.hit("retire", self.rank, self.size)
-        new_comm = self.comm.Split(0 if keep else MPI.UNDEFINED, self.rank)
-        self.comm.Disconnect()
-        if not keep:
-            self._retire()
+        hosts = self.comm.gather(socket.gethostname(), root=0) if self.reuse else None
+        new_comm = placement.renumber(self.comm, ranks)
+        if not self.reuse:
+            self.comm.Disconnect()
+            if not keep:
+                self._retire()
+        elif keep:  # the old communicator stays: the retired ranks wait on it (reshape.parking)
+            retired = {r: hosts[r] for r in range(self.size) if r not in ranks} if self.rank == 0 else {}
+            self._reserve.keep(self.comm, retired)
+        else:
+            self._park()
         self.comm = new_comm
+        self._keys = [self._keys[r] for r in ranks]
         for reg in self.arrays.values():
-            reg.dist = DistArray(reg.dist.layout, reg.dist.local, new_comm, reg.dist.ranks)
+            reg.dist = DistArray(reg.dist.layout, reg.dist.local, new_comm, tuple(range(nprocs)))
         return dt
 
     # ------------------------------------------------------------ simple API
@@ -423,7 +504,10 @@ class Resizer:
             result, advice = self._switch(), None
         else:
             advice = self.contact_scheduler()
-            result = self._act(advice, old)
+            try:
+                result = self._act(advice, old)
+            except _CalledBack as back:  # this rank was parked by a shrink and an expansion took it back
+                result = back.result
         self.results.append(result)
         if self.rank == 0:
             if result.error:
@@ -476,13 +560,14 @@ class Resizer:
             self._disarm()
 
     def finish(self, status: str = "done") -> None:
-        """Tell the scheduler the job ended. Collective.
+        """Tell the scheduler the job ended. Collective; call it once, after the last iteration.
 
         A background expansion still waiting for its switch completes first, so
         the ranks it spawned are not left waiting.
         """
         if self._pending is not None:
             self.results.append(self._switch())
+        self._release_parked()
         barrier(self.comm)
         if self.rank == 0 and self.advisor:
             try:
@@ -521,6 +606,7 @@ class Resizer:
             state = _JoinState(
                 iteration=self.iteration + 1, values={}, history=[], old_size=old, background=moving,
                 arrays=[(r.name, r.layout, r.rule(nprocs), str(r.local.dtype)) for r in self.arrays.values()],
+                ranks=tuple(range(nprocs)), keys=tuple(placement.grown(self._keys, nprocs - old)),
             )
         pend = _Pending(old, nprocs, self.comm.Dup(), advice.reason)
         pend.thread = threading.Thread(target=self._spawn_behind, args=(pend, hosts, state, moving),
@@ -600,6 +686,7 @@ class Resizer:
                 reg.dist = DistArray(dst, new, merged, tuple(range(dst.nprocs)))
             dt = merged.allreduce(time.perf_counter() - t0, op=MPI.MAX)
             self._replace_comm(merged)
+            self._keys = placement.grown(self._keys, pend.new - pend.old)
             return ResizeResult("expand", pend.old, merged.size, pend.start_seconds + dt, pend.spawn_seconds,
                                 reason=pend.reason)
         except Exception as e:
@@ -693,18 +780,48 @@ class Resizer:
             reg.dist = DistArray(reg.dist.layout, reg.dist.local, new, reg.dist.ranks)
         old.Disconnect()
 
+    def _park(self) -> None:
+        """A rank retired with reuse on: wait on the old communicator until called back or told to leave.
+
+        Called back, it joins the running ranks as a spawned rank does and unwinds
+        to ``resize()`` (:class:`_CalledBack`); told to leave, it retires.
+        """
+        pool = self.comm
+        self._disarm()
+        members = parking.park(pool)
+        if members is None:
+            self._retire()
+        t0 = time.perf_counter()
+        inter = parking.rejoin(pool, members)
+        self._reserve.keep(pool, {})
+        old = inter.Get_remote_size()
+        self._join(inter)
+        for name, (lay, local) in self._pending_arrays.items():
+            self.arrays[name].dist = DistArray(lay, local, self.comm, tuple(range(lay.nprocs)))
+        self._pending_arrays.clear()
+        if self._in_body:  # the loop's own increment brings it to the job's next iteration
+            self.iteration -= 1
+        raise _CalledBack(ResizeResult("expand", old, self.size, spawn_seconds=time.perf_counter() - t0,
+                                       reason="called back from the parked ranks"))
+
+    def _release_parked(self) -> None:
+        """Rank 0: tell the parked ranks to leave (finish(), or the interpreter's exit without it)."""
+        if self.rank == 0 and self._reserve.parked:
+            self._reserve.release()
+
     def _retire(self) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         MPI.Finalize()
         raise SystemExit(0)
 
-    def _hand_over(self, old: int) -> None:
-        """Running ranks, after an expansion: send the new ranks the job's state (rank 0's).
+    def _hand_over(self, old: int) -> _JoinState:
+        """Running ranks, after an expansion: send the new ranks the job's state (rank 0's); returns it.
 
         One allreduce and one broadcast: the allreduce carries the size of the
         pickled state from rank 0 and, from the new ranks, when they started
-        (the parts of the expansion, :data:`EXPAND_PARTS`).
+        (the parts of the expansion, :data:`EXPAND_PARTS`). The state carries
+        the placement of the new layouts' positions, which every rank needs.
         """
         t0 = time.perf_counter()
         data = None
@@ -712,17 +829,21 @@ class Resizer:
             state = _JoinState(
                 iteration=self.iteration + (1 if self._in_body else 0), values=self.values,
                 arrays=[(r.name, r.layout, r.rule(self.size), str(r.local.dtype)) for r in self.arrays.values()],
-                history=self.history, old_size=old,
+                history=self.history, old_size=old, ranks=self._positions(self.size, range(self.size)),
+                keys=tuple(placement.grown(self._keys, self.size - old)),
             )
             data = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
         head = _exchange_head(self.comm, len(data) if data is not None else 0, 0.0, 0.0, 0.0)
-        _bcast_bytes(self.comm, data, int(head[0]))
+        data = _bcast_bytes(self.comm, data, int(head[0]))
+        if self.rank != 0:
+            state = pickle.loads(data)
         spawned_at, init_age, ready_age = head[1], head[2], head[3]
         parts = self._parts
         parts["handover_seconds"] = time.perf_counter() - t0
         if "_wall" in parts and spawned_at > 0:
             parts.update(launch_seconds=max(0.0, spawned_at - parts["_wall"]), startup_seconds=init_age,
                          ready_seconds=ready_age)
+        return state
 
     def _join(self, parent: MPI.Intercomm) -> None:
         """Run on a spawned rank: merge, take the state, receive the array blocks.
@@ -746,7 +867,8 @@ class Resizer:
         self.values = state.values
         self.history = [*state.history, merged.size]
         self.joined = True
-        moves = {name: (dst, start(merged, src, None, dst, src_ranks=range(src.nprocs)))
+        ranks = state.ranks or tuple(range(merged.size))
+        moves = {name: (dst, start(merged, src, None, dst, src_ranks=range(src.nprocs), dst_ranks=ranks))
                  for name, src, dst, _dtype in state.arrays if name in state.background}
         if state.background:
             # The running ranks finish an iteration before they switch: wait without
@@ -760,9 +882,11 @@ class Resizer:
             if name in moves:
                 new = moves[name][1].wait()
             else:
-                new = redistribute(merged, src, None, dst, src_ranks=range(src.nprocs), method=self.method)
+                new = redistribute(merged, src, None, dst, src_ranks=range(src.nprocs), dst_ranks=ranks,
+                                   method=self.method)
             self._pending_arrays[name] = (dst, new)
         merged.allreduce(0.0, op=MPI.MAX)  # matches the parents' timing reduction
+        self._renumber(ranks, list(state.keys))
         self._disarm()
 
 
@@ -874,6 +998,7 @@ def init(
     sizes: Callable[[int], bool] | None = None,
     max_procs: int | None = None,
     background: bool | None = None,
+    reuse: bool | None = None,
 ) -> Resizer:
     """Start (or, on a spawned rank, join) the resizable job. Call once per process.
 
@@ -886,7 +1011,9 @@ def init(
     ``circulant``; ``checkpoint`` and ``alltoallv`` are the baselines).
     ``background`` (default from ``RESHAPE_BACKGROUND=1``) moves the arrays
     registered ``constant=True`` while the job keeps iterating on its old
-    ranks after an expansion (:meth:`Resizer.resize`).
+    ranks after an expansion (:meth:`Resizer.resize`). ``reuse`` (default from
+    ``RESHAPE_REUSE=1``) parks the ranks a shrink retires and calls them back at
+    a later expansion instead of spawning (:mod:`reshape.parking`).
     ``RESHAPE_RESIZE_TIMEOUT`` bounds each resize (seconds, default 120): a
     resize still under way then aborts the job with the reason reported, as
     does an uncaught exception on any rank (``RESHAPE_ABORT_ON_ERROR=0``
@@ -895,20 +1022,23 @@ def init(
     global _RUNTIME
     if _RUNTIME is not None:
         return _RUNTIME
-    if allow_new_sizes is None:
-        allow_new_sizes = os.environ.get(E.ALLOW_NEW_SIZES, "") in ("1", "true", "yes")
-    if max_procs is None and os.environ.get(E.MAX_PROCS):
-        max_procs = int(os.environ[E.MAX_PROCS])
-    method = os.environ.get(E.REDIST_METHOD, "circulant")
-    if background is None:
-        background = os.environ.get(E.BACKGROUND, "") in ("1", "true", "yes")
-    timeout = resize_timeout()
-    faults.check()  # a malformed RESHAPE_FAULT fails on every rank before anything starts
     parent = MPI.Comm.Get_parent()
-    job_id = int(os.environ.get(E.JOB_ID, "0") or 0)
+    cfg = checks.job_settings(MPI.COMM_WORLD, parent != MPI.COMM_NULL, max_procs=max_procs)  # and RESHAPE_*
+    allow_new_sizes = cfg.allow_new_sizes if allow_new_sizes is None else allow_new_sizes
+    max_procs = cfg.max_procs if max_procs is None else max_procs
+    method, timeout, job_id, relabel = cfg.method, cfg.resize_timeout, cfg.job_id, cfg.relabel
+    background = cfg.background if background is None else background
+    reuse = cfg.reuse if reuse is None else reuse
+    if reuse and launchers.from_env().name == "slurm":
+        # nodes go back to Slurm empty: a rank parked there would be killed with its expander job
+        if MPI.COMM_WORLD.rank == 0 and parent == MPI.COMM_NULL:
+            print(f"[reshape] {E.REUSE}=1 ignored under the slurm launcher: nodes given back to Slurm must be "
+                  f"empty", file=sys.stderr, flush=True)
+        reuse = False
     if parent != MPI.COMM_NULL:
         called = time.time()
-        rt = Resizer(MPI.COMM_WORLD, None, job_id, allow_new_sizes, sizes, max_procs, method, timeout, background)
+        rt = Resizer(MPI.COMM_WORLD, None, job_id, allow_new_sizes, sizes, max_procs, method, timeout, background,
+                     relabel, reuse)
         install_excepthook(rt._report_abort, lambda: rt.rank)
         rt._started = (_process_start(), called)
         rt._join(parent)
@@ -917,7 +1047,13 @@ def init(
         adv = None
         if comm.rank == 0:
             adv = advisor if advisor is not None else advisor_from_env()
-        rt = Resizer(comm, adv, job_id, allow_new_sizes, sizes, max_procs, method, timeout, background)
+        rt = Resizer(comm, adv, job_id, allow_new_sizes, sizes, max_procs, method, timeout, background, relabel,
+                     reuse)
+        rt._keys = [(0, r) for r in range(comm.size)]
+        if reuse and comm.rank == 0:
+            atexit.register(rt._release_parked)  # parked ranks must not outlive a program that skips finish()
         install_excepthook(rt._report_abort, lambda: rt.rank)
+        if adv is not None and relabel and method == "circulant":
+            placement.prefetch()  # the solver's import (scipy) runs during the first iterations, not in a resize
     _RUNTIME = rt
     return rt

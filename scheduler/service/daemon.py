@@ -19,6 +19,7 @@ import faulthandler
 import gc
 import os
 import queue
+import re
 import signal
 import socket
 import subprocess
@@ -63,6 +64,7 @@ __all__ = ["DEFAULT_ENDPOINT", "Daemon", "job_endpoint"]
 # a Unix socket in the state directory: local peers only, each identified by its uid (docs/cluster.md)
 DEFAULT_ENDPOINT = "ipc://" + os.path.join(E.default_state_dir(), "daemon.sock")
 HARD_MAX_BYTES = 1 << 20  # zmq.MAXMSGSIZE: larger frames drop the connection, smaller get an error reply
+_ERROR_LINE = re.compile(r"^[\w.]*(Error|Exception|Exit)\b.*: ")  # Python's last traceback line
 MONITOR_GRACE = 3.0  # seconds a watched mpiexec gets to exit after its first node's monitor saw the job end
 
 
@@ -123,7 +125,8 @@ class Daemon:
                  workdir: str | None = None, app_params: dict[str, Any] | None = None,
                  remap_params: dict[str, Any] | None = None, node_timeout: float = 5.0,
                  require_monitors: bool = False, keys: str | None = None, launcher: str | None = None,
-                 slurm_grow: dict[str, float] | None = None, overtime: float = 30.0):
+                 slurm_grow: dict[str, float] | None = None, overtime: float = 30.0, listen: bool = False):
+        """``listen``: bind the endpoint (:meth:`listen`) before creating anything in ``state_dir``."""
         # policies and keys first: a bad name, parameter or key fails before anything is created
         app_pol, remap_pol = _policy(app_policy, app, app_params), _policy(remap_policy, remap, remap_params)
         if not node_timeout > 0:
@@ -134,9 +137,14 @@ class Daemon:
         self.keys_dir = keys_dir_for(endpoint, keys)
         self.server_keys = load_server_keys(self.keys_dir) if self.keys_dir else None
         self.keys_dir = os.path.abspath(self.keys_dir) if self.keys_dir else None
+        self.endpoint = endpoint
+        self.gate: Gatekeeper | None = None
+        self._ctx: zmq.Context | None = None
+        self._sock: zmq.Socket | None = None
+        if listen:
+            self.listen()
         self.state_dir = os.path.abspath(state_dir)
         os.makedirs(os.path.join(self.state_dir, "logs"), exist_ok=True)
-        self.endpoint = endpoint
         self.tick_every = tick
         self.workdir = workdir or os.getcwd()
         self.journal = Journal(os.path.join(self.state_dir, "journal.sqlite"))
@@ -181,7 +189,6 @@ class Daemon:
         self.stopping = False
         self.kill_on_stop = False  # ``stop --kill-jobs``: nothing may be left running, nothing launched
         self._last_adopted_check = 0.0
-        self.gate: Gatekeeper | None = None
         self.warnings: list[str] = [f"journal record set aside (table quarantine): {q}"
                                     for q in self.journal.quarantined]
         self.slurm_error: str | None = None  # the last failed Slurm command (status shows it)
@@ -385,6 +392,21 @@ class Daemon:
         return {"total_slots": s.pool.capacity, "now": now, "jobs": jobs, "events": events,
                 "node_events": nodes, "jobs_total": len(s.jobs)}
 
+    def _last_words(self, job_id: int, rc: int) -> str | None:
+        """A failed job's reason when it reported none: its exit code and the error its log ends with."""
+        if rc == 0:
+            return None
+        try:
+            with open(self.log_path(job_id), "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 8192))
+                lines = [ln.strip() for ln in f.read().decode("utf-8", "replace").splitlines() if ln.strip()]
+        except OSError:
+            return None
+        errors = [ln for ln in lines if _ERROR_LINE.match(ln)]
+        last = (errors or lines or [""])[-1]
+        return f"exit code {rc}: {last[:200]}" if last else None
+
     def _log_tail(self, job_id: int, tail: int) -> str:
         if job_id not in self.state.jobs:
             raise StateError("unknown_job", f"no job {job_id}")
@@ -445,7 +467,8 @@ class Daemon:
                 continue
             del self.procs[jid]
             self._strays.put(job_tag(self.state_dir, jid))  # stray ranks of a crashed job
-            acts += self.state.exited(jid, rc, now)
+            j = self.state.jobs.get(jid)
+            acts += self.state.exited(jid, rc, now, self._last_words(jid, rc) if j and not j.error else None)
         acts += self.state.check_nodes(now)
         acts += self.state.check_resizes(now)
         acts += self.state.expire(now, self.overtime)
@@ -515,6 +538,38 @@ class Daemon:
         s.node_events = []
 
     # ------------------------------------------------------------------ loop
+    def listen(self) -> None:
+        """Bind the daemon's socket; OSError saying why when the endpoint is taken or unusable.
+
+        ``reshape daemon`` calls this (``listen=True``) before anything is written to the state
+        directory, so a second daemon on a busy endpoint leaves no trace; :meth:`serve` otherwise.
+        """
+        ctx = zmq.Context()
+        sock = ctx.socket(zmq.ROUTER)
+        sock.setsockopt(zmq.MAXMSGSIZE, HARD_MAX_BYTES)
+        sock.setsockopt(zmq.LINGER, 1000)
+        sock.setsockopt(zmq.ROUTER_MANDATORY, 0)
+        local = self.endpoint.startswith("ipc://")
+        try:
+            if local:
+                _claim_socket(self.endpoint[len("ipc://"):])
+            if self.server_keys is not None or local:  # CURVE keys, or the kernel's word on local peers
+                self.gate = Gatekeeper(ctx, sock, self.server_keys)
+            sock.bind(self.endpoint)
+        except (OSError, zmq.ZMQError) as e:
+            if self.gate is not None:
+                self.gate.close()
+                self.gate = None
+            sock.close(linger=0)
+            ctx.term()
+            why = "address already in use (another daemon? stop it, or choose another --endpoint)" \
+                if getattr(e, "errno", None) == zmq.EADDRINUSE else str(e)
+            raise OSError(f"cannot listen on {self.endpoint}: {why}") from None
+        if local and self.server_keys is None:  # every local user may connect, and is identified
+            with contextlib.suppress(OSError):
+                os.chmod(self.endpoint[len("ipc://"):], 0o666)
+        self._ctx, self._sock = ctx, sock
+
     def serve(self) -> None:
         """The loop: a batch of requests -> one journal commit -> the replies -> launches.
 
@@ -525,20 +580,9 @@ class Daemon:
         session ids are committed after. ``SIGUSR1`` dumps every thread's stack
         to the daemon's stderr (for a daemon that seems stuck).
         """
-        ctx = zmq.Context()
-        sock = ctx.socket(zmq.ROUTER)
-        sock.setsockopt(zmq.MAXMSGSIZE, HARD_MAX_BYTES)
-        sock.setsockopt(zmq.LINGER, 1000)
-        sock.setsockopt(zmq.ROUTER_MANDATORY, 0)
-        local = self.endpoint.startswith("ipc://")
-        if local:
-            _claim_socket(self.endpoint[len("ipc://"):])
-        if self.server_keys is not None or local:  # CURVE keys, or the kernel's word on local peers
-            self.gate = Gatekeeper(ctx, sock, self.server_keys)
-        sock.bind(self.endpoint)
-        if local and self.server_keys is None:  # every local user may connect, and is identified
-            with contextlib.suppress(OSError):
-                os.chmod(self.endpoint[len("ipc://"):], 0o666)
+        if self._sock is None:
+            self.listen()
+        ctx, sock = self._ctx, self._sock
         with open(os.path.join(self.state_dir, "daemon.pid"), "w") as f:
             f.write(f"{os.getpid()}\n{self.endpoint}\n")
         signal.signal(signal.SIGTERM, self._on_sigterm)
