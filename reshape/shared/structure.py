@@ -268,10 +268,20 @@ def plan_memory(app: AppStructure, rows: int, memory: int) -> dict[str, int | No
 
 
 def max_resident_rows(app: AppStructure, memory: int) -> int:
-    """The most rows whose resident arrays fit in ``memory`` beside the replicated data
-    (``app.rows`` when the structure has no resident array)."""
+    """The most rows a node with ``memory`` bytes can run when the structure has resident arrays:
+    those in core for its rows, plus one row of every array that goes out of core
+    (:func:`plan_memory` succeeds up to there, and fails beyond). ``app.rows`` when the
+    structure has no resident array (its limits, if any, are :func:`plan_memory`'s errors)."""
     per_row = sum(a.row_bytes for a in app.arrays if a.distributed and a.resident)
-    left = memory - sum(a.rows * a.row_bytes for a in app.arrays if not a.distributed)
     if not per_row:
         return app.rows
-    return max(0, min(app.rows, left // per_row))
+    left = memory - sum(a.rows * a.row_bytes for a in app.arrays if not a.distributed)
+    lo, hi = 0, max(0, min(app.rows, left // per_row))
+    while lo < hi:  # plan_memory's success is monotone in the rows
+        mid = (lo + hi + 1) // 2
+        try:
+            plan_memory(app, mid, memory)
+            lo = mid
+        except StructureError:
+            hi = mid - 1
+    return lo
