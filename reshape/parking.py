@@ -33,7 +33,10 @@ from dataclasses import dataclass, field
 
 from mpi4py import MPI
 
-__all__ = ["Pool", "Reserve", "park", "rejoin"]
+from reshape.darray import DistArray
+from reshape.results import ResizeResult
+
+__all__ = ["CalledBack", "Parking", "Pool", "Reserve", "park", "rejoin"]
 
 TAG_WORD = 7301  # rank 0 -> a parked rank: ("join", members) or ("exit",)
 TAG_GROUP = 7302  # MPI_Comm_create_group among the ranks called back
@@ -126,3 +129,44 @@ def rejoin(pool: MPI.Intracomm, members: tuple[int, ...]) -> MPI.Intercomm:
     inter = mine.Create_intercomm(0, pool, 0, TAG_INTER)
     mine.Free()
     return inter
+
+
+class CalledBack(BaseException):
+    """A parked rank was called back by an expansion: unwinds its shrink; ``resize()`` returns ``result``."""
+
+    def __init__(self, result: ResizeResult):
+        super().__init__(result)
+        self.result = result
+
+
+class Parking:
+    """The parking steps of :class:`reshape.runtime.Resizer` (a mixin over its attributes)."""
+
+    def _park(self) -> None:
+        """A rank retired with reuse on: wait on the old communicator until called back or told to leave.
+
+        Called back, it joins the running ranks as a spawned rank does and unwinds
+        to ``resize()`` (:class:`CalledBack`); told to leave, it retires.
+        """
+        pool = self.comm
+        self._disarm()
+        members = park(pool)
+        if members is None:
+            self._retire()
+        t0 = time.perf_counter()
+        inter = rejoin(pool, members)
+        self._reserve.keep(pool, {})
+        old = inter.Get_remote_size()
+        self._join(inter)
+        for name, (lay, local) in self._pending_arrays.items():
+            self.arrays[name].dist = DistArray(lay, local, self.comm, tuple(range(lay.nprocs)))
+        self._pending_arrays.clear()
+        if self._in_body:  # the loop's own increment brings it to the job's next iteration
+            self.iteration -= 1
+        raise CalledBack(ResizeResult("expand", old, self.size, spawn_seconds=time.perf_counter() - t0,
+                                       reason="called back from the parked ranks"))
+
+    def _release_parked(self) -> None:
+        """Rank 0: tell the parked ranks to leave (finish(), or the interpreter's exit without it)."""
+        if self.rank == 0 and self._reserve.parked:
+            self._reserve.release()

@@ -53,11 +53,8 @@ from __future__ import annotations
 
 import atexit
 import os
-import pickle
 import socket
-import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -65,166 +62,24 @@ from dataclasses import dataclass, field
 import numpy as np
 from mpi4py import MPI
 
-from reshape import checks, faults, launchers, parking, placement
+from reshape import checks, faults, launchers, placement
 from reshape import jobenv as E
 from reshape.advice import ENV_SCHEDULER, Advice, Advisor, ResizeReport, advisor_from_env
-from reshape.darray import DistArray
-from reshape.layout import Layout, LayoutError, block, block_cyclic_1d, block_cyclic_2d, nearly_square_grid
-from reshape.mpiutil import barrier, bcast_obj, wait
+from reshape.background import Background, Pending
+from reshape.darray import DistArray, LayoutRule, Registered, layout_rule
+from reshape.layout import Layout, LayoutError, nearly_square_grid
+from reshape.mpiutil import barrier, bcast_obj
+from reshape.parking import CalledBack, Parking, Reserve
 from reshape.protocol import MAX_SIZES
-from reshape.redistribute import redistribute, start
+from reshape.redistribute import redistribute
+from reshape.results import EXPAND_PARTS, ResizeError, ResizeResult
+from reshape.spawning import Joining, check_hosts, process_start
 from reshape.watchdog import DEFAULT_TIMEOUT, Watchdog, abort, install_excepthook
 
 __all__ = ["EXPAND_PARTS", "Registered", "ResizeError", "ResizeResult", "Resizer", "init", "layout_rule"]
 
-LayoutRule = Callable[[int], Layout]
-
-
-class ResizeError(RuntimeError):
-    """A resize that cannot be done; the job continues at its current size."""
-
-
-class _CalledBack(BaseException):
-    """A parked rank was called back by an expansion: unwinds its shrink; ``resize()`` returns ``result``."""
-
-    def __init__(self, result: ResizeResult):
-        super().__init__(result)
-        self.result = result
-
-
-def layout_rule(
-    shape: tuple[int, ...], layout: str | LayoutRule = "rows", block_size: tuple[int, ...] | int | None = None
-) -> LayoutRule:
-    """A function ``p -> Layout`` for ``shape``.
-
-    ``layout`` is a callable, or one of ``"rows"`` (contiguous row blocks),
-    ``"cols"``, ``"rows-cyclic"`` / ``"cols-cyclic"`` (1-D block-cyclic with
-    ``block_size``), ``"2d"`` (block-cyclic over the nearly-square grid of
-    ``p``, ``block_size`` = (mb, nb), ScaLAPACK style).
-    """
-    if callable(layout):
-        return layout
-    shape = tuple(int(s) for s in shape)
-    bs = block_size
-    if layout == "rows":
-        return lambda p: block(shape, p, 0)
-    if layout == "cols":
-        return lambda p: block(shape, p, 1)
-    if layout in ("rows-cyclic", "cols-cyclic"):
-        nb = int(bs if isinstance(bs, int) else (bs or (1,))[0])
-        axis = 0 if layout == "rows-cyclic" else 1
-        return lambda p: block_cyclic_1d(shape, p, nb, axis)
-    if layout == "2d":
-        mb, nb = (bs, bs) if isinstance(bs, int) else (bs or (64, 64))
-        return lambda p: block_cyclic_2d(shape, nearly_square_grid(p), (mb, nb))
-    raise LayoutError(f"unknown layout {layout!r}: use rows, cols, rows-cyclic, cols-cyclic, 2d or a callable")
-
-
 @dataclass
-class Registered:
-    """A registered global array (:meth:`Resizer.register_array`); it survives resizes.
-
-    ``local``: this rank's current block, a numpy array (a new one after every
-    resize: read it afresh each iteration). ``layout``: how the global array is
-    split now (:class:`reshape.layout.Layout`; ``layout.global_indices(rank)``
-    gives a block's global indices). ``dist``: the underlying
-    :class:`reshape.darray.DistArray` (layout, local block, communicator and
-    the ranks holding it), replaced at each resize. ``rule``: the function
-    ``p -> Layout`` giving the layout at any size.
-    """
-
-    name: str
-    rule: LayoutRule
-    dist: DistArray
-    constant: bool = False  # never written after init: may move in the background (Resizer.background)
-
-    @property
-    def local(self) -> np.ndarray:
-        return self.dist.local
-
-    @property
-    def layout(self) -> Layout:
-        return self.dist.layout
-
-    def gather(self, root: int = 0) -> np.ndarray | None:
-        """The whole global array on rank ``root`` of ``rt.comm`` (``None`` on the others).
-
-        Collective: every rank must call it. It builds the full array in one
-        process's memory, so it is meant for checks and output of small data.
-        """
-        return self.dist.gather(root)
-
-
-@dataclass(frozen=True)
-class ResizeResult:
-    action: str  # "expand" | "shrink" | "continue" | "failed"
-    old: int
-    new: int
-    seconds: float = 0.0  # redistribution time (slowest rank), with the hand-over of an expansion
-    spawn_seconds: float = 0.0  # spawn + merge
-    error: str | None = None
-    reason: str = ""
-    # the parts of an expansion (rank 0's clock; 0.0 for other actions), see EXPAND_PARTS
-    spawn_call_seconds: float = 0.0
-    merge_seconds: float = 0.0
-    handover_seconds: float = 0.0
-    launch_seconds: float = 0.0
-    startup_seconds: float = 0.0
-    ready_seconds: float = 0.0
-
-
-EXPAND_PARTS = {
-    "spawn_call_seconds": "MPI_Comm_spawn_multiple on the running ranks (part of spawn_seconds)",
-    "merge_seconds": "MPI_Intercomm_merge and the disconnects (part of spawn_seconds)",
-    "handover_seconds": "the job's state to the new ranks (part of seconds)",
-    "launch_seconds": "spawn call -> the last new process started (the process manager)",
-    "startup_seconds": "a new process's start -> its runtime.init() (interpreter, imports, MPI_Init); slowest",
-    "ready_seconds": "a new process's start -> it calls MPI_Intercomm_merge; slowest",
-}
-
-
-@dataclass
-class _JoinState:
-    """What rank 0 sends to newly spawned ranks."""
-
-    iteration: int
-    values: dict
-    arrays: list[tuple[str, Layout, Layout, str]]  # name, old layout, new layout, dtype
-    history: list[int]
-    old_size: int
-    background: tuple[str, ...] = ()  # arrays moving in the background; the rest move at the switch
-    ranks: tuple[int, ...] = ()  # merged comm rank of every new layout position (reshape.placement)
-    keys: tuple[placement.Seniority, ...] = ()  # seniority of every merged comm rank
-
-
-@dataclass
-class _SwitchState:
-    """What rank 0 sends the new ranks when a background expansion switches over."""
-
-    iteration: int
-    values: dict
-    history: list[int]
-
-
-@dataclass
-class _Pending:
-    """An expansion under way behind the job's iteration (see :meth:`Resizer._expand_background`)."""
-
-    old: int
-    new: int
-    spawn_comm: MPI.Intracomm  # a duplicate of the job's communicator, for the helper thread
-    reason: str = ""
-    thread: threading.Thread | None = None
-    merged: MPI.Intracomm | None = None  # the communicator the job switches to
-    moves: dict[str, tuple[Layout, object]] = field(default_factory=dict)  # constant arrays in flight
-    spawn_seconds: float = 0.0
-    start_seconds: float = 0.0
-    refused: str | None = None  # the spawn was refused: the job carries on at its size
-    error: str | None = None  # anything else: the job is aborted at the switch
-
-
-@dataclass
-class Resizer:
+class Resizer(Joining, Background, Parking):
     """The per-process handle of a resizable job (see module docstring); :func:`init` makes it.
 
     ``comm`` is the job's communicator (a new one after every resize), ``rank``
@@ -261,12 +116,12 @@ class Resizer:
     _in_body: bool = False
     _dog: Watchdog | None = None  # bounds each resize (reshape.watchdog)
     _announced: tuple | None = None  # what the sizes last announced to the advisor were computed from
-    _pending: _Pending | None = None  # a background expansion waiting for its switch
+    _pending: Pending | None = None  # a background expansion waiting for its switch
     _end: int | None = None  # the loop's iteration count, when the job uses iterations()
     _parts: dict[str, float] = field(default_factory=dict)  # the parts of the expansion under way (EXPAND_PARTS)
     _started: tuple[float, float] | None = None  # spawned rank: (process start, runtime.init) epoch seconds
     _keys: list[placement.Seniority] = field(default_factory=list)  # seniority of every comm rank
-    _reserve: parking.Reserve = field(default_factory=parking.Reserve)  # pools of parked ranks (reshape.parking)
+    _reserve: Reserve = field(default_factory=Reserve)  # pools of parked ranks (reshape.parking)
 
     # ------------------------------------------------------------ basics
     @property
@@ -374,7 +229,7 @@ class Resizer:
         if self.rank == 0 and problem is None:
             back = self._reserve.pick(nprocs - old, hosts) if self.reuse else None
             if back is None:
-                problem = _check_hosts(hosts, nprocs - old)
+                problem = check_hosts(hosts, nprocs - old)
         problem, back = bcast_obj(self.comm, (problem, back))
         if problem:
             raise ResizeError(problem)
@@ -394,19 +249,6 @@ class Resizer:
         t2 = time.perf_counter()
         self._parts.update(spawn_call_seconds=t1 - t0, merge_seconds=t2 - t1)
         return t2 - t0
-
-    def _spawn(self, n: int, hosts) -> MPI.Intercomm:
-        """``MPI_Comm_spawn_multiple`` of ``n`` new ranks of this program (one command per host)."""
-        cmds, argvs, counts, infos = _spawn_commands(n, hosts)
-        self._phase(f"spawning {n} ranks" + (f" on {','.join(sorted(set(hosts)))}" if hosts else ""))
-        try:
-            return self.comm.Spawn_multiple(cmds, argvs, counts, infos, root=0)
-        except MPI.Exception as e:
-            raise ResizeError(f"spawn of {n} ranks failed: {e.Get_error_string()}") from e
-        finally:
-            for i in infos:
-                if i != MPI.INFO_NULL:
-                    i.Free()
 
     def redistribute(self) -> float:
         """Move every registered array to its layout at the current size. Collective; returns seconds.
@@ -506,7 +348,7 @@ class Resizer:
             advice = self.contact_scheduler()
             try:
                 result = self._act(advice, old)
-            except _CalledBack as back:  # this rank was parked by a shrink and an expansion took it back
+            except CalledBack as back:  # this rank was parked by a shrink and an expansion took it back
                 result = back.result
         self.results.append(result)
         if self.rank == 0:
@@ -553,9 +395,7 @@ class Resizer:
         except ResizeError as e:
             return ResizeResult("failed", old, self.size, error=str(e), reason=advice.reason)
         except Exception as e:
-            abort(f"{what} failed on rank {self.rank} ({self._dog.step}): {type(e).__name__}: {e}",
-                  self._report_abort)
-            raise  # not reached
+            self._abort_resize(what, e)
         finally:
             self._disarm()
 
@@ -575,127 +415,6 @@ class Resizer:
             except Exception as e:
                 print(f"[reshape] advisor error at finish: {e}", file=sys.stderr, flush=True)
 
-    # ------------------------------------------------------------ background expansion
-    def _overlap(self) -> bool:
-        """Whether this expansion moves data in the background: asked for, a constant array
-        to move, and an iteration left to overlap with."""
-        return (self.background and self.method == "circulant" and any(r.constant for r in self.arrays.values())
-                and (self._end is None or self.iteration + 1 < self._end))
-
-    def _expand_background(self, advice: Advice, old: int) -> ResizeResult:
-        """Start an expansion that runs behind the job's next iteration (MaM-style).
-
-        The checks run now (a refusal leaves the job as it is). Then a helper
-        thread on every running rank spawns the new ranks, merges with them,
-        hands them the state and starts moving the ``constant`` arrays, while
-        the application runs its next iteration on its old communicator and
-        layouts. The job switches to the new size at its next resize point
-        (:meth:`_switch`). Needs ``MPI_THREAD_MULTIPLE``; without it the spawn
-        runs here and only the data motion overlaps the iteration.
-        """
-        nprocs, hosts = advice.nprocs, tuple(advice.hosts)
-        problem = self._check_size(nprocs, "expand") if self.rank == 0 else None
-        if self.rank == 0 and problem is None:
-            problem = _check_hosts(hosts, nprocs - old)
-        problem = bcast_obj(self.comm, problem)
-        if problem:
-            raise ResizeError(problem)
-        moving = tuple(name for name, r in self.arrays.items() if r.constant)
-        state = None
-        if self.rank == 0:
-            state = _JoinState(
-                iteration=self.iteration + 1, values={}, history=[], old_size=old, background=moving,
-                arrays=[(r.name, r.layout, r.rule(nprocs), str(r.local.dtype)) for r in self.arrays.values()],
-                ranks=tuple(range(nprocs)), keys=tuple(placement.grown(self._keys, nprocs - old)),
-            )
-        pend = _Pending(old, nprocs, self.comm.Dup(), advice.reason)
-        pend.thread = threading.Thread(target=self._spawn_behind, args=(pend, hosts, state, moving),
-                                       name="reshape-expand", daemon=True)
-        self._pending = pend
-        if MPI.Query_thread() == MPI.THREAD_MULTIPLE:
-            pend.thread.start()
-        else:
-            pend.thread.run()
-        return ResizeResult("expanding", old, nprocs, reason=advice.reason)
-
-    def _spawn_behind(self, pend: _Pending, hosts: tuple[str, ...], state, moving: tuple[str, ...]) -> None:
-        """The helper thread of a background expansion: spawn, merge, hand over, start the moves."""
-        try:
-            t0 = time.perf_counter()
-            cmds, argvs, counts, infos = _spawn_commands(pend.new - pend.old, hosts)
-            try:
-                inter = pend.spawn_comm.Spawn_multiple(cmds, argvs, counts, infos, root=0)
-            except MPI.Exception as e:
-                pend.refused = f"spawn of {pend.new - pend.old} ranks failed: {e.Get_error_string()}"
-                return
-            finally:
-                for i in infos:
-                    if i != MPI.INFO_NULL:
-                        i.Free()
-            merged = inter.Merge(high=False)
-            inter.Disconnect()
-            pend.spawn_seconds = time.perf_counter() - t0
-            t1 = time.perf_counter()
-            data = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL) if state is not None else None
-            head = _exchange_head(merged, len(data) if data is not None else 0, 0.0, 0.0, 0.0)
-            _bcast_bytes(merged, data, int(head[0]))
-            for name in moving:
-                reg = self.arrays[name]
-                dst = reg.rule(merged.size)
-                pend.moves[name] = (dst, start(merged, reg.layout, reg.local, dst, src_ranks=range(reg.layout.nprocs)))
-            pend.start_seconds = time.perf_counter() - t1
-            pend.merged = merged
-        except BaseException as e:  # reported at the switch, where the job is aborted
-            pend.error = f"{type(e).__name__}: {e}"
-
-    def _switch(self) -> ResizeResult:
-        """Finish a background expansion at this resize point and continue on the new ranks.
-
-        Waits for the constant arrays, sends the new ranks the iteration counter
-        and values as they are now, moves the other arrays (blocking) and
-        replaces the communicator. Returns the expansion's result; its seconds
-        are the data motion outside the overlapped iteration.
-        """
-        pend, self._pending = self._pending, None
-        what = f"expand {pend.old}->{pend.new} (switch)"
-        self._arm(what)
-        try:
-            self._phase("waiting for the background spawn")
-            pend.thread.join()
-            pend.spawn_comm.Free()
-            if pend.refused:
-                return ResizeResult("failed", pend.old, self.size, error=pend.refused, reason=pend.reason)
-            if pend.error:
-                raise RuntimeError(f"background expansion: {pend.error}")
-            t0 = time.perf_counter()
-            merged = pend.merged
-            self._phase("completing the background redistribution")
-            done = {name: (dst, ex.wait()) for name, (dst, ex) in pend.moves.items()}
-            state = None
-            if self.rank == 0:
-                state = _SwitchState(self.iteration + (1 if self._in_body else 0), self.values, self.history)
-            bcast_obj(merged, state)
-            self._phase("redistributing the arrays")
-            for reg in self.arrays.values():
-                if reg.name in done:
-                    dst, new = done[reg.name]
-                else:
-                    dst = reg.rule(merged.size)
-                    new = redistribute(merged, reg.layout, reg.local, dst, src_ranks=range(reg.layout.nprocs),
-                                       method=self.method)
-                reg.dist = DistArray(dst, new, merged, tuple(range(dst.nprocs)))
-            dt = merged.allreduce(time.perf_counter() - t0, op=MPI.MAX)
-            self._replace_comm(merged)
-            self._keys = placement.grown(self._keys, pend.new - pend.old)
-            return ResizeResult("expand", pend.old, merged.size, pend.start_seconds + dt, pend.spawn_seconds,
-                                reason=pend.reason)
-        except Exception as e:
-            abort(f"{what} failed on rank {self.rank} ({self._dog.step}): {type(e).__name__}: {e}",
-                  self._report_abort)
-            raise  # not reached
-        finally:
-            self._disarm()
-
     # ------------------------------------------------------------ internals
     def _arm(self, what: str) -> None:
         if self._dog is None:
@@ -710,6 +429,11 @@ class Resizer:
     def _disarm(self) -> None:
         if self._dog is not None:
             self._dog.disarm()
+
+    def _abort_resize(self, what: str, e: BaseException) -> None:
+        """A resize failed once processes or data were in motion: abort the whole job, saying why (never returns)."""
+        abort(f"{what} failed on rank {self.rank} ({self._dog.step}): {type(e).__name__}: {e}", self._report_abort)
+        raise e  # not reached: abort ends the process
 
     def _report_abort(self, reason: str) -> None:
         """Tell the scheduler (any rank may) why the job is being aborted; bounded, best effort."""
@@ -780,213 +504,11 @@ class Resizer:
             reg.dist = DistArray(reg.dist.layout, reg.dist.local, new, reg.dist.ranks)
         old.Disconnect()
 
-    def _park(self) -> None:
-        """A rank retired with reuse on: wait on the old communicator until called back or told to leave.
-
-        Called back, it joins the running ranks as a spawned rank does and unwinds
-        to ``resize()`` (:class:`_CalledBack`); told to leave, it retires.
-        """
-        pool = self.comm
-        self._disarm()
-        members = parking.park(pool)
-        if members is None:
-            self._retire()
-        t0 = time.perf_counter()
-        inter = parking.rejoin(pool, members)
-        self._reserve.keep(pool, {})
-        old = inter.Get_remote_size()
-        self._join(inter)
-        for name, (lay, local) in self._pending_arrays.items():
-            self.arrays[name].dist = DistArray(lay, local, self.comm, tuple(range(lay.nprocs)))
-        self._pending_arrays.clear()
-        if self._in_body:  # the loop's own increment brings it to the job's next iteration
-            self.iteration -= 1
-        raise _CalledBack(ResizeResult("expand", old, self.size, spawn_seconds=time.perf_counter() - t0,
-                                       reason="called back from the parked ranks"))
-
-    def _release_parked(self) -> None:
-        """Rank 0: tell the parked ranks to leave (finish(), or the interpreter's exit without it)."""
-        if self.rank == 0 and self._reserve.parked:
-            self._reserve.release()
-
     def _retire(self) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         MPI.Finalize()
         raise SystemExit(0)
-
-    def _hand_over(self, old: int) -> _JoinState:
-        """Running ranks, after an expansion: send the new ranks the job's state (rank 0's); returns it.
-
-        One allreduce and one broadcast: the allreduce carries the size of the
-        pickled state from rank 0 and, from the new ranks, when they started
-        (the parts of the expansion, :data:`EXPAND_PARTS`). The state carries
-        the placement of the new layouts' positions, which every rank needs.
-        """
-        t0 = time.perf_counter()
-        data = None
-        if self.rank == 0:
-            state = _JoinState(
-                iteration=self.iteration + (1 if self._in_body else 0), values=self.values,
-                arrays=[(r.name, r.layout, r.rule(self.size), str(r.local.dtype)) for r in self.arrays.values()],
-                history=self.history, old_size=old, ranks=self._positions(self.size, range(self.size)),
-                keys=tuple(placement.grown(self._keys, self.size - old)),
-            )
-            data = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
-        head = _exchange_head(self.comm, len(data) if data is not None else 0, 0.0, 0.0, 0.0)
-        data = _bcast_bytes(self.comm, data, int(head[0]))
-        if self.rank != 0:
-            state = pickle.loads(data)
-        spawned_at, init_age, ready_age = head[1], head[2], head[3]
-        parts = self._parts
-        parts["handover_seconds"] = time.perf_counter() - t0
-        if "_wall" in parts and spawned_at > 0:
-            parts.update(launch_seconds=max(0.0, spawned_at - parts["_wall"]), startup_seconds=init_age,
-                         ready_seconds=ready_age)
-        return state
-
-    def _join(self, parent: MPI.Intercomm) -> None:
-        """Run on a spawned rank: merge, take the state, receive the array blocks.
-
-        Bounded by the same deadline as the running ranks' resize.
-        """
-        old = parent.Get_remote_size()
-        faults.set_spawned()
-        self._arm(f"expand {old}->{old + MPI.COMM_WORLD.size}")
-        self._phase("a new rank merging with the running ranks")
-        ready = time.time()
-        faults.hit("join", MPI.COMM_WORLD.rank + old, old + MPI.COMM_WORLD.size, old)
-        merged = parent.Merge(high=True)
-        parent.Disconnect()
-        self.comm = merged
-        self._phase("a new rank receiving the arrays")
-        began, init = self._started or (ready, ready)
-        head = _exchange_head(merged, 0, began, init - began, ready - began)
-        state: _JoinState = pickle.loads(_bcast_bytes(merged, None, int(head[0])))
-        self.iteration = state.iteration
-        self.values = state.values
-        self.history = [*state.history, merged.size]
-        self.joined = True
-        ranks = state.ranks or tuple(range(merged.size))
-        moves = {name: (dst, start(merged, src, None, dst, src_ranks=range(src.nprocs), dst_ranks=ranks))
-                 for name, src, dst, _dtype in state.arrays if name in state.background}
-        if state.background:
-            # The running ranks finish an iteration before they switch: wait without
-            # spinning and without the resize deadline, then take the state as it is then.
-            self._disarm()
-            _wait_politely(moves.values())
-            sw: _SwitchState = bcast_obj(merged, None)
-            self._arm(f"expand {old}->{merged.size} (switch)")
-            self.iteration, self.values, self.history = sw.iteration, sw.values, [*sw.history, merged.size]
-        for name, src, dst, _dtype in state.arrays:
-            if name in moves:
-                new = moves[name][1].wait()
-            else:
-                new = redistribute(merged, src, None, dst, src_ranks=range(src.nprocs), dst_ranks=ranks,
-                                   method=self.method)
-            self._pending_arrays[name] = (dst, new)
-        merged.allreduce(0.0, op=MPI.MAX)  # matches the parents' timing reduction
-        self._renumber(ranks, list(state.keys))
-        self._disarm()
-
-
-def _wait_politely(moves, max_sleep: float = 1e-3) -> None:
-    """Progress background redistributions until done, sleeping between tests (a spawned rank idles here)."""
-    delay = 1e-5
-    while not all([ex.test() for _, ex in moves]):
-        time.sleep(delay)
-        delay = min(2 * delay, max_sleep)
-
-
-def _exchange_head(comm: MPI.Intracomm, nbytes: int, start: float, init_age: float, ready_age: float) -> np.ndarray:
-    """The hand-over's first step: max over ranks of (state bytes, a new rank's start epoch, its ages)."""
-    out = np.zeros(4)
-    wait(comm.Iallreduce(np.array([nbytes, start, init_age, ready_age], dtype=np.float64), out, MPI.MAX))
-    return out
-
-
-def _bcast_bytes(comm: MPI.Intracomm, data: bytes | None, n: int) -> bytes:
-    """Broadcast ``n`` bytes from rank 0 (``data`` there), waiting politely."""
-    buf = np.frombuffer(data, dtype=np.uint8) if comm.rank == 0 else np.empty(n, dtype=np.uint8)
-    wait(comm.Ibcast(buf, 0))
-    return data if comm.rank == 0 else buf.tobytes()
-
-
-def _process_start() -> float:
-    """When this process started, epoch seconds (Linux: /proc, 10 ms resolution; else now)."""
-    now = time.time()
-    try:
-        with open("/proc/self/stat") as fh:
-            ticks = int(fh.read().rsplit(")", 1)[1].split()[19])
-        return now - (time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK"))
-    except (OSError, ValueError, IndexError, AttributeError):
-        return now
-
-
-def _check_hosts(hosts, n: int, timeout: float = 5.0) -> str | None:
-    """Refuse hosts Hydra could not launch on, before spawning.
-
-    A host that resolves but cannot be reached makes Hydra abort the whole job
-    (MPICH 5: "Launch proxy failed"), so each remote host is probed first with
-    the launcher Hydra will use (:meth:`reshape.launchers.Launcher.probe`). The
-    probe must succeed within ``timeout`` seconds.
-    """
-    if not hosts:
-        return None
-    launcher = launchers.from_env()
-    if len(hosts) != n:
-        return f"{len(hosts)} hosts given for {n} new ranks"
-    for h in sorted(set(hosts)):
-        try:
-            socket.getaddrinfo(h, None)
-        except OSError:
-            return f"unknown host {h!r}: cannot resolve it"
-        cmd = launcher.probe(h, timeout)
-        if cmd is None:
-            continue
-        try:
-            r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
-        except FileNotFoundError:
-            return f"host {h!r} is not reachable: launcher {cmd[0]!r} not found"
-        except subprocess.TimeoutExpired:
-            return f"host {h!r} is not reachable: {' '.join(cmd[:1])} probe timed out after {timeout:.0f}s"
-        if r.returncode != 0:
-            why = (r.stderr or r.stdout).decode(errors="replace").strip().splitlines()
-            return f"host {h!r} is not reachable by the launcher ({why[-1] if why else f'exit {r.returncode}'})"
-    return None
-
-
-def _program() -> list[str]:
-    """argv that restarts this program: ``python -m module args`` or ``python script args``."""
-    main = sys.modules.get("__main__")
-    spec = getattr(main, "__spec__", None)
-    if spec is not None and spec.name and spec.name != "__main__":
-        name = spec.name[: -len(".__main__")] if spec.name.endswith(".__main__") else spec.name
-        return ["-m", name, *sys.argv[1:]]
-    return [os.path.abspath(sys.argv[0]), *sys.argv[1:]]
-
-
-def _spawn_commands(n: int, hosts) -> tuple[list[str], list[list[str]], list[int], list[MPI.Info]]:
-    argv = _program()
-    if not hosts:
-        info = MPI.Info.Create()
-        info.Set("wdir", os.getcwd())
-        return [sys.executable], [argv], [n], [info]
-    order: list[str] = []
-    count: dict[str, int] = {}
-    for h in hosts:
-        if h not in count:
-            order.append(h)
-            count[h] = 0
-        count[h] += 1
-    infos = []
-    for h in order:
-        info = MPI.Info.Create()
-        info.Set("host", h)
-        info.Set("wdir", os.getcwd())
-        infos.append(info)
-    return [sys.executable] * len(order), [argv] * len(order), [count[h] for h in order], infos
-
 
 _RUNTIME: Resizer | None = None
 
@@ -1040,7 +562,7 @@ def init(
         rt = Resizer(MPI.COMM_WORLD, None, job_id, allow_new_sizes, sizes, max_procs, method, timeout, background,
                      relabel, reuse)
         install_excepthook(rt._report_abort, lambda: rt.rank)
-        rt._started = (_process_start(), called)
+        rt._started = (process_start(), called)
         rt._join(parent)
     else:
         comm = MPI.COMM_WORLD.Dup()

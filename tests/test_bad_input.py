@@ -34,6 +34,7 @@ def test_uncaught_error_ends_the_job_once_without_abort(mpirun):
     assert res.returncode == 1, res.stderr
     assert res.stderr.count("UsageError: register_array('shape-differs'): every rank must pass the same shape") == 1
     assert "MPI_Abort" not in res.stderr and "aborting" not in res.stderr
+    assert not res.leftovers  # every rank exited by itself
 
 
 @pytest.mark.parametrize("env, text", [
@@ -47,4 +48,4 @@ def test_bad_environment_fails_on_every_rank(mpirun, env, text):
     res = mpirun(2, ["examples/heat.py", "--n", "16", "--steps", "2"], env=env, timeout=60, check=False)
     assert res.returncode == 1, (res.returncode, res.stdout, res.stderr)
     assert res.stderr.count(f"UsageError: reshape.init(): {text}") == 1, res.stderr
-    assert "sha256" not in res.stdout
+    assert "sha256" not in res.stdout and not res.leftovers

@@ -61,3 +61,20 @@ def test_failed_job_shows_its_reason_and_where_its_log_is(daemon):
     assert [str(ok), "fine", "done"] in rows and [str(jid), "bad", "failed"] in rows
     log = cli("log", str(jid), "--endpoint", d.endpoint)
     assert "RESHAPE_MAX_PROCS='abc'" in log.stdout
+
+
+def test_a_command_waits_for_a_daemon_that_is_starting(daemon, tmp_path):
+    import threading
+
+    from reshape.client import Connection
+
+    endpoint = f"ipc://{tmp_path}/d.sock"
+    got = {}
+    conn = Connection(endpoint, timeout=10.0, fail_fast=3.0)
+    asker = threading.Thread(target=lambda: got.update(reply=conn.request("ping").body))
+    asker.start()
+    time.sleep(0.5)  # refused meanwhile: no socket yet
+    daemon(2, endpoint=endpoint)
+    asker.join(15)
+    conn.close()
+    assert got.get("reply", {}).get("version"), got

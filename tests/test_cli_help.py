@@ -87,9 +87,9 @@ def test_a_refused_connection_fails_at_once():
     from reshape.client import Connection, SchedulerUnavailable
     from tests.helpers import free_port
 
-    conn = Connection(f"tcp://127.0.0.1:{free_port()}", timeout=10.0, fail_fast=True)
+    conn = Connection(f"tcp://127.0.0.1:{free_port()}", timeout=10.0, fail_fast=1.0)
     t0 = time.monotonic()
     with pytest.raises(SchedulerUnavailable, match=r"no scheduler daemon listens at tcp://127\.0\.0\.1:"):
         conn.request("ping")
-    assert time.monotonic() - t0 < 2.0
+    assert 1.0 <= time.monotonic() - t0 < 2.5
     conn.close()

@@ -22,6 +22,7 @@ from scheduler.service.slurm import SlurmError
 __all__ = ["add_commands", "request"]
 
 ENV_ENDPOINT = E.DAEMON
+REFUSED_PATIENCE = 2.0  # seconds a command waits for a daemon that refuses connections (one may be starting)
 
 
 def _default_endpoint() -> str:
@@ -34,7 +35,7 @@ def _default_state_dir() -> str:
 
 def request(endpoint: str, type_: str, body: dict[str, Any] | None = None, timeout: float = 5.0,
             keys: str | None = None) -> dict:
-    conn = Connection(endpoint, timeout, keys=keys, fail_fast=True)  # a dead daemon: fail at once
+    conn = Connection(endpoint, timeout, keys=keys, fail_fast=min(timeout, REFUSED_PATIENCE))
     try:
         return conn.request(type_, body or {}).body
     finally:
@@ -85,7 +86,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
                    remap=args.remap_policy or pre.remap, workdir=args.workdir, app_params=app_params,
                    remap_params=remap_params, node_timeout=args.node_timeout,
                    require_monitors=args.require_monitors, keys=args.keys, launcher=args.launcher,
-                   overtime=args.overtime,
+                   overtime=args.overtime, dashboard=args.dashboard,
                    slurm_grow={"grant_timeout": args.grant_timeout, "idle_release": args.idle_release}
                    if args.slurm_grow else None, listen=True)
     except (PoolError, ValueError) as e:
@@ -249,10 +250,19 @@ def cmd_stop(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from scheduler.service.demo import run_demo
 
+    if args.dashboard is not None:
+        from scheduler.service.dashboard import parse_bind
+
+        try:
+            parse_bind(args.dashboard)
+        except ValueError as e:
+            print(f"reshape demo: {e}", file=sys.stderr)
+            return 2
     if args.state_dir:
         os.makedirs(args.state_dir, exist_ok=True)
     return run_demo(plot=args.plot, quick=args.quick, json_out=args.json, slots=args.slots,
-                    state_dir=args.state_dir)
+                    state_dir=args.state_dir, dashboard=args.dashboard,
+                    live=False if args.plain else None)
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
@@ -329,6 +339,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="with --slurm-grow: cancel an expander job not started after this long (default 10)")
     p.add_argument("--idle-release", type=float, default=30.0, metavar="SECONDS",
                    help="with --slurm-grow: give back a granted node unused for this long (default 30)")
+    p.add_argument("--dashboard", metavar="[HOST:]PORT",
+                   help="also serve a live web dashboard and Prometheus /metrics over HTTP (default host "
+                        "127.0.0.1; port 0 picks a free one; a non-loopback host, or --keys, requires the token the "
+                        "daemon writes to STATE_DIR/dashboard.token; docs/daemon.md)")
     p.set_defaults(func=cmd_daemon)
 
     p = sub.add_parser("keys", help="make CURVE keys for the daemon, its clients, jobs and node monitors")
@@ -396,6 +410,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--state-dir", help="keep the daemon's journal and job logs here (default: temporary)")
     p.add_argument("--slots", type=_positive_int, default=8, help="virtual slots on localhost (default 8)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--dashboard", metavar="[HOST:]PORT",
+                   help="also serve the daemon's web dashboard there while the demo runs (e.g. 8080)")
+    p.add_argument("--plain", action="store_true",
+                   help="plain progress lines instead of the live view (the default when stdout is not a terminal)")
     p.set_defaults(func=cmd_demo)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import errno
 import faulthandler
 import gc
 import os
@@ -41,6 +42,8 @@ from scheduler.core.jobfile import JobFileError, validate_job
 from scheduler.core.policy import app_policy, remap_policy
 from scheduler.core.pool import Pool, default_pool
 from scheduler.core.state import ClusterState, Kill, Launch, StateError
+from scheduler.service.dashboard import Dashboard, parse_bind
+from scheduler.service.dashboard_view import LatencyHistogram, snapshot
 from scheduler.service.gatekeeper import Gatekeeper
 from scheduler.service.journal import Journal
 from scheduler.service.slurm import (
@@ -64,6 +67,7 @@ __all__ = ["DEFAULT_ENDPOINT", "Daemon", "job_endpoint"]
 # a Unix socket in the state directory: local peers only, each identified by its uid (docs/cluster.md)
 DEFAULT_ENDPOINT = "ipc://" + os.path.join(E.default_state_dir(), "daemon.sock")
 HARD_MAX_BYTES = 1 << 20  # zmq.MAXMSGSIZE: larger frames drop the connection, smaller get an error reply
+DASH_EVENTS = 5000  # allocation events the dashboard keeps for its charts and decision log
 _ERROR_LINE = re.compile(r"^[\w.]*(Error|Exception|Exit)\b.*: ")  # Python's last traceback line
 MONITOR_GRACE = 3.0  # seconds a watched mpiexec gets to exit after its first node's monitor saw the job end
 
@@ -125,8 +129,10 @@ class Daemon:
                  workdir: str | None = None, app_params: dict[str, Any] | None = None,
                  remap_params: dict[str, Any] | None = None, node_timeout: float = 5.0,
                  require_monitors: bool = False, keys: str | None = None, launcher: str | None = None,
-                 slurm_grow: dict[str, float] | None = None, overtime: float = 30.0, listen: bool = False):
-        """``listen``: bind the endpoint (:meth:`listen`) before creating anything in ``state_dir``."""
+                 slurm_grow: dict[str, float] | None = None, overtime: float = 30.0, listen: bool = False,
+                 dashboard: str | None = None):
+        """``listen``: bind the endpoint (:meth:`listen`), and the dashboard's address when
+        ``dashboard`` is given, before creating anything in ``state_dir``."""
         # policies and keys first: a bad name, parameter or key fails before anything is created
         app_pol, remap_pol = _policy(app_policy, app, app_params), _policy(remap_policy, remap, remap_params)
         if not node_timeout > 0:
@@ -134,6 +140,9 @@ class Daemon:
         if not 0 <= overtime < float("inf"):
             raise ValueError(f"overtime must be >= 0 seconds, got {overtime}")
         self.overtime = overtime
+        self.dashboard_bind = dashboard
+        if dashboard is not None:
+            parse_bind(dashboard)  # a bad address fails before anything is created
         self.keys_dir = keys_dir_for(endpoint, keys)
         self.server_keys = load_server_keys(self.keys_dir) if self.keys_dir else None
         self.keys_dir = os.path.abspath(self.keys_dir) if self.keys_dir else None
@@ -141,8 +150,11 @@ class Daemon:
         self.gate: Gatekeeper | None = None
         self._ctx: zmq.Context | None = None
         self._sock: zmq.Socket | None = None
+        self.dash: Dashboard | None = None
         if listen:
             self.listen()
+            if dashboard is not None:
+                self._bind_dashboard()
         self.state_dir = os.path.abspath(state_dir)
         os.makedirs(os.path.join(self.state_dir, "logs"), exist_ok=True)
         self.tick_every = tick
@@ -186,6 +198,10 @@ class Daemon:
         self._told_errors = 0  # policy errors already printed
         self.max_gap = 0.0  # longest time between two turns of the loop (seconds)
         self.service: collections.deque[float] = collections.deque(maxlen=8192)  # seconds, recv -> reply
+        self.latency = LatencyHistogram()  # every request since the start (the dashboard's /metrics)
+        self.recent_events: collections.deque[dict[str, Any]] = collections.deque(maxlen=DASH_EVENTS)
+        self.resize_counts = {"expand": 0, "shrink": 0}  # confirmed resizes since the start
+        self._dash_stats: tuple[float, dict[str, Any]] = (0.0, {})  # (when, service_stats()) for the dashboard
         self.stopping = False
         self.kill_on_stop = False  # ``stop --kill-jobs``: nothing may be left running, nothing launched
         self._last_adopted_check = 0.0
@@ -532,6 +548,11 @@ class Daemon:
         meta = {"next_id": s.next_id, "slots": s.pool.capacity}
         nodes = [s.nodes[h] for h in sorted(s.dirty_nodes)]
         self.journal.save(jobs, s.events, meta, nodes, s.node_events)
+        for e in s.events:
+            if e["kind"] in self.resize_counts:
+                self.resize_counts[e["kind"]] += 1
+        if self.dash is not None:
+            self.recent_events.extend(s.events)
         s.dirty.clear()
         s.events = []
         s.dirty_nodes.clear()
@@ -583,6 +604,10 @@ class Daemon:
         if self._sock is None:
             self.listen()
         ctx, sock = self._ctx, self._sock
+        if self.dashboard_bind is not None:
+            if self.dash is None:
+                self._bind_dashboard()
+            self._start_dashboard()
         with open(os.path.join(self.state_dir, "daemon.pid"), "w") as f:
             f.write(f"{os.getpid()}\n{self.endpoint}\n")
         signal.signal(signal.SIGTERM, self._on_sigterm)
@@ -633,15 +658,20 @@ class Daemon:
                 for ident, data, t_in in replies:
                     with contextlib.suppress(zmq.ZMQError):  # the peer went away
                         sock.send_multipart([ident, data], zmq.NOBLOCK)
-                    self.service.append(clock() - t_in)
+                    self.service.append(dt := clock() - t_in)
+                    self.latency.observe(dt)
                 self.served += len(replies)
                 launches = [a for a in acts if isinstance(a, Launch)]
                 if launches:
                     self.perform(launches, now)
                     self.flush()
                 self.journal.idle(force=bool(replies))  # rewind the WAL when nobody waits
+                if self.dash is not None and self.dash.due(now):
+                    self.publish_dashboard(now)
         finally:
             self.flush()
+            if self.dash is not None:
+                self.dash.close()
             if self.gate is not None:
                 self.gate.close()
             sock.close(linger=500)
@@ -652,6 +682,43 @@ class Daemon:
                 self.slurm.stop(cancel_expanders=self.kill_on_stop or not self.state.running())
             self.journal.close()
             # running jobs keep running: a restarted daemon adopts them
+
+    def _bind_dashboard(self) -> None:
+        """Bind the dashboard's address (nothing is written yet); a taken or bad one fails naming it,
+        and the daemon's own socket is closed again."""
+        try:
+            # the protocol's rule (docs/protocol.md, "Access"): beyond loopback or with keys, authenticate
+            self.dash = Dashboard(self.dashboard_bind, require_token=self.keys_dir is not None)
+        except OSError as e:
+            if self.gate is not None:
+                self.gate.close()
+                self.gate = None
+            if self._sock is not None:
+                self._sock.close(linger=0)
+                self._ctx.term()
+                self._ctx = self._sock = None
+            why = "address already in use" if e.errno == errno.EADDRINUSE else (e.strerror or str(e))
+            raise OSError(e.errno, f"cannot serve the dashboard on {self.dashboard_bind}: {why}") from None
+
+    def _start_dashboard(self) -> None:
+        """The dashboard's first snapshot, its token file (if any) and its thread."""
+        assert self.dash is not None
+        self.recent_events.extend(self.journal.history()[-DASH_EVENTS:])
+        self.publish_dashboard(time.time())
+        self.dash.start(self.state_dir)
+        where = f"token in {self.dash.token_path}" if self.dash.token else "loopback only"
+        print(f"reshape daemon: dashboard on {self.dash.url} ({where}); Prometheus metrics at "
+              f"{self.dash.url}metrics", flush=True)
+
+    def publish_dashboard(self, now: float) -> None:
+        """A new snapshot for the dashboard's readers (built here, in the loop: the core is not shared)."""
+        assert self.dash is not None
+        info = {"endpoint": self.endpoint, "app": self.state.app.name, "remap": self.state.remap.name,
+                "pool": self.pool_source}
+        if now - self._dash_stats[0] >= 5.0:  # sorting 8192 service times takes a millisecond of the loop
+            self._dash_stats = (now, self.service_stats())
+        self.dash.publish(snapshot(self.state, self.recent_events, now, self._dash_stats[1], self.latency,
+                                   self.resize_counts, info))
 
     def service_stats(self) -> dict[str, Any]:
         """Requests served and the service time (request received -> reply sent) of recent ones."""
