@@ -5,7 +5,8 @@ Solves ``A x = b`` for a symmetric positive-definite 5-point operator on an
 GEN_BLOCK over the ranks. The matrix (5 coefficients per grid point,
 read-only) lives in each rank's HDF5 file and, beyond the node's emulated
 memory, streams through memory in ICLA pieces every iteration (optionally
-prefetched); the CG vectors stay in core. Structure (three sections):
+prefetched); the CG vectors stay in core (``resident``: a node whose memory
+cannot hold them for its rows cannot run the split, and the model knows it). Structure (three sections):
 
 1. stage ``matvec`` (reads ``matrix``) -> reduction of ``p.q``;
 2. stage ``update`` (``x``, ``r``) -> reduction of ``r.r``;
@@ -43,6 +44,7 @@ from reshape.shared.structure import (
     StructureError,
     plan_memory,
 )
+from reshape.watchdog import fail_together
 
 __all__ = ["OOCCG", "coefficients", "serial", "structure"]
 
@@ -51,7 +53,7 @@ def structure(rows: int, cols: int, prefetch: bool = False) -> AppStructure:
     """CG's MHETA structure: an out-of-core matrix, in-core vectors, three sections."""
     row = cols * 8
     matrix = ArraySpec("matrix", rows, 5 * row, read_only=True, frequency=1)
-    vectors = ArraySpec("vectors", rows, 4 * row, frequency=3)  # x, r, p, q
+    vectors = ArraySpec("vectors", rows, 4 * row, frequency=3, resident=True)  # x, r, p, q: in core
     return AppStructure("cg", (matrix, vectors), (
         Section("matvec", (Stage("matvec", reads=("matrix",), prefetch=prefetch),),
                 CommSpec("reduction", 8)),
@@ -118,12 +120,10 @@ class OOCCG(OOCApp):
         self.counts = counts
         self.layout = gen_block((self.rows, self.cols), counts)
         self.n = n = counts[self.comm.rank]
-        plan = plan_memory(self.app, n, self.node.memory)
-        if plan["vectors"] is not None:
-            raise StructureError(
-                f"node {self.comm.rank}: {self.node.memory} bytes cannot keep CG's vectors "
-                f"for {n} rows in core"
-            )
+        try:
+            plan = plan_memory(self.app, n, self.node.memory)
+        except StructureError as e:
+            raise StructureError(f"node {self.comm.rank}: {e}") from None
         self.icla = plan["matrix"]
         lo = self.layout.global_indices(self.comm.rank)[0]
         i, j = np.ix_(lo, np.arange(self.cols))
@@ -224,9 +224,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {e}", file=sys.stderr)
         return 2
     workdir = comm.bcast(scratch_dir() if comm.rank == 0 else None)
-    app = OOCCG(comm, cluster, args.rows, args.cols, workdir, args.prefetch)
     ok = True
-    try:
+    with fail_together(comm.rank, cleanup=lambda: remove_tree(workdir)):
+        app = OOCCG(comm, cluster, args.rows, args.cols, workdir, args.prefetch)
         app.distribute(counts)
         times = app.timed(args.iters)
         whole = app.gather()
@@ -237,11 +237,10 @@ def main(argv: list[str] | None = None) -> int:
                 ref = serial(args.rows, args.cols, args.iters)
                 ok = bool(np.allclose(whole, ref, rtol=1e-9, atol=1e-12))
                 print("check against in-core run:", "ok" if ok else "MISMATCH")
-    finally:
-        app.close()
-        barrier(comm)
-        if comm.rank == 0:
-            remove_tree(workdir)
+    app.close()
+    barrier(comm)
+    if comm.rank == 0:
+        remove_tree(workdir)
     return 0 if comm.bcast(ok) else 1
 
 

@@ -42,6 +42,7 @@ from reshape.shared.structure import (
     StructureError,
     plan_memory,
 )
+from reshape.watchdog import fail_together
 
 __all__ = ["OOCJacobi", "check_counts", "initial", "serial", "structure"]
 
@@ -240,9 +241,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     workdir = scratch_dir() if comm.rank == 0 else None
     workdir = comm.bcast(workdir)
-    app = OOCJacobi(comm, cluster, args.rows, args.cols, workdir, args.prefetch)
     ok = True
-    try:
+    with fail_together(comm.rank, cleanup=lambda: remove_tree(workdir)):
+        app = OOCJacobi(comm, cluster, args.rows, args.cols, workdir, args.prefetch)
         app.distribute(even_counts(args.rows, comm.size))
         predicted = None
         if args.predict:
@@ -265,11 +266,10 @@ def main(argv: list[str] | None = None) -> int:
                 ref = serial(args.rows, args.cols, args.iters)
                 ok = bool(np.array_equal(whole, ref))
                 print("check against in-core run:", "ok" if ok else "MISMATCH")
-    finally:
-        app.close()
-        barrier(comm)
-        if comm.rank == 0:
-            remove_tree(workdir)
+    app.close()
+    barrier(comm)
+    if comm.rank == 0:
+        remove_tree(workdir)
     ok = comm.bcast(ok)
     return 0 if ok else 1
 

@@ -7,7 +7,9 @@ import os
 import platform
 import time
 
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+#: Where results go: ``benchmarks/results``, or ``$RESHAPE_RESULTS_DIR`` (``benchmarks.reproduce --quick``
+#: writes its small runs there, not over the committed results)
+RESULTS = os.environ.get("RESHAPE_RESULTS_DIR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 
 def table(rows: list[dict], cols: list[tuple[str, str, str]]) -> str:

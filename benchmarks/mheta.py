@@ -26,7 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+from benchmarks._common import RESULTS
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 BIG = 1 << 24  # ample memory
@@ -97,6 +98,32 @@ def _app_class(name: str):
     raise SystemExit(f"unknown application {name!r}")
 
 
+def _structure(name: str):
+    if name == "cg":
+        from apps.ooc_cg import structure
+    else:
+        from apps.ooc_jacobi import structure
+    return structure
+
+
+def infeasible(app, nodes: list[dict], rows: int) -> str:
+    """Why BLOCK cannot run on ``nodes`` (a true capacity limit), or "".
+
+    The instrumented run is BLOCK's: if a node's memory cannot keep the
+    application's in-core (``resident``) arrays for BLOCK's rows, the
+    configuration cannot be measured at all.
+    """
+    from reshape.layout import even_counts
+    from reshape.shared.structure import max_resident_rows
+
+    for i, (n, r) in enumerate(zip(nodes, even_counts(rows, len(nodes)), strict=True)):
+        hold = max_resident_rows(app, n["memory"])
+        if hold < r:
+            return (f"node {i}'s {n['memory']} bytes keep {app.name}'s in-core arrays for {hold} rows, "
+                    f"BLOCK gives it {r}")
+    return ""
+
+
 def worker(cfg_path: str, out_path: str) -> int:
     """Rank program: instrument, predict and measure the sweep of one configuration."""
     from mpi4py import MPI
@@ -114,15 +141,17 @@ def worker(cfg_path: str, out_path: str) -> int:
     )
     from reshape.shared.mheta import Mheta
     from reshape.shared.ooc import remove_tree, scratch_dir
+    from reshape.shared.structure import max_resident_rows
+    from reshape.watchdog import fail_together
 
     cfg = json.loads(Path(cfg_path).read_text())
     comm = MPI.COMM_WORLD
     cluster = Cluster.from_dict(cfg["cluster"])
     rows, cols, iters = cfg["rows"], cfg["cols"], cfg["iters"]
     workdir = comm.bcast(scratch_dir() if comm.rank == 0 else None)
-    app = _app_class(cfg["app"])(comm, cluster, rows, cols, workdir)
     out = []
-    try:
+    with fail_together(comm.rank, cleanup=lambda: remove_tree(workdir)):
+        app = _app_class(cfg["app"])(comm, cluster, rows, cols, workdir)
         blk = even_counts(rows, comm.size)
         app.distribute(blk)
         prof = app.instrument()
@@ -144,7 +173,11 @@ def worker(cfg_path: str, out_path: str) -> int:
         dists = sweep(anchors, cfg["steps"])
         if len(dists) < 3:  # identical nodes: test the model off BLOCK on a skewed split too
             dists = sweep([blk, round_split([2.0, 1.0, 1.0, 0.5], rows), blk], cfg["steps"])
+        hold = [max_resident_rows(app.app, n.memory) for n in cluster.nodes]
+        skipped = [c for c in dists if any(c[i] > hold[i] for i in range(len(c)))]
         for counts in dists:
+            if counts in skipped:  # a node cannot keep the in-core arrays for its rows
+                continue
             app.distribute(counts)
             times = app.timed(iters + 1)[1:]
             pred = model.evaluate(counts)
@@ -152,14 +185,14 @@ def worker(cfg_path: str, out_path: str) -> int:
                         "measured_all": times, "predicted": pred.time,
                         "lower_bound": max(pred.unblocked)})
         overruns = comm.gather(app.emu.overruns)
-    finally:
-        app.close()
-        barrier(comm)
-        if comm.rank == 0:
-            remove_tree(workdir)
+    app.close()
+    barrier(comm)
+    if comm.rank == 0:
+        remove_tree(workdir)
     if comm.rank == 0:
         Path(out_path).write_text(
-            json.dumps({"points": out, "profile": prof.to_dict(), "overruns": overruns}))
+            json.dumps({"points": out, "profile": prof.to_dict(), "overruns": overruns,
+                        "skipped_points": skipped}))
     return 0
 
 
@@ -172,15 +205,12 @@ def eval_ms(app_name: str, nodes: int = 8, reps: int = 2000) -> float:
     from reshape.shared.mheta import CommProfile, Mheta, NodeProfile, Profile
     from reshape.shared.search import random_split
 
-    if app_name == "cg":
-        from apps.ooc_cg import structure
-    else:
-        from apps.ooc_jacobi import structure
-    app = structure(2048, 512)
+    app = _structure(app_name)(2048, 512)
     rng = random.Random(1)
     stages = app.stage_names()
+    keep = sum(a.rows * a.row_bytes for a in app.arrays if a.resident)  # in-core arrays, any split
     prof = Profile(tuple(
-        NodeProfile(rows=256, memory=rng.choice([1 << 20, 1 << 22, BIG]),
+        NodeProfile(rows=256, memory=keep + rng.choice([1 << 20, 1 << 22, BIG]),
                     compute={s: rng.uniform(0.01, 0.1) for s in stages},
                     read_seek=2e-3, write_seek=2e-3,
                     read_row={a.name: 2e-4 for a in app.arrays},
@@ -211,16 +241,26 @@ def main(argv: list[str] | None = None) -> int:
     steps = 1 if args.quick else 2
     small = 20 * 2 * cols * 8  # 20 rows of the two-plane grid
     if args.app == "cg":
-        small = 20 * 9 * cols * 8
+        # CG streams its matrix (5 words a grid row) and keeps its vectors (4 words) in core, as
+        # the thesis's CG does: a small memory keeps the vectors of 1.5x BLOCK's rows and 12
+        # matrix rows, so the matrix is out of core under BLOCK (20 rows of everything, the
+        # former choice, cannot even keep BLOCK's vectors)
+        small = (4 * (3 * rows // 8) + 5 * 12) * cols * 8
     configs = configurations(small)
+    app_structure = _structure(args.app)(rows, cols)
     names = list(QUICK if args.quick else configs)
     if args.only:
         names = args.only.split(",")
-    results = {}
+    results, skipped = {}, {}
     print(f"{'configuration':<16}{'points':>7}{'acc min':>9}{'acc avg':>9}{'acc max':>9}"
           f"{'best/worst':>11}")
     with tempfile.TemporaryDirectory(prefix="bench-mheta-") as tmp:
         for name in names:
+            why = infeasible(app_structure, configs[name], rows)
+            if why:
+                skipped[name] = why
+                print(f"{name:<16} skipped: {why}", flush=True)
+                continue
             cfg = {"app": args.app, "rows": rows, "cols": cols, "iters": iters, "steps": steps,
                    "cluster": {"name": name, "element_time": 1.5e-6, "nodes": configs[name]}}
             cpath, opath = os.path.join(tmp, f"{name}.json"), os.path.join(tmp, f"{name}.out")
@@ -252,6 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         "block_over_best_measured": blk_over_best,
         "predicted_argmin_within_5pct_of_measured_best": argmin_ok,
         "quick": args.quick,
+        "skipped": skipped,
     }
     print(f"all: {summary['points']} points on {summary['configurations']} configurations: "
           f"accuracy min {summary['accuracy_min']:.3f} avg {summary['accuracy_avg']:.3f} "

@@ -9,7 +9,10 @@ search, by GBS run to completion and by a 5 s GA/SA run. Then really run the
 chosen distributions, BLOCK and the sweep's anchors and report measured
 times, predicted-vs-measured, and the best/worst measured spread.
 
-``python -m benchmarks.search [--quick]`` writes ``benchmarks/results/search.json``
+``python -m benchmarks.search [--quick] [--app jacobi|cg]`` writes ``benchmarks/results/search.json``
+(``search_cg.json`` for CG, whose small memories keep its in-core vectors as in
+``benchmarks.mheta``; a configuration whose BLOCK split a node cannot hold is
+skipped, saying why, and distributions beyond a node's limit are not run)
 with ``summary.gbs_gap_at_1s`` (mean fractional distance of GBS from Best at
 1 s) and ``summary.best_worst_spread``. The same-run baselines are GA and SA
 (and BLOCK for the measured times).
@@ -26,7 +29,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.mheta import BASE, BIG, FAST_DISK, RESULTS, ROOT, SLOW_DISK
+from benchmarks.mheta import BASE, BIG, FAST_DISK, RESULTS, ROOT, SLOW_DISK, _app_class, _structure, infeasible
 
 SAMPLES = [0.05 * k for k in range(1, 21)]
 
@@ -80,7 +83,6 @@ def worker(cfg_path: str, out_path: str) -> int:
     """Rank program: instrument, search (rank 0), then measure the chosen distributions."""
     from mpi4py import MPI
 
-    from apps.ooc_jacobi import OOCJacobi
     from reshape.layout import even_counts
     from reshape.mpiutil import barrier
     from reshape.shared.cluster import Cluster
@@ -93,15 +95,17 @@ def worker(cfg_path: str, out_path: str) -> int:
     from reshape.shared.mheta import Mheta
     from reshape.shared.ooc import remove_tree, scratch_dir
     from reshape.shared.search import ga, gbs, sa
+    from reshape.shared.structure import max_resident_rows
+    from reshape.watchdog import fail_together
 
     cfg = json.loads(Path(cfg_path).read_text())
     comm = MPI.COMM_WORLD
     cluster = Cluster.from_dict(cfg["cluster"])
     rows, cols, iters = cfg["rows"], cfg["cols"], cfg["iters"]
     workdir = comm.bcast(scratch_dir() if comm.rank == 0 else None)
-    app = OOCJacobi(comm, cluster, rows, cols, workdir)
     res: dict = {}
-    try:
+    with fail_together(comm.rank, cleanup=lambda: remove_tree(workdir)):
+        app = _app_class(cfg.get("app", "jacobi"))(comm, cluster, rows, cols, workdir)
         blk = even_counts(rows, comm.size)
         app.distribute(blk)
         prof = app.instrument()
@@ -124,9 +128,11 @@ def worker(cfg_path: str, out_path: str) -> int:
                      "I-C/Bal": in_core_balanced_split(rows, caps, cpus),
                      "Bal": balanced_split(rows, cpus),
                      **{k: v["split"] for k, v in res["searches"].items()}}
+            hold = [max_resident_rows(app.app, n.memory) for n in cluster.nodes]
             dists = {}
             for k, v in named.items():
-                dists.setdefault(tuple(v), k)
+                if all(x <= h for x, h in zip(v, hold, strict=True)):  # a node cannot run more
+                    dists.setdefault(tuple(v), k)
         else:
             dists = None
         dists = comm.bcast(dists)
@@ -136,11 +142,10 @@ def worker(cfg_path: str, out_path: str) -> int:
             t = statistics.median(app.timed(iters + 1)[1:])
             measured[name] = {"split": list(split), "measured": t,
                               "predicted": model.predict(list(split))}
-    finally:
-        app.close()
-        barrier(comm)
-        if comm.rank == 0:
-            remove_tree(workdir)
+    app.close()
+    barrier(comm)
+    if comm.rank == 0:
+        remove_tree(workdir)
     if comm.rank == 0:
         res["measured"] = measured
         Path(out_path).write_text(json.dumps(res))
@@ -151,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.search", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="3 configurations")
     ap.add_argument("--budget", type=float, default=1.0, help="search budget, seconds")
+    ap.add_argument("--app", default="jacobi", choices=["jacobi", "cg"])
     ap.add_argument("--worker", nargs=2, metavar=("CONFIG", "OUT"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -159,7 +165,11 @@ def main(argv: list[str] | None = None) -> int:
 
     rows, cols = 512, 512
     small = 24 * 2 * cols * 8
+    if args.app == "cg":  # the vectors of 1.5x BLOCK's rows and 12 matrix rows (benchmarks.mheta)
+        small = (4 * (3 * rows // 16) + 5 * 12) * cols * 8
     configs = configurations(small)
+    app_structure = _structure(args.app)(rows, cols)
+    skipped = {}
     names = ["DC", "IO", "HY1"] if args.quick else list(configs)
     results = {}
     hdr = (f"{'config':<10}" + "".join(f"{a + '@' + t:>10}" for a in ("GBS", "GS", "GA", "SA")
@@ -168,7 +178,12 @@ def main(argv: list[str] | None = None) -> int:
     print("gap from Best (predicted), measured best/worst spread, measured BLOCK/GBS\n" + hdr)
     with tempfile.TemporaryDirectory(prefix="bench-search-") as tmp:
         for k, name in enumerate(names):
-            cfg = {"rows": rows, "cols": cols, "iters": 3, "budget": args.budget, "seed": 100 + k,
+            why = infeasible(app_structure, configs[name], rows)
+            if why:
+                skipped[name] = why
+                print(f"{name:<10} skipped: {why}", flush=True)
+                continue
+            cfg = {"app": args.app, "rows": rows, "cols": cols, "iters": 3, "budget": args.budget, "seed": 100 + k,
                    "long": 2.0 if args.quick else 5.0,
                    "cluster": {"name": name, "element_time": 3e-6, "nodes": configs[name]}}
             cpath, opath = os.path.join(tmp, f"{name}.json"), os.path.join(tmp, f"{name}.out")
@@ -181,15 +196,16 @@ def main(argv: list[str] | None = None) -> int:
             meas = [m["measured"] for m in r["measured"].values()]
             r["spread"] = max(meas) / min(meas)
             gbs_split = tuple(r["searches"]["GBS"]["split"])
-            gbs_meas = next(m["measured"] for m in r["measured"].values()
-                            if tuple(m["split"]) == gbs_split)
-            r["block_over_gbs_measured"] = r["measured"]["BLOCK"]["measured"] / gbs_meas
+            gbs_meas = next((m["measured"] for m in r["measured"].values()
+                             if tuple(m["split"]) == gbs_split), None)
+            r["block_over_gbs_measured"] = r["measured"]["BLOCK"]["measured"] / gbs_meas if gbs_meas else None
             results[name] = r
             row = f"{name:<10}"
             for a in ("GBS", "GS", "GA", "SA"):
                 g = r["searches"][a]["gap"]
                 row += f"{g[0]:>10.3f}{g[-1]:>10.3f}"
-            print(row + f"{r['spread']:>8.2f}{r['block_over_gbs_measured']:>9.2f}", flush=True)
+            ratio = r["block_over_gbs_measured"]
+            print(row + f"{r['spread']:>8.2f}{'-' if ratio is None else format(ratio, '.2f'):>9}", flush=True)
     gap1 = {a: statistics.mean(r["searches"][a]["gap"][-1] for r in results.values())
             for a in ("GBS", "GS", "GA", "SA")}
     acc = [1 - abs(m["predicted"] - m["measured"]) / min(m["predicted"], m["measured"])
@@ -208,14 +224,16 @@ def main(argv: list[str] | None = None) -> int:
         "best_worst_spread": max(r["spread"] for r in results.values()),
         "best_worst_spread_mean": statistics.mean(r["spread"] for r in results.values()),
         "block_over_gbs_measured_mean": statistics.mean(
-            r["block_over_gbs_measured"] for r in results.values()),
+            [r["block_over_gbs_measured"] for r in results.values() if r["block_over_gbs_measured"]] or [0.0]),
         "prediction_accuracy_of_measured_avg": statistics.mean(acc),
         "prediction_accuracy_of_measured_min": min(acc),
         "quick": args.quick,
+        "app": args.app,
+        "skipped": skipped,
     }
     print(json.dumps(summary, indent=1))
     os.makedirs(RESULTS, exist_ok=True)
-    with open(os.path.join(RESULTS, "search.json"), "w") as f:
+    with open(os.path.join(RESULTS, "search.json" if args.app == "jacobi" else f"search_{args.app}.json"), "w") as f:
         json.dump({"summary": summary, "sample_times_s": SAMPLES, "configurations": results}, f,
                   indent=1)
     return 0

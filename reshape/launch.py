@@ -178,7 +178,10 @@ def ipc_files(pids: Iterable[int]) -> set[str]:
     return out
 
 
-def sweep_ipc(min_age: float = 2.0) -> list[str]:
+SWEEP_AGE = 2.0  # seconds: younger unheld files may belong to a run that is starting
+
+
+def sweep_ipc(min_age: float = SWEEP_AGE) -> list[str]:
     """Remove :func:`unheld_ipc_files`: what ranks killed by Hydra itself (an abort, a lost rank)
     leave behind, which nothing held by a running job can be. Returns what it removed."""
     gone = unheld_ipc_files(min_age)
@@ -224,14 +227,19 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _settle(tag: str, wait: float = 2.0) -> list[int]:
+def _settle(tag: str, wait: float = 2.0, failed: bool = False) -> list[int]:
     """Give the run's processes ``wait`` seconds to exit after mpiexec did, then kill the rest
-    (and remove the files of ranks Hydra killed: :func:`sweep_ipc`)."""
+    (and remove the files of ranks Hydra killed: :func:`sweep_ipc`). After a failed run (an
+    ``MPI_Abort`` a second after the start) the files of the ranks Hydra killed may be younger
+    than the sweep's minimum age: they are waited out and swept too."""
     end = time.monotonic() + wait
     while time.monotonic() < end and tagged_pids(tag):
         time.sleep(0.05)
     left = kill_tagged(tag)
     sweep_ipc()
+    if failed and unheld_ipc_files():
+        time.sleep(SWEEP_AGE + 0.1)
+        sweep_ipc()
     return left
 
 
@@ -277,7 +285,7 @@ def mpirun(
         if proc.poll() is None:
             kill_tagged(tag)
             kill_session(sid)
-    left = _settle(tag)
+    left = _settle(tag, failed=proc.returncode != 0)
     res = RunResult(proc.returncode, out, err, left)
     if check and proc.returncode != 0:
         raise MPIRunError(

@@ -16,6 +16,11 @@ first byte moved as fatal to the job, and makes it *prompt*:
 * :func:`abort`: the same for an error raised inside a resize, and (through
   :func:`install_excepthook`) for an exception that would otherwise end one
   rank while the others wait for it.
+* :func:`fail_together`: a block of collective work (the SHARED programs and
+  benchmark workers) whose exception on one rank aborts the whole run at once
+  with that rank's message. An excepthook is too late there: a ``finally``
+  that closes files and meets the other ranks at a barrier runs first, and
+  hangs, since the others wait in a collective of the failed block.
 
 ``MPI_Abort`` makes the process manager (Hydra, Slurm) kill every process of
 the job, including ranks spawned on other nodes; if it has not ended the
@@ -27,17 +32,18 @@ no rank could report.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from reshape import jobenv as E
 
-__all__ = ["ABORT_CODE", "DEFAULT_TIMEOUT", "ENV_TIMEOUT", "Watchdog", "abort", "install_excepthook",
-           "resize_timeout"]
+__all__ = ["ABORT_CODE", "DEFAULT_TIMEOUT", "ENV_TIMEOUT", "Watchdog", "abort", "fail_together",
+           "install_excepthook", "resize_timeout"]
 
 ENV_TIMEOUT = E.RESIZE_TIMEOUT
 DEFAULT_TIMEOUT = 120.0  # seconds for one whole resize (spawn, merge, redistribution)
@@ -158,3 +164,30 @@ def install_excepthook(report: Reporter | None = None, rank: Callable[[], int] |
         abort(f"{who}: uncaught {kind.__name__}: {value}", report)
 
     sys.excepthook = hook
+
+
+@contextlib.contextmanager
+def fail_together(rank: int, cleanup: Callable[[], None] | None = None,
+                  report: Reporter | None = None) -> Iterator[None]:
+    """Collective work in which an exception on one rank ends every rank of the run at once.
+
+    The failing rank prints its traceback, runs ``cleanup`` (best effort: e.g.
+    remove the run's scratch files, which nobody else will), and aborts the job
+    with ``rank R: ErrorType: message`` (:func:`abort`, exit code
+    :data:`ABORT_CODE`); the others are ended by ``MPI_Abort`` wherever they
+    wait. Cleanup that needs every rank (a barrier, collective closes) belongs
+    after the block, not in a ``finally`` inside it. ``KeyboardInterrupt`` and
+    ``SystemExit`` pass through.
+    """
+    try:
+        yield
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as e:
+        traceback.print_exc(file=sys.stderr)
+        if cleanup is not None:
+            try:
+                cleanup()
+            except Exception as c:
+                print(f"[reshape] cleanup before the abort failed: {c}", file=sys.stderr, flush=True)
+        abort(f"rank {rank}: {type(e).__name__}: {e}", report)

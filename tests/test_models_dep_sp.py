@@ -48,3 +48,24 @@ def test_bad_input():
         dep_ctmc(N * mu[N] * 1.01, mu, gamma, N)
     with pytest.raises(ValueError):
         dep_ctmc(0.001, mu[:3], gamma, N)
+
+
+def test_sp_simulation_matches_erlang_c_and_burstier_arrivals_wait_longer():
+    import random
+    import statistics
+
+    from scheduler.lab.models.dep_sp import arrival_sampler, simulate_sp
+
+    assert simulate_sp(1.4, 0.5, 4, jobs=60_000, seed=2) == pytest.approx(mmk_response_time(1.4, 0.5, 4), rel=0.05)
+    assert simulate_sp(1.4, 0.5, 4, jobs=60_000, seed=2, cv=3.0) > 1.2 * mmk_response_time(1.4, 0.5, 4)
+    gaps = [g() for g in [arrival_sampler(2.0, 3.0, random.Random(1))] for _ in range(100_000)]
+    assert statistics.fmean(gaps) == pytest.approx(0.5, rel=0.03)
+    assert statistics.pstdev(gaps) / statistics.fmean(gaps) == pytest.approx(3.0, rel=0.1)
+    with pytest.raises(ValueError, match="cv must be >= 1"):
+        arrival_sampler(1.0, 0.5, random.Random(0))
+
+
+def test_dep_under_hyperexponential_arrivals_is_slower():
+    mu, gamma = rates(100.0, 5.0)
+    lam = 0.5 * N * mu[N]
+    assert simulate_dep(lam, mu, gamma, N, jobs=30_000, seed=1, cv=3.0)["T"] > dep_ctmc(lam, mu, gamma, N)["T"]

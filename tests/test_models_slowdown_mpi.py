@@ -33,14 +33,15 @@ pytestmark = pytest.mark.procs
 SPIN = "import os,sys\nos.sched_setaffinity(0,{int(sys.argv[1])})\nwhile True: pass\n"
 
 
-def _run(mpirun, iters=25) -> float:
-    res = mpirun(2, ["-m", "tests.mpi.slowdown_job", str(iters)], timeout=60)
+def _run(mpirun, iters=25, fractions=None) -> float:
+    extra = [",".join(map(str, fractions))] if fractions else []
+    res = mpirun(2, ["-m", "tests.mpi.slowdown_job", str(iters), *extra], timeout=60)
     line = [x for x in res.stdout.splitlines() if x.startswith("{")][-1]
     return json.loads(line)["seconds"]
 
 
-def _best(mpirun, n=2) -> float:
-    return min(_run(mpirun) for _ in range(n))
+def _best(mpirun, n=2, fractions=None) -> float:
+    return min(_run(mpirun, fractions=fractions) for _ in range(n))
 
 
 def _busy(cores) -> list[float] | None:
@@ -49,8 +50,14 @@ def _busy(cores) -> list[float] | None:
     return busy if max(busy[c] for c in cores) > 25 else None
 
 
-def _measure(mpirun, cores, competitors) -> tuple[float, float, float]:
-    """(dedicated, measured, predicted) seconds for one round."""
+def _measure(mpirun, cores, competitors, partitioning="uniform") -> tuple[float, float, float]:
+    """(dedicated, measured, predicted) seconds for one round. ``load-dependent``: the loaded run
+    gives each rank work in proportion to its core's available capacity, 1 / sd_a (Eq. 2)."""
+    sds = [local_slowdown(k) for k in competitors]
+    fractions = None
+    if partitioning == "load-dependent":
+        cap = [1 / s for s in sds]
+        fractions = [c / sum(cap) for c in cap]
     x_ded = _best(mpirun)
     procs = []
     try:
@@ -60,20 +67,22 @@ def _measure(mpirun, cores, competitors) -> tuple[float, float, float]:
                     subprocess.Popen([sys.executable, "-c", SPIN, str(core)],
                                      start_new_session=True)
                 )
-        x = _best(mpirun)
+        x = _best(mpirun, fractions=fractions)
     finally:
         for p in procs:
             p.kill()
         for p in procs:
             p.wait(timeout=10)
     x_ded = min(x_ded, _best(mpirun))  # dedicated again: a disturbed first measurement is not the baseline
-    sd = aggregate_slowdown([local_slowdown(k) for k in competitors], partitioning="uniform")
+    sd = aggregate_slowdown(sds, partitioning=partitioning)
     return x_ded, x, x_ded * sd
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
-@pytest.mark.parametrize("competitors", [(1, 0), (2, 0)], ids=["sd2", "sd3"])
-def test_slowdown_model_predicts_real_contention(mpirun, competitors):
+@pytest.mark.parametrize(("competitors", "partitioning"), [
+    ((1, 0), "uniform"), ((2, 0), "uniform"), ((2, 1), "uniform"), ((1, 0), "load-dependent")],
+    ids=["sd2", "sd3", "imbalanced-3-2", "load-dependent-4/3"])
+def test_slowdown_model_predicts_real_contention(mpirun, competitors, partitioning):
     """Up to two rounds; a miss in both is a failure only if the machine is idle afterwards (other
     work on the machine makes "dedicated" not dedicated, and the claim cannot be checked then)."""
     cores = sorted(os.sched_getaffinity(0))[:2]
@@ -81,7 +90,7 @@ def test_slowdown_model_predicts_real_contention(mpirun, competitors):
         pytest.skip(f"machine busy ({busy}% per core): the contention check needs idle cores")
     rounds = []
     for _ in range(2):
-        x_ded, x, predicted = _measure(mpirun, cores, competitors)
+        x_ded, x, predicted = _measure(mpirun, cores, competitors, partitioning)
         err = abs(x - predicted) / x
         rounds.append(f"dedicated {x_ded:.2f}s, measured {x:.2f}s, predicted {predicted:.2f}s")
         if err <= 0.15:

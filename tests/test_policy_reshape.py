@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler.core.policies.easy import shadow_time
-from scheduler.core.policies.reshape_remap import last_expansion, next_size
+from scheduler.core.policies.reshape_remap import last_expansion
 from scheduler.core.policy import (
     Continue,
     Expand,
@@ -43,18 +43,6 @@ def snap(free, running_jobs, queue=(), total=16):
 
 
 R = remap_policy("reshape")
-
-
-def test_table2_grid_sequences():
-    def seq(n, start, limit):
-        out = [start]
-        while (p := next_size(spec(1, start, topology="2d", divides=n), out[-1], limit)) is not None:
-            out.append(p)
-        return out
-
-    assert seq(8000, 2, 40) == [2, 4, 8, 16, 20, 25, 40]
-    assert seq(12000, 2, 48) == [2, 4, 6, 9, 12, 16, 20, 25, 30, 36, 48]
-    assert seq(14000, 4, 49) == [4, 8, 16, 20, 25, 35, 49]
 
 
 def test_expand_when_idle_and_never_expanded():

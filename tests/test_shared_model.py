@@ -85,6 +85,23 @@ def test_plan_memory_heuristic_and_errors():
         plan_memory(app, 10, ROW - 1)
 
 
+def test_resident_arrays_stay_in_core_or_the_split_is_refused():
+    from apps.ooc_cg import structure as cg_structure
+    from reshape.shared.structure import max_resident_rows
+
+    app = cg_structure(64, 8)  # a grid row: 64 bytes; matrix 5 of them, vectors 4 (resident)
+    mem = 20 * 256 + 3 * 320  # vectors of 20 rows and 3 matrix rows
+    assert max_resident_rows(app, mem) == 22  # 23 rows of vectors leave no room for a matrix row
+    assert plan_memory(app, 20, mem) == {"vectors": None, "matrix": 3}  # the matrix goes out
+    assert in_core_capacity(app, mem) == 10  # 10 rows of everything: 720 bytes
+    with pytest.raises(StructureError, match=r"cannot keep the in-core arrays 'vectors' for 24 rows .*at most 22"):
+        plan_memory(app, 24, mem)
+    with pytest.raises(StructureError, match="cannot hold one row of out-of-core array 'matrix'"):
+        plan_memory(app, 23, mem)
+    # round trip of the flag through the JSON form
+    assert structure_from_dict(app.to_dict()).array("vectors").resident
+
+
 def test_cluster_bad_input():
     with pytest.raises(ClusterError, match="no memory"):
         Node(memory=0)
@@ -167,3 +184,27 @@ def test_distribution_spectrum():
     assert all(sum(p) == 64 and min(p) >= 1 for p in pts)
     assert len({tuple(p) for p in pts}) == len(pts)
     assert not math.isnan(sum(map(sum, pts)))
+
+
+def test_searches_avoid_splits_a_node_cannot_hold():
+    """CG on a node too small for BLOCK's vectors: MHETA prices such splits infinite, and every
+    search returns a split the node can run (none raises)."""
+    import random
+
+    from apps.ooc_cg import structure as cg_structure
+    from reshape.shared.mheta import CommProfile, Mheta, NodeProfile, Profile
+    from reshape.shared.search import ga, gbs, gs, sa
+
+    app, row = cg_structure(256, 512), 512 * 8
+    mems = [(4 * 60 + 5) * row, 1 << 26, 1 << 26, 1 << 26]  # node 0: vectors of 60 rows and a matrix row
+    prof = Profile(tuple(
+        NodeProfile(rows=64, memory=m, compute={s: 0.05 for s in app.stage_names()}, read_seek=2e-3,
+                    write_seek=2e-3, read_row={a.name: 2e-4 for a in app.arrays},
+                    write_row={a.name: 2e-4 for a in app.arrays}) for m in mems),
+        CommProfile(1e-5, 1e-5, 1e-4, 0.0, 0.0))
+    model = Mheta(app, prof)
+    assert model.hold == (60, 256, 256, 256)
+    assert model.predict([64] * 4) == float("inf")
+    for fn, kw in ((gbs, {}), (gs, {}), (ga, {"budget": 0.2}), (sa, {"budget": 0.2})):
+        r = fn(model.node_cost, 4, 256, objective=model.predict, min_rows=1, rng=random.Random(1), **kw)
+        assert r.split[0] <= 60 and r.value < float("inf"), (fn.__name__, r)

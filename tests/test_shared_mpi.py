@@ -41,3 +41,20 @@ def test_ooc_cg_matches_in_core(mpirun, prefetch):
             "--counts", "12,25,13", "--nodes", CG_NODES, "--check"]
     res = mpirun(3, argv + (["--prefetch"] if prefetch else []), timeout=60)
     assert "check against in-core run: ok" in res.stdout
+
+
+def test_a_failing_rank_fails_the_whole_run_at_once(mpirun):
+    """Rank 1 cannot keep CG's vectors: the run ends at once with its message, not at a timeout."""
+    import glob
+    import tempfile
+    import time
+
+    nodes = '{"nodes": [{"memory": 1000000}, {"memory": 10000}, {"memory": 1000000}]}'
+    before = set(glob.glob(f"{tempfile.gettempdir()}/reshape-ooc-*"))
+    t0 = time.monotonic()
+    res = mpirun(3, ["-m", "apps.ooc_cg", "--rows", "60", "--cols", "40", "--nodes", nodes],
+                 timeout=60, check=False)
+    assert time.monotonic() - t0 < 30
+    assert res.returncode != 0
+    assert "aborting the job: rank 1: StructureError: node 1: 10000 bytes of memory cannot keep" in res.stderr
+    assert set(glob.glob(f"{tempfile.gettempdir()}/reshape-ooc-*")) <= before  # scratch removed

@@ -182,7 +182,7 @@ def w2_jobs():
         k = (1 - m.serial) / m.sweet**2  # overhead/work that puts the minimum at the sweet spot
         work = j.static_turnaround / 10 / (m.serial + (1 - m.serial) / j.nprocs + k * j.nprocs)
         spec = JobSpec(i, j.name, float(j.arrival), j.nprocs, max_procs=slots, topology=m.topology,
-                       divides=m.divides, resizable=j.resizable, iterations=10)
+                       divides=m.divides, sizes=m.sizes, resizable=j.resizable, iterations=10)
         out.append(SimInput(spec, Emu(work, m.serial, work * k), j.static_turnaround))
     return out, slots
 

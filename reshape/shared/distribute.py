@@ -21,7 +21,7 @@ from reshape.layout import even_counts
 from reshape.shared.cluster import Cluster
 from reshape.shared.mheta import Mheta, Profile
 from reshape.shared.search import SearchResult, ga, gbs, gs, sa
-from reshape.shared.structure import AppStructure, StructureError, plan_memory
+from reshape.shared.structure import AppStructure, StructureError, max_resident_rows, plan_memory
 
 __all__ = [
     "Choice",
@@ -104,7 +104,7 @@ def round_split(weights: Sequence[float], s: int, lo: int = 1) -> list[int]:
 
 def in_core_capacity(app: AppStructure, memory: int) -> int:
     """Most rows a node with ``memory`` bytes holds with every array in core."""
-    lo, hi = 0, app.rows
+    lo, hi = 0, min(app.rows, max_resident_rows(app, memory))
     while lo < hi:
         mid = (lo + hi + 1) // 2
         if all(v is None for v in plan_memory(app, mid, memory).values()):

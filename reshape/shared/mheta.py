@@ -43,7 +43,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from reshape.shared.structure import AppStructure, Section, Stage, StructureError, plan_memory
+from reshape.shared.structure import AppStructure, Section, Stage, StructureError, max_resident_rows, plan_memory
 
 __all__ = ["CommProfile", "Mheta", "NodeProfile", "Prediction", "Profile", "load_profile"]
 
@@ -125,6 +125,8 @@ class Mheta:
         self.p = len(profile.nodes)
         self._plans: dict[tuple[int, int], dict[str, int | None]] = {}
         self._tau: dict[tuple[int, int, int], float] = {}
+        # the most rows each node can run at all (its resident arrays in core); beyond: infinite time
+        self.hold = tuple(max_resident_rows(app, n.memory) for n in profile.nodes)
 
     # ---- one node --------------------------------------------------------
     def plan(self, i: int, rows: int) -> dict[str, int | None]:
@@ -158,7 +160,10 @@ class Mheta:
         return t
 
     def section_work(self, i: int, k: int, rows: int) -> float:
-        """``T_tau`` of section ``k`` on node ``i`` holding ``rows`` rows (all tiles)."""
+        """``T_tau`` of section ``k`` on node ``i`` holding ``rows`` rows (all tiles); infinite
+        beyond the rows the node can run at all (:attr:`hold`: its resident arrays do not fit)."""
+        if rows > self.hold[i]:
+            return math.inf
         key = (i, k, rows)
         v = self._tau.get(key)
         if v is None:
@@ -171,7 +176,7 @@ class Mheta:
         c = self.profile.comm
         o = c.send_overhead
         src = sec.comm.source
-        if src is not None and rows > 0 and self.plan(i, rows).get(src) is not None:
+        if src is not None and 0 < rows <= self.hold[i] and self.plan(i, rows).get(src) is not None:
             n = self.profile.nodes[i]
             o += n.read_seek + n.read_row.get(src, 0.0) * min(sec.comm.source_rows, rows)
         return o

@@ -341,7 +341,7 @@ def sa(
     clock = _Clock(budget, objective, f)
     x = _start(p, s, start, rng, min_rows)
     cur = clock.score(x)
-    temp = 0.05 * cur if cur > 0 else 1.0
+    temp = 0.05 * cur if 0 < cur < math.inf else 1.0
     stale = 0
     eps = 1e-12
     while not clock.out():
@@ -357,7 +357,10 @@ def sa(
             k = rng.randint(1, avail)
             y[m] -= k
             others = [i for i in range(p) if i != m]
-            w = [vals[m] - vals[i] + eps for i in others]
+            # a node beyond what it can hold costs inf (MHETA): weigh as if just above the others
+            fin = [v for v in vals if math.isfinite(v)]
+            top = vals[m] if math.isfinite(vals[m]) else 2 * max(fin, default=0.0) + 1.0
+            w = [top - vals[i] + eps if math.isfinite(vals[i]) else eps for i in others]
             for i in rng.choices(others, weights=w, k=k):
                 y[i] += 1
             new = clock.score(y)

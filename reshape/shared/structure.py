@@ -10,7 +10,8 @@ File format (JSON)::
     {"name": "jacobi",
      "arrays": [{"name": "grid", "rows": 512, "row_bytes": 16384,
                  "read_row_bytes": 8192, "write_row_bytes": 8192,
-                 "distributed": true, "read_only": false, "frequency": 1}],
+                 "distributed": true, "read_only": false, "frequency": 1,
+                 "resident": false}],
      "stages": [{"name": "sweep", "reads": ["grid"], "writes": ["grid"],
                  "scales": true, "prefetch": false}],
      "sections": [{"name": "update", "stages": ["sweep"], "tiles": 1,
@@ -20,7 +21,10 @@ File format (JSON)::
 ``row_bytes`` is the memory footprint of one row (all buffers of it);
 ``read_row_bytes``/``write_row_bytes`` what one row moves to and from disk.
 ``scales``: the stage's work is proportional to the node's rows (else constant,
-e.g. work on replicated data). Sections name stages; an unknown stage or array
+e.g. work on replicated data). ``resident``: a distributed array the program
+keeps in core whatever the memory (it has no out-of-core code path for it, as
+CG's vectors, which the thesis's CG keeps in core being small); a node whose
+memory cannot hold it for its rows cannot run the split. Sections name stages; an unknown stage or array
 name is an error.
 
 The out-of-core decision (:func:`plan_memory`) lives here because the model and
@@ -44,6 +48,7 @@ __all__ = [
     "Stage",
     "StructureError",
     "load_structure",
+    "max_resident_rows",
     "plan_memory",
     "structure_from_dict",
 ]
@@ -65,6 +70,7 @@ class ArraySpec:
     distributed: bool = True
     read_only: bool = False
     frequency: int = 1
+    resident: bool = False  # distributed but always in core (no out-of-core code path)
 
     def __post_init__(self) -> None:
         if self.rows < 0 or self.row_bytes <= 0:
@@ -221,17 +227,28 @@ def plan_memory(app: AppStructure, rows: int, memory: int) -> dict[str, int | No
     each an ICLA of ``floor(share / row_bytes)`` rows. Returns
     ``{array: None}`` for in core, ``{array: icla_rows}`` for out of core.
 
-    Raises StructureError when the node has no memory, or not enough for the
-    replicated data plus one row of every out-of-core array.
+    Resident arrays (``resident=True``) come first, in core, like replicated
+    ones. Raises StructureError when the node has no memory, or not enough for
+    the replicated data, the resident arrays' rows and one row of every
+    out-of-core array.
     """
     if memory <= 0:
         raise StructureError(f"a node has no memory ({memory} bytes) for the job's arrays")
     left = memory - sum(a.rows * a.row_bytes for a in app.arrays if not a.distributed)
     if left <= 0:
         raise StructureError(f"replicated arrays need more than the node's {memory} bytes")
-    dist = sorted((a for a in app.arrays if a.distributed),
-                  key=lambda a: (-a.frequency, rows * a.row_bytes, a.name))
     plan: dict[str, int | None] = {}
+    resident = [a for a in app.arrays if a.distributed and a.resident]
+    need = sum(rows * a.row_bytes for a in resident)
+    if resident and need > left:
+        names = ", ".join(repr(a.name) for a in resident)
+        raise StructureError(f"{memory} bytes of memory cannot keep the in-core arrays {names} for "
+                             f"{rows} rows ({need} bytes; at most {max_resident_rows(app, memory)} rows)")
+    for a in resident:
+        plan[a.name] = None
+    left -= need
+    dist = sorted((a for a in app.arrays if a.distributed and not a.resident),
+                  key=lambda a: (-a.frequency, rows * a.row_bytes, a.name))
     ooc = []
     for a in dist:
         need = rows * a.row_bytes
@@ -248,3 +265,23 @@ def plan_memory(app: AppStructure, rows: int, memory: int) -> dict[str, int | No
             )
         plan[a.name] = icla
     return plan
+
+
+def max_resident_rows(app: AppStructure, memory: int) -> int:
+    """The most rows a node with ``memory`` bytes can run when the structure has resident arrays:
+    those in core for its rows, plus one row of every array that goes out of core
+    (:func:`plan_memory` succeeds up to there, and fails beyond). ``app.rows`` when the
+    structure has no resident array (its limits, if any, are :func:`plan_memory`'s errors)."""
+    per_row = sum(a.row_bytes for a in app.arrays if a.distributed and a.resident)
+    if not per_row:
+        return app.rows
+    left = memory - sum(a.rows * a.row_bytes for a in app.arrays if not a.distributed)
+    lo, hi = 0, max(0, min(app.rows, left // per_row))
+    while lo < hi:  # plan_memory's success is monotone in the rows
+        mid = (lo + hi + 1) // 2
+        try:
+            plan_memory(app, mid, memory)
+            lo = mid
+        except StructureError:
+            hi = mid - 1
+    return lo

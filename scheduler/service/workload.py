@@ -4,7 +4,8 @@ Each job is an emulated resizable application (``apps.emujob``: one
 process standing for ``p`` processors, iteration time
 ``work * (serial + (1 - serial) / p) + overhead * p``), with the paper's
 initial sizes, arrival times, legal sizes (Table 2's rule: sizes, or grid
-sides for LU/MM, divide the problem size; Table 3's problem sizes) and ten
+sides for LU/MM, divide the problem size; Jacobi and master-worker even, as
+Table 2 lists them: :data:`TABLE2`; Table 3's problem sizes) and ten
 iterations. ``work`` is set so that one iteration at the initial size takes
 a tenth of the job's static turnaround in Tables 4 and 5; ``serial`` and
 ``overhead`` (our choice: the paper gives no speedup curves) place each
@@ -32,9 +33,40 @@ from typing import Any
 
 from apps.emujob import iteration_time
 from reshape.client import Connection, SchedulerUnavailable
+from scheduler.core.policy import JobSpec
 from scheduler.service.startup import job_tag, kill_job
 
-__all__ = ["W1", "W2", "AppModel", "EmuJob", "jobs_for", "run_workload"]
+__all__ = ["TABLE2", "TABLE2_POOL", "W1", "W2", "AppModel", "EmuJob", "jobs_for", "run_workload"]
+
+
+def _even(n: int | None, lo: int, hi: int) -> tuple[int, ...]:
+    """Even sizes from ``lo`` to ``hi`` that divide ``n`` (every even size if ``n`` is None)."""
+    return tuple(p for p in range(lo, hi + 1, 2) if n is None or n % p == 0)
+
+
+#: Seed 001 Table 2: each row's job (start size, legal sizes) in the paper's 50-node pool; the
+#: Remap Scheduler's growth (:func:`scheduler.core.policies.reshape_remap.growth`) walks the row.
+#: The stated rule (§4: each grid side, or the size, divides the problem size; 2-D grids grow
+#: their smaller side) gives the LU/MM rows and FFT's. Three rows need more than the rule:
+#: Jacobi 8000 and master-worker list only even sizes (Jacobi skips 5 and 25, which divide
+#: 8000; master-worker's work units do not constrain it; the paper gives no reason), and LU/MM
+#: 21000 goes 3x4 -> 4x5, skipping 4x4 although 4 divides 21000 (the rule cannot skip it; W2
+#: runs LU 21000 at 16 = 4x4, so the row lists the sizes used in §4.1, not the legal ones).
+#: Those rows list their sizes explicitly, as a job file's ``sizes`` does.
+TABLE2_POOL = 50
+TABLE2 = {
+    "8000 (LU, MM)": JobSpec(0, "LU", 0.0, 2, topology="2d", divides=8000),
+    "12000 (LU, MM)": JobSpec(0, "LU", 0.0, 2, topology="2d", divides=12000),
+    "14000 (LU, MM)": JobSpec(0, "LU", 0.0, 4, topology="2d", divides=14000),
+    "16000 (LU, MM)": JobSpec(0, "LU", 0.0, 4, topology="2d", divides=16000),
+    "20000 (LU, MM)": JobSpec(0, "LU", 0.0, 4, topology="2d", divides=20000),
+    "21000 (LU, MM)": JobSpec(0, "LU", 0.0, 4, topology="2d", divides=21000,
+                              sizes=(4, 6, 9, 12, 20, 25, 30, 36, 42, 49)),
+    "24000 (LU, MM)": JobSpec(0, "LU", 0.0, 8, topology="2d", divides=24000),
+    "8000 (Jacobi)": JobSpec(0, "Jacobi", 0.0, 4, divides=8000, sizes=_even(8000, 4, TABLE2_POOL)),
+    "8192 (FFT)": JobSpec(0, "FFT", 0.0, 2, divides=8192),
+    "20000 (Master-worker)": JobSpec(0, "Master-worker", 0.0, 4, sizes=_even(None, 4, 22)),
+}
 
 
 @dataclass(frozen=True)
@@ -43,14 +75,17 @@ class AppModel:
     sweet: int  # processes at which t(p) is minimal
     topology: str = "1d"
     divides: int | None = None
+    sizes: tuple[int, ...] | None = None  # explicit legal sizes, if the rule alone is not Table 2's
 
 
-# sweet spots: our choice (LU/MM scale well to ~25-30, Jacobi ~20, FFT ~16, master-worker ~24)
+# sweet spots: our choice (LU/MM scale well to ~25-30, Jacobi ~20, FFT ~16, master-worker ~24).
+# Legal sizes: Table 2's rows, except that LU 21000 keeps the stated rule (W2 runs it at 16 =
+# 4x4, which its Table 2 row lacks) and master-worker may also run at 2 (W1 starts it there).
 MODELS = {
     "LU": AppModel(0.02, 30, "2d", 21000),
     "MM": AppModel(0.02, 28, "2d", 14000),
-    "Master-worker": AppModel(0.01, 24),
-    "Jacobi": AppModel(0.03, 20, "1d", 8000),
+    "Master-worker": AppModel(0.01, 24, sizes=_even(None, 2, 22)),
+    "Jacobi": AppModel(0.03, 20, "1d", 8000, TABLE2["8000 (Jacobi)"].sizes),
     "FFT": AppModel(0.03, 16, "1d", 8192),
 }
 
@@ -96,6 +131,7 @@ def jobs_for(workload: tuple[int, tuple[EmuJob, ...]], scale: float, iterations:
                "--overhead", f"{ov:.6f}", "--iterations", str(iterations), "--redist", f"{0.02 * t0:.6f}"]
         out.append({"name": j.name, "command": cmd, "nprocs": j.nprocs, "topology": m.topology,
                     "divides": m.divides if m.topology == "2d" or m.divides else None,
+                    "sizes": list(m.sizes) if m.sizes else None,
                     "max_procs": slots, "resizable": j.resizable, "launch": "single",
                     "arrival_delay": j.arrival * scale})
     return out

@@ -19,6 +19,11 @@ Outputs: mean response time ``T = L / lambda`` (Little), and ``p_r``, the
 steady-state probability of repartitioning. The chain is truncated at
 ``n_max`` (default: enough that the tail mass is below 1e-12 at the given load,
 checked). SP(K) is M/M/K with per-server rate ``mu_S`` (Erlang C).
+
+Beyond the chain, :func:`simulate_dep` and :func:`simulate_sp` take
+hyperexponential arrivals (``cv > 1``: the paper's second arrival process,
+§3.3; a balanced two-phase H2 with the given coefficient of variation, mean
+``1/lambda``), where neither the chain nor Erlang C applies.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["dep_ctmc", "mmk_response_time", "simulate_dep", "sp_star"]
+__all__ = ["arrival_sampler", "dep_ctmc", "mmk_response_time", "simulate_dep", "simulate_sp", "sp_star"]
 
 
 def _rates(mu: Sequence[float], gamma: Sequence[float], N: int) -> None:
@@ -107,19 +112,56 @@ def sp_star(lam: float, mu: Sequence[float], N: int) -> tuple[float, int]:
     return best
 
 
+def arrival_sampler(lam: float, cv: float, rng: random.Random):
+    """Interarrival times of mean ``1/lam``: exponential for ``cv = 1``, else the balanced
+    two-branch hyperexponential of seed 002's generator
+    (:func:`scheduler.lab.workloads.lynch.hyperexp_interarrivals`) with coefficient of variation ``cv``."""
+    from scheduler.lab.workloads.lynch import hyperexp_interarrivals
+
+    if lam <= 0:
+        raise ValueError("arrival rate must be positive")
+    if cv == 1.0:
+        return lambda: rng.expovariate(lam)
+    if not cv > 1.0:
+        raise ValueError(f"cv must be >= 1 (exponential or hyperexponential), got {cv}")
+    return lambda: hyperexp_interarrivals(rng, 1, 1.0 / lam, cv)[0]
+
+
+def simulate_sp(lam: float, mu_s: float, K: int, jobs: int = 200_000, seed: int = 0,
+                cv: float = 1.0) -> float:
+    """Mean response time of SP(K): FCFS, K partitions of rate ``mu_s``, ``Exp(1)`` work per job."""
+    if K < 1 or mu_s <= 0:
+        raise ValueError("K must be >= 1 and mu_s > 0")
+    rng = random.Random(seed)
+    gap = arrival_sampler(lam, cv, rng)
+    free_at = [0.0] * K  # when each partition frees (FCFS: the earliest free one serves next)
+    t = total = 0.0
+    warm = jobs // 10
+    for i in range(jobs):
+        t += gap()
+        k = min(range(K), key=free_at.__getitem__)
+        start = max(t, free_at[k])
+        free_at[k] = start + rng.expovariate(1.0) / mu_s
+        if i >= warm:
+            total += free_at[k] - t
+    return total / (jobs - warm)
+
+
 def simulate_dep(lam: float, mu: Sequence[float], gamma: Sequence[float], N: int,
-                 jobs: int = 200_000, seed: int = 0) -> dict[str, float]:
+                 jobs: int = 200_000, seed: int = 0, cv: float = 1.0) -> dict[str, float]:
     """Discrete-event simulation of DEP with per-job work: the chain's cross-check.
 
     Each job brings ``Exp(1)`` work and progresses at rate ``mu[m]`` while ``m``
     jobs run and no repartition is under way; repartitions last
     ``Exp(gamma[m])`` and restart on an arrival (the chain's assumptions, but
     simulated job by job with FCFS queueing and per-job response times).
+    ``cv > 1``: hyperexponential arrivals (:func:`arrival_sampler`).
     """
     _rates(mu, gamma, N)
     rng = random.Random(seed)
+    gap = arrival_sampler(lam, cv, rng)
     t = 0.0
-    next_arr = rng.expovariate(lam)
+    next_arr = gap()
     running: list[list[float]] = []  # [remaining work, arrival time]
     queue: list[float] = []
     reconf_end = math.inf
@@ -145,7 +187,7 @@ def simulate_dep(lam: float, mu: Sequence[float], gamma: Sequence[float], N: int
                 r[0] -= dt * mu[m]
         t = t_next
         if t == next_arr:
-            next_arr = t + rng.expovariate(lam)
+            next_arr = t + gap()
             if len(running) < N:
                 running.append([rng.expovariate(1.0), t])
                 reconf_end = t + rng.expovariate(gamma[len(running)])
