@@ -1,17 +1,22 @@
 """The scheduler core's jobs: the :class:`Job` record and the table that indexes them by state.
 
 Jobs are indexed by state (the queue in arrival order, running jobs in the
-order they started, jobs waiting for their arrival time), so a request costs
-the jobs it concerns rather than the whole history, and the policies' frozen
-views (:class:`scheduler.core.policy.Snapshot`) are cached until a job they
-show changes. Every change to a job goes through :meth:`JobTable._mark` (or
-``_event``, which calls it): the journal writes the job, and its view is rebuilt.
+order they started, jobs waiting for their arrival time) and queued jobs by
+size (:class:`SizeIndex`, which EASY's backfill walks instead of the whole
+queue), so a request costs the jobs it concerns rather than the whole history
+or the whole queue. The policies' frozen views
+(:class:`scheduler.core.policy.Snapshot`) are cached: a running job's view is
+rebuilt only after it changed, the queue's tuple only after the queue changed.
+Every change to a job goes through :meth:`JobTable._mark` (or ``_event``, which
+calls it): the journal writes the job, and its view is rebuilt.
 :class:`scheduler.core.state.ClusterState` is a :class:`JobTable`.
 """
 
 from __future__ import annotations
 
 import bisect
+import heapq
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +25,7 @@ from scheduler.core.jobfile import spec_from_dict
 from scheduler.core.policy import JobSpec, RunningJob, Snapshot
 from scheduler.core.profiler import JobProfile
 
-__all__ = ["FINAL", "RECENT", "Job", "JobTable"]
+__all__ = ["FINAL", "RECENT", "Job", "JobTable", "SizeIndex"]
 
 FINAL = ("done", "failed", "cancelled", "lost")
 RECENT = 10  # ended jobs listed by ``status``
@@ -85,6 +90,48 @@ class Job:
 
 
 
+class SizeIndex:
+    """Queued jobs by size: for each size, the queue keys ``(arrival, job id)`` of its jobs, sorted.
+
+    :meth:`fitting` merges the lists of the sizes up to a limit, so EASY's
+    backfill (:mod:`scheduler.core.policies.easy`) visits only the queued jobs
+    that fit the free slots, in queue order, instead of the whole queue: the
+    :class:`scheduler.core.policy.QueueIndex` of the core's snapshots. Updated
+    in place on every queue change (O(log n) search plus a list insertion).
+    """
+
+    def __init__(self, specs: dict[int, JobSpec]):
+        self.specs = specs  # job id -> spec of every queued job (shared with the JobTable)
+        self.by_size: dict[int, list[tuple[float, int]]] = {}
+        self.sizes: list[int] = []  # the sizes present, ascending
+
+    def add(self, n: int, key: tuple[float, int]) -> None:
+        lst = self.by_size.get(n)
+        if lst is None:
+            self.by_size[n] = [key]
+            bisect.insort(self.sizes, n)
+        else:
+            bisect.insort(lst, key)
+
+    def remove(self, n: int, key: tuple[float, int]) -> None:
+        lst = self.by_size.get(n)
+        if lst is None:
+            return
+        i = bisect.bisect_left(lst, key)
+        if i < len(lst) and lst[i] == key:
+            del lst[i]
+        if not lst:
+            del self.by_size[n]
+            del self.sizes[bisect.bisect_left(self.sizes, n)]
+
+    def fitting(self, limit: int) -> Iterator[JobSpec]:
+        """Queued jobs of at most ``limit`` slots in queue order; costs the jobs taken from it."""
+        lists = [self.by_size[n] for n in self.sizes[:bisect.bisect_right(self.sizes, limit)]]
+        keys = lists[0] if len(lists) == 1 else heapq.merge(*lists)
+        specs = self.specs
+        return (specs[k[1]] for k in keys)
+
+
 class JobTable:
     """Jobs by id and by state, their events and decisions, and the policies' views of them.
 
@@ -95,8 +142,13 @@ class JobTable:
         self._queued: list[tuple[float, int]] = []  # (arrival_time, job_id), sorted: the queue order
         self._queued_specs: list[JobSpec] = []  # their specs, in the same order
         self._queue_t: tuple[JobSpec, ...] | None = ()  # the policies' view of the queue, cached
+        self._by_id: dict[int, JobSpec] = {}  # queued job id -> spec
+        self._sized = SizeIndex(self._by_id)  # queued jobs by size, for backfill
         self._run: dict[int, Job] = {}  # running jobs in the order they started
         self._run_t: tuple[RunningJob, ...] | None = ()  # their views, cached until one changes
+        self._views: dict[int, RunningJob | None] = {}  # job id -> its view (None: to rebuild), start order
+        self._stale: set[int] = set()  # running jobs whose view must be rebuilt
+        self._pos: dict[int, int] | None = {}  # job id -> its index in the running tuple (None: to rebuild)
         self._waiting: dict[int, Job] = {}
 
     # ---------------------------------------------------------------- helpers
@@ -117,6 +169,7 @@ class JobTable:
         self.dirty.add(j.job_id)
         if j.state == "running":
             j._view = None
+            self._stale.add(j.job_id)
             self._run_t = None
 
     def _event(self, now: float, job: Job, kind: str, detail: str = "") -> None:
@@ -135,10 +188,13 @@ class JobTable:
             if i < len(self._queued) and self._queued[i] == k:
                 del self._queued[i]
                 del self._queued_specs[i]
+                self._sized.remove(self._by_id.pop(j.job_id).nprocs, k)
             self._queue_t = None
         elif j.state == "running":
             self._run.pop(j.job_id, None)
-            self._run_t = None
+            self._views.pop(j.job_id, None)
+            self._stale.discard(j.job_id)
+            self._run_t = self._pos = None
         elif j.state == "waiting":
             self._waiting.pop(j.job_id, None)
 
@@ -148,10 +204,14 @@ class JobTable:
             i = bisect.bisect_right(self._queued, k)
             self._queued.insert(i, k)
             self._queued_specs.insert(i, j.spec)
+            self._by_id[j.job_id] = j.spec
+            self._sized.add(j.spec.nprocs, k)
             self._queue_t = None
         elif j.state == "running":
             self._run[j.job_id] = j
-            self._run_t = None
+            self._views[j.job_id] = None
+            self._stale.add(j.job_id)
+            self._run_t = self._pos = None
         elif j.state == "waiting":
             self._waiting[j.job_id] = j
         if j.state in FINAL:
@@ -167,9 +227,10 @@ class JobTable:
     def busy(self) -> int:
         return self.pool.total - self.pool.free
 
-    def queue(self) -> list[Job]:
-        """Queued jobs in arrival order (ties: submission order)."""
-        return [self.jobs[i] for _, i in self._queued]
+    def queue(self, limit: int | None = None) -> list[Job]:
+        """Queued jobs in arrival order (ties: submission order); the first ``limit`` if given."""
+        keys = self._queued if limit is None else self._queued[:max(0, limit)]
+        return [self.jobs[i] for _, i in keys]
 
     def running(self) -> list[Job]:
         """Running jobs in the order they started."""
@@ -195,10 +256,19 @@ class JobTable:
         return j._view
 
     def snapshot(self, now: float) -> Snapshot:
+        """The policies' view: cached tuples, rebuilt in the part that changed (one job's view, the
+        queue's tuple), with the queue's size index and the running jobs' positions."""
         if self._queue_t is None:
             self._queue_t = tuple(self._queued_specs)
         if self._run_t is None:
-            self._run_t = tuple(self._view(j) for j in self._run.values())
+            views = self._views
+            for i in self._stale:
+                views[i] = self._view(self._run[i])
+            self._stale.clear()
+            self._run_t = tuple(views.values())  # type: ignore[arg-type]  # none is stale now
+        if self._pos is None:
+            self._pos = {i: k for k, i in enumerate(self._views)}
         head = self.jobs[self._queued[0][1]].reservation if self._queued else None
-        return Snapshot(now, self.pool.total, self.pool.free, self._queue_t, self._run_t, head)
+        return Snapshot(now, self.pool.total, self.pool.free, self._queue_t, self._run_t, head,
+                        self._sized, self._pos)
 

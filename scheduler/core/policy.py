@@ -32,9 +32,9 @@ registers itself on import) plus, if it should have a short name, a preset.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 __all__ = [
     "KINDS",
@@ -44,6 +44,7 @@ __all__ = [
     "JobSpec",
     "Preset",
     "Profile",
+    "QueueIndex",
     "RemapDecision",
     "RemapPolicy",
     "Reserve",
@@ -140,9 +141,27 @@ class RunningJob:
     point_time: float | None = None  # when its current iteration began (start, resize point, end of a resize)
 
 
+class QueueIndex(Protocol):
+    """The queue by size, for policies that look past its head (EASY's backfill).
+
+    ``fitting(limit)`` yields the queued jobs of at most ``limit`` slots in
+    queue order, costing the jobs it yields rather than the queue's length.
+    The scheduler core keeps one up to date (``scheduler.core.jobtable``) and
+    hands it out with each snapshot; it describes that snapshot's queue and is
+    valid while the policy call that received it runs.
+    """
+
+    def fitting(self, limit: int) -> Iterator[JobSpec]: ...
+
+
 @dataclass(frozen=True)
 class Snapshot:
-    """Everything a policy may look at. ``now`` is seconds on the caller's clock."""
+    """Everything a policy may look at. ``now`` is seconds on the caller's clock.
+
+    ``queue_index`` and ``positions`` are optional indexes over ``queue`` and
+    ``running`` that the core supplies so that a request costs what it looks
+    at, not the length of the queue; a hand-built snapshot may leave them out.
+    """
 
     now: float
     total_slots: int
@@ -150,13 +169,25 @@ class Snapshot:
     queue: tuple[JobSpec, ...]  # waiting jobs, in arrival order
     running: tuple[RunningJob, ...]
     reserved: float | None = None  # the queue head's reservation: the first its Application Scheduler made
-
+    queue_index: QueueIndex | None = field(default=None, compare=False, repr=False)
+    positions: Mapping[int, int] | None = field(default=None, compare=False, repr=False)  # job id -> running[i]
 
     def job(self, job_id: int) -> RunningJob:
+        if self.positions is not None:
+            i = self.positions.get(job_id)
+            if i is not None:
+                return self.running[i]
+            raise KeyError(job_id)
         for r in self.running:
             if r.spec.job_id == job_id:
                 return r
         raise KeyError(job_id)
+
+    def fitting(self, limit: int) -> Iterator[JobSpec]:
+        """The queued jobs of at most ``limit`` slots, in queue order (through ``queue_index`` if given)."""
+        if self.queue_index is not None:
+            return self.queue_index.fitting(limit)
+        return (s for s in self.queue if s.nprocs <= limit)
 
 
 # --------------------------------------------------------------------------

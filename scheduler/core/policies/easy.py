@@ -82,8 +82,10 @@ def releases(snap: Snapshot, give_back: bool = False) -> list[tuple[float, int]]
     now = snap.now
     out = []
     last_resizable = -math.inf
+    busy = 0
     for r in snap.running:
         n = r.nprocs
+        busy += n
         if give_back and r.spec.resizable:
             base = r.profile.history[0] if r.profile.history else r.spec.nprocs
             target = min(n, base, r.pending_shrink if r.pending_shrink is not None else n)
@@ -94,11 +96,12 @@ def releases(snap: Snapshot, give_back: bool = False) -> list[tuple[float, int]]
                 out += [(back, n - target), (end, target)]
                 last_resizable = max(last_resizable, back)
                 continue
-        end = end_estimate(r, now)
+        d = r.deadline
+        end = (d if d >= now else now) if d is not None else end_estimate(r, now)  # end_estimate, inlined
         out.append((end, n))
-        if r.spec.resizable:
-            last_resizable = max(last_resizable, end)
-    held = snap.total_slots - snap.free_slots - sum(r.nprocs for r in snap.running)
+        if r.spec.resizable and end > last_resizable:
+            last_resizable = end
+    held = snap.total_slots - snap.free_slots - busy
     if held > 0:
         out.append((last_resizable if last_resizable > -math.inf else math.inf, held))
     return out
@@ -144,29 +147,34 @@ class EasyBackfill(AppPolicy):
 
     def schedule(self, snap: Snapshot) -> list[Start | Reserve]:
         free = snap.free_slots
-        out: list[Start] = []
-        queue = list(snap.queue)
-        while queue and queue[0].nprocs <= free:
-            out.append(Start(queue[0].job_id, queue[0].nprocs))
-            free -= queue.pop(0).nprocs
-        if not queue:
+        out: list[Start | Reserve] = []
+        queue = snap.queue
+        k = 0  # FCFS: the first k queued jobs start
+        while k < len(queue) and queue[k].nprocs <= free:
+            out.append(Start(queue[k].job_id, queue[k].nprocs))
+            free -= queue[k].nprocs
+            k += 1
+        if k == len(queue):
             return out
-        head = queue[0]
+        head = queue[k]
         # reservation for the head, on the state after the FCFS starts above
-        started = {s.job_id for s in out}
-        running = list(snap.running)
-        for spec in snap.queue:
-            if spec.job_id in started:
-                running.append(RunningJob(spec, spec.nprocs, snap.now,
-                                          deadline=start_deadline(spec.walltime, spec.nprocs, spec.nprocs, snap.now)))
-        view = Snapshot(snap.now, snap.total_slots, free, tuple(queue), tuple(running))
+        running = snap.running + tuple(
+            RunningJob(spec, spec.nprocs, snap.now, deadline=start_deadline(spec.walltime, spec.nprocs, spec.nprocs,
+                                                                             snap.now))
+            for spec in queue[:k])
+        view = Snapshot(snap.now, snap.total_slots, free, (head,), running)  # releases read no further queue
         shadow, extra = shadow_time(view, head.nprocs, self.give_back)
         if snap.reserved is not None and head is snap.queue[0] and snap.reserved < shadow:
             shadow, extra = snap.reserved, 0  # late already: backfill nothing past the reservation
         if not math.isinf(shadow):
             out.append(Reserve(head.job_id, shadow))
-        for spec in queue[1:]:
-            if spec.nprocs > free:
+        # backfill: the jobs behind the head that fit the free slots, in queue order (through the
+        # core's size index, not the whole queue); jobs ahead of the head have started
+        skip = {s.job_id for s in queue[:k + 1]}
+        for spec in snap.fitting(free):
+            if free <= 0:  # sizes are >= 1: nothing more fits
+                break
+            if spec.nprocs > free or spec.job_id in skip:
                 continue
             ends_in_time = spec.walltime is not None and snap.now + spec.walltime <= shadow
             if ends_in_time or spec.nprocs <= extra:
@@ -175,7 +183,7 @@ class EasyBackfill(AppPolicy):
                 if not ends_in_time:
                     extra -= spec.nprocs
         if self.squeeze and head.resizable and free >= head.min_procs:
-            fits = [p for p in legal_sizes(head, snap.total_slots) if p <= min(free, head.nprocs)]
+            fits = legal_sizes(head, snap.total_slots, range(max(head.min_procs, 1), min(free, head.nprocs) + 1))
             if fits:
                 out.append(Start(head.job_id, fits[-1]))
         return out
