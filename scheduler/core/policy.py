@@ -73,7 +73,7 @@ __all__ = [
 # --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class JobSpec:
     """What a user submitted (a job file, or an SWF line in the simulator)."""
 
@@ -92,7 +92,7 @@ class JobSpec:
     iterations: int | None = None  # known iteration count, if any (simulator, reports)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Profile:
     """Performance Profiler record of one job (seed 001 §3.1).
 
@@ -127,7 +127,7 @@ class Profile:
         return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RunningJob:
     """A running job as policies see it."""
 
@@ -154,7 +154,7 @@ class QueueIndex(Protocol):
     def fitting(self, limit: int) -> Iterator[JobSpec]: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """Everything a policy may look at. ``now`` is seconds on the caller's clock.
 
@@ -195,13 +195,13 @@ class Snapshot:
 # --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Start:
     job_id: int
     nprocs: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Reserve:
     """The queued job ``job_id`` (the head) is guaranteed to start by ``time`` (EASY's shadow
     time). The core keeps the first reservation of each job, shows it to the policies
@@ -211,21 +211,21 @@ class Reserve:
     time: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Expand:
     job_id: int
     nprocs: int  # new total size
     reason: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Shrink:
     job_id: int
     nprocs: int  # new total size
     reason: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Continue:
     job_id: int
     reason: str = ""
@@ -388,7 +388,7 @@ def remap_policy_names() -> list[str]:
     return names("remap")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Preset:
     """A named (Application Scheduler, Remap Scheduler) pair with parameters: what ``--policy NAME``
     means to the daemon and to the simulator alike."""

@@ -568,6 +568,16 @@ class ClusterState(JobTable, NodeStates):
                           for j in (self.jobs[i] for i in reversed(self.recent))],
                 "nodes": self.node_rows(0.0 if now is None else now)}
 
+    def forget(self, job_id: int) -> None:
+        """Drop an ended job's record (the simulator, once it recorded the job, keeps memory flat this way)."""
+        j = self.jobs.get(job_id)
+        if j is None or j.state not in FINAL:
+            raise StateError("not_ended", f"job {job_id} has not ended")
+        del self.jobs[job_id]
+        self.dirty.discard(job_id)
+        if job_id in self.recent:
+            self.recent.remove(job_id)
+
     def restore(self, jobs: list[Job], next_id: int) -> None:
         """Reload journaled jobs; running jobs get their slots back and must reconnect."""
         ended = sorted((j for j in jobs if j.state in FINAL and j.end_time is not None), key=lambda j: j.end_time)
