@@ -150,6 +150,7 @@ class JobTable:
         self._stale: set[int] = set()  # running jobs whose view must be rebuilt
         self._pos: dict[int, int] | None = {}  # job id -> its index in the running tuple (None: to rebuild)
         self._waiting: dict[int, Job] = {}
+        self._snap: Snapshot | None = None  # the last snapshot, reused while nothing it shows changed
 
     # ---------------------------------------------------------------- helpers
     def _job(self, job_id: int) -> Job:
@@ -269,6 +270,10 @@ class JobTable:
         if self._pos is None:
             self._pos = {i: k for k, i in enumerate(self._views)}
         head = self.jobs[self._queued[0][1]].reservation if self._queued else None
-        return Snapshot(now, self.pool.total, self.pool.free, self._queue_t, self._run_t, head,
-                        self._sized, self._pos)
+        total, free, last = self.pool.total, self.pool.free, self._snap
+        if (last is not None and last.now == now and last.free_slots == free and last.total_slots == total
+                and last.queue is self._queue_t and last.running is self._run_t and last.reserved == head):
+            return last  # nothing changed since the last one (several policy calls per event)
+        self._snap = Snapshot(now, total, free, self._queue_t, self._run_t, head, self._sized, self._pos)
+        return self._snap
 

@@ -302,9 +302,11 @@ def legal_sizes(spec: JobSpec, pool: int,
     hi = min(spec.max_procs or pool, pool)
     lo = max(spec.min_procs, 1)
     listed = set(spec.sizes) if spec.sizes else None
+    n = spec.divides
+    if listed is None and not n:  # every size in [lo, hi] is legal (the common case, without a Python loop)
+        return list(range(lo, hi + 1)) if among is None else sorted({p for p in among if lo <= p <= hi})
     if among is None:
         among = listed if listed is not None else range(lo, hi + 1)
-    n = spec.divides
     out = set()
     for p in among:
         if not lo <= p <= hi or (listed is not None and p not in listed):

@@ -139,9 +139,8 @@ class Pool:
 
     def release(self, hosts: list[str]) -> None:
         self._sums = None
-        for h in hosts:
-            if self.used[h] > 0:
-                self.used[h] -= 1
+        for h, k in Counter(hosts).items():  # one update per host, not per slot
+            self.used[h] = max(0, self.used[h] - k)
 
     def describe(self) -> list[dict]:
         return [{"host": n.host, "slots": n.slots, "used": self.used[n.host], "speed": n.speed,

@@ -179,11 +179,13 @@ class EasyBackfill(AppPolicy):
             return out
         head = queue[k]
         # reservation for the head, on the state after the FCFS starts above
-        running = snap.running + tuple(
-            RunningJob(spec, spec.nprocs, snap.now, deadline=start_deadline(spec.walltime, spec.nprocs, spec.nprocs,
-                                                                             snap.now))
-            for spec in queue[:k])
-        view = Snapshot(snap.now, snap.total_slots, free, (head,), running)  # releases read no further queue
+        view = snap
+        if k:  # releases read the running jobs and the free slots, not the queue
+            running = snap.running + tuple(
+                RunningJob(spec, spec.nprocs, snap.now,
+                           deadline=start_deadline(spec.walltime, spec.nprocs, spec.nprocs, snap.now))
+                for spec in queue[:k])
+            view = Snapshot(snap.now, snap.total_slots, free, (head,), running)
         shadow, extra = shadow_time(view, head.nprocs, self.give_back)
         if snap.reserved is not None and head is snap.queue[0] and snap.reserved < shadow:
             shadow, extra = snap.reserved, 0  # late already: backfill nothing past the reservation
@@ -193,7 +195,7 @@ class EasyBackfill(AppPolicy):
         # core's size index, not the whole queue); jobs ahead of the head have started
         skip = {s.job_id for s in queue[:k + 1]}
         tried, window = 0, self.window
-        for spec in snap.fitting(free):
+        for spec in snap.fitting(free) if free > 0 else ():
             if free <= 0:  # sizes are >= 1: nothing more fits
                 break
             if spec.nprocs > free or spec.job_id in skip:
