@@ -259,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-sim", action="store_true", help="skip the simulator")
     ap.add_argument("--million", action="store_true", help="also simulate the million-job trace (minutes)")
     ap.add_argument("--seconds", type=float, help="measurement seconds per configuration (default 10; quick 3)")
+    ap.add_argument("--running", type=int, action="append", help="emulated running jobs (repeatable; default 100, 1000)")
+    ap.add_argument("--queued", type=int, action="append", help="queue lengths (repeatable; default 1k, 10k, 50k)")
     a = ap.parse_args(argv)
     seconds = a.seconds or (3.0 if a.quick else 10.0)
     out: dict = {"config": {"period_s": PERIOD, "submits_per_s": SUBMITS_PER_S, "status_per_s": STATUS_PER_S,
@@ -266,8 +268,8 @@ def main(argv: list[str] | None = None) -> int:
     summary: dict = {}
     if not a.no_daemon:
         rows = []
-        for r in ((20,) if a.quick else RUNNING):
-            rows += run_daemon(r, (200, 1000) if a.quick else QUEUED, seconds)
+        for r in a.running or ((20,) if a.quick else RUNNING):
+            rows += run_daemon(r, tuple(a.queued or ((200, 1000) if a.quick else QUEUED)), seconds)
         print(table(rows, [("running", "running", "d"), ("queued", "queued", "d"),
                            ("resize_point_p50_ms", "resize p50", ".2f"), ("resize_point_p99_ms", "resize p99", ".2f"),
                            ("submit_p50_ms", "submit p50", ".2f"), ("submit_p99_ms", "submit p99", ".2f"),

@@ -547,8 +547,9 @@ class ClusterState(JobTable, NodeStates):
 
     # ---------------------------------------------------------------- views / restore
     def status(self, now: float | None = None, limit: int | None = None) -> dict[str, Any]:
-        """Pool, running jobs, queue (the first ``limit`` queued and waiting jobs; the totals are
-        ``queued_total``/``waiting_total``), recently ended jobs and nodes."""
+        """Pool, running jobs, queue (with ``limit``, the first ``limit`` running, queued and waiting
+        jobs; the totals are ``running_total``/``queued_total``/``waiting_total``), recently ended jobs
+        and nodes. Costs the jobs listed, not the queue's length."""
         def row(j: Job) -> dict[str, Any]:
             return {"job_id": j.job_id, "name": j.desc["name"], "state": j.state, "nprocs": j.nprocs,
                     "requested": j.desc["nprocs"], "hosts": sorted(set(j.hosts)),
@@ -560,7 +561,9 @@ class ClusterState(JobTable, NodeStates):
             list(itertools.islice(self._waiting.values(), max(0, limit)))
         return {"total_slots": self.pool.total, "free_slots": self.pool.free,
                 "capacity_slots": self.pool.capacity,
-                "running": [row(j) for j in self.running()],
+                "running": [row(j) for j in (self._run.values() if limit is None
+                                             else itertools.islice(self._run.values(), max(0, limit)))],
+                "running_total": len(self._run),
                 "queue": [row(j) for j in self.queue(limit)], "queued_total": len(self._queued),
                 "waiting": [row(j) for j in waiting], "waiting_total": len(self._waiting),
                 "ended": [{"job_id": j.job_id, "name": j.desc["name"], "state": j.state,
