@@ -259,7 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-sim", action="store_true", help="skip the simulator")
     ap.add_argument("--million", action="store_true", help="also simulate the million-job trace (minutes)")
     ap.add_argument("--seconds", type=float, help="measurement seconds per configuration (default 10; quick 3)")
-    ap.add_argument("--running", type=int, action="append", help="emulated running jobs (repeatable; default 100, 1000)")
+    ap.add_argument("--running", type=int, action="append",
+                    help="emulated running jobs (repeatable; default 100 and 1000)")
     ap.add_argument("--queued", type=int, action="append", help="queue lengths (repeatable; default 1k, 10k, 50k)")
     a = ap.parse_args(argv)
     seconds = a.seconds or (3.0 if a.quick else 10.0)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,45 +92,73 @@ class Job:
 
 
 class SizeIndex:
-    """Queued jobs by size: for each size, the queue keys ``(arrival, job id)`` of its jobs, sorted.
+    """Queued jobs by size and walltime, for EASY's backfill.
 
-    :meth:`fitting` merges the lists of the sizes up to a limit, so EASY's
-    backfill (:mod:`scheduler.core.policies.easy`) visits only the queued jobs
-    that fit the free slots, in queue order, instead of the whole queue: the
-    :class:`scheduler.core.policy.QueueIndex` of the core's snapshots. Updated
-    in place on every queue change (O(log n) search plus a list insertion).
+    For each size: the queue keys ``(arrival, job id)`` of its jobs, sorted, and
+    the same jobs sorted by walltime (``None``: infinite). :meth:`fitting`
+    yields the queued jobs of at most ``limit`` slots that could end within
+    ``within`` seconds or need at most ``short`` slots, in queue order, costing
+    the jobs it yields (plus a search per size) instead of the whole queue:
+    the :class:`scheduler.core.policy.QueueIndex` of the core's snapshots.
+    Updated in place on every queue change (a search plus a list insertion).
     """
 
     def __init__(self, specs: dict[int, JobSpec]):
         self.specs = specs  # job id -> spec of every queued job (shared with the JobTable)
         self.by_size: dict[int, list[tuple[float, int]]] = {}
+        self.by_wall: dict[int, list[tuple[float, float, int]]] = {}  # (walltime, arrival, id) per size
         self.sizes: list[int] = []  # the sizes present, ascending
 
-    def add(self, n: int, key: tuple[float, int]) -> None:
+    @staticmethod
+    def _wall(spec: JobSpec, key: tuple[float, int]) -> tuple[float, float, int]:
+        return (math.inf if spec.walltime is None else spec.walltime, *key)
+
+    def add(self, spec: JobSpec, key: tuple[float, int]) -> None:
+        n = spec.nprocs
         lst = self.by_size.get(n)
         if lst is None:
             self.by_size[n] = [key]
+            self.by_wall[n] = [self._wall(spec, key)]
             bisect.insort(self.sizes, n)
         else:
             bisect.insort(lst, key)
+            bisect.insort(self.by_wall[n], self._wall(spec, key))
 
-    def remove(self, n: int, key: tuple[float, int]) -> None:
+    @staticmethod
+    def _drop(lst: list, item) -> None:
+        i = bisect.bisect_left(lst, item)
+        if i < len(lst) and lst[i] == item:
+            del lst[i]
+
+    def remove(self, spec: JobSpec, key: tuple[float, int]) -> None:
+        n = spec.nprocs
         lst = self.by_size.get(n)
         if lst is None:
             return
-        i = bisect.bisect_left(lst, key)
-        if i < len(lst) and lst[i] == key:
-            del lst[i]
+        self._drop(lst, key)
+        self._drop(self.by_wall[n], self._wall(spec, key))
         if not lst:
-            del self.by_size[n]
+            del self.by_size[n], self.by_wall[n]
             del self.sizes[bisect.bisect_left(self.sizes, n)]
 
-    def fitting(self, limit: int) -> Iterator[JobSpec]:
-        """Queued jobs of at most ``limit`` slots in queue order; costs the jobs taken from it."""
-        lists = [self.by_size[n] for n in self.sizes[:bisect.bisect_right(self.sizes, limit)]]
-        keys = lists[0] if len(lists) == 1 else heapq.merge(*lists)
+    def fitting(self, limit: int, within: float = math.inf, short: int = 0) -> Iterator[JobSpec]:
+        """Queued jobs of at most ``limit`` slots with a walltime of at most ``within`` seconds or at most
+        ``short`` slots, in queue order; costs the jobs taken from it and a search per size."""
+        sizes = self.sizes[:bisect.bisect_right(self.sizes, limit)]
         specs = self.specs
-        return (specs[k[1]] for k in keys)
+        if within == math.inf:
+            lists = [self.by_size[n] for n in sizes]
+            keys = lists[0] if len(lists) == 1 else heapq.merge(*lists)
+            return (specs[k[1]] for k in keys)
+        out: list[tuple[float, int]] = []
+        for n in sizes:
+            if n <= short:
+                out += self.by_size[n]
+            else:
+                lst = self.by_wall[n]
+                out += [(a, i) for _, a, i in lst[:bisect.bisect_right(lst, (within, math.inf, math.inf))]]
+        out.sort()
+        return (specs[k[1]] for k in out)
 
 
 class JobTable:
@@ -189,7 +218,7 @@ class JobTable:
             if i < len(self._queued) and self._queued[i] == k:
                 del self._queued[i]
                 del self._queued_specs[i]
-                self._sized.remove(self._by_id.pop(j.job_id).nprocs, k)
+                self._sized.remove(self._by_id.pop(j.job_id), k)
             self._queue_t = None
         elif j.state == "running":
             self._run.pop(j.job_id, None)
@@ -206,7 +235,7 @@ class JobTable:
             self._queued.insert(i, k)
             self._queued_specs.insert(i, j.spec)
             self._by_id[j.job_id] = j.spec
-            self._sized.add(j.spec.nprocs, k)
+            self._sized.add(j.spec, k)
             self._queue_t = None
         elif j.state == "running":
             self._run[j.job_id] = j

@@ -32,6 +32,7 @@ registers itself on import) plus, if it should have a short name, a preset.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
@@ -144,14 +145,16 @@ class RunningJob:
 class QueueIndex(Protocol):
     """The queue by size, for policies that look past its head (EASY's backfill).
 
-    ``fitting(limit)`` yields the queued jobs of at most ``limit`` slots in
-    queue order, costing the jobs it yields rather than the queue's length.
+    ``fitting(limit, within, short)`` yields the queued jobs of at most
+    ``limit`` slots whose walltime is at most ``within`` seconds (``None``
+    counts as infinite) or who need at most ``short`` slots, in queue order,
+    costing the jobs it yields rather than the queue's length.
     The scheduler core keeps one up to date (``scheduler.core.jobtable``) and
     hands it out with each snapshot; it describes that snapshot's queue and is
     valid while the policy call that received it runs.
     """
 
-    def fitting(self, limit: int) -> Iterator[JobSpec]: ...
+    def fitting(self, limit: int, within: float = math.inf, short: int = 0) -> Iterator[JobSpec]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,11 +186,13 @@ class Snapshot:
                 return r
         raise KeyError(job_id)
 
-    def fitting(self, limit: int) -> Iterator[JobSpec]:
-        """The queued jobs of at most ``limit`` slots, in queue order (through ``queue_index`` if given)."""
+    def fitting(self, limit: int, within: float = math.inf, short: int = 0) -> Iterator[JobSpec]:
+        """The queued jobs of at most ``limit`` slots whose walltime is at most ``within`` seconds (none:
+        infinite) or who need at most ``short`` slots, in queue order (through ``queue_index`` if given)."""
         if self.queue_index is not None:
-            return self.queue_index.fitting(limit)
-        return (s for s in self.queue if s.nprocs <= limit)
+            return self.queue_index.fitting(limit, within, short)
+        return (s for s in self.queue if s.nprocs <= limit and (
+            s.nprocs <= short or (math.inf if s.walltime is None else s.walltime) <= within))
 
 
 # --------------------------------------------------------------------------

@@ -195,7 +195,10 @@ class EasyBackfill(AppPolicy):
         # core's size index, not the whole queue); jobs ahead of the head have started
         skip = {s.job_id for s in queue[:k + 1]}
         tried, window = 0, self.window
-        for spec in snap.fitting(free) if free > 0 else ():
+        # only jobs that could start: a walltime ending by the shadow time (a superset of the exact test
+        # below, by a rounding margin) or a size within the extra slots; the test below decides
+        within = shadow - snap.now + 1e-12 * (abs(shadow) + abs(snap.now)) + 1e-12
+        for spec in snap.fitting(free, within, extra) if free > 0 else ():
             if free <= 0:  # sizes are >= 1: nothing more fits
                 break
             if spec.nprocs > free or spec.job_id in skip:
