@@ -118,6 +118,8 @@ def _policy(make, name: str, params: dict[str, Any] | None):
 
 
 class Daemon:
+    poll_all_up_to = 64  # with more running jobs, the kernel names the exited ones (:meth:`_exited`)
+
     def __init__(self, state_dir: str, endpoint: str = DEFAULT_ENDPOINT, pool: Pool | None = None,
                  app: str = "easy", remap: str = "reshape", tick: float = 0.1,
                  workdir: str | None = None, app_params: dict[str, Any] | None = None,
@@ -439,10 +441,8 @@ class Daemon:
         """
         acts: list = []
         self._reap = [p for p in self._reap if p.poll() is None]
-        for jid, p in list(self.procs.items()):
-            rc = p.poll()
-            if rc is None:
-                continue
+        for jid in self._exited():
+            rc = self.procs[jid].returncode
             del self.procs[jid]
             self._strays.put(job_tag(self.state_dir, jid))  # stray ranks of a crashed job
             acts += self.state.exited(jid, rc, now)
@@ -468,6 +468,26 @@ class Daemon:
                     # adopted: not our child, but its wrapper wrote how it ended (None: killed)
                     acts += self.state.exited(j.job_id, read_exit_status(self.exit_path(j.job_id)), now)
         return acts
+
+    def _exited(self) -> list[int]:
+        """Jobs whose ``mpiexec`` exited (reaped here). Few jobs: each is polled; many: the kernel
+        says which children exited (``waitid`` without reaping), so a tick costs the jobs that ended,
+        not every running job; a child that is not a job's ``mpiexec`` falls back to polling all."""
+        if len(self.procs) > self.poll_all_up_to and hasattr(os, "waitid"):
+            by_pid = {p.pid: jid for jid, p in self.procs.items()}
+            out: list[int] = []
+            while True:
+                try:
+                    info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+                except ChildProcessError:
+                    return out
+                if info is None:
+                    return out
+                jid = by_pid.get(info.si_pid)
+                if jid is None or jid in out or self.procs[jid].poll() is None:
+                    break  # not a job's mpiexec (or not reaped): poll them all
+                out.append(jid)
+        return [jid for jid, p in self.procs.items() if p.poll() is not None]
 
     def _on_sigterm(self, *_) -> None:
         """Stop; growing through Slurm, the allocation is ending (scancel): the jobs end with it."""
