@@ -204,7 +204,7 @@ def run_daemon(running: int, queued: tuple[int, ...], seconds: float, log=print)
         t0 = time.perf_counter()
         ids = [c.request("submit", {"job": _running_job(i)}).body["job_id"] for i in range(running)]
         deadline = time.monotonic() + 60 + running * 0.2
-        while len(c.request("status", {"limit": 0}).body["running"]) < running:
+        while c.request("status", {"limit": 0}).body["running_total"] < running:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{running} emulated jobs not running after {deadline:.0f} s")
             time.sleep(0.5)
@@ -220,16 +220,22 @@ def run_daemon(running: int, queued: tuple[int, ...], seconds: float, log=print)
             have = body["queued_total"]
             log(f"R={running}: queue {have} ({time.perf_counter() - t0:.1f} s to fill)")
             load0 = os.getloadavg()[0]
+            proc = psutil.Process(daemon.pid)
+            served0, cpu0 = c.request("status", {"limit": 0}).body["daemon"]["served"], proc.cpu_times()
             m = _measure(endpoint, ids, seconds, running, seed=i)
+            cpu1 = proc.cpu_times()
             body = c.request("status", {"limit": 0}).body
             sv = body["daemon"]
+            cpu = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)
             rss = psutil.Process(daemon.pid).memory_info().rss
-            row = {"running": len(body["running"]), "queued": have, "queued_after": body["queued_total"],
+            row = {"running": body["running_total"], "queued": have, "queued_after": body["queued_total"],
                    **{f"{k}_{s}": m[k][s] for k in ("resize_point", "submit", "status")
                       for s in ("p50_ms", "p99_ms", "max_ms", "n")},
                    "resize_points_per_s": m["resize_points_per_s"], "service_p50_ms": sv["p50_ms"],
                    "service_p99_ms": sv["p99_ms"], "max_loop_gap_ms": sv["max_loop_gap_ms"],
                    "policy_errors": sv["policy_errors"], "rss_mb": rss / 2**20,
+                   "daemon_cpu_share": cpu / seconds,  # of one CPU, during the measurement
+                   "daemon_cpu_ms_per_request": 1e3 * cpu / max(1, sv["served"] - served0 - 1),
                    "loadavg": [load0, os.getloadavg()[0]]}
             rows.append(row)
             have = body["queued_total"]
@@ -254,7 +260,7 @@ def _at(rows: list[dict], running: int, queued: int, key: str):
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.scale", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="20 running jobs, 200 and 1,000 queued; 20k jobs simulated")
+    ap.add_argument("--quick", action="store_true", help="20 running jobs, 200 and 1,000 queued; 5k jobs simulated")
     ap.add_argument("--no-daemon", action="store_true", help="skip the live daemon")
     ap.add_argument("--no-sim", action="store_true", help="skip the simulator")
     ap.add_argument("--million", action="store_true", help="also simulate the million-job trace (minutes)")
@@ -276,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
                            ("submit_p50_ms", "submit p50", ".2f"), ("submit_p99_ms", "submit p99", ".2f"),
                            ("status_p50_ms", "status p50", ".2f"), ("status_p99_ms", "status p99", ".2f"),
                            ("service_p99_ms", "service p99", ".2f"), ("resize_points_per_s", "resize/s", ".0f"),
+                           ("daemon_cpu_ms_per_request", "CPU ms/req", ".3f"), ("daemon_cpu_share", "CPU", ".2f"),
                            ("rss_mb", "RSS MB", ".0f")]))
         out["daemon"] = rows
         summary |= {"resize_point_p99_ms_at_10k": _at(rows, 1000, 10000, "resize_point_p99_ms"),
@@ -287,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     if not a.no_sim:
         from benchmarks.scale_sim import run_sims
 
-        sims = run_sims((20_000,) if a.quick else SIM_JOBS + ((1_000_000,) if a.million else ()),
+        sims = run_sims((5_000,) if a.quick else SIM_JOBS + ((1_000_000,) if a.million else ()),
                         ("easy", "reshape-plus"), SIM_SLOTS, SIM_LOAD)
         out["simulator"] = sims
         summary |= {"sim": {f"{r['policy']}@{r['jobs']}": {"seconds": r["seconds"], "peak_rss_mb": r["peak_rss_mb"],
