@@ -6,7 +6,7 @@ size (:class:`SizeIndex`, which EASY's backfill walks instead of the whole
 queue), so a request costs the jobs it concerns rather than the whole history
 or the whole queue. The policies' frozen views
 (:class:`scheduler.core.policy.Snapshot`) are cached: a running job's view is
-rebuilt only after it changed, the queue's tuple only after the queue changed.
+rebuilt only after it changed, and the queue is shown without a copy (:class:`QueueView`).
 Every change to a job goes through :meth:`JobTable._mark` (or ``_event``, which
 calls it): the journal writes the job, and its view is rebuilt.
 :class:`scheduler.core.state.ClusterState` is a :class:`JobTable`.
@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,6 +89,41 @@ class Job:
         d["profile"] = JobProfile.from_dict(d.get("profile", {}))
         return cls(**d)
 
+
+
+class QueueView(Sequence):
+    """The queue as a snapshot shows it, without copying it: a snapshot per submission would otherwise
+    copy the whole queue. Valid until the queue next changes (a policy uses a snapshot within the call
+    that received it); a stale view raises rather than show another queue. Slices are tuples."""
+
+    __slots__ = ("_owner", "_specs", "_version")
+
+    def __init__(self, owner: JobTable, specs: list[JobSpec], version: int):
+        self._owner, self._specs, self._version = owner, specs, version
+
+    def _live(self) -> list[JobSpec]:
+        if self._owner._queue_version != self._version:
+            raise RuntimeError("stale snapshot: the queue changed after it was taken")
+        return self._specs
+
+    def __len__(self) -> int:
+        return len(self._live())
+
+    def __getitem__(self, i):
+        got = self._live()[i]
+        return tuple(got) if isinstance(i, slice) else got
+
+    def __iter__(self) -> Iterator[JobSpec]:
+        return iter(self._live())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and tuple(self) == tuple(other)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"QueueView({len(self)} jobs)"
 
 
 class SizeIndex:
@@ -170,7 +205,7 @@ class JobTable:
     def _init_indexes(self) -> None:
         self._queued: list[tuple[float, int]] = []  # (arrival_time, job_id), sorted: the queue order
         self._queued_specs: list[JobSpec] = []  # their specs, in the same order
-        self._queue_t: tuple[JobSpec, ...] | None = ()  # the policies' view of the queue, cached
+        self._queue_version = 0  # bumped on every queue change: the snapshots' QueueView checks it
         self._by_id: dict[int, JobSpec] = {}  # queued job id -> spec
         self._sized = SizeIndex(self._by_id)  # queued jobs by size, for backfill
         self._run: dict[int, Job] = {}  # running jobs in the order they started
@@ -219,7 +254,7 @@ class JobTable:
                 del self._queued[i]
                 del self._queued_specs[i]
                 self._sized.remove(self._by_id.pop(j.job_id), k)
-            self._queue_t = None
+            self._queue_version += 1
         elif j.state == "running":
             self._run.pop(j.job_id, None)
             self._views.pop(j.job_id, None)
@@ -236,7 +271,7 @@ class JobTable:
             self._queued_specs.insert(i, j.spec)
             self._by_id[j.job_id] = j.spec
             self._sized.add(j.spec, k)
-            self._queue_t = None
+            self._queue_version += 1
         elif j.state == "running":
             self._run[j.job_id] = j
             self._views[j.job_id] = None
@@ -288,8 +323,6 @@ class JobTable:
     def snapshot(self, now: float) -> Snapshot:
         """The policies' view: cached tuples, rebuilt in the part that changed (one job's view, the
         queue's tuple), with the queue's size index and the running jobs' positions."""
-        if self._queue_t is None:
-            self._queue_t = tuple(self._queued_specs)
         if self._run_t is None:
             views = self._views
             for i in self._stale:
@@ -301,8 +334,10 @@ class JobTable:
         head = self.jobs[self._queued[0][1]].reservation if self._queued else None
         total, free, last = self.pool.total, self.pool.free, self._snap
         if (last is not None and last.now == now and last.free_slots == free and last.total_slots == total
-                and last.queue is self._queue_t and last.running is self._run_t and last.reserved == head):
+                and last.queue._version == self._queue_version  # type: ignore[attr-defined]
+                and last.running is self._run_t and last.reserved == head):
             return last  # nothing changed since the last one (several policy calls per event)
-        self._snap = Snapshot(now, total, free, self._queue_t, self._run_t, head, self._sized, self._pos)
+        queue = QueueView(self, self._queued_specs, self._queue_version)
+        self._snap = Snapshot(now, total, free, queue, self._run_t, head, self._sized, self._pos)  # type: ignore[arg-type]
         return self._snap
 
