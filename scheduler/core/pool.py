@@ -79,12 +79,12 @@ class Pool:
     @property
     def total(self) -> int:
         """Slots of the nodes that are up."""
-        return self._count()[0]
+        return (self._sums or self._count())[0]
 
     @property
     def free(self) -> int:
         """Free slots on nodes that are up and not draining."""
-        return self._count()[1]
+        return (self._sums or self._count())[1]
 
     def has(self, host: str) -> bool:
         return any(n.host == host for n in self.nodes)

@@ -172,6 +172,7 @@ class Simulator:
         if not self.keep_ended:
             self.state.forget(jid)
             self._kill_at.pop(jid, None)
+            del self._inp[jid]
         if self.progress is not None and len(self.records) % 500 == 0:
             self.progress(len(self.records), len(self.jobs))
 

@@ -170,14 +170,16 @@ class EasyBackfill(AppPolicy):
         free = snap.free_slots
         out: list[Start | Reserve] = []
         queue = snap.queue
+        n_queue = len(queue)
         k = 0  # FCFS: the first k queued jobs start
-        while k < len(queue) and queue[k].nprocs <= free:
-            out.append(Start(queue[k].job_id, queue[k].nprocs))
-            free -= queue[k].nprocs
+        head = queue[0] if n_queue else None
+        while head is not None and head.nprocs <= free:
+            out.append(Start(head.job_id, head.nprocs))
+            free -= head.nprocs
             k += 1
-        if k == len(queue):
+            head = queue[k] if k < n_queue else None
+        if head is None:
             return out
-        head = queue[k]
         # reservation for the head, on the state after the FCFS starts above
         view = snap
         if k:  # releases read the running jobs and the free slots, not the queue
@@ -187,13 +189,13 @@ class EasyBackfill(AppPolicy):
                 for spec in queue[:k])
             view = Snapshot(snap.now, snap.total_slots, free, (head,), running)
         shadow, extra = shadow_time(view, head.nprocs, self.give_back)
-        if snap.reserved is not None and head is snap.queue[0] and snap.reserved < shadow:
+        if snap.reserved is not None and k == 0 and snap.reserved < shadow:
             shadow, extra = snap.reserved, 0  # late already: backfill nothing past the reservation
         if not math.isinf(shadow):
             out.append(Reserve(head.job_id, shadow))
         # backfill: the jobs behind the head that fit the free slots, in queue order (through the
         # core's size index, not the whole queue); jobs ahead of the head have started
-        skip = {s.job_id for s in queue[:k + 1]}
+        skip = {s.job_id for s in queue[:k + 1]} if k else {head.job_id}
         tried, window = 0, self.window
         # only jobs that could start: a walltime ending by the shadow time (a superset of the exact test
         # below, by a rounding margin) or a size within the extra slots; the test below decides
