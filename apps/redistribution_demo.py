@@ -27,7 +27,7 @@ def _run(args) -> int:
     from reshape.schedule import make_plan
 
     comm = MPI.COMM_WORLD
-    sizes = parse_plan(args.plan)
+    sizes = parse_plan(args.plan, "--plan")
     n, nb = args.n, args.block
     if max(sizes) > comm.size:
         if comm.rank == 0:
@@ -73,7 +73,7 @@ def run(args) -> int:
     if under_mpiexec():
         return _run(args)
     argv = ["--plan", args.plan, "--n", str(args.n), "--block", str(args.block)] + (["--tables"] if args.tables else [])
-    return relaunch("apps.redistribution_demo", max(parse_plan(args.plan)), argv, timeout=600)
+    return relaunch("apps.redistribution_demo", max(parse_plan(args.plan, "--plan")), argv, timeout=600)
 
 
 def _options(p: argparse.ArgumentParser) -> None:

@@ -13,7 +13,9 @@ other ranks wait in a sleeping barrier. Times are the slowest rank's; each
 case reports the median and the best of its repeats, output allocation
 included. ``warm-out`` is the circulant engine into a preallocated,
 already-touched output block: the memory-bound figure compared with the
-bandwidth of a warm one-process numpy copy of the same array. ``relabel``
+bandwidth of a warm one-process numpy copy of the same array, measured
+again next to each case (``copy GB/s``), since other load on the machine
+changes both. ``relabel``
 runs the circulant engine with the destination positions chosen to keep the
 most data in place (:mod:`reshape.relabel`); ``moved`` / ``moved rl`` are the
 fractions of the array that cross ranks without and with it. The checkpoint
@@ -82,27 +84,12 @@ def worker(args) -> int:
     reps = args.repeats or (3 if args.quick else 5)
     ckdir = args.dir or tempfile.gettempdir()
 
-    # warm single-process copy bandwidth on rank 0, same array size as the largest case
-    copy_bw = None
-    if world.rank == 0:
-        n = max(sizes)
-        a = np.random.default_rng(0).random((n, n))
-        b = np.empty_like(a)
-        best = float("inf")
-        for _ in range(7):
-            t0 = time.perf_counter()
-            np.copyto(b, a)
-            best = min(best, time.perf_counter() - t0)
-        copy_bw = a.nbytes / best
-        del a, b
-    barrier(world)  # the other ranks sleep meanwhile instead of spinning in bcast
-    copy_bw = world.bcast(copy_bw)
-
     rows = []
     for n, p, q, kind, nb in cases(sizes, blocks):
         size = max(p, q)
         if size > world.size:
             continue
+        copy_bw = copy_bandwidth(world, n)  # next to each case: the machine's load changes during a run
         comm = world.Split(0 if world.rank < size else MPI.UNDEFINED, world.rank)
         if comm != MPI.COMM_NULL:
             rows.append(one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw,
@@ -111,7 +98,26 @@ def worker(args) -> int:
         barrier(world)
     if world.rank != 0:
         return 0
-    return report(args, rows, sizes, blocks, reps, copy_bw, world.size)
+    return report(args, rows, sizes, blocks, reps, world.size)
+
+
+def copy_bandwidth(world, n: int, reps: int = 3) -> float:
+    """Warm single-process ``np.copyto`` bandwidth of an n x n float64 array on rank 0 (best of ``reps``)."""
+    from reshape.mpiutil import barrier
+
+    bw = None
+    if world.rank == 0:
+        a = np.random.default_rng(0).random((n, n))
+        b = np.empty_like(a)
+        np.copyto(b, a)  # touch the output once: the warm figure, as the engine's warm-out run
+        best = float("inf")
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            np.copyto(b, a)
+            best = min(best, time.perf_counter() - t0)
+        bw = a.nbytes / best
+    barrier(world)  # the other ranks sleep meanwhile instead of spinning in bcast
+    return world.bcast(bw)
 
 
 def one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw,
@@ -176,6 +182,7 @@ def one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw,
         "checkpoint_over_circulant": med["checkpoint"] / med["circulant"],
         "alltoallv_over_circulant": med["alltoallv"] / med["circulant"],
         "alltoallv_over_circulant_best": best["alltoallv"] / best["circulant"],
+        "copy_GBps": copy_bw / 1e9,
         "fraction_of_copy_bw": nbytes / med["warm"] / copy_bw,
         "relabel_speedup": med["circulant"] / med["relabel"],
         "runs_s": res,
@@ -187,7 +194,7 @@ def _name(r: dict) -> str:
     return f"N={r['N']} {lay} {r['P']}->{r['Q']}"
 
 
-def report(args, rows, sizes, blocks, reps, copy_bw, nranks) -> int:
+def report(args, rows, sizes, blocks, reps, nranks) -> int:
     print(table(rows, [
         ("N", "N", "d"), ("P", "P", "d"), ("Q", "Q", "d"), ("layout", "layout", "s"), ("block", "nb", "d"),
         ("steps", "steps", "d"), ("moved", "moved", ".2f"), ("moved_relabel", "moved rl", ".2f"),
@@ -195,10 +202,13 @@ def report(args, rows, sizes, blocks, reps, copy_bw, nranks) -> int:
         ("circulant_GBps", "GB/s", ".2f"), ("circulant_warm_s", "warm-out s", ".4f"),
         ("relabel_s", "relabel s", ".4f"), ("alltoallv_s", "alltoallv s", ".4f"),
         ("checkpoint_s", "checkpoint s", ".3f"), ("checkpoint_over_circulant", "ckpt/circ", ".1f"),
-        ("alltoallv_over_circulant", "a2av/circ", ".2f"), ("fraction_of_copy_bw", "of copy bw", ".2f"),
+        ("alltoallv_over_circulant", "a2av/circ", ".2f"), ("copy_GBps", "copy GB/s", ".1f"),
+        ("fraction_of_copy_bw", "of copy bw", ".2f"),
     ]))
     big = [r for r in rows if r["N"] == max(sizes)]
-    summary: dict = {"largest_N": max(sizes), "cases_at_largest_N": len(big), "copy_bandwidth_GBps": copy_bw / 1e9}
+    summary: dict = {"largest_N": max(sizes), "cases_at_largest_N": len(big),
+                     "copy_bandwidth_GBps_median": statistics.median(r["copy_GBps"] for r in big),
+                     "copy_bandwidth_GBps_min": min(r["copy_GBps"] for r in big)}
     worst = {}
     for key, col in (("alltoallv_over_circulant", "alltoallv_over_circulant"),
                      ("fraction_of_copy_bandwidth", "fraction_of_copy_bw"),

@@ -250,6 +250,56 @@ def run_daemon(running: int, queued: tuple[int, ...], seconds: float, log=print)
     return rows
 
 
+# ---------------------------------------------------------------------------------------- core
+def run_core(running: int, queued: tuple[int, ...], reps: int = 300) -> list[dict]:
+    """The same scenario on the sans-I/O core in this process: what each request costs the scheduler
+    itself (no sockets, no journal), per queue length; the queue grows on one core as in the daemon."""
+    from scheduler.core.jobfile import validate_job
+    from scheduler.core.policy import app_policy, remap_policy
+    from scheduler.core.pool import Node, Pool
+    from scheduler.core.state import ClusterState
+
+    pool = Pool([Node("localhost", running + FREE)])
+    st = ClusterState(pool, app_policy("easy"), remap_policy("reshape"))
+    rng = random.Random(running)
+    now = 0.0
+    for i in range(running):
+        st.submit(validate_job(_running_job(i), pool.capacity), now)
+    st.tick(now)
+    st.submit(validate_job({"name": "head", "command": ["sleep", "1"], "nprocs": min(64, running),
+                            "walltime": 172800}, pool.capacity), now)
+    ids = [j.job_id for j in st.running()]
+    rows = []
+    for target in queued:
+        while len(st._queued) < target:
+            st.submit(validate_job(_queued_job(rng, running), pool.capacity), now)
+        st.tick(now)
+        lat: dict[str, list[float]] = {"resize_point": [], "submit": [], "tick": [], "status": []}
+        for k in range(reps):
+            for kind, out in lat.items():
+                now += 0.001
+                t0 = time.perf_counter()
+                if kind == "resize_point":
+                    j = st.jobs[ids[k % running]]
+                    st.resize_point(j.job_id, {"nprocs": 1, "iteration": j.iterations + 1, "iter_time": PERIOD}, now)
+                elif kind == "submit":
+                    st.submit(validate_job(_queued_job(rng, running), pool.capacity), now)
+                    st.tick(now)
+                elif kind == "tick":
+                    st.tick(now)
+                else:
+                    st.status(now, 100)
+                out.append(time.perf_counter() - t0)
+                st.dirty.clear()
+                st.events.clear()
+        row = {"running": running, "queued": target}
+        for kind, xs in lat.items():
+            got = _stats(xs)
+            row[f"core_{kind}_p50_ms"], row[f"core_{kind}_p99_ms"] = got["p50_ms"], got["p99_ms"]
+        rows.append(row)
+    return rows
+
+
 # ---------------------------------------------------------------------------------------- main
 def _at(rows: list[dict], running: int, queued: int, key: str):
     for r in rows:
@@ -286,6 +336,14 @@ def main(argv: list[str] | None = None) -> int:
                            ("daemon_cpu_ms_per_request", "CPU ms/req", ".3f"), ("daemon_cpu_share", "CPU", ".2f"),
                            ("rss_mb", "RSS MB", ".0f")]))
         out["daemon"] = rows
+        core = []
+        for r in a.running or ((20,) if a.quick else RUNNING):
+            core += run_core(r, tuple(a.queued or ((200, 1000) if a.quick else QUEUED)))
+        print("\nthe core alone (this process, no I/O):")
+        print(table(core, [("running", "running", "d"), ("queued", "queued", "d")]
+                    + [(f"core_{k}_{s}", f"{k} {s[:3]}", ".3f") for k in ("resize_point", "submit", "tick", "status")
+                       for s in ("p50_ms", "p99_ms")]))
+        out["core"] = core
         summary |= {"resize_point_p99_ms_at_10k": _at(rows, 1000, 10000, "resize_point_p99_ms"),
                     "submit_p99_ms_at_10k": _at(rows, 1000, 10000, "submit_p99_ms"),
                     "status_p99_ms_at_10k": _at(rows, 1000, 10000, "status_p99_ms"),
@@ -304,9 +362,9 @@ def main(argv: list[str] | None = None) -> int:
     try:  # a run of one part keeps the other part's last results
         with open(os.path.join(RESULTS, f"{name}.json")) as f:
             old = json.load(f)
-        for part, keys in (("daemon", ("resize_point_p99_ms_at_10k", "submit_p99_ms_at_10k", "status_p99_ms_at_10k",
-                                       "rss_mb_at_50k", "worst_resize_point_p99_ms", "worst_submit_p99_ms")),
-                           ("simulator", ("sim",))):
+        daemon_keys = ("resize_point_p99_ms_at_10k", "submit_p99_ms_at_10k", "status_p99_ms_at_10k", "rss_mb_at_50k",
+                       "worst_resize_point_p99_ms", "worst_submit_p99_ms")
+        for part, keys in (("core", ()), ("daemon", daemon_keys), ("simulator", ("sim",))):
             if part not in out and part in old:
                 out[part] = old[part]
                 summary |= {k: old["summary"][k] for k in keys if k in old.get("summary", {})}

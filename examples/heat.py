@@ -6,7 +6,7 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-import reshape.runtime as reshape
+import reshape
 
 ap = argparse.ArgumentParser(description=__doc__)
 ap.add_argument("--n", type=int, default=256, help="grid points per side")

@@ -20,6 +20,7 @@ Advisors:
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -90,15 +91,19 @@ class Static:
         pass
 
 
-def parse_plan(text: str) -> list[int]:
-    """Parse ``"2,4,6,4"`` / ``"2->4->6"`` / ``"2 4 6"`` into sizes."""
+def parse_plan(text: str, name: str = ENV_PLAN) -> list[int]:
+    """Parse ``"2,4,6,4"`` / ``"2->4->6"`` / ``"2 4 6"`` into sizes; ValueError naming ``name`` otherwise."""
     cleaned = text.replace("->", ",").replace("→", ",").replace(" ", ",")
+    allowed = "expected process counts >= 1 separated by commas, e.g. 2,4,6,4"
     try:
         sizes = [int(x) for x in cleaned.split(",") if x.strip()]
     except ValueError:
-        raise ValueError(f"resize plan {text!r}: expected sizes like '2,4,6,4'") from None
-    if not sizes or any(s < 1 for s in sizes):
-        raise ValueError(f"resize plan {text!r}: sizes must be positive integers")
+        bad = next(x for x in cleaned.split(",") if x.strip() and not x.strip().lstrip("+-").isdigit())
+        raise ValueError(f"{name}={text!r}: {bad!r} is not a number; {allowed}") from None
+    if not sizes:
+        raise ValueError(f"{name}={text!r}: no sizes; {allowed}")
+    if any(s < 1 for s in sizes):
+        raise ValueError(f"{name}={text!r}: {min(sizes)} is not a process count; {allowed}")
     return sizes
 
 
@@ -106,8 +111,9 @@ def parse_plan(text: str) -> list[int]:
 class ScriptedPlan:
     """Walk through ``sizes`` one step per ``every`` resize points.
 
-    ``sizes[0]`` is the starting size (checked against the actual size only
-    for the log); each following entry is the target at the next step. When
+    ``sizes[0]`` is the starting size (``reshape.init()`` refuses a plan that
+    does not start at the job's size); each following entry is the target at
+    the next step. When
     the plan is exhausted the job continues at its size.
     """
 
@@ -129,7 +135,11 @@ class ScriptedPlan:
         return Advice(action, target, reason=f"plan step {self.step}")
 
     def resized(self, old: int, new: int, seconds: float, error: str | None = None) -> None:
+        """Log the outcome; a success is printed (the runtime prints refusals itself)."""
         self.log.append(f"{old}->{new} {'failed: ' + error if error else f'{seconds:.4f}s'}")
+        if not error:
+            print(f"[reshape] plan step {self.step}: {'expanded' if new > old else 'shrank'} {old} -> {new} "
+                  f"process{'es' * (new > 1)} (redistribution {seconds:.3f} s)", file=sys.stderr, flush=True)
 
     def finished(self, status: str = "done", error: str | None = None) -> None:
         pass

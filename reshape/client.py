@@ -25,6 +25,7 @@ import time
 from typing import Any
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from reshape import jobenv as E
 from reshape.advice import ENV_JOB_ID, ENV_SCHEDULER, Advice, ResizeReport
@@ -50,13 +51,21 @@ class Connection:
     """One DEALER socket to the daemon; ``request`` = send + bounded wait for the matching reply."""
 
     def __init__(self, endpoint: str, timeout: float = 5.0, ctx: zmq.Context | None = None,
-                 keys: str | ClientKeys | None = None):
+                 keys: str | ClientKeys | None = None, fail_fast: float | None = None):
         """``keys``: a key directory or loaded keys; by default as ``reshape.auth.keys_dir_for`` says.
+        ``fail_fast``: seconds after which a request fails when every connection attempt so far
+        was refused (nothing listens at the endpoint: ZeroMQ's ``CONNECT_RETRIED`` and no
+        ``CONNECTED``), instead of waiting out the whole timeout; a daemon just starting binds
+        within that time. For the command line.
 
         Raises ``reshape.auth.AuthError`` (a ValueError) when keys are needed but missing.
         """
         self.endpoint = endpoint
         self.timeout = timeout
+        self.fail_fast = fail_fast
+        self._mon: zmq.Socket | None = None
+        self._connected = False
+        self._refused_since: float | None = None
         if isinstance(keys, ClientKeys):
             self.keys: ClientKeys | None = keys
         else:
@@ -77,13 +86,32 @@ class Connection:
             # (the daemon exits right after sending it) was lost in about one of
             # four stops. A request queued for an absent daemon is discarded by
             # ``reset`` when its reply times out.
+            if self.fail_fast is not None:
+                self._mon = s.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_CONNECT_RETRIED)
+                self._connected, self._refused_since = False, None
             s.connect(self.endpoint)
             self._sock = s
         return self._sock
 
+    def _refused(self) -> bool:
+        """Read the monitor's events: True once connections were refused for ``fail_fast`` seconds
+        and none ever succeeded."""
+        while self._mon is not None and self._mon.poll(0):
+            event = recv_monitor_message(self._mon)["event"]
+            if event == zmq.EVENT_CONNECTED:
+                self._connected = True
+            elif event == zmq.EVENT_CONNECT_RETRIED and self._refused_since is None:
+                self._refused_since = time.monotonic()
+        return (not self._connected and self._refused_since is not None
+                and time.monotonic() - self._refused_since >= self.fail_fast)
+
     def reset(self) -> None:
         """Drop the socket (and any late reply); the next request reconnects."""
         if self._sock is not None:
+            if self._mon is not None:
+                self._sock.disable_monitor()
+                self._mon.close(linger=0)
+                self._mon = None
             self._sock.close(linger=0)
             self._sock = None
 
@@ -111,6 +139,16 @@ class Connection:
             raise SchedulerUnavailable(f"no scheduler daemon at {self.endpoint}") from None
         while True:
             left = deadline - time.monotonic()
+            if self._mon is not None and left > 0:  # wait for the reply or a refused connection
+                poller = zmq.Poller()
+                poller.register(sock, zmq.POLLIN)
+                poller.register(self._mon, zmq.POLLIN)
+                ready = dict(poller.poll(max(1, int(min(left, 0.1 if self._refused_since else left) * 1000))))
+                if self._refused():
+                    self.reset()
+                    raise SchedulerUnavailable(f"no scheduler daemon listens at {self.endpoint}")
+                if sock not in ready:
+                    continue
             if left <= 0 or not sock.poll(max(1, int(left * 1000))):
                 self.reset()
                 how = (f" (CURVE key {self.keys.public.decode()}: the daemon may not accept it)"

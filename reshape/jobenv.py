@@ -13,10 +13,36 @@ from __future__ import annotations
 import os
 
 __all__ = [
-    "ABORT_ON_ERROR", "ALLOW_NEW_SIZES", "BACKGROUND", "CLIENT_KEY", "DAEMON", "FAULT", "HOSTS", "JOB_ENV", "JOB_ID",
-    "JOB_TAG", "KEYS", "LAUNCHER", "MAX_PROCS", "NETNS_HOSTS", "NETNS_PREFIX", "NPROCS", "PLAN",
-    "PLAN_EVERY", "REDIST_METHOD", "RESIZE_TIMEOUT", "RUN_TAG", "SCHEDULER", "SCHEDULER_TIMEOUT",
-    "STATE_DIR", "TRACES", "WAIT", "default_state_dir",
+    "ABORT_ON_ERROR",
+    "ALLOW_NEW_SIZES",
+    "BACKGROUND",
+    "CLIENT_KEY",
+    "DAEMON",
+    "FAULT",
+    "HOSTS",
+    "JOB_ENV",
+    "JOB_ID",
+    "JOB_TAG",
+    "KEYS",
+    "LAUNCHER",
+    "MAX_PROCS",
+    "NETNS_HOSTS",
+    "NETNS_PREFIX",
+    "NPROCS",
+    "PLAN",
+    "PLAN_EVERY",
+    "REDIST_METHOD",
+    "RELABEL",
+    "RESIZE_TIMEOUT",
+    "REUSE",
+    "RUN_TAG",
+    "SCHEDULER",
+    "SCHEDULER_TIMEOUT",
+    "STATE_DIR",
+    "TRACES",
+    "WAIT",
+    "default_state_dir",
+    "flag",
 ]
 
 # -- job environment (set by the daemon for every process of a job)
@@ -37,6 +63,8 @@ MAX_PROCS = "RESHAPE_MAX_PROCS"
 ALLOW_NEW_SIZES = "RESHAPE_ALLOW_NEW_SIZES"
 REDIST_METHOD = "RESHAPE_REDIST_METHOD"    # circulant | alltoallv | checkpoint
 BACKGROUND = "RESHAPE_BACKGROUND"          # 1: constant arrays move while the job keeps iterating
+RELABEL = "RESHAPE_RELABEL"                # 0: keep position j on the j-th senior rank at resizes (placement.py)
+REUSE = "RESHAPE_REUSE"                    # 1: a shrink parks retired ranks for a later expansion (parking.py)
 SCHEDULER_TIMEOUT = "RESHAPE_SCHEDULER_TIMEOUT"
 ABORT_ON_ERROR = "RESHAPE_ABORT_ON_ERROR"  # 0: an uncaught error does not MPI_Abort the job
 FAULT = "RESHAPE_FAULT"                    # WHERE:WHO:HOW fault injection (faults.py)
@@ -55,3 +83,19 @@ TRACES = "RESHAPE_TRACES"                  # where benchmarks find SWF traces
 def default_state_dir() -> str:
     """``$RESHAPE_STATE_DIR``, else ``~/.reshape``: the daemon's journal, logs, socket and default keys."""
     return os.environ.get(STATE_DIR) or os.path.join(os.path.expanduser("~"), ".reshape")
+
+
+_YES, _NO = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
+
+
+def flag(name: str, default: bool = False, env: dict[str, str] | None = None) -> bool:
+    """A yes/no variable: 1/true/yes/on or 0/false/no/off (unset: ``default``); else a ValueError naming it."""
+    raw = (env if env is not None else os.environ).get(name)
+    if raw is None:
+        return default
+    val = raw.strip().lower()
+    if val in _YES:
+        return True
+    if val in _NO:
+        return False
+    raise ValueError(f"{name}={raw!r}: expected 1/true/yes/on or 0/false/no/off")

@@ -97,8 +97,7 @@ def relabel_many(
     whenever it is optimal, and otherwise an optimum with the most positions on it
     (while ``(Q + 1) x`` the kept bytes fit a float64 exactly, i.e. below 2**53).
     """
-    from scipy.optimize import linear_sum_assignment  # 0.3 s import: not paid by ``import reshape``
-
+    linear_sum_assignment = solver()
     pairs = list(pairs)
     if not pairs:
         raise LayoutError("relabelling needs at least one array")
@@ -136,6 +135,18 @@ def relabel_many(
         if int(g[np.arange(q), np.arange(q)].sum()) >= kept:
             return identity
     return out
+
+
+def solver():
+    """scipy's ``linear_sum_assignment``, imported on first use (not paid by ``import reshape``).
+
+    Its own module is imported where it exists (0.3 s here, against 0.7 s for ``scipy.optimize``).
+    """
+    try:
+        from scipy.optimize._lsap import linear_sum_assignment
+    except ImportError:  # the public name is the contract; the private module is only faster to import
+        from scipy.optimize import linear_sum_assignment
+    return linear_sum_assignment
 
 
 def relabel(

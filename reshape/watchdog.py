@@ -142,8 +142,11 @@ class Watchdog:
 def install_excepthook(report: Reporter | None = None, rank: Callable[[], int] | None = None) -> None:
     """An uncaught exception on any rank aborts the job (with the reason reported) instead of
     leaving the other ranks waiting for this one forever. ``RESHAPE_ABORT_ON_ERROR=0`` opts out."""
-    if os.environ.get(E.ABORT_ON_ERROR, "1") in ("0", "false", "no"):
-        return
+    try:
+        if not E.flag(E.ABORT_ON_ERROR, True):
+            return
+    except ValueError:  # refused with the other variables by reshape.checks; abort meanwhile
+        pass
     previous = sys.excepthook
 
     def hook(kind, value, tb):

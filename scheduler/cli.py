@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 
 PARTS = ("apps.redistribution_demo", "scheduler.tools.netns", "scheduler.service.commands",
@@ -34,7 +35,26 @@ def build_parser() -> argparse.ArgumentParser:
                 continue  # that part is not installed in this tree
             raise
         mod.add_commands(sub)
+    describe(p)
     return p
+
+
+def describe(parser: argparse.ArgumentParser) -> None:
+    """Give every subcommand's own ``--help`` a description (its one-line help from the command
+    list when it has none) and show reST's ``literal`` markup as plain text, recursively."""
+    for action in parser._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        helps = {a.dest: a.help for a in action._choices_actions}
+        for name, sub in action.choices.items():
+            text = sub.description or helps.get(name)
+            if text:
+                sub.description = _plain(text[0].upper() + text[1:] + ("" if text.rstrip().endswith(".") else "."))
+            describe(sub)
+
+
+def _plain(text: str) -> str:
+    return re.sub(r"``([^`]+)``", r"\1", text)
 
 
 def main(argv: list[str] | None = None) -> int:

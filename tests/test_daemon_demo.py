@@ -6,6 +6,8 @@ import json
 import os
 import subprocess
 import sys
+import time
+from itertools import pairwise
 
 import psutil
 import pytest
@@ -56,10 +58,25 @@ def test_quick_demo_resizes_real_apps_and_leaves_nothing(tmp_path):
     state = str(tmp_path / "state")
     plot = str(tmp_path / "demo.png")
     try:
-        p = subprocess.run([sys.executable, "-m", "scheduler.cli", "demo", "--quick", "--json", "--plot", plot,
-                            "--state-dir", state], cwd=str(tmp_path), capture_output=True, text=True, timeout=170)
-        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-        out = json.loads(p.stdout)
+        # progress (plain lines, stdout is no terminal) on stderr while it runs, the result on stdout
+        p = subprocess.Popen([sys.executable, "-m", "scheduler.cli", "demo", "--quick", "--json", "--plot", plot,
+                              "--state-dir", state], cwd=str(tmp_path), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        try:
+            progress = [(time.monotonic(), line) for line in p.stderr]
+            stdout = p.stdout.read()
+            p.wait(timeout=170)
+        finally:
+            p.kill()
+            p.wait()
+        end = time.monotonic()
+        assert p.returncode == 0, stdout[-3000:] + "".join(line for _, line in progress)[-3000:]
+        text = "".join(line for _, line in progress)
+        assert "advised expand" in text and "idle processors" in text, text  # decisions with their reasons
+        assert "advised shrink" in text and "t = " in text and "running: " in text, text
+        assert end - progress[0][0] > 5 and max(b[0] - a[0] for a, b in pairwise(progress)) < 15, \
+            "the progress stalls"  # the output keeps coming while the jobs run
+        out = json.loads(stdout)
         jobs = out["jobs"]
         assert [j["name"] for j in jobs] == [j["name"] for j in demo_jobs(True)]
         assert all(j["state"] == "done" and j["check"] == "OK" for j in jobs), jobs

@@ -51,3 +51,58 @@ def test_unreachable_and_unknown_hosts_are_refused(mpirun, tmp_path):
     assert "not reachable" in res.stdout and "final size 1 data OK" in res.stdout
     res = mpirun(1, ["-m", "tests.mpi.resize_hosts", "localhost,localhost"], timeout=60)
     assert "final size 3 data OK" in res.stdout
+
+
+def _ranks_by_pid(lines) -> dict[int, list[tuple[int, int]]]:
+    """Each process's (size, rank) after every resize it took part in, in order."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    for pid, size, rank, _tag in lines:
+        out.setdefault(int(pid), []).append((int(size), int(rank)))
+    return out
+
+
+def _rank_at(seq, size: int) -> int | None:
+    return next((r for s, r in seq if s == size), None)
+
+
+@pytest.mark.parametrize("relabel", ["1", "0"])
+def test_positions_go_to_the_ranks_holding_the_data_and_whole_groups_retire(mpirun, tmp_path, relabel):
+    from reshape import placement
+    from reshape.runtime import layout_rule
+
+    res, lines = run_plan(mpirun, 2, "2,4,6,4,2", tmp_path, {"RESHAPE_RELABEL": relabel})
+    assert "final size 2 sizes [4, 6, 4, 2, 2, 2] checksum 15 data OK" in res.stdout
+    # the placement the runtime must choose for 4 -> 6 (the program's arrays, reshape.placement)
+    A, x = layout_rule((37, 40), "2d", (4, 5)), layout_rule((37,), "rows")
+    want = placement.choose([(A(4), A(6), 8), (x(4), x(6), 4)], range(6), relabel == "1")
+    assert (want != tuple(range(6))) == (relabel == "1")  # the case relabels
+    seqs = _ranks_by_pid(lines)
+    at4 = {pid: _rank_at(s, 4) for pid, s in seqs.items() if _rank_at(s, 4) is not None}
+    new6 = {pid for pid, s in seqs.items() if s[0][0] == 6}  # spawned by 4 -> 6
+    assert len(at4) == 4 and len(new6) == 2
+    for pid, r4 in at4.items():  # a rank of size 4 now holds the position the placement gave it
+        assert _rank_at(seqs[pid], 6) == want.index(r4)
+    assert {_rank_at(seqs[p], 6) for p in new6} == {want.index(4), want.index(5)}
+    # 6 -> 4 retires the spawn group of 4 -> 6 whole, whatever its ranks had become: both exit at once
+    assert "retired 2: exited 2 parked 0" in res.stdout
+    assert all(len(seqs[p]) == 1 for p in new6)
+    # rank 0 is the process mpiexec started as rank 0 throughout
+    first = next(int(p) for p, size, rank, tag in lines if tag == "start" and rank == "0")
+    assert all(r == 0 for _, r in seqs[first])
+
+
+def test_reuse_calls_parked_ranks_back_instead_of_spawning(mpirun, tmp_path):
+    res, lines = run_plan(mpirun, 2, "2,4,2,4,2", tmp_path, {"RESHAPE_REUSE": "1"})
+    assert "final size 2 sizes [4, 2, 4, 2, 2, 2] checksum 15 data OK" in res.stdout
+    seqs = _ranks_by_pid(lines)
+    joined = {int(p) for p, size, rank, tag in lines if tag == "join"}
+    assert len(joined) == 2 and len(seqs) == 4  # the second 2 -> 4 spawned no process
+    for p in joined:  # the spawned pair ran at 4, parked at the shrink, and came back at 4
+        assert [s for s, _ in seqs[p]] == [4, 4]
+    assert res.stdout.count("retired 2: exited 0 parked 2") == 2  # shrinks park instead of retiring
+
+
+def test_parked_ranks_leave_when_the_program_ends_without_finish(mpirun):
+    res = mpirun(2, ["-m", "tests.mpi.resize_nofinish"], env={"RESHAPE_REUSE": "1", "RESHAPE_PLAN": "2,4,2"},
+                 timeout=60)
+    assert "sum 940 size 2 sizes [4, 2, 2, 2]" in res.stdout

@@ -17,6 +17,7 @@ The legal sizes these fields allow are :func:`scheduler.core.policy.legal_sizes`
     arrival_delay = 0     # optional: enter the queue this many seconds after submission
     launch = "mpi"        # "mpi": mpiexec -n <size>; "single": one process emulating <size>
     resize_timeout = 120  # optional: seconds one resize may take; then the job is aborted
+    iterations = 50       # optional: iteration count (with walltime: resizes keep the deadline)
     [env]                 # optional extra environment variables
     FOO = "1"
 
@@ -36,11 +37,29 @@ from reshape.watchdog import DEFAULT_TIMEOUT as DEFAULT_RESIZE_TIMEOUT
 from scheduler.core.policy import JobSpec, legal_sizes
 from scheduler.core.tomlfile import read_toml
 
-__all__ = ["DEFAULT_RESIZE_TIMEOUT", "JobFileError", "load_job_file", "narrow_spec", "resize_timeout_of",
+__all__ = ["DEFAULT_RESIZE_TIMEOUT", "FIELDS", "JobFileError", "load_job_file", "narrow_spec", "resize_timeout_of",
            "spec_from_dict", "validate_job"]
 
-_KEYS = {"name", "command", "nprocs", "min_procs", "max_procs", "sizes", "divides", "topology",
-         "resizable", "walltime", "arrival_delay", "launch", "env", "iterations", "resize_timeout"}
+# every field a job file may have, with its meaning (``reshape submit --help``; docs/daemon.md, "Job files")
+FIELDS = {
+    "command": "argv run under mpiexec (required); a leading python becomes the daemon's interpreter",
+    "nprocs": "initial size (required)",
+    "name": "label (default: from the command)",
+    "min_procs": "smallest size (default 1)",
+    "max_procs": "largest size (default: the pool)",
+    "sizes": "explicit legal sizes, e.g. [2, 4, 8]",
+    "divides": "legal sizes divide this (1-D), or each grid side does (2-D)",
+    "topology": '"1d" (default) or "2d": nearly-square grids, the smaller side grows',
+    "resizable": "false: never resized (default true)",
+    "walltime": "limit in seconds at the requested size (backfill; killed after it plus --overtime)",
+    "iterations": "the job's iteration count, if known: with walltime, a resize that would make the job "
+                  "overrun its deadline is not advised",
+    "arrival_delay": "join the queue this many seconds after submission (default 0)",
+    "launch": '"mpi" (default): mpiexec -n SIZE; "single": one process emulating SIZE',
+    "env": "table of extra environment variables",
+    "resize_timeout": f"seconds one resize may take, then the job is aborted (default {DEFAULT_RESIZE_TIMEOUT:g})",
+}
+_KEYS = set(FIELDS)
 
 
 class JobFileError(ValueError):

@@ -546,10 +546,12 @@ class ClusterState(JobTable, NodeStates):
         return [Kill(job_id), *self.schedule(now)]
 
     # ---------------------------------------------------------------- views / restore
-    def status(self, now: float | None = None, limit: int | None = None) -> dict[str, Any]:
-        """Pool, running jobs, queue (with ``limit``, the first ``limit`` running, queued and waiting
-        jobs; the totals are ``running_total``/``queued_total``/``waiting_total``), recently ended jobs
-        and nodes. Costs the jobs listed, not the queue's length."""
+    def status(self, now: float | None = None, limit: int | None = None,
+               running_limit: int | None = None) -> dict[str, Any]:
+        """Pool, running jobs, queue (the first ``limit`` queued and waiting jobs and the first
+        ``running_limit`` running ones; the totals are ``queued_total``/``waiting_total``/
+        ``running_total``), recently ended jobs and nodes. Costs the jobs listed, not the queue's
+        length. The protocol's ``status`` pages all three with its ``limit``."""
         def row(j: Job) -> dict[str, Any]:
             return {"job_id": j.job_id, "name": j.desc["name"], "state": j.state, "nprocs": j.nprocs,
                     "requested": j.desc["nprocs"], "hosts": sorted(set(j.hosts)),
@@ -561,8 +563,8 @@ class ClusterState(JobTable, NodeStates):
             list(itertools.islice(self._waiting.values(), max(0, limit)))
         return {"total_slots": self.pool.total, "free_slots": self.pool.free,
                 "capacity_slots": self.pool.capacity,
-                "running": [row(j) for j in (self._run.values() if limit is None
-                                             else itertools.islice(self._run.values(), max(0, limit)))],
+                "running": [row(j) for j in (self._run.values() if running_limit is None
+                                             else itertools.islice(self._run.values(), max(0, running_limit)))],
                 "running_total": len(self._run),
                 "queue": [row(j) for j in self.queue(limit)], "queued_total": len(self._queued),
                 "waiting": [row(j) for j in waiting], "waiting_total": len(self._waiting),

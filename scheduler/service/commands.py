@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+import textwrap
 import time
 from typing import Any
 
@@ -14,12 +15,14 @@ import zmq
 from reshape import jobenv as E
 from reshape.client import Connection, DaemonError, SchedulerUnavailable
 from reshape.launchers import LAUNCHERS
+from scheduler.core.jobtable import FINAL
 from scheduler.service.daemon import DEFAULT_ENDPOINT
 from scheduler.service.slurm import SlurmError
 
 __all__ = ["add_commands", "request"]
 
 ENV_ENDPOINT = E.DAEMON
+REFUSED_PATIENCE = 2.0  # seconds a command waits for a daemon that refuses connections (one may be starting)
 
 
 def _default_endpoint() -> str:
@@ -32,7 +35,7 @@ def _default_state_dir() -> str:
 
 def request(endpoint: str, type_: str, body: dict[str, Any] | None = None, timeout: float = 5.0,
             keys: str | None = None) -> dict:
-    conn = Connection(endpoint, timeout, keys=keys)
+    conn = Connection(endpoint, timeout, keys=keys, fail_fast=min(timeout, REFUSED_PATIENCE))
     try:
         return conn.request(type_, body or {}).body
     finally:
@@ -75,7 +78,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     from scheduler.service.daemon import Daemon
 
     try:
-        pool = load_pool(args.config) if args.config else (default_pool(args.slots) if args.slots else None)
+        pool = load_pool(args.config) if args.config else (default_pool(args.slots) if args.slots is not None else None)
         pre = preset(args.policy)
         app_params = {**(pre.app_params if not args.app_policy else {}), **dict(args.app_param)}
         remap_params = {**(pre.remap_params if not args.remap_policy else {}), **dict(args.remap_param)}
@@ -83,12 +86,15 @@ def cmd_daemon(args: argparse.Namespace) -> int:
                    remap=args.remap_policy or pre.remap, workdir=args.workdir, app_params=app_params,
                    remap_params=remap_params, node_timeout=args.node_timeout,
                    require_monitors=args.require_monitors, keys=args.keys, launcher=args.launcher,
-                   overtime=args.overtime,
+                   overtime=args.overtime, dashboard=args.dashboard,
                    slurm_grow={"grant_timeout": args.grant_timeout, "idle_release": args.idle_release}
-                   if args.slurm_grow else None)
+                   if args.slurm_grow else None, listen=True)
     except (PoolError, ValueError) as e:
         print(f"reshape daemon: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # the endpoint is taken or cannot be bound: nothing was written
+        print(f"reshape daemon: {e}", file=sys.stderr)
+        return 1
     info = d.describe()
     params = " ".join(f"{k}={v}" for kind in ("app", "remap") for k, v in info["params"][kind].items())
     access = (f"CURVE keys in {info['keys']}" if info["keys"] else
@@ -133,6 +139,12 @@ def cmd_submit(args: argparse.Namespace) -> int:
 @_client
 def cmd_status(args: argparse.Namespace) -> int:
     st = request(args.endpoint, "status", {"limit": args.limit} if args.limit is not None else {}, keys=args.keys)
+    if args.all:  # every ended job, newest first: the journal's, through the history request
+        hist = request(args.endpoint, "history", {}, timeout=30, keys=args.keys)
+        st["ended"] = sorted(({"job_id": j["job_id"], "name": j["name"], "state": j["state"],
+                               "end_time": j["end_time"], "sizes": j["profile"]["history"], "error": j["error"]}
+                              for j in hist["jobs"] if j["state"] in FINAL),
+                             key=lambda j: j["end_time"] or 0, reverse=True)
     if args.json:
         print(json.dumps(st, indent=1))
         return 0
@@ -154,10 +166,11 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"... and {hidden} more queued or waiting (--limit)")
     ended = st.get("ended", [])
     if ended:
-        print("\nrecently ended:")
+        print("\nended:" if args.all else "\nrecently ended (--all: every ended job):")
         print(_table([[j["job_id"], j["name"], j["state"], _ago(st.get("now"), j["end_time"]),
                        "->".join(map(str, j["sizes"])), _clip(j["error"] or "")] for j in ended],
                      ["JOB", "NAME", "STATE", "ENDED", "SIZES", "REASON"]))
+        _point_to_logs(j["job_id"] for j in ended if j["state"] in ("failed", "lost"))
     nodes = st.get("nodes", [])
     if any(n.get("state", "unmonitored") != "unmonitored" for n in nodes):
         print()
@@ -183,6 +196,9 @@ def cmd_history(args: argparse.Namespace) -> int:
 
     body = {k: v for k, v in (("limit", args.limit),
                               ("since", time.time() - args.since if args.since is not None else None)) if v is not None}
+    # a ping first: a dead daemon is reported as fast as by the other commands; the history
+    # itself (a long journal) may take longer to assemble
+    request(args.endpoint, "ping", keys=args.keys)
     hist = request(args.endpoint, "history", body, timeout=30, keys=args.keys)
     summ = summarize(hist)
     if args.plot:
@@ -194,10 +210,18 @@ def cmd_history(args: argparse.Namespace) -> int:
              _f(r["wait"]), _f(r["turnaround"]), _clip(r["error"] or "") if r["state"] != "done" else ""]
             for r in summ["jobs"]]
     print(_table(rows, ["JOB", "NAME", "STATE", "INIT", "SIZES", "WAIT(s)", "TURNAROUND(s)", "REASON"]))
+    _point_to_logs(r["job_id"] for r in summ["jobs"] if r["state"] in ("failed", "lost"))
     print(f"utilization {100 * summ['utilization']:.1f}% over {summ['makespan']:.1f}s")
     if args.plot:
         print(f"wrote {args.plot}")
     return 0
+
+
+def _point_to_logs(failed) -> None:
+    failed = list(failed)
+    if failed:
+        print(f"failed: job{'s' * (len(failed) > 1)} {', '.join(map(str, failed))}; "
+              f"'reshape log {failed[-1]}' shows a job's output")
 
 
 def _f(x: float | None) -> str:
@@ -229,10 +253,19 @@ def cmd_stop(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from scheduler.service.demo import run_demo
 
+    if args.dashboard is not None:
+        from scheduler.service.dashboard import parse_bind
+
+        try:
+            parse_bind(args.dashboard)
+        except ValueError as e:
+            print(f"reshape demo: {e}", file=sys.stderr)
+            return 2
     if args.state_dir:
         os.makedirs(args.state_dir, exist_ok=True)
     return run_demo(plot=args.plot, quick=args.quick, json_out=args.json, slots=args.slots,
-                    state_dir=args.state_dir)
+                    state_dir=args.state_dir, dashboard=args.dashboard,
+                    live=False if args.plain else None)
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
@@ -264,16 +297,26 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         if json_flag:
             p.add_argument("--json", action="store_true", help="machine-readable output")
 
-    p = sub.add_parser("daemon", help="run the scheduler daemon (head-node service)")
-    p.add_argument("--endpoint", default=_default_endpoint(), help="ZeroMQ endpoint to bind")
-    p.add_argument("--state-dir", default=_default_state_dir(), help="journal and job logs")
+    from scheduler.core.jobfile import FIELDS
+    from scheduler.core.policy import app_policy_names, remap_policy_names
+
+    p = sub.add_parser("daemon", help="run the scheduler daemon (head-node service)",
+                       description="Run the scheduler daemon in the foreground: it queues submitted jobs, "
+                       "starts them, and grows and shrinks them at their resize points (docs/daemon.md).")
+    p.add_argument("--endpoint", default=_default_endpoint(),
+                   help=f"ZeroMQ endpoint to bind (default ${ENV_ENDPOINT} or {DEFAULT_ENDPOINT})")
+    p.add_argument("--state-dir", default=_default_state_dir(),
+                   help=f"journal and job logs (default ${E.STATE_DIR} or ~/.reshape: {_default_state_dir()})")
     p.add_argument("--config", help="pool config (TOML, [[node]] host/slots/...)")
-    p.add_argument("--slots", type=int, help="slots of the default localhost pool")
+    p.add_argument("--slots", type=_positive_int, help="slots of the default localhost pool (default: this "
+                   "machine's CPU count)")
     p.add_argument("--policy", default="reshape", metavar="PRESET",
                    help="policy preset, the same names as 'reshape simulate --policy' (default: reshape = "
                    "easy + reshape; see 'reshape simulate --help' for the list)")
-    p.add_argument("--app-policy", help="application policy instead of the preset's (fcfs, easy, easy-plus, ...)")
-    p.add_argument("--remap-policy", help="remap policy instead of the preset's (reshape, reshape-plus, static, ...)")
+    p.add_argument("--app-policy", help=f"application policy instead of the preset's: "
+                   f"{', '.join(app_policy_names())}")
+    p.add_argument("--remap-policy", help=f"remap policy instead of the preset's: "
+                   f"{', '.join(remap_policy_names())}")
     p.add_argument("--app-param", action="append", type=_param, default=[], metavar="KEY=VALUE",
                    help="parameter of the application policy (repeatable; JSON values, e.g. k=2)")
     p.add_argument("--remap-param", action="append", type=_param, default=[], metavar="KEY=VALUE",
@@ -299,6 +342,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="with --slurm-grow: cancel an expander job not started after this long (default 10)")
     p.add_argument("--idle-release", type=float, default=30.0, metavar="SECONDS",
                    help="with --slurm-grow: give back a granted node unused for this long (default 30)")
+    p.add_argument("--dashboard", metavar="[HOST:]PORT",
+                   help="also serve a live web dashboard and Prometheus /metrics over HTTP (default host "
+                        "127.0.0.1; port 0 picks a free one; a non-loopback host, or --keys, requires the token the "
+                        "daemon writes to STATE_DIR/dashboard.token; docs/daemon.md)")
     p.set_defaults(func=cmd_daemon)
 
     p = sub.add_parser("keys", help="make CURVE keys for the daemon, its clients, jobs and node monitors")
@@ -312,9 +359,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     add_nodemon(sub)
     add_slurm(sub)
 
-    p = sub.add_parser("submit", help="submit job files (TOML)")
-    p.add_argument("files", nargs="+")
-    p.add_argument("--delay", type=float, help="arrival delay in seconds (overrides the file)")
+    width = max(map(len, FIELDS))
+    p = sub.add_parser("submit", help="submit job files (TOML)", formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Submit job files (TOML) to the daemon; each prints its job id.",
+                       epilog="job file fields (docs/daemon.md, \"Job files\"):\n" + "\n".join(
+                           textwrap.fill(v, 100, initial_indent=f"  {k.ljust(width)}  ",
+                                         subsequent_indent=" " * (width + 4)) for k, v in FIELDS.items()))
+    p.add_argument("files", nargs="+", metavar="FILE.toml", help="job files, e.g. examples/static_mpi.toml")
+    p.add_argument("--delay", type=_seconds, help="arrival delay in seconds (overrides the file)")
     p.add_argument("--slurm", action="store_true",
                    help="submit each job to Slurm (sbatch) with its own daemon that grows and shrinks the job "
                         "through Slurm (docs/slurm.md)")
@@ -325,8 +377,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_submit)
 
     p = sub.add_parser("status", help="running jobs and sizes, queue, free slots")
-    p.add_argument("--limit", type=int, metavar="N", help="list at most N running, N queued and N waiting "
+    p.add_argument("--limit", type=_count, metavar="N", help="list at most N running, N queued and N waiting "
                                                           "jobs (the totals are still shown)")
+    p.add_argument("--all", action="store_true", help="list every ended job, not only the last 10")
     common(p)
     p.set_defaults(func=cmd_status)
 
@@ -337,14 +390,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("history", help="per-job turnaround, utilization, allocation plot")
     p.add_argument("--plot", metavar="FILE.png", help="draw processors per job and busy processors over time")
-    p.add_argument("--limit", type=int, metavar="N", help="only the last N jobs")
-    p.add_argument("--since", type=float, metavar="SECONDS", help="only jobs active in the last SECONDS")
+    p.add_argument("--limit", type=_count, metavar="N", help="only the last N jobs")
+    p.add_argument("--since", type=_seconds, metavar="SECONDS", help="only jobs active in the last SECONDS")
     common(p)
     p.set_defaults(func=cmd_history)
 
     p = sub.add_parser("log", help="show a job's stdout/stderr")
     p.add_argument("job_id", type=int)
-    p.add_argument("--tail", type=int, default=200, help="last lines (0: all kept)")
+    p.add_argument("--tail", type=_count, default=200, help="last lines (0: all kept)")
     common(p, json_flag=False)
     p.set_defaults(func=cmd_log)
 
@@ -360,6 +413,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--state-dir", help="keep the daemon's journal and job logs here (default: temporary)")
     p.add_argument("--slots", type=_positive_int, default=8, help="virtual slots on localhost (default 8)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--dashboard", metavar="[HOST:]PORT",
+                   help="also serve the daemon's web dashboard there while the demo runs (e.g. 8080)")
+    p.add_argument("--plain", action="store_true",
+                   help="plain progress lines instead of the live view (the default when stdout is not a terminal)")
     p.set_defaults(func=cmd_demo)
 
 
@@ -372,6 +429,28 @@ def _param(text: str) -> tuple[str, Any]:
         return key, json.loads(value)
     except json.JSONDecodeError:
         return key, value
+
+
+def _count(text: str) -> int:
+    """An integer >= 0 (argparse type)."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
+    return v
+
+
+def _seconds(text: str) -> float:
+    """A finite number of seconds >= 0 (argparse type)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= v < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0, got {text}")
+    return v
 
 
 def _positive_int(text: str) -> int:

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import errno
 import faulthandler
 import gc
 import os
 import queue
+import re
 import signal
 import socket
 import subprocess
@@ -40,6 +42,8 @@ from scheduler.core.jobfile import JobFileError, validate_job
 from scheduler.core.policy import app_policy, remap_policy
 from scheduler.core.pool import Pool, default_pool
 from scheduler.core.state import ClusterState, Kill, Launch, StateError
+from scheduler.service.dashboard import Dashboard, parse_bind
+from scheduler.service.dashboard_view import LatencyHistogram, snapshot
 from scheduler.service.gatekeeper import Gatekeeper
 from scheduler.service.journal import Journal
 from scheduler.service.slurm import (
@@ -63,6 +67,8 @@ __all__ = ["DEFAULT_ENDPOINT", "Daemon", "job_endpoint"]
 # a Unix socket in the state directory: local peers only, each identified by its uid (docs/cluster.md)
 DEFAULT_ENDPOINT = "ipc://" + os.path.join(E.default_state_dir(), "daemon.sock")
 HARD_MAX_BYTES = 1 << 20  # zmq.MAXMSGSIZE: larger frames drop the connection, smaller get an error reply
+DASH_EVENTS = 5000  # allocation events the dashboard keeps for its charts and decision log
+_ERROR_LINE = re.compile(r"^[\w.]*(Error|Exception|Exit)\b.*: ")  # Python's last traceback line
 MONITOR_GRACE = 3.0  # seconds a watched mpiexec gets to exit after its first node's monitor saw the job end
 
 
@@ -125,7 +131,10 @@ class Daemon:
                  workdir: str | None = None, app_params: dict[str, Any] | None = None,
                  remap_params: dict[str, Any] | None = None, node_timeout: float = 5.0,
                  require_monitors: bool = False, keys: str | None = None, launcher: str | None = None,
-                 slurm_grow: dict[str, float] | None = None, overtime: float = 30.0):
+                 slurm_grow: dict[str, float] | None = None, overtime: float = 30.0, listen: bool = False,
+                 dashboard: str | None = None):
+        """``listen``: bind the endpoint (:meth:`listen`), and the dashboard's address when
+        ``dashboard`` is given, before creating anything in ``state_dir``."""
         # policies and keys first: a bad name, parameter or key fails before anything is created
         app_pol, remap_pol = _policy(app_policy, app, app_params), _policy(remap_policy, remap, remap_params)
         if not node_timeout > 0:
@@ -133,12 +142,23 @@ class Daemon:
         if not 0 <= overtime < float("inf"):
             raise ValueError(f"overtime must be >= 0 seconds, got {overtime}")
         self.overtime = overtime
+        self.dashboard_bind = dashboard
+        if dashboard is not None:
+            parse_bind(dashboard)  # a bad address fails before anything is created
         self.keys_dir = keys_dir_for(endpoint, keys)
         self.server_keys = load_server_keys(self.keys_dir) if self.keys_dir else None
         self.keys_dir = os.path.abspath(self.keys_dir) if self.keys_dir else None
+        self.endpoint = endpoint
+        self.gate: Gatekeeper | None = None
+        self._ctx: zmq.Context | None = None
+        self._sock: zmq.Socket | None = None
+        self.dash: Dashboard | None = None
+        if listen:
+            self.listen()
+            if dashboard is not None:
+                self._bind_dashboard()
         self.state_dir = os.path.abspath(state_dir)
         os.makedirs(os.path.join(self.state_dir, "logs"), exist_ok=True)
-        self.endpoint = endpoint
         self.tick_every = tick
         self.workdir = workdir or os.getcwd()
         self.journal = Journal(os.path.join(self.state_dir, "journal.sqlite"))
@@ -180,10 +200,13 @@ class Daemon:
         self._told_errors = 0  # policy errors already printed
         self.max_gap = 0.0  # longest time between two turns of the loop (seconds)
         self.service: collections.deque[float] = collections.deque(maxlen=8192)  # seconds, recv -> reply
+        self.latency = LatencyHistogram()  # every request since the start (the dashboard's /metrics)
+        self.recent_events: collections.deque[dict[str, Any]] = collections.deque(maxlen=DASH_EVENTS)
+        self.resize_counts = {"expand": 0, "shrink": 0}  # confirmed resizes since the start
+        self._dash_stats: tuple[float, dict[str, Any]] = (0.0, {})  # (when, service_stats()) for the dashboard
         self.stopping = False
         self.kill_on_stop = False  # ``stop --kill-jobs``: nothing may be left running, nothing launched
         self._last_adopted_check = 0.0
-        self.gate: Gatekeeper | None = None
         self.warnings: list[str] = [f"journal record set aside (table quarantine): {q}"
                                     for q in self.journal.quarantined]
         self.slurm_error: str | None = None  # the last failed Slurm command (status shows it)
@@ -357,7 +380,8 @@ class Daemon:
             job_id = s.submit(desc, now, owner=who)
             return P.reply(msg, job_id=job_id), s.tick(now)
         if t == "status":
-            return P.reply(msg, now=now, daemon=self.service_stats(), **s.status(now, b.get("limit"))), []
+            page = b.get("limit")  # pages running, queued and waiting jobs alike
+            return P.reply(msg, now=now, daemon=self.service_stats(), **s.status(now, page, page)), []
         if t == "cancel":
             acts = s.cancel(b["job_id"], now)
             return P.reply(msg, job_id=b["job_id"]), acts
@@ -386,6 +410,21 @@ class Daemon:
                  "requested": j.desc["nprocs"], "arrival_time": j.arrival_time} for j in sel]
         return {"total_slots": s.pool.capacity, "now": now, "jobs": jobs, "events": events,
                 "node_events": nodes, "jobs_total": len(s.jobs)}
+
+    def _last_words(self, job_id: int, rc: int) -> str | None:
+        """A failed job's reason when it reported none: its exit code and the error its log ends with."""
+        if rc == 0:
+            return None
+        try:
+            with open(self.log_path(job_id), "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 8192))
+                lines = [ln.strip() for ln in f.read().decode("utf-8", "replace").splitlines() if ln.strip()]
+        except OSError:
+            return None
+        errors = [ln for ln in lines if _ERROR_LINE.match(ln)]
+        last = (errors or lines or [""])[-1]
+        return f"exit code {rc}: {last[:200]}" if last else None
 
     def _log_tail(self, job_id: int, tail: int) -> str:
         if job_id not in self.state.jobs:
@@ -445,7 +484,8 @@ class Daemon:
             rc = self.procs[jid].returncode
             del self.procs[jid]
             self._strays.put(job_tag(self.state_dir, jid))  # stray ranks of a crashed job
-            acts += self.state.exited(jid, rc, now)
+            j = self.state.jobs.get(jid)
+            acts += self.state.exited(jid, rc, now, self._last_words(jid, rc) if j and not j.error else None)
         acts += self.state.check_nodes(now)
         acts += self.state.check_resizes(now)
         acts += self.state.expire(now, self.overtime)
@@ -529,12 +569,49 @@ class Daemon:
         meta = {"next_id": s.next_id, "slots": s.pool.capacity}
         nodes = [s.nodes[h] for h in sorted(s.dirty_nodes)]
         self.journal.save(jobs, s.events, meta, nodes, s.node_events)
+        for e in s.events:
+            if e["kind"] in self.resize_counts:
+                self.resize_counts[e["kind"]] += 1
+        if self.dash is not None:
+            self.recent_events.extend(s.events)
         s.dirty.clear()
         s.events = []
         s.dirty_nodes.clear()
         s.node_events = []
 
     # ------------------------------------------------------------------ loop
+    def listen(self) -> None:
+        """Bind the daemon's socket; OSError saying why when the endpoint is taken or unusable.
+
+        ``reshape daemon`` calls this (``listen=True``) before anything is written to the state
+        directory, so a second daemon on a busy endpoint leaves no trace; :meth:`serve` otherwise.
+        """
+        ctx = zmq.Context()
+        sock = ctx.socket(zmq.ROUTER)
+        sock.setsockopt(zmq.MAXMSGSIZE, HARD_MAX_BYTES)
+        sock.setsockopt(zmq.LINGER, 1000)
+        sock.setsockopt(zmq.ROUTER_MANDATORY, 0)
+        local = self.endpoint.startswith("ipc://")
+        try:
+            if local:
+                _claim_socket(self.endpoint[len("ipc://"):])
+            if self.server_keys is not None or local:  # CURVE keys, or the kernel's word on local peers
+                self.gate = Gatekeeper(ctx, sock, self.server_keys)
+            sock.bind(self.endpoint)
+        except (OSError, zmq.ZMQError) as e:
+            if self.gate is not None:
+                self.gate.close()
+                self.gate = None
+            sock.close(linger=0)
+            ctx.term()
+            why = "address already in use (another daemon? stop it, or choose another --endpoint)" \
+                if getattr(e, "errno", None) == zmq.EADDRINUSE else str(e)
+            raise OSError(f"cannot listen on {self.endpoint}: {why}") from None
+        if local and self.server_keys is None:  # every local user may connect, and is identified
+            with contextlib.suppress(OSError):
+                os.chmod(self.endpoint[len("ipc://"):], 0o666)
+        self._ctx, self._sock = ctx, sock
+
     def serve(self) -> None:
         """The loop: a batch of requests -> one journal commit -> the replies -> launches.
 
@@ -545,20 +622,13 @@ class Daemon:
         session ids are committed after. ``SIGUSR1`` dumps every thread's stack
         to the daemon's stderr (for a daemon that seems stuck).
         """
-        ctx = zmq.Context()
-        sock = ctx.socket(zmq.ROUTER)
-        sock.setsockopt(zmq.MAXMSGSIZE, HARD_MAX_BYTES)
-        sock.setsockopt(zmq.LINGER, 1000)
-        sock.setsockopt(zmq.ROUTER_MANDATORY, 0)
-        local = self.endpoint.startswith("ipc://")
-        if local:
-            _claim_socket(self.endpoint[len("ipc://"):])
-        if self.server_keys is not None or local:  # CURVE keys, or the kernel's word on local peers
-            self.gate = Gatekeeper(ctx, sock, self.server_keys)
-        sock.bind(self.endpoint)
-        if local and self.server_keys is None:  # every local user may connect, and is identified
-            with contextlib.suppress(OSError):
-                os.chmod(self.endpoint[len("ipc://"):], 0o666)
+        if self._sock is None:
+            self.listen()
+        ctx, sock = self._ctx, self._sock
+        if self.dashboard_bind is not None:
+            if self.dash is None:
+                self._bind_dashboard()
+            self._start_dashboard()
         with open(os.path.join(self.state_dir, "daemon.pid"), "w") as f:
             f.write(f"{os.getpid()}\n{self.endpoint}\n")
         signal.signal(signal.SIGTERM, self._on_sigterm)
@@ -609,15 +679,20 @@ class Daemon:
                 for ident, data, t_in in replies:
                     with contextlib.suppress(zmq.ZMQError):  # the peer went away
                         sock.send_multipart([ident, data], zmq.NOBLOCK)
-                    self.service.append(clock() - t_in)
+                    self.service.append(dt := clock() - t_in)
+                    self.latency.observe(dt)
                 self.served += len(replies)
                 launches = [a for a in acts if isinstance(a, Launch)]
                 if launches:
                     self.perform(launches, now)
                     self.flush()
                 self.journal.idle(force=bool(replies))  # rewind the WAL when nobody waits
+                if self.dash is not None and self.dash.due(now):
+                    self.publish_dashboard(now)
         finally:
             self.flush()
+            if self.dash is not None:
+                self.dash.close()
             if self.gate is not None:
                 self.gate.close()
             sock.close(linger=500)
@@ -628,6 +703,43 @@ class Daemon:
                 self.slurm.stop(cancel_expanders=self.kill_on_stop or not self.state.running())
             self.journal.close()
             # running jobs keep running: a restarted daemon adopts them
+
+    def _bind_dashboard(self) -> None:
+        """Bind the dashboard's address (nothing is written yet); a taken or bad one fails naming it,
+        and the daemon's own socket is closed again."""
+        try:
+            # the protocol's rule (docs/protocol.md, "Access"): beyond loopback or with keys, authenticate
+            self.dash = Dashboard(self.dashboard_bind, require_token=self.keys_dir is not None)
+        except OSError as e:
+            if self.gate is not None:
+                self.gate.close()
+                self.gate = None
+            if self._sock is not None:
+                self._sock.close(linger=0)
+                self._ctx.term()
+                self._ctx = self._sock = None
+            why = "address already in use" if e.errno == errno.EADDRINUSE else (e.strerror or str(e))
+            raise OSError(e.errno, f"cannot serve the dashboard on {self.dashboard_bind}: {why}") from None
+
+    def _start_dashboard(self) -> None:
+        """The dashboard's first snapshot, its token file (if any) and its thread."""
+        assert self.dash is not None
+        self.recent_events.extend(self.journal.history()[-DASH_EVENTS:])
+        self.publish_dashboard(time.time())
+        self.dash.start(self.state_dir)
+        where = f"token in {self.dash.token_path}" if self.dash.token else "loopback only"
+        print(f"reshape daemon: dashboard on {self.dash.url} ({where}); Prometheus metrics at "
+              f"{self.dash.url}metrics", flush=True)
+
+    def publish_dashboard(self, now: float) -> None:
+        """A new snapshot for the dashboard's readers (built here, in the loop: the core is not shared)."""
+        assert self.dash is not None
+        info = {"endpoint": self.endpoint, "app": self.state.app.name, "remap": self.state.remap.name,
+                "pool": self.pool_source}
+        if now - self._dash_stats[0] >= 5.0:  # sorting 8192 service times takes a millisecond of the loop
+            self._dash_stats = (now, self.service_stats())
+        self.dash.publish(snapshot(self.state, self.recent_events, now, self._dash_stats[1], self.latency,
+                                   self.resize_counts, info))
 
     def service_stats(self) -> dict[str, Any]:
         """Requests served and the service time (request received -> reply sent) of recent ones."""

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,10 +123,14 @@ def _stacks(proc: subprocess.Popen, state_dir: str) -> str:
 
 def run_workload(jobs: list[dict], slots: int, remap: str, app: str = "easy",
                  timeout: float = 600.0, state_dir: str | None = None,
-                 logs: bool = False) -> dict[str, Any]:
+                 logs: bool = False, watch: Callable[[dict, list[dict]], None] | None = None,
+                 daemon_args: tuple[str, ...] = ()) -> dict[str, Any]:
     """Run ``jobs`` on a fresh daemon; returns ``{"history": ..., "summary": ...}``.
 
     With ``logs``, also ``"logs"``: the last lines of every job's output, by job id.
+    ``watch(status, new_events)`` is called about five times a second while the jobs run, with
+    the daemon's ``status`` reply and the allocation events (decisions with their reasons)
+    journaled since the previous call. ``daemon_args``: more ``reshape daemon`` options.
     """
     from scheduler.service.report import summarize
 
@@ -138,7 +143,7 @@ def run_workload(jobs: list[dict], slots: int, remap: str, app: str = "easy",
     with open(os.path.join(state_dir, "daemon.err"), "ab") as err:
         proc = subprocess.Popen(
             [sys.executable, "-m", "scheduler.cli", "daemon", "--endpoint", endpoint, "--state-dir",
-             state_dir, "--slots", str(slots), "--app-policy", app, "--remap-policy", remap],
+             state_dir, "--slots", str(slots), "--app-policy", app, "--remap-policy", remap, *daemon_args],
             cwd=root, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
     conn = Connection(endpoint, timeout=10.0)
     ids: list[int] = []
@@ -150,12 +155,22 @@ def run_workload(jobs: list[dict], slots: int, remap: str, app: str = "easy",
                 break
             except Exception:
                 if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("the daemon did not start") from None
+                    why = _stacks(proc, state_dir).strip().splitlines()
+                    raise RuntimeError("the daemon did not start" + (f": {why[-1]}" if why else "")) from None
         for job in jobs:
             ids.append(conn.request("submit", {"job": job}).body["job_id"])
         deadline = time.monotonic() + timeout
+        seen: set[tuple] = set()
+        since = None
         while True:
             st = conn.request("status").body
+            if watch is not None:
+                events = conn.request("history", {"since": since} if since else {"limit": len(jobs)},
+                                      timeout=30).body["events"]
+                new = [e for e in events if (e["t"], e["job_id"], e["kind"], e["detail"]) not in seen]
+                seen.update((e["t"], e["job_id"], e["kind"], e["detail"]) for e in new)
+                since = max((e["t"] for e in events), default=since)
+                watch(st, new)
             if not st["running"] and not st["queue"] and not st["waiting"]:
                 break
             if time.monotonic() > deadline:

@@ -60,16 +60,17 @@ rt = runtime.init(ExpandThenShrink(sys.argv[1].split(",")))
 X = rt.register_array("X", (12, 4), init=lambda i, j: i * 4 + j)
 places = None
 for it in rt.iterations(3):
-    places = check(f"it{it}-size{rt.size}")
-    before = rt.size
-    rt.resize()
-    if rt.rank == 0 and rt.size < before:
-        retired = [p[3] for p in places[rt.size:]]
+    now = check(f"it{it}-size{rt.size}")
+    if rt.rank == 0 and places is not None and len(now) < len(places):
+        # the ranks a shrink retired: those gone since the last phase (not necessarily the last ones: placement)
+        retired = [p[3] for p in places if p[3] not in {q[3] for q in now}]
         end = time.monotonic() + 10
         while any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in retired):
             if time.monotonic() > end:
                 sys.exit(f"retired ranks {retired} still running 10 s after the shrink")
             time.sleep(0.05)
         print(f"RETIRED {json.dumps(retired)}", flush=True)
+    places = now
+    rt.resize()
 check(f"end-size{rt.size}")
 rt.finish()

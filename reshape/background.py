@@ -1,0 +1,171 @@
+"""Background expansion (MaM's approach): data motion behind the job's next iteration.
+
+With ``background`` on (``RESHAPE_BACKGROUND=1`` or ``init(background=True)``),
+an expansion's checks run at the resize point; then a helper thread on every
+running rank spawns the new ranks, merges with them, hands them the state and
+starts moving the arrays registered ``constant=True``, while the application
+runs one more iteration on its old communicator and layouts. At the next
+resize point (:meth:`Background._switch`) the job waits for those arrays,
+sends the new ranks the iteration counter and values as they are then, moves
+the other arrays (blocking) and switches communicators. Shrinks stay blocking.
+:class:`Background` holds these steps for :class:`reshape.runtime.Resizer`.
+"""
+
+from __future__ import annotations
+
+import pickle
+import threading
+import time
+from dataclasses import dataclass, field
+
+from mpi4py import MPI
+
+from reshape import placement
+from reshape.advice import Advice
+from reshape.darray import DistArray
+from reshape.layout import Layout
+from reshape.mpiutil import bcast_obj
+from reshape.redistribute import redistribute, start
+from reshape.results import ResizeError, ResizeResult
+from reshape.spawning import JoinState, SwitchState, bcast_bytes, check_hosts, exchange_head, spawn_commands
+
+__all__ = ["Background", "Pending"]
+
+
+@dataclass
+class Pending:
+    """An expansion under way behind the job's iteration (see :meth:`Resizer._expand_background`)."""
+
+    old: int
+    new: int
+    spawn_comm: MPI.Intracomm  # a duplicate of the job's communicator, for the helper thread
+    reason: str = ""
+    thread: threading.Thread | None = None
+    merged: MPI.Intracomm | None = None  # the communicator the job switches to
+    moves: dict[str, tuple[Layout, object]] = field(default_factory=dict)  # constant arrays in flight
+    spawn_seconds: float = 0.0
+    start_seconds: float = 0.0
+    refused: str | None = None  # the spawn was refused: the job carries on at its size
+    error: str | None = None  # anything else: the job is aborted at the switch
+
+
+class Background:
+    """The background-expansion steps of :class:`reshape.runtime.Resizer` (a mixin over its attributes)."""
+
+    def _overlap(self) -> bool:
+        """Whether this expansion moves data in the background: asked for, a constant array
+        to move, and an iteration left to overlap with."""
+        return (self.background and self.method == "circulant" and any(r.constant for r in self.arrays.values())
+                and (self._end is None or self.iteration + 1 < self._end))
+
+    def _expand_background(self, advice: Advice, old: int) -> ResizeResult:
+        """Start an expansion that runs behind the job's next iteration (MaM-style).
+
+        The checks run now (a refusal leaves the job as it is). Then a helper
+        thread on every running rank spawns the new ranks, merges with them,
+        hands them the state and starts moving the ``constant`` arrays, while
+        the application runs its next iteration on its old communicator and
+        layouts. The job switches to the new size at its next resize point
+        (:meth:`_switch`). Needs ``MPI_THREAD_MULTIPLE``; without it the spawn
+        runs here and only the data motion overlaps the iteration.
+        """
+        nprocs, hosts = advice.nprocs, tuple(advice.hosts)
+        problem = self._check_size(nprocs, "expand") if self.rank == 0 else None
+        if self.rank == 0 and problem is None:
+            problem = check_hosts(hosts, nprocs - old)
+        problem = bcast_obj(self.comm, problem)
+        if problem:
+            raise ResizeError(problem)
+        moving = tuple(name for name, r in self.arrays.items() if r.constant)
+        state = None
+        if self.rank == 0:
+            state = JoinState(
+                iteration=self.iteration + 1, values={}, history=[], old_size=old, background=moving,
+                arrays=[(r.name, r.layout, r.rule(nprocs), str(r.local.dtype)) for r in self.arrays.values()],
+                ranks=tuple(range(nprocs)), keys=tuple(placement.grown(self._keys, nprocs - old)),
+            )
+        pend = Pending(old, nprocs, self.comm.Dup(), advice.reason)
+        pend.thread = threading.Thread(target=self._spawn_behind, args=(pend, hosts, state, moving),
+                                       name="reshape-expand", daemon=True)
+        self._pending = pend
+        if MPI.Query_thread() == MPI.THREAD_MULTIPLE:
+            pend.thread.start()
+        else:
+            pend.thread.run()
+        return ResizeResult("expanding", old, nprocs, reason=advice.reason)
+
+    def _spawn_behind(self, pend: Pending, hosts: tuple[str, ...], state, moving: tuple[str, ...]) -> None:
+        """The helper thread of a background expansion: spawn, merge, hand over, start the moves."""
+        try:
+            t0 = time.perf_counter()
+            cmds, argvs, counts, infos = spawn_commands(pend.new - pend.old, hosts)
+            try:
+                inter = pend.spawn_comm.Spawn_multiple(cmds, argvs, counts, infos, root=0)
+            except MPI.Exception as e:
+                pend.refused = f"spawn of {pend.new - pend.old} ranks failed: {e.Get_error_string()}"
+                return
+            finally:
+                for i in infos:
+                    if i != MPI.INFO_NULL:
+                        i.Free()
+            merged = inter.Merge(high=False)
+            inter.Disconnect()
+            pend.spawn_seconds = time.perf_counter() - t0
+            t1 = time.perf_counter()
+            data = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL) if state is not None else None
+            head = exchange_head(merged, len(data) if data is not None else 0, 0.0, 0.0, 0.0)
+            bcast_bytes(merged, data, int(head[0]))
+            for name in moving:
+                reg = self.arrays[name]
+                dst = reg.rule(merged.size)
+                pend.moves[name] = (dst, start(merged, reg.layout, reg.local, dst, src_ranks=range(reg.layout.nprocs)))
+            pend.start_seconds = time.perf_counter() - t1
+            pend.merged = merged
+        except BaseException as e:  # reported at the switch, where the job is aborted
+            pend.error = f"{type(e).__name__}: {e}"
+
+    def _switch(self) -> ResizeResult:
+        """Finish a background expansion at this resize point and continue on the new ranks.
+
+        Waits for the constant arrays, sends the new ranks the iteration counter
+        and values as they are now, moves the other arrays (blocking) and
+        replaces the communicator. Returns the expansion's result; its seconds
+        are the data motion outside the overlapped iteration.
+        """
+        pend, self._pending = self._pending, None
+        what = f"expand {pend.old}->{pend.new} (switch)"
+        self._arm(what)
+        try:
+            self._phase("waiting for the background spawn")
+            pend.thread.join()
+            pend.spawn_comm.Free()
+            if pend.refused:
+                return ResizeResult("failed", pend.old, self.size, error=pend.refused, reason=pend.reason)
+            if pend.error:
+                raise RuntimeError(f"background expansion: {pend.error}")
+            t0 = time.perf_counter()
+            merged = pend.merged
+            self._phase("completing the background redistribution")
+            done = {name: (dst, ex.wait()) for name, (dst, ex) in pend.moves.items()}
+            state = None
+            if self.rank == 0:
+                state = SwitchState(self.iteration + (1 if self._in_body else 0), self.values, self.history)
+            bcast_obj(merged, state)
+            self._phase("redistributing the arrays")
+            for reg in self.arrays.values():
+                if reg.name in done:
+                    dst, new = done[reg.name]
+                else:
+                    dst = reg.rule(merged.size)
+                    new = redistribute(merged, reg.layout, reg.local, dst, src_ranks=range(reg.layout.nprocs),
+                                       method=self.method)
+                reg.dist = DistArray(dst, new, merged, tuple(range(dst.nprocs)))
+            dt = merged.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+            self._replace_comm(merged)
+            self._keys = placement.grown(self._keys, pend.new - pend.old)
+            return ResizeResult("expand", pend.old, merged.size, pend.start_seconds + dt, pend.spawn_seconds,
+                                reason=pend.reason)
+        except Exception as e:
+            self._abort_resize(what, e)
+        finally:
+            self._disarm()

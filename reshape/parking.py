@@ -1,0 +1,172 @@
+"""Retired ranks kept for reuse: a shrink parks them, a later expansion takes them back instead of spawning.
+
+A spawned rank costs an interpreter, the imports and ``MPI_Init`` (0.2 s of CPU
+each here, most of an expansion's time). A job that shrinks to admit a queued
+job often grows again when that job ends, so with reuse on
+(``RESHAPE_REUSE=1`` or ``init(reuse=True)``, MaM's "reuse" mode) the ranks a
+shrink retires do not leave: they keep the communicator they retired from (a
+*pool*) and wait on it, sleeping, for a word from rank 0. An expansion that
+parked ranks can cover (all of its new ranks, on the hosts the scheduler
+named) calls them back: rank 0 tells them who is coming, they make a
+communicator of their own (``MPI_Comm_create_group`` over the pool), and
+``MPI_Intercomm_create`` joins them to the running ranks through the pool.
+From there an expansion proceeds as after a spawn (merge, hand-over,
+redistribution, relabelling). Otherwise the expansion spawns as usual and the
+parked ranks stay parked. ``finish()`` (or, failing that, the end of rank 0's
+interpreter) tells every parked rank to leave; they then finalize MPI with the
+job.
+
+What a parked rank holds: its process and its interpreter's memory (its array
+blocks moved away), no CPU (it sleeps up to 10 ms between checks), and no slot
+in the scheduler's books: the scheduler may give the core to another job.
+A rank called back resumes *inside* the ``resize()`` that retired it:
+``resize()`` returns ``action="expand"`` there and ``rt.iteration`` is the
+job's; code after ``resize()`` in the loop body must use ``rt.iteration``
+rather than the loop variable it had when it retired.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from dataclasses import dataclass, field
+
+from mpi4py import MPI
+
+from reshape.darray import DistArray
+from reshape.results import ResizeResult
+
+__all__ = ["CalledBack", "Parking", "Pool", "Reserve", "park", "rejoin"]
+
+TAG_WORD = 7301  # rank 0 -> a parked rank: ("join", members) or ("exit",)
+TAG_GROUP = 7302  # MPI_Comm_create_group among the ranks called back
+TAG_INTER = 7303  # MPI_Intercomm_create between the running ranks and them
+PARK_SLEEP = 0.01  # the longest a parked rank sleeps between checks (s)
+LOCAL = ("localhost", "127.0.0.1", "::1")
+
+
+@dataclass
+class Pool:
+    """A communicator a shrink retired ranks from; rank 0 is the job's rank 0 in it."""
+
+    comm: MPI.Intracomm
+    parked: dict[int, str] = field(default_factory=dict)  # rank 0's view: pool rank -> host
+
+
+@dataclass
+class Reserve:
+    """The pools a running rank belongs to; rank 0 also knows who is parked where."""
+
+    pools: list[Pool] = field(default_factory=list)
+
+    def keep(self, comm: MPI.Intracomm, retired: dict[int, str]) -> None:
+        """A staying rank after a shrink from ``comm``: keep it as a pool (``retired``: rank 0's record)."""
+        self.pools.append(Pool(comm, dict(retired)))
+
+    @property
+    def parked(self) -> int:
+        return sum(len(p.parked) for p in self.pools)
+
+    def pick(self, n: int, hosts: tuple[str, ...] | list[str]) -> tuple[int, tuple[int, ...]] | None:
+        """Rank 0: a pool whose parked ranks cover ``n`` new ranks on ``hosts`` (any host if none), or None.
+
+        The most recent pool first; all the new ranks come from one pool.
+        """
+        here = socket.gethostname()
+        want = [here if h in LOCAL else h for h in hosts]
+        for idx in range(len(self.pools) - 1, -1, -1):
+            parked = dict(self.pools[idx].parked)
+            if len(parked) < n:
+                continue
+            if not want:
+                return idx, tuple(sorted(parked)[:n])
+            chosen = []
+            for h in want:
+                r = next((r for r, ph in sorted(parked.items()) if ph == h), None)
+                if r is None:
+                    break
+                chosen.append(r)
+                del parked[r]
+            else:
+                return idx, tuple(chosen)
+        return None
+
+    def call_back(self, comm: MPI.Intracomm, idx: int, members: tuple[int, ...]) -> MPI.Intercomm:
+        """The running ranks (collective over ``comm``): join the parked ``members`` of pool ``idx``."""
+        if comm.rank == 0:
+            pool = self.pools[idx]
+            reqs = [pool.comm.isend(("join", members), dest=r, tag=TAG_WORD) for r in members]
+            MPI.Request.Waitall(reqs)
+            for r in members:
+                del pool.parked[r]
+            return comm.Create_intercomm(0, pool.comm, members[0], TAG_INTER)
+        return comm.Create_intercomm(0, MPI.COMM_SELF, 0, TAG_INTER)
+
+    def release(self) -> None:
+        """Rank 0: tell every parked rank to leave (at the job's end)."""
+        reqs = []
+        for pool in self.pools:
+            reqs += [pool.comm.isend(("exit",), dest=r, tag=TAG_WORD) for r in pool.parked]
+            pool.parked.clear()
+        MPI.Request.Waitall(reqs)
+
+
+def park(pool: MPI.Intracomm, max_sleep: float = PARK_SLEEP) -> tuple[int, ...] | None:
+    """A retired rank: wait, sleeping, for rank 0's word; the members called back (self among them) or None to leave."""
+    req = pool.irecv(source=0, tag=TAG_WORD)
+    delay = 1e-4
+    while True:
+        done, word = req.test()
+        if done:
+            return tuple(word[1]) if word[0] == "join" else None
+        time.sleep(delay)
+        delay = min(2 * delay, max_sleep)
+
+
+def rejoin(pool: MPI.Intracomm, members: tuple[int, ...]) -> MPI.Intercomm:
+    """A parked rank called back: the intercommunicator to the running ranks (remote group), as after a spawn."""
+    mine = pool.Create_group(pool.group.Incl(list(members)), TAG_GROUP)
+    inter = mine.Create_intercomm(0, pool, 0, TAG_INTER)
+    mine.Free()
+    return inter
+
+
+class CalledBack(BaseException):
+    """A parked rank was called back by an expansion: unwinds its shrink; ``resize()`` returns ``result``."""
+
+    def __init__(self, result: ResizeResult):
+        super().__init__(result)
+        self.result = result
+
+
+class Parking:
+    """The parking steps of :class:`reshape.runtime.Resizer` (a mixin over its attributes)."""
+
+    def _park(self) -> None:
+        """A rank retired with reuse on: wait on the old communicator until called back or told to leave.
+
+        Called back, it joins the running ranks as a spawned rank does and unwinds
+        to ``resize()`` (:class:`CalledBack`); told to leave, it retires.
+        """
+        pool = self.comm
+        self._disarm()
+        members = park(pool)
+        if members is None:
+            self._retire()
+        t0 = time.perf_counter()
+        inter = rejoin(pool, members)
+        self._reserve.keep(pool, {})
+        old = inter.Get_remote_size()
+        self._join(inter)
+        for name, (lay, local) in self._pending_arrays.items():
+            self.arrays[name].dist = DistArray(lay, local, self.comm, tuple(range(lay.nprocs)))
+        self._pending_arrays.clear()
+        if self._in_body:  # the loop's own increment brings it to the job's next iteration
+            self.iteration -= 1
+        raise CalledBack(ResizeResult("expand", old, self.size, spawn_seconds=time.perf_counter() - t0,
+                                       reason="called back from the parked ranks"))
+
+    def _release_parked(self) -> None:
+        """Rank 0: tell the parked ranks to leave (finish(), or the interpreter's exit without it)."""
+        if self.rank == 0 and self._reserve.parked:
+            self._reserve.release()

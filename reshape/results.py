@@ -1,0 +1,39 @@
+"""What a resize returns: its result, the parts of an expansion, and the error of a refused resize."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["EXPAND_PARTS", "ResizeError", "ResizeResult"]
+
+
+class ResizeError(RuntimeError):
+    """A resize that cannot be done; the job continues at its current size."""
+
+
+@dataclass(frozen=True)
+class ResizeResult:
+    action: str  # "expand" | "shrink" | "continue" | "failed"
+    old: int
+    new: int
+    seconds: float = 0.0  # redistribution time (slowest rank), with the hand-over of an expansion
+    spawn_seconds: float = 0.0  # spawn + merge
+    error: str | None = None
+    reason: str = ""
+    # the parts of an expansion (rank 0's clock; 0.0 for other actions), see EXPAND_PARTS
+    spawn_call_seconds: float = 0.0
+    merge_seconds: float = 0.0
+    handover_seconds: float = 0.0
+    launch_seconds: float = 0.0
+    startup_seconds: float = 0.0
+    ready_seconds: float = 0.0
+
+
+EXPAND_PARTS = {
+    "spawn_call_seconds": "MPI_Comm_spawn_multiple on the running ranks (part of spawn_seconds)",
+    "merge_seconds": "MPI_Intercomm_merge and the disconnects (part of spawn_seconds)",
+    "handover_seconds": "the job's state to the new ranks (part of seconds)",
+    "launch_seconds": "spawn call -> the last new process started (the process manager)",
+    "startup_seconds": "a new process's start -> its runtime.init() (interpreter, imports, MPI_Init); slowest",
+    "ready_seconds": "a new process's start -> it calls MPI_Intercomm_merge; slowest",
+}

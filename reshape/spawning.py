@@ -1,0 +1,246 @@
+"""Starting new ranks and handing them the running job's state: an expansion's parts (seed 001 §3.2).
+
+The running ranks spawn the new ones (``MPI_Comm_spawn_multiple``, one command
+per target host, after probing remote hosts) or call parked ones back
+(:mod:`reshape.parking`), merge the intercommunicator (running ranks first),
+and rank 0 hands the new ranks the job's state (:class:`JoinState`: iteration,
+values, array layouts, the placement of the new positions) in one allreduce
+and one broadcast. A new rank joins (:meth:`Joining._join`): it merges,
+receives the state and its array blocks, and the communicator is renumbered
+so that rank ``j`` holds position ``j`` (:mod:`reshape.placement`).
+:class:`Joining` holds these steps for :class:`reshape.runtime.Resizer`.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from mpi4py import MPI
+
+from reshape import faults, launchers, placement
+from reshape.layout import Layout
+from reshape.mpiutil import bcast_obj, wait
+from reshape.redistribute import redistribute, start
+from reshape.results import ResizeError
+
+__all__ = ["JoinState", "Joining", "SwitchState", "bcast_bytes", "check_hosts", "exchange_head",
+           "process_start", "program", "spawn_commands", "wait_politely"]
+
+
+@dataclass
+class JoinState:
+    """What rank 0 sends to newly spawned ranks."""
+
+    iteration: int
+    values: dict
+    arrays: list[tuple[str, Layout, Layout, str]]  # name, old layout, new layout, dtype
+    history: list[int]
+    old_size: int
+    background: tuple[str, ...] = ()  # arrays moving in the background; the rest move at the switch
+    ranks: tuple[int, ...] = ()  # merged comm rank of every new layout position (reshape.placement)
+    keys: tuple[placement.Seniority, ...] = ()  # seniority of every merged comm rank
+
+
+@dataclass
+class SwitchState:
+    """What rank 0 sends the new ranks when a background expansion switches over."""
+
+    iteration: int
+    values: dict
+    history: list[int]
+
+
+class Joining:
+    """The expansion steps of :class:`reshape.runtime.Resizer` (a mixin over its attributes)."""
+
+    def _spawn(self, n: int, hosts) -> MPI.Intercomm:
+        """``MPI_Comm_spawn_multiple`` of ``n`` new ranks of this program (one command per host)."""
+        cmds, argvs, counts, infos = spawn_commands(n, hosts)
+        self._phase(f"spawning {n} ranks" + (f" on {','.join(sorted(set(hosts)))}" if hosts else ""))
+        try:
+            return self.comm.Spawn_multiple(cmds, argvs, counts, infos, root=0)
+        except MPI.Exception as e:
+            raise ResizeError(f"spawn of {n} ranks failed: {e.Get_error_string()}") from e
+        finally:
+            for i in infos:
+                if i != MPI.INFO_NULL:
+                    i.Free()
+
+    def _hand_over(self, old: int) -> JoinState:
+        """Running ranks, after an expansion: send the new ranks the job's state (rank 0's); returns it.
+
+        One allreduce and one broadcast: the allreduce carries the size of the
+        pickled state from rank 0 and, from the new ranks, when they started
+        (the parts of the expansion, :data:`EXPAND_PARTS`). The state carries
+        the placement of the new layouts' positions, which every rank needs.
+        """
+        t0 = time.perf_counter()
+        data = None
+        if self.rank == 0:
+            state = JoinState(
+                iteration=self.iteration + (1 if self._in_body else 0), values=self.values,
+                arrays=[(r.name, r.layout, r.rule(self.size), str(r.local.dtype)) for r in self.arrays.values()],
+                history=self.history, old_size=old, ranks=self._positions(self.size, range(self.size)),
+                keys=tuple(placement.grown(self._keys, self.size - old)),
+            )
+            data = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+        head = exchange_head(self.comm, len(data) if data is not None else 0, 0.0, 0.0, 0.0)
+        data = bcast_bytes(self.comm, data, int(head[0]))
+        if self.rank != 0:
+            state = pickle.loads(data)
+        spawned_at, init_age, ready_age = head[1], head[2], head[3]
+        parts = self._parts
+        parts["handover_seconds"] = time.perf_counter() - t0
+        if "_wall" in parts and spawned_at > 0:
+            parts.update(launch_seconds=max(0.0, spawned_at - parts["_wall"]), startup_seconds=init_age,
+                         ready_seconds=ready_age)
+        return state
+
+    def _join(self, parent: MPI.Intercomm) -> None:
+        """Run on a spawned rank: merge, take the state, receive the array blocks.
+
+        Bounded by the same deadline as the running ranks' resize.
+        """
+        old = parent.Get_remote_size()
+        faults.set_spawned()
+        self._arm(f"expand {old}->{old + MPI.COMM_WORLD.size}")
+        self._phase("a new rank merging with the running ranks")
+        ready = time.time()
+        faults.hit("join", MPI.COMM_WORLD.rank + old, old + MPI.COMM_WORLD.size, old)
+        merged = parent.Merge(high=True)
+        parent.Disconnect()
+        self.comm = merged
+        self._phase("a new rank receiving the arrays")
+        began, init = self._started or (ready, ready)
+        head = exchange_head(merged, 0, began, init - began, ready - began)
+        state: JoinState = pickle.loads(bcast_bytes(merged, None, int(head[0])))
+        self.iteration = state.iteration
+        self.values = state.values
+        self.history = [*state.history, merged.size]
+        self.joined = True
+        ranks = state.ranks or tuple(range(merged.size))
+        moves = {name: (dst, start(merged, src, None, dst, src_ranks=range(src.nprocs), dst_ranks=ranks))
+                 for name, src, dst, _dtype in state.arrays if name in state.background}
+        if state.background:
+            # The running ranks finish an iteration before they switch: wait without
+            # spinning and without the resize deadline, then take the state as it is then.
+            self._disarm()
+            wait_politely(moves.values())
+            sw: SwitchState = bcast_obj(merged, None)
+            self._arm(f"expand {old}->{merged.size} (switch)")
+            self.iteration, self.values, self.history = sw.iteration, sw.values, [*sw.history, merged.size]
+        for name, src, dst, _dtype in state.arrays:
+            if name in moves:
+                new = moves[name][1].wait()
+            else:
+                new = redistribute(merged, src, None, dst, src_ranks=range(src.nprocs), dst_ranks=ranks,
+                                   method=self.method)
+            self._pending_arrays[name] = (dst, new)
+        merged.allreduce(0.0, op=MPI.MAX)  # matches the parents' timing reduction
+        self._renumber(ranks, list(state.keys))
+        self._disarm()
+
+
+def wait_politely(moves, max_sleep: float = 1e-3) -> None:
+    """Progress background redistributions until done, sleeping between tests (a spawned rank idles here)."""
+    delay = 1e-5
+    while not all([ex.test() for _, ex in moves]):
+        time.sleep(delay)
+        delay = min(2 * delay, max_sleep)
+
+
+def exchange_head(comm: MPI.Intracomm, nbytes: int, start: float, init_age: float, ready_age: float) -> np.ndarray:
+    """The hand-over's first step: max over ranks of (state bytes, a new rank's start epoch, its ages)."""
+    out = np.zeros(4)
+    wait(comm.Iallreduce(np.array([nbytes, start, init_age, ready_age], dtype=np.float64), out, MPI.MAX))
+    return out
+
+
+def bcast_bytes(comm: MPI.Intracomm, data: bytes | None, n: int) -> bytes:
+    """Broadcast ``n`` bytes from rank 0 (``data`` there), waiting politely."""
+    buf = np.frombuffer(data, dtype=np.uint8) if comm.rank == 0 else np.empty(n, dtype=np.uint8)
+    wait(comm.Ibcast(buf, 0))
+    return data if comm.rank == 0 else buf.tobytes()
+
+
+def process_start() -> float:
+    """When this process started, epoch seconds (Linux: /proc, 10 ms resolution; else now)."""
+    now = time.time()
+    try:
+        with open("/proc/self/stat") as fh:
+            ticks = int(fh.read().rsplit(")", 1)[1].split()[19])
+        return now - (time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError, AttributeError):
+        return now
+
+
+def check_hosts(hosts, n: int, timeout: float = 5.0) -> str | None:
+    """Refuse hosts Hydra could not launch on, before spawning.
+
+    A host that resolves but cannot be reached makes Hydra abort the whole job
+    (MPICH 5: "Launch proxy failed"), so each remote host is probed first with
+    the launcher Hydra will use (:meth:`reshape.launchers.Launcher.probe`). The
+    probe must succeed within ``timeout`` seconds.
+    """
+    if not hosts:
+        return None
+    launcher = launchers.from_env()
+    if len(hosts) != n:
+        return f"{len(hosts)} hosts given for {n} new ranks"
+    for h in sorted(set(hosts)):
+        try:
+            socket.getaddrinfo(h, None)
+        except OSError:
+            return f"unknown host {h!r}: cannot resolve it"
+        cmd = launcher.probe(h, timeout)
+        if cmd is None:
+            continue
+        try:
+            r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
+        except FileNotFoundError:
+            return f"host {h!r} is not reachable: launcher {cmd[0]!r} not found"
+        except subprocess.TimeoutExpired:
+            return f"host {h!r} is not reachable: {' '.join(cmd[:1])} probe timed out after {timeout:.0f}s"
+        if r.returncode != 0:
+            why = (r.stderr or r.stdout).decode(errors="replace").strip().splitlines()
+            return f"host {h!r} is not reachable by the launcher ({why[-1] if why else f'exit {r.returncode}'})"
+    return None
+
+
+def program() -> list[str]:
+    """argv that restarts this program: ``python -m module args`` or ``python script args``."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name and spec.name != "__main__":
+        name = spec.name[: -len(".__main__")] if spec.name.endswith(".__main__") else spec.name
+        return ["-m", name, *sys.argv[1:]]
+    return [os.path.abspath(sys.argv[0]), *sys.argv[1:]]
+
+
+def spawn_commands(n: int, hosts) -> tuple[list[str], list[list[str]], list[int], list[MPI.Info]]:
+    argv = program()
+    if not hosts:
+        info = MPI.Info.Create()
+        info.Set("wdir", os.getcwd())
+        return [sys.executable], [argv], [n], [info]
+    order: list[str] = []
+    count: dict[str, int] = {}
+    for h in hosts:
+        if h not in count:
+            order.append(h)
+            count[h] = 0
+        count[h] += 1
+    infos = []
+    for h in order:
+        info = MPI.Info.Create()
+        info.Set("host", h)
+        info.Set("wdir", os.getcwd())
+        infos.append(info)
+    return [sys.executable] * len(order), [argv] * len(order), [count[h] for h in order], infos

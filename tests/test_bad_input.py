@@ -1,0 +1,51 @@
+"""Bad input to a resizable job: the same clear error on every rank, no hang, nothing left running.
+
+Each run is bounded (``timeout``); the ``mpirun`` fixture fails a run that left a process behind.
+"""
+
+import pytest
+
+pytestmark = pytest.mark.procs
+
+CASES = {  # case in tests/mpi/bad_input.py -> what the error must say
+    "shape-int": "shape=100: expected a tuple of positive integers, e.g. (100,)",
+    "shape-zero": "shape=(0, 10): expected a tuple of positive integers",
+    "block-3": "block=(2, 2, 2): layout '2d' needs 2 positive block sizes",
+    "init-array": "init: an array of shape (4, 4), expected the whole array, shape (8, 8)",
+    "shape-differs": "every rank must pass the same shape: rank 0 passed (8, 8), rank 1 (8, 6)",
+    "layout-unknown": "layout='diagonal': expected one of rows, cols, rows-cyclic, cols-cyclic, 2d",
+    "init-raises": "init: LinAlgError: Singular matrix (on rank 1)",
+    "name-taken": "an array named 'name-taken' is already registered",
+    "layout-function": "layout: the function returned Layout(",
+}
+
+
+def test_register_array_errors_are_raised_on_every_rank(mpirun):
+    res = mpirun(2, ["-m", "tests.mpi.bad_input"], timeout=60)
+    for case, text in CASES.items():
+        for rank in (0, 1):
+            assert f"rank {rank} {case}: register_array({case!r}): {text}" in res.stdout, (case, rank, res.stdout)
+    # every rank carried on together: a good array, a resize point, a gather
+    assert "after: registered ['A', 'name-taken'] equal True" in res.stdout
+
+
+def test_uncaught_error_ends_the_job_once_without_abort(mpirun):
+    res = mpirun(2, ["-m", "tests.mpi.bad_input", "--uncaught", "shape-differs"], timeout=60, check=False)
+    assert res.returncode == 1, res.stderr
+    assert res.stderr.count("UsageError: register_array('shape-differs'): every rank must pass the same shape") == 1
+    assert "MPI_Abort" not in res.stderr and "aborting" not in res.stderr
+    assert not res.leftovers  # every rank exited by itself
+
+
+@pytest.mark.parametrize("env, text", [
+    ({"RESHAPE_PLAN": "2,0,3"}, "RESHAPE_PLAN='2,0,3': 0 is not a process count; expected process counts >= 1"),
+    ({"RESHAPE_PLAN": "2,-1"}, "RESHAPE_PLAN='2,-1': -1 is not a process count"),
+    ({"RESHAPE_PLAN": "2,x"}, "RESHAPE_PLAN='2,x': 'x' is not a number"),
+    ({"RESHAPE_PLAN": "3,4"}, "RESHAPE_PLAN=3,4: the plan starts at 3 processes but the job runs on 2"),
+    ({"RESHAPE_MAX_PROCS": "abc"}, "RESHAPE_MAX_PROCS='abc': expected an integer >= 1"),
+])
+def test_bad_environment_fails_on_every_rank(mpirun, env, text):
+    res = mpirun(2, ["examples/heat.py", "--n", "16", "--steps", "2"], env=env, timeout=60, check=False)
+    assert res.returncode == 1, (res.returncode, res.stdout, res.stderr)
+    assert res.stderr.count(f"UsageError: reshape.init(): {text}") == 1, res.stderr
+    assert "sha256" not in res.stdout and not res.leftovers

@@ -1,0 +1,77 @@
+"""Every RESHAPE_* variable a job reads is checked with a message naming it and what is allowed (pure)."""
+
+import pytest
+
+from reshape import jobenv as E
+from reshape.checks import env_problems, plan_problems
+
+BAD = {
+    E.PLAN: ("2,x", "'x' is not a number"),
+    E.PLAN_EVERY: ("0", "expected an integer >= 1"),
+    E.MAX_PROCS: ("abc", "expected an integer >= 1"),
+    E.ALLOW_NEW_SIZES: ("maybe", "expected 1/true/yes/on or 0/false/no/off"),
+    E.BACKGROUND: ("2", "expected 1/true/yes/on or 0/false/no/off"),
+    E.ABORT_ON_ERROR: ("sometimes", "expected 1/true/yes/on or 0/false/no/off"),
+    E.REDIST_METHOD: ("mpi", "expected one of circulant, alltoallv, checkpoint"),
+    E.WAIT: ("sleep", "expected one of spin, poll"),
+    E.LAUNCHER: ("rsh", "expected one of"),
+    E.RESIZE_TIMEOUT: ("-1", "expected a number of seconds > 0"),
+    E.SCHEDULER_TIMEOUT: ("soon", "expected a number of seconds > 0"),
+    E.FAULT: ("transfer:me", "expected WHERE:WHO:HOW"),
+    E.JOB_ID: ("seven", "expected an integer >= 0"),
+    E.NPROCS: ("0", "expected an integer >= 1"),
+    E.HOSTS: ("a,,b", "expected host names separated by commas"),
+    E.SCHEDULER: ("localhost:5555", "expected a ZeroMQ endpoint"),
+    E.RELABEL: ("maybe", "expected 1/true/yes/on or 0/false/no/off"),
+    E.REUSE: ("2", "expected 1/true/yes/on or 0/false/no/off"),
+}
+
+
+@pytest.mark.parametrize("var", sorted(BAD))
+def test_each_bad_variable_is_named_with_what_is_allowed(var):
+    value, allowed = BAD[var]
+    _, problems = env_problems({var: value})
+    assert len(problems) == 1 and problems[0].startswith(f"{var}={value!r}: ") and allowed in problems[0], problems
+
+
+def test_every_job_variable_is_checked():
+    every = {getattr(E, n) for n in E.__all__ if n.isupper() and isinstance(getattr(E, n), str)}
+    tools = {E.DAEMON, E.STATE_DIR, E.CLIENT_KEY, E.RUN_TAG, E.NETNS_HOSTS, E.NETNS_PREFIX, E.TRACES, E.KEYS}
+    # free-form by design: the job tag is any string; the CLI, tools and reshape.auth check theirs where used
+    assert every - tools - {E.JOB_TAG} == set(BAD)
+
+
+def test_good_values_parse():
+    s, problems = env_problems({E.PLAN: "2->4 6", E.MAX_PROCS: "8", E.ALLOW_NEW_SIZES: "True", E.BACKGROUND: "0",
+                                E.REDIST_METHOD: "alltoallv", E.RESIZE_TIMEOUT: "30", E.JOB_ID: "3",
+                                E.NPROCS: "2", E.HOSTS: "a,b", E.SCHEDULER: "tcp://head:5555"})
+    assert not problems
+    assert (s.plan, s.max_procs, s.allow_new_sizes, s.background, s.method, s.resize_timeout, s.job_id) == \
+        ((2, 4, 6), 8, True, False, "alltoallv", 30.0, 3)
+    assert env_problems({})[1] == []
+
+
+def test_plan_must_start_at_the_job_size():
+    assert plan_problems((2, 4), 2) == [] and plan_problems(None, 3) == []
+    assert "the plan starts at 2 processes but the job runs on 3" in plan_problems((2, 4), 3)[0]
+
+
+def test_runtime_api_is_documented():
+    from reshape.darray import DistArray
+    from reshape.runtime import Registered, Resizer
+
+    assert "Collective" in Registered.gather.__doc__ and "``dist``" in Registered.__doc__
+    assert "``history`` lists the sizes the" in Resizer.__doc__ and "global_indices" in DistArray.__doc__
+
+
+def test_job_settings_on_one_rank():
+    from mpi4py import MPI
+
+    from reshape.checks import UsageError, job_settings
+
+    assert job_settings(MPI.COMM_SELF, env={E.PLAN: "1,2"}).plan == (1, 2)
+    with pytest.raises(UsageError, match=r"init\(max_procs=0\): expected an integer >= 1"):
+        job_settings(MPI.COMM_SELF, env={}, max_procs=0)
+    with pytest.raises(UsageError, match="the plan starts at 2 processes but the job runs on 1"):
+        job_settings(MPI.COMM_SELF, env={E.PLAN: "2,4"})
+    assert job_settings(MPI.COMM_SELF, spawned=True, env={E.PLAN: "2,4"}).plan == (2, 4)  # a spawned group

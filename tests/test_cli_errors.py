@@ -1,0 +1,80 @@
+"""The daemon's command line in front of mistakes: a busy endpoint, a dead daemon, a job that fails."""
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.helpers import free_port, wait_for
+
+pytestmark = pytest.mark.procs
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def cli(*argv, timeout=30):
+    return subprocess.run([sys.executable, "-m", "scheduler.cli", *argv], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
+
+
+@pytest.mark.parametrize("kind", ["tcp", "ipc"])
+def test_second_daemon_on_a_busy_endpoint_fails_before_anything(daemon, tmp_path, kind):
+    d = daemon(2, endpoint=f"ipc://{tmp_path}/d.sock" if kind == "ipc" else None)
+    second = tmp_path / "second"
+    res = cli("daemon", "--endpoint", d.endpoint, "--state-dir", str(second), "--slots", "2")
+    assert res.returncode == 1 and res.stdout == "", res
+    why = ("address already in use (another daemon? stop it, or choose another --endpoint)" if kind == "tcp" else
+           f"a daemon already listens on {d.endpoint} (stop it, or choose another --endpoint)")
+    assert res.stderr.strip() == f"reshape daemon: cannot listen on {d.endpoint}: {why}"
+    assert not second.exists()
+    assert d.ping()  # the first one is untouched
+
+
+@pytest.mark.parametrize("command", ["history", "status"])
+def test_commands_against_a_dead_daemon_fail_fast(command, tmp_path):
+    for endpoint in (f"tcp://127.0.0.1:{free_port()}", f"ipc://{tmp_path}/daemon.sock"):
+        t0 = time.monotonic()
+        res = cli(command, "--endpoint", endpoint)
+        took = time.monotonic() - t0
+        assert res.returncode == 1, res
+        assert res.stderr.startswith(f"reshape: no scheduler daemon listens at {endpoint} (is 'reshape daemon'")
+        assert took < 5, took  # the interpreter's start-up and a refused connection, not a 5 s (or 30 s) timeout
+
+
+def test_failed_job_shows_its_reason_and_where_its_log_is(daemon):
+    d = daemon(2)
+    jid = d.submit(name="bad", command=["python", "examples/heat.py", "--n", "16", "--steps", "2"], nprocs=2,
+                   env={"RESHAPE_MAX_PROCS": "abc"})
+    job = wait_for(lambda: (j := d.job(jid))["state"] in ("done", "failed") and j, 60)
+    assert job["state"] == "failed"
+    why = "exit code 1: reshape.checks.UsageError: reshape.init(): RESHAPE_MAX_PROCS='abc': expected an integer >= 1"
+    assert job["error"] == why
+    hist = cli("history", "--endpoint", d.endpoint)
+    assert why[:60] in hist.stdout and f"failed: job {jid}; 'reshape log {jid}' shows a job's output" in hist.stdout
+    ok = d.submit(name="fine", command=["python", "-c", "pass"], nprocs=1, resizable=False)
+    wait_for(lambda: d.job(ok)["state"] == "done", 30)
+    status = cli("status", "--all", "--endpoint", d.endpoint)
+    assert "ended:" in status.stdout and f"'reshape log {jid}'" in status.stdout, status
+    rows = [ln.split()[:3] for ln in status.stdout.splitlines() if ln[:1].isdigit()]
+    assert [str(ok), "fine", "done"] in rows and [str(jid), "bad", "failed"] in rows
+    log = cli("log", str(jid), "--endpoint", d.endpoint)
+    assert "RESHAPE_MAX_PROCS='abc'" in log.stdout
+
+
+def test_a_command_waits_for_a_daemon_that_is_starting(daemon, tmp_path):
+    import threading
+
+    from reshape.client import Connection
+
+    endpoint = f"ipc://{tmp_path}/d.sock"
+    got = {}
+    conn = Connection(endpoint, timeout=10.0, fail_fast=3.0)
+    asker = threading.Thread(target=lambda: got.update(reply=conn.request("ping").body))
+    asker.start()
+    time.sleep(0.5)  # refused meanwhile: no socket yet
+    daemon(2, endpoint=endpoint)
+    asker.join(15)
+    conn.close()
+    assert got.get("reply", {}).get("version"), got

@@ -1,0 +1,118 @@
+"""The daemon's dashboard in a real headless browser (Debian's chromium, driven through chromedriver),
+and its /metrics over HTTP, while a real job runs and resizes."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import time
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.helpers import free_port
+
+pytestmark = pytest.mark.procs
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+# one iteration at 1 process takes 3 s (half at 2): the page sees the job at 1 before it expands
+HEAT = {"name": "heat", "command": ["python", "examples/heat.py", "--n", "64", "--steps", "6", "--work", "3"],
+        "nprocs": 1, "max_procs": 2, "walltime": 60}
+
+
+@contextlib.contextmanager
+def browser():
+    """A headless chromium with a fresh profile; quit (browser and driver) even when the test fails."""
+    if not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)):
+        pytest.skip("chromium/chromedriver not installed (apt-get install chromium chromium-driver)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    profile = tempfile.mkdtemp(prefix="reshape-chromium-")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for a in ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+              "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+              f"--user-data-dir={profile}", "--window-size=1280,1000"):
+        opts.add_argument(a)
+    driver = None
+    try:
+        driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=opts)
+        yield driver
+    finally:
+        if driver is not None:
+            driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def _running(driver) -> dict[str, str]:
+    """job id -> the procs cell of the page's running-jobs table."""
+    return driver.execute_script(
+        "const o = {}; for (const r of document.querySelectorAll('#running tbody tr[data-job-id]'))"
+        " o[r.dataset.jobId] = r.querySelector('td.procs').textContent; return o;")
+
+
+def _until(pred, timeout: float, what: str):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if v := pred():
+            return v
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def test_page_shows_a_running_job_and_follows_its_resize(daemon):
+    port = free_port()
+    d = daemon(2, extra=("--dashboard", f"127.0.0.1:{port}"))
+    url = f"http://127.0.0.1:{port}/"
+    with browser() as b:
+        b.get(url)
+        _until(lambda: b.execute_script("return document.getElementById('updated').textContent") != "never",
+               15, "the page's first update")
+        assert "no job running" in b.find_element("id", "running").text
+        jid = d.req("submit", {"job": HEAT})["job_id"]
+        seen = _until(lambda: _running(b).get(str(jid)), 30, "the job in the running table")
+        assert seen == "1", f"the job should run at 1 process first, the page shows {seen}"
+        _until(lambda: _running(b).get(str(jid)) == "2", 30, "the page to show the expansion to 2")
+        # the same page, not reloaded: the decision log and the charts followed
+        log = b.find_element("id", "decisions").text
+        assert "expand 1->2" in log and "idle processors" in log
+        assert b.execute_script("return document.querySelectorAll('#alloc path').length") >= 1
+        assert b.execute_script(f"return !!document.querySelector('#curves svg[data-job-id=\"{jid}\"]')")
+        with urllib.request.urlopen(url + "metrics", timeout=5) as r:
+            fam = {f.name: f for f in text_string_to_metric_families(r.read().decode())}
+        assert fam["reshape_slots_total"].samples[0].value == 2
+        assert {s.labels["action"]: s.value for s in fam["reshape_resizes"].samples}["expand"] >= 1
+        procs = {s.labels["job_id"]: s.value for s in fam["reshape_job_processes"].samples}
+        assert procs.get(str(jid)) == 2
+        served = [s.value for s in fam["reshape_request_duration_seconds"].samples if s.name.endswith("_count")]
+        assert served[0] >= 3  # submit and the job's own requests
+        _until(lambda: d.req("status")["running"] == [], 60, "the job to finish")
+
+
+def _daemon_cli(tmp_path, *args):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "scheduler.cli", "daemon", "--endpoint",
+                           f"tcp://127.0.0.1:{free_port()}", "--state-dir", str(tmp_path / "state"), "--slots", "2",
+                           *args], capture_output=True, text=True, timeout=30)
+
+
+def test_dashboard_address_errors_name_the_value(tmp_path):
+    import socket
+
+    p = _daemon_cli(tmp_path, "--dashboard", "127.0.0.1:http")
+    assert p.returncode == 2 and "--dashboard '127.0.0.1:http'" in p.stderr and "PORT" in p.stderr, p.stderr
+    with socket.socket() as taken:  # a port somebody else listens on
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        p = _daemon_cli(tmp_path, "--dashboard", f"127.0.0.1:{port}")
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert f"cannot serve the dashboard on 127.0.0.1:{port}: address already in use" in p.stderr, p.stderr
+    assert not (tmp_path / "state").exists()  # refused before anything was written
