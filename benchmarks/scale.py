@@ -288,7 +288,7 @@ def run_core(running: int, queued: tuple[int, ...], reps: int = 300) -> list[dic
                 elif kind == "tick":
                     st.tick(now)
                 else:
-                    st.status(now, 100)
+                    st.status(now, 100, 100)  # paged, as the protocol's status with limit=100
                 out.append(time.perf_counter() - t0)
                 st.dirty.clear()
                 st.events.clear()
