@@ -125,6 +125,11 @@ class QueueView(Sequence):
     def __repr__(self) -> str:
         return f"QueueView({len(self)} jobs)"
 
+    def fitting(self, limit: int, within: float = math.inf, short: int = 0) -> Iterator[JobSpec]:
+        """:class:`scheduler.core.policy.QueueIndex`: through the core's :class:`SizeIndex`."""
+        self._live()
+        return self._owner._sized.fitting(limit, within, short)
+
 
 class SizeIndex:
     """Queued jobs by size and walltime, for EASY's backfill.
@@ -134,7 +139,7 @@ class SizeIndex:
     yields the queued jobs of at most ``limit`` slots that could end within
     ``within`` seconds or need at most ``short`` slots, in queue order, costing
     the jobs it yields (plus a search per size) instead of the whole queue:
-    the :class:`scheduler.core.policy.QueueIndex` of the core's snapshots.
+    what the core's snapshots' queue (:class:`QueueView`) answers ``fitting`` with.
     Updated in place on every queue change (a search plus a list insertion).
     """
 
@@ -338,6 +343,6 @@ class JobTable:
                 and last.running is self._run_t and last.reserved == head):
             return last  # nothing changed since the last one (several policy calls per event)
         queue = QueueView(self, self._queued_specs, self._queue_version)
-        self._snap = Snapshot(now, total, free, queue, self._run_t, head, self._sized, self._pos)  # type: ignore[arg-type]
+        self._snap = Snapshot(now, total, free, queue, self._run_t, head, self._pos)  # type: ignore[arg-type]
         return self._snap
 

@@ -143,15 +143,16 @@ class RunningJob:
 
 
 class QueueIndex(Protocol):
-    """The queue by size, for policies that look past its head (EASY's backfill).
+    """A queue that can skip what cannot fit, for policies that look past its head (EASY's backfill).
 
     ``fitting(limit, within, short)`` yields the queued jobs of at most
     ``limit`` slots whose walltime is at most ``within`` seconds (``None``
     counts as infinite) or who need at most ``short`` slots, in queue order,
-    costing the jobs it yields rather than the queue's length.
-    The scheduler core keeps one up to date (``scheduler.core.jobtable``) and
-    hands it out with each snapshot; it describes that snapshot's queue and is
-    valid while the policy call that received it runs.
+    costing the jobs it yields rather than the queue's length. The core's
+    snapshots show the queue as such a sequence (``scheduler.core.jobtable.QueueView``,
+    valid while the policy call that received it runs); a plain tuple is
+    scanned instead (:meth:`Snapshot.fitting`), so a hand-built or ``replace``-d
+    snapshot stays consistent.
     """
 
     def fitting(self, limit: int, within: float = math.inf, short: int = 0) -> Iterator[JobSpec]: ...
@@ -161,9 +162,11 @@ class QueueIndex(Protocol):
 class Snapshot:
     """Everything a policy may look at. ``now`` is seconds on the caller's clock.
 
-    ``queue_index`` and ``positions`` are optional indexes over ``queue`` and
-    ``running`` that the core supplies so that a request costs what it looks
-    at, not the length of the queue; a hand-built snapshot may leave them out.
+    The core's snapshots carry indexes, so that a request costs what it looks
+    at rather than the queue's length: the queue can skip what cannot fit
+    (:class:`QueueIndex`) and ``positions`` maps a running job's id to its
+    index in ``running`` (checked on use; a miss falls back to a scan). A
+    hand-built snapshot needs neither.
     """
 
     now: float
@@ -172,15 +175,12 @@ class Snapshot:
     queue: tuple[JobSpec, ...]  # waiting jobs, in arrival order
     running: tuple[RunningJob, ...]
     reserved: float | None = None  # the queue head's reservation: the first its Application Scheduler made
-    queue_index: QueueIndex | None = field(default=None, compare=False, repr=False)
     positions: Mapping[int, int] | None = field(default=None, compare=False, repr=False)  # job id -> running[i]
 
     def job(self, job_id: int) -> RunningJob:
-        if self.positions is not None:
-            i = self.positions.get(job_id)
-            if i is not None:
-                return self.running[i]
-            raise KeyError(job_id)
+        i = self.positions.get(job_id) if self.positions is not None else None
+        if i is not None and i < len(self.running) and self.running[i].spec.job_id == job_id:
+            return self.running[i]
         for r in self.running:
             if r.spec.job_id == job_id:
                 return r
@@ -188,9 +188,11 @@ class Snapshot:
 
     def fitting(self, limit: int, within: float = math.inf, short: int = 0) -> Iterator[JobSpec]:
         """The queued jobs of at most ``limit`` slots whose walltime is at most ``within`` seconds (none:
-        infinite) or who need at most ``short`` slots, in queue order (through ``queue_index`` if given)."""
-        if self.queue_index is not None:
-            return self.queue_index.fitting(limit, within, short)
+        infinite) or who need at most ``short`` slots, in queue order (through the queue's own
+        :class:`QueueIndex` when it has one, else by a scan)."""
+        own = getattr(self.queue, "fitting", None)
+        if own is not None:
+            return own(limit, within, short)
         return (s for s in self.queue if s.nprocs <= limit and (
             s.nprocs <= short or (math.inf if s.walltime is None else s.walltime) <= within))
 
