@@ -113,7 +113,7 @@ def test_an_internal_error_costs_one_request(tmp_path, monkeypatch):
 
     d = Daemon(str(tmp_path), pool=default_pool(2))
     try:
-        monkeypatch.setattr(d.state, "status", lambda now=None, limit=None: 1 / 0)
+        monkeypatch.setattr(d.state, "status", lambda *a, **k: 1 / 0)
         rep, _ = d.handle(env("status", {}), time.time())
         assert rep.type == "error" and rep.body["code"] == "internal" and "ZeroDivisionError" in rep.body["message"]
         rep, _ = d.handle(env("ping", {}), time.time())
@@ -285,3 +285,33 @@ def test_many_concurrent_clients_get_every_reply(daemon, clients):
     print(f"\n{clients} clients: {len(lat)} requests in {took:.1f} s = {len(lat) / took:.0f} req/s, "
           f"p50 {lat[len(lat) // 2] * 1e3:.1f} ms, p99 {p99:.1f} ms")
     alive(d)
+
+
+@pytest.mark.procs
+def test_exited_jobs_are_found_without_polling_every_job(tmp_path):
+    """With many running jobs the System Monitor asks the kernel which mpiexec exited (``waitid``); a
+    child that is no job's (here an unrelated process left unreaped) makes it poll every job instead."""
+    import subprocess
+
+    from scheduler.core.pool import default_pool
+    from scheduler.service.daemon import Daemon
+    from scheduler.service.startup import job_tag, kill_jobs
+    from tests.helpers import wait_for
+
+    d = Daemon(str(tmp_path), pool=default_pool(4))
+    d.poll_all_up_to = 0
+    ids = []
+    try:
+        for cmd in (["sleep", "60"], ["true"], ["sleep", "60"], ["true"]):
+            ids.append(d.state.submit(validate_job({"command": cmd, "nprocs": 1, "launch": "single"}), 0.0))
+        d.perform(d.state.tick(0.0), 0.0)
+        stray = subprocess.Popen(["true"])  # exits and stays a zombie until reaped below
+        wait_for(lambda: d.perform(d.monitor(time.time()), time.time())
+                 or all(d.state.jobs[i].state == "done" for i in ids[1::2]), 30)
+        assert [d.state.jobs[i].state for i in ids] == ["running", "done", "running", "done"]
+        assert stray.wait(5) == 0
+        d.perform(d.state.cancel(ids[0], time.time()) + d.state.cancel(ids[2], time.time()), time.time())
+        assert not d.procs
+    finally:
+        kill_jobs([job_tag(str(tmp_path), i) for i in ids])
+        d.journal.close()

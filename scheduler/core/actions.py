@@ -29,17 +29,17 @@ class PolicyError(RuntimeError):
     """A policy decision that cannot be applied, or a policy that leaves jobs waiting forever."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Launch:
     job_id: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Kill:
     job_id: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Decision:
     """One applied decision: ``kind`` is ``start``, ``expand`` or ``shrink`` (at the advice)."""
 

@@ -38,7 +38,7 @@ __all__ = ["BSLD_TAU", "JobRecord", "Usage", "metrics"]
 BSLD_TAU = 10.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class JobRecord:
     job_id: int
     submit: float  # arrival in the queue

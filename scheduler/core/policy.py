@@ -32,9 +32,10 @@ registers itself on import) plus, if it should have a short name, a preset.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 __all__ = [
     "KINDS",
@@ -44,6 +45,7 @@ __all__ = [
     "JobSpec",
     "Preset",
     "Profile",
+    "QueueIndex",
     "RemapDecision",
     "RemapPolicy",
     "Reserve",
@@ -72,7 +74,7 @@ __all__ = [
 # --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class JobSpec:
     """What a user submitted (a job file, or an SWF line in the simulator)."""
 
@@ -91,7 +93,7 @@ class JobSpec:
     iterations: int | None = None  # known iteration count, if any (simulator, reports)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Profile:
     """Performance Profiler record of one job (seed 001 §3.1).
 
@@ -126,7 +128,7 @@ class Profile:
         return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RunningJob:
     """A running job as policies see it."""
 
@@ -140,9 +142,32 @@ class RunningJob:
     point_time: float | None = None  # when its current iteration began (start, resize point, end of a resize)
 
 
-@dataclass(frozen=True)
+class QueueIndex(Protocol):
+    """A queue that can skip what cannot fit, for policies that look past its head (EASY's backfill).
+
+    ``fitting(limit, within, short)`` yields the queued jobs of at most
+    ``limit`` slots whose walltime is at most ``within`` seconds (``None``
+    counts as infinite) or who need at most ``short`` slots, in queue order,
+    costing the jobs it yields rather than the queue's length. The core's
+    snapshots show the queue as such a sequence (``scheduler.core.jobtable.QueueView``,
+    valid while the policy call that received it runs); a plain tuple is
+    scanned instead (:meth:`Snapshot.fitting`), so a hand-built or ``replace``-d
+    snapshot stays consistent.
+    """
+
+    def fitting(self, limit: int, within: float = math.inf, short: int = 0) -> Iterator[JobSpec]: ...
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
-    """Everything a policy may look at. ``now`` is seconds on the caller's clock."""
+    """Everything a policy may look at. ``now`` is seconds on the caller's clock.
+
+    The core's snapshots carry indexes, so that a request costs what it looks
+    at rather than the queue's length: the queue can skip what cannot fit
+    (:class:`QueueIndex`) and ``positions`` maps a running job's id to its
+    index in ``running`` (checked on use; a miss falls back to a scan). A
+    hand-built snapshot needs neither.
+    """
 
     now: float
     total_slots: int
@@ -150,13 +175,26 @@ class Snapshot:
     queue: tuple[JobSpec, ...]  # waiting jobs, in arrival order
     running: tuple[RunningJob, ...]
     reserved: float | None = None  # the queue head's reservation: the first its Application Scheduler made
-
+    positions: Mapping[int, int] | None = field(default=None, compare=False, repr=False)  # job id -> running[i]
 
     def job(self, job_id: int) -> RunningJob:
+        i = self.positions.get(job_id) if self.positions is not None else None
+        if i is not None and i < len(self.running) and self.running[i].spec.job_id == job_id:
+            return self.running[i]
         for r in self.running:
             if r.spec.job_id == job_id:
                 return r
         raise KeyError(job_id)
+
+    def fitting(self, limit: int, within: float = math.inf, short: int = 0) -> Iterator[JobSpec]:
+        """The queued jobs of at most ``limit`` slots whose walltime is at most ``within`` seconds (none:
+        infinite) or who need at most ``short`` slots, in queue order (through the queue's own
+        :class:`QueueIndex` when it has one, else by a scan)."""
+        own = getattr(self.queue, "fitting", None)
+        if own is not None:
+            return own(limit, within, short)
+        return (s for s in self.queue if s.nprocs <= limit and (
+            s.nprocs <= short or (math.inf if s.walltime is None else s.walltime) <= within))
 
 
 # --------------------------------------------------------------------------
@@ -164,13 +202,13 @@ class Snapshot:
 # --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Start:
     job_id: int
     nprocs: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Reserve:
     """The queued job ``job_id`` (the head) is guaranteed to start by ``time`` (EASY's shadow
     time). The core keeps the first reservation of each job, shows it to the policies
@@ -180,21 +218,21 @@ class Reserve:
     time: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Expand:
     job_id: int
     nprocs: int  # new total size
     reason: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Shrink:
     job_id: int
     nprocs: int  # new total size
     reason: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Continue:
     job_id: int
     reason: str = ""
@@ -271,9 +309,11 @@ def legal_sizes(spec: JobSpec, pool: int,
     hi = min(spec.max_procs or pool, pool)
     lo = max(spec.min_procs, 1)
     listed = set(spec.sizes) if spec.sizes else None
+    n = spec.divides
+    if listed is None and not n:  # every size in [lo, hi] is legal (the common case, without a Python loop)
+        return list(range(lo, hi + 1)) if among is None else sorted({p for p in among if lo <= p <= hi})
     if among is None:
         among = listed if listed is not None else range(lo, hi + 1)
-    n = spec.divides
     out = set()
     for p in among:
         if not lo <= p <= hi or (listed is not None and p not in listed):
@@ -357,7 +397,7 @@ def remap_policy_names() -> list[str]:
     return names("remap")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Preset:
     """A named (Application Scheduler, Remap Scheduler) pair with parameters: what ``--policy NAME``
     means to the daemon and to the simulator alike."""

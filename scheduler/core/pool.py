@@ -79,12 +79,12 @@ class Pool:
     @property
     def total(self) -> int:
         """Slots of the nodes that are up."""
-        return self._count()[0]
+        return (self._sums or self._count())[0]
 
     @property
     def free(self) -> int:
         """Free slots on nodes that are up and not draining."""
-        return self._count()[1]
+        return (self._sums or self._count())[1]
 
     def has(self, host: str) -> bool:
         return any(n.host == host for n in self.nodes)
@@ -139,9 +139,8 @@ class Pool:
 
     def release(self, hosts: list[str]) -> None:
         self._sums = None
-        for h in hosts:
-            if self.used[h] > 0:
-                self.used[h] -= 1
+        for h, k in Counter(hosts).items():  # one update per host, not per slot
+            self.used[h] = max(0, self.used[h] - k)
 
     def describe(self) -> list[dict]:
         return [{"host": n.host, "slots": n.slots, "used": self.used[n.host], "speed": n.speed,

@@ -36,6 +36,8 @@ reports the job's end (``job_ended``).
 from __future__ import annotations
 
 import collections
+import itertools
+from dataclasses import replace
 from typing import Any
 
 from reshape.advice import Advice
@@ -52,7 +54,6 @@ from scheduler.core.policy import (
     Reserve,
     RunningJob,
     Shrink,
-    Snapshot,
     Start,
     legal_sizes,
 )
@@ -276,7 +277,7 @@ class ClusterState(JobTable, NodeStates):
         what size (a what-if over the pure policy: nothing changes). Used to decide whether asking a
         resource manager for nodes is worth it, and for how many."""
         snap = self.snapshot(now)
-        snap = Snapshot(snap.now, snap.total_slots + extra, snap.free_slots + extra, snap.queue, snap.running)
+        snap = replace(snap, total_slots=snap.total_slots + extra, free_slots=snap.free_slots + extra)
         out = {}
         for j in self.running():
             if j.spec.resizable and not j.pending and j.nprocs < (j.spec.max_procs or j.nprocs):
@@ -545,9 +546,12 @@ class ClusterState(JobTable, NodeStates):
         return [Kill(job_id), *self.schedule(now)]
 
     # ---------------------------------------------------------------- views / restore
-    def status(self, now: float | None = None, limit: int | None = None) -> dict[str, Any]:
-        """Pool, running jobs, queue (the first ``limit`` queued and waiting jobs; the totals are
-        ``queued_total``/``waiting_total``), recently ended jobs and nodes."""
+    def status(self, now: float | None = None, limit: int | None = None,
+               running_limit: int | None = None) -> dict[str, Any]:
+        """Pool, running jobs, queue (the first ``limit`` queued and waiting jobs and the first
+        ``running_limit`` running ones; the totals are ``queued_total``/``waiting_total``/
+        ``running_total``), recently ended jobs and nodes. Costs the jobs listed, not the queue's
+        length. The protocol's ``status`` pages all three with its ``limit``."""
         def row(j: Job) -> dict[str, Any]:
             return {"job_id": j.job_id, "name": j.desc["name"], "state": j.state, "nprocs": j.nprocs,
                     "requested": j.desc["nprocs"], "hosts": sorted(set(j.hosts)),
@@ -555,17 +559,29 @@ class ClusterState(JobTable, NodeStates):
                     "iterations": j.iterations, "connected": j.connected,
                     "pending": None if not j.pending else f"{j.pending['action']} {j.pending['new']}"}
 
-        queue = self.queue()
-        waiting = list(self._waiting.values())
+        waiting = list(self._waiting.values()) if limit is None else \
+            list(itertools.islice(self._waiting.values(), max(0, limit)))
         return {"total_slots": self.pool.total, "free_slots": self.pool.free,
                 "capacity_slots": self.pool.capacity,
-                "running": [row(j) for j in self.running()],
-                "queue": [row(j) for j in queue[:limit]], "queued_total": len(queue),
-                "waiting": [row(j) for j in waiting[:limit]], "waiting_total": len(waiting),
+                "running": [row(j) for j in (self._run.values() if running_limit is None
+                                             else itertools.islice(self._run.values(), max(0, running_limit)))],
+                "running_total": len(self._run),
+                "queue": [row(j) for j in self.queue(limit)], "queued_total": len(self._queued),
+                "waiting": [row(j) for j in waiting], "waiting_total": len(self._waiting),
                 "ended": [{"job_id": j.job_id, "name": j.desc["name"], "state": j.state,
                            "end_time": j.end_time, "sizes": list(j.profile.history), "error": j.error}
                           for j in (self.jobs[i] for i in reversed(self.recent))],
                 "nodes": self.node_rows(0.0 if now is None else now)}
+
+    def forget(self, job_id: int) -> None:
+        """Drop an ended job's record (the simulator, once it recorded the job, keeps memory flat this way)."""
+        j = self.jobs.get(job_id)
+        if j is None or j.state not in FINAL:
+            raise StateError("not_ended", f"job {job_id} has not ended")
+        del self.jobs[job_id]
+        self.dirty.discard(job_id)
+        if job_id in self.recent:
+            self.recent.remove(job_id)
 
     def restore(self, jobs: list[Job], next_id: int) -> None:
         """Reload journaled jobs; running jobs get their slots back and must reconnect."""
@@ -593,9 +609,16 @@ class ClusterState(JobTable, NodeStates):
             if rec.state == "down":
                 assert not any(rec.host in j.hosts for j in self.running()), rec
         assert self._queued == sorted((j.arrival_time, j.job_id) for j in self.live.values() if j.state == "queued")
+        assert self._queued_specs == [self.jobs[i].spec for _, i in self._queued]
+        assert set(self._by_id) == {i for _, i in self._queued}
+        assert sorted(k for lst in self._sized.by_size.values() for k in lst) == self._queued
+        assert self._sized.sizes == sorted(self._sized.by_size) and all(self._sized.by_size.values())
+        assert all(self._by_id[i].nprocs == n for n, lst in self._sized.by_size.items() for _, i in lst)
         assert list(self._run) == [i for i in self._run if self.jobs[i].state == "running"]
         assert set(self._run) == {i for i, j in self.live.items() if j.state == "running"}
         assert set(self._waiting) == {i for i, j in self.live.items() if j.state == "waiting"}
+        assert list(self._views) == list(self._run) and self._stale <= set(self._run)
+        assert self._pos is None or self._pos == {i: k for k, i in enumerate(self._run)}
         if self._run_t is not None:  # the cached view is the fresh one
             assert self._run_t == tuple(RunningJob(j.spec, j.nprocs, j.start_time, j.profile.frozen(), j.iterations,
                                                    self._pending_shrink(j), j.deadline, j.point_time)

@@ -109,7 +109,7 @@ class RedistCost(Protocol):
     def cost(self, size: int, p: int, q: int) -> float: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RedistModel:
     """``cost(p, q) = latency + seconds_per_slot * size / min(p, q)``.
 
@@ -125,7 +125,7 @@ class RedistModel:
         return self.latency + self.seconds_per_slot * size / min(p, q)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class JobModel:
     """Timing of one job: ``iter_time(p)`` and the number of iterations."""
 
@@ -141,7 +141,7 @@ class JobModel:
         return self.iterations * self.iter_time(p)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SimInput:
     """One job of a simulated workload: what the scheduler sees, and the hidden truth."""
 

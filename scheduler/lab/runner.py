@@ -32,7 +32,7 @@ def run_policies(
         app, remap = pair.build()
         cb = (lambda d, t, n=n: progress(n, d, t)) if progress else None
         sim = Simulator(jobs, total_slots, app, None if pair.remap == "static" else remap,
-                        redist or RedistModel(), record, cb)
+                        redist or RedistModel(), record, cb, keep_ended=False)
         t0 = time.perf_counter()
         res = sim.run()
         m = res.metrics()

@@ -94,6 +94,7 @@ class Simulator:
     record: bool = False
     progress: Callable[[int, int], None] | None = None
     check: bool = False  # check the core's invariants (``ClusterState.validate``) after every event
+    keep_ended: bool = True  # False: an ended job leaves the core once recorded (memory flat in the trace's length)
 
     def __post_init__(self) -> None:
         if self.total_slots < 1:
@@ -106,7 +107,11 @@ class Simulator:
         for j in self.jobs:  # fail before simulating anything
             self.state.check_admissible(desc_of(j.spec))
         self._heap: list[tuple[float, int, int, int]] = []
-        self._seq = 0
+        # arrivals enter the heap one at a time, each with the sequence number it would have had if all were
+        # pushed first (its rank by submit time), and every other event numbers after them: the same order
+        self._arrivals = sorted(self.jobs, key=lambda j: j.spec.submit_time)
+        self._next_arrival = 0
+        self._seq = len(self._arrivals)
         self._iters: dict[int, int] = {}
         self._target: dict[int, tuple[int, int]] = {}  # job -> (old, new) of the redistribution under way
         self._iter_at: dict[int, tuple[float, int]] = {}  # job -> (start, size) of the iteration under way
@@ -114,6 +119,13 @@ class Simulator:
         self._late: list[dict] = []
         self.usage = Usage()
         self.records: list[JobRecord] = []
+
+    def _push_arrival(self) -> None:
+        i = self._next_arrival
+        if i < len(self._arrivals):
+            inp = self._arrivals[i]
+            heapq.heappush(self._heap, (inp.spec.submit_time, i + 1, _ARRIVE, inp.spec.job_id))
+            self._next_arrival = i + 1
 
     def _push(self, t: float, kind: int, jid: int) -> None:
         self._seq += 1
@@ -157,6 +169,10 @@ class Simulator:
                                       inp.model.work * inp.model.iterations * done))
         self._iters.pop(jid, None)
         self._iter_at.pop(jid, None)
+        if not self.keep_ended:
+            self.state.forget(jid)
+            self._kill_at.pop(jid, None)
+            del self._inp[jid]
         if self.progress is not None and len(self.records) % 500 == 0:
             self.progress(len(self.records), len(self.jobs))
 
@@ -199,12 +215,14 @@ class Simulator:
 
     def run(self) -> SimResult:
         st = self.state
-        for inp in sorted(self.jobs, key=lambda j: j.spec.submit_time):
-            self._push(inp.spec.submit_time, _ARRIVE, inp.spec.job_id)
+        self._push_arrival()
         heap = self._heap
+        jobs = st.jobs
         while heap:
             now, _, kind, jid = heapq.heappop(heap)
-            if kind != _ARRIVE and st.jobs[jid].state != "running":
+            if kind == _ARRIVE:
+                self._push_arrival()
+            elif jid not in jobs or jobs[jid].state != "running":
                 continue  # the event of a job killed at its deadline
             if kind == _KILL:
                 if now != kill_time(st.jobs[jid].deadline):

@@ -47,7 +47,7 @@ class SwfError(ValueError):
     """A trace file that cannot be read; the message names the file and line."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SwfJob:
     job_id: int
     submit: float
@@ -60,7 +60,7 @@ class SwfJob:
     line: int  # line number in the file, for messages
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SwfTrace:
     path: str
     jobs: tuple[SwfJob, ...]

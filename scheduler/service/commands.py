@@ -159,6 +159,9 @@ def cmd_status(args: argparse.Namespace) -> int:
              for j in st["queue"] + st["waiting"]]
     print(_table(rows, ["JOB", "NAME", "STATE", "PROCS", "REQ", "ITER", "PENDING", "HOSTS"]))
     hidden = st.get("queued_total", 0) + st.get("waiting_total", 0) - len(st["queue"]) - len(st["waiting"])
+    more_running = st.get("running_total", len(st["running"])) - len(st["running"])
+    if more_running > 0:
+        print(f"... and {more_running} more running (--limit)")
     if hidden > 0:
         print(f"... and {hidden} more queued or waiting (--limit)")
     ended = st.get("ended", [])
@@ -374,8 +377,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_submit)
 
     p = sub.add_parser("status", help="running jobs and sizes, queue, free slots")
-    p.add_argument("--limit", type=_count, metavar="N", help="list at most N queued and N waiting jobs "
-                                                          "(the totals are still shown)")
+    p.add_argument("--limit", type=_count, metavar="N", help="list at most N running, N queued and N waiting "
+                                                          "jobs (the totals are still shown)")
     p.add_argument("--all", action="store_true", help="list every ended job, not only the last 10")
     common(p)
     p.set_defaults(func=cmd_status)

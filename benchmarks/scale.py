@@ -1,0 +1,382 @@
+"""Benchmark: the head node at scale, and the simulator on a million-job trace (issue 17).
+
+``python -m benchmarks.scale [--quick] [--no-daemon] [--no-sim] [--million]``
+
+**Daemon.** A real daemon process (``reshape daemon``, default policies: EASY
++ the Remap Scheduler, one ``localhost`` node of ``R + 3`` slots) runs ``R``
+emulated jobs: real one-slot jobs it launched itself (``sleep`` under
+``mpiexec``, so it watches ``R`` ``mpiexec`` processes), each resizable, with
+a walltime (staggered by a second per job, so EASY's shadow time is finite),
+for which client processes speak the job's side of the protocol: every job
+reaches a resize point once per :data:`PERIOD` seconds (``R`` resize points
+per second in all, paced, not back to back). Behind them ``Q`` queued jobs
+(sizes 1 to 64, walltimes of two or three days, the head needing 64 slots or
+all ``R``) wait: three slots are free, so every scheduling pass (after each
+submission, every 0.1 s tick) tries backfill candidates (a third of the
+queue fits three slots; none may start, since none ends before the head's
+shadow time), which EASY's window bounds
+(:data:`scheduler.core.policies.easy.WINDOW`). While the resize points flow,
+one client submits (:data:`SUBMITS_PER_S` a second) and one asks for
+``status`` with ``limit=100`` (paged: the first 100 queued jobs, and the
+totals). Reported per ``(R, Q)``: round-trip p50/p99 of each request as the
+client sees it (clients and daemon share this machine's CPUs), the daemon's
+own service time over its last 8,192 requests (all kinds), its RSS, and the
+load average. The queue grows from 1,000 to 10,000 to 50,000 on the same
+daemon (a run of ``R`` jobs per daemon).
+
+**Simulator.** Synthetic traces from the Lublin-Feitelson model
+(:mod:`scheduler.lab.workloads.lublin`, seeded) on :data:`SIM_SLOTS` nodes,
+arrivals scaled to an offered load of :data:`SIM_LOAD`, half the jobs
+malleable, simulated with ``easy`` and the recommended preset
+``reshape-plus``; each run in a fresh process, which reports its time and
+peak RSS. Default sizes 100k, 200k and 400k jobs (the cost per 100k jobs
+and its growth show whether the cost is linear); ``--million`` adds the
+million-job run (minutes).
+
+Writes ``benchmarks/results/scale.json`` (``--quick``: ``scale-quick.json``);
+summary keys ``resize_point_p99_ms_at_10k`` and ``submit_p99_ms_at_10k``
+(10,000 queued, 1,000 running), targets p99 < 5 ms there and RSS < 500 MB at
+50,000 queued; the simulator: < 5 min and < 2 GB for a million jobs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+import psutil
+
+from benchmarks._common import RESULTS, table, write_result
+from reshape.client import Connection
+from scheduler.service.startup import job_tag, kill_jobs
+
+PERIOD = 1.0  # seconds between two resize points of one emulated job
+SUBMITS_PER_S = 20.0
+STATUS_PER_S = 5.0
+FREE = 3  # slots left free beside the running jobs: backfill has candidates to try
+RUNNING = (100, 1000)
+QUEUED = (1000, 10000, 50000)
+SIM_SLOTS = 1024
+SIM_LOAD = 0.9
+SIM_JOBS = (100_000, 200_000, 400_000)
+
+
+# ---------------------------------------------------------------------------------------- daemon
+def _queued_job(rng: random.Random, cap: int) -> dict:
+    """A queued job: 1 to 64 slots (at most ``cap``), a walltime of two or three days."""
+    n = min(cap, rng.choice((1, 2, 4, 8, 16, 32, 64)))
+    return {"name": "queued", "command": ["sleep", "1"], "nprocs": n, "launch": "single",
+            "walltime": rng.choice((172800, 259200))}
+
+
+def _running_job(i: int) -> dict:
+    return {"name": f"emu{i}", "command": ["sleep", "86400"], "nprocs": 1, "min_procs": 1,
+            "launch": "single", "walltime": 86400 + i}
+
+
+def _pace(endpoint: str, kind: str, per_s: float, seconds: float, start: float, job_ids: list[int],
+          cap: int, seed: int, out: list[float]) -> None:
+    """Send ``kind`` requests at ``per_s`` a second from ``start`` for ``seconds``; round trips into ``out``."""
+    c = Connection(endpoint, timeout=30)
+    rng = random.Random(seed)
+    it = {j: 0 for j in job_ids}
+    k, dt = 0, 1.0 / per_s
+    while time.perf_counter() < start:
+        time.sleep(0.001)
+    end = start + seconds
+    while (t_next := start + k * dt) < end:
+        if (wait := t_next - time.perf_counter()) > 0:
+            time.sleep(wait)
+        t0 = time.perf_counter()
+        if kind == "resize_point":
+            jid = job_ids[k % len(job_ids)]
+            it[jid] += 1
+            adv = c.request("resize_point", {"iteration": it[jid], "nprocs": 1,
+                                             "iter_time": PERIOD * (1 + 0.01 * rng.random())}, job_id=jid)
+            if adv.body["action"] != "continue":  # an emulated job does not resize: it says so
+                c.request("resized", {"old": 1, "new": 1, "seconds": 0.0, "error": "emulated job: no resize"},
+                          job_id=jid)
+        elif kind == "submit":
+            c.request("submit", {"job": _queued_job(rng, cap)})
+        else:
+            c.request("status", {"limit": 100})
+        out.append(time.perf_counter() - t0)
+        k += 1
+    c.close()
+
+
+def _resize_clients(endpoint: str, job_ids: list[int], threads: int, seconds: float, start: float, q) -> None:
+    """One client process: ``threads`` threads, each the protocol side of a share of the jobs."""
+    outs: list[list[float]] = [[] for _ in range(threads)]
+    ts = [threading.Thread(target=_pace, args=(endpoint, "resize_point", len(job_ids[i::threads]) / PERIOD,
+                                                seconds, start, job_ids[i::threads], 1, i, outs[i]))
+          for i in range(threads) if job_ids[i::threads]]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    q.put([x for o in outs for x in o])
+
+
+def _submitter(endpoint: str, n: int, cap: int, seed: int, q) -> None:
+    """Submit ``n`` queued jobs back to back (setting the queue up)."""
+    c = Connection(endpoint, timeout=60)
+    rng = random.Random(seed)
+    for _ in range(n):
+        c.request("submit", {"job": _queued_job(rng, cap)})
+    c.close()
+    q.put(n)
+
+
+def _fill(endpoint: str, n: int, cap: int, seed: int, procs: int = 4) -> None:
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    ps = [ctx.Process(target=_submitter, args=(endpoint, n // procs + (i < n % procs), cap, seed * 100 + i, q))
+          for i in range(procs)]
+    for p in ps:
+        p.start()
+    for _ in ps:
+        q.get(timeout=1800)
+    for p in ps:
+        p.join(10)
+
+
+def _stats(lat: list[float]) -> dict:
+    a = np.array(lat) * 1e3
+    if not a.size:
+        return {"n": 0, "p50_ms": None, "p99_ms": None, "max_ms": None}
+    return {"n": int(a.size), "p50_ms": float(np.percentile(a, 50)), "p99_ms": float(np.percentile(a, 99)),
+            "max_ms": float(a.max())}
+
+
+def _measure(endpoint: str, ids: list[int], seconds: float, cap: int, seed: int) -> dict:
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    start = time.perf_counter() + 1.5  # spawned clients are up by then
+    procs = [ctx.Process(target=_resize_clients, args=(endpoint, ids[i::2], 4, seconds, start, q)) for i in (0, 1)]
+    for p in procs:
+        p.start()
+    sub: list[float] = []
+    st: list[float] = []
+    ts = [threading.Thread(target=_pace, args=(endpoint, "submit", SUBMITS_PER_S, seconds, start, [], cap, seed, sub)),
+          threading.Thread(target=_pace, args=(endpoint, "status", STATUS_PER_S, seconds, start, [], cap, seed, st))]
+    for t in ts:
+        t.start()
+    rp = [x for _ in procs for x in q.get(timeout=seconds + 120)]
+    for t in ts:
+        t.join()
+    for p in procs:
+        p.join(10)
+    return {"resize_point": _stats(rp), "resize_points_per_s": len(rp) / seconds, "submit": _stats(sub),
+            "status": _stats(st)}
+
+
+def run_daemon(running: int, queued: tuple[int, ...], seconds: float, log=print) -> list[dict]:
+    """One daemon with ``running`` emulated jobs; the queue grown to each of ``queued`` in turn."""
+    from scheduler.service.workload import free_port
+
+    state = tempfile.TemporaryDirectory(prefix="reshape-scale-")
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    slots = running + FREE
+    with open(os.path.join(state.name, "daemon.err"), "wb") as err:
+        daemon = subprocess.Popen([sys.executable, "-m", "scheduler.cli", "daemon", "--endpoint", endpoint,
+                                   "--state-dir", state.name, "--slots", str(slots)],
+                                  stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+    ids: list[int] = []
+    rows = []
+    try:
+        c = Connection(endpoint, timeout=0.5)
+        for _ in range(150):
+            try:
+                c.request("ping")
+                break
+            except Exception:
+                time.sleep(0.1)
+        c.timeout = 60
+        t0 = time.perf_counter()
+        ids = [c.request("submit", {"job": _running_job(i)}).body["job_id"] for i in range(running)]
+        deadline = time.monotonic() + 60 + running * 0.2
+        while c.request("status", {"limit": 0}).body["running_total"] < running:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{running} emulated jobs not running after {deadline:.0f} s")
+            time.sleep(0.5)
+        log(f"R={running}: {running} jobs launched and running in {time.perf_counter() - t0:.1f} s")
+        head = {"name": "head", "command": ["sleep", "1"], "nprocs": min(64, running), "launch": "single",
+                "walltime": 172800}
+        c.request("submit", {"job": head})  # the head does not fit: everything behind it may only backfill
+        have = 1
+        for i, target in enumerate(queued):
+            t0 = time.perf_counter()
+            _fill(endpoint, target - have, running, seed=running + i)
+            body = c.request("status", {"limit": 0}).body
+            have = body["queued_total"]
+            log(f"R={running}: queue {have} ({time.perf_counter() - t0:.1f} s to fill)")
+            load0 = os.getloadavg()[0]
+            proc = psutil.Process(daemon.pid)
+            served0, cpu0 = c.request("status", {"limit": 0}).body["daemon"]["served"], proc.cpu_times()
+            m = _measure(endpoint, ids, seconds, running, seed=i)
+            cpu1 = proc.cpu_times()
+            body = c.request("status", {"limit": 0}).body
+            sv = body["daemon"]
+            cpu = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)
+            rss = psutil.Process(daemon.pid).memory_info().rss
+            row = {"running": body["running_total"], "queued": have, "queued_after": body["queued_total"],
+                   **{f"{k}_{s}": m[k][s] for k in ("resize_point", "submit", "status")
+                      for s in ("p50_ms", "p99_ms", "max_ms", "n")},
+                   "resize_points_per_s": m["resize_points_per_s"], "service_p50_ms": sv["p50_ms"],
+                   "service_p99_ms": sv["p99_ms"], "max_loop_gap_ms": sv["max_loop_gap_ms"],
+                   "policy_errors": sv["policy_errors"], "rss_mb": rss / 2**20,
+                   "daemon_cpu_share": cpu / seconds,  # of one CPU, during the measurement
+                   "daemon_cpu_ms_per_request": 1e3 * cpu / max(1, sv["served"] - served0 - 1),
+                   "loadavg": [load0, os.getloadavg()[0]]}
+            rows.append(row)
+            have = body["queued_total"]
+            log(f"R={running} Q={row['queued']}: resize_point p99 {row['resize_point_p99_ms']:.2f} ms, submit p99 "
+                f"{row['submit_p99_ms']:.2f} ms, status p99 {row['status_p99_ms']:.2f} ms, RSS {row['rss_mb']:.0f} MB")
+    finally:
+        daemon.kill()
+        daemon.wait(10)
+        kill_jobs([job_tag(state.name, i) for i in ids])
+        state.cleanup()
+    return rows
+
+
+# ---------------------------------------------------------------------------------------- core
+def run_core(running: int, queued: tuple[int, ...], reps: int = 300) -> list[dict]:
+    """The same scenario on the sans-I/O core in this process: what each request costs the scheduler
+    itself (no sockets, no journal), per queue length; the queue grows on one core as in the daemon."""
+    from scheduler.core.jobfile import validate_job
+    from scheduler.core.policy import app_policy, remap_policy
+    from scheduler.core.pool import Node, Pool
+    from scheduler.core.state import ClusterState
+
+    pool = Pool([Node("localhost", running + FREE)])
+    st = ClusterState(pool, app_policy("easy"), remap_policy("reshape"))
+    rng = random.Random(running)
+    now = 0.0
+    for i in range(running):
+        st.submit(validate_job(_running_job(i), pool.capacity), now)
+    st.tick(now)
+    st.submit(validate_job({"name": "head", "command": ["sleep", "1"], "nprocs": min(64, running),
+                            "walltime": 172800}, pool.capacity), now)
+    ids = [j.job_id for j in st.running()]
+    rows = []
+    for target in queued:
+        while len(st._queued) < target:
+            st.submit(validate_job(_queued_job(rng, running), pool.capacity), now)
+        st.tick(now)
+        lat: dict[str, list[float]] = {"resize_point": [], "submit": [], "tick": [], "status": []}
+        for k in range(reps):
+            for kind, out in lat.items():
+                now += 0.001
+                t0 = time.perf_counter()
+                if kind == "resize_point":
+                    j = st.jobs[ids[k % running]]
+                    st.resize_point(j.job_id, {"nprocs": 1, "iteration": j.iterations + 1, "iter_time": PERIOD}, now)
+                elif kind == "submit":
+                    st.submit(validate_job(_queued_job(rng, running), pool.capacity), now)
+                    st.tick(now)
+                elif kind == "tick":
+                    st.tick(now)
+                else:
+                    st.status(now, 100, 100)  # paged, as the protocol's status with limit=100
+                out.append(time.perf_counter() - t0)
+                st.dirty.clear()
+                st.events.clear()
+        row = {"running": running, "queued": target}
+        for kind, xs in lat.items():
+            got = _stats(xs)
+            row[f"core_{kind}_p50_ms"], row[f"core_{kind}_p99_ms"] = got["p50_ms"], got["p99_ms"]
+        rows.append(row)
+    return rows
+
+
+# ---------------------------------------------------------------------------------------- main
+def _at(rows: list[dict], running: int, queued: int, key: str):
+    for r in rows:
+        if r["running"] == running and abs(r["queued"] - queued) <= 0.05 * queued:
+            return r[key]
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.scale", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="20 running jobs, 200 and 1,000 queued; 5k jobs simulated")
+    ap.add_argument("--no-daemon", action="store_true", help="skip the live daemon")
+    ap.add_argument("--no-sim", action="store_true", help="skip the simulator")
+    ap.add_argument("--million", action="store_true", help="also simulate the million-job trace (minutes)")
+    ap.add_argument("--seconds", type=float, help="measurement seconds per configuration (default 10; quick 3)")
+    ap.add_argument("--running", type=int, action="append",
+                    help="emulated running jobs (repeatable; default 100 and 1000)")
+    ap.add_argument("--queued", type=int, action="append", help="queue lengths (repeatable; default 1k, 10k, 50k)")
+    a = ap.parse_args(argv)
+    seconds = a.seconds or (3.0 if a.quick else 10.0)
+    out: dict = {"config": {"period_s": PERIOD, "submits_per_s": SUBMITS_PER_S, "status_per_s": STATUS_PER_S,
+                            "free_slots": FREE, "seconds": seconds}}
+    summary: dict = {}
+    if not a.no_daemon:
+        rows = []
+        for r in a.running or ((20,) if a.quick else RUNNING):
+            rows += run_daemon(r, tuple(a.queued or ((200, 1000) if a.quick else QUEUED)), seconds)
+        print(table(rows, [("running", "running", "d"), ("queued", "queued", "d"),
+                           ("resize_point_p50_ms", "resize p50", ".2f"), ("resize_point_p99_ms", "resize p99", ".2f"),
+                           ("submit_p50_ms", "submit p50", ".2f"), ("submit_p99_ms", "submit p99", ".2f"),
+                           ("status_p50_ms", "status p50", ".2f"), ("status_p99_ms", "status p99", ".2f"),
+                           ("service_p99_ms", "service p99", ".2f"), ("resize_points_per_s", "resize/s", ".0f"),
+                           ("daemon_cpu_ms_per_request", "CPU ms/req", ".3f"), ("daemon_cpu_share", "CPU", ".2f"),
+                           ("rss_mb", "RSS MB", ".0f")]))
+        out["daemon"] = rows
+        core = []
+        for r in a.running or ((20,) if a.quick else RUNNING):
+            core += run_core(r, tuple(a.queued or ((200, 1000) if a.quick else QUEUED)))
+        print("\nthe core alone (this process, no I/O):")
+        print(table(core, [("running", "running", "d"), ("queued", "queued", "d")]
+                    + [(f"core_{k}_{s}", f"{k} {s[:3]}", ".3f") for k in ("resize_point", "submit", "tick", "status")
+                       for s in ("p50_ms", "p99_ms")]))
+        out["core"] = core
+        summary |= {"resize_point_p99_ms_at_10k": _at(rows, 1000, 10000, "resize_point_p99_ms"),
+                    "submit_p99_ms_at_10k": _at(rows, 1000, 10000, "submit_p99_ms"),
+                    "status_p99_ms_at_10k": _at(rows, 1000, 10000, "status_p99_ms"),
+                    "rss_mb_at_50k": _at(rows, 1000, 50000, "rss_mb"),
+                    "worst_resize_point_p99_ms": max(r["resize_point_p99_ms"] for r in rows),
+                    "worst_submit_p99_ms": max(r["submit_p99_ms"] for r in rows)}
+    if not a.no_sim:
+        from benchmarks.scale_sim import run_sims
+
+        sims = run_sims((5_000,) if a.quick else SIM_JOBS + ((1_000_000,) if a.million else ()),
+                        ("easy", "reshape-plus"), SIM_SLOTS, SIM_LOAD)
+        out["simulator"] = sims
+        summary |= {"sim": {f"{r['policy']}@{r['jobs']}": {"seconds": r["seconds"], "peak_rss_mb": r["peak_rss_mb"],
+                                                            "s_per_100k": r["s_per_100k"]} for r in sims}}
+    name = "scale-quick" if a.quick else "scale"
+    try:  # a run of one part keeps the other part's last results
+        with open(os.path.join(RESULTS, f"{name}.json")) as f:
+            old = json.load(f)
+        daemon_keys = ("resize_point_p99_ms_at_10k", "submit_p99_ms_at_10k", "status_p99_ms_at_10k", "rss_mb_at_50k",
+                       "worst_resize_point_p99_ms", "worst_submit_p99_ms")
+        for part, keys in (("core", ()), ("daemon", daemon_keys), ("simulator", ("sim",))):
+            if part not in out and part in old:
+                out[part] = old[part]
+                summary |= {k: old["summary"][k] for k in keys if k in old.get("summary", {})}
+    except (OSError, ValueError, KeyError):
+        pass
+    summary["targets"] = {"resize_point_p99_ms_at_10k": "< 5", "submit_p99_ms_at_10k": "< 5",
+                          "rss_mb_at_50k": "< 500", "sim_million_reshape_plus": "< 300 s, < 2048 MB"}
+    summary["cpus"] = os.cpu_count()
+    path = write_result(name, {**out, "summary": summary})
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

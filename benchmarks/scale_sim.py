@@ -1,0 +1,80 @@
+"""The simulator part of ``python -m benchmarks.scale``: synthetic Lublin-Feitelson traces of 100k+ jobs.
+
+Each (jobs, preset) runs in a fresh process (so its peak RSS is its own):
+the trace is generated (:func:`scheduler.lab.workloads.lublin.generate`,
+seed 0, ``slots`` nodes, arrivals scaled to offered load ``load``), made a
+simulator workload (:func:`scheduler.lab.jobmodel.from_trace`: half the jobs
+malleable, seed 0, the job model's defaults) and simulated; the process
+reports the generation and simulation seconds, its peak RSS
+(``getrusage``), and the run's main metrics.
+
+``python -m benchmarks.scale_sim JOBS [JOBS ...] [--policy NAME ...]`` runs just this part.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import resource
+import sys
+import time
+
+from benchmarks._common import table
+
+
+def _one(n: int, policy: str, slots: int, load: float, q) -> None:
+    from scheduler.lab.jobmodel import from_trace
+    from scheduler.lab.runner import run_policies
+    from scheduler.lab.workloads.lublin import generate
+
+    t0 = time.perf_counter()
+    trace = generate(n, slots, seed=0, load=load)
+    jobs, total = from_trace(trace, malleable_fraction=0.5, seed=0, unit=1)
+    span_days = trace.jobs[-1].submit / 86400
+    del trace
+    gen_s = time.perf_counter() - t0
+    m = run_policies(jobs, total, [policy])[policy]
+    q.put({"jobs": n, "policy": policy, "slots": total, "load": load, "span_days": span_days,
+           "generate_s": gen_s, "seconds": m["sim_seconds"], "s_per_100k": m["sim_seconds"] * 1e5 / n,
+           "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+           "utilization": m["utilization"], "mean_wait_h": m["mean_wait"] / 3600,
+           "resizes": m["resizes"], "late_starts": m["late_starts"], "walltime_kills": m["walltime_kills"]})
+
+
+def run_sims(sizes: tuple[int, ...], policies: tuple[str, ...], slots: int, load: float, log=print) -> list[dict]:
+    """One fresh process per (size, policy), one after another (the CPUs are shared)."""
+    ctx = mp.get_context("spawn")
+    rows = []
+    for n in sizes:
+        for pol in policies:
+            q = ctx.Queue()
+            p = ctx.Process(target=_one, args=(n, pol, slots, load, q))
+            p.start()
+            r = q.get(timeout=7200)
+            p.join(60)
+            rows.append(r)
+            log(f"sim {pol} {n} jobs: {r['seconds']:.1f} s ({r['s_per_100k']:.1f} s per 100k jobs, "
+                f"+{r['generate_s']:.1f} s to generate), peak RSS {r['peak_rss_mb']:.0f} MB")
+    print(table(rows, [("policy", "policy", ""), ("jobs", "jobs", "d"), ("span_days", "days", ".0f"),
+                       ("generate_s", "generate s", ".1f"), ("seconds", "simulate s", ".1f"),
+                       ("s_per_100k", "s / 100k jobs", ".1f"), ("peak_rss_mb", "peak RSS MB", ".0f"),
+                       ("utilization", "util", ".3f"), ("mean_wait_h", "mean wait h", ".2f"),
+                       ("resizes", "resizes", "d"), ("late_starts", "late", "d")]))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    from benchmarks.scale import SIM_LOAD, SIM_SLOTS
+
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.scale_sim", description=__doc__)
+    ap.add_argument("jobs", type=int, nargs="+")
+    ap.add_argument("--policy", action="append", help="preset (repeatable; default easy and reshape-plus)")
+    ap.add_argument("--slots", type=int, default=SIM_SLOTS)
+    ap.add_argument("--load", type=float, default=SIM_LOAD)
+    a = ap.parse_args(argv)
+    run_sims(tuple(a.jobs), tuple(a.policy or ("easy", "reshape-plus")), a.slots, a.load)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""The core's indexes (issue 17) answer exactly what a scan of the queue would, and stale views refuse."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scheduler.core.jobfile import validate_job
+from scheduler.core.policy import app_policy, remap_policy
+from scheduler.core.pool import Node, Pool
+from scheduler.core.state import ClusterState
+
+pytestmark = pytest.mark.pure
+
+JOBS = st.lists(st.tuples(st.integers(1, 12), st.one_of(st.none(), st.sampled_from([60.0, 600.0, 3600.0])),
+                          st.floats(0, 50), st.booleans()), min_size=1, max_size=40)
+
+
+def _state(jobs) -> ClusterState:
+    s = ClusterState(Pool([Node("n", 12)]), app_policy("easy"), remap_policy("reshape"))
+    blocker = s.submit(validate_job({"command": ["x"], "nprocs": 12}), 0.0)
+    s.tick(0.0)  # the machine is full: everything below stays queued
+    assert s.jobs[blocker].state == "running"
+    ids = []
+    for n, wall, t, cancel in jobs:
+        ids.append(s.submit(validate_job({"command": ["x"], "nprocs": n, "walltime": wall}), t))
+        if cancel and len(ids) > 1:
+            s.cancel(ids.pop(0), t)
+    s.validate()
+    return s
+
+
+@settings(max_examples=60, deadline=None)
+@given(JOBS, st.integers(0, 13), st.sampled_from([math.inf, 0.0, 59.0, 600.0, 5000.0]), st.integers(0, 12))
+def test_fitting_through_the_index_is_the_scan_of_the_queue(jobs, limit, within, short):
+    s = _state(jobs)
+    snap = s.snapshot(100.0)
+    scan = dataclasses.replace(snap, queue=tuple(snap.queue))  # a plain tuple: scanned
+    assert [j.job_id for j in snap.fitting(limit, within, short)] == \
+        [j.job_id for j in scan.fitting(limit, within, short)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(JOBS)
+def test_easy_decides_the_same_with_and_without_the_index(jobs):
+    s = _state(jobs)
+    s.pool.release(s.running()[0].hosts[:5])  # five slots free, under the core's feet: policy view only
+    snap = s.snapshot(100.0)
+    easy = app_policy("easy")
+    assert easy.schedule(snap) == easy.schedule(dataclasses.replace(snap, queue=tuple(snap.queue)))
+
+
+def test_a_stale_queue_view_refuses_and_positions_are_checked():
+    s = _state([(2, 60.0, 1.0, False), (3, None, 2.0, False)])
+    snap = s.snapshot(5.0)
+    assert len(snap.queue) == 2
+    s.submit(validate_job({"command": ["x"], "nprocs": 1}), 6.0)
+    with pytest.raises(RuntimeError, match="stale snapshot"):
+        len(snap.queue)
+    fresh = s.snapshot(6.0)
+    assert len(fresh.queue) == 3 and fresh.queue[:2] == tuple(fresh.queue)[:2]
+    r = fresh.running[0]
+    other = dataclasses.replace(fresh, running=(dataclasses.replace(r, spec=dataclasses.replace(r.spec, job_id=99)),))
+    assert other.job(99).spec.job_id == 99  # positions say index 0 is another job: a scan finds it
+    with pytest.raises(KeyError):
+        other.job(r.spec.job_id)
