@@ -431,15 +431,20 @@ def _param(text: str) -> tuple[str, Any]:
         return key, value
 
 
-def _count(text: str) -> int:
-    """An integer >= 0 (argparse type)."""
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
-    return v
+def _int_at_least(low: int):
+    """An argparse type: an integer >= ``low``, refused with argparse's message otherwise."""
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if v < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {v}")
+        return v
+    return parse
+
+
+_count, _positive_int = _int_at_least(0), _int_at_least(1)
 
 
 def _seconds(text: str) -> float:
@@ -450,16 +455,6 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
     if not 0 <= v < float("inf"):
         raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0, got {text}")
-    return v
-
-
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
     return v
 
 
