@@ -8,15 +8,16 @@ import os
 
 import pytest
 
-from benchmarks._common import RESULTS
-
 
 @pytest.mark.procs
-def test_scale_benchmark_quick_writes_its_summary(capsys):
-    from benchmarks import scale
+def test_scale_benchmark_quick_writes_its_summary(capsys, tmp_path, monkeypatch):
+    from benchmarks import _common, scale
 
+    # results into the test's directory, not over the committed ones
+    monkeypatch.setattr(_common, "RESULTS", str(tmp_path))
+    monkeypatch.setattr(scale, "RESULTS", str(tmp_path))
     assert scale.main(["--quick", "--seconds", "2"]) == 0
-    with open(os.path.join(RESULTS, "scale-quick.json")) as f:
+    with open(os.path.join(tmp_path, "scale-quick.json")) as f:
         out = json.load(f)
     rows = out["daemon"]
     assert [(r["running"], r["queued"]) for r in rows] == [(20, 200), (20, 1000)]
