@@ -575,7 +575,7 @@ def init(
         if reuse and comm.rank == 0:
             atexit.register(rt._release_parked)  # parked ranks must not outlive a program that skips finish()
         install_excepthook(rt._report_abort, lambda: rt.rank)
-        if adv is not None and relabel and method == "circulant":
+        if adv is not None and relabel:  # every method relabels (reshape.placement)
             placement.prefetch()  # the solver's import (scipy) runs during the first iterations, not in a resize
     _RUNTIME = rt
     return rt
