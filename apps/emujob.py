@@ -4,7 +4,11 @@
 
 Iteration time at ``p`` processes is the Amdahl-plus-overhead model
 ``work * (serial + (1 - serial) / p) + overhead * p`` (it has a sweet spot
-at ``p* = sqrt(work * (1 - serial) / overhead)``); a resize costs
+at ``p* = sqrt(work * (1 - serial) / overhead)``), or, with ``--times
+P:T,P:T,...``, a measured or modelled curve: ``T`` seconds at ``P``
+processes, linear in ``p`` between the listed sizes and the nearest end's
+time outside them (:func:`table_time`; ``benchmarks.calibrate_apps`` derives
+such curves from the real applications). A resize costs
 ``redist * (1 + min(old, new) / max(old, new))`` seconds. The job sleeps
 instead of computing, so time-scaled workloads of many "processors" (seed
 001 §4.2, 36 processors) can run against the real daemon on a small machine;
@@ -16,6 +20,7 @@ It talks to the scheduler exactly as the resize runtime does: a
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import random
 import sys
@@ -25,16 +30,43 @@ from reshape import jobenv as E
 from reshape.advice import ResizeReport, advisor_from_env
 from reshape.layout import nearly_square_grid
 
-__all__ = ["iteration_time", "main"]
+__all__ = ["iteration_time", "main", "parse_times", "table_time"]
 
 
 def iteration_time(p: int, work: float, serial: float, overhead: float) -> float:
     return work * (serial + (1 - serial) / p) + overhead * p
 
 
+def table_time(p: int, times: tuple[tuple[int, float], ...]) -> float:
+    """Iteration time at ``p`` from ``((size, seconds), ...)`` sorted by size: linear between sizes, flat outside."""
+    if p <= times[0][0]:
+        return times[0][1]
+    for (p0, t0), (p1, t1) in itertools.pairwise(times):
+        if p <= p1:
+            return t0 + (t1 - t0) * (p - p0) / (p1 - p0)
+    return times[-1][1]
+
+
+def parse_times(text: str) -> tuple[tuple[int, float], ...]:
+    """``"1:4.0,2:2.1"`` -> ``((1, 4.0), (2, 2.1))``; a clear ValueError naming the bad part otherwise."""
+    out: dict[int, float] = {}
+    for part in text.split(","):
+        try:
+            p, t = part.split(":")
+            size, secs = int(p), float(t)
+        except ValueError:
+            raise ValueError(f"--times: {part!r} is not SIZE:SECONDS (e.g. 4:1.5)") from None
+        if size < 1 or not secs > 0 or size in out:
+            raise ValueError(f"--times: {part!r} needs a new size >= 1 and seconds > 0")
+        out[size] = secs
+    return tuple(sorted(out.items()))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m apps.emujob", description=__doc__.split("\n")[0])
-    ap.add_argument("--work", type=float, required=True, help="one iteration's seconds on 1 process")
+    ap.add_argument("--work", type=float, default=None, help="one iteration's seconds on 1 process")
+    ap.add_argument("--times", default=None, metavar="P:T,...",
+                    help="iteration seconds per size instead of --work/--serial/--overhead")
     ap.add_argument("--serial", type=float, default=0.0, help="serial fraction")
     ap.add_argument("--overhead", type=float, default=0.0, help="seconds per process per iteration")
     ap.add_argument("--iterations", type=int, default=10)
@@ -48,6 +80,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="never finish the first resize (a job stuck without a watchdog: the daemon's "
                          "resize deadline must end it)")
     a = ap.parse_args(argv)
+    if (a.work is None) == (a.times is None):
+        ap.error("give either --work (with --serial/--overhead) or --times")
+    try:
+        times = parse_times(a.times) if a.times is not None else None
+    except ValueError as e:
+        ap.error(str(e))
     p = a.nprocs or int(os.environ.get(E.NPROCS, "1"))
     job_id = int(os.environ.get(E.JOB_ID, "0"))
     advisor = advisor_from_env()
@@ -55,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     redist_from: int | None = None
     rng = random.Random(a.seed)
     for it in range(1, a.iterations + 1):
-        t = iteration_time(p, a.work, a.serial, a.overhead) * (1 + a.noise * rng.random())
+        base = table_time(p, times) if times else iteration_time(p, a.work, a.serial, a.overhead)
+        t = base * (1 + a.noise * rng.random())
         time.sleep(t)
         print(f"iteration {it} at {p} processes: {t:.3f}s", flush=True)
         if a.fail_at == it:

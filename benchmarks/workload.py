@@ -12,6 +12,15 @@ arrival times, one after the other in this run:
   walltime estimates, a 20% reserve while the queue is empty; see
   ``docs/simulator.md``, "Policies").
 
+Each job is an emulated application (``apps.emujob --times``) whose iteration
+time per size is the real application's, calibrated on this machine
+(``benchmarks/data/apps_calibration.json``, written by ``python -m
+benchmarks.calibrate_apps``: the real app's 1-rank time and this machine's
+messaging, put through the application's communication model), scaled so
+that one iteration at the job's initial size takes a tenth of its static
+turnaround in Tables 4 and 5. ``--hand`` runs the earlier hand-chosen
+Amdahl curves (:data:`scheduler.service.workload.MODELS`) instead.
+
 Writes ``benchmarks/results/workload.json``. ``summary`` holds W1's
 utilizations (the paper's 39.7% vs 70.7% are for W1) and the worst
 dynamic/static turnaround ratio over all jobs of both workloads, for the plus
@@ -27,8 +36,9 @@ import json
 import os
 import sys
 
-from benchmarks import _common
-from scheduler.service.workload import W1, W2, jobs_for, run_workload
+from benchmarks import _common, calibrate_apps
+from scheduler.lab.emumodel import TableModel
+from scheduler.service.workload import W1, W2, EmuJob, jobs_for, run_workload
 
 #: The published dynamic / static turnaround per job (Tables 4 and 5)
 PUBLISHED = {"W1": {"LU": 3626.93 / 4482.60, "MM": 2212.72 / 3661.20, "Master-worker": 148.00 / 147.47,
@@ -37,23 +47,49 @@ PUBLISHED = {"W1": {"LU": 3626.93 / 4482.60, "MM": 2212.72 / 3661.20, "Master-wo
                     "FFT": 1.0}}
 
 RESULTS = os.path.join(_common.RESULTS, "workload.json")
+ITERATIONS = 10  # seed 001 §4: "a single job consisted of ten iterations"
+
+
+def calibrated_jobs(workload: tuple[int, tuple[EmuJob, ...]], scale: float, cal: dict) -> list[dict]:
+    """``jobs_for``'s jobs (arrivals, sizes, topology) with each iteration-time curve from the calibration.
+
+    The curve is multiplied by the factor that makes the initial size's iteration last a tenth of the
+    job's static turnaround (times ``scale``); the resize cost stays ``jobs_for``'s (2% of that iteration).
+    """
+    jobs = jobs_for(workload, scale, ITERATIONS)
+    for job, ej in zip(jobs, workload[1], strict=True):
+        c = calibrate_apps.curve(cal, ej.name)
+        t0 = ej.static_turnaround / ITERATIONS * scale
+        k = t0 / c[ej.nprocs]
+        job["command"] = TableModel(tuple((p, k * c[p]) for p in sorted(c)), ITERATIONS).argv(0.02 * t0)
+    return jobs
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.workload")
     ap.add_argument("--quick", action="store_true", help="faster time scale (about 1.5 minutes)")
     ap.add_argument("--scale", type=float, help="seconds of emulation per paper second")
+    ap.add_argument("--hand", action="store_true", help="the hand-chosen Amdahl curves, not the calibrated ones")
+    ap.add_argument("--calibration", default=calibrate_apps.DEFAULT, help="calibration file (default: committed)")
     a = ap.parse_args(argv)
     scale = a.scale or (0.004 if a.quick else 0.01)
-    out: dict = {"scale": scale, "workloads": {}}
+    cal = None if a.hand else calibrate_apps.load(a.calibration)
+    out: dict = {"scale": scale, "curves": "hand" if a.hand else "calibrated", "workloads": {},
+                 "load_average_before": os.getloadavg()[0]}
+    if cal is not None:
+        out["calibration"] = {"when": cal["when"], "load_average": cal["load_average"],
+                              "sweet_spots": {j: cal["apps"][app]["sweet_spot"]
+                                              for j, app in calibrate_apps.JOB_APP.items()}}
     modes = {"static": ("easy", "static"), "paper": ("easy", "reshape-paper"), "plus": ("easy-plus", "reshape-plus")}
     ratios: dict[str, list[float]] = {"paper": [], "plus": []}
-    print(f"time scale {scale} (1 paper second = {scale * 1000:.0f} ms)")
+    print(f"time scale {scale} (1 paper second = {scale * 1000:.0f} ms), {out['curves']} curves, "
+          f"load average {out['load_average_before']:.2f}")
     for name, wl in (("W1", W1), ("W2", W2)):
         slots = wl[0]
         runs = {}
         for mode, (app, remap) in modes.items():
-            res = run_workload(jobs_for(wl, scale), slots, remap=remap, app=app)
+            jobs = jobs_for(wl, scale, ITERATIONS) if cal is None else calibrated_jobs(wl, scale, cal)
+            res = run_workload(jobs, slots, remap=remap, app=app)
             runs[mode] = res["summary"]
             if not res["clean_stop"]:
                 print(f"warning: the {name}/{mode} daemon did not answer 'stop' in time:\n"
@@ -93,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nsummary ({mode}): W1 utilization {100 * s['utilization_static']:.1f}% -> "
               f"{100 * s['utilization_dynamic']:.1f}% (x{s['utilization_ratio']:.2f}, target >= 1.5); "
               f"worst turnaround ratio {s['worst_turnaround_ratio']:.3f} (target <= 1.05)")
+    out["load_average_after"] = os.getloadavg()[0]
     os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
     with open(RESULTS, "w") as f:
         json.dump(out, f, indent=1)
