@@ -30,6 +30,9 @@ spawned anew (``reexpand_spawn_over_reuse``).
 
 Run: ``python -m benchmarks.resize_apps`` (about 5 minutes) or ``--quick``
 (under 2). Writes ``benchmarks/results/resize_apps.json``.
+
+``--fig2`` runs only seed 001 Fig. 2(a)/(b) instead (:func:`fig2`, about 3
+minutes; ``--quick`` under 1) and writes ``resize_apps_fig2.json``.
 """
 
 from __future__ import annotations
@@ -188,13 +191,79 @@ def reexpansion(opts: list[str], repeat: int) -> tuple[list[dict], dict]:
                   "reexpand_spawn_over_reuse": statistics.median(got["spawn"]) / statistics.median(got["reuse"])}
 
 
+# Fig. 2: LU at the paper's 8000-24000 divided by about 8; one iteration per size after two at 1 rank
+FIG2_N = ((1024, 1536, 2048, 2560, 3072), (768, 1280, 1792))
+FIG2_SIZES = ((1, 1, 2, 4, 6, 9), (1, 1, 2, 4, 6))
+#: what the paper gives in numbers: Fig. 3(a) is Fig. 2's 12000 curve; the text (§4.1.1, §4.1.2) the rest
+FIG2_PAPER = {"12000": {"procs": [2, 4, 6, 9, 12], "T": [129.63, 112.52, 82.31, 79.61, 69.85],
+                        "redist": [8.00, 7.74, 5.25, 4.86]},
+              "text": "24000: 16 -> 20 improves T by 19.1%; 21000's sweet spot is 30; small sizes gain little; "
+                      "redistribution cost rises with the matrix size and falls with the processor count"}
+
+
+def fig2(quick: bool) -> int:
+    """Seed 001 Fig. 2(a)/(b): LU iteration time and redistribution cost per size, for several matrix sizes.
+
+    Each ``n`` runs once, growing 1 -> 1 -> 2 -> 4 -> 6 -> 9 (``--quick``: to 6)
+    with one iteration per size (the second at 1 rank is ``t1``, the first warms
+    up). On 2 cores the measured ``T`` cannot fall past 2 ranks; beside it is the
+    model of ``scheduler.lab.emumodel.app_iter_time`` (``t1`` of this run, the
+    committed calibration's messaging constants): the same LU on dedicated
+    cores. The redistribution cost into each size is measured as in the paper.
+    Writes ``resize_apps_fig2.json`` (summary: per ``n`` the cost of the first
+    expansion 2 -> 4, and whether it rises with ``n`` and falls with the size).
+    """
+    from itertools import pairwise
+
+    from benchmarks.calibrate_apps import load
+    from scheduler.lab.emumodel import app_iter_time
+
+    t0 = time.perf_counter()
+    cal = load()
+    alpha, beta = cal["alpha_s"], cal["beta_s_per_byte"]
+    ns, sizes = FIG2_N[quick], list(FIG2_SIZES[quick])
+    load0 = os.getloadavg()[0]
+    curves = []
+    for n in ns:
+        opts = ["--n", str(n), "--nb", "64"]
+        rows = run_app("lu", sizes[0], ",".join(map(str, sizes)), len(sizes), opts, "circulant")["rows"]
+        t1 = rows[1]["iter_time"]
+        pts = [{"procs": r["procs"], "T": r["iter_time"], "redist_into": rows[k - 1]["redist_seconds"],
+                "T_model": app_iter_time("lu", n, r["procs"], t1, alpha, beta, nb=64)}
+               for k, r in enumerate(rows) if k >= 2]
+        curves.append({"n": n, "t1": t1, "points": pts})
+        print(f"n {n}: T " + " -> ".join(f"{p['procs']}:{p['T']:.2f}" for p in pts) + " s; redistribution into "
+              + " -> ".join(f"{p['procs']}:{p['redist_into']:.3f}" for p in pts[1:]) + " s; model (dedicated) "
+              + " -> ".join(f"{p['T_model']:.2f}" for p in pts) + " s", flush=True)
+    first = {c["n"]: c["points"][1]["redist_into"] for c in curves}  # 2 -> 4
+    rises = all(first[a] < first[b] for a, b in pairwise(ns))
+    falls = {c["n"]: all(a["redist_into"] >= b["redist_into"] for a, b in pairwise(c["points"][1:]))
+             for c in curves}
+    slow = {c["n"]: c["points"][-1]["T"] / c["points"][0]["T"] for c in curves}  # T(max) / T(2) on 2 cores
+    gain = {c["n"]: c["points"][0]["T_model"] / c["points"][-1]["T_model"] for c in curves}  # model T(2) / T(max)
+    summary = {"redist_2_to_4_s": first, "redist_rises_with_n": rises, "redist_falls_with_size": falls,
+               "measured_T_last_over_T2": slow, "model_T2_over_T_last": gain,
+               "load_average": [load0, os.getloadavg()[0]]}
+    path = write_result("resize_apps_fig2", {"quick": quick, "seconds": time.perf_counter() - t0, "sizes": sizes,
+                                            "nb": 64, "alpha_s": alpha, "beta_s_per_byte": beta,
+                                            "paper": FIG2_PAPER, "curves": curves, "summary": summary})
+    print(f"redistribution 2 -> 4 rises with n: {rises}; falls with the size per n: {falls}")
+    print(f"measured T({sizes[-1]}) / T(2) on 2 cores: " + ", ".join(f"{n} {v:.2f}" for n, v in slow.items()))
+    print(f"model T(2) / T({sizes[-1]}) on dedicated cores: " + ", ".join(f"{n} {v:.2f}" for n, v in gain.items()))
+    print(f"load average {load0:.2f} -> {summary['load_average'][1]:.2f}; wrote {path}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.resize_apps", description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="small problem sizes (under 2 minutes)")
     ap.add_argument("--repeat", type=int, default=None, help="runs per method in part (b) (default 2, quick 1)")
     ap.add_argument("--no-background", action="store_true",
                     help="skip the background-vs-blocking part (benchmarks.reproduce --quick needs Fig. 3 only)")
+    ap.add_argument("--fig2", action="store_true", help="only seed 001 Fig. 2: LU per matrix size (fig2())")
     args = ap.parse_args(argv)
+    if args.fig2:
+        return fig2(args.quick)
     repeat = args.repeat or (1 if args.quick else 2)
     t0 = time.perf_counter()
 

@@ -9,9 +9,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from apps.emujob import main as emujob_main
+from apps.emujob import parse_times, table_time
 from scheduler.core.policy import JobSpec, app_policy, remap_policy
 from scheduler.lab import SimInput, simulate
-from scheduler.lab.emumodel import AmdahlOverheadModel, EmuRedistModel
+from scheduler.lab.emumodel import APPS, AmdahlOverheadModel, EmuRedistModel, TableModel, app_iter_time, comm_counts
 
 
 def test_iteration_time_is_amdahl_plus_overhead():
@@ -83,3 +84,79 @@ def test_simulator_runs_the_models():
     # two expansions and the return cost redist * (1 + p/q) each
     r = res.records[0]
     assert r.resizes == len(sizes) - 1
+
+
+# --- measured curves (apps.emujob --times, TableModel) and the applications' model (app_iter_time) ---
+
+def test_table_model_interpolates_between_sizes_and_is_flat_outside():
+    m = TableModel(((2, 4.0), (4, 2.0), (8, 1.5)), iterations=3)
+    assert m.iter_time(1) == 4.0 and m.iter_time(2) == 4.0
+    assert m.iter_time(3) == pytest.approx(3.0)
+    assert m.iter_time(6) == pytest.approx(1.75)
+    assert m.iter_time(50) == 1.5
+    assert m.run_time(4) == pytest.approx(6.0)
+
+
+@given(st.dictionaries(st.integers(1, 64), st.floats(1e-3, 1e3), min_size=1, max_size=12), st.integers(1, 80))
+def test_table_time_stays_within_its_neighbours(points, p):
+    times = tuple(sorted(points.items()))
+    t = table_time(p, times)
+    assert min(points.values()) - 1e-9 <= t <= max(points.values()) + 1e-9
+    if p in points:
+        assert t == pytest.approx(points[p])
+
+
+def test_table_model_argv_runs_the_emulated_job_with_its_times(capsys, monkeypatch):
+    m = TableModel(((1, 0.03), (4, 0.01)), iterations=2)
+    argv = m.argv(0.0)
+    monkeypatch.delenv("RESHAPE_SCHEDULER", raising=False)
+    monkeypatch.delenv("RESHAPE_PLAN", raising=False)
+    assert emujob_main([*argv[3:], "--nprocs", "2"]) == 0
+    assert f"iteration 2 at 2 processes: {m.iter_time(2):.3f}s" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("text", ["1:x", "0:1.0", "2:0", "2:1,2:3", "4"])
+def test_bad_times_are_refused_naming_the_part(text):
+    with pytest.raises(ValueError, match="--times"):
+        parse_times(text)
+    with pytest.raises(SystemExit):
+        emujob_main(["--times", text])
+
+
+@pytest.mark.parametrize("bad", [(), ((2, 1.0), (1, 2.0)), ((1, 0.0),), ((0, 1.0),)])
+def test_bad_tables_are_rejected(bad):
+    with pytest.raises(ValueError):
+        TableModel(bad, 1)
+
+
+@pytest.mark.parametrize("app", APPS)
+def test_one_rank_does_not_communicate_and_more_ranks_do(app):
+    assert comm_counts(app, 1024, 1) == (0.0, 0.0)
+    steps, nbytes = comm_counts(app, 1024, 4)
+    assert steps > 0 and (nbytes > 0 or app == "master_worker")
+    assert app_iter_time(app, 1024, 1, 2.0, 1e-5, 1e-9) == 2.0
+
+
+def test_lu_communication_follows_the_grid():
+    # 1 x 2: no pivot search across processes, the panel broadcast along the row only
+    steps, nbytes = comm_counts("lu", 1024, 2, nb=64)
+    assert steps == 16 and nbytes == 8 * 1024 * 1024 / 2
+    # 2 x 2: every column also searches and swaps down the process column
+    assert comm_counts("lu", 1024, 4, nb=64)[0] == 1024 * 2 + 16 * 2
+
+
+def test_model_time_falls_then_communication_wins():
+    t = [app_iter_time("jacobi", 1000, p, 0.01, 2e-5, 1e-10, sweeps=20) for p in range(1, 65)]
+    best = t.index(min(t)) + 1
+    assert 2 < best < 64 and t[-1] > min(t)
+    # master-worker: the master computes nothing, so 2 ranks are no faster than 1
+    assert app_iter_time("master_worker", 2000, 2, 1.0, 0.0, 0.0) == 1.0
+
+
+def test_bad_model_input_is_refused():
+    with pytest.raises(ValueError, match="unknown application 'x'"):
+        comm_counts("x", 10, 2)
+    with pytest.raises(ValueError, match="p >= 1"):
+        comm_counts("lu", 10, 0)
+    with pytest.raises(ValueError, match="t1 > 0"):
+        app_iter_time("lu", 10, 2, 0.0, 0.0, 0.0)
