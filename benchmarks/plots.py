@@ -8,6 +8,10 @@ if set) and draws, for ``docs/reproduction.md``:
   absolute scales differ by two orders of magnitude);
 * ``fig3b.png``: seed 001 Fig. 3(b), checkpoint ÷ ReSHAPE redistribution time per
   application, the paper's and ours;
+* ``fig2.png``: seed 001 Fig. 2(a)/(b), LU iteration time and redistribution
+  cost per size for several matrix sizes: measured on 2 cores, the model on
+  dedicated cores, and the paper's 12000 curve (Fig. 3(a)), times relative to
+  the time at 2;
 * ``tables45.png``: seed 001 Tables 4 and 5, dynamic ÷ static turnaround per job;
 * ``dep_sweep.png``: seed 000 Figs. 11-16 in shape, T_SP* / T_DP and p_r over load;
 * ``spanning.png``: seed 002 §5.4, mean response time over the spanning factor.
@@ -66,6 +70,31 @@ def fig3a(d: dict) -> None:
     for ax in (a, b):
         ax.legend(fontsize=8)
     _save(fig, "fig3a.png")
+
+
+def fig2(d: dict) -> None:
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
+    paper = d["paper"]["12000"]
+    a.plot(paper["procs"], [t / paper["T"][0] for t in paper["T"]], "k^-", label="paper 12000 (System X)")
+    for k, c in enumerate(d["curves"]):
+        pts, col = c["points"], f"C{k}"
+        procs = [p["procs"] for p in pts]
+        a.plot(procs, [p["T"] / pts[0]["T"] for p in pts], "s--", color=col, ms=4, label=f"{c['n']} measured")
+        model = {int(p): t for p, t in c["model"].items()}
+        a.plot(list(model), [t / model[2] for t in model.values()], "o-", color=col, ms=3,
+               label=f"{c['n']} model (sweet spot {c['model_sweet_spot']})")
+        b.plot(procs[1:], [1e3 * p["redist_into"] for p in pts[1:]], "s-", color=col, label=str(c["n"]))
+    a.set(xlabel="processors", ylabel="iteration time / time at 2", title="Fig. 2(a): LU iteration time",
+          yscale="log")
+    b.set(xlabel="processors (after the expansion)", ylabel="redistribution (ms)",
+          title="Fig. 2(b): redistribution into each size")
+    bp = b.twinx()
+    bp.plot(paper["procs"][1:], paper["redist"], "k^-", label="paper 12000 (s, right)")
+    bp.set_ylabel("paper (s)")
+    a.legend(fontsize=6, ncol=2)
+    b.legend(fontsize=7, loc="center right")
+    bp.legend(fontsize=7, loc="upper right")
+    _save(fig, "fig2.png")
 
 
 def _bars(ax, labels: list[str], series: dict[str, list[float]], ylabel: str, title: str) -> None:
@@ -129,7 +158,8 @@ def spanning(d: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    for name, draw in (("resize_apps", fig3a), ("resize_apps", fig3b), ("workload", tables45),
+    for name, draw in (("resize_apps", fig3a), ("resize_apps", fig3b), ("resize_apps_fig2", fig2),
+                       ("workload", tables45),
                        ("dep_sweep", dep_sweep), ("spanning", spanning)):
         d = _load(name)
         if d is not None:

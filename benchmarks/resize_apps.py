@@ -191,9 +191,10 @@ def reexpansion(opts: list[str], repeat: int) -> tuple[list[dict], dict]:
                   "reexpand_spawn_over_reuse": statistics.median(got["spawn"]) / statistics.median(got["reuse"])}
 
 
-# Fig. 2: LU at the paper's 8000-24000 divided by about 8; one iteration per size after two at 1 rank
+# Fig. 2: LU at the paper's 8000-24000 divided by about 8; one iteration per size after a first (warm-up) at 2
 FIG2_N = ((1024, 1536, 2048, 2560, 3072), (768, 1280, 1792))
-FIG2_SIZES = ((1, 1, 2, 4, 6, 9), (1, 1, 2, 4, 6))
+FIG2_SIZES = ((2, 2, 4, 6, 9), (2, 2, 4, 6))
+FIG2_MODEL_SIZES = (2, 4, 6, 9, 12, 16, 20, 25, 30, 36)  # the nearly-square grids up to W1's 36 processors
 #: what the paper gives in numbers: Fig. 3(a) is Fig. 2's 12000 curve; the text (§4.1.1, §4.1.2) the rest
 FIG2_PAPER = {"12000": {"procs": [2, 4, 6, 9, 12], "T": [129.63, 112.52, 82.31, 79.61, 69.85],
                         "redist": [8.00, 7.74, 5.25, 4.86]},
@@ -204,12 +205,12 @@ FIG2_PAPER = {"12000": {"procs": [2, 4, 6, 9, 12], "T": [129.63, 112.52, 82.31, 
 def fig2(quick: bool) -> int:
     """Seed 001 Fig. 2(a)/(b): LU iteration time and redistribution cost per size, for several matrix sizes.
 
-    Each ``n`` runs once, growing 1 -> 1 -> 2 -> 4 -> 6 -> 9 (``--quick``: to 6)
-    with one iteration per size (the second at 1 rank is ``t1``, the first warms
-    up). On 2 cores the measured ``T`` cannot fall past 2 ranks; beside it is the
-    model of ``scheduler.lab.emumodel.app_iter_time`` (``t1`` of this run, the
-    committed calibration's messaging constants): the same LU on dedicated
-    cores. The redistribution cost into each size is measured as in the paper.
+    Each ``n`` runs once growing 2 -> 2 -> 4 -> 6 -> 9 (``--quick``: to 6), one
+    iteration per size (the first warms up). On 2 cores the measured ``T`` cannot
+    fall past 2 ranks; beside it is the model of
+    ``scheduler.lab.emumodel.app_iter_time``: the same LU on dedicated cores,
+    from ``t1`` (a 1-rank run of 3 iterations, the fastest after the first) and
+    the committed calibration's messaging constants. The redistribution cost into each size is measured as in the paper.
     Writes ``resize_apps_fig2.json`` (summary: per ``n`` the cost of the first
     expansion 2 -> 4, and whether it rises with ``n`` and falls with the size).
     """
@@ -226,12 +227,13 @@ def fig2(quick: bool) -> int:
     curves = []
     for n in ns:
         opts = ["--n", str(n), "--nb", "64"]
+        t1 = min(r["iter_time"] for r in run_app("lu", 1, "", 3, opts, "circulant")["rows"][1:])
         rows = run_app("lu", sizes[0], ",".join(map(str, sizes)), len(sizes), opts, "circulant")["rows"]
-        t1 = rows[1]["iter_time"]
         pts = [{"procs": r["procs"], "T": r["iter_time"], "redist_into": rows[k - 1]["redist_seconds"],
                 "T_model": app_iter_time("lu", n, r["procs"], t1, alpha, beta, nb=64)}
-               for k, r in enumerate(rows) if k >= 2]
-        curves.append({"n": n, "t1": t1, "points": pts})
+               for k, r in enumerate(rows) if k >= 1]
+        model = {p: app_iter_time("lu", n, p, t1, alpha, beta, nb=64) for p in FIG2_MODEL_SIZES}
+        curves.append({"n": n, "t1": t1, "points": pts, "model": model, "model_sweet_spot": min(model, key=model.get)})
         print(f"n {n}: T " + " -> ".join(f"{p['procs']}:{p['T']:.2f}" for p in pts) + " s; redistribution into "
               + " -> ".join(f"{p['procs']}:{p['redist_into']:.3f}" for p in pts[1:]) + " s; model (dedicated) "
               + " -> ".join(f"{p['T_model']:.2f}" for p in pts) + " s", flush=True)
@@ -241,7 +243,8 @@ def fig2(quick: bool) -> int:
              for c in curves}
     slow = {c["n"]: c["points"][-1]["T"] / c["points"][0]["T"] for c in curves}  # T(max) / T(2) on 2 cores
     gain = {c["n"]: c["points"][0]["T_model"] / c["points"][-1]["T_model"] for c in curves}  # model T(2) / T(max)
-    summary = {"redist_2_to_4_s": first, "redist_rises_with_n": rises, "redist_falls_with_size": falls,
+    summary = {"model_sweet_spot": {c["n"]: c["model_sweet_spot"] for c in curves},
+               "redist_2_to_4_s": first, "redist_rises_with_n": rises, "redist_falls_with_size": falls,
                "measured_T_last_over_T2": slow, "model_T2_over_T_last": gain,
                "load_average": [load0, os.getloadavg()[0]]}
     path = write_result("resize_apps_fig2", {"quick": quick, "seconds": time.perf_counter() - t0, "sizes": sizes,
@@ -250,6 +253,8 @@ def fig2(quick: bool) -> int:
     print(f"redistribution 2 -> 4 rises with n: {rises}; falls with the size per n: {falls}")
     print(f"measured T({sizes[-1]}) / T(2) on 2 cores: " + ", ".join(f"{n} {v:.2f}" for n, v in slow.items()))
     print(f"model T(2) / T({sizes[-1]}) on dedicated cores: " + ", ".join(f"{n} {v:.2f}" for n, v in gain.items()))
+    print("model sweet spot (nearly-square sizes to 36): " + ", ".join(
+        f"{n} {v}" for n, v in summary["model_sweet_spot"].items()))
     print(f"load average {load0:.2f} -> {summary['load_average'][1]:.2f}; wrote {path}")
     return 0
 

@@ -104,15 +104,18 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"job": s["name"], "initial": s["initial"], "static_s": s["turnaround"] / scale,
                          "paper_s": pa["turnaround"] / scale, "plus_s": pl["turnaround"] / scale,
                          "ratio_paper": rp, "ratio_plus": rq, "ratio_published": PUBLISHED[name][s["name"]],
-                         "sizes_paper": pa["sizes"], "sizes_plus": pl["sizes"]})
+                         "sizes_paper": pa["sizes"], "sizes_plus": pl["sizes"],
+                         **{f"wait_{m}_s": (x["wait"] or 0.0) / scale for m, x in zip(modes, (s, pa, pl),
+                                                                                    strict=True)}})
         out["workloads"][name] = {"slots": slots, "jobs": rows,
                                   **{f"utilization_{m}": runs[m]["utilization"] for m in modes}}
         print(f"\n{name} ({slots} processors), turnaround in paper seconds:")
         print(f"{'job':<14}{'init':>5}{'static':>9}{'paper':>9}{'ratio':>7}{'plus':>9}{'ratio':>7}{'pub.':>7}"
-              "  sizes (paper)")
+              " wait s/p/+  sizes (paper)")
         for r in rows:
             print(f"{r['job']:<14}{r['initial']:>5}{r['static_s']:>9.1f}{r['paper_s']:>9.1f}{r['ratio_paper']:>7.3f}"
                   f"{r['plus_s']:>9.1f}{r['ratio_plus']:>7.3f}{r['ratio_published']:>7.3f}"
+                  f" {r['wait_static_s']:4.0f}/{r['wait_paper_s']:.0f}/{r['wait_plus_s']:.0f}"
                   f"  {'->'.join(map(str, r['sizes_paper']))}")
         w = out["workloads"][name]
         print("utilization " + "  ".join(f"{m} {100 * w[f'utilization_{m}']:.1f}%" for m in modes))
