@@ -91,7 +91,7 @@ def fig2(d: dict) -> None:
     bp = b.twinx()
     bp.plot(paper["procs"][1:], paper["redist"], "k^-", label="paper 12000 (s, right)")
     bp.set_ylabel("paper (s)")
-    a.legend(fontsize=6, ncol=2)
+    a.legend(fontsize=5.5, ncol=2, loc="lower left")
     b.legend(fontsize=7, loc="center right")
     bp.legend(fontsize=7, loc="upper right")
     _save(fig, "fig2.png")
