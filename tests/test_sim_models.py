@@ -160,3 +160,13 @@ def test_bad_model_input_is_refused():
         comm_counts("lu", 10, 0)
     with pytest.raises(ValueError, match="t1 > 0"):
         app_iter_time("lu", 10, 2, 0.0, 0.0, 0.0)
+
+
+def test_simulator_runs_a_table_model_to_its_sweet_spot():
+    # a measured curve with its minimum at 4: the Remap Scheduler grows 2 -> 3 -> 4 -> 5 and returns to 4
+    m = TableModel(((1, 4.0), (2, 2.0), (3, 1.5), (4, 1.2), (5, 1.25), (8, 2.0)), iterations=8)
+    spec = JobSpec(0, "a", 0.0, 2, min_procs=1, max_procs=None, resizable=True, walltime=None, iterations=8)
+    res = simulate([SimInput(spec, m, m.run_time(2))], 8, app_policy("easy"),
+                   remap_policy("reshape"), redist=EmuRedistModel(0.1), record=True)
+    sizes = [d.nprocs for d in res.decisions]
+    assert sizes[:4] == [2, 3, 4, 5] and sizes[4] == 4

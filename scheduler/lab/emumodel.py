@@ -140,6 +140,12 @@ class TableModel:
         if self.iterations < 1:
             raise ValueError(f"iterations must be >= 1, got {self.iterations!r}")
 
+    @property
+    def work(self) -> float:
+        """Sequential seconds per iteration (the simulator's useful work): ``p * t(p)`` at the smallest size."""
+        p0, t0 = self.times[0]
+        return p0 * t0
+
     def iter_time(self, p: int) -> float:
         if p < 1:
             raise ValueError("processor count must be positive")
