@@ -73,7 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calibration", default=calibrate_apps.DEFAULT, help="calibration file (default: committed)")
     a = ap.parse_args(argv)
     scale = a.scale or (0.004 if a.quick else 0.01)
-    cal = None if a.hand else calibrate_apps.load(a.calibration)
+    try:
+        cal = None if a.hand else calibrate_apps.load(a.calibration)
+    except (OSError, ValueError) as e:
+        ap.error(f"--calibration {a.calibration}: {e} (write one with python -m benchmarks.calibrate_apps)")
     out: dict = {"scale": scale, "curves": "hand" if a.hand else "calibrated", "workloads": {},
                  "load_average_before": os.getloadavg()[0]}
     if cal is not None:
