@@ -82,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if (a.work is None) == (a.times is None):
         ap.error("give either --work (with --serial/--overhead) or --times")
+    if a.times is not None and (a.serial or a.overhead):
+        ap.error("--serial and --overhead belong to --work; --times gives every size's time itself")
     try:
         times = parse_times(a.times) if a.times is not None else None
     except ValueError as e:

@@ -170,3 +170,10 @@ def test_simulator_runs_a_table_model_to_its_sweet_spot():
                    remap_policy("reshape"), redist=EmuRedistModel(0.1), record=True)
     sizes = [d.nprocs for d in res.decisions]
     assert sizes[:4] == [2, 3, 4, 5] and sizes[4] == 4
+
+
+def test_times_and_the_amdahl_options_do_not_mix():
+    with pytest.raises(SystemExit):
+        emujob_main(["--times", "1:1.0", "--serial", "0.1"])
+    with pytest.raises(SystemExit):
+        emujob_main(["--times", "1:1.0", "--work", "1.0"])
