@@ -43,6 +43,7 @@ MPI between them without trying.
 
 from __future__ import annotations
 
+import errno
 import math
 import mmap
 import os
@@ -56,8 +57,8 @@ import numpy as np
 
 from reshape import jobenv as E
 
-__all__ = ["MIN_BYTES", "Descriptor", "MapError", "describe", "empty", "enabled", "forget", "host_key", "live_segments",
-           "read", "sweep"]
+__all__ = ["MIN_BYTES", "Descriptor", "MapError", "counts", "describe", "empty", "enabled", "forget", "host_key",
+           "live_segments", "read", "sweep"]
 
 T = TypeVar("T")
 
@@ -127,7 +128,8 @@ def empty(shape, dtype=np.float64, *, min_bytes: int = MIN_BYTES) -> np.ndarray:
     except OSError as e:
         if fd >= 0:
             os.close(fd)
-        _unavailable = f"memfd_create failed: {e}"
+        if e.errno in (errno.ENOSYS, errno.EPERM, errno.EACCES):  # not allowed here (seccomp): stop trying
+            _unavailable = f"memfd_create failed: {e}"
         return np.empty(shape, dtype)
     arr = np.frombuffer(mm, dtype=dtype, count=math.prod(shape)).reshape(shape)
     addr = arr.ctypes.data
@@ -167,6 +169,7 @@ def host_key() -> str | None:
     return _host[0]
 
 
+counts = {"reads": 0, "maps": 0, "failed": 0}  # this process's direct reads, files mapped, mapping failures
 _maps: dict[tuple[int, int, int, int], mmap.mmap] = {}  # peers' files mapped read-only, by (pid, fd, dev, ino)
 MAX_MAPS = 64  # most peer mappings kept between redistributions (each holds one fd)
 
@@ -216,6 +219,7 @@ def _mapping(desc: Descriptor) -> mmap.mmap:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError as e:
+        counts["failed"] += 1
         raise MapError(f"cannot open {path}: {e}") from e
     try:
         st = os.fstat(fd)
@@ -223,10 +227,12 @@ def _mapping(desc: Descriptor) -> mmap.mmap:
             raise MapError(f"{path} is not the described file")
         mm = mmap.mmap(fd, st.st_size, mmap.MAP_SHARED, mmap.PROT_READ)
     except OSError as e:
-        raise MapError(f"cannot map {path}: {e}") from e
+        counts["failed"] += 1
+        raise e if isinstance(e, MapError) else MapError(f"cannot map {path}: {e}") from e
     finally:
         os.close(fd)  # the mapping holds its own reference to the file
     _maps[key] = mm
+    counts["maps"] += 1
     while len(_maps) > MAX_MAPS:
         _drop(next(iter(_maps)))
     return mm
@@ -244,6 +250,7 @@ def read(desc: Descriptor, shape: tuple[int, ...], dtype, fn: Callable[[np.ndarr
     if math.prod(shape) * dtype.itemsize != desc.nbytes:
         raise MapError(f"block {shape} {dtype} does not match the described {desc.nbytes} bytes")
     view = np.frombuffer(_mapping(desc), dtype=dtype, count=math.prod(shape), offset=desc.offset).reshape(shape)
+    counts["reads"] += 1
     try:
         return fn(view)
     finally:
