@@ -5,12 +5,14 @@ checks: the arguments are validated collectively before any byte moves, so a
 bad call raises the same :class:`RedistributionError` on every rank and
 leaves every buffer untouched.
 
-* ``"circulant"`` (default, seed 001 §3.2.2): sends in the order of the
-  plan's contention-free steps, one contiguous message per transfer (packed
-  only when the source side is not contiguous), received in place through
-  derived datatypes; the data a rank keeps is copied locally, never sent,
-  while the first messages are in flight (:class:`Exchange`). It can run in
-  the background: :func:`start` returns a handle, ``wait()`` completes it.
+* ``"circulant"`` (default, seed 001 §3.2.2): between ranks of one host whose
+  source blocks are memfd-backed (:mod:`reshape.nodecopy`) the receiver reads
+  the sender's block directly, one strided copy per transfer; every other
+  transfer is sent in the order of the plan's contention-free steps, one
+  contiguous message per transfer (packed only when the source side is not
+  contiguous), received in place through derived datatypes; the data a rank
+  keeps is copied locally, never sent (:class:`Exchange`). It can run in the
+  background: :func:`start` returns a handle, ``wait()`` completes it.
 * ``"alltoallv"``: packs per-destination buffers, one ``MPI_Alltoallv``,
   unpacks. The textbook one-shot approach.
 * ``"checkpoint"``: the paper's file-based baseline. Every block goes to one
