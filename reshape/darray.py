@@ -22,9 +22,10 @@ class DistArray:
     """A global array distributed by ``layout`` over ``ranks`` of ``comm``.
 
     ``local`` is this rank's block (``None`` on ranks of ``comm`` outside
-    ``ranks``); blocks built here or by a redistribution live in a memfd
-    mapping (:func:`reshape.nodecopy.empty`), so that peers on the same host
-    read them directly when they are redistributed. ``ranks[i]`` is the comm rank holding layout process ``i``.
+    ``ranks``); blocks built here or by a redistribution come from
+    :func:`reshape.nodecopy.empty`: in a memfd mapping where that pays
+    (``RESHAPE_ONECOPY``), so that peers on the same host read them directly
+    when they are redistributed. ``ranks[i]`` is the comm rank holding layout process ``i``.
     ``layout.global_indices(i)`` gives the global indices of process ``i``'s
     block, one index array per axis.
     """

@@ -9,7 +9,7 @@ the block must live in memory another process can map:
 
 * :func:`empty` allocates an array in an anonymous ``memfd_create`` file
   mapped shared (the runtime's arrays, redistribution outputs and the
-  benchmark's arrays come from here). The file has no name; it vanishes when
+  benchmark's arrays come from here, by the policy below). The file has no name; it vanishes when
   the last process holding it exits, so a crash leaks nothing (unlike named
   ``/dev/shm`` segments).
 * :func:`describe` says where an array's bytes are: ``pid``, ``fd``, the
@@ -30,11 +30,26 @@ Why not ``process_vm_readv`` (CMA, no special allocation): it pins the
 remote pages once per iovec, and a 2-D block-cyclic transfer is runs of a
 block row (256 B - 1 KiB): measured here 0.4 GB/s against 6-7 GB/s for a
 strided numpy copy from a mapping (the first read of a mapping also faults
-its page-table entries in: about 0.2-0.4 us per 4 KiB page touched). The cost of the memfd design is paid at
-allocation: first touching a fresh shmem page costs more than an anonymous
-transparent huge page (1.7 vs 9 GB/s here), so arrays below :data:`MIN_BYTES`
-stay ordinary numpy arrays (they move over MPI), and ``RESHAPE_ONECOPY=0``
-turns both the allocator and the direct path off.
+its page-table entries in: about 0.2-0.4 us per 4 KiB page touched).
+
+The cost of memfd arrays is their pages. numpy's large arrays are anonymous
+memory on transparent huge pages; shmem gets huge pages only where
+``/sys/kernel/mm/transparent_hugepage/shmem_enabled`` (or a multi-size
+``hugepages-*/shmem_enabled``) allows it. Without them, measured here
+(2-core VM, ``shmem_enabled`` = never): first touching a memfd array runs at
+1.2-1.9 GB/s against 8-9.7 GB/s anonymous, so a redistribution into a fresh
+memfd output took 2-5x as long as into an anonymous one (N = 4000), and
+streaming kernels on the array (matvec, ``a += 1``) ran 15-30% slower. Hence
+``RESHAPE_ONECOPY`` (:func:`mode`):
+
+* ``auto`` (unset): the direct path is on for every memfd source; :func:`empty`
+  (the runtime's arrays, redistribution outputs) uses memfd only where shmem
+  gets huge pages (:func:`shmem_huge_pages`), plain numpy elsewhere;
+* ``1``: memfd for those arrays everywhere (for jobs dominated by
+  redistribution of arrays read more than once);
+* ``0``: no memfd arrays, no direct reads.
+
+Arrays below :data:`MIN_BYTES` stay plain numpy arrays (they move over MPI).
 
 Peers agree on "same host" by :func:`host_key`: the kernel's boot id plus the
 PID namespace, so containers on one machine (separate PID namespaces) use
@@ -57,8 +72,8 @@ import numpy as np
 
 from reshape import jobenv as E
 
-__all__ = ["MIN_BYTES", "Descriptor", "MapError", "counts", "describe", "empty", "enabled", "forget", "host_key",
-           "live_segments", "read", "sweep"]
+__all__ = ["MIN_BYTES", "MODES", "Descriptor", "MapError", "allocating", "counts", "describe", "empty", "enabled",
+           "forget", "host_key", "live_segments", "mode", "read", "shmem_huge_pages", "sweep"]
 
 T = TypeVar("T")
 
@@ -93,9 +108,55 @@ _unavailable: str | None = None if sys.platform.startswith("linux") and hasattr(
     else "memfd_create needs Linux"
 
 
+MODES = ("auto", "1", "0")
+
+
+def mode(env=None) -> str:
+    """``RESHAPE_ONECOPY``: ``auto`` (unset), ``1`` or ``0``; ValueError naming a bad value."""
+    text = (os.environ if env is None else env).get(E.ONECOPY, "") or "auto"
+    if text not in MODES:
+        raise ValueError(f"{E.ONECOPY}={text!r}: expected one of {', '.join(MODES)}")
+    return text
+
+
 def enabled(env=None) -> bool:
-    """``RESHAPE_ONECOPY`` (default on) and a platform with memfd; ValueError naming a bad value."""
-    return E.flag(E.ONECOPY, True, env) and _unavailable is None
+    """The direct path: on unless ``RESHAPE_ONECOPY=0``, on a platform with memfd."""
+    return mode(env) != "0" and _unavailable is None
+
+
+_huge: list[bool] = []
+
+
+def shmem_huge_pages() -> bool:
+    """Whether shmem (hence memfd) mappings can get transparent huge pages here (sysfs, read once).
+
+    ``always``, ``within_size`` or ``advise`` (:func:`empty` advises) for the
+    PMD size or any multi-size THP size; ``never``/``deny`` (or no THP) means
+    4 KiB pages.
+    """
+    if not _huge:
+        import glob
+
+        ok = False
+        for path in ["/sys/kernel/mm/transparent_hugepage/shmem_enabled",
+                     *glob.glob("/sys/kernel/mm/transparent_hugepage/hugepages-*/shmem_enabled")]:
+            try:
+                with open(path) as f:
+                    text = f.read()
+            except OSError:
+                continue
+            chosen = text[text.find("[") + 1 : text.find("]")] if "[" in text else ""
+            ok |= chosen in ("always", "within_size", "advise", "force")
+        _huge.append(ok)
+    return _huge[0]
+
+
+def allocating(env=None) -> bool:
+    """Whether :func:`empty` puts arrays in memfd by default: ``RESHAPE_ONECOPY=1``, or ``auto`` where
+    shmem gets huge pages (else a memfd array costs more to touch first and to stream through than
+    an anonymous one, which numpy backs with huge pages: see the module docstring)."""
+    m = mode(env)
+    return _unavailable is None and (m == "1" or (m == "auto" and shmem_huge_pages()))
 
 
 def _release(addr: int, fd: int) -> None:
@@ -106,18 +167,20 @@ def _release(addr: int, fd: int) -> None:
     os.close(fd)
 
 
-def empty(shape, dtype=np.float64, *, min_bytes: int = MIN_BYTES) -> np.ndarray:
-    """An uninitialised C-contiguous array that peers on this host can read (:func:`read`).
+def empty(shape, dtype=np.float64, *, shared: bool | None = None, min_bytes: int = MIN_BYTES) -> np.ndarray:
+    """An uninitialised C-contiguous array, in a memfd mapping that peers on this host can read (:func:`read`).
 
-    A plain ``np.empty`` when it is smaller than ``min_bytes``, when
-    ``RESHAPE_ONECOPY=0`` or where memfd is not available (then, and after a
-    failed ``memfd_create``, e.g. a seccomp filter, every later call too).
+    ``shared=None`` follows :func:`allocating`; ``True`` asks for memfd
+    whenever the direct path is on. A plain ``np.empty`` when not asked, when
+    smaller than ``min_bytes``, with ``RESHAPE_ONECOPY=0``, or where memfd is
+    not available (then, and after ``memfd_create`` was refused, e.g. by a
+    seccomp filter, every later call too).
     """
     global _unavailable
     shape = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
     dtype = np.dtype(dtype)
     nbytes = math.prod(shape) * dtype.itemsize
-    if nbytes == 0 or nbytes < min_bytes or not enabled():
+    if nbytes == 0 or nbytes < min_bytes or not enabled() or not (allocating() if shared is None else shared):
         return np.empty(shape, dtype)
     fd = -1
     try:
@@ -125,6 +188,8 @@ def empty(shape, dtype=np.float64, *, min_bytes: int = MIN_BYTES) -> np.ndarray:
         os.ftruncate(fd, nbytes)
         mm = mmap.mmap(fd, nbytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         st = os.fstat(fd)
+        with suppress(OSError):  # huge pages where shmem_enabled is "advise"; no effect elsewhere
+            mm.madvise(mmap.MADV_HUGEPAGE)
     except OSError as e:
         if fd >= 0:
             os.close(fd)

@@ -74,7 +74,7 @@ def _local_problem(
     if method not in METHODS:
         return f"unknown method {method!r}; choose one of {', '.join(METHODS)}"
     try:
-        nodecopy.enabled()
+        nodecopy.mode()
     except ValueError as e:
         return str(e)
     if src.shape != dst.shape:

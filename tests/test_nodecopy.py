@@ -31,22 +31,33 @@ def maps() -> int:
 
 
 def test_large_arrays_are_memfd_backed_small_ones_and_switched_off_are_plain(monkeypatch):
-    big = nodecopy.empty((600, 300))
+    big = nodecopy.empty((600, 300), shared=True)
     assert big.shape == (600, 300) and big.dtype == np.float64 and big.flags.writeable and big.flags.c_contiguous
     d = nodecopy.describe(big)
     assert d is not None and d.pid == os.getpid() and d.offset == 0 and d.nbytes == big.nbytes
     assert os.readlink(f"/proc/self/fd/{d.fd}").startswith("/memfd:reshape-array")
-    assert nodecopy.describe(nodecopy.empty((10, 10))) is None  # below MIN_BYTES
-    assert nodecopy.describe(nodecopy.empty(7, np.int32, min_bytes=0)) is not None
+    assert nodecopy.describe(nodecopy.empty((10, 10), shared=True)) is None  # below MIN_BYTES
+    assert nodecopy.describe(nodecopy.empty(7, np.int32, shared=True, min_bytes=0)) is not None
     assert nodecopy.describe(np.empty((600, 300))) is None  # not ours
     assert nodecopy.describe(big[:, :10]) is None  # not contiguous
-    assert nodecopy.describe(nodecopy.empty((0, 5), min_bytes=0)) is None  # nothing to share
+    assert nodecopy.describe(nodecopy.empty((0, 5), shared=True, min_bytes=0)) is None  # nothing to share
     monkeypatch.setenv("RESHAPE_ONECOPY", "0")
-    assert not nodecopy.enabled() and nodecopy.describe(nodecopy.empty((600, 300))) is None
+    assert not nodecopy.enabled() and nodecopy.describe(nodecopy.empty((600, 300), shared=True)) is None
+
+
+def test_arrays_go_to_memfd_by_default_only_where_shmem_gets_huge_pages(monkeypatch):
+    """auto (unset): a memfd array is slower to touch first and to stream through than numpy's
+    huge-page-backed anonymous memory unless shmem gets huge pages too."""
+    monkeypatch.delenv("RESHAPE_ONECOPY", raising=False)
+    assert nodecopy.mode() == "auto" and nodecopy.allocating() == nodecopy.shmem_huge_pages()
+    assert (nodecopy.describe(nodecopy.empty((600, 300))) is not None) == nodecopy.shmem_huge_pages()
+    monkeypatch.setenv("RESHAPE_ONECOPY", "1")
+    assert nodecopy.allocating() and nodecopy.describe(nodecopy.empty((600, 300))) is not None
+    assert nodecopy.describe(nodecopy.empty((600, 300), shared=False)) is None
 
 
 def test_a_bad_switch_is_refused_naming_it():
-    assert not env_problems({"RESHAPE_ONECOPY": "off"})[1]  # a bad value: tests/test_checks.py
+    assert not env_problems({"RESHAPE_ONECOPY": "0"})[1]  # a bad value: tests/test_checks.py
     with pytest.raises(ValueError, match="RESHAPE_ONECOPY"):
         nodecopy.enabled({"RESHAPE_ONECOPY": "2"})
 
@@ -55,7 +66,7 @@ def test_a_bad_switch_is_refused_naming_it():
 @given(rows=st.integers(1, 40), cols=st.integers(1, 30), dtype=st.sampled_from(["f8", "i4", "c16", "u1"]),
        data=st.data())
 def test_a_contiguous_part_read_back_through_proc_is_bit_identical(rows, cols, dtype, data):
-    a = nodecopy.empty((rows, cols), dtype, min_bytes=0)
+    a = nodecopy.empty((rows, cols), dtype, shared=True, min_bytes=0)
     a[...] = np.arange(rows * cols).reshape(rows, cols).astype(dtype) * (3 if dtype != "u1" else 1)
     r0 = data.draw(st.integers(0, rows - 1))
     r1 = data.draw(st.integers(r0 + 1, rows))
@@ -69,7 +80,7 @@ def test_a_contiguous_part_read_back_through_proc_is_bit_identical(rows, cols, d
 
 
 def test_wrong_descriptors_raise_map_error():
-    a = nodecopy.empty((300, 500))
+    a = nodecopy.empty((300, 500), shared=True)
     d = nodecopy.describe(a)
     with pytest.raises(nodecopy.MapError, match="does not match"):
         nodecopy.read(d, (300, 499), np.float64, lambda b: None)
@@ -86,7 +97,7 @@ def test_freeing_an_array_closes_its_file_and_empties_kept_mappings():
     gc.collect()
     before_fds, before_maps, before_live = fds(), maps(), nodecopy.live_segments()
     for i in range(30):
-        a = nodecopy.empty((256, 512 + i))
+        a = nodecopy.empty((256, 512 + i), shared=True)
         a[...] = i
         d = nodecopy.describe(a)
         assert nodecopy.read(d, a.shape, a.dtype, lambda b: float(b[-1, -1])) == i
@@ -100,7 +111,7 @@ def test_freeing_an_array_closes_its_file_and_empties_kept_mappings():
 
 def test_a_kept_mapping_of_a_freed_array_holds_no_memory():
     nodecopy.forget()
-    a = nodecopy.empty((1024, 1024))
+    a = nodecopy.empty((1024, 1024), shared=True)
     a[...] = 1.0
     d = nodecopy.describe(a)
     nodecopy.read(d, a.shape, a.dtype, lambda b: b.sum())

@@ -1,7 +1,8 @@
 """A resizable program whose arrays are large enough for memfd (reshape.nodecopy); run with RESHAPE_PLAN set.
 
-After every resize each rank checks its blocks exactly and that they are memfd-backed (unless
-RESHAPE_ONECOPY=0); at the end rank 0 prints the direct reads the final ranks made and the data verdict.
+After every resize each rank checks its blocks exactly, and that they are memfd-backed exactly when
+nodecopy allocates there (RESHAPE_ONECOPY=1, or auto where shmem gets huge pages); at the end rank 0
+prints the direct reads the final ranks made and the data verdict.
 """
 
 import sys
@@ -22,7 +23,7 @@ def main() -> int:
     shape = (800, 660)  # float64: 4.2 MB, every rank's block above nodecopy.MIN_BYTES up to 4 ranks
     A = rt.register_array("A", shape, layout="2d", block=(8, 6), init=f, constant=True)
     B = rt.register_array("B", shape, layout="rows", init=f)
-    on = nodecopy.enabled()
+    on = nodecopy.allocating()
     ok = True
     for it in rt.iterations(5):
         B.local[...] += it + 1

@@ -33,7 +33,7 @@ def source(lay, g, ranks, shared=True):
     if ME not in ranks:
         return None
     want = lay.local_block(g, ranks.index(ME))
-    blk = nodecopy.empty(want.shape, want.dtype, min_bytes=0) if shared else np.empty_like(want)
+    blk = nodecopy.empty(want.shape, want.dtype, shared=True, min_bytes=0) if shared else np.empty_like(want)
     blk[...] = want
     return blk
 
@@ -156,7 +156,7 @@ def test_no_descriptor_or_mapping_is_left_after_many_redistributions():
         cur = source(cur_lay, g, tuple(range(cur_lay.nprocs)))
         for i in range(rounds):
             nxt = lays[i % len(lays)]
-            out = nodecopy.empty(nxt.local_shape(ME), min_bytes=0) if nxt.nprocs > ME else None
+            out = nodecopy.empty(nxt.local_shape(ME), shared=True, min_bytes=0) if nxt.nprocs > ME else None
             cur = start(comm, cur_lay, cur, nxt, out=out).wait()
             cur_lay = nxt
         return cur_lay.nprocs <= ME or np.array_equal(cur, cur_lay.local_block(g, ME))
