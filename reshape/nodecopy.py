@@ -52,8 +52,8 @@ streaming kernels on the array (matvec, ``a += 1``) ran 15-30% slower. Hence
 Arrays below :data:`MIN_BYTES` stay plain numpy arrays (they move over MPI).
 
 Peers agree on "same host" by :func:`host_key`: the kernel's boot id plus the
-PID namespace, so containers on one machine (separate PID namespaces) use
-MPI between them without trying.
+PID and network namespaces, so containers on one machine (and the namespace
+cluster's emulated hosts) use MPI between them without trying.
 """
 
 from __future__ import annotations
@@ -223,12 +223,18 @@ _host: list[str | None] = []
 
 
 def host_key() -> str | None:
-    """Processes with equal keys can open each other's ``/proc/<pid>/fd``: same kernel, same PID namespace."""
+    """Processes with equal keys can open each other's ``/proc/<pid>/fd``: same kernel, same PID namespace.
+
+    The network namespace is part of the key too: ranks the project's
+    namespace cluster places on different emulated hosts (``netns`` launcher)
+    then talk over MPI, as on separate machines.
+    """
     if not _host:
         try:
             with open("/proc/sys/kernel/random/boot_id") as f:
                 boot = f.read().strip()
-            _host.append(f"{boot}/{os.stat('/proc/self/ns/pid').st_ino}")
+            ns = [os.stat(f"/proc/self/ns/{k}").st_ino for k in ("pid", "net")]
+            _host.append(f"{boot}/{ns[0]}/{ns[1]}")
         except OSError:
             _host.append(None)
     return _host[0]
