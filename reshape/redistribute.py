@@ -293,8 +293,8 @@ class Exchange:
     """A circulant redistribution in flight (nonblocking); :meth:`wait` completes it.
 
     Built by :func:`start`. Between ranks of one host whose source block is
-    in a memfd mapping (:mod:`reshape.nodecopy`: the runtime's arrays and
-    redistribution outputs are) the receiver reads the sender's block itself,
+    in a memfd mapping (:mod:`reshape.nodecopy` says which arrays are) the
+    receiver reads the sender's block itself,
     one strided numpy copy per transfer straight into its destination block,
     and then sends the sender a one-integer note; the sender's :meth:`wait`
     returns once every such reader has noted. A reader that cannot map the
