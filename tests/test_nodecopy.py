@@ -134,3 +134,10 @@ def test_direct_transfers_need_one_host_and_a_described_source():
     assert not peers.direct(t00)  # a local copy is never a transfer
     assert not _Peers(("h", "g"), (d, d), 0).direct(t01)  # other host (or PID namespace)
     assert not _Peers((None, None), (d, d), 0).direct(t01)  # the path switched off
+
+
+def test_the_host_key_names_the_kernel_and_the_pid_and_network_namespaces():
+    with open("/proc/sys/kernel/random/boot_id") as f:
+        boot = f.read().strip()
+    ns = [os.stat(f"/proc/self/ns/{k}").st_ino for k in ("pid", "net")]
+    assert nodecopy.host_key() == f"{boot}/{ns[0]}/{ns[1]}"
