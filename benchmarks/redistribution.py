@@ -15,7 +15,16 @@ included. ``warm-out`` is the circulant engine into a preallocated,
 already-touched output block: the memory-bound figure compared with the
 bandwidth of a warm one-process numpy copy of the same array, measured
 again next to each case (``copy GB/s``), since other load on the machine
-changes both. ``relabel``
+changes both. The arrays are memfd-backed as the runtime's are, so ranks
+read each other's blocks directly (one copy, :mod:`reshape.nodecopy`;
+``direct`` / ``remote`` count the transfers); a reader keeps its mapping of
+a peer's block between repeats, as the one-process copy keeps its pages.
+``fresh-map`` is the same with every mapping dropped first (the page-table
+entries faulted in again, as in a resize, where each block is read once);
+``warm mpi`` the same over MPI only (``RESHAPE_ONECOPY=0``: packed by the
+sender, copied again by the receiver), the two-copy baseline; ``1copy x``
+= warm mpi / warm-out. ``first`` is the first circulant repeat (fresh
+mappings and a fresh output block). ``relabel``
 runs the circulant engine with the destination positions chosen to keep the
 most data in place (:mod:`reshape.relabel`); ``moved`` / ``moved rl`` are the
 fractions of the array that cross ranks without and with it. The checkpoint
@@ -26,6 +35,8 @@ Summary (``benchmarks/results/redistribution.json``), ratios of per-case medians
   min_alltoallv_over_circulant       worst case at the largest N (target >= 1.0)
   min_fraction_of_copy_bandwidth     worst case at the largest N (target >= 0.5)
   min_checkpoint_over_circulant      worst case at the largest N (target >= 5)
+  min_fraction_of_copy_bandwidth_fresh_mappings, _mpi_path, min_onecopy_speedup: the same for fresh-map,
+                                     warm mpi and their ratio (no target)
   *_median                           the same ratios' medians over those cases
   worst_cases                        which case gave each minimum
 """
@@ -33,6 +44,7 @@ Summary (``benchmarks/results/redistribution.json``), ratios of per-case medians
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -74,7 +86,7 @@ def worker(args) -> int:
 
     from reshape.layout import block, block_cyclic_2d, nearly_square_grid
     from reshape.mpiutil import barrier
-    from reshape.redistribute import redistribute
+    from reshape.redistribute import redistribute, start
     from reshape.relabel import relabel
     from reshape.schedule import make_plan
 
@@ -93,7 +105,7 @@ def worker(args) -> int:
         comm = world.Split(0 if world.rank < size else MPI.UNDEFINED, world.rank)
         if comm != MPI.COMM_NULL:
             rows.append(one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw,
-                                 block, block_cyclic_2d, nearly_square_grid, redistribute, relabel, make_plan))
+                                 block, block_cyclic_2d, nearly_square_grid, redistribute, start, relabel, make_plan))
             comm.Free()
         barrier(world)
     if world.rank != 0:
@@ -121,10 +133,12 @@ def copy_bandwidth(world, n: int, reps: int = 3) -> float:
 
 
 def one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw,
-             block, block_cyclic_2d, nearly_square_grid, redistribute, relabel, make_plan) -> dict:
+             block, block_cyclic_2d, nearly_square_grid, redistribute, start, relabel, make_plan) -> dict:
     """Every method on one case inside ``comm`` (max(P, Q) ranks); rank 0's row."""
     from mpi4py import MPI
 
+    from reshape import jobenv as E
+    from reshape import nodecopy
     from reshape.mpiutil import barrier
 
     me = comm.rank
@@ -133,15 +147,25 @@ def one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw,
     else:
         src = block_cyclic_2d((n, n), nearly_square_grid(p), (nb, nb))
         dst = block_cyclic_2d((n, n), nearly_square_grid(q), (nb, nb))
-    local = np.random.default_rng(me).random(src.local_shape(me)) if me < p else None
+    local = None
+    if me < p:  # in a memfd mapping, as the runtime allocates arrays: peers read it directly (one copy)
+        local = nodecopy.empty(src.local_shape(me), shared=True)
+        local[...] = np.random.default_rng(me).random(local.shape)
     fixed = {0: 0}
     rl_ranks = relabel(src, dst, fixed=fixed, dst_candidates=range(comm.size))
 
-    def timed(**kw):
+    def timed(fresh=False, **kw):
+        if fresh:  # unmap peers' files: the reads fault their page-table entries in again, as in a resize
+            nodecopy.forget()
         barrier(comm)
         t0 = time.perf_counter()
-        out = redistribute(comm, src, local, dst, checkpoint_dir=ckdir, **kw)
-        return comm.allreduce(time.perf_counter() - t0, op=MPI.MAX), out
+        handle = start(comm, src, local, dst, checkpoint_dir=ckdir, **kw)
+        out = handle.wait()
+        dt = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+        stats.update(getattr(handle, "stats", {}))
+        return dt, out
+
+    stats: dict[str, int] = {}
 
     res: dict[str, list[float]] = {}
     ref = None
@@ -156,6 +180,16 @@ def one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw,
     warm = None if ref is None else np.zeros_like(ref)
     for _ in range(reps):
         res.setdefault("warm", []).append(timed(out=warm)[0])
+    direct = comm.allreduce(stats.get("direct", 0))
+    for _ in range(reps):
+        res.setdefault("warm_fresh", []).append(timed(fresh=True, out=warm)[0])
+    # the same into the same warm buffer over MPI only (pack + the receiver's copy): the two-copy path
+    os.environ[E.ONECOPY] = "0"
+    try:
+        for _ in range(reps):
+            res.setdefault("warm_mpi", []).append(timed(out=warm)[0])
+    finally:
+        del os.environ[E.ONECOPY]
     # relabelled: the same global array, destination positions chosen to keep data in place
     g_ref = None if ref is None else ref.copy()
     for _ in range(reps):
@@ -175,7 +209,9 @@ def one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw,
         "N": n, "P": p, "Q": q, "layout": kind, "block": nb, "bytes": nbytes,
         "steps": len(plan.steps), "moved": plan.moved / (n * n), "moved_relabel": plan_rl.moved / (n * n),
         "circulant_s": med["circulant"], "circulant_best_s": best["circulant"],
-        "circulant_warm_s": med["warm"], "relabel_s": med["relabel"],
+        "circulant_warm_s": med["warm"], "warm_fresh_s": med["warm_fresh"], "warm_mpi_s": med["warm_mpi"],
+        "circulant_first_s": res["circulant"][0], "relabel_s": med["relabel"],
+        "direct_transfers": direct, "remote_transfers": len(plan.remote),
         "alltoallv_s": med["alltoallv"], "alltoallv_best_s": best["alltoallv"],
         "checkpoint_s": med["checkpoint"],
         "circulant_GBps": nbytes / med["circulant"] / 1e9,
@@ -184,6 +220,9 @@ def one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw,
         "alltoallv_over_circulant_best": best["alltoallv"] / best["circulant"],
         "copy_GBps": copy_bw / 1e9,
         "fraction_of_copy_bw": nbytes / med["warm"] / copy_bw,
+        "fraction_of_copy_bw_fresh": nbytes / med["warm_fresh"] / copy_bw,
+        "fraction_of_copy_bw_mpi": nbytes / med["warm_mpi"] / copy_bw,
+        "onecopy_speedup": med["warm_mpi"] / med["warm"],
         "relabel_speedup": med["circulant"] / med["relabel"],
         "runs_s": res,
     }
@@ -199,11 +238,15 @@ def report(args, rows, sizes, blocks, reps, nranks) -> int:
         ("N", "N", "d"), ("P", "P", "d"), ("Q", "Q", "d"), ("layout", "layout", "s"), ("block", "nb", "d"),
         ("steps", "steps", "d"), ("moved", "moved", ".2f"), ("moved_relabel", "moved rl", ".2f"),
         ("circulant_s", "circulant s", ".4f"), ("circulant_best_s", "best s", ".4f"),
+        ("circulant_first_s", "first s", ".4f"),
         ("circulant_GBps", "GB/s", ".2f"), ("circulant_warm_s", "warm-out s", ".4f"),
         ("relabel_s", "relabel s", ".4f"), ("alltoallv_s", "alltoallv s", ".4f"),
         ("checkpoint_s", "checkpoint s", ".3f"), ("checkpoint_over_circulant", "ckpt/circ", ".1f"),
         ("alltoallv_over_circulant", "a2av/circ", ".2f"), ("copy_GBps", "copy GB/s", ".1f"),
-        ("fraction_of_copy_bw", "of copy bw", ".2f"),
+        ("fraction_of_copy_bw", "of copy bw", ".2f"), ("warm_fresh_s", "fresh-map s", ".4f"),
+        ("fraction_of_copy_bw_fresh", "fresh of bw", ".2f"), ("warm_mpi_s", "warm mpi s", ".4f"),
+        ("fraction_of_copy_bw_mpi", "mpi of bw", ".2f"), ("onecopy_speedup", "1copy x", ".2f"),
+        ("direct_transfers", "direct", "d"), ("remote_transfers", "remote", "d"),
     ]))
     big = [r for r in rows if r["N"] == max(sizes)]
     summary: dict = {"largest_N": max(sizes), "cases_at_largest_N": len(big),
@@ -213,7 +256,10 @@ def report(args, rows, sizes, blocks, reps, nranks) -> int:
     for key, col in (("alltoallv_over_circulant", "alltoallv_over_circulant"),
                      ("fraction_of_copy_bandwidth", "fraction_of_copy_bw"),
                      ("checkpoint_over_circulant", "checkpoint_over_circulant"),
-                     ("relabel_speedup", "relabel_speedup")):
+                     ("relabel_speedup", "relabel_speedup"),
+                     ("fraction_of_copy_bandwidth_fresh_mappings", "fraction_of_copy_bw_fresh"),
+                     ("fraction_of_copy_bandwidth_mpi_path", "fraction_of_copy_bw_mpi"),
+                     ("onecopy_speedup", "onecopy_speedup")):
         lo = min(big, key=lambda r, c=col: r[c])
         summary[f"min_{key}"] = lo[col]
         summary[f"{key}_median"] = statistics.median(r[col] for r in big)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reshape import faults
+from reshape import faults, nodecopy
 from reshape import jobenv as E
 from reshape.advice import parse_plan
 from reshape.launchers import LAUNCHERS
@@ -116,6 +116,7 @@ def env_problems(env: Mapping[str, str] | None = None) -> tuple[JobSettings, lis
     _flag(env, E.ABORT_ON_ERROR, problems, True)
     method = _choice(env, E.REDIST_METHOD, METHODS, problems, "circulant")
     _choice(env, E.WAIT, WAITS, problems)
+    _choice(env, E.ONECOPY, nodecopy.MODES, problems)
     _choice(env, E.LAUNCHER, sorted(LAUNCHERS), problems)
     timeout = DEFAULT_TIMEOUT
     try:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 from mpi4py import MPI
 
+from reshape import nodecopy
 from reshape.layout import Layout, LayoutError, block, block_cyclic_1d, block_cyclic_2d, nearly_square_grid
 from reshape.redistribute import redistribute
 
@@ -21,7 +22,10 @@ class DistArray:
     """A global array distributed by ``layout`` over ``ranks`` of ``comm``.
 
     ``local`` is this rank's block (``None`` on ranks of ``comm`` outside
-    ``ranks``). ``ranks[i]`` is the comm rank holding layout process ``i``.
+    ``ranks``); blocks built here or by a redistribution come from
+    :func:`reshape.nodecopy.empty`: in a memfd mapping where that pays
+    (``RESHAPE_ONECOPY``), so that peers on the same host read them directly
+    when they are redistributed. ``ranks[i]`` is the comm rank holding layout process ``i``.
     ``layout.global_indices(i)`` gives the global indices of process ``i``'s
     block, one index array per axis.
     """
@@ -45,8 +49,9 @@ class DistArray:
         local = None
         if comm.rank in ranks:
             idx = layout.global_indices(ranks.index(comm.rank))
-            local = np.ascontiguousarray(np.asarray(fn(*np.ix_(*idx)), dtype=dtype))
-            local = np.broadcast_to(local, tuple(len(i) for i in idx)).copy()
+            values = np.asarray(fn(*np.ix_(*idx)), dtype=dtype)
+            local = nodecopy.empty(tuple(len(i) for i in idx), values.dtype)  # peers on the host read it directly
+            local[...] = values
         return cls(layout, local, comm, ranks)
 
     @property

@@ -29,6 +29,7 @@ __all__ = [
     "NETNS_HOSTS",
     "NETNS_PREFIX",
     "NPROCS",
+    "ONECOPY",
     "PLAN",
     "PLAN_EVERY",
     "REDIST_METHOD",
@@ -69,6 +70,7 @@ SCHEDULER_TIMEOUT = "RESHAPE_SCHEDULER_TIMEOUT"
 ABORT_ON_ERROR = "RESHAPE_ABORT_ON_ERROR"  # 0: an uncaught error does not MPI_Abort the job
 FAULT = "RESHAPE_FAULT"                    # WHERE:WHO:HOW fault injection (faults.py)
 WAIT = "RESHAPE_WAIT"                      # spin | poll while waiting on redistribution requests
+ONECOPY = "RESHAPE_ONECOPY"                # 0: no memfd arrays, no direct reads between ranks of a host (nodecopy.py)
 
 # -- tools
 DAEMON = "RESHAPE_DAEMON"                  # the CLI's and node monitors' daemon endpoint

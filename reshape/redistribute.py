@@ -5,12 +5,14 @@ checks: the arguments are validated collectively before any byte moves, so a
 bad call raises the same :class:`RedistributionError` on every rank and
 leaves every buffer untouched.
 
-* ``"circulant"`` (default, seed 001 §3.2.2): sends in the order of the
-  plan's contention-free steps, one contiguous message per transfer (packed
-  only when the source side is not contiguous), received in place through
-  derived datatypes; the data a rank keeps is copied locally, never sent,
-  while the first messages are in flight (:class:`Exchange`). It can run in
-  the background: :func:`start` returns a handle, ``wait()`` completes it.
+* ``"circulant"`` (default, seed 001 §3.2.2): between ranks of one host whose
+  source blocks are memfd-backed (:mod:`reshape.nodecopy`) the receiver reads
+  the sender's block directly, one strided copy per transfer; every other
+  transfer is sent in the order of the plan's contention-free steps, one
+  contiguous message per transfer (packed only when the source side is not
+  contiguous), received in place through derived datatypes; the data a rank
+  keeps is copied locally, never sent (:class:`Exchange`). It can run in the
+  background: :func:`start` returns a handle, ``wait()`` completes it.
 * ``"alltoallv"``: packs per-destination buffers, one ``MPI_Alltoallv``,
   unpacks. The textbook one-shot approach.
 * ``"checkpoint"``: the paper's file-based baseline. Every block goes to one
@@ -25,20 +27,24 @@ import itertools
 import math
 import os
 import tempfile
+import time
+from typing import NamedTuple
 
 import numpy as np
 from mpi4py import MPI
 
-from reshape import faults
+from reshape import faults, nodecopy
 from reshape import jobenv as E
 from reshape.layout import Layout
-from reshape.mpiutil import CollectiveError, check_collectively, mpi_type, wait_all
+from reshape.mpiutil import MAX_SLEEP, CollectiveError, check_collectively, mpi_type, wait_all
 from reshape.schedule import Plan, Runs, Transfer, make_plan
 
 __all__ = ["METHODS", "Exchange", "RedistributionError", "redistribute", "start"]
 
 METHODS = ("circulant", "alltoallv", "checkpoint")
 TAG = 0x5E5  # point-to-point tag used by redistribution messages
+NOTE_TAG = 0x6000  # + 2 * (exchange number % 4096): a reader's note to a source; + 1: data it asked for
+DONE, NEED = 1, 0  # a note: "I read your block directly" / "I could not map it: send it"
 # Waiting for receives: "spin" (default, MPI_Waitall) or "poll" (Test + 20 us sleeps),
 # for nodes so oversubscribed that spinning ranks starve the copying ones.
 _SPIN = os.environ.get(E.WAIT, "spin") != "poll"
@@ -67,6 +73,10 @@ def _local_problem(
     me = comm.rank
     if method not in METHODS:
         return f"unknown method {method!r}; choose one of {', '.join(METHODS)}"
+    try:
+        nodecopy.mode()
+    except ValueError as e:
+        return str(e)
     if src.shape != dst.shape:
         return f"global shapes differ: source {src.shape}, destination {dst.shape}"
     for name, lay, ranks in (("source", src, src_ranks), ("destination", dst, dst_ranks)):
@@ -98,28 +108,52 @@ def _local_problem(
     return None
 
 
-def _validate(comm, src, src_local, dst, src_ranks, dst_ranks, out, method) -> np.dtype:
+class _Peers(NamedTuple):
+    """What the ranks told each other for the one-copy path (:mod:`reshape.nodecopy`)."""
+
+    hosts: tuple[str | None, ...]  # per comm rank: host key, None where the path is off
+    descs: tuple[nodecopy.Descriptor | None, ...]  # per comm rank: where its source block is
+    seq: int  # this exchange's number on the communicator (the same on every rank)
+
+    def direct(self, t: Transfer) -> bool:
+        """Whether the receiver of ``t`` reads the sender's block itself (same host, memfd-backed source)."""
+        h = self.hosts[t.src]
+        return h is not None and h == self.hosts[t.dst] and self.descs[t.src] is not None and not t.local
+
+
+_next_seq = 0  # this rank's next exchange number; agreed as the maximum over the communicator
+
+
+def _validate(comm, src, src_local, dst, src_ranks, dst_ranks, out, method) -> tuple[np.dtype, _Peers]:
+    global _next_seq
     problem = _local_problem(comm, src, src_local, dst, src_ranks, dst_ranks, out, method)
     sig = hashlib.sha1(repr((src, dst, src_ranks, dst_ranks, method)).encode()).hexdigest()
     mine = (sig, src.describe(), dst.describe())
     dtype = src_local.dtype.str if isinstance(src_local, np.ndarray) and comm.rank in src_ranks else None
-    every = comm.allgather((problem, mine, dtype))
-    bad = [(r, p) for r, (p, _, _) in enumerate(every) if p]
+    share = (None, None)
+    if problem is None and method == "circulant" and nodecopy.enabled():
+        share = (nodecopy.host_key(), nodecopy.describe(src_local) if comm.rank in src_ranks else None)
+    every = comm.allgather((problem, mine, dtype, share, _next_seq))
+    bad = [(r, p) for r, (p, *_) in enumerate(every) if p]
     if not bad:
-        sigs = {m[0] for _, m, _ in every}
+        sigs = {m[0] for _, m, *_ in every}
         if len(sigs) > 1:
             bad = [(0, "ranks passed different layouts, rank maps or methods: "
-                    + " | ".join(sorted({f'{m[1]} -> {m[2]}' for _, m, _ in every})))]
-        dtypes = {d for _, _, d in every if d is not None}
+                    + " | ".join(sorted({f'{m[1]} -> {m[2]}' for _, m, *_ in every})))]
+        dtypes = {e[2] for e in every if e[2] is not None}
         if len(dtypes) > 1:
             bad.append((0, f"source blocks have different dtypes {sorted(dtypes)}"))
     if bad:
         detail = "; ".join(f"rank {r}: {p}" for r, p in bad[:8])
         raise RedistributionError(f"redistribution refused: {detail}")
-    (d,) = {d for _, _, d in every if d is not None} or {None}
+    (d,) = {e[2] for e in every if e[2] is not None} or {None}
     if d is None:  # no source holds data: only possible for an empty layout
         raise RedistributionError("redistribution refused: no rank holds source data")
-    return np.dtype(d)
+    seq = max(e[4] for e in every)
+    if method == "circulant":
+        _next_seq = seq + 1
+    peers = _Peers(tuple(e[3][0] for e in every), tuple(e[3][1] for e in every), seq)
+    return np.dtype(d), peers
 
 
 # --------------------------------------------------------------------------
@@ -258,56 +292,116 @@ class _Types:
 class Exchange:
     """A circulant redistribution in flight (nonblocking); :meth:`wait` completes it.
 
-    Built by :func:`start`. Every receive is posted first, straight into the
-    destination block through a derived datatype (no unpacking). Sends go out
-    in the plan's step order, each as one contiguous message: a transfer that
-    is contiguous in the source block is sent in place, any other one is first
+    Built by :func:`start`. Between ranks of one host whose source block is
+    in a memfd mapping (:mod:`reshape.nodecopy` says which arrays are) the
+    receiver reads the sender's block itself,
+    one strided numpy copy per transfer straight into its destination block,
+    and then sends the sender a one-integer note; the sender's :meth:`wait`
+    returns once every such reader has noted. A reader that cannot map the
+    block notes so instead, and the sender sends that transfer over MPI
+    (per transfer, transparently). Every other transfer goes over MPI:
+
+    Every receive is posted first, straight into the destination block
+    through a derived datatype (no unpacking). Sends go out in the plan's
+    step order, each as one contiguous message: a transfer that is
+    contiguous in the source block is sent in place, any other one is first
     packed with a strided numpy copy. Measured on shared memory (MPICH 5,
-    N = 4000, 64 x 64 blocks): a non-contiguous *send* travels through MPICH's
-    shared-memory cells at 1-2 GB/s, while a packed contiguous one is copied
-    once by the receiver (CMA) at 5-9 GB/s, and receiving into a datatype is
-    no slower than receiving into a buffer and unpacking; hence pack on the
-    sending side only. The data a rank keeps is copied locally while its
-    first messages are in flight.
+    N = 4000, 64 x 64 blocks): a non-contiguous *send* travels through
+    MPICH's shared-memory cells at 1-2 GB/s, while a packed contiguous one is
+    copied once by the receiver (CMA) at 5-9 GB/s, and receiving into a
+    datatype is no slower than receiving into a buffer and unpacking; hence
+    pack on the sending side only. The data a rank keeps is copied locally
+    while its first messages are in flight, then the direct reads follow.
 
     All steps are posted at once by default: the step order decides which
     message each receiver is offered first (distinct senders in every step),
     and waiting between steps only serialises ranks that share cores.
     ``window=k`` keeps at most ``k`` steps of sends outstanding instead.
 
-    Between :func:`start` and :meth:`wait` the application must not write the
-    source blocks of transfers sent in place, nor read or write the
-    destination block; packed data is a snapshot taken in :func:`start`.
+    Between :func:`start` and :meth:`wait` the application must not write
+    its source block (peers may be reading it, and transfers contiguous in it
+    are sent in place), nor read or write the destination block. ``stats``
+    counts this rank's incoming transfers by path: ``direct`` (read from the
+    sender's block), ``fallback`` (mapping failed, sent over MPI) and ``mpi``.
     """
 
-    def __init__(self, comm: MPI.Comm, plan: Plan, src_local, out, dtype: np.dtype, window: int | None) -> None:
+    def __init__(self, comm: MPI.Comm, plan: Plan, src_local, out, dtype: np.dtype, window: int | None,
+                 peers: _Peers | None = None) -> None:
         self.comm, self.plan, self.out = comm, plan, out
-        self._src = src_local  # referenced until the in-place sends are done
+        self._src = src_local  # referenced until the in-place sends are done and every reader has noted
         self._types = _Types()
         self._recvs: list[MPI.Request] = []
         self._sends: list[MPI.Request] = []
         self._bufs: list[np.ndarray] = []
-        self._queued: list[list[tuple[Transfer, MPI.Datatype]]] = []
+        self._queued: list[list[Transfer]] = []
+        self._notes: list[tuple[Transfer, MPI.Request, np.ndarray]] = []  # as a source: one per direct reader
         self._window = window
         self._done = False
+        self.stats = {"direct": 0, "fallback": 0, "mpi": 0}
         me = comm.rank
         base = mpi_type(dtype)
         self._base = base
+        seq = 0 if peers is None else peers.seq % 4096
+        self._note_tag, self._back_tag = NOTE_TAG + 2 * seq, NOTE_TAG + 2 * seq + 1
+
+        def direct(t: Transfer) -> bool:
+            return peers is not None and peers.direct(t)
+
         try:
+            if peers is not None and peers.hosts[me] is not None:
+                nodecopy.sweep()  # unmap peers' files freed since the last exchange
+            reads = []
             for _, t in plan.recvs_of(me):
-                self._recvs.append(comm.Irecv(self._types.buffer(out, t, base, 1), t.src, TAG))
+                if direct(t):
+                    reads.append(t)
+                else:
+                    self._recvs.append(comm.Irecv(self._types.buffer(out, t, base, 1), t.src, TAG))
+                    self.stats["mpi"] += 1
             steps: dict[int, list[Transfer]] = {}
             for k, t in plan.sends_of(me):
-                steps.setdefault(k, []).append(t)
+                if direct(t):
+                    note = np.empty(1, dtype=np.int32)
+                    self._notes.append((t, comm.Irecv([note, MPI.INT], t.dst, self._note_tag), note))
+                else:
+                    steps.setdefault(k, []).append(t)
             self._queued = [steps[k] for k in sorted(steps)]
             self._post(first=True)
             local = plan.local_of(me)
             if local is not None:
                 _copy(src_local, local.send, out, local.recv)
             faults.hit("transfer", me, comm.size)
+            for t in reads:  # in step order: distinct sources at each step
+                self._read(t, peers.descs[t.src], dtype)
         except BaseException:
             self._free()
             raise
+
+    def _read(self, t: Transfer, desc: nodecopy.Descriptor, dtype: np.dtype) -> None:
+        """Copy transfer ``t`` out of the sender's block; on a mapping failure ask for it over MPI."""
+        shape = self.plan.src.local_shape(self.plan.src_ranks.index(t.src))
+        try:
+            nodecopy.read(desc, shape, dtype, lambda block: _copy(block, t.send, self.out, t.recv))
+            note = DONE
+            self.stats["direct"] += 1
+        except nodecopy.MapError:
+            self._recvs.append(self.comm.Irecv(self._types.buffer(self.out, t, self._base, 1), t.src,
+                                               self._back_tag))
+            note = NEED
+            self.stats["fallback"] += 1
+        buf = np.array([note], dtype=np.int32)
+        self._bufs.append(buf)
+        self._sends.append(self.comm.Isend([buf, MPI.INT], t.src, self._note_tag))
+
+    def _message(self, t: Transfer) -> np.ndarray:
+        """The send side of ``t`` as one contiguous buffer: in place when it is contiguous, else packed."""
+        cont = _contiguous(t.send, self._src.shape)
+        if cont is not None:
+            off, cnt = cont
+            return self._src.reshape(-1)[off : off + cnt]
+        buf = np.empty(t.count, dtype=self._src.dtype)
+        _pack_typed(self._src, t, buf)
+        self._bufs.append(buf)
+        return buf
 
     def _post(self, first: bool = False) -> None:
         """Post queued steps of sends while the window allows."""
@@ -315,25 +409,41 @@ class Exchange:
             if self._window and not first and len(self._sends) and not MPI.Request.Testall(self._sends):
                 return
             for t in self._queued.pop(0):
-                cont = _contiguous(t.send, self._src.shape)
-                if cont is not None:
-                    off, cnt = cont
-                    buf = self._src.reshape(-1)[off : off + cnt]
-                else:
-                    buf = np.empty(t.count, dtype=self._src.dtype)
-                    _pack_typed(self._src, t, buf)
-                    self._bufs.append(buf)
-                self._sends.append(self.comm.Isend([buf, self._base], t.dst, TAG))
+                self._sends.append(self.comm.Isend([self._message(t), self._base], t.dst, TAG))
             first = False
             if self._window:
                 return
+
+    def _serve(self, block: bool) -> bool:
+        """As a source read directly: take the readers' notes, sending what they could not map.
+
+        ``True`` once every reader has noted. Blocking, it waits with growing
+        sleeps: the readers are copying and need the cores.
+        """
+        delay = 1e-6
+        while self._notes:
+            idx = MPI.Request.Testsome([r for _, r, _ in self._notes])
+            if not idx:
+                if not block:
+                    return False
+                time.sleep(delay)
+                delay = min(2 * delay, MAX_SLEEP)
+                continue
+            for i in idx:
+                t, _, note = self._notes[i]
+                if note[0] == NEED:
+                    self._sends.append(self.comm.Isend([self._message(t), self._base], t.dst, self._back_tag))
+            done = set(idx)
+            self._notes = [n for i, n in enumerate(self._notes) if i not in done]
+        return True
 
     def test(self) -> bool:
         """Progress the exchange without blocking; ``True`` once it is complete."""
         if self._done:
             return True
         self._post()
-        if self._queued or not MPI.Request.Testall(self._recvs) or not MPI.Request.Testall(self._sends):
+        if (not self._serve(block=False) or self._queued or not MPI.Request.Testall(self._recvs)
+                or not MPI.Request.Testall(self._sends)):
             return False
         self._free()
         return True
@@ -346,6 +456,9 @@ class Exchange:
             while self._queued:  # windowed: post the next steps as earlier ones complete
                 MPI.Request.Waitall(self._sends)
                 self._post()
+            # Notes first: every reader sends its notes before waiting for anything, so a rank
+            # both waiting for data it asked for and owing data never blocks the other way round.
+            self._serve(block=True)
             # Receiving ranks spin: with CMA the receiver copies the data in its own
             # progress calls. Ranks left with sends only sleep between tests so as not
             # to take the core from the ranks copying (unless RESHAPE_WAIT=poll, sleep always).
@@ -363,6 +476,7 @@ class Exchange:
             self._done = True
             self._types.free()
             self._bufs.clear()
+            self._notes.clear()
             self._src = None
 
 
@@ -484,17 +598,17 @@ def start(
     dst_ranks = tuple(range(dst.nprocs)) if dst_ranks is None else tuple(int(r) for r in dst_ranks)
     if window is not None and (not isinstance(window, int) or window < 1):
         raise RedistributionError(f"window must be None (all steps) or an int >= 1, got {window!r}")
-    dtype = _validate(comm, src, src_local, dst, src_ranks, dst_ranks, out, method)
+    dtype, peers = _validate(comm, src, src_local, dst, src_ranks, dst_ranks, out, method)
     plan = make_plan(src, dst, src_ranks, dst_ranks)
     me = comm.rank
     if me in dst_ranks and out is None:
-        out = np.empty(dst.local_shape(dst_ranks.index(me)), dtype=dtype)
+        out = nodecopy.empty(dst.local_shape(dst_ranks.index(me)), dtype)
     if me not in src_ranks:
         src_local = None
     if me not in dst_ranks:
         out = None
     if method == "circulant":
-        return Exchange(comm, plan, src_local, out, dtype, window)
+        return Exchange(comm, plan, src_local, out, dtype, window, peers)
     if method == "alltoallv":
         _alltoallv(comm, plan, src_local, out, dtype)
     else:
