@@ -27,7 +27,7 @@ from reshape.layout import Layout
 from reshape.mpiutil import bcast_obj
 from reshape.redistribute import redistribute, start
 from reshape.results import ResizeError, ResizeResult
-from reshape.spawning import JoinState, SwitchState, bcast_bytes, check_hosts, exchange_head, spawn_commands
+from reshape.spawning import JoinState, SwitchState, bcast_bytes, check_hosts, exchange_head, merge, spawn_commands
 
 __all__ = ["Background", "Pending"]
 
@@ -108,8 +108,7 @@ class Background:
                 for i in infos:
                     if i != MPI.INFO_NULL:
                         i.Free()
-            merged = inter.Merge(high=False)
-            inter.Disconnect()
+            merged = merge(inter, high=False)
             pend.spawn_seconds = time.perf_counter() - t0
             t1 = time.perf_counter()
             data = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL) if state is not None else None

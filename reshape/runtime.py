@@ -73,7 +73,7 @@ from reshape.parking import CalledBack, Parking, Reserve
 from reshape.protocol import MAX_SIZES
 from reshape.redistribute import redistribute
 from reshape.results import EXPAND_PARTS, ResizeError, ResizeResult
-from reshape.spawning import Joining, check_hosts, process_start
+from reshape.spawning import Joining, check_hosts, merge, process_start
 from reshape.watchdog import DEFAULT_TIMEOUT, Watchdog, abort, install_excepthook
 
 __all__ = ["EXPAND_PARTS", "Registered", "ResizeError", "ResizeResult", "Resizer", "init", "layout_rule"]
@@ -242,8 +242,7 @@ class Resizer(Joining, Background, Parking):
             inter = self._spawn(nprocs - old, hosts)
         t1 = time.perf_counter()
         self._phase("merging with the spawned ranks")
-        merged = inter.Merge(high=False)
-        inter.Disconnect()  # the merged communicator carries everything from now on
+        merged = merge(inter, high=False)
         self._pending_join = (old, nprocs)
         self._replace_comm(merged)
         t2 = time.perf_counter()

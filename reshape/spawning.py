@@ -30,7 +30,7 @@ from reshape.mpiutil import bcast_obj, wait
 from reshape.redistribute import redistribute, start
 from reshape.results import ResizeError
 
-__all__ = ["JoinState", "Joining", "SwitchState", "bcast_bytes", "check_hosts", "exchange_head",
+__all__ = ["JoinState", "Joining", "SwitchState", "bcast_bytes", "check_hosts", "exchange_head", "merge",
            "process_start", "program", "spawn_commands", "wait_politely"]
 
 
@@ -114,8 +114,7 @@ class Joining:
         self._phase("a new rank merging with the running ranks")
         ready = time.time()
         faults.hit("join", MPI.COMM_WORLD.rank + old, old + MPI.COMM_WORLD.size, old)
-        merged = parent.Merge(high=True)
-        parent.Disconnect()
+        merged = merge(parent, high=True)
         self.comm = merged
         self._phase("a new rank receiving the arrays")
         began, init = self._started or (ready, ready)
@@ -146,6 +145,20 @@ class Joining:
         merged.allreduce(0.0, op=MPI.MAX)  # matches the parents' timing reduction
         self._renumber(ranks, list(state.keys))
         self._disarm()
+
+
+def merge(inter: MPI.Intercomm, high: bool) -> MPI.Intracomm:
+    """``MPI_Intercomm_merge`` of an expansion's intercommunicator, then disconnect it; both sides call it.
+
+    A non-blocking barrier over the intercommunicator comes first, waited for
+    with sleeps: the running ranks arrive as soon as the new ranks are through
+    ``MPI_Init`` (:mod:`reshape.spawned`) and sleep here, instead of spinning
+    in the merge, while the new ranks import and start the program.
+    """
+    wait(inter.Ibarrier())
+    merged = inter.Merge(high=high)
+    inter.Disconnect()  # the merged communicator carries everything from now on
+    return merged
 
 
 def wait_politely(moves, max_sleep: float = 1e-3) -> None:
@@ -225,7 +238,8 @@ def program() -> list[str]:
 
 
 def spawn_commands(n: int, hosts) -> tuple[list[str], list[list[str]], list[int], list[MPI.Info]]:
-    argv = program()
+    """``MPI_Comm_spawn_multiple``'s arguments: this program under :mod:`reshape.spawned`, one command per host."""
+    argv = ["-m", "reshape.spawned", *program()]
     if not hosts:
         info = MPI.Info.Create()
         info.Set("wdir", os.getcwd())
