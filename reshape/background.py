@@ -24,7 +24,7 @@ from reshape import placement
 from reshape.advice import Advice
 from reshape.darray import DistArray
 from reshape.layout import Layout
-from reshape.mpiutil import bcast_obj
+from reshape.mpiutil import allreduce, bcast_obj
 from reshape.redistribute import redistribute, start
 from reshape.results import ResizeError, ResizeResult
 from reshape.spawning import JoinState, SwitchState, bcast_bytes, check_hosts, exchange_head, merge, spawn_commands
@@ -159,7 +159,7 @@ class Background:
                     new = redistribute(merged, reg.layout, reg.local, dst, src_ranks=range(reg.layout.nprocs),
                                        method=self.method)
                 reg.dist = DistArray(dst, new, merged, tuple(range(dst.nprocs)))
-            dt = merged.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+            dt = allreduce(merged, time.perf_counter() - t0)
             self._replace_comm(merged)
             self._keys = placement.grown(self._keys, pend.new - pend.old)
             return ResizeResult("expand", pend.old, merged.size, pend.start_seconds + dt, pend.spawn_seconds,

@@ -68,7 +68,7 @@ from reshape.advice import ENV_SCHEDULER, Advice, Advisor, ResizeReport, advisor
 from reshape.background import Background, Pending
 from reshape.darray import DistArray, LayoutRule, Registered, layout_rule
 from reshape.layout import Layout, LayoutError, nearly_square_grid
-from reshape.mpiutil import barrier, bcast_obj
+from reshape.mpiutil import allreduce, barrier, bcast_obj
 from reshape.parking import CalledBack, Parking, Reserve
 from reshape.protocol import MAX_SIZES
 from reshape.redistribute import redistribute
@@ -268,7 +268,7 @@ class Resizer(Joining, Background, Parking):
             new = redistribute(self.comm, src, reg.local, dst, src_ranks=range(src.nprocs), dst_ranks=ranks,
                                method=self.method)
             reg.dist = DistArray(dst, new, self.comm, ranks)
-        dt = self.comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+        dt = allreduce(self.comm, time.perf_counter() - t0)
         self._renumber(ranks, keys)
         return dt
 
@@ -310,7 +310,7 @@ class Resizer(Joining, Background, Parking):
             new = redistribute(self.comm, reg.layout, reg.local, dst, src_ranks=range(reg.layout.nprocs),
                                dst_ranks=ranks, method=self.method)
             reg.dist = DistArray(dst, new, self.comm, ranks)
-        dt = self.comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+        dt = allreduce(self.comm, time.perf_counter() - t0)
         self._phase("retiring ranks")
         if not keep:
             faults.hit("retire", self.rank, self.size)
@@ -544,6 +544,8 @@ def init(
     if _RUNTIME is not None:
         return _RUNTIME
     parent = MPI.Comm.Get_parent()
+    if parent != MPI.COMM_NULL:  # new ranks arrive one by one (reshape.spawned): the first ones sleep
+        barrier(MPI.COMM_WORLD)
     cfg = checks.job_settings(MPI.COMM_WORLD, parent != MPI.COMM_NULL, max_procs=max_procs)  # and RESHAPE_*
     allow_new_sizes = cfg.allow_new_sizes if allow_new_sizes is None else allow_new_sizes
     max_procs = cfg.max_procs if max_procs is None else max_procs

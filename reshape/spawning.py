@@ -26,7 +26,7 @@ from mpi4py import MPI
 
 from reshape import faults, launchers, placement
 from reshape.layout import Layout
-from reshape.mpiutil import bcast_obj, wait
+from reshape.mpiutil import allreduce, bcast_obj, wait
 from reshape.redistribute import redistribute, start
 from reshape.results import ResizeError
 
@@ -142,7 +142,7 @@ class Joining:
                 new = redistribute(merged, src, None, dst, src_ranks=range(src.nprocs), dst_ranks=ranks,
                                    method=self.method)
             self._pending_arrays[name] = (dst, new)
-        merged.allreduce(0.0, op=MPI.MAX)  # matches the parents' timing reduction
+        allreduce(merged, 0.0)  # matches the running ranks' timing reduction
         self._renumber(ranks, list(state.keys))
         self._disarm()
 
