@@ -27,7 +27,7 @@ from reshape.layout import Layout
 from reshape.mpiutil import allreduce, bcast_obj
 from reshape.redistribute import redistribute, start
 from reshape.results import ResizeError, ResizeResult
-from reshape.spawning import JoinState, SwitchState, bcast_bytes, check_hosts, exchange_head, merge, spawn_commands
+from reshape.spawning import JoinState, SwitchState, bcast_bytes, check_hosts, exchange_head, merge, spawn
 
 __all__ = ["Background", "Pending"]
 
@@ -98,16 +98,11 @@ class Background:
         """The helper thread of a background expansion: spawn, merge, hand over, start the moves."""
         try:
             t0 = time.perf_counter()
-            cmds, argvs, counts, infos = spawn_commands(pend.new - pend.old, hosts)
             try:
-                inter = pend.spawn_comm.Spawn_multiple(cmds, argvs, counts, infos, root=0)
-            except MPI.Exception as e:
-                pend.refused = f"spawn of {pend.new - pend.old} ranks failed: {e.Get_error_string()}"
+                inter, _ = spawn(pend.spawn_comm, pend.new - pend.old, hosts)
+            except ResizeError as e:
+                pend.refused = str(e)
                 return
-            finally:
-                for i in infos:
-                    if i != MPI.INFO_NULL:
-                        i.Free()
             merged = merge(inter, high=False)
             pend.spawn_seconds = time.perf_counter() - t0
             t1 = time.perf_counter()

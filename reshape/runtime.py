@@ -238,15 +238,15 @@ class Resizer(Joining, Background, Parking):
         if back is not None:
             self._phase(f"calling back {nprocs - old} parked ranks")
             inter = self._reserve.call_back(self.comm, *back)
+            call = time.perf_counter() - t0
         else:
-            inter = self._spawn(nprocs - old, hosts)
-        t1 = time.perf_counter()
+            inter, call = self._spawn(nprocs - old, hosts)
         self._phase("merging with the spawned ranks")
         merged = merge(inter, high=False)
         self._pending_join = (old, nprocs)
         self._replace_comm(merged)
         t2 = time.perf_counter()
-        self._parts.update(spawn_call_seconds=t1 - t0, merge_seconds=t2 - t1)
+        self._parts.update(spawn_call_seconds=call, merge_seconds=t2 - t0 - call)
         return t2 - t0
 
     def redistribute(self) -> float:
