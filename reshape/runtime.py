@@ -297,13 +297,7 @@ class Resizer(Joining, Background, Parking):
         do not return (they finalize MPI and raise ``SystemExit(0)``).
         """
         t0 = time.perf_counter()
-        problem, ranks = (self._check_size(nprocs, "shrink"), ()) if self.rank == 0 else (None, ())
-        if self.rank == 0 and problem is None:
-            ranks = self._positions(nprocs, placement.staying(self._keys, nprocs))
-        problem, ranks = bcast_obj(self.comm, (problem, ranks))
-        if problem:
-            raise ResizeError(problem)
-        keep = self.rank in ranks
+        ranks = self._staying(nprocs)
         self._phase("redistributing the arrays")
         for reg in self.arrays.values():
             dst = reg.rule(nprocs)
@@ -311,6 +305,25 @@ class Resizer(Joining, Background, Parking):
                                dst_ranks=ranks, method=self.method)
             reg.dist = DistArray(dst, new, self.comm, ranks)
         dt = allreduce(self.comm, time.perf_counter() - t0)
+        self._retire_others(ranks)
+        return dt
+
+    def _staying(self, nprocs: int) -> tuple[int, ...]:
+        """A shrink's checks and placement: the comm rank of every position at ``nprocs``. Collective.
+
+        Raises :class:`ResizeError` on every rank when the shrink is refused.
+        """
+        problem, ranks = (self._check_size(nprocs, "shrink"), ()) if self.rank == 0 else (None, ())
+        if self.rank == 0 and problem is None:
+            ranks = self._positions(nprocs, placement.staying(self._keys, nprocs))
+        problem, ranks = bcast_obj(self.comm, (problem, ranks))
+        if problem:
+            raise ResizeError(problem)
+        return tuple(ranks)
+
+    def _retire_others(self, ranks: tuple[int, ...]) -> None:
+        """A shrink's end, once the arrays are on ``ranks``: the others retire (or park); the rest renumber."""
+        keep = self.rank in ranks
         self._phase("retiring ranks")
         if not keep:
             faults.hit("retire", self.rank, self.size)
@@ -328,8 +341,7 @@ class Resizer(Joining, Background, Parking):
         self.comm = new_comm
         self._keys = [self._keys[r] for r in ranks]
         for reg in self.arrays.values():
-            reg.dist = DistArray(reg.dist.layout, reg.dist.local, new_comm, tuple(range(nprocs)))
-        return dt
+            reg.dist = DistArray(reg.dist.layout, reg.dist.local, new_comm, tuple(range(len(ranks))))
 
     # ------------------------------------------------------------ simple API
     def resize(self) -> ResizeResult:
@@ -341,20 +353,16 @@ class Resizer(Joining, Background, Parking):
         old = self.size
         if not self.history or self.history[-1] != old:
             self.history.append(old)
-        if self._pending is not None:
-            result, advice = self._switch(), None
-        else:
-            advice = self.contact_scheduler()
-            try:
-                result = self._act(advice, old)
-            except CalledBack as back:  # this rank was parked by a shrink and an expansion took it back
-                result = back.result
+        try:
+            result = self._switch() if self._pending is not None else self._act(self.contact_scheduler(), old)
+        except CalledBack as back:  # this rank was parked by a shrink and an expansion took it back
+            result = back.result
         self.results.append(result)
         if self.rank == 0:
             if result.error:
                 print(f"[reshape] resize {old} -> {result.new} refused: {result.error}; "
                       f"continuing on {self.size} processes", file=sys.stderr, flush=True)
-            if self.advisor and result.action not in ("continue", "expanding"):
+            if self.advisor and result.action not in ("continue", "expanding", "shrinking"):
                 try:
                     self.advisor.resized(old, result.new, result.seconds, result.error)
                 except Exception as e:
@@ -387,6 +395,8 @@ class Resizer(Joining, Background, Parking):
                 secs = self.redistribute()
                 parts = {k: v for k, v in self._parts.items() if k in EXPAND_PARTS}
                 return ResizeResult("expand", old, self.size, secs, spawn, reason=advice.reason, **parts)
+            if advice.action == "shrink" and self._overlap():
+                return self._shrink_background(advice, old)
             if advice.action == "shrink":
                 secs = self.shrink_processors(advice.nprocs)
                 return ResizeResult("shrink", old, self.size, secs, reason=advice.reason)
