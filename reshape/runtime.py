@@ -14,9 +14,10 @@ resize, and calls :meth:`Resizer.resize` at the end of each iteration::
         rt.resize()                       # expand, shrink or continue
     rt.finish()
 
-**Expansion** (``expand_processors`` + ``redistribute``): the current ranks
-spawn the new ones with ``MPI_Comm_spawn_multiple`` (one command per target
-host, MPI Info ``host``), merge the intercommunicator into one
+**Expansion** (``expand_processors`` + ``redistribute``): rank 0 spawns the
+new ranks with ``MPI_Comm_spawn_multiple`` (one command per target host, MPI
+Info ``host``; :func:`reshape.spawning.spawn`), the running ranks join them
+and merge the intercommunicator into one
 intracommunicator (old ranks first), and rank 0 sends the new ranks the
 registered state (iteration counter, values, array descriptions). Then every
 registered array moves to its layout at the new size with the circulant
@@ -411,8 +412,9 @@ class Resizer(Joining, Background, Parking):
     def finish(self, status: str = "done") -> None:
         """Tell the scheduler the job ended. Collective; call it once, after the last iteration.
 
-        A background expansion still waiting for its switch completes first, so
-        the ranks it spawned are not left waiting.
+        A background expansion or shrink still waiting for its switch completes
+        first, so the ranks it spawned are not left waiting (a shrink's retiring
+        ranks retire here: they do not return).
         """
         if self._pending is not None:
             self.results.append(self._switch())
