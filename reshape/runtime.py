@@ -71,7 +71,6 @@ from reshape.darray import DistArray, LayoutRule, Registered, layout_rule
 from reshape.layout import Layout, LayoutError, nearly_square_grid
 from reshape.mpiutil import allreduce, barrier, bcast_obj
 from reshape.parking import CalledBack, Parking, Reserve
-from reshape.protocol import MAX_SIZES
 from reshape.redistribute import redistribute
 from reshape.results import EXPAND_PARTS, ResizeError, ResizeResult
 from reshape.spawning import Joining, check_hosts, merge, process_start
@@ -498,6 +497,8 @@ class Resizer(Joining, Background, Parking):
 
     def _announce_sizes(self) -> None:
         """Rank 0: give the advisor the sizes this job accepts, again when arrays or ``max_procs`` changed."""
+        from reshape.protocol import MAX_SIZES  # here: the wire protocol is rank 0's alone (new ranks skip it)
+
         announce = getattr(self.advisor, "announce_sizes", None)
         key = (tuple(self.arrays), self.max_procs, self.sizes)
         if announce is None or key == self._announced:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import pickle
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -268,6 +267,8 @@ def check_hosts(hosts, n: int, timeout: float = 5.0) -> str | None:
     """
     if not hosts:
         return None
+    import subprocess  # here: rank 0 alone probes hosts, and new ranks start faster without it
+
     launcher = launchers.from_env()
     if len(hosts) != n:
         return f"{len(hosts)} hosts given for {n} new ranks"
