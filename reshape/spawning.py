@@ -157,12 +157,12 @@ def spawn(comm: MPI.Intracomm, n: int, hosts, spawned: Callable[[], None] = lamb
     MPICH spins in a spawn until the new ranks are through ``MPI_Init``, and
     the other running ranks would spin with it (on a busy node, on the cores
     the new ranks start on); they sleep instead until rank 0 tells them how
-    it went (``spawned`` runs then, on every rank). Rank 0 then waits, sleeping, for the new ranks to
-    be ready (:mod:`reshape.spawned`: they import meanwhile), and the
-    intercommunicator to all running ranks is built over the spawn's one
-    (``MPI_Intercomm_merge`` of rank 0 and the new ranks, then
-    ``MPI_Intercomm_create``; the new ranks' side is :func:`bridge`). A spawn
-    that fails raises :class:`ResizeError` on every rank.
+    it went (``spawned`` runs then, on every rank). Rank 0 then waits,
+    sleeping, for the new ranks to be ready (:mod:`reshape.spawned`: they
+    import meanwhile), and the intercommunicator to all running ranks is built
+    over the spawn's one (``MPI_Intercomm_merge`` of rank 0 and the new ranks,
+    then ``MPI_Intercomm_create``; the new ranks' side is :func:`bridge`). A
+    spawn that fails raises :class:`ResizeError` on every rank.
     """
     child, outcome = None, (None, 0.0)
     if comm.rank == 0:
