@@ -38,7 +38,8 @@ __all__ = ["Background", "Pending"]
 
 @dataclass
 class Pending:
-    """An expansion under way behind the job's iteration (see :meth:`Resizer._expand_background`)."""
+    """An expansion or shrink under way behind the job's iteration (:meth:`Background._expand_background`,
+    :meth:`Background._shrink_background`)."""
 
     old: int
     new: int
