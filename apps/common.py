@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from mpi4py import MPI
 
-from reshape.mpiutil import wait
+from reshape.mpiutil import allreduce
 from reshape.runtime import EXPAND_PARTS, Resizer
 
 __all__ = ["Row", "add_options", "allreduce", "finish", "rand", "run", "want_check"]
@@ -94,13 +94,6 @@ def rand(*idx: np.ndarray, seed: int = 0) -> np.ndarray:
         h *= np.uint64(0x94D049BB133111EB)
         h ^= h >> np.uint64(32)
     return (h >> np.uint64(11)).astype(np.float64) / float(2**53) - 0.5
-
-
-def allreduce(comm: MPI.Comm, value: float, op: MPI.Op = MPI.MAX) -> float:
-    """A scalar allreduce that waits politely (ranks may idle here for long)."""
-    out = np.zeros(1)
-    wait(comm.Iallreduce(np.array([float(value)]), out, op))
-    return float(out[0])
 
 
 def run(rt: Resizer, iters: int, step: Callable[[int], None], verify: Callable[[int], str | None] | None,

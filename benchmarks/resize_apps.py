@@ -28,6 +28,13 @@ job's state and the data motion. ``reexpand_latency_s`` is the second
 (``RESHAPE_REUSE=1``, :mod:`reshape.parking`), beside the same expansion
 spawned anew (``reexpand_spawn_over_reuse``).
 
+The background part runs Jacobi and LU resizing once after three
+iterations, blocking and with ``RESHAPE_BACKGROUND=1``, and compares the
+resize's overhead (the resizing iterations minus normal ones): expansions
+1 -> 2 (the new rank has a free core) and 2 -> 4 (it has not), and the shrink
+2 -> 1 (``background_shrink_overhead_ratio``). The 1-minute load average at the
+start and the end says how busy the shared machine was.
+
 Run: ``python -m benchmarks.resize_apps`` (about 5 minutes) or ``--quick``
 (under 2). Writes ``benchmarks/results/resize_apps.json``.
 
@@ -118,34 +125,36 @@ def fig3b(quick: bool, plan: str, start: int, iters: int, repeat: int) -> list[d
     return out
 
 
-# Background vs blocking expansion: iterations long enough to hide a spawn behind (0.6-1 s)
+# Background vs blocking resize: iterations long enough to hide a spawn behind (0.6-1 s)
 BACKGROUND_APPS = {
     "jacobi": (["--n", "2400", "--sweeps", "200"], ["--n", "1200", "--sweeps", "600"]),
     "lu": (["--n", "2048", "--nb", "64"], ["--n", "1536", "--nb", "64"]),
 }
 # (plan, start): 1 -> 2 leaves the new rank a free core, as new ranks on other nodes have on a cluster;
-# 2 -> 4 on this 2-core machine starts the new ranks on the cores the job computes on.
-BACKGROUND_PLANS = {"free core": ("1,2", 1), "no free core": ("2,4", 2)}
+# 2 -> 4 on this 2-core machine starts the new ranks on the cores the job computes on; 2 -> 1 is a shrink
+# (RESHAPE_ALLOW_NEW_SIZES: the job never ran on 1): the retiring rank sends its blocks while both compute.
+BACKGROUND_PLANS = {"free core": ("1,2", 1), "no free core": ("2,4", 2), "shrink": ("2,1", 2)}
 TARGET_BACKGROUND = 1.2
+RESIZES = ("expand", "expanding", "shrink", "shrinking")
 
 
 def overhead(rows: list[dict]) -> tuple[float, float, int]:
-    """``(overhead s, normal iteration s, resize iteration)`` of one run with one expansion.
+    """``(overhead s, normal iteration s, resize iteration)`` of one run with one expansion or shrink.
 
     The normal iteration is the median of the iterations before the resize.
-    A blocking expansion's overhead is its iteration's time plus its resize()
+    A blocking resize's overhead is its iteration's time plus its resize()
     call minus a normal iteration; a background one spans two iterations (the
     one whose resize point starts it and the one it overlaps, whose resize
     point switches), so both are charged, each minus a normal iteration.
     """
-    k = next(i for i, r in enumerate(rows) if r["action"] in ("expand", "expanding"))
+    k = next(i for i, r in enumerate(rows) if r["action"] in RESIZES)
     normal = statistics.median(r["iter_time"] for r in rows[:k]) if k else rows[0]["iter_time"]
-    span = rows[k : k + 2] if rows[k]["action"] == "expanding" else rows[k : k + 1]
+    span = rows[k : k + 2] if rows[k]["action"].endswith("ing") else rows[k : k + 1]
     return sum(r["iter_time"] + r["resize_seconds"] - normal for r in span), normal, k
 
 
 def background_vs_blocking(quick: bool, repeat: int) -> tuple[list[dict], dict]:
-    """Each app expands once after three iterations, blocking and in the background (RESHAPE_BACKGROUND)."""
+    """Each app resizes once after three iterations, blocking and in the background (RESHAPE_BACKGROUND)."""
     out: list[dict] = []
     ratios: dict[str, dict[str, float]] = {}
     for where, (plan, start) in BACKGROUND_PLANS.items():
@@ -154,7 +163,8 @@ def background_vs_blocking(quick: bool, repeat: int) -> tuple[list[dict], dict]:
             got: dict[str, list[tuple[float, float]]] = {"blocking": [], "background": []}
             for _ in range(repeat):
                 for mode in ("blocking", "background"):
-                    env = {E.PLAN_EVERY: "3", E.BACKGROUND: "1" if mode == "background" else "0"}
+                    env = {E.PLAN_EVERY: "3", E.BACKGROUND: "1" if mode == "background" else "0",
+                           E.ALLOW_NEW_SIZES: "1"}
                     ov, normal, _ = overhead(run_app(app, start, plan, 6, opts, "circulant", env=env)["rows"])
                     got[mode].append((ov, normal))
             blk = statistics.median(o for o, _ in got["blocking"])
@@ -162,7 +172,7 @@ def background_vs_blocking(quick: bool, repeat: int) -> tuple[list[dict], dict]:
             # an overhead below 2% of an iteration is within the noise: the ratio's denominator is floored there
             floor = 0.02 * statistics.median(n for _, n in got["background"])
             ratios.setdefault(where, {})[app] = blk / max(bg, floor)
-            out.append({"expansion": plan.replace(",", "->"), "cores": where, "app": app, "n": int(opts[1]),
+            out.append({"resize": plan.replace(",", "->"), "cores": where, "app": app, "n": int(opts[1]),
                         "normal_s": statistics.median(n for _, n in got["blocking"]),
                         "blocking_s": blk, "blocking_max_s": max(o for o, _ in got["blocking"]),
                         "background_s": bg, "background_max_s": max(o for o, _ in got["background"]),
@@ -271,6 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         return fig2(args.quick)
     repeat = args.repeat or (1 if args.quick else 2)
     t0 = time.perf_counter()
+    load = [os.getloadavg()[0]]  # how busy the (shared) machine was: 1-minute load at the start and the end
 
     sizes_a = [2, 4, 6, 9] if args.quick else [2, 4, 6, 9, 12]
     lu_opts = SIZES["lu"][1 if args.quick else 0]
@@ -284,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     redist_s = statistics.median(b for _, b in samples)
     latency = statistics.median(a + b for a, b in samples)
     latency_max = max(a + b for a, b in samples)
+    latency_min = min(a + b for a, b in samples)
     part_cols = [("spawn_call_seconds", "spawn call"), ("merge_seconds", "merge"),
                  ("startup_seconds", "new rank start-up"), ("handover_seconds", "hand-over"),
                  ("redist_seconds", "redistribution")]
@@ -294,7 +306,8 @@ def main(argv: list[str] | None = None) -> int:
     print(table(rows_a, [("procs", "procs", "d"), ("T", "T (s)", ".3f"), ("dT", "dT (s)", "+.3f"),
                          ("redist", "redistribution (s)", ".4f")]))
     print(f"expand latency 2 -> 4, median of {len(samples)} expansions: spawn + merge {spawn_s:.3f} s, "
-          f"redistribution {redist_s:.3f} s, total {latency:.3f} s, worst {latency_max:.3f} s "
+          f"redistribution {redist_s:.3f} s, total {latency:.3f} s, best {latency_min:.3f} s, "
+          f"worst {latency_max:.3f} s "
           f"(target < {TARGET_LATENCY})")
     print(table(part_rows, [("run", "run", "d"), *((c, h + " (s)", ".3f") for c, h in part_cols),
                             ("total", "total (s)", ".3f")]))
@@ -316,12 +329,14 @@ def main(argv: list[str] | None = None) -> int:
                          ("checkpoint_s", "checkpoint (s)", ".4f"), ("ratio", "ckpt/ReSHAPE", ".1f"),
                          ("paper", "paper", ".1f")]))
 
-    rows_bg, bg_ratios = ([], {"free core": {"-": None}, "no free core": {"-": None}}) if args.no_background \
-        else background_vs_blocking(args.quick, repeat + 1)
-    print(f"\nBackground vs blocking expansion after three iterations: overhead = the resizing "
+    if args.no_background:
+        rows_bg, bg_ratios = [], {w: {"-": None} for w in BACKGROUND_PLANS}
+    else:
+        rows_bg, bg_ratios = background_vs_blocking(args.quick, repeat + 1)
+    print(f"\nBackground vs blocking resize after three iterations: overhead = the resizing "
           f"iteration(s) minus normal ones, median of {repeat + 1} runs (target blocking/background >= "
           f"{TARGET_BACKGROUND}; an overhead below 2% of an iteration counts as 2%: the noise)")
-    print(table(rows_bg, [("expansion", "expansion", "s"), ("cores", "new ranks on", "s"), ("app", "app", "s"),
+    print(table(rows_bg, [("resize", "resize", "s"), ("cores", "case", "s"), ("app", "app", "s"),
                           ("n", "n", "d"), ("normal_s", "iteration (s)", ".3f"),
                           ("blocking_s", "blocking (s)", ".3f"), ("blocking_max_s", "max", ".3f"),
                           ("background_s", "background (s)", ".3f"), ("background_max_s", "max", ".3f"),
@@ -333,10 +348,12 @@ def main(argv: list[str] | None = None) -> int:
         "checkpoint_over_reshape": ratios,
         "expand_latency_s": latency,
         "expand_latency_max_s": latency_max,
+        "expand_latency_min_s": latency_min,
         **re_summary,
         "expand_parts_median_s": {c: statistics.median(r[c] for r in part_rows) for c, _ in part_cols},
         "background_overhead_ratio": _least(bg_ratios["free core"]),
         "background_overhead_ratio_no_free_core": _least(bg_ratios["no free core"]),
+        "background_shrink_overhead_ratio": _least(bg_ratios["shrink"]),
         "background_overhead_ratio_per_app": bg_ratios,
         "expand_latency_samples_s": [{"spawn_merge": a, "redistribute": b} for a, b in samples],
         "paper_checkpoint_over_reshape": PAPER,
@@ -346,6 +363,8 @@ def main(argv: list[str] | None = None) -> int:
                 "background_overhead_ratio": (_least(bg_ratios["free core"]) or 0) >= TARGET_BACKGROUND},
         "notes": "master_worker moves no arrays, so its ratio is undefined (null).",
     }
+    load.append(os.getloadavg()[0])
+    summary["load_average_1min"] = load
     path = write_result("resize_apps", {
         "quick": args.quick, "seconds": time.perf_counter() - t0,
         "fig3a": {"lu": lu_opts, "rows": rows_a, "raw": raw_a},
@@ -356,7 +375,8 @@ def main(argv: list[str] | None = None) -> int:
     })
     print(f"\nsummary: {json.dumps(summary['checkpoint_over_reshape'])}, expand_latency_s {latency:.3f}; "
           f"targets met: {summary['met']}")
-    print(f"wrote {path} in {time.perf_counter() - t0:.0f} s")
+    print(f"wrote {path} in {time.perf_counter() - t0:.0f} s (1-minute load average {load[0]:.1f} at the start, "
+          f"{load[1]:.1f} at the end, on {os.cpu_count()} CPUs)")
     return 0
 
 

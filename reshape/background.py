@@ -7,7 +7,11 @@ starts moving the arrays registered ``constant=True``, while the application
 runs one more iteration on its old communicator and layouts. At the next
 resize point (:meth:`Background._switch`) the job waits for those arrays,
 sends the new ranks the iteration counter and values as they are then, moves
-the other arrays (blocking) and switches communicators. Shrinks stay blocking.
+the other arrays (blocking) and switches communicators. A shrink works the same
+way without the helper thread: the constant arrays start moving to the ranks
+that stay, every rank (the retiring ones too) runs one more iteration on the
+old communicator and layouts, and at the next resize point the other arrays
+move and the retiring ranks retire (:meth:`Background._shrink_background`).
 :class:`Background` holds these steps for :class:`reshape.runtime.Resizer`.
 """
 
@@ -24,27 +28,29 @@ from reshape import placement
 from reshape.advice import Advice
 from reshape.darray import DistArray
 from reshape.layout import Layout
-from reshape.mpiutil import bcast_obj
+from reshape.mpiutil import allreduce, bcast_obj
 from reshape.redistribute import redistribute, start
 from reshape.results import ResizeError, ResizeResult
-from reshape.spawning import JoinState, SwitchState, bcast_bytes, check_hosts, exchange_head, spawn_commands
+from reshape.spawning import JoinState, SwitchState, bcast_bytes, check_hosts, exchange_head, merge, spawn
 
 __all__ = ["Background", "Pending"]
 
 
 @dataclass
 class Pending:
-    """An expansion under way behind the job's iteration (see :meth:`Resizer._expand_background`)."""
+    """An expansion or shrink under way behind the job's iteration (:meth:`Background._expand_background`,
+    :meth:`Background._shrink_background`)."""
 
     old: int
     new: int
-    spawn_comm: MPI.Intracomm  # a duplicate of the job's communicator, for the helper thread
+    spawn_comm: MPI.Intracomm  # a duplicate of the job's communicator: the helper thread's, a shrink's moves
     reason: str = ""
     thread: threading.Thread | None = None
     merged: MPI.Intracomm | None = None  # the communicator the job switches to
     moves: dict[str, tuple[Layout, object]] = field(default_factory=dict)  # constant arrays in flight
     spawn_seconds: float = 0.0
     start_seconds: float = 0.0
+    shrink: tuple[int, ...] = ()  # a shrink: the comm rank of every position at the new size
     refused: str | None = None  # the spawn was refused: the job carries on at its size
     error: str | None = None  # anything else: the job is aborted at the switch
 
@@ -98,18 +104,12 @@ class Background:
         """The helper thread of a background expansion: spawn, merge, hand over, start the moves."""
         try:
             t0 = time.perf_counter()
-            cmds, argvs, counts, infos = spawn_commands(pend.new - pend.old, hosts)
             try:
-                inter = pend.spawn_comm.Spawn_multiple(cmds, argvs, counts, infos, root=0)
-            except MPI.Exception as e:
-                pend.refused = f"spawn of {pend.new - pend.old} ranks failed: {e.Get_error_string()}"
+                inter, _ = spawn(pend.spawn_comm, pend.new - pend.old, hosts)
+            except ResizeError as e:
+                pend.refused = str(e)
                 return
-            finally:
-                for i in infos:
-                    if i != MPI.INFO_NULL:
-                        i.Free()
-            merged = inter.Merge(high=False)
-            inter.Disconnect()
+            merged = merge(inter, high=False)
             pend.spawn_seconds = time.perf_counter() - t0
             t1 = time.perf_counter()
             data = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL) if state is not None else None
@@ -124,6 +124,30 @@ class Background:
         except BaseException as e:  # reported at the switch, where the job is aborted
             pend.error = f"{type(e).__name__}: {e}"
 
+    def _shrink_background(self, advice: Advice, old: int) -> ResizeResult:
+        """Start a shrink whose ``constant`` arrays move behind the job's next iteration.
+
+        The checks and the placement run now (a refusal leaves the job as it
+        is); the moves of the constant arrays to the ranks that stay start on a
+        duplicate of the job's communicator, and every rank, the retiring ones
+        too, runs the next iteration on the old communicator and layouts
+        (that iteration's MPI calls progress the moves). At the next resize
+        point (:meth:`_switch`) the other arrays move and the retiring ranks
+        retire, as in a blocking shrink.
+        """
+        nprocs = advice.nprocs
+        ranks = self._staying(nprocs)
+        t0 = time.perf_counter()
+        pend = Pending(old, nprocs, self.comm.Dup(), advice.reason, shrink=ranks)
+        for name, reg in self.arrays.items():
+            if reg.constant:
+                dst = reg.rule(nprocs)
+                pend.moves[name] = (dst, start(pend.spawn_comm, reg.layout, reg.local, dst,
+                                               src_ranks=range(reg.layout.nprocs), dst_ranks=ranks))
+        pend.start_seconds = time.perf_counter() - t0
+        self._pending = pend
+        return ResizeResult("shrinking", old, nprocs, reason=advice.reason)
+
     def _switch(self) -> ResizeResult:
         """Finish a background expansion at this resize point and continue on the new ranks.
 
@@ -133,6 +157,8 @@ class Background:
         are the data motion outside the overlapped iteration.
         """
         pend, self._pending = self._pending, None
+        if pend.shrink:
+            return self._switch_shrink(pend)
         what = f"expand {pend.old}->{pend.new} (switch)"
         self._arm(what)
         try:
@@ -160,11 +186,41 @@ class Background:
                     new = redistribute(merged, reg.layout, reg.local, dst, src_ranks=range(reg.layout.nprocs),
                                        method=self.method)
                 reg.dist = DistArray(dst, new, merged, tuple(range(dst.nprocs)))
-            dt = merged.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+            dt = allreduce(merged, time.perf_counter() - t0)
             self._replace_comm(merged)
             self._keys = placement.grown(self._keys, pend.new - pend.old)
             return ResizeResult("expand", pend.old, merged.size, pend.start_seconds + dt, pend.spawn_seconds,
                                 reason=pend.reason)
+        except Exception as e:
+            self._abort_resize(what, e)
+        finally:
+            self._disarm()
+
+    def _switch_shrink(self, pend: Pending) -> ResizeResult:
+        """Finish a background shrink: complete the constant arrays' moves, move the others, retire.
+
+        Retired ranks do not return (as from :meth:`shrink_processors`). The
+        result's seconds are the data motion outside the overlapped iteration.
+        """
+        what = f"shrink {pend.old}->{pend.new} (switch)"
+        self._arm(what)
+        try:
+            t0 = time.perf_counter()
+            self._phase("completing the background redistribution")
+            done = {name: (dst, ex.wait()) for name, (dst, ex) in pend.moves.items()}
+            pend.spawn_comm.Free()
+            self._phase("redistributing the arrays")
+            for reg in self.arrays.values():
+                if reg.name in done:
+                    dst, new = done[reg.name]
+                else:
+                    dst = reg.rule(pend.new)
+                    new = redistribute(self.comm, reg.layout, reg.local, dst, src_ranks=range(reg.layout.nprocs),
+                                       dst_ranks=pend.shrink, method=self.method)
+                reg.dist = DistArray(dst, new, self.comm, pend.shrink)
+            dt = allreduce(self.comm, time.perf_counter() - t0)
+            self._retire_others(pend.shrink)
+            return ResizeResult("shrink", pend.old, self.size, pend.start_seconds + dt, reason=pend.reason)
         except Exception as e:
             self._abort_resize(what, e)
         finally:

@@ -19,7 +19,7 @@ import numpy as np
 from mpi4py import MPI
 from mpi4py.util import dtlib
 
-__all__ = ["CollectiveError", "barrier", "bcast_obj", "check_collectively", "mpi_type", "wait", "wait_all"]
+__all__ = ["CollectiveError", "allreduce", "barrier", "bcast_obj", "check_collectively", "mpi_type", "wait", "wait_all"]
 
 MAX_SLEEP = 1e-3
 
@@ -45,6 +45,13 @@ def wait(req: MPI.Request, max_sleep: float = MAX_SLEEP) -> None:
 def barrier(comm: MPI.Comm, max_sleep: float = MAX_SLEEP) -> None:
     """``MPI_Barrier`` that sleeps instead of spinning."""
     wait(comm.Ibarrier(), max_sleep)
+
+
+def allreduce(comm: MPI.Comm, value: float, op: MPI.Op = MPI.MAX, max_sleep: float = MAX_SLEEP) -> float:
+    """A scalar ``MPI_Allreduce`` (float) that sleeps instead of spinning while waiting."""
+    out = np.zeros(1)
+    wait(comm.Iallreduce(np.array([float(value)]), out, op), max_sleep)
+    return float(out[0])
 
 
 def mpi_type(dtype: np.dtype) -> MPI.Datatype:

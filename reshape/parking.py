@@ -157,7 +157,7 @@ class Parking:
         inter = rejoin(pool, members)
         self._reserve.keep(pool, {})
         old = inter.Get_remote_size()
-        self._join(inter)
+        self._join(inter, called_back=True)
         for name, (lay, local) in self._pending_arrays.items():
             self.arrays[name].dist = DistArray(lay, local, self.comm, tuple(range(lay.nprocs)))
         self._pending_arrays.clear()

@@ -30,8 +30,10 @@ class ResizeResult:
 
 
 EXPAND_PARTS = {
-    "spawn_call_seconds": "MPI_Comm_spawn_multiple on the running ranks (part of spawn_seconds)",
-    "merge_seconds": "MPI_Intercomm_merge and the disconnects (part of spawn_seconds)",
+    "spawn_call_seconds": "MPI_Comm_spawn_multiple on rank 0, until the new ranks are through MPI_Init "
+                          "(part of spawn_seconds)",
+    "merge_seconds": "waiting for the new ranks' imports, joining all running ranks to them and "
+                     "MPI_Intercomm_merge (part of spawn_seconds)",
     "handover_seconds": "the job's state to the new ranks (part of seconds)",
     "launch_seconds": "spawn call -> the last new process started (the process manager)",
     "startup_seconds": "a new process's start -> its runtime.init() (interpreter, imports, MPI_Init); slowest",

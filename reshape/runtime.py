@@ -14,9 +14,10 @@ resize, and calls :meth:`Resizer.resize` at the end of each iteration::
         rt.resize()                       # expand, shrink or continue
     rt.finish()
 
-**Expansion** (``expand_processors`` + ``redistribute``): the current ranks
-spawn the new ones with ``MPI_Comm_spawn_multiple`` (one command per target
-host, MPI Info ``host``), merge the intercommunicator into one
+**Expansion** (``expand_processors`` + ``redistribute``): rank 0 spawns the
+new ranks with ``MPI_Comm_spawn_multiple`` (one command per target host, MPI
+Info ``host``; :func:`reshape.spawning.spawn`), the running ranks join them
+and merge the intercommunicator into one
 intracommunicator (old ranks first), and rank 0 sends the new ranks the
 registered state (iteration counter, values, array descriptions). Then every
 registered array moves to its layout at the new size with the circulant
@@ -68,12 +69,11 @@ from reshape.advice import ENV_SCHEDULER, Advice, Advisor, ResizeReport, advisor
 from reshape.background import Background, Pending
 from reshape.darray import DistArray, LayoutRule, Registered, layout_rule
 from reshape.layout import Layout, LayoutError, nearly_square_grid
-from reshape.mpiutil import barrier, bcast_obj
+from reshape.mpiutil import allreduce, barrier, bcast_obj
 from reshape.parking import CalledBack, Parking, Reserve
-from reshape.protocol import MAX_SIZES
 from reshape.redistribute import redistribute
 from reshape.results import EXPAND_PARTS, ResizeError, ResizeResult
-from reshape.spawning import Joining, check_hosts, process_start
+from reshape.spawning import Joining, check_hosts, merge, process_start
 from reshape.watchdog import DEFAULT_TIMEOUT, Watchdog, abort, install_excepthook
 
 __all__ = ["EXPAND_PARTS", "Registered", "ResizeError", "ResizeResult", "Resizer", "init", "layout_rule"]
@@ -238,16 +238,15 @@ class Resizer(Joining, Background, Parking):
         if back is not None:
             self._phase(f"calling back {nprocs - old} parked ranks")
             inter = self._reserve.call_back(self.comm, *back)
+            call = time.perf_counter() - t0
         else:
-            inter = self._spawn(nprocs - old, hosts)
-        t1 = time.perf_counter()
+            inter, call = self._spawn(nprocs - old, hosts)
         self._phase("merging with the spawned ranks")
-        merged = inter.Merge(high=False)
-        inter.Disconnect()  # the merged communicator carries everything from now on
+        merged = merge(inter, high=False)
         self._pending_join = (old, nprocs)
         self._replace_comm(merged)
         t2 = time.perf_counter()
-        self._parts.update(spawn_call_seconds=t1 - t0, merge_seconds=t2 - t1)
+        self._parts.update(spawn_call_seconds=call, merge_seconds=t2 - t0 - call)
         return t2 - t0
 
     def redistribute(self) -> float:
@@ -269,7 +268,7 @@ class Resizer(Joining, Background, Parking):
             new = redistribute(self.comm, src, reg.local, dst, src_ranks=range(src.nprocs), dst_ranks=ranks,
                                method=self.method)
             reg.dist = DistArray(dst, new, self.comm, ranks)
-        dt = self.comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+        dt = allreduce(self.comm, time.perf_counter() - t0)
         self._renumber(ranks, keys)
         return dt
 
@@ -298,20 +297,33 @@ class Resizer(Joining, Background, Parking):
         do not return (they finalize MPI and raise ``SystemExit(0)``).
         """
         t0 = time.perf_counter()
-        problem, ranks = (self._check_size(nprocs, "shrink"), ()) if self.rank == 0 else (None, ())
-        if self.rank == 0 and problem is None:
-            ranks = self._positions(nprocs, placement.staying(self._keys, nprocs))
-        problem, ranks = bcast_obj(self.comm, (problem, ranks))
-        if problem:
-            raise ResizeError(problem)
-        keep = self.rank in ranks
+        ranks = self._staying(nprocs)
         self._phase("redistributing the arrays")
         for reg in self.arrays.values():
             dst = reg.rule(nprocs)
             new = redistribute(self.comm, reg.layout, reg.local, dst, src_ranks=range(reg.layout.nprocs),
                                dst_ranks=ranks, method=self.method)
             reg.dist = DistArray(dst, new, self.comm, ranks)
-        dt = self.comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+        dt = allreduce(self.comm, time.perf_counter() - t0)
+        self._retire_others(ranks)
+        return dt
+
+    def _staying(self, nprocs: int) -> tuple[int, ...]:
+        """A shrink's checks and placement: the comm rank of every position at ``nprocs``. Collective.
+
+        Raises :class:`ResizeError` on every rank when the shrink is refused.
+        """
+        problem, ranks = (self._check_size(nprocs, "shrink"), ()) if self.rank == 0 else (None, ())
+        if self.rank == 0 and problem is None:
+            ranks = self._positions(nprocs, placement.staying(self._keys, nprocs))
+        problem, ranks = bcast_obj(self.comm, (problem, ranks))
+        if problem:
+            raise ResizeError(problem)
+        return tuple(ranks)
+
+    def _retire_others(self, ranks: tuple[int, ...]) -> None:
+        """A shrink's end, once the arrays are on ``ranks``: the others retire (or park); the rest renumber."""
+        keep = self.rank in ranks
         self._phase("retiring ranks")
         if not keep:
             faults.hit("retire", self.rank, self.size)
@@ -329,8 +341,7 @@ class Resizer(Joining, Background, Parking):
         self.comm = new_comm
         self._keys = [self._keys[r] for r in ranks]
         for reg in self.arrays.values():
-            reg.dist = DistArray(reg.dist.layout, reg.dist.local, new_comm, tuple(range(nprocs)))
-        return dt
+            reg.dist = DistArray(reg.dist.layout, reg.dist.local, new_comm, tuple(range(len(ranks))))
 
     # ------------------------------------------------------------ simple API
     def resize(self) -> ResizeResult:
@@ -342,20 +353,16 @@ class Resizer(Joining, Background, Parking):
         old = self.size
         if not self.history or self.history[-1] != old:
             self.history.append(old)
-        if self._pending is not None:
-            result, advice = self._switch(), None
-        else:
-            advice = self.contact_scheduler()
-            try:
-                result = self._act(advice, old)
-            except CalledBack as back:  # this rank was parked by a shrink and an expansion took it back
-                result = back.result
+        try:
+            result = self._switch() if self._pending is not None else self._act(self.contact_scheduler(), old)
+        except CalledBack as back:  # this rank was parked by a shrink and an expansion took it back
+            result = back.result
         self.results.append(result)
         if self.rank == 0:
             if result.error:
                 print(f"[reshape] resize {old} -> {result.new} refused: {result.error}; "
                       f"continuing on {self.size} processes", file=sys.stderr, flush=True)
-            if self.advisor and result.action not in ("continue", "expanding"):
+            if self.advisor and result.action not in ("continue", "expanding", "shrinking"):
                 try:
                     self.advisor.resized(old, result.new, result.seconds, result.error)
                 except Exception as e:
@@ -388,6 +395,8 @@ class Resizer(Joining, Background, Parking):
                 secs = self.redistribute()
                 parts = {k: v for k, v in self._parts.items() if k in EXPAND_PARTS}
                 return ResizeResult("expand", old, self.size, secs, spawn, reason=advice.reason, **parts)
+            if advice.action == "shrink" and self._overlap():
+                return self._shrink_background(advice, old)
             if advice.action == "shrink":
                 secs = self.shrink_processors(advice.nprocs)
                 return ResizeResult("shrink", old, self.size, secs, reason=advice.reason)
@@ -402,8 +411,9 @@ class Resizer(Joining, Background, Parking):
     def finish(self, status: str = "done") -> None:
         """Tell the scheduler the job ended. Collective; call it once, after the last iteration.
 
-        A background expansion still waiting for its switch completes first, so
-        the ranks it spawned are not left waiting.
+        A background expansion or shrink still waiting for its switch completes
+        first, so the ranks it spawned are not left waiting (a shrink's retiring
+        ranks retire here: they do not return).
         """
         if self._pending is not None:
             self.results.append(self._switch())
@@ -487,6 +497,8 @@ class Resizer(Joining, Background, Parking):
 
     def _announce_sizes(self) -> None:
         """Rank 0: give the advisor the sizes this job accepts, again when arrays or ``max_procs`` changed."""
+        from reshape.protocol import MAX_SIZES  # here: the wire protocol is rank 0's alone (new ranks skip it)
+
         announce = getattr(self.advisor, "announce_sizes", None)
         key = (tuple(self.arrays), self.max_procs, self.sizes)
         if announce is None or key == self._announced:
@@ -545,6 +557,8 @@ def init(
     if _RUNTIME is not None:
         return _RUNTIME
     parent = MPI.Comm.Get_parent()
+    if parent != MPI.COMM_NULL:  # new ranks arrive one by one (reshape.spawned): the first ones sleep
+        barrier(MPI.COMM_WORLD)
     cfg = checks.job_settings(MPI.COMM_WORLD, parent != MPI.COMM_NULL, max_procs=max_procs)  # and RESHAPE_*
     allow_new_sizes = cfg.allow_new_sizes if allow_new_sizes is None else allow_new_sizes
     max_procs = cfg.max_procs if max_procs is None else max_procs

@@ -1,7 +1,8 @@
 """Starting new ranks and handing them the running job's state: an expansion's parts (seed 001 §3.2).
 
-The running ranks spawn the new ones (``MPI_Comm_spawn_multiple``, one command
-per target host, after probing remote hosts) or call parked ones back
+Rank 0 spawns the new ranks (:func:`spawn`: ``MPI_Comm_spawn_multiple``, one
+command per target host, after probing remote hosts; the new ranks start under
+:mod:`reshape.spawned`) or the running ranks call parked ones back
 (:mod:`reshape.parking`), merge the intercommunicator (running ranks first),
 and rank 0 hands the new ranks the job's state (:class:`JoinState`: iteration,
 values, array layouts, the placement of the new positions) in one allreduce
@@ -16,9 +17,9 @@ from __future__ import annotations
 import os
 import pickle
 import socket
-import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,12 +27,12 @@ from mpi4py import MPI
 
 from reshape import faults, launchers, placement
 from reshape.layout import Layout
-from reshape.mpiutil import bcast_obj, wait
+from reshape.mpiutil import allreduce, barrier, bcast_obj, wait, wait_all
 from reshape.redistribute import redistribute, start
 from reshape.results import ResizeError
 
-__all__ = ["JoinState", "Joining", "SwitchState", "bcast_bytes", "check_hosts", "exchange_head",
-           "process_start", "program", "spawn_commands", "wait_politely"]
+__all__ = ["JoinState", "Joining", "SwitchState", "bcast_bytes", "bridge", "check_hosts", "exchange_head", "merge",
+           "process_start", "program", "running_size", "spawn", "spawn_commands", "wait_politely"]
 
 
 @dataclass
@@ -60,18 +61,11 @@ class SwitchState:
 class Joining:
     """The expansion steps of :class:`reshape.runtime.Resizer` (a mixin over its attributes)."""
 
-    def _spawn(self, n: int, hosts) -> MPI.Intercomm:
-        """``MPI_Comm_spawn_multiple`` of ``n`` new ranks of this program (one command per host)."""
-        cmds, argvs, counts, infos = spawn_commands(n, hosts)
-        self._phase(f"spawning {n} ranks" + (f" on {','.join(sorted(set(hosts)))}" if hosts else ""))
-        try:
-            return self.comm.Spawn_multiple(cmds, argvs, counts, infos, root=0)
-        except MPI.Exception as e:
-            raise ResizeError(f"spawn of {n} ranks failed: {e.Get_error_string()}") from e
-        finally:
-            for i in infos:
-                if i != MPI.INFO_NULL:
-                    i.Free()
+    def _spawn(self, n: int, hosts) -> tuple[MPI.Intercomm, float]:
+        """Start ``n`` new ranks of this program (:func:`spawn`, with this resize's watchdog phases)."""
+        where = f" on {','.join(sorted(set(hosts)))}" if hosts else ""
+        self._phase(f"spawning {n} ranks{where}")
+        return spawn(self.comm, n, hosts, lambda: self._phase("merging with the spawned ranks"))
 
     def _hand_over(self, old: int) -> JoinState:
         """Running ranks, after an expansion: send the new ranks the job's state (rank 0's); returns it.
@@ -103,19 +97,21 @@ class Joining:
                          ready_seconds=ready_age)
         return state
 
-    def _join(self, parent: MPI.Intercomm) -> None:
-        """Run on a spawned rank: merge, take the state, receive the array blocks.
+    def _join(self, parent: MPI.Intercomm, called_back: bool = False) -> None:
+        """Run on a new rank: merge, take the state, receive the array blocks.
 
-        Bounded by the same deadline as the running ranks' resize.
+        ``parent`` is the intercommunicator to rank 0 that spawned this rank
+        (:func:`spawn`), or, for a parked rank called back, to all the running
+        ranks (:mod:`reshape.parking`). Bounded by the same deadline as the
+        running ranks' resize.
         """
-        old = parent.Get_remote_size()
+        old = parent.Get_remote_size() if called_back else running_size(parent)
         faults.set_spawned()
         self._arm(f"expand {old}->{old + MPI.COMM_WORLD.size}")
         self._phase("a new rank merging with the running ranks")
         ready = time.time()
         faults.hit("join", MPI.COMM_WORLD.rank + old, old + MPI.COMM_WORLD.size, old)
-        merged = parent.Merge(high=True)
-        parent.Disconnect()
+        merged = merge(parent if called_back else bridge(parent), high=True)
         self.comm = merged
         self._phase("a new rank receiving the arrays")
         began, init = self._started or (ready, ready)
@@ -143,9 +139,89 @@ class Joining:
                 new = redistribute(merged, src, None, dst, src_ranks=range(src.nprocs), dst_ranks=ranks,
                                    method=self.method)
             self._pending_arrays[name] = (dst, new)
-        merged.allreduce(0.0, op=MPI.MAX)  # matches the parents' timing reduction
+        allreduce(merged, 0.0)  # matches the running ranks' timing reduction
         self._renumber(ranks, list(state.keys))
         self._disarm()
+
+
+TAG_BRIDGE = 7304  # MPI_Intercomm_create between the running ranks and the new ones, over the spawn's bridge
+
+
+def spawn(comm: MPI.Intracomm, n: int, hosts, spawned: Callable[[], None] = lambda: None,
+          ) -> tuple[MPI.Intercomm, float]:
+    """Start ``n`` new ranks of this program; the intercommunicator to them once they are ready to merge.
+
+    Collective over the running ranks ``comm``; returns ``(intercomm, seconds
+    of the spawn call on rank 0)``. Rank 0 alone calls
+    ``MPI_Comm_spawn_multiple`` (over ``MPI_COMM_SELF``, one command per host):
+    MPICH spins in a spawn until the new ranks are through ``MPI_Init``, and
+    the other running ranks would spin with it (on a busy node, on the cores
+    the new ranks start on); they sleep instead until rank 0 tells them how
+    it went (``spawned`` runs then, on every rank). Rank 0 then waits,
+    sleeping, for the new ranks to be ready (:mod:`reshape.spawned`: they
+    import meanwhile), and the intercommunicator to all running ranks is built
+    over the spawn's one (``MPI_Intercomm_merge`` of rank 0 and the new ranks,
+    then ``MPI_Intercomm_create``; the new ranks' side is :func:`bridge`). A
+    spawn that fails raises :class:`ResizeError` on every rank.
+    """
+    child, outcome = None, (None, 0.0)
+    if comm.rank == 0:
+        cmds, argvs, counts, infos = spawn_commands(n, hosts)
+        t0 = time.perf_counter()
+        try:
+            child = MPI.COMM_SELF.Spawn_multiple(cmds, argvs, counts, infos, root=0)
+            outcome = (None, time.perf_counter() - t0)
+        except MPI.Exception as e:
+            outcome = (f"spawn of {n} ranks failed: {e.Get_error_string()}", 0.0)
+        finally:
+            for i in infos:
+                if i != MPI.INFO_NULL:
+                    i.Free()
+    problem, seconds = bcast_obj(comm, outcome)
+    if problem:
+        raise ResizeError(problem)
+    spawned()
+    if comm.rank == 0:
+        size = np.array([comm.size], dtype=np.int64)
+        wait_all([child.Ibcast(size, root=MPI.ROOT), child.Ibarrier()])  # the new ranks call running_size, bridge
+        joint = child.Merge(high=False)
+        child.Disconnect()
+    barrier(comm)
+    inter = comm.Create_intercomm(0, joint if comm.rank == 0 else MPI.COMM_SELF, 1, TAG_BRIDGE)
+    if comm.rank == 0:
+        joint.Disconnect()
+    return inter, seconds
+
+
+def running_size(parent: MPI.Intercomm) -> int:
+    """A new rank, first: the number of running ranks, from rank 0 that spawned it (:func:`spawn`)."""
+    size = np.zeros(1, dtype=np.int64)
+    wait(parent.Ibcast(size, root=0))
+    return int(size[0])
+
+
+def bridge(parent: MPI.Intercomm) -> MPI.Intercomm:
+    """A new rank, ready to merge: the intercommunicator to all running ranks (the other side of :func:`spawn`)."""
+    wait(parent.Ibarrier())
+    joint = parent.Merge(high=True)
+    parent.Disconnect()
+    inter = MPI.COMM_WORLD.Create_intercomm(0, joint, 0, TAG_BRIDGE)
+    joint.Disconnect()
+    return inter
+
+
+def merge(inter: MPI.Intercomm, high: bool) -> MPI.Intracomm:
+    """``MPI_Intercomm_merge`` of an expansion's intercommunicator, then disconnect it; both sides call it.
+
+    A non-blocking barrier over the intercommunicator comes first, waited for
+    with sleeps: whichever side arrives first sleeps instead of spinning in
+    the merge (after :func:`spawn` both sides are ready; parked ranks called
+    back arrive at once, the running ranks when they reach the resize).
+    """
+    wait(inter.Ibarrier())
+    merged = inter.Merge(high=high)
+    inter.Disconnect()  # the merged communicator carries everything from now on
+    return merged
 
 
 def wait_politely(moves, max_sleep: float = 1e-3) -> None:
@@ -191,6 +267,8 @@ def check_hosts(hosts, n: int, timeout: float = 5.0) -> str | None:
     """
     if not hosts:
         return None
+    import subprocess  # here: rank 0 alone probes hosts, and new ranks start faster without it
+
     launcher = launchers.from_env()
     if len(hosts) != n:
         return f"{len(hosts)} hosts given for {n} new ranks"
@@ -225,7 +303,8 @@ def program() -> list[str]:
 
 
 def spawn_commands(n: int, hosts) -> tuple[list[str], list[list[str]], list[int], list[MPI.Info]]:
-    argv = program()
+    """``MPI_Comm_spawn_multiple``'s arguments: this program under :mod:`reshape.spawned`, one command per host."""
+    argv = ["-m", "reshape.spawned", *program()]
     if not hosts:
         info = MPI.Info.Create()
         info.Set("wdir", os.getcwd())

@@ -119,15 +119,35 @@ def test_starting_size_must_divide_n(mpirun):
 
 
 @pytest.mark.parametrize("app", ["jacobi", "lu", "mm"])
-def test_background_expansions_agree_with_static(mpirun, tmp_path, app):
+def test_background_resizes_agree_with_static(mpirun, tmp_path, app):
     """RESHAPE_BACKGROUND=1: constant arrays move while the job iterates on its old ranks; every check passes
     (the constant arrays are compared bit for bit with their definition after every resize)."""
     _, ref, _ = run_app(mpirun, tmp_path, app, 2, iters=6, tag="static")
     res, got, pids = run_app(mpirun, tmp_path, app, 1, "1,2,4,2", iters=6, env={"RESHAPE_BACKGROUND": "1"},
                              tag="background")
     rows = json.loads((tmp_path / f"{app}-background.json").read_text())["rows"]
-    assert [r["action"] for r in rows] == ["expanding", "expand", "expanding", "expand", "shrink", "continue"]
-    assert [r["procs"] for r in rows] == [1, 1, 2, 2, 4, 2]  # the job iterates on its old ranks meanwhile
+    assert [r["action"] for r in rows] == ["expanding", "expand", "expanding", "expand", "shrinking", "shrink"]
+    assert [r["procs"] for r in rows] == [1, 1, 2, 2, 4, 4]  # the job iterates on its old ranks meanwhile
     assert "final size 2" in res.stdout and "result OK" in res.stdout, res.stdout + res.stderr
     assert same(app, ref, got)
     assert len({p for p, _, _, tag in pids if tag == "join"}) == 3
+
+
+@pytest.mark.parametrize("app", ["lu", "mm"])
+def test_background_shrink_is_bit_identical_to_blocking(mpirun, tmp_path, app):
+    """A background shrink 4 -> 2 leaves the same bits as a blocking one: A (and MM's B) move while all four
+    ranks run one more iteration, and are checked bit for bit after every resize; the factors / product,
+    recomputed from them on the same 2 ranks in the last iterations, are identical."""
+    _, blocking, _ = run_app(mpirun, tmp_path, app, 4, "4,2", iters=4, env={"RESHAPE_ALLOW_NEW_SIZES": "1"},
+                             tag="blocking")
+    res, background, pids = run_app(mpirun, tmp_path, app, 4, "4,2", iters=4,
+                                    env={"RESHAPE_ALLOW_NEW_SIZES": "1", "RESHAPE_BACKGROUND": "1"},
+                                    tag="background")
+    rows = json.loads((tmp_path / f"{app}-background.json").read_text())["rows"]
+    assert [(r["action"], r["procs"], r["new_procs"]) for r in rows] == [
+        ("shrinking", 4, 2), ("shrink", 4, 2), ("continue", 2, 2), ("continue", 2, 2)]
+    blk = json.loads((tmp_path / f"{app}-blocking.json").read_text())["rows"]
+    assert [r["action"] for r in blk] == ["shrink", "continue", "continue", "continue"]
+    assert "final size 2" in res.stdout and "result OK" in res.stdout, res.stdout + res.stderr
+    assert np.array_equal(blocking, background)
+    assert len({p for p, _, _, tag in pids if tag == "shrink"}) == 2  # the ranks that stayed logged the shrink
