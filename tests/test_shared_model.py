@@ -160,13 +160,15 @@ def test_node_cost_monotone_and_blocking_only_adds(split_seed, cpus, mems):
 def test_choose_split_is_gbs_optimal_and_a_gen_block():
     app = jacobi_structure(ROWS, COLS)
     prof = profile([6 * ROW, 1 << 20, 1 << 20, 12 * ROW], [0.5, 1.0, 2.0, 1.0])
-    ch = choose_split(app, prof, budget=2.0)
+    ch = choose_split(app, prof, budget=2.0, search="gbs")
     assert ch.search.certified and sum(ch.counts) == ROWS
     gen_block((ROWS, COLS), list(ch.counts))
     m = Mheta(app, prof)
     _, opt = exhaustive(m.node_cost, 4, ROWS, min_rows=1)
     assert max(m.node_cost(i, v) for i, v in enumerate(ch.counts)) == pytest.approx(opt)
     assert ch.predicted < ch.block_predicted
+    # the default (GBS, then descent on the time with blocking) is never predicted slower than GBS
+    assert choose_split(app, prof, budget=2.0).predicted <= ch.predicted
     cluster = Cluster.uniform(3)
     with pytest.raises(StructureError, match="3 nodes but the profile has 4"):
         choose_split(app, prof, cluster)
