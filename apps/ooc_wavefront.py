@@ -33,7 +33,15 @@ from reshape.shared.app import OOCApp
 from reshape.shared.cluster import Cluster, load_cluster
 from reshape.shared.mheta import Profile
 from reshape.shared.ooc import remove_tree, scratch_dir
-from reshape.shared.structure import AppStructure, ArraySpec, CommSpec, Section, Stage, StructureError
+from reshape.shared.structure import (
+    AppStructure,
+    ArraySpec,
+    CommSpec,
+    Section,
+    Stage,
+    StructureError,
+    plan_memory,
+)
 from reshape.watchdog import fail_together
 
 __all__ = ["TILES", "OOCWavefront", "serial", "structure"]
@@ -84,6 +92,10 @@ class OOCWavefront(OOCApp):
         self.counts = counts
         self.layout = gen_block((self.rows, self.cols), counts)
         self.n = counts[self.comm.rank]
+        try:  # the grid stays in core: a node whose memory cannot hold its rows cannot run the split
+            plan_memory(self.app, self.n, self.node.memory)
+        except StructureError as e:
+            raise StructureError(f"node {self.comm.rank}: {e}") from None
         lo = self.layout.global_indices(self.comm.rank)[0]
         i, j = np.ix_(lo, np.arange(self.cols))
         self.u = initial(i, j).astype(np.float64) if local is None else local
