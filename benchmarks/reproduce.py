@@ -46,7 +46,7 @@ QUICK_RUNS: dict[str, list[str]] = {
     "dep_sweep": ["-m", "benchmarks.dep_sweep", "--jobs", "20000"],
     "mheta": ["-m", "benchmarks.mheta", "--quick", "--only", "DC,IO"],
     "mheta_cg": ["-m", "benchmarks.mheta", "--quick", "--app", "cg", "--only", "IO,HY2"],
-    "mheta_lanczos": ["-m", "benchmarks.mheta", "--quick", "--app", "lanczos", "--only", "IO,HY1"],
+    "mheta_lanczos": ["-m", "benchmarks.mheta", "--quick", "--app", "lanczos", "--only", "IO"],
     "mheta_prefetch": ["-m", "benchmarks.mheta", "--quick", "--prefetch", "--only", "IO,HY1"],
     "mheta_wavefront": ["-m", "benchmarks.mheta", "--quick", "--app", "wavefront", "--only", "DC,HY1"],
     "dep_variants": ["-m", "benchmarks.dep_variants", "--jobs", "500", "--seeds", "1"],
