@@ -105,9 +105,12 @@ def serial(rows: int, cols: int, iters: int) -> np.ndarray:
 class OOCCG(OOCApp):
     """One rank of the out-of-core CG run (collective methods; same interface as OOCJacobi)."""
 
+    NAME = "cg"
+    STRUCTURE = staticmethod(structure)
+
     def __init__(self, comm: MPI.Comm, cluster: Cluster, rows: int, cols: int,
                  workdir: str, prefetch: bool = False):
-        super().__init__(comm, cluster, rows, cols, workdir, "cg", structure, prefetch)
+        super().__init__(comm, cluster, rows, cols, workdir, self.NAME, self.STRUCTURE, prefetch)
 
     def _allreduce(self, v: float) -> float:
         out = np.zeros(1)
@@ -130,20 +133,25 @@ class OOCCG(OOCApp):
         coef = coefficients(i, j)
         self.store.create("matrix", coef)
         self.coef = coef if self.icla is None else None
-        if state is None:
-            b = initial(i, j).astype(np.float64)
-            self.x, self.r, self.p = np.zeros_like(b), b.copy(), b.copy()
-            self.rr = self._allreduce(float(np.sum(b * b)))
-        else:
-            self.x, self.r, self.p = state["x"], state["r"], state["p"]
-            self.rr = self._allreduce(float(np.sum(self.r * self.r)))
+        self._set_state(state if state is not None else self._fresh(initial(i, j).astype(np.float64)))
         self._exchange()
+
+    # the distributed vectors of the solver's state; ``p`` is the one ``A`` is applied to
+    STATE: tuple[str, ...] = ("x", "r", "p")
+
+    def _fresh(self, b: np.ndarray) -> dict[str, np.ndarray]:
+        """The starting state from this rank's rows of the right-hand side ``b``."""
+        return {"x": np.zeros_like(b), "r": b.copy(), "p": b.copy()}
+
+    def _set_state(self, state: dict[str, np.ndarray]) -> None:
+        self.x, self.r, self.p = state["x"], state["r"], state["p"]
+        self.rr = self._allreduce(float(np.sum(self.r * self.r)))
 
     def redistribute(self, counts: list[int]) -> None:
         """Move the solver state to GEN_BLOCK ``counts`` with the redistribution engine."""
         counts = check_counts(counts, self.comm.size, self.rows)
         new = gen_block((self.rows, self.cols), counts)
-        state = {k: redistribute(self.comm, self.layout, getattr(self, k), new) for k in "xrp"}
+        state = {k: redistribute(self.comm, self.layout, getattr(self, k), new) for k in self.STATE}
         self.distribute(counts, state)
 
     def gather(self) -> np.ndarray | None:
@@ -163,7 +171,10 @@ class OOCCG(OOCApp):
             reqs.append(self.comm.Isend(np.ascontiguousarray(self.p[-1:]), r + 1, 21))
         wait_all(reqs)
 
+    MATVEC_WORK = 1  # emulated elements of work per grid point of the mat-vec
+
     def _matvec(self) -> np.ndarray:
+        """``A p`` for this rank's rows, streaming the matrix in ICLA pieces when out of core."""
         pext = np.vstack([self.top, self.p, self.bot])
         q = np.empty_like(self.p)
         if self.coef is not None and not self.forced:
@@ -172,7 +183,7 @@ class OOCCG(OOCApp):
             icla = self.icla if self.icla is not None else self.n
             src = self.store.stream("matrix", icla, self.prefetch and not self.forced)
         for s, e, coef in src:
-            q[s:e] = self.emu.compute((e - s) * self.cols,
+            q[s:e] = self.emu.compute(self.MATVEC_WORK * (e - s) * self.cols,
                                       lambda s=s, e=e, coef=coef: _apply(coef, pext[s:e + 2]))
         return q
 

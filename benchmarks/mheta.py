@@ -7,8 +7,9 @@ the sweep Blk -> I-C -> I-C/Bal -> Bal -> Blk place the data, time real
 iterations (median, first one dropped) and compare with the prediction.
 Accuracy = 1 - |pred - meas| / min(pred, meas) (Fig. 6.2).
 
-``python -m benchmarks.mheta [--quick] [--app jacobi|cg]`` prints a table and
-writes ``benchmarks/results/mheta.json`` (``summary.accuracy_avg``,
+``python -m benchmarks.mheta [--quick] [--app jacobi|cg|lanczos|wavefront] [--prefetch]``
+prints a table and writes ``benchmarks/results/mheta.json`` (``mheta_APP.json``,
+``mheta_prefetch.json`` for the prefetch set) (``summary.accuracy_avg``,
 ``accuracy_min``, ``configurations``, ``eval_ms`` at 8 nodes). The baseline
 in the same run is the prediction of BLOCK's time vs the chosen distributions
 (``summary.block_over_best_measured``).
@@ -86,24 +87,41 @@ def configurations(small: int, p: int = 4, seed: int = 5) -> dict[str, list[dict
 QUICK = ("DC", "IO", "HY1", "HY2")
 
 
+APPS = {"jacobi": ("apps.ooc_jacobi", "OOCJacobi"), "cg": ("apps.ooc_cg", "OOCCG"),
+        "lanczos": ("apps.ooc_lanczos", "OOCLanczos"), "wavefront": ("apps.ooc_wavefront", "OOCWavefront")}
+
+
+def _module(name: str):
+    import importlib
+
+    if name not in APPS:
+        raise SystemExit(f"unknown application {name!r}; use one of {sorted(APPS)}")
+    return importlib.import_module(APPS[name][0])
+
+
 def _app_class(name: str):
-    if name == "jacobi":
-        from apps.ooc_jacobi import OOCJacobi
-
-        return OOCJacobi
-    if name == "cg":
-        from apps.ooc_cg import OOCCG
-
-        return OOCCG
-    raise SystemExit(f"unknown application {name!r}")
+    return getattr(_module(name), APPS[name][1])
 
 
 def _structure(name: str):
-    if name == "cg":
-        from apps.ooc_cg import structure
-    else:
-        from apps.ooc_jacobi import structure
-    return structure
+    return _module(name).structure
+
+
+def small_memory(app, rows: int, p: int) -> int:
+    """The small memory of the configurations, in bytes, for ``app``'s structure on ``p`` nodes.
+
+    Without in-core (``resident``) arrays: 20 rows of everything (BLOCK goes out of
+    core). With them (CG, Lanczos keep their vectors in core, as the thesis's do): the
+    resident arrays of 1.5x BLOCK's rows plus 12 rows of the out-of-core arrays, so the
+    matrix is out of core under BLOCK while the vectors stay (20 rows of everything
+    cannot even keep BLOCK's vectors).
+    """
+    dist = [a for a in app.arrays if a.distributed]
+    keep = sum(a.row_bytes for a in dist if a.resident)
+    ooc = sum(a.row_bytes for a in dist if not a.resident)
+    if not keep:
+        return 20 * ooc
+    return keep * (3 * rows // (2 * p)) + 12 * ooc
 
 
 def infeasible(app, nodes: list[dict], rows: int) -> str:
@@ -151,7 +169,7 @@ def worker(cfg_path: str, out_path: str) -> int:
     workdir = comm.bcast(scratch_dir() if comm.rank == 0 else None)
     out = []
     with fail_together(comm.rank, cleanup=lambda: remove_tree(workdir)):
-        app = _app_class(cfg["app"])(comm, cluster, rows, cols, workdir)
+        app = _app_class(cfg["app"])(comm, cluster, rows, cols, workdir, cfg.get("prefetch", False))
         blk = even_counts(rows, comm.size)
         app.distribute(blk)
         prof = app.instrument()
@@ -227,7 +245,10 @@ def eval_ms(app_name: str, nodes: int = 8, reps: int = 2000) -> float:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.mheta", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="4 configurations, short sweep")
-    ap.add_argument("--app", default="jacobi", choices=["jacobi", "cg"])
+    ap.add_argument("--app", default="jacobi", choices=sorted(APPS))
+    ap.add_argument("--prefetch", action="store_true",
+                    help="the prefetch set: reads overlap computation, on the 12 configurations with "
+                         "out-of-core nodes (seed 004 §6.2: Jacobi with prefetching, 12 architectures)")
     ap.add_argument("--only", help="comma-separated configuration names")
     ap.add_argument("--worker", nargs=2, metavar=("CONFIG", "OUT"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -239,16 +260,20 @@ def main(argv: list[str] | None = None) -> int:
     rows, cols = 256, 1024
     iters = 3 if args.quick else 4
     steps = 1 if args.quick else 2
-    small = 20 * 2 * cols * 8  # 20 rows of the two-plane grid
-    if args.app == "cg":
-        # CG streams its matrix (5 words a grid row) and keeps its vectors (4 words) in core, as
-        # the thesis's CG does: a small memory keeps the vectors of 1.5x BLOCK's rows and 12
-        # matrix rows, so the matrix is out of core under BLOCK (20 rows of everything, the
-        # former choice, cannot even keep BLOCK's vectors)
-        small = (4 * (3 * rows // 8) + 5 * 12) * cols * 8
-    configs = configurations(small)
     app_structure = _structure(args.app)(rows, cols)
-    names = list(QUICK if args.quick else configs)
+    small = small_memory(app_structure, rows, 4)
+    configs = configurations(small)
+    if all(a.resident for a in app_structure.arrays if a.distributed):
+        # no out-of-core path (the wavefront): only the CPU speeds differ; one configuration per pattern
+        seen: dict[tuple, str] = {}
+        for n, nodes in configs.items():
+            seen.setdefault(tuple(nd["cpu"] for nd in nodes), n)
+        configs = {n: [{**nd, "memory": BIG} for nd in configs[n]] for n in seen.values()}
+    names = list(configs)
+    if args.prefetch:  # prefetching changes nothing where every node is in core
+        names = [n for n in names if any(nd["memory"] < BIG for nd in configs[n])][:12]
+    if args.quick:
+        names = [n for n in names if n in QUICK]
     if args.only:
         names = args.only.split(",")
     results, skipped = {}, {}
@@ -262,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name:<16} skipped: {why}", flush=True)
                 continue
             cfg = {"app": args.app, "rows": rows, "cols": cols, "iters": iters, "steps": steps,
+                   "prefetch": args.prefetch,
                    "cluster": {"name": name, "element_time": 1.5e-6, "nodes": configs[name]}}
             cpath, opath = os.path.join(tmp, f"{name}.json"), os.path.join(tmp, f"{name}.out")
             Path(cpath).write_text(json.dumps(cfg))
@@ -283,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
         <= 1.05 * min(p["measured"] for p in r["points"]) for r in results.values())
     summary = {
         "app": args.app,
+        "prefetch": args.prefetch,
         "configurations": len(results),
         "points": len(allacc),
         "accuracy_min": min(allacc),
@@ -300,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
           f" BLOCK/best measured {blk_over_best:.2f}x; predicted argmin within 5% of the measured"
           f" best on {argmin_ok}/{len(results)}")
     os.makedirs(RESULTS, exist_ok=True)
-    name = "mheta" if args.app == "jacobi" else f"mheta_{args.app}"
+    name = "mheta" + ("" if args.app == "jacobi" else f"_{args.app}") + ("_prefetch" if args.prefetch else "")
     with open(os.path.join(RESULTS, f"{name}.json"), "w") as f:
         json.dump({"summary": summary, "configurations": results}, f, indent=1)
     return 0

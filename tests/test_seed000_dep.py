@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -109,3 +110,48 @@ def test_sp_never_resizes_and_uses_equal_partitions():
         assert {d.nprocs for d in res.decisions} == {8 // k}
         assert all(d.kind == "start" for d in res.decisions)
         assert res.metrics()["jobs"] == 40
+
+
+def _long(i, t, iters=40):
+    spec = JobSpec(i, f"j{i}", t, 1, min_procs=1, max_procs=None, resizable=True)
+    model = JobModel(work=800.0, A=64, sigma=0.0, iterations=iters)
+    return SimInput(spec, model, model.run_time(1))
+
+
+def test_folding_policy_halves_the_largest_job_for_each_arrival():
+    # seed 000 §2.6 folding through the one scheduler core (preset "fold"): 8 nodes, three arrivals
+    jobs = [_long(0, 0.0), _long(1, 10.0), _long(2, 20.0)]
+    res = simulate(jobs, 8, app_policy("fold"), remap_policy("fold"), record=True)
+    d = [(x.kind, x.job_id, x.nprocs) for x in res.decisions]
+    assert d[:5] == [("start", 0, 8), ("shrink", 0, 4), ("start", 1, 4), ("shrink", 0, 2), ("start", 2, 2)]
+    # a departure's nodes go to the smallest partition (ties: the lower id), one job each time:
+    # job 1 (4 nodes) ends -> job 0 grows 2 -> 6; job 0 ends -> job 2 grows 2 -> 8
+    assert d[5:] == [("expand", 0, 6), ("expand", 2, 8)]
+    assert res.metrics()["jobs"] == 3
+
+
+def test_folding_reconfigures_less_than_dep():
+    # §2.6: folding "reduces the number of reconfigurations ... interrupt[s] fewer jobs"
+    jobs = _jobs(200, 3, rate=1 / 1600.0)
+    dep = simulate(jobs, 8, app_policy("dep"), remap_policy("dep")).metrics()
+    fold = simulate(jobs, 8, app_policy("fold"), remap_policy("fold")).metrics()
+    assert fold["jobs"] == dep["jobs"] == 200
+    assert fold["resizes"] < 0.8 * dep["resizes"]
+
+
+def test_smoothing_spaces_repartitions_and_pays_off_when_they_are_costly():
+    # §2.6 DEP with smoothing: at least min_interval between repartitions, so fewer of them; with a
+    # reconfiguration cost a third of a job's run at full size, smoothing beats plain DEP
+    from scheduler.lab.jobmodel import RedistModel
+
+    jobs = _jobs(200, 1, rate=1 / 1600.0)
+    smooth = simulate(jobs, 8, app_policy("dep"), remap_policy("dep", min_interval=2000.0), record=True)
+    ts = sorted(x.time for x in smooth.decisions if x.kind in ("expand", "shrink"))
+    assert ts and all(b - a >= 2000.0 for a, b in itertools.pairwise(ts))
+    plain = simulate(jobs, 8, app_policy("dep"), remap_policy("dep")).metrics()
+    assert smooth.metrics()["resizes"] < 0.5 * plain["resizes"]
+    costly = RedistModel(latency=300.0, seconds_per_slot=0.0)
+    plain_c = simulate(jobs, 8, app_policy("dep"), remap_policy("dep"), redist=costly).metrics()
+    smooth_c = simulate(jobs, 8, app_policy("dep"), remap_policy("dep", min_interval=2000.0),
+                        redist=costly).metrics()
+    assert smooth_c["mean_turnaround"] < plain_c["mean_turnaround"]

@@ -58,3 +58,24 @@ def test_a_failing_rank_fails_the_whole_run_at_once(mpirun):
     assert res.returncode != 0
     assert "aborting the job: rank 1: StructureError: node 1: 10000 bytes of memory cannot keep" in res.stderr
     assert set(glob.glob(f"{tempfile.gettempdir()}/reshape-ooc-*")) <= before  # scratch removed
+
+
+@pytest.mark.parametrize("prefetch", [False, True])
+def test_ooc_lanczos_matches_in_core(mpirun, prefetch):
+    """Lanczos (seed 004's third application): alpha, beta and v as the in-core serial run."""
+    argv = ["-m", "apps.ooc_lanczos", "--rows", "50", "--cols", "40", "--iters", "8",
+            "--counts", "12,25,13", "--nodes", CG_NODES, "--check"]
+    res = mpirun(3, argv + (["--prefetch"] if prefetch else []), timeout=60)
+    assert "check against in-core run: ok" in res.stdout
+
+
+CPUS = '{"element_time": 1e-6, "nodes": [{"cpu": 0.5}, {}, {"cpu": 2.0}]}'
+
+
+def test_pipelined_wavefront_matches_one_process(mpirun):
+    """The pipeline pattern's program: tiles flow down the rank chain; same grid as one process."""
+    argv = ["-m", "apps.ooc_wavefront", "--rows", "50", "--cols", "40", "--iters", "4",
+            "--counts", "12,25,13", "--nodes", CPUS, "--check"]
+    res = mpirun(3, argv, timeout=60)
+    assert "check against one-process run: ok" in res.stdout
+

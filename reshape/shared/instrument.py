@@ -6,7 +6,8 @@ A :class:`Recorder` per rank collects, during one iteration:
 * per-array read/write time and rows moved;
 * seek overheads ``O_r``/``O_w`` from a disk probe (:func:`probe_disk`): reads
   and writes of 1 row and of ``k`` rows, the intercept of the line through
-  their medians. The per-row latencies ``r(m)``/``w(m)`` then come from the
+  their medians; ``O_A``, the cost of handing a read to the prefetch thread
+  and taking its result, from the same probe. The per-row latencies ``r(m)``/``w(m)`` then come from the
   iteration's own I/O: ``(time - calls * O) / rows``.
 
 Forced I/O: the application streams every potentially out-of-core array from
@@ -48,6 +49,7 @@ class Recorder:
         self._io_in_stage = 0.0
         self.read_seek = 0.0
         self.write_seek = 0.0
+        self.async_overhead = 0.0  # O_A, from probe_disk
 
     def io(self, kind: str, array: str, rows: int, seconds: float) -> None:
         if not self.enabled:
@@ -91,6 +93,7 @@ class Recorder:
             compute={s: self.compute.get(s, 0.0) for s in stages},
             read_seek=self.read_seek, write_seek=self.write_seek,
             read_row=per_row("read", self.read_seek), write_row=per_row("write", self.write_seek),
+            async_overhead=self.async_overhead,
         )
 
 
@@ -117,6 +120,7 @@ def probe_disk(store, name: str, rec: Recorder, k: int = 16, reps: int = 3,
         r1 = [timed(lambda: store.read(name, 0, 1)) for _ in range(reps)]
         rk = [timed(lambda: store.read(name, 0, min(k, n))) for _ in range(reps)]
         rec.read_seek = _intercept(r1, rk, min(k, n))
+        rec.async_overhead = store.async_overhead()
         if write:
             row = store.read(name, 0, min(k, n))
             w1 = [timed(lambda: store.write(name, 0, row[:1])) for _ in range(reps)]

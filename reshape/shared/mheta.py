@@ -13,10 +13,14 @@ Equations mapped to code (``_stage_time``, ``_send_overhead``, ``evaluate``):
 * synchronous I/O (Eq. 5.1) ``N_L (O_r + O_w) + (r + w) * rows``: the thesis
   writes ``N_L * T_r(M_iota)``; we charge the rows really moved, so a partial
   last piece costs its own rows (exact for our streaming, documented choice);
-* prefetch (Eq. 5.2 unrolled, Fig. 5.7): the first piece's read in full, the
-  other ``N_L - 1`` reads hidden behind one piece's computation ``T_A``:
-  ``N_L (O_r + O_A + O_w) + w*rows + T_r(first) + sum max(0, T_r(k) - T_A)``,
-  with ``T_A`` the candidate split's per-piece computation (linear scaling);
+* prefetch (Eq. 5.2 unrolled, Fig. 5.7) as :meth:`LocalStore.stream` does it:
+  the first piece's read in full, the read of piece ``k+1`` (its seek
+  included: it runs in the background thread) hidden behind the computation
+  and write-back of piece ``k``, ``T_A = (T_phi + writes) / N_L`` under the
+  candidate split: ``O_r + T_r(first) + sum_k max(0, O_r + T_r(k) - T_A) +
+  N_L O_A`` plus the writes. (The thesis's loop waits before the write-back
+  and charges ``O_r`` in full; ours overlaps both, and the model follows the
+  code it predicts.)
 * ``T_gamma = T_phi + sum T_psi``, ``T_tau = sum T_gamma`` (per section);
 * send overhead ``O_S + (O_r + r * M_q`` if the message's source is out of
   core) (§5.3.2);
@@ -139,24 +143,23 @@ class Mheta:
         n = self.profile.nodes[i]
         phi = n.compute[st.name] * (rows / n.rows if st.scales else 1.0) / tiles
         plan = self.plan(i, rows)
-        t = phi
-        touched = dict.fromkeys((*st.reads, *st.writes))
-        for m in touched:
-            icla = plan.get(m)
-            if icla is None or rows == 0:
-                continue
-            nl = math.ceil(rows / icla)
-            r = n.read_row.get(m, 0.0) if m in st.reads else 0.0
-            w = n.write_row.get(m, 0.0) if m in st.writes else 0.0
-            writes = nl * n.write_seek + w * rows if m in st.writes else 0.0
+        ooc = [m for m in dict.fromkeys((*st.reads, *st.writes)) if plan.get(m) is not None and rows]
+        writes = {m: math.ceil(rows / plan[m]) * n.write_seek + n.write_row.get(m, 0.0) * rows
+                  for m in ooc if m in st.writes}
+        t = phi + sum(writes.values())
+        for m in ooc:
             if m not in st.reads:
-                t += writes
-            elif st.prefetch and nl > 1:
-                ta = phi / nl  # computation on one piece, hiding the next read
-                hidden = sum(max(0.0, r * min(icla, rows - k * icla) - ta) for k in range(1, nl))
-                t += nl * (n.read_seek + n.async_overhead) + r * min(icla, rows) + hidden + writes
+                continue
+            icla = plan[m]
+            nl = math.ceil(rows / icla)
+            r = n.read_row.get(m, 0.0)
+            if st.prefetch and nl > 1:
+                # the read of piece k+1 runs while piece k is computed and written back
+                ta = (phi + sum(writes.values())) / nl
+                hidden = sum(max(0.0, n.read_seek + r * min(icla, rows - k * icla) - ta) for k in range(1, nl))
+                t += n.read_seek + r * min(icla, rows) + hidden + nl * n.async_overhead
             else:
-                t += nl * n.read_seek + r * rows + writes
+                t += nl * n.read_seek + r * rows
         return t
 
     def section_work(self, i: int, k: int, rows: int) -> float:

@@ -104,6 +104,21 @@ class LocalStore:
         """The whole dataset in memory (the compulsory read of an in-core array; not timed)."""
         return self.f[name][...]
 
+    def _executor(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefetch")
+        return self._pool
+
+    def async_overhead(self, reps: int = 21) -> float:
+        """``O_A``: the median cost of handing a read to the prefetch thread and taking its result."""
+        pool = self._executor()
+        ts = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            pool.submit(int).result()
+            ts.append(time.perf_counter() - t0)
+        return sorted(ts)[len(ts) // 2]
+
     def stream(
         self, name: str, icla: int | None, prefetch: bool = False, array: str | None = None
     ) -> Iterator[tuple[int, int, np.ndarray]]:
@@ -113,13 +128,12 @@ class LocalStore:
             for s, e in ps:
                 yield s, e, self.read(name, s, e, array)
             return
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefetch")
-        nxt: Future = self._pool.submit(self.read, name, *ps[0], array)
+        pool = self._executor()
+        nxt: Future = pool.submit(self.read, name, *ps[0], array)
         for k, (s, e) in enumerate(ps):
             block = nxt.result()
             if k + 1 < len(ps):
-                nxt = self._pool.submit(self.read, name, *ps[k + 1], array)
+                nxt = pool.submit(self.read, name, *ps[k + 1], array)
             yield s, e, block
 
 

@@ -15,6 +15,7 @@ name                 application policy                      remap policy
 ``reshape-plus``     ``easy-plus``                           ``reshape-plus``
 ``dep``              ``dep``                                 ``dep`` (seed 000)
 ``dep-smooth``       ``dep``                                 ``dep`` (``min_interval=600`` s)
+``fold``             ``fold``                                ``fold`` (seed 000 §2.6, folding)
 ``sp:K``             ``sp`` (``k=K``)                        ``static``
 ===================  ======================================  =================================
 
@@ -48,3 +49,4 @@ register_preset("reshape-plus", "easy-plus", "reshape-plus",
 register_preset("dep", "dep", "dep", "seed 000's dynamic equipartitioning")
 register_preset("dep-smooth", "dep", "dep", "DEP resizing a job at most every 600 s",
                 remap_params={"min_interval": 600.0})
+register_preset("fold", "fold", "fold", "seed 000's folding: halve the largest job for an arrival")
