@@ -46,6 +46,7 @@ from scheduler.service.dashboard import Dashboard, parse_bind
 from scheduler.service.dashboard_view import LatencyHistogram, snapshot
 from scheduler.service.gatekeeper import Gatekeeper
 from scheduler.service.journal import Journal
+from scheduler.service.loopstats import LoopStats
 from scheduler.service.slurm import (
     AskShrink,
     Broker,
@@ -202,6 +203,7 @@ class Daemon:
         self.max_gap = 0.0  # longest time between two turns of the loop (seconds)
         self.service: collections.deque[float] = collections.deque(maxlen=8192)  # seconds, recv -> reply
         self.latency = LatencyHistogram()  # every request since the start (the dashboard's /metrics)
+        self.loop = LoopStats()  # where the loop's time goes (status -> daemon.loop)
         self.recent_events: collections.deque[dict[str, Any]] = collections.deque(maxlen=DASH_EVENTS)
         self.resize_counts = {"expand": 0, "shrink": 0}  # confirmed resizes since the start
         self._dash_stats: tuple[float, dict[str, Any]] = (0.0, {})  # (when, service_stats()) for the dashboard
@@ -286,6 +288,7 @@ class Daemon:
             return P.error_reply(e.code, e.message, e.seq if e.seq and e.seq > 0 else 0), []
         if msg.type in P.REPLY_TYPES:
             return P.error_reply("unexpected", f"{msg.type!r} is a reply type", msg.seq, msg.job_id), []
+        t0 = time.perf_counter()
         try:
             self._check_access(msg, who)
             return self._dispatch(msg, now, who)
@@ -297,6 +300,8 @@ class Daemon:
             print(f"reshape daemon: internal error on {frame[:300]!r}:\n{traceback.format_exc()}",
                   file=sys.stderr, flush=True)
             return P.error_reply("internal", f"{type(e).__name__}: {e}", msg.seq, msg.job_id), []
+        finally:
+            self.loop.request(msg.type, time.perf_counter() - t0)
 
     @staticmethod
     def _encode(rep: P.Message) -> bytes:
@@ -647,11 +652,16 @@ class Daemon:
         gc.freeze()  # startup objects are never garbage: keep them out of the collector's scans
         frozen_jobs = len(self.state.jobs)
         clock = time.perf_counter
+        stats = self.loop
+        stats.watch_gc()
         try:
             while not self.stopping:
                 replies: list[tuple[bytes, bytes, float]] = []
                 acts: list = []
                 if sock.poll(int(self.tick_every * 1000)):
+                    t0 = clock()
+                    stats.begin()
+                    handled = 0.0
                     for _ in range(512):
                         try:
                             parts = sock.recv_multipart(zmq.NOBLOCK, copy=False)
@@ -665,8 +675,15 @@ class Daemon:
                             rep, a = P.error_reply("malformed", "expected exactly one frame per message"), []
                         else:
                             rep, a = self.handle(frames[1], now, who)
+                        handled += clock() - t_in
                         replies.append((frames[0], self._encode(rep), t_in))
                         acts += a
+                    t1 = clock()
+                    stats.add("handle", handled)
+                    stats.add("recv", t1 - t0 - handled)
+                else:
+                    t0 = t1 = clock()
+                    stats.begin()
                 now = time.time()
                 self.max_gap = max(self.max_gap, now - last_loop)
                 last_loop = now
@@ -674,29 +691,48 @@ class Daemon:
                 if tick:
                     last_tick = now
                 acts = self.batch_actions(acts, now, tick)
+                t2 = clock()
+                stats.add("tick", t2 - t1)
                 kills = [a for a in acts if isinstance(a, Kill)]
                 if kills:
                     self.perform(kills, now)
+                t3 = clock()
+                stats.add("kill", t3 - t2)
                 self.flush()  # group commit: everything acknowledged below is on disk
+                t4 = clock()
+                stats.add("commit", t4 - t3)
                 for ident, data, t_in in replies:
                     with contextlib.suppress(zmq.ZMQError):  # the peer went away
                         sock.send_multipart([ident, data], zmq.NOBLOCK)
                     self.service.append(dt := clock() - t_in)
                     self.latency.observe(dt)
                 self.served += len(replies)
+                t5 = clock()
+                stats.add("send", t5 - t4)
                 launches = [a for a in acts if isinstance(a, Launch)]
                 if launches:
                     self.perform(launches, now)
                     self.flush()
+                t6 = clock()
+                stats.add("launch", t6 - t5)
                 self.journal.idle(force=bool(replies))  # rewind the WAL when nobody waits
+                t7 = clock()
+                stats.add("wal", t7 - t6)
                 if len(self.state.jobs) >= frozen_jobs + FREEZE_EVERY:
                     # jobs are kept for the daemon's life: out of the collector's full scans, which cost
                     # ~20 ms of the loop at 10,000 queued jobs and ~100 ms at 50,000 (issue 17)
                     gc.freeze()
                     frozen_jobs = len(self.state.jobs)
+                t8 = clock()
+                stats.add("freeze", t8 - t7)
                 if self.dash is not None and self.dash.due(now):
                     self.publish_dashboard(now)
+                t9 = clock()
+                stats.add("dashboard", t9 - t8)
+                if replies or tick:  # not a poll that timed out between two ticks
+                    stats.end(t9 - t0, len(replies))
         finally:
+            stats.unwatch_gc()
             self.flush()
             if self.dash is not None:
                 self.dash.close()
@@ -755,7 +791,7 @@ class Daemon:
                   "max_loop_gap_ms": round(1e3 * self.max_gap, 1),
                   "policy_errors": self.state.policy_error_count,
                   "late_starts": self.state.late_start_count, "walltime_kills": self.state.walltime_kills,
-                  "last_policy_errors": list(self.state.policy_errors)[-3:]}
+                  "last_policy_errors": list(self.state.policy_errors)[-3:], "loop": self.loop.to_dict()}
         if self.slurm is not None:
             access["slurm"] = {"notes": list(self.slurm_notes), "error": self.slurm_error}
         if not xs:
