@@ -217,7 +217,7 @@ class ClusterState(JobTable, NodeStates):
             self._event(now, j, "start")
             self._decided(now, "start", j.job_id, start.nprocs)
             out.append(Launch(j.job_id))
-        if self._queued:
+        if self._queued and self.remap.asks_shrinks:
             self._request_shrinks(now)
         return out
 
