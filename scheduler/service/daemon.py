@@ -46,7 +46,7 @@ from scheduler.service.dashboard import Dashboard, parse_bind
 from scheduler.service.dashboard_view import LatencyHistogram, snapshot
 from scheduler.service.gatekeeper import Gatekeeper
 from scheduler.service.journal import Journal
-from scheduler.service.loopstats import LoopStats
+from scheduler.service.loopstats import LoopStats, ServiceWindow
 from scheduler.service.slurm import (
     AskShrink,
     Broker,
@@ -201,7 +201,7 @@ class Daemon:
         self.served = 0
         self._told_errors = 0  # policy errors already printed
         self.max_gap = 0.0  # longest time between two turns of the loop (seconds)
-        self.service: collections.deque[float] = collections.deque(maxlen=8192)  # seconds, recv -> reply
+        self.service = ServiceWindow(8192)  # seconds, recv -> reply, of the last 8,192 requests
         self.latency = LatencyHistogram()  # every request since the start (the dashboard's /metrics)
         self.loop = LoopStats()  # where the loop's time goes (status -> daemon.loop)
         self.recent_events: collections.deque[dict[str, Any]] = collections.deque(maxlen=DASH_EVENTS)
@@ -384,10 +384,12 @@ class Daemon:
         if t == "submit":
             desc = validate_job(b["job"], s.pool.capacity)
             job_id = s.submit(desc, now, owner=who)
-            return P.reply(msg, job_id=job_id), s.tick(now)
+            # a job that cannot start now (not the head, its smallest size above the free slots) waits
+            # for the next tick's pass: a submission costs no pass over a full machine (issue 17)
+            return P.reply(msg, job_id=job_id), s.tick(now) if s.pass_needed(job_id) else []
         if t == "status":
             page = b.get("limit")  # pages running, queued and waiting jobs alike
-            return P.reply(msg, now=now, daemon=self.service_stats(), **s.status(now, page, page)), []
+            return P.reply(msg, now=now, daemon=self.service_stats(loop=True), **s.status(now, page, page)), []
         if t == "cancel":
             acts = s.cancel(b["job_id"], now)
             return P.reply(msg, job_id=b["job_id"]), acts
@@ -784,20 +786,23 @@ class Daemon:
         self.dash.publish(snapshot(self.state, self.recent_events, now, self._dash_stats[1], self.latency,
                                    self.resize_counts, info))
 
-    def service_stats(self) -> dict[str, Any]:
-        """Requests served and the service time (request received -> reply sent) of recent ones."""
-        xs = sorted(self.service)
+    def service_stats(self, loop: bool = False) -> dict[str, Any]:
+        """Requests served and the service time (request received -> reply sent) of recent ones;
+        ``loop``: with the loop's statistics (:class:`scheduler.service.loopstats.LoopStats`)."""
+        got = self.service.stats()
         access = {"auth": "curve" if self.gate else "none", "refused": self.gate.refused if self.gate else 0,
                   "max_loop_gap_ms": round(1e3 * self.max_gap, 1),
                   "policy_errors": self.state.policy_error_count,
                   "late_starts": self.state.late_start_count, "walltime_kills": self.state.walltime_kills,
-                  "last_policy_errors": list(self.state.policy_errors)[-3:], "loop": self.loop.to_dict()}
+                  "last_policy_errors": list(self.state.policy_errors)[-3:]}
+        if loop:
+            access["loop"] = self.loop.to_dict()
         if self.slurm is not None:
             access["slurm"] = {"notes": list(self.slurm_notes), "error": self.slurm_error}
-        if not xs:
+        if got is None:
             return {"served": self.served, "window": 0, "p50_ms": None, "p99_ms": None, "max_ms": None} | access
-        return {"served": self.served, "window": len(xs), "p50_ms": 1e3 * xs[len(xs) // 2],
-                "p99_ms": 1e3 * xs[min(len(xs) - 1, int(0.99 * len(xs)))], "max_ms": 1e3 * xs[-1]} | access
+        return {"served": self.served, "window": len(self.service), "p50_ms": 1e3 * got[0], "p99_ms": 1e3 * got[1],
+                "max_ms": 1e3 * got[2]} | access
 
     def describe(self) -> dict[str, Any]:
         return {"endpoint": self.endpoint, "state_dir": self.state_dir, "pool": self.pool_source,
