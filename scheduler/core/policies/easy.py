@@ -189,7 +189,7 @@ class EasyBackfill(AppPolicy):
             head = queue[k] if k < n_queue else None
         if head is None:
             return out
-        if k == 0 and snap.reserved is not None and (free <= 0 or not snap.fits_any(free)):
+        if k == 0 and self._nothing_to_backfill(snap, free):
             # the head keeps the reservation it holds and no queued job fits the free slots: nothing
             # can backfill, whatever the shadow time, so it is not recomputed (most passes of a busy
             # machine; the core keeps a job's first reservation, so this Reserve changes nothing)
@@ -230,6 +230,11 @@ class EasyBackfill(AppPolicy):
                 if not ends_in_time:
                     extra -= spec.nprocs
         return out + self._squeeze(snap, head, free)
+
+    @staticmethod
+    def _nothing_to_backfill(snap: Snapshot, free: int) -> bool:
+        """The head (which does not fit) holds a reservation and no queued job fits ``free`` slots."""
+        return snap.reserved is not None and (free <= 0 or not snap.fits_any(free))
 
     def _squeeze(self, snap: Snapshot, head: JobSpec, free: int) -> list[Start]:
         """``squeeze``: a resizable head that still does not fit starts at the largest legal size in ``free``."""
