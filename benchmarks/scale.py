@@ -24,6 +24,23 @@ own service time over its last 8,192 requests (all kinds), its RSS, and the
 load average. The queue grows from 1,000 to 10,000 to 50,000 on the same
 daemon (a run of ``R`` jobs per daemon).
 
+How the clients measure: each client thread is paced open-loop (request ``k``
+is due at ``start + k / rate``) but waits for each reply before the next
+request (a late request goes out at once, and its round trip is timed from
+when it was sent, not from when it was due), and a round trip runs from the
+send to the reply, the client's own encoding and decoding included. Where a
+round trip's time goes, next to it: the daemon's loop
+(:mod:`scheduler.service.loopstats`, read from ``status`` before and after
+the measurement: p99 of a whole turn, ``loop_busy_p99_ms``, and of its
+phases; handling time per request kind; GC pauses; the slowest turns with
+their breakdown), the time the daemon's main thread was runnable but waited
+for a CPU (``daemon_runq_wait_share``, seconds per second, from
+``/proc/PID/task/PID/schedstat``) beside its time on a CPU
+(``daemon_on_cpu_share``), the share of time some task on the machine waited
+for a CPU (``cpu_pressure_some``, Linux PSI), and the CPU the resize-point
+clients used (``client_cpu_share``). ``--client-procs`` changes how many
+processes speak for the emulated jobs (same request rate).
+
 **Simulator.** Synthetic traces from the Lublin-Feitelson model
 (:mod:`scheduler.lab.workloads.lublin`, seeded) on :data:`SIM_SLOTS` nodes,
 arrivals scaled to an offered load of :data:`SIM_LOAD`, half the jobs
@@ -377,9 +394,11 @@ def main(argv: list[str] | None = None) -> int:
                            ("resize_point_p50_ms", "resize p50", ".2f"), ("resize_point_p99_ms", "resize p99", ".2f"),
                            ("submit_p50_ms", "submit p50", ".2f"), ("submit_p99_ms", "submit p99", ".2f"),
                            ("status_p50_ms", "status p50", ".2f"), ("status_p99_ms", "status p99", ".2f"),
-                           ("service_p99_ms", "service p99", ".2f"), ("resize_points_per_s", "resize/s", ".0f"),
+                           ("service_p99_ms", "service p99", ".2f"), ("loop_busy_p99_ms", "turn p99", ".1f"),
+                           ("resize_points_per_s", "resize/s", ".0f"),
                            ("daemon_cpu_ms_per_request", "CPU ms/req", ".3f"), ("daemon_cpu_share", "CPU", ".2f"),
-                           ("rss_mb", "RSS MB", ".0f")]))
+                           ("daemon_runq_wait_share", "CPU wait", ".2f"), ("cpu_pressure_some", "PSI", ".2f"),
+                           ("client_cpu_share", "client CPU", ".2f"), ("rss_mb", "RSS MB", ".0f")]))
         out["daemon"] = rows
         summary |= {"resize_point_p99_ms_at_10k": _at(rows, 1000, 10000, "resize_point_p99_ms"),
                     "submit_p99_ms_at_10k": _at(rows, 1000, 10000, "submit_p99_ms"),
