@@ -266,8 +266,10 @@ def run_daemon(running: int, queued: tuple[int, ...], seconds: float, log=print,
             proc = psutil.Process(daemon.pid)
             sv0 = c.request("status", {"limit": 0}).body["daemon"]
             served0, cpu0, sched0, psi0 = sv0["served"], proc.cpu_times(), _schedstat(daemon.pid), _cpu_pressure()
+            w0 = time.perf_counter()
             m = _measure(endpoint, ids, seconds, running, seed=i, clients=clients)
             cpu1, sched1, psi1 = proc.cpu_times(), _schedstat(daemon.pid), _cpu_pressure()
+            wall = time.perf_counter() - w0  # the measurement plus the clients' start and end
             body = c.request("status", {"limit": 0}).body
             sv = body["daemon"]
             cpu = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)
@@ -280,16 +282,16 @@ def run_daemon(running: int, queued: tuple[int, ...], seconds: float, log=print,
                    "resize_points_per_s": m["resize_points_per_s"], "service_p50_ms": sv["p50_ms"],
                    "service_p99_ms": sv["p99_ms"], "max_loop_gap_ms": sv["max_loop_gap_ms"],
                    "policy_errors": sv["policy_errors"], "rss_mb": rss / 2**20,
-                   "daemon_cpu_share": cpu / seconds,  # of one CPU, during the measurement
+                   "daemon_cpu_share": cpu / wall,  # of one CPU, during the measurement
                    "daemon_cpu_ms_per_request": 1e3 * cpu / max(1, sv["served"] - served0 - 1),
                    # the loop's own time per turn that did work (bucket upper bounds, within 33%)
                    **{f"loop_{p}_p99_ms": ph[p]["p99_ms"] for p in ("busy", "handle", "tick", "commit", "send")},
                    "loop_busy_max_ms": ph["busy"]["max_ms"], "gc_pause_max_ms": loop["gc_pauses"]["max_ms"],
                    "gc_seconds": loop["gc_pauses"]["total_s"],
                    # the daemon's main thread: runnable but waiting for a CPU, per second of the run
-                   "daemon_runq_wait_share": (sched1[1] - sched0[1]) / seconds,
-                   "daemon_on_cpu_share": (sched1[0] - sched0[0]) / seconds,
-                   "cpu_pressure_some": (psi1 - psi0) / seconds,  # PSI: share of time some task waited
+                   "daemon_runq_wait_share": (sched1[1] - sched0[1]) / wall,
+                   "daemon_on_cpu_share": (sched1[0] - sched0[0]) / wall,
+                   "cpu_pressure_some": (psi1 - psi0) / wall,  # PSI: share of time some task waited
                    "client_procs": clients, "client_cpu_share": m["client_cpu_share"],
                    "loop": loop, "slowest_turns": sv["loop"]["slowest"][-5:],
                    "loadavg": [load0, os.getloadavg()[0]]}
