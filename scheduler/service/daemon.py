@@ -71,6 +71,9 @@ HARD_MAX_BYTES = 1 << 20  # zmq.MAXMSGSIZE: larger frames drop the connection, s
 DASH_EVENTS = 5000  # allocation events the dashboard keeps for its charts and decision log
 _ERROR_LINE = re.compile(r"^[\w.]*(Error|Exception|Exit)\b.*: ")  # Python's last traceback line
 FREEZE_EVERY = 1000  # jobs submitted between two gc.freeze() calls of the loop
+# read-only requests, answered after the turn's other requests (their replies can take milliseconds
+# to build and encode: a status page; nothing else in the turn waits for them)
+READS = frozenset({"status", "history", "log"})
 MONITOR_GRACE = 3.0  # seconds a watched mpiexec gets to exit after its first node's monitor saw the job end
 
 
@@ -276,18 +279,28 @@ class Daemon:
         return os.path.join(self.state_dir, "logs", f"job-{job_id}.exit")
 
     # ------------------------------------------------------------------ message handling
-    def handle(self, frame: bytes, now: float, who: str | None = None) -> tuple[P.Message, list]:
+    def handle(self, frame: bytes, now: float, who: str | None = None,
+               reads: list[P.Message] | None = None) -> tuple[P.Message | None, list]:
         """One request frame from ``who`` -> (reply, actions). Never raises on bad input.
 
         ``who``: the authenticated sender (``uid:N`` on an ``ipc://`` endpoint, ``key:NAME`` with
         CURVE), or None on an endpoint without authentication (loopback TCP: every local user
-        is trusted there). :meth:`_check_access` says who may do what."""
+        is trusted there). :meth:`_check_access` says who may do what. ``reads``: a read-only
+        request (:data:`READS`) is appended there and answered later (:meth:`answer`), reply None."""
         try:
             msg = P.decode(frame)
         except P.ProtocolError as e:
             return P.error_reply(e.code, e.message, e.seq if e.seq and e.seq > 0 else 0), []
         if msg.type in P.REPLY_TYPES:
             return P.error_reply("unexpected", f"{msg.type!r} is a reply type", msg.seq, msg.job_id), []
+        if reads is not None and msg.type in READS:
+            reads.append(msg)
+            return None, []
+        return self.answer(msg, now, who, frame)
+
+    def answer(self, msg: P.Message, now: float, who: str | None = None,
+               frame: bytes = b"") -> tuple[P.Message, list]:
+        """The reply to a decoded request and its actions (see :meth:`handle`)."""
         t0 = time.perf_counter()
         try:
             self._check_access(msg, who)
@@ -297,7 +310,7 @@ class Daemon:
         except JobFileError as e:
             return P.error_reply("bad_job", str(e), msg.seq, msg.job_id), []
         except Exception as e:  # a bug must cost one request, never the daemon
-            print(f"reshape daemon: internal error on {frame[:300]!r}:\n{traceback.format_exc()}",
+            print(f"reshape daemon: internal error on {frame[:300] or msg!r}:\n{traceback.format_exc()}",
                   file=sys.stderr, flush=True)
             return P.error_reply("internal", f"{type(e).__name__}: {e}", msg.seq, msg.job_id), []
         finally:
@@ -659,11 +672,13 @@ class Daemon:
         try:
             while not self.stopping:
                 replies: list[tuple[bytes, bytes, float]] = []
+                deferred: list[tuple[bytes, P.Message, str | None, float]] = []
                 acts: list = []
                 if sock.poll(int(self.tick_every * 1000)):
                     t0 = clock()
                     stats.begin()
                     handled = 0.0
+                    reads: list[P.Message] = []
                     for _ in range(512):
                         try:
                             parts = sock.recv_multipart(zmq.NOBLOCK, copy=False)
@@ -676,8 +691,11 @@ class Daemon:
                         if len(frames) != 2:
                             rep, a = P.error_reply("malformed", "expected exactly one frame per message"), []
                         else:
-                            rep, a = self.handle(frames[1], now, who)
+                            rep, a = self.handle(frames[1], now, who, reads)
                         handled += clock() - t_in
+                        if rep is None:  # read-only: answered after the others, below
+                            deferred.append((frames[0], reads.pop(), who, t_in))
+                            continue
                         replies.append((frames[0], self._encode(rep), t_in))
                         acts += a
                     t1 = clock()
@@ -708,7 +726,14 @@ class Daemon:
                         sock.send_multipart([ident, data], zmq.NOBLOCK)
                     self.service.append(dt := clock() - t_in)
                     self.latency.observe(dt)
-                self.served += len(replies)
+                for ident, msg, who, t_in in deferred:  # status, history, log: after everyone else
+                    rep, _ = self.answer(msg, time.time(), who)
+                    data = self._encode(rep)
+                    with contextlib.suppress(zmq.ZMQError):
+                        sock.send_multipart([ident, data], zmq.NOBLOCK)
+                    self.service.append(dt := clock() - t_in)
+                    self.latency.observe(dt)
+                self.served += len(replies) + len(deferred)
                 t5 = clock()
                 stats.add("send", t5 - t4)
                 launches = [a for a in acts if isinstance(a, Launch)]
@@ -717,7 +742,7 @@ class Daemon:
                     self.flush()
                 t6 = clock()
                 stats.add("launch", t6 - t5)
-                self.journal.idle(force=bool(replies))  # rewind the WAL when nobody waits
+                self.journal.idle(force=bool(replies or deferred))  # rewind the WAL when nobody waits
                 t7 = clock()
                 stats.add("wal", t7 - t6)
                 if len(self.state.jobs) >= frozen_jobs + FREEZE_EVERY:
@@ -731,8 +756,8 @@ class Daemon:
                     self.publish_dashboard(now)
                 t9 = clock()
                 stats.add("dashboard", t9 - t8)
-                if replies or tick:  # not a poll that timed out between two ticks
-                    stats.end(t9 - t0, len(replies))
+                if replies or deferred or tick:  # not a poll that timed out between two ticks
+                    stats.end(t9 - t0, len(replies) + len(deferred))
         finally:
             stats.unwatch_gc()
             self.flush()

@@ -31,7 +31,8 @@ BOUNDS = tuple(1e-5 * 10 ** (i / 8) for i in range(49))
 #: The phases of one turn of the loop (``scheduler.service.daemon.Daemon.serve``), in order:
 #: ``recv`` receiving and decoding-to-reply overhead beside ``handle`` (the core's work per request,
 #: decode included); ``tick`` the System Monitor and the scheduling pass (every ``tick`` seconds);
-#: ``kill``; ``commit`` the journal's group commit; ``send`` the replies; ``launch`` fork/exec of
+#: ``kill``; ``commit`` the journal's group commit; ``send`` the replies (the read-only requests,
+#: ``status``, ``history`` and ``log``, are answered there, after the others); ``launch`` fork/exec of
 #: started jobs and their commit; ``wal`` rewinding the journal's WAL; ``freeze`` ``gc.freeze``;
 #: ``dashboard`` its snapshot. ``busy`` is the whole turn without the wait for a request; ``gc``
 #: the collector's pauses inside the turn (already counted in the phase they interrupted).
