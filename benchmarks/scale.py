@@ -24,6 +24,23 @@ own service time over its last 8,192 requests (all kinds), its RSS, and the
 load average. The queue grows from 1,000 to 10,000 to 50,000 on the same
 daemon (a run of ``R`` jobs per daemon).
 
+How the clients measure: each client thread is paced open-loop (request ``k``
+is due at ``start + k / rate``) but waits for each reply before the next
+request (a late request goes out at once, and its round trip is timed from
+when it was sent, not from when it was due), and a round trip runs from the
+send to the reply, the client's own encoding and decoding included. Where a
+round trip's time goes, next to it: the daemon's loop
+(:mod:`scheduler.service.loopstats`, read from ``status`` before and after
+the measurement: p99 of a whole turn, ``loop_busy_p99_ms``, and of its
+phases; handling time per request kind; GC pauses; the slowest turns with
+their breakdown), the time the daemon's main thread was runnable but waited
+for a CPU (``daemon_runq_wait_share``, seconds per second, from
+``/proc/PID/task/PID/schedstat``) beside its time on a CPU
+(``daemon_on_cpu_share``), the share of time some task on the machine waited
+for a CPU (``cpu_pressure_some``, Linux PSI), and the CPU the resize-point
+clients used (``client_cpu_share``). ``--client-procs`` changes how many
+processes speak for the emulated jobs (same request rate).
+
 **Simulator.** Synthetic traces from the Lublin-Feitelson model
 (:mod:`scheduler.lab.workloads.lublin`, seeded) on :data:`SIM_SLOTS` nodes,
 arrivals scaled to an offered load of :data:`SIM_LOAD`, half the jobs
@@ -43,6 +60,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import multiprocessing as mp
 import os
 import random
@@ -57,6 +75,7 @@ import psutil
 
 from benchmarks._common import RESULTS, table, write_result
 from reshape.client import Connection
+from scheduler.service.loopstats import delta
 from scheduler.service.startup import job_tag, kill_jobs
 
 PERIOD = 1.0  # seconds between two resize points of one emulated job
@@ -115,8 +134,10 @@ def _pace(endpoint: str, kind: str, per_s: float, seconds: float, start: float, 
 
 
 def _resize_clients(endpoint: str, job_ids: list[int], threads: int, seconds: float, start: float, q) -> None:
-    """One client process: ``threads`` threads, each the protocol side of a share of the jobs."""
+    """One client process: ``threads`` threads, each the protocol side of a share of the jobs; puts its
+    round trips and the CPU seconds it used."""
     outs: list[list[float]] = [[] for _ in range(threads)]
+    cpu0 = time.process_time()
     ts = [threading.Thread(target=_pace, args=(endpoint, "resize_point", len(job_ids[i::threads]) / PERIOD,
                                                 seconds, start, job_ids[i::threads], 1, i, outs[i]))
           for i in range(threads) if job_ids[i::threads]]
@@ -124,7 +145,15 @@ def _resize_clients(endpoint: str, job_ids: list[int], threads: int, seconds: fl
         t.start()
     for t in ts:
         t.join()
-    q.put([x for o in outs for x in o])
+    q.put(([x for o in outs for x in o], time.process_time() - cpu0))
+
+
+def _status_client(endpoint: str, seconds: float, start: float, cap: int, seed: int, q) -> None:
+    """The ``status`` pacer in a process of its own: decoding a page holds the interpreter lock for
+    milliseconds, which the submitting thread would otherwise wait for (and count as the daemon's)."""
+    out: list[float] = []
+    _pace(endpoint, "status", STATUS_PER_S, seconds, start, [], cap, seed, out)
+    q.put(("status", out))
 
 
 def _submitter(endpoint: str, n: int, cap: int, seed: int, q) -> None:
@@ -158,29 +187,51 @@ def _stats(lat: list[float]) -> dict:
             "max_ms": float(a.max())}
 
 
-def _measure(endpoint: str, ids: list[int], seconds: float, cap: int, seed: int) -> dict:
+def _measure(endpoint: str, ids: list[int], seconds: float, cap: int, seed: int, clients: int = 2) -> dict:
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     start = time.perf_counter() + 1.5  # spawned clients are up by then
-    procs = [ctx.Process(target=_resize_clients, args=(endpoint, ids[i::2], 4, seconds, start, q)) for i in (0, 1)]
+    procs = [ctx.Process(target=_resize_clients, args=(endpoint, ids[i::clients], 4, seconds, start, q))
+             for i in range(clients)]
+    sq = ctx.Queue()
+    procs.append(ctx.Process(target=_status_client, args=(endpoint, seconds, start, cap, seed, sq)))
     for p in procs:
         p.start()
     sub: list[float] = []
-    st: list[float] = []
-    ts = [threading.Thread(target=_pace, args=(endpoint, "submit", SUBMITS_PER_S, seconds, start, [], cap, seed, sub)),
-          threading.Thread(target=_pace, args=(endpoint, "status", STATUS_PER_S, seconds, start, [], cap, seed, st))]
+    ts = [threading.Thread(target=_pace, args=(endpoint, "submit", SUBMITS_PER_S, seconds, start, [], cap, seed, sub))]
     for t in ts:
         t.start()
-    rp = [x for _ in procs for x in q.get(timeout=seconds + 120)]
+    got = [q.get(timeout=seconds + 120) for _ in procs[:-1]]
+    st = sq.get(timeout=seconds + 120)[1]
+    rp = [x for lat, _ in got for x in lat]
     for t in ts:
         t.join()
     for p in procs:
         p.join(10)
     return {"resize_point": _stats(rp), "resize_points_per_s": len(rp) / seconds, "submit": _stats(sub),
-            "status": _stats(st)}
+            "status": _stats(st), "client_cpu_share": sum(c for _, c in got) / seconds}
 
 
-def run_daemon(running: int, queued: tuple[int, ...], seconds: float, log=print) -> list[dict]:
+def _schedstat(pid: int) -> tuple[float, float]:
+    """(seconds on a CPU, seconds runnable but waiting for one) of ``pid``'s main thread (Linux schedstat)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/schedstat") as f:
+            run, wait, _ = f.read().split()
+        return int(run) / 1e9, int(wait) / 1e9
+    except (OSError, ValueError):
+        return math.nan, math.nan
+
+
+def _cpu_pressure() -> float:
+    """Seconds (cumulative) during which some runnable task waited for a CPU (Linux PSI), nan without PSI."""
+    try:
+        with open("/proc/pressure/cpu") as f:
+            return int(f.readline().split("total=")[1]) / 1e6
+    except (OSError, ValueError, IndexError):
+        return math.nan
+
+
+def run_daemon(running: int, queued: tuple[int, ...], seconds: float, log=print, clients: int = 2) -> list[dict]:
     """One daemon with ``running`` emulated jobs; the queue grown to each of ``queued`` in turn."""
     from scheduler.service.workload import free_port
 
@@ -222,12 +273,17 @@ def run_daemon(running: int, queued: tuple[int, ...], seconds: float, log=print)
             log(f"R={running}: queue {have} ({time.perf_counter() - t0:.1f} s to fill)")
             load0 = os.getloadavg()[0]
             proc = psutil.Process(daemon.pid)
-            served0, cpu0 = c.request("status", {"limit": 0}).body["daemon"]["served"], proc.cpu_times()
-            m = _measure(endpoint, ids, seconds, running, seed=i)
-            cpu1 = proc.cpu_times()
+            sv0 = c.request("status", {"limit": 0}).body["daemon"]
+            served0, cpu0, sched0, psi0 = sv0["served"], proc.cpu_times(), _schedstat(daemon.pid), _cpu_pressure()
+            w0 = time.perf_counter()
+            m = _measure(endpoint, ids, seconds, running, seed=i, clients=clients)
+            cpu1, sched1, psi1 = proc.cpu_times(), _schedstat(daemon.pid), _cpu_pressure()
+            wall = time.perf_counter() - w0  # the measurement plus the clients' start and end
             body = c.request("status", {"limit": 0}).body
             sv = body["daemon"]
             cpu = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)
+            loop = delta(sv["loop"], sv0["loop"])
+            ph = loop["phases"]
             rss = psutil.Process(daemon.pid).memory_info().rss
             row = {"running": body["running_total"], "queued": have, "queued_after": body["queued_total"],
                    **{f"{k}_{s}": m[k][s] for k in ("resize_point", "submit", "status")
@@ -235,13 +291,25 @@ def run_daemon(running: int, queued: tuple[int, ...], seconds: float, log=print)
                    "resize_points_per_s": m["resize_points_per_s"], "service_p50_ms": sv["p50_ms"],
                    "service_p99_ms": sv["p99_ms"], "max_loop_gap_ms": sv["max_loop_gap_ms"],
                    "policy_errors": sv["policy_errors"], "rss_mb": rss / 2**20,
-                   "daemon_cpu_share": cpu / seconds,  # of one CPU, during the measurement
+                   "daemon_cpu_share": cpu / wall,  # of one CPU, during the measurement
                    "daemon_cpu_ms_per_request": 1e3 * cpu / max(1, sv["served"] - served0 - 1),
+                   # the loop's own time per turn that did work (bucket upper bounds, within 33%)
+                   **{f"loop_{p}_p99_ms": ph[p]["p99_ms"] for p in ("busy", "handle", "tick", "commit", "send")},
+                   "loop_busy_max_ms": ph["busy"]["max_ms"], "gc_pause_max_ms": loop["gc_pauses"]["max_ms"],
+                   "gc_seconds": loop["gc_pauses"]["total_s"],
+                   # the daemon's main thread: runnable but waiting for a CPU, per second of the run
+                   "daemon_runq_wait_share": (sched1[1] - sched0[1]) / wall,
+                   "daemon_on_cpu_share": (sched1[0] - sched0[0]) / wall,
+                   "cpu_pressure_some": (psi1 - psi0) / wall,  # PSI: share of time some task waited
+                   "client_procs": clients, "client_cpu_share": m["client_cpu_share"],
+                   "loop": loop, "slowest_turns": sv["loop"]["slowest"][-5:],
                    "loadavg": [load0, os.getloadavg()[0]]}
             rows.append(row)
             have = body["queued_total"]
             log(f"R={running} Q={row['queued']}: resize_point p99 {row['resize_point_p99_ms']:.2f} ms, submit p99 "
-                f"{row['submit_p99_ms']:.2f} ms, status p99 {row['status_p99_ms']:.2f} ms, RSS {row['rss_mb']:.0f} MB")
+                f"{row['submit_p99_ms']:.2f} ms, status p99 {row['status_p99_ms']:.2f} ms, RSS {row['rss_mb']:.0f} MB; "
+                f"loop busy p99 {ph['busy']['p99_ms']} ms, daemon waited for a CPU "
+                f"{row['daemon_runq_wait_share']:.2f} s/s, load {row['loadavg']}")
     finally:
         daemon.kill()
         daemon.wait(10)
@@ -319,6 +387,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--running", type=int, action="append",
                     help="emulated running jobs (repeatable; default 100 and 1000)")
     ap.add_argument("--queued", type=int, action="append", help="queue lengths (repeatable; default 1k, 10k, 50k)")
+    ap.add_argument("--client-procs", type=int, default=2,
+                    help="processes speaking for the emulated jobs (4 threads each; default 2)")
+    ap.add_argument("--name", help="results file name (default scale, or scale-quick with --quick)")
+    ap.add_argument("--no-core", action="store_true", help="skip the in-process core part")
     a = ap.parse_args(argv)
     seconds = a.seconds or (3.0 if a.quick else 10.0)
     out: dict = {"config": {"period_s": PERIOD, "submits_per_s": SUBMITS_PER_S, "status_per_s": STATUS_PER_S,
@@ -327,15 +399,25 @@ def main(argv: list[str] | None = None) -> int:
     if not a.no_daemon:
         rows = []
         for r in a.running or ((20,) if a.quick else RUNNING):
-            rows += run_daemon(r, tuple(a.queued or ((200, 1000) if a.quick else QUEUED)), seconds)
+            rows += run_daemon(r, tuple(a.queued or ((200, 1000) if a.quick else QUEUED)), seconds,
+                               clients=a.client_procs)
         print(table(rows, [("running", "running", "d"), ("queued", "queued", "d"),
                            ("resize_point_p50_ms", "resize p50", ".2f"), ("resize_point_p99_ms", "resize p99", ".2f"),
                            ("submit_p50_ms", "submit p50", ".2f"), ("submit_p99_ms", "submit p99", ".2f"),
                            ("status_p50_ms", "status p50", ".2f"), ("status_p99_ms", "status p99", ".2f"),
-                           ("service_p99_ms", "service p99", ".2f"), ("resize_points_per_s", "resize/s", ".0f"),
+                           ("service_p99_ms", "service p99", ".2f"), ("loop_busy_p99_ms", "turn p99", ".1f"),
+                           ("resize_points_per_s", "resize/s", ".0f"),
                            ("daemon_cpu_ms_per_request", "CPU ms/req", ".3f"), ("daemon_cpu_share", "CPU", ".2f"),
-                           ("rss_mb", "RSS MB", ".0f")]))
+                           ("daemon_runq_wait_share", "CPU wait", ".2f"), ("cpu_pressure_some", "PSI", ".2f"),
+                           ("client_cpu_share", "client CPU", ".2f"), ("rss_mb", "RSS MB", ".0f")]))
         out["daemon"] = rows
+        summary |= {"resize_point_p99_ms_at_10k": _at(rows, 1000, 10000, "resize_point_p99_ms"),
+                    "submit_p99_ms_at_10k": _at(rows, 1000, 10000, "submit_p99_ms"),
+                    "status_p99_ms_at_10k": _at(rows, 1000, 10000, "status_p99_ms"),
+                    "rss_mb_at_50k": _at(rows, 1000, 50000, "rss_mb"),
+                    "worst_resize_point_p99_ms": max(r["resize_point_p99_ms"] for r in rows),
+                    "worst_submit_p99_ms": max(r["submit_p99_ms"] for r in rows)}
+    if not a.no_daemon and not a.no_core:
         core = []
         for r in a.running or ((20,) if a.quick else RUNNING):
             core += run_core(r, tuple(a.queued or ((200, 1000) if a.quick else QUEUED)))
@@ -344,12 +426,6 @@ def main(argv: list[str] | None = None) -> int:
                     + [(f"core_{k}_{s}", f"{k} {s[:3]}", ".3f") for k in ("resize_point", "submit", "tick", "status")
                        for s in ("p50_ms", "p99_ms")]))
         out["core"] = core
-        summary |= {"resize_point_p99_ms_at_10k": _at(rows, 1000, 10000, "resize_point_p99_ms"),
-                    "submit_p99_ms_at_10k": _at(rows, 1000, 10000, "submit_p99_ms"),
-                    "status_p99_ms_at_10k": _at(rows, 1000, 10000, "status_p99_ms"),
-                    "rss_mb_at_50k": _at(rows, 1000, 50000, "rss_mb"),
-                    "worst_resize_point_p99_ms": max(r["resize_point_p99_ms"] for r in rows),
-                    "worst_submit_p99_ms": max(r["submit_p99_ms"] for r in rows)}
     if not a.no_sim:
         from benchmarks.scale_sim import run_sims
 
@@ -358,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
         out["simulator"] = sims
         summary |= {"sim": {f"{r['policy']}@{r['jobs']}": {"seconds": r["seconds"], "peak_rss_mb": r["peak_rss_mb"],
                                                             "s_per_100k": r["s_per_100k"]} for r in sims}}
-    name = "scale-quick" if a.quick else "scale"
+    name = a.name or ("scale-quick" if a.quick else "scale")
     try:  # a run of one part keeps the other part's last results
         with open(os.path.join(RESULTS, f"{name}.json")) as f:
             old = json.load(f)

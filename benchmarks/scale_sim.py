@@ -8,18 +8,21 @@ malleable, seed 0, the job model's defaults) and simulated; the process
 reports the generation and simulation seconds, its peak RSS
 (``getrusage``), and the run's main metrics.
 
-``python -m benchmarks.scale_sim JOBS [JOBS ...] [--policy NAME ...]`` runs just this part.
+``python -m benchmarks.scale_sim JOBS [JOBS ...] [--policy NAME ...] [--json NAME]`` runs just this part
+(each row also has the process CPU time, which other load on the machine inflates less than the wall
+time, and the load average at its end).
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
+import os
 import resource
 import sys
 import time
 
-from benchmarks._common import table
+from benchmarks._common import table, write_result
 
 
 def _one(n: int, policy: str, slots: int, load: float, q) -> None:
@@ -33,9 +36,12 @@ def _one(n: int, policy: str, slots: int, load: float, q) -> None:
     span_days = trace.jobs[-1].submit / 86400
     del trace
     gen_s = time.perf_counter() - t0
+    cpu0 = time.process_time()
     m = run_policies(jobs, total, [policy])[policy]
+    cpu = time.process_time() - cpu0  # this process's CPU time: what a busy machine's load does not inflate
     q.put({"jobs": n, "policy": policy, "slots": total, "load": load, "span_days": span_days,
            "generate_s": gen_s, "seconds": m["sim_seconds"], "s_per_100k": m["sim_seconds"] * 1e5 / n,
+           "cpu_seconds": cpu, "cpu_s_per_100k": cpu * 1e5 / n, "loadavg": os.getloadavg()[0],
            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
            "utilization": m["utilization"], "mean_wait_h": m["mean_wait"] / 3600,
            "resizes": m["resizes"], "late_starts": m["late_starts"], "walltime_kills": m["walltime_kills"]})
@@ -53,11 +59,13 @@ def run_sims(sizes: tuple[int, ...], policies: tuple[str, ...], slots: int, load
             r = q.get(timeout=7200)
             p.join(60)
             rows.append(r)
-            log(f"sim {pol} {n} jobs: {r['seconds']:.1f} s ({r['s_per_100k']:.1f} s per 100k jobs, "
-                f"+{r['generate_s']:.1f} s to generate), peak RSS {r['peak_rss_mb']:.0f} MB")
+            log(f"sim {pol} {n} jobs: {r['seconds']:.1f} s ({r['s_per_100k']:.1f} s per 100k jobs, CPU "
+                f"{r['cpu_seconds']:.1f} s, +{r['generate_s']:.1f} s to generate), peak RSS {r['peak_rss_mb']:.0f} MB, "
+                f"load {r['loadavg']:.1f}")
     print(table(rows, [("policy", "policy", ""), ("jobs", "jobs", "d"), ("span_days", "days", ".0f"),
                        ("generate_s", "generate s", ".1f"), ("seconds", "simulate s", ".1f"),
-                       ("s_per_100k", "s / 100k jobs", ".1f"), ("peak_rss_mb", "peak RSS MB", ".0f"),
+                       ("s_per_100k", "s / 100k jobs", ".1f"), ("cpu_s_per_100k", "CPU s / 100k", ".1f"),
+                       ("peak_rss_mb", "peak RSS MB", ".0f"), ("loadavg", "load", ".1f"),
                        ("utilization", "util", ".3f"), ("mean_wait_h", "mean wait h", ".2f"),
                        ("resizes", "resizes", "d"), ("late_starts", "late", "d")]))
     return rows
@@ -71,8 +79,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--policy", action="append", help="preset (repeatable; default easy and reshape-plus)")
     ap.add_argument("--slots", type=int, default=SIM_SLOTS)
     ap.add_argument("--load", type=float, default=SIM_LOAD)
+    ap.add_argument("--json", metavar="NAME", help="also write benchmarks/results/NAME.json (rows and a summary)")
     a = ap.parse_args(argv)
-    run_sims(tuple(a.jobs), tuple(a.policy or ("easy", "reshape-plus")), a.slots, a.load)
+    rows = run_sims(tuple(a.jobs), tuple(a.policy or ("easy", "reshape-plus")), a.slots, a.load)
+    if a.json:
+        path = write_result(a.json, {"rows": rows, "summary": {
+            f"{r['policy']}@{r['jobs']}": {k: r[k] for k in ("seconds", "cpu_seconds", "s_per_100k", "cpu_s_per_100k",
+                                                              "peak_rss_mb", "loadavg")} for r in rows}})
+        print(f"wrote {path}")
     return 0
 
 

@@ -6,11 +6,12 @@ import dataclasses
 import math
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from scheduler.core.jobfile import validate_job
-from scheduler.core.policy import app_policy, remap_policy
+from scheduler.core.policies.easy import EasyBackfill
+from scheduler.core.policy import Reserve, app_policy, remap_policy
 from scheduler.core.pool import Node, Pool
 from scheduler.core.state import ClusterState
 
@@ -68,3 +69,45 @@ def test_a_stale_queue_view_refuses_and_positions_are_checked():
     assert other.job(99).spec.job_id == 99  # positions say index 0 is another job: a scan finds it
     with pytest.raises(KeyError):
         other.job(r.spec.job_id)
+
+
+class _Full(EasyBackfill):
+    """EASY computing the shadow time on every pass, as before issue 17's shortcut."""
+
+    @staticmethod
+    def _nothing_to_backfill(snap, free) -> bool:
+        return False
+
+
+@settings(max_examples=150, deadline=None)
+@given(JOBS, st.integers(0, 6), st.floats(0, 700), st.sampled_from(["easy", "easy-plus"]))
+@example([(8, 60.0, 1.0, False), (2, 60.0, 2.0, False)], 4, 400.0, "easy")  # job 3 backfills
+def test_easy_starts_the_same_without_recomputing_a_held_reservation(jobs, free, reserved, name):
+    """With the head holding a reservation and no queued job fitting the free slots, EASY skips the
+    shadow time (issue 17): the starts are those of the full computation."""
+    s = _state(jobs)
+    if free:
+        s.pool.release(s.running()[0].hosts[:free])  # policy view only, as above
+    snap = dataclasses.replace(s.snapshot(100.0), reserved=100.0 + reserved)
+    easy = app_policy(name)
+    full = _Full(give_back=easy.give_back, squeeze=easy.squeeze)
+    assert [x for x in easy.schedule(snap) if not isinstance(x, Reserve)] == \
+        [x for x in full.schedule(snap) if not isinstance(x, Reserve)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(JOBS, st.integers(0, 11), st.integers(1, 12), st.integers(1, 12))
+def test_a_submission_left_to_the_next_tick_would_have_started_nothing(jobs, free, n, lo):
+    """The daemon skips the pass of a submission when :meth:`ClusterState.pass_needed` says no:
+    a pass at that moment would have started nothing."""
+    s = ClusterState(Pool([Node("n", 12)]), app_policy("easy"), remap_policy("reshape"))
+    s.submit(validate_job({"command": ["x"], "nprocs": 12 - free, "walltime": 1000.0}), 0.0)
+    for k, (size, wall, t, _) in enumerate(jobs):
+        s.submit(validate_job({"command": ["x"], "nprocs": size, "walltime": wall}), min(t, 99.0) + 1e-3 * k)
+    s.tick(100.0)  # settled: what can start has started
+    desc = {"command": ["x"], "nprocs": n, "min_procs": min(lo, n), "resizable": lo < n}
+    jid = s.submit(validate_job(desc), 100.0)
+    if s.queue()[0].job_id == jid:
+        assert s.pass_needed(jid)
+    if not s.pass_needed(jid):
+        assert s.tick(100.0) == [] and s.jobs[jid].state == "queued"

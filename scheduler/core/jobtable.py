@@ -130,6 +130,12 @@ class QueueView(Sequence):
         self._live()
         return self._owner._sized.fitting(limit, within, short)
 
+    def fits_any(self, limit: int) -> bool:
+        """Whether a queued job needs at most ``limit`` slots (the smallest size in the index)."""
+        self._live()
+        sizes = self._owner._sized.sizes
+        return bool(sizes) and sizes[0] <= limit
+
 
 class SizeIndex:
     """Queued jobs by size and walltime, for EASY's backfill.
@@ -342,7 +348,8 @@ class JobTable:
                 and last.queue._version == self._queue_version  # type: ignore[attr-defined]
                 and last.running is self._run_t and last.reserved == head):
             return last  # nothing changed since the last one (several policy calls per event)
-        queue = QueueView(self, self._queued_specs, self._queue_version)
+        queue = last.queue if last is not None and last.queue._version == self._queue_version \
+            else QueueView(self, self._queued_specs, self._queue_version)  # type: ignore[attr-defined]
         self._snap = Snapshot(now, total, free, queue, self._run_t, head, self._pos)  # type: ignore[arg-type]
         return self._snap
 

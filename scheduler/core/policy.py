@@ -186,6 +186,13 @@ class Snapshot:
                 return r
         raise KeyError(job_id)
 
+    def fits_any(self, limit: int) -> bool:
+        """Whether any queued job needs at most ``limit`` slots (the queue's own index when it has one)."""
+        own = getattr(self.queue, "fits_any", None)
+        if own is not None:
+            return own(limit)
+        return any(s.nprocs <= limit for s in self.queue)
+
     def fitting(self, limit: int, within: float = math.inf, short: int = 0) -> Iterator[JobSpec]:
         """The queued jobs of at most ``limit`` slots whose walltime is at most ``within`` seconds (none:
         infinite) or who need at most ``short`` slots, in queue order (through the queue's own
@@ -269,6 +276,12 @@ class RemapPolicy:
     def shrink_requests(self, snap: Snapshot) -> list[Shrink]:
         """Running jobs to shrink at their next resize point to admit queued jobs."""
         return []
+
+    @property
+    def asks_shrinks(self) -> bool:
+        """Whether :meth:`shrink_requests` may return anything (False: the core does not ask it, nor
+        build the snapshot for it, after every scheduling pass)."""
+        return type(self).shrink_requests is not RemapPolicy.shrink_requests
 
 
 # --------------------------------------------------------------------------

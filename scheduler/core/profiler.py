@@ -30,10 +30,13 @@ class JobProfile:
 
     def record_iteration(self, nprocs: int, seconds: float) -> None:
         """Latest and fastest iteration time at ``nprocs`` (the history is :meth:`ran_at`'s)."""
-        self.iter_time[nprocs] = float(seconds)
-        self.best_time[nprocs] = min(float(seconds), self.best_time.get(nprocs, float("inf")))
+        t = float(seconds)
+        best = self.best_time.get(nprocs)
+        if self.iter_time.get(nprocs) != t or best is None or t < best:  # else nothing changes
+            self.iter_time[nprocs] = t
+            self.best_time[nprocs] = t if best is None else min(t, best)
+            self._changed()  # the frozen copy is rebuilt only when a time changed
         self.points += 1
-        self._changed()
 
     def record_redistribution(self, src: int, dst: int, seconds: float) -> None:
         self.redist_time[(src, dst)] = float(seconds)

@@ -180,6 +180,16 @@ class ClusterState(JobTable, NodeStates):
         self._event(now, job, "submit")
         return job.job_id
 
+    def pass_needed(self, job_id: int) -> bool:
+        """Whether the job just submitted needs a scheduling pass now: it heads the queue (it may
+        start, or gets its reservation), or its smallest size fits the free slots. Else the pass
+        can wait for the next tick: a policy starts jobs only in free slots, and the jobs ahead
+        of this one were seen with the same free slots by the last pass (the daemon's submit)."""
+        j = self.jobs.get(job_id)
+        if j is None or j.state != "queued":  # waiting: a tick admits it when it arrives
+            return False
+        return self._queued[0][1] == job_id or max(1, j.spec.min_procs) <= self.pool.free
+
     def check_admissible(self, desc: dict[str, Any]) -> None:
         """Raise :class:`StateError` ``bad_job`` for a job that can never run here."""
         if desc["nprocs"] > self.pool.capacity:
@@ -217,7 +227,7 @@ class ClusterState(JobTable, NodeStates):
             self._event(now, j, "start")
             self._decided(now, "start", j.job_id, start.nprocs)
             out.append(Launch(j.job_id))
-        if self._queued:
+        if self._queued and self.remap.asks_shrinks:
             self._request_shrinks(now)
         return out
 

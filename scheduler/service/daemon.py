@@ -46,6 +46,7 @@ from scheduler.service.dashboard import Dashboard, parse_bind
 from scheduler.service.dashboard_view import LatencyHistogram, snapshot
 from scheduler.service.gatekeeper import Gatekeeper
 from scheduler.service.journal import Journal
+from scheduler.service.loopstats import LoopStats, ServiceWindow
 from scheduler.service.slurm import (
     AskShrink,
     Broker,
@@ -70,6 +71,9 @@ HARD_MAX_BYTES = 1 << 20  # zmq.MAXMSGSIZE: larger frames drop the connection, s
 DASH_EVENTS = 5000  # allocation events the dashboard keeps for its charts and decision log
 _ERROR_LINE = re.compile(r"^[\w.]*(Error|Exception|Exit)\b.*: ")  # Python's last traceback line
 FREEZE_EVERY = 1000  # jobs submitted between two gc.freeze() calls of the loop
+# read-only requests, answered after the turn's other requests (their replies can take milliseconds
+# to build and encode: a status page; nothing else in the turn waits for them)
+READS = frozenset({"status", "history", "log"})
 MONITOR_GRACE = 3.0  # seconds a watched mpiexec gets to exit after its first node's monitor saw the job end
 
 
@@ -200,8 +204,9 @@ class Daemon:
         self.served = 0
         self._told_errors = 0  # policy errors already printed
         self.max_gap = 0.0  # longest time between two turns of the loop (seconds)
-        self.service: collections.deque[float] = collections.deque(maxlen=8192)  # seconds, recv -> reply
+        self.service = ServiceWindow(8192)  # seconds, recv -> reply, of the last 8,192 requests
         self.latency = LatencyHistogram()  # every request since the start (the dashboard's /metrics)
+        self.loop = LoopStats()  # where the loop's time goes (status -> daemon.loop)
         self.recent_events: collections.deque[dict[str, Any]] = collections.deque(maxlen=DASH_EVENTS)
         self.resize_counts = {"expand": 0, "shrink": 0}  # confirmed resizes since the start
         self._dash_stats: tuple[float, dict[str, Any]] = (0.0, {})  # (when, service_stats()) for the dashboard
@@ -274,18 +279,29 @@ class Daemon:
         return os.path.join(self.state_dir, "logs", f"job-{job_id}.exit")
 
     # ------------------------------------------------------------------ message handling
-    def handle(self, frame: bytes, now: float, who: str | None = None) -> tuple[P.Message, list]:
+    def handle(self, frame: bytes, now: float, who: str | None = None,
+               reads: list[P.Message] | None = None) -> tuple[P.Message | None, list]:
         """One request frame from ``who`` -> (reply, actions). Never raises on bad input.
 
         ``who``: the authenticated sender (``uid:N`` on an ``ipc://`` endpoint, ``key:NAME`` with
         CURVE), or None on an endpoint without authentication (loopback TCP: every local user
-        is trusted there). :meth:`_check_access` says who may do what."""
+        is trusted there). :meth:`_check_access` says who may do what. ``reads``: a read-only
+        request (:data:`READS`) is appended there and answered later (:meth:`answer`), reply None."""
         try:
             msg = P.decode(frame)
         except P.ProtocolError as e:
             return P.error_reply(e.code, e.message, e.seq if e.seq and e.seq > 0 else 0), []
         if msg.type in P.REPLY_TYPES:
             return P.error_reply("unexpected", f"{msg.type!r} is a reply type", msg.seq, msg.job_id), []
+        if reads is not None and msg.type in READS:
+            reads.append(msg)
+            return None, []
+        return self.answer(msg, now, who, frame)
+
+    def answer(self, msg: P.Message, now: float, who: str | None = None,
+               frame: bytes = b"") -> tuple[P.Message, list]:
+        """The reply to a decoded request and its actions (see :meth:`handle`)."""
+        t0 = time.perf_counter()
         try:
             self._check_access(msg, who)
             return self._dispatch(msg, now, who)
@@ -294,9 +310,11 @@ class Daemon:
         except JobFileError as e:
             return P.error_reply("bad_job", str(e), msg.seq, msg.job_id), []
         except Exception as e:  # a bug must cost one request, never the daemon
-            print(f"reshape daemon: internal error on {frame[:300]!r}:\n{traceback.format_exc()}",
+            print(f"reshape daemon: internal error on {frame[:300] or msg!r}:\n{traceback.format_exc()}",
                   file=sys.stderr, flush=True)
             return P.error_reply("internal", f"{type(e).__name__}: {e}", msg.seq, msg.job_id), []
+        finally:
+            self.loop.request(msg.type, time.perf_counter() - t0)
 
     @staticmethod
     def _encode(rep: P.Message) -> bytes:
@@ -379,10 +397,12 @@ class Daemon:
         if t == "submit":
             desc = validate_job(b["job"], s.pool.capacity)
             job_id = s.submit(desc, now, owner=who)
-            return P.reply(msg, job_id=job_id), s.tick(now)
+            # a job that cannot start now (not the head, its smallest size above the free slots) waits
+            # for the next tick's pass: a submission costs no pass over a full machine (issue 17)
+            return P.reply(msg, job_id=job_id), s.tick(now) if s.pass_needed(job_id) else []
         if t == "status":
             page = b.get("limit")  # pages running, queued and waiting jobs alike
-            return P.reply(msg, now=now, daemon=self.service_stats(), **s.status(now, page, page)), []
+            return P.reply(msg, now=now, daemon=self.service_stats(loop=True), **s.status(now, page, page)), []
         if t == "cancel":
             acts = s.cancel(b["job_id"], now)
             return P.reply(msg, job_id=b["job_id"]), acts
@@ -647,11 +667,18 @@ class Daemon:
         gc.freeze()  # startup objects are never garbage: keep them out of the collector's scans
         frozen_jobs = len(self.state.jobs)
         clock = time.perf_counter
+        stats = self.loop
+        stats.watch_gc()
         try:
             while not self.stopping:
                 replies: list[tuple[bytes, bytes, float]] = []
+                deferred: list[tuple[bytes, P.Message, str | None, float]] = []
                 acts: list = []
                 if sock.poll(int(self.tick_every * 1000)):
+                    t0 = clock()
+                    stats.begin()
+                    handled = 0.0
+                    reads: list[P.Message] = []
                     for _ in range(512):
                         try:
                             parts = sock.recv_multipart(zmq.NOBLOCK, copy=False)
@@ -664,9 +691,19 @@ class Daemon:
                         if len(frames) != 2:
                             rep, a = P.error_reply("malformed", "expected exactly one frame per message"), []
                         else:
-                            rep, a = self.handle(frames[1], now, who)
+                            rep, a = self.handle(frames[1], now, who, reads)
+                        handled += clock() - t_in
+                        if rep is None:  # read-only: answered after the others, below
+                            deferred.append((frames[0], reads.pop(), who, t_in))
+                            continue
                         replies.append((frames[0], self._encode(rep), t_in))
                         acts += a
+                    t1 = clock()
+                    stats.add("handle", handled)
+                    stats.add("recv", t1 - t0 - handled)
+                else:
+                    t0 = t1 = clock()
+                    stats.begin()
                 now = time.time()
                 self.max_gap = max(self.max_gap, now - last_loop)
                 last_loop = now
@@ -674,29 +711,55 @@ class Daemon:
                 if tick:
                     last_tick = now
                 acts = self.batch_actions(acts, now, tick)
+                t2 = clock()
+                stats.add("tick", t2 - t1)
                 kills = [a for a in acts if isinstance(a, Kill)]
                 if kills:
                     self.perform(kills, now)
+                t3 = clock()
+                stats.add("kill", t3 - t2)
                 self.flush()  # group commit: everything acknowledged below is on disk
+                t4 = clock()
+                stats.add("commit", t4 - t3)
                 for ident, data, t_in in replies:
                     with contextlib.suppress(zmq.ZMQError):  # the peer went away
                         sock.send_multipart([ident, data], zmq.NOBLOCK)
                     self.service.append(dt := clock() - t_in)
                     self.latency.observe(dt)
-                self.served += len(replies)
+                for ident, msg, who, t_in in deferred:  # status, history, log: after everyone else
+                    rep, _ = self.answer(msg, time.time(), who)
+                    data = self._encode(rep)
+                    with contextlib.suppress(zmq.ZMQError):
+                        sock.send_multipart([ident, data], zmq.NOBLOCK)
+                    self.service.append(dt := clock() - t_in)
+                    self.latency.observe(dt)
+                self.served += len(replies) + len(deferred)
+                t5 = clock()
+                stats.add("send", t5 - t4)
                 launches = [a for a in acts if isinstance(a, Launch)]
                 if launches:
                     self.perform(launches, now)
                     self.flush()
-                self.journal.idle(force=bool(replies))  # rewind the WAL when nobody waits
+                t6 = clock()
+                stats.add("launch", t6 - t5)
+                self.journal.idle(force=bool(replies or deferred))  # rewind the WAL when nobody waits
+                t7 = clock()
+                stats.add("wal", t7 - t6)
                 if len(self.state.jobs) >= frozen_jobs + FREEZE_EVERY:
                     # jobs are kept for the daemon's life: out of the collector's full scans, which cost
                     # ~20 ms of the loop at 10,000 queued jobs and ~100 ms at 50,000 (issue 17)
                     gc.freeze()
                     frozen_jobs = len(self.state.jobs)
+                t8 = clock()
+                stats.add("freeze", t8 - t7)
                 if self.dash is not None and self.dash.due(now):
                     self.publish_dashboard(now)
+                t9 = clock()
+                stats.add("dashboard", t9 - t8)
+                if replies or deferred or tick:  # not a poll that timed out between two ticks
+                    stats.end(t9 - t0, len(replies) + len(deferred))
         finally:
+            stats.unwatch_gc()
             self.flush()
             if self.dash is not None:
                 self.dash.close()
@@ -748,20 +811,23 @@ class Daemon:
         self.dash.publish(snapshot(self.state, self.recent_events, now, self._dash_stats[1], self.latency,
                                    self.resize_counts, info))
 
-    def service_stats(self) -> dict[str, Any]:
-        """Requests served and the service time (request received -> reply sent) of recent ones."""
-        xs = sorted(self.service)
+    def service_stats(self, loop: bool = False) -> dict[str, Any]:
+        """Requests served and the service time (request received -> reply sent) of recent ones;
+        ``loop``: with the loop's statistics (:class:`scheduler.service.loopstats.LoopStats`)."""
+        got = self.service.stats()
         access = {"auth": "curve" if self.gate else "none", "refused": self.gate.refused if self.gate else 0,
                   "max_loop_gap_ms": round(1e3 * self.max_gap, 1),
                   "policy_errors": self.state.policy_error_count,
                   "late_starts": self.state.late_start_count, "walltime_kills": self.state.walltime_kills,
                   "last_policy_errors": list(self.state.policy_errors)[-3:]}
+        if loop:
+            access["loop"] = self.loop.to_dict()
         if self.slurm is not None:
             access["slurm"] = {"notes": list(self.slurm_notes), "error": self.slurm_error}
-        if not xs:
+        if got is None:
             return {"served": self.served, "window": 0, "p50_ms": None, "p99_ms": None, "max_ms": None} | access
-        return {"served": self.served, "window": len(xs), "p50_ms": 1e3 * xs[len(xs) // 2],
-                "p99_ms": 1e3 * xs[min(len(xs) - 1, int(0.99 * len(xs)))], "max_ms": 1e3 * xs[-1]} | access
+        return {"served": self.served, "window": len(self.service), "p50_ms": 1e3 * got[0], "p99_ms": 1e3 * got[1],
+                "max_ms": 1e3 * got[2]} | access
 
     def describe(self) -> dict[str, Any]:
         return {"endpoint": self.endpoint, "state_dir": self.state_dir, "pool": self.pool_source,

@@ -61,7 +61,16 @@ from __future__ import annotations
 import math
 from functools import partial
 
-from scheduler.core.policy import AppPolicy, Reserve, RunningJob, Snapshot, Start, legal_sizes, register_app_policy
+from scheduler.core.policy import (
+    AppPolicy,
+    JobSpec,
+    Reserve,
+    RunningJob,
+    Snapshot,
+    Start,
+    legal_sizes,
+    register_app_policy,
+)
 from scheduler.core.walltime import deadline_after, expected_redist, start_deadline
 
 __all__ = ["EasyBackfill", "end_estimate", "releases", "shadow_time"]
@@ -180,6 +189,12 @@ class EasyBackfill(AppPolicy):
             head = queue[k] if k < n_queue else None
         if head is None:
             return out
+        if k == 0 and self._nothing_to_backfill(snap, free):
+            # the head keeps the reservation it holds and no queued job fits the free slots: nothing
+            # can backfill, whatever the shadow time, so it is not recomputed (most passes of a busy
+            # machine; the core keeps a job's first reservation, so this Reserve changes nothing)
+            out.append(Reserve(head.job_id, snap.reserved))
+            return out + self._squeeze(snap, head, free)
         # reservation for the head, on the state after the FCFS starts above
         view = snap
         if k:  # releases read the running jobs and the free slots, not the queue
@@ -214,11 +229,20 @@ class EasyBackfill(AppPolicy):
                 free -= spec.nprocs
                 if not ends_in_time:
                     extra -= spec.nprocs
+        return out + self._squeeze(snap, head, free)
+
+    @staticmethod
+    def _nothing_to_backfill(snap: Snapshot, free: int) -> bool:
+        """The head (which does not fit) holds a reservation and no queued job fits ``free`` slots."""
+        return snap.reserved is not None and (free <= 0 or not snap.fits_any(free))
+
+    def _squeeze(self, snap: Snapshot, head: JobSpec, free: int) -> list[Start]:
+        """``squeeze``: a resizable head that still does not fit starts at the largest legal size in ``free``."""
         if self.squeeze and head.resizable and free >= head.min_procs:
             fits = legal_sizes(head, snap.total_slots, range(max(head.min_procs, 1), min(free, head.nprocs) + 1))
             if fits:
-                out.append(Start(head.job_id, fits[-1]))
-        return out
+                return [Start(head.job_id, fits[-1])]
+        return []
 
 
 register_app_policy("easy-plus")(partial(EasyBackfill, give_back=True, squeeze=True))

@@ -149,6 +149,9 @@ def next_size(spec: JobSpec, current: int, limit: int) -> int | None:
                 return None
             if p > current and legal_sizes(spec, limit, (p,)):
                 return p
+    if not spec.sizes and not spec.divides:  # every size in range is legal (legal_sizes' common case)
+        p = max(current + 1, spec.min_procs, 1)
+        return p if p <= min(spec.max_procs or limit, limit) else None
     for p in legal_sizes(spec, limit):
         if p > current:
             return p
@@ -332,6 +335,10 @@ class ReshapeRemap(RemapPolicy):
             if q is not None and self._may_expand(r, q, exp) and job_fits(r, q, snap.now):
                 return Expand(job_id, q, "idle processors")
         return Continue(job_id, "")
+
+    @property
+    def asks_shrinks(self) -> bool:
+        return self.request_shrinks
 
     def shrink_requests(self, snap: Snapshot) -> list[Shrink]:
         """With ``request_shrinks``: shrinks that together free what the queue head lacks.
