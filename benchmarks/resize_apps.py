@@ -171,7 +171,8 @@ def background_vs_blocking(quick: bool, repeat: int) -> tuple[list[dict], dict]:
             bg = statistics.median(o for o, _ in got["background"])
             # an overhead below 2% of an iteration is within the noise: the ratio's denominator is floored there
             floor = 0.02 * statistics.median(n for _, n in got["background"])
-            ratios.setdefault(where, {})[app] = blk / max(bg, floor)
+            # and when blocking's own overhead is within it (or negative), there is nothing to hide: no ratio
+            ratios.setdefault(where, {})[app] = blk / max(bg, floor) if blk > floor else None
             out.append({"resize": plan.replace(",", "->"), "cores": where, "app": app, "n": int(opts[1]),
                         "normal_s": statistics.median(n for _, n in got["blocking"]),
                         "blocking_s": blk, "blocking_max_s": max(o for o, _ in got["blocking"]),
@@ -335,7 +336,8 @@ def main(argv: list[str] | None = None) -> int:
         rows_bg, bg_ratios = background_vs_blocking(args.quick, repeat + 1)
     print(f"\nBackground vs blocking resize after three iterations: overhead = the resizing "
           f"iteration(s) minus normal ones, median of {repeat + 1} runs (target blocking/background >= "
-          f"{TARGET_BACKGROUND}; an overhead below 2% of an iteration counts as 2%: the noise)")
+          f"{TARGET_BACKGROUND}; an overhead below 2% of an iteration counts as 2%: the noise; "
+          f"no ratio where blocking's own overhead is below that)")
     print(table(rows_bg, [("resize", "resize", "s"), ("cores", "case", "s"), ("app", "app", "s"),
                           ("n", "n", "d"), ("normal_s", "iteration (s)", ".3f"),
                           ("blocking_s", "blocking (s)", ".3f"), ("blocking_max_s", "max", ".3f"),
