@@ -316,7 +316,7 @@ ROWS = [
         "within 15%", _tested("within 15%: uniform partition with 1 or 2 competitors on one core, imbalanced "
                               "competitors (2 and 1), load-dependent partition", "test_models_slowdown_mpi::"),
         "agrees", "2 MPI ranks on one host; the heterogeneous-node cases are not run live; the tests skip on a busy "
-        "machine (dedicated times are then not dedicated)"),
+        "machine (dedicated times are then not dedicated) or on CPUs that are not independent"),
     Row(S4, "Table 3.3: gang scheduling, baseline", "reshape gang --scenario baseline",
         "ATT schark p 15912 / c 3074, enhanced c 2597 (best); c vs p 5.2x / 5.4x", _gang("baseline"),
         "agrees in shape", "same ordering, ratios within 10%; the job model's constants are read from the thesis"),
