@@ -17,24 +17,23 @@ Run: ``mpiexec -n 3 python -m apps.ooc_cg --rows 60 --cols 40 --iters 10 --check
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 import numpy as np
 from mpi4py import MPI
 
+from apps import ooc_cli
 from apps.ooc_jacobi import check_counts, initial
 from reshape.darray import DistArray
-from reshape.layout import even_counts, gen_block
-from reshape.mpiutil import barrier, wait, wait_all
+from reshape.layout import gen_block
+from reshape.mpiutil import wait, wait_all
 from reshape.redistribute import redistribute
 from reshape.shared.app import OOCApp
-from reshape.shared.cluster import Cluster, load_cluster
+from reshape.shared.cluster import Cluster
 from reshape.shared.instrument import (
     probe_disk,
 )
 from reshape.shared.mheta import Profile
-from reshape.shared.ooc import remove_tree, scratch_dir
 from reshape.shared.structure import (
     AppStructure,
     ArraySpec,
@@ -44,7 +43,6 @@ from reshape.shared.structure import (
     StructureError,
     plan_memory,
 )
-from reshape.watchdog import fail_together
 
 __all__ = ["OOCCG", "coefficients", "serial", "structure"]
 
@@ -216,43 +214,18 @@ class OOCCG(OOCApp):
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m apps.ooc_cg", description=__doc__.split("\n")[0])
-    ap.add_argument("--rows", type=int, default=256, help="grid rows (the distributed dimension)")
-    ap.add_argument("--cols", type=int, default=512, help="grid columns")
-    ap.add_argument("--iters", type=int, default=10, help="iterations")
-    ap.add_argument("--nodes", help="cluster description: JSON file or inline JSON")
-    ap.add_argument("--counts", help="GEN_BLOCK rows per rank, comma separated (default BLOCK)")
-    ap.add_argument("--prefetch", action="store_true", help="overlap the next piece's read")
-    ap.add_argument("--check", action="store_true", help="compare with an in-core serial run")
-    args = ap.parse_args(argv)
-    comm = MPI.COMM_WORLD
-    try:
-        cluster = load_cluster(args.nodes) if args.nodes else Cluster.uniform(comm.size)
-        counts = check_counts(args.counts.split(",") if args.counts
-                              else even_counts(args.rows, comm.size), comm.size, args.rows)
-    except (StructureError, ValueError) as e:
-        if comm.rank == 0:
-            print(f"error: {e}", file=sys.stderr)
-        return 2
-    workdir = comm.bcast(scratch_dir() if comm.rank == 0 else None)
-    ok = True
-    with fail_together(comm.rank, cleanup=lambda: remove_tree(workdir)):
-        app = OOCCG(comm, cluster, args.rows, args.cols, workdir, args.prefetch)
-        app.distribute(counts)
-        times = app.timed(args.iters)
-        whole = app.gather()
-        if comm.rank == 0:
-            print(f"cg {args.rows}x{args.cols} counts={counts} median iteration "
-                  f"{np.median(times):.4f}s")
-            if args.check:
-                ref = serial(args.rows, args.cols, args.iters)
-                ok = bool(np.allclose(whole, ref, rtol=1e-9, atol=1e-12))
-                print("check against in-core run:", "ok" if ok else "MISMATCH")
-    app.close()
-    barrier(comm)
-    if comm.rank == 0:
-        remove_tree(workdir)
-    return 0 if comm.bcast(ok) else 1
+    args = ooc_cli.parser("apps.ooc_cg", __doc__, iters=10).parse_args(argv)
+
+    def report(app: OOCCG, counts, times, whole) -> bool:
+        print(f"cg {args.rows}x{args.cols} counts={counts} median iteration {np.median(times):.4f}s")
+        if not args.check:
+            return True
+        ok = bool(np.allclose(whole, serial(args.rows, args.cols, args.iters), rtol=1e-9, atol=1e-12))
+        print("check against in-core run:", "ok" if ok else "MISMATCH")
+        return ok
+
+    return ooc_cli.run(args, lambda comm, cluster, workdir: OOCCG(comm, cluster, args.rows, args.cols, workdir,
+                                                                  args.prefetch), report)
 
 
 if __name__ == "__main__":

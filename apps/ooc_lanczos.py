@@ -28,20 +28,16 @@ Run: ``mpiexec -n 3 python -m apps.ooc_lanczos --rows 60 --cols 40 --iters 10 --
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 import numpy as np
 from mpi4py import MPI
 
+from apps import ooc_cli
 from apps.ooc_cg import OOCCG, _apply, coefficients
-from apps.ooc_jacobi import check_counts, initial
-from reshape.layout import even_counts
-from reshape.mpiutil import barrier
-from reshape.shared.cluster import Cluster, load_cluster
-from reshape.shared.ooc import remove_tree, scratch_dir
-from reshape.shared.structure import AppStructure, ArraySpec, CommSpec, Section, Stage, StructureError
-from reshape.watchdog import fail_together
+from apps.ooc_jacobi import initial
+from reshape.shared.cluster import Cluster
+from reshape.shared.structure import AppStructure, ArraySpec, CommSpec, Section, Stage
 
 __all__ = ["OOCLanczos", "serial", "structure"]
 
@@ -135,44 +131,21 @@ class OOCLanczos(OOCCG):
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m apps.ooc_lanczos", description=__doc__.split("\n")[0])
-    ap.add_argument("--rows", type=int, default=256, help="grid rows (the distributed dimension)")
-    ap.add_argument("--cols", type=int, default=512, help="grid columns")
-    ap.add_argument("--iters", type=int, default=5, help="iterations")
-    ap.add_argument("--nodes", help="cluster description: JSON file or inline JSON")
-    ap.add_argument("--counts", help="GEN_BLOCK rows per rank, comma separated (default BLOCK)")
-    ap.add_argument("--prefetch", action="store_true", help="overlap the next piece's read")
-    ap.add_argument("--check", action="store_true", help="compare with an in-core serial run")
-    args = ap.parse_args(argv)
-    comm = MPI.COMM_WORLD
-    try:
-        cluster = load_cluster(args.nodes) if args.nodes else Cluster.uniform(comm.size)
-        counts = check_counts(args.counts.split(",") if args.counts
-                              else even_counts(args.rows, comm.size), comm.size, args.rows)
-    except (StructureError, ValueError) as e:
-        if comm.rank == 0:
-            print(f"error: {e}", file=sys.stderr)
-        return 2
-    workdir = comm.bcast(scratch_dir() if comm.rank == 0 else None)
-    ok = True
-    with fail_together(comm.rank, cleanup=lambda: remove_tree(workdir)):
-        app = OOCLanczos(comm, cluster, args.rows, args.cols, workdir, args.prefetch)
-        app.distribute(counts)
-        times = app.timed(args.iters)
-        whole = app.gather()
-        if comm.rank == 0:
-            print(f"lanczos {args.rows}x{args.cols} counts={counts} median iteration "
-                  f"{np.median(times):.4f}s alpha {app.alphas[-1]:.6f} beta {app.betas[-1]:.6f}")
-            if args.check:
-                alphas, betas, v = serial(args.rows, args.cols, args.iters)
-                ok = (np.allclose(app.alphas, alphas, rtol=1e-9) and np.allclose(app.betas, betas, rtol=1e-9)
-                      and np.allclose(whole, v, rtol=1e-7, atol=1e-10))
-                print("check against in-core run:", "ok" if ok else "MISMATCH")
-    app.close()
-    barrier(comm)
-    if comm.rank == 0:
-        remove_tree(workdir)
-    return 0 if comm.bcast(ok) else 1
+    args = ooc_cli.parser("apps.ooc_lanczos", __doc__, iters=5).parse_args(argv)
+
+    def report(app: OOCLanczos, counts, times, whole) -> bool:
+        print(f"lanczos {args.rows}x{args.cols} counts={counts} median iteration "
+              f"{np.median(times):.4f}s alpha {app.alphas[-1]:.6f} beta {app.betas[-1]:.6f}")
+        if not args.check:
+            return True
+        alphas, betas, v = serial(args.rows, args.cols, args.iters)
+        ok = (np.allclose(app.alphas, alphas, rtol=1e-9) and np.allclose(app.betas, betas, rtol=1e-9)
+              and np.allclose(whole, v, rtol=1e-7, atol=1e-10))
+        print("check against in-core run:", "ok" if ok else "MISMATCH")
+        return bool(ok)
+
+    return ooc_cli.run(args, lambda comm, cluster, workdir: OOCLanczos(comm, cluster, args.rows, args.cols,
+                                                                       workdir, args.prefetch), report)
 
 
 if __name__ == "__main__":

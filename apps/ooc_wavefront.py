@@ -19,20 +19,19 @@ Run: ``mpiexec -n 3 python -m apps.ooc_wavefront --rows 60 --cols 40 --iters 4 -
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 import numpy as np
 from mpi4py import MPI
 
+from apps import ooc_cli
 from apps.ooc_jacobi import check_counts, initial
 from reshape.darray import DistArray
-from reshape.layout import even_counts, gen_block
-from reshape.mpiutil import barrier, wait
+from reshape.layout import gen_block
+from reshape.mpiutil import wait
 from reshape.shared.app import OOCApp
-from reshape.shared.cluster import Cluster, load_cluster
+from reshape.shared.cluster import Cluster
 from reshape.shared.mheta import Profile
-from reshape.shared.ooc import remove_tree, scratch_dir
 from reshape.shared.structure import (
     AppStructure,
     ArraySpec,
@@ -42,7 +41,6 @@ from reshape.shared.structure import (
     StructureError,
     plan_memory,
 )
-from reshape.watchdog import fail_together
 
 __all__ = ["TILES", "OOCWavefront", "serial", "structure"]
 
@@ -138,42 +136,24 @@ class OOCWavefront(OOCApp):
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m apps.ooc_wavefront", description=__doc__.split("\n")[0])
-    ap.add_argument("--rows", type=int, default=256, help="grid rows (the distributed dimension)")
-    ap.add_argument("--cols", type=int, default=512, help=f"grid columns (a multiple of {TILES})")
-    ap.add_argument("--iters", type=int, default=4, help="iterations")
-    ap.add_argument("--nodes", help="cluster description: JSON file or inline JSON")
-    ap.add_argument("--counts", help="GEN_BLOCK rows per rank, comma separated (default BLOCK)")
-    ap.add_argument("--check", action="store_true", help="compare with a one-process run")
-    args = ap.parse_args(argv)
-    comm = MPI.COMM_WORLD
-    try:
-        cluster = load_cluster(args.nodes) if args.nodes else Cluster.uniform(comm.size)
-        counts = check_counts(args.counts.split(",") if args.counts
-                              else even_counts(args.rows, comm.size), comm.size, args.rows)
+    args = ooc_cli.parser("apps.ooc_wavefront", __doc__, iters=4, prefetch=False,
+                          cols_help=f"grid columns (a multiple of {TILES})",
+                          check_help="compare with a one-process run").parse_args(argv)
+
+    def tiles() -> None:
         if args.cols % TILES:
             raise StructureError(f"--cols {args.cols} must be a multiple of the {TILES} tiles")
-    except (StructureError, ValueError) as e:
-        if comm.rank == 0:
-            print(f"error: {e}", file=sys.stderr)
-        return 2
-    workdir = comm.bcast(scratch_dir() if comm.rank == 0 else None)
-    ok = True
-    with fail_together(comm.rank, cleanup=lambda: remove_tree(workdir)):
-        app = OOCWavefront(comm, cluster, args.rows, args.cols, workdir)
-        app.distribute(counts)
-        times = app.timed(args.iters)
-        whole = app.gather()
-        if comm.rank == 0:
-            print(f"wavefront {args.rows}x{args.cols} counts={counts} median iteration {np.median(times):.4f}s")
-            if args.check:
-                ok = bool(np.allclose(whole, serial(args.rows, args.cols, args.iters), rtol=1e-12, atol=1e-14))
-                print("check against one-process run:", "ok" if ok else "MISMATCH")
-    app.close()
-    barrier(comm)
-    if comm.rank == 0:
-        remove_tree(workdir)
-    return 0 if comm.bcast(ok) else 1
+
+    def report(app: OOCWavefront, counts, times, whole) -> bool:
+        print(f"wavefront {args.rows}x{args.cols} counts={counts} median iteration {np.median(times):.4f}s")
+        if not args.check:
+            return True
+        ok = bool(np.allclose(whole, serial(args.rows, args.cols, args.iters), rtol=1e-12, atol=1e-14))
+        print("check against one-process run:", "ok" if ok else "MISMATCH")
+        return ok
+
+    return ooc_cli.run(args, lambda comm, cluster, workdir: OOCWavefront(comm, cluster, args.rows, args.cols,
+                                                                         workdir), report, tiles)
 
 
 if __name__ == "__main__":
