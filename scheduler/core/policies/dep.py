@@ -52,6 +52,7 @@ __all__ = [
     "balanced",
     "dep_partition",
     "fold_partition",
+    "shrinks_to",
 ]
 
 
@@ -191,13 +192,17 @@ class DEPRemap(RemapPolicy):
     def shrink_requests(self, snap: Snapshot) -> list[Shrink]:
         if not snap.queue or len(snap.running) >= snap.total_slots // self.M:
             return []
-        tgt = _targets(snap, self.M, admit=True)
-        out = []
-        for r in snap.running:
-            w = _legal_near(r.spec, snap.total_slots, tgt[r.spec.job_id])
-            if w is not None and w < r.nprocs and r.spec.resizable:
-                out.append(Shrink(r.spec.job_id, w, "admit queued job"))
-        return out
+        return shrinks_to(snap, _targets(snap, self.M, admit=True), "admit queued job")
+
+
+def shrinks_to(snap: Snapshot, targets: dict[int, int], reason: str) -> list[Shrink]:
+    """Shrink requests for the resizable running jobs whose legal size nearest ``targets`` is smaller."""
+    out = []
+    for r in snap.running:
+        w = _legal_near(r.spec, snap.total_slots, targets[r.spec.job_id])
+        if w is not None and w < r.nprocs and r.spec.resizable:
+            out.append(Shrink(r.spec.job_id, w, reason))
+    return out
 
 
 @register_app_policy("sp")

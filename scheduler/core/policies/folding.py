@@ -21,7 +21,7 @@ they depend only on the running sizes:
 
 from __future__ import annotations
 
-from scheduler.core.policies.dep import _legal_near, fold_partition
+from scheduler.core.policies.dep import _legal_near, fold_partition, shrinks_to
 from scheduler.core.policy import (
     AppPolicy,
     Continue,
@@ -104,10 +104,4 @@ class FoldRemap(RemapPolicy):
     def shrink_requests(self, snap: Snapshot) -> list[Shrink]:
         if not snap.queue or snap.free_slots >= self.M or len(snap.running) >= snap.total_slots // self.M:
             return []
-        tgt = fold_targets(snap, self.M)
-        out = []
-        for r in snap.running:
-            w = _legal_near(r.spec, snap.total_slots, tgt[r.spec.job_id])
-            if w is not None and w < r.nprocs and r.spec.resizable:
-                out.append(Shrink(r.spec.job_id, w, "fold: admit queued job"))
-        return out
+        return shrinks_to(snap, fold_targets(snap, self.M), "fold: admit queued job")
