@@ -177,15 +177,7 @@ class Background:
             if self.rank == 0:
                 state = SwitchState(self.iteration + (1 if self._in_body else 0), self.values, self.history)
             bcast_obj(merged, state)
-            self._phase("redistributing the arrays")
-            for reg in self.arrays.values():
-                if reg.name in done:
-                    dst, new = done[reg.name]
-                else:
-                    dst = reg.rule(merged.size)
-                    new = redistribute(merged, reg.layout, reg.local, dst, src_ranks=range(reg.layout.nprocs),
-                                       method=self.method)
-                reg.dist = DistArray(dst, new, merged, tuple(range(dst.nprocs)))
+            self._move_rest(done, merged, tuple(range(merged.size)))
             dt = allreduce(merged, time.perf_counter() - t0)
             self._replace_comm(merged)
             self._keys = placement.grown(self._keys, pend.new - pend.old)
@@ -195,6 +187,19 @@ class Background:
             self._abort_resize(what, e)
         finally:
             self._disarm()
+
+    def _move_rest(self, done: dict, comm: MPI.Comm, dst_ranks: tuple[int, ...]) -> None:
+        """At a switch: install the arrays whose moves ``done`` completed and move every other one
+        now, to ``len(dst_ranks)`` positions held by ``dst_ranks`` of ``comm``."""
+        self._phase("redistributing the arrays")
+        for reg in self.arrays.values():
+            if reg.name in done:
+                dst, new = done[reg.name]
+            else:
+                dst = reg.rule(len(dst_ranks))
+                new = redistribute(comm, reg.layout, reg.local, dst, src_ranks=range(reg.layout.nprocs),
+                                   dst_ranks=dst_ranks, method=self.method)
+            reg.dist = DistArray(dst, new, comm, dst_ranks)
 
     def _switch_shrink(self, pend: Pending) -> ResizeResult:
         """Finish a background shrink: complete the constant arrays' moves, move the others, retire.
@@ -209,15 +214,7 @@ class Background:
             self._phase("completing the background redistribution")
             done = {name: (dst, ex.wait()) for name, (dst, ex) in pend.moves.items()}
             pend.spawn_comm.Free()
-            self._phase("redistributing the arrays")
-            for reg in self.arrays.values():
-                if reg.name in done:
-                    dst, new = done[reg.name]
-                else:
-                    dst = reg.rule(pend.new)
-                    new = redistribute(self.comm, reg.layout, reg.local, dst, src_ranks=range(reg.layout.nprocs),
-                                       dst_ranks=pend.shrink, method=self.method)
-                reg.dist = DistArray(dst, new, self.comm, pend.shrink)
+            self._move_rest(done, self.comm, pend.shrink)
             dt = allreduce(self.comm, time.perf_counter() - t0)
             self._retire_others(pend.shrink)
             return ResizeResult("shrink", pend.old, self.size, pend.start_seconds + dt, reason=pend.reason)
