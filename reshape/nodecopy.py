@@ -59,6 +59,8 @@ cluster's emulated hosts) use MPI between them without trying.
 from __future__ import annotations
 
 import errno
+import functools
+import glob
 import math
 import mmap
 import os
@@ -124,9 +126,7 @@ def enabled(env=None) -> bool:
     return mode(env) != "0" and _unavailable is None
 
 
-_huge: list[bool] = []
-
-
+@functools.cache
 def shmem_huge_pages() -> bool:
     """Whether shmem (hence memfd) mappings can get transparent huge pages here (sysfs, read once).
 
@@ -134,21 +134,17 @@ def shmem_huge_pages() -> bool:
     PMD size or any multi-size THP size; ``never``/``deny`` (or no THP) means
     4 KiB pages.
     """
-    if not _huge:
-        import glob
-
-        ok = False
-        for path in ["/sys/kernel/mm/transparent_hugepage/shmem_enabled",
-                     *glob.glob("/sys/kernel/mm/transparent_hugepage/hugepages-*/shmem_enabled")]:
-            try:
-                with open(path) as f:
-                    text = f.read()
-            except OSError:
-                continue
-            chosen = text[text.find("[") + 1 : text.find("]")] if "[" in text else ""
-            ok |= chosen in ("always", "within_size", "advise", "force")
-        _huge.append(ok)
-    return _huge[0]
+    ok = False
+    for path in ["/sys/kernel/mm/transparent_hugepage/shmem_enabled",
+                 *glob.glob("/sys/kernel/mm/transparent_hugepage/hugepages-*/shmem_enabled")]:
+        try:
+            with open(path) as f:
+                text = f.read()
+        except OSError:
+            continue
+        chosen = text[text.find("[") + 1 : text.find("]")] if "[" in text else ""
+        ok |= chosen in ("always", "within_size", "advise", "force")
+    return ok
 
 
 def allocating(env=None) -> bool:
@@ -219,9 +215,7 @@ def describe(arr: np.ndarray | None) -> Descriptor | None:
     return None
 
 
-_host: list[str | None] = []
-
-
+@functools.cache
 def host_key() -> str | None:
     """Processes with equal keys can open each other's ``/proc/<pid>/fd``: same kernel, same PID namespace.
 
@@ -229,15 +223,13 @@ def host_key() -> str | None:
     namespace cluster places on different emulated hosts (``netns`` launcher)
     then talk over MPI, as on separate machines.
     """
-    if not _host:
-        try:
-            with open("/proc/sys/kernel/random/boot_id") as f:
-                boot = f.read().strip()
-            ns = [os.stat(f"/proc/self/ns/{k}").st_ino for k in ("pid", "net")]
-            _host.append(f"{boot}/{ns[0]}/{ns[1]}")
-        except OSError:
-            _host.append(None)
-    return _host[0]
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+        ns = [os.stat(f"/proc/self/ns/{k}").st_ino for k in ("pid", "net")]
+    except OSError:
+        return None
+    return f"{boot}/{ns[0]}/{ns[1]}"
 
 
 counts = {"reads": 0, "maps": 0, "failed": 0}  # this process's direct reads, files mapped, mapping failures
