@@ -56,6 +56,25 @@ def test_arrays_go_to_memfd_by_default_only_where_shmem_gets_huge_pages(monkeypa
     assert nodecopy.describe(nodecopy.empty((600, 300), shared=False)) is None
 
 
+@settings(max_examples=40, deadline=None)
+@given(shape=st.lists(st.integers(1, 40), min_size=1, max_size=3),
+       dtype=st.sampled_from([np.float64, np.float32, np.int32, np.complex128, np.uint8]))
+def test_plain_arrays_start_on_a_page_and_behave_as_numpy_arrays(shape, dtype):
+    """nodecopy.aligned: the layout numpy would give, shifted to a page boundary (cache-line runs stay whole)."""
+    a = nodecopy.aligned(shape, dtype)
+    assert a.shape == tuple(shape) and a.dtype == np.dtype(dtype) and a.flags.c_contiguous and a.flags.writeable
+    assert a.ctypes.data % nodecopy.ALIGN == 0
+    a[...] = 3
+    assert np.array_equal(a, np.full(shape, 3, dtype)) and np.array_equal(a.copy(), a)
+
+
+def test_large_plain_arrays_from_empty_are_page_aligned(monkeypatch):
+    monkeypatch.setenv("RESHAPE_ONECOPY", "0")
+    assert nodecopy.empty((600, 300)).ctypes.data % nodecopy.ALIGN == 0
+    monkeypatch.setenv("RESHAPE_ONECOPY", "auto")
+    assert nodecopy.empty((600, 300), shared=False).ctypes.data % nodecopy.ALIGN == 0
+
+
 def test_a_bad_switch_is_refused_naming_it():
     assert not env_problems({"RESHAPE_ONECOPY": "0"})[1]  # a bad value: tests/test_checks.py
     with pytest.raises(ValueError, match="RESHAPE_ONECOPY"):
