@@ -75,7 +75,8 @@ import numpy as np
 from reshape import jobenv as E
 
 __all__ = ["ALIGN", "MIN_BYTES", "MODES", "Descriptor", "MapError", "aligned", "allocating", "counts", "describe",
-           "empty", "enabled", "forget", "host_key", "live_segments", "mode", "read", "shmem_huge_pages", "sweep"]
+           "empty", "enabled", "forget", "host_key", "live_segments", "mode", "read", "shmem_huge_pages", "sweep",
+           "view"]
 
 T = TypeVar("T")
 
@@ -325,20 +326,27 @@ def _mapping(desc: Descriptor) -> mmap.mmap:
     return mm
 
 
-def read(desc: Descriptor, shape: tuple[int, ...], dtype, fn: Callable[[np.ndarray], T]) -> T:
-    """``fn(block)`` on a peer's block mapped read-only; :class:`MapError` if it cannot be mapped.
+def view(desc: Descriptor, shape: tuple[int, ...], dtype) -> np.ndarray:
+    """A peer's block mapped read-only; :class:`MapError` if it cannot be mapped.
 
     The mapping of the peer's file is kept for later reads (the page tables
     stay filled) until :func:`sweep` finds the owner freed it; an owner
     empties the file when it frees the array (:func:`empty`), so a kept
-    mapping never holds the memory. ``fn`` must not keep views of the block.
+    mapping never holds the memory. Drop the view before the next
+    :func:`sweep` (the exchange that took it is over by then).
     """
     dtype = np.dtype(dtype)
     if math.prod(shape) * dtype.itemsize != desc.nbytes:
         raise MapError(f"block {shape} {dtype} does not match the described {desc.nbytes} bytes")
-    view = np.frombuffer(_mapping(desc), dtype=dtype, count=math.prod(shape), offset=desc.offset).reshape(shape)
+    arr = np.frombuffer(_mapping(desc), dtype=dtype, count=math.prod(shape), offset=desc.offset).reshape(shape)
     counts["reads"] += 1
+    return arr
+
+
+def read(desc: Descriptor, shape: tuple[int, ...], dtype, fn: Callable[[np.ndarray], T]) -> T:
+    """``fn(block)`` on a peer's block (:func:`view`); ``fn`` must not keep views of the block."""
+    block = view(desc, shape, dtype)
     try:
-        return fn(view)
+        return fn(block)
     finally:
-        del view
+        del block

@@ -30,11 +30,11 @@ from typing import NamedTuple
 import numpy as np
 from mpi4py import MPI
 
-from reshape import faults, nodecopy
+from reshape import bandcopy, faults, nodecopy
 from reshape import jobenv as E
 from reshape.layout import Layout
 from reshape.mpiutil import MAX_SLEEP, CollectiveError, mpi_type, wait_all
-from reshape.schedule import Plan, Runs, Transfer, make_plan
+from reshape.schedule import Plan, RunGroup, Runs, Transfer, make_plan, run_groups
 
 __all__ = ["METHODS", "Exchange", "RedistributionError", "redistribute", "start"]
 
@@ -175,31 +175,6 @@ def _contiguous(runs: tuple[Runs, ...], lshape: tuple[int, ...]) -> tuple[int, i
     return offset, count
 
 
-Group = tuple[int, int, int, int, int, int]  # (start_a, stride_a, start_b, stride_b, length, count)
-
-
-def _groups(a: Runs, b: Runs) -> list[Group]:
-    """Split two aligned run lists (same lengths) into regular groups.
-
-    A group is ``count`` runs of ``length`` indices whose starts advance by a
-    constant stride on each side. Block-cyclic transfers are one or two groups
-    per axis, so copies become strided numpy views and messages MPI vector types.
-    """
-    sa, sb, ln = a.starts.tolist(), b.starts.tolist(), a.lens.tolist()
-    out: list[Group] = []
-    i, n = 0, len(ln)
-    while i < n:
-        length, j = ln[i], i + 1
-        da = db = length
-        if j < n and ln[j] == length:
-            da, db = sa[j] - sa[i], sb[j] - sb[i]
-            while j < n and ln[j] == length and sa[j] - sa[j - 1] == da and sb[j] - sb[j - 1] == db:
-                j += 1
-        out.append((sa[i], da, sb[i], db, length, j - i))
-        i = j
-    return out
-
-
 def _packed(r: Runs) -> Runs:
     """The same runs laid end to end from 0 (a pack buffer's view of them)."""
     return Runs(np.concatenate(([0], np.cumsum(r.lens)[:-1])).astype(np.int64), r.lens)
@@ -215,21 +190,21 @@ def _view(arr: np.ndarray, combo: tuple[tuple[int, int, int], ...]) -> np.ndarra
     return np.lib.stride_tricks.as_strided(base, shape, strides)
 
 
-def _side(groups: list[list[Group]], side: int) -> list[list[tuple[int, int, int, int]]]:
+def _side(groups: list[list[RunGroup]], side: int) -> list[list[tuple[int, int, int, int]]]:
     k = 0 if side == 0 else 2
     return [[(g[k], g[k + 1], g[4], g[5]) for g in axis] for axis in groups]
 
 
 def _copy(src: np.ndarray, src_runs, dst: np.ndarray, dst_runs) -> None:
     """``dst[dst_runs] = src[src_runs]`` through strided views (no fancy indexing)."""
-    groups = [_groups(a, b) for a, b in zip(src_runs, dst_runs, strict=True)]
+    groups = [run_groups(a, b) for a, b in zip(src_runs, dst_runs, strict=True)]
     for cs, cd in zip(itertools.product(*_side(groups, 0)), itertools.product(*_side(groups, 1)), strict=True):
         _view(dst, cd)[...] = _view(src, cs)
 
 
 def _pack_typed(arr: np.ndarray, t: Transfer, buf: np.ndarray) -> None:
     """Pack the send side of ``t`` in the element order of the receiver's datatype (:meth:`_Types.buffer`)."""
-    groups = _side([_groups(a, b) for a, b in zip(t.send, t.recv, strict=True)], 0)
+    groups = _side([run_groups(a, b) for a, b in zip(t.send, t.recv, strict=True)], 0)
     off = 0
     for combo in itertools.product(*groups):
         v = _view(arr, combo)
@@ -255,7 +230,7 @@ class _Types:
         if cont is not None:
             off, cnt = cont
             return [flat[off : off + cnt], cnt, base]
-        groups = _side([_groups(a, b) for a, b in zip(t.send, t.recv, strict=True)], side)
+        groups = _side([run_groups(a, b) for a, b in zip(t.send, t.recv, strict=True)], side)
         ext = base.Get_extent()[1]
         strides = [ext * int(np.prod(arr.shape[k + 1 :])) for k in range(arr.ndim)]
         types, disps = [], []
@@ -364,14 +339,38 @@ class Exchange:
             self._queued = [steps[k] for k in sorted(steps)]
             self._post(first=True)
             local = plan.local_of(me)
-            if local is not None:
-                _copy(src_local, local.send, out, local.recv)
-            faults.hit("transfer", me, comm.size)
-            for t in reads:  # in step order: distinct sources at each step
-                self._read(t, peers.descs[t.src], dtype)
+            pieces = self._pieces(src_local, local, reads, peers, dtype)
+            if pieces is not None:  # this rank fills its whole block itself: band by band (reshape.bandcopy)
+                faults.hit("transfer", me, comm.size)
+                bandcopy.fill(out, pieces)
+                del pieces  # the peers' views: mappings are kept in nodecopy, views must not be
+                for t in reads:
+                    self._note(t, DONE)
+                self.stats["direct"] += len(reads)
+            else:
+                if local is not None:
+                    _copy(src_local, local.send, out, local.recv)
+                faults.hit("transfer", me, comm.size)
+                for t in reads:  # in step order: distinct sources at each step
+                    self._read(t, peers.descs[t.src], dtype)
         except BaseException:
             self._free()
             raise
+
+    def _pieces(self, src_local, local: Transfer | None, reads: list[Transfer], peers: _Peers | None,
+                dtype: np.dtype) -> list[bandcopy.Piece] | None:
+        """Every piece of this rank's block when it reads all of them itself and :func:`bandcopy.worth`
+        says banding pays; ``None`` (piece by piece) otherwise, or if any peer's block cannot be mapped."""
+        if self._recvs or not reads or self.out is None:
+            return None  # messages write part of the block: they may land at any time
+        pieces = [] if local is None else [(src_local, local.send, local.recv)]
+        try:
+            for t in reads:
+                shape = self.plan.src.local_shape(self.plan.src_ranks.index(t.src))
+                pieces.append((nodecopy.view(peers.descs[t.src], shape, dtype), t.send, t.recv))
+        except nodecopy.MapError:
+            return None  # _read maps each again and asks for what fails over MPI
+        return pieces if bandcopy.worth(self.out, pieces) else None
 
     def _read(self, t: Transfer, desc: nodecopy.Descriptor, dtype: np.dtype) -> None:
         """Copy transfer ``t`` out of the sender's block; on a mapping failure ask for it over MPI."""
@@ -385,6 +384,10 @@ class Exchange:
                                                self._back_tag))
             note = NEED
             self.stats["fallback"] += 1
+        self._note(t, note)
+
+    def _note(self, t: Transfer, note: int) -> None:
+        """Tell the source of ``t`` whether it was read directly (DONE) or must send it (NEED)."""
         buf = np.array([note], dtype=np.int32)
         self._bufs.append(buf)
         self._sends.append(self.comm.Isend([buf, MPI.INT], t.src, self._note_tag))

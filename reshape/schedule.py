@@ -37,7 +37,7 @@ import numpy as np
 
 from reshape.layout import BlockCyclic, Dist, Layout, LayoutError
 
-__all__ = ["Plan", "Runs", "Transfer", "axis_pieces", "make_plan"]
+__all__ = ["Plan", "RunGroup", "Runs", "Transfer", "axis_pieces", "make_plan", "run_groups"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,31 @@ class Runs:
             s = int(self.starts[0])
             return np.arange(s, s + int(self.lens[0]), dtype=np.int64)
         return np.concatenate([np.arange(s, s + n) for s, n in zip(self.starts, self.lens, strict=True)])
+
+
+RunGroup = tuple[int, int, int, int, int, int]  # (start_a, stride_a, start_b, stride_b, length, count)
+
+
+def run_groups(a: Runs, b: Runs) -> list[RunGroup]:
+    """Split two aligned run lists (same lengths) into regular groups.
+
+    A group is ``count`` runs of ``length`` indices whose starts advance by a
+    constant stride on each side. Block-cyclic transfers are one or two groups
+    per axis, so copies become strided numpy views and messages MPI vector types.
+    """
+    sa, sb, ln = a.starts.tolist(), b.starts.tolist(), a.lens.tolist()
+    out: list[RunGroup] = []
+    i, n = 0, len(ln)
+    while i < n:
+        length, j = ln[i], i + 1
+        da = db = length
+        if j < n and ln[j] == length:
+            da, db = sa[j] - sa[i], sb[j] - sb[i]
+            while j < n and ln[j] == length and sa[j] - sa[j - 1] == da and sb[j] - sb[j - 1] == db:
+                j += 1
+        out.append((sa[i], da, sb[i], db, length, j - i))
+        i = j
+    return out
 
 
 @dataclass(frozen=True)
