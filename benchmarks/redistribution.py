@@ -11,8 +11,10 @@ processes with every method in the same run, case by case:
 Each case runs on a communicator of max(P, Q) ranks, as a resize would; the
 other ranks wait in a sleeping barrier. Times are the slowest rank's; each
 case reports the median and the best of its repeats, output allocation
-included. ``warm-out`` is the circulant engine into a preallocated,
-already-touched output block: the memory-bound figure compared with the
+included; the slowest rank's time is taken with a sleeping reduction (a rank
+done early must not spin on a core the copying ranks need). ``warm-out`` is
+the circulant engine into a preallocated, already-touched output block
+allocated as the engine allocates one (page-aligned): the memory-bound figure compared with the
 bandwidth of a warm one-process numpy copy of the same array, measured
 again next to each case (``copy GB/s``), since other load on the machine
 changes both. The arrays are memfd-backed as the runtime's are, so ranks

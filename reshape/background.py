@@ -2,7 +2,8 @@
 
 With ``background`` on (``RESHAPE_BACKGROUND=1`` or ``init(background=True)``),
 an expansion's checks run at the resize point; then a helper thread on every
-running rank spawns the new ranks, merges with them, hands them the state and
+running rank spawns the new ranks (or calls parked ones back: :mod:`reshape.parking`),
+merges with them, hands them the state and
 starts moving the arrays registered ``constant=True``, while the application
 runs one more iteration on its old communicator and layouts. At the next
 resize point (:meth:`Background._switch`) the job waits for those arrays,
@@ -31,7 +32,7 @@ from reshape.layout import Layout
 from reshape.mpiutil import allreduce, bcast_obj
 from reshape.redistribute import redistribute, start
 from reshape.results import ResizeError, ResizeResult
-from reshape.spawning import JoinState, SwitchState, bcast_bytes, check_hosts, exchange_head, merge, spawn
+from reshape.spawning import JoinState, SwitchState, bcast_bytes, exchange_head, merge, spawn
 
 __all__ = ["Background", "Pending"]
 
@@ -76,12 +77,7 @@ class Background:
         runs here and only the data motion overlaps the iteration.
         """
         nprocs, hosts = advice.nprocs, tuple(advice.hosts)
-        problem = self._check_size(nprocs, "expand") if self.rank == 0 else None
-        if self.rank == 0 and problem is None:
-            problem = check_hosts(hosts, nprocs - old)
-        problem = bcast_obj(self.comm, problem)
-        if problem:
-            raise ResizeError(problem)
+        back = self._new_ranks_from(nprocs, hosts)  # parked ranks to call back (reuse), or None: spawn
         moving = tuple(name for name, r in self.arrays.items() if r.constant)
         state = None
         if self.rank == 0:
@@ -91,7 +87,7 @@ class Background:
                 ranks=tuple(range(nprocs)), keys=tuple(placement.grown(self._keys, nprocs - old)),
             )
         pend = Pending(old, nprocs, self.comm.Dup(), advice.reason)
-        pend.thread = threading.Thread(target=self._spawn_behind, args=(pend, hosts, state, moving),
+        pend.thread = threading.Thread(target=self._spawn_behind, args=(pend, hosts, back, state, moving),
                                        name="reshape-expand", daemon=True)
         self._pending = pend
         if MPI.Query_thread() == MPI.THREAD_MULTIPLE:
@@ -100,12 +96,16 @@ class Background:
             pend.thread.run()
         return ResizeResult("expanding", old, nprocs, reason=advice.reason)
 
-    def _spawn_behind(self, pend: Pending, hosts: tuple[str, ...], state, moving: tuple[str, ...]) -> None:
-        """The helper thread of a background expansion: spawn, merge, hand over, start the moves."""
+    def _spawn_behind(self, pend: Pending, hosts: tuple[str, ...], back, state, moving: tuple[str, ...]) -> None:
+        """The helper thread of a background expansion: spawn (or call ``back`` parked ranks), merge,
+        hand over, start the moves."""
         try:
             t0 = time.perf_counter()
             try:
-                inter, _ = spawn(pend.spawn_comm, pend.new - pend.old, hosts)
+                if back is not None:
+                    inter = self._reserve.call_back(pend.spawn_comm, *back)
+                else:
+                    inter, _ = spawn(pend.spawn_comm, pend.new - pend.old, hosts)
             except ResizeError as e:
                 pend.refused = str(e)
                 return

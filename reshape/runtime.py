@@ -224,15 +224,7 @@ class Resizer(Joining, Background, Parking):
         Must be followed by :meth:`redistribute` (which also hands the new ranks their state).
         """
         old = self.size
-        problem = self._check_size(nprocs, "expand") if self.rank == 0 else None
-        back = None
-        if self.rank == 0 and problem is None:
-            back = self._reserve.pick(nprocs - old, hosts) if self.reuse else None
-            if back is None:
-                problem = check_hosts(hosts, nprocs - old)
-        problem, back = bcast_obj(self.comm, (problem, back))
-        if problem:
-            raise ResizeError(problem)
+        back = self._new_ranks_from(nprocs, hosts)
         t0 = time.perf_counter()
         self._parts = {"_wall": time.time()}
         if back is not None:
@@ -248,6 +240,20 @@ class Resizer(Joining, Background, Parking):
         t2 = time.perf_counter()
         self._parts.update(spawn_call_seconds=call, merge_seconds=t2 - t0 - call)
         return t2 - t0
+
+    def _new_ranks_from(self, nprocs: int, hosts) -> tuple[int, tuple[int, ...]] | None:
+        """An expansion's checks (collective): the parked ranks to call back (reuse on and a pool
+        covers them: :meth:`Reserve.pick`), or ``None`` to spawn; ResizeError on every rank if refused."""
+        problem = self._check_size(nprocs, "expand") if self.rank == 0 else None
+        back = None
+        if self.rank == 0 and problem is None:
+            back = self._reserve.pick(nprocs - self.size, hosts) if self.reuse else None
+            if back is None:
+                problem = check_hosts(hosts, nprocs - self.size)
+        problem, back = bcast_obj(self.comm, (problem, back))
+        if problem:
+            raise ResizeError(problem)
+        return back
 
     def redistribute(self) -> float:
         """Move every registered array to its layout at the current size. Collective; returns seconds.

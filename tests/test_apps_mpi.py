@@ -133,6 +133,20 @@ def test_background_resizes_agree_with_static(mpirun, tmp_path, app):
     assert len({p for p, _, _, tag in pids if tag == "join"}) == 3
 
 
+def test_background_expansion_calls_parked_ranks_back(mpirun, tmp_path):
+    """RESHAPE_BACKGROUND=1 with RESHAPE_REUSE=1: the second 2 -> 4 calls the pair the shrink parked back
+    (no process spawned) behind the job's iteration; every check passes, the result is the static one."""
+    _, ref, _ = run_app(mpirun, tmp_path, "lu", 2, iters=6, tag="static")
+    res, got, pids = run_app(mpirun, tmp_path, "lu", 2, "2,4,2,4", iters=6,
+                             env={"RESHAPE_BACKGROUND": "1", "RESHAPE_REUSE": "1"}, tag="reuse")
+    rows = json.loads((tmp_path / "lu-reuse.json").read_text())["rows"]
+    assert [r["action"] for r in rows] == ["expanding", "expand", "shrinking", "shrink", "expanding", "expand"]
+    assert "final size 4" in res.stdout and "result OK" in res.stdout, res.stdout + res.stderr
+    assert same("lu", ref, got)
+    assert len({p for p, _, _, tag in pids if tag == "join"}) == 2  # spawned once; the second time called back
+    assert len({p for p, _, _, _ in pids}) == 4
+
+
 @pytest.mark.parametrize("app", ["lu", "mm"])
 def test_background_shrink_is_bit_identical_to_blocking(mpirun, tmp_path, app):
     """A background shrink 4 -> 2 leaves the same bits as a blocking one: A (and MM's B) move while all four
