@@ -41,6 +41,8 @@ Summary (``benchmarks/results/redistribution.json``), ratios of per-case medians
                                      warm mpi and their ratio (no target)
   *_median                           the same ratios' medians over those cases
   worst_cases                        which case gave each minimum
+  steal_fraction_max                 the largest share of the CPUs the hypervisor took during a case
+                                     (``steal`` column: /proc/stat, 0 on bare metal)
 """
 
 from __future__ import annotations
@@ -104,15 +106,28 @@ def worker(args) -> int:
         if size > world.size:
             continue
         copy_bw = copy_bandwidth(world, n)  # next to each case: the machine's load changes during a run
+        steal0, t0 = steal_seconds(), time.perf_counter()
         comm = world.Split(0 if world.rank < size else MPI.UNDEFINED, world.rank)
         if comm != MPI.COMM_NULL:
-            rows.append(one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw,
-                                 block, block_cyclic_2d, nearly_square_grid, redistribute, start, relabel, make_plan))
+            row = one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw,
+                           block, block_cyclic_2d, nearly_square_grid, redistribute, start, relabel, make_plan)
+            row["steal_fraction"] = (steal_seconds() - steal0) / (time.perf_counter() - t0) / (os.cpu_count() or 1)
+            rows.append(row)
             comm.Free()
         barrier(world)
     if world.rank != 0:
         return 0
     return report(args, rows, sizes, blocks, reps, world.size)
+
+
+def steal_seconds() -> float:
+    """CPU time the hypervisor gave other guests while this one wanted it (``steal`` in /proc/stat), in s."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def copy_bandwidth(world, n: int, reps: int = 3) -> float:
@@ -252,6 +267,7 @@ def report(args, rows, sizes, blocks, reps, nranks) -> int:
         ("fraction_of_copy_bw_fresh", "fresh of bw", ".2f"), ("warm_mpi_s", "warm mpi s", ".4f"),
         ("fraction_of_copy_bw_mpi", "mpi of bw", ".2f"), ("onecopy_speedup", "1copy x", ".2f"),
         ("direct_transfers", "direct", "d"), ("remote_transfers", "remote", "d"),
+        ("steal_fraction", "steal", ".3f"),
     ]))
     big = [r for r in rows if r["N"] == max(sizes)]
     summary: dict = {"largest_N": max(sizes), "cases_at_largest_N": len(big),
@@ -273,6 +289,7 @@ def report(args, rows, sizes, blocks, reps, nranks) -> int:
     summary["moved_fraction_mean"] = statistics.fmean(r["moved"] for r in big)
     summary["moved_fraction_relabel_mean"] = statistics.fmean(r["moved_relabel"] for r in big)
     summary["worst_cases"] = worst
+    summary["steal_fraction_max"] = max(r["steal_fraction"] for r in big)  # the host taking our CPUs
     summary["targets"] = TARGETS
     summary["met"] = {k: summary[f"min_{k}"] >= v for k, v in TARGETS.items()}
     print()
