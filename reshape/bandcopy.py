@@ -66,9 +66,11 @@ def fill(out: np.ndarray, pieces: list[Piece], tile_bytes: int = TILE_BYTES) -> 
     tile = aligned((band, width), out.dtype)
     plans = []
     for src, send, recv in pieces:
-        starts = recv[0].starts.astype(np.int64)
-        lens = recv[0].lens.astype(np.int64)
-        plans.append((starts, starts + lens, send[0].starts.astype(np.int64), _views(src, tile, send[1], recv[1])))
+        order = np.argsort(recv[0].starts, kind="stable")  # by destination row, for the search below
+        starts = recv[0].starts[order].astype(np.int64)
+        lens = recv[0].lens[order].astype(np.int64)
+        plans.append((starts, starts + lens, send[0].starts[order].astype(np.int64),
+                      _views(src, tile, send[1], recv[1])))
     for r0 in range(0, rows, band):
         r1 = min(rows, r0 + band)
         for starts, ends, sstarts, views in plans:
