@@ -216,16 +216,11 @@ class OOCCG(OOCApp):
 def main(argv: list[str] | None = None) -> int:
     args = ooc_cli.parser("apps.ooc_cg", __doc__, iters=10).parse_args(argv)
 
-    def report(app: OOCCG, counts, times, whole) -> bool:
-        print(f"cg {args.rows}x{args.cols} counts={counts} median iteration {np.median(times):.4f}s")
-        if not args.check:
-            return True
-        ok = bool(np.allclose(whole, serial(args.rows, args.cols, args.iters), rtol=1e-9, atol=1e-12))
-        print("check against in-core run:", "ok" if ok else "MISMATCH")
-        return ok
+    def check(app: OOCCG, whole) -> bool:
+        return np.allclose(whole, serial(args.rows, args.cols, args.iters), rtol=1e-9, atol=1e-12)
 
     return ooc_cli.run(args, lambda comm, cluster, workdir: OOCCG(comm, cluster, args.rows, args.cols, workdir,
-                                                                  args.prefetch), report)
+                                                                  args.prefetch), "cg", check)
 
 
 if __name__ == "__main__":

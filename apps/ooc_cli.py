@@ -1,9 +1,10 @@
 """The command line of the out-of-core SHARED apps (CG, Lanczos, wavefront): one parser, one run.
 
-Each app gives its options' defaults, how to build it and what rank 0
-reports; :func:`run` does the rest the same way for all of them: the
-cluster and the GEN_BLOCK row counts are checked first (a bad value is one
-line on rank 0 and exit status 2), the app runs in a scratch directory that
+Each app gives its options' defaults, how to build it, its check against a
+serial run and anything extra rank 0 reports; :func:`run` does the rest the
+same way for all of them: the cluster and the GEN_BLOCK row counts are
+checked first (a bad value is one line on rank 0 and exit status 2), rank 0
+reports the same line for each, the app runs in a scratch directory that
 is removed whatever happens, and a rank that fails fails the whole run
 (:func:`reshape.watchdog.fail_together`). ``apps.ooc_jacobi`` keeps its own
 ``main``: it also instruments and predicts.
@@ -15,6 +16,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
+import numpy as np
 from mpi4py import MPI
 
 from apps.ooc_jacobi import check_counts
@@ -43,11 +45,14 @@ def parser(prog: str, doc: str, iters: int, *, cols_help: str = "grid columns", 
     return ap
 
 
-def run(args: argparse.Namespace, make: Callable, report: Callable[..., bool],
-        validate: Callable[[], None] | None = None) -> int:
-    """``make(comm, cluster, workdir)`` -> the app; ``args.iters`` timed iterations on ``args.counts``;
-    ``report(app, counts, times, whole)`` on rank 0 prints and returns whether the check passed.
+def run(args: argparse.Namespace, make: Callable, name: str, check: Callable[..., bool],
+        validate: Callable[[], None] | None = None, *, extra: Callable[..., str] = lambda app: "",
+        against: str = "in-core run") -> int:
+    """``make(comm, cluster, workdir)`` -> the app; ``args.iters`` timed iterations on ``args.counts``.
 
+    Rank 0 prints ``name``, the size, the row counts and the median iteration
+    (then ``extra(app)``); with ``--check`` it prints whether ``check(app, whole)``
+    (``whole``: the gathered result) agrees with the ``against`` reference.
     ``validate()`` may raise :class:`StructureError` for app-specific options. Exit status: 0, 1 if
     the check failed, 2 for a bad option.
     """
@@ -70,7 +75,11 @@ def run(args: argparse.Namespace, make: Callable, report: Callable[..., bool],
         times = app.timed(args.iters)
         whole = app.gather()
         if comm.rank == 0:
-            ok = report(app, counts, times, whole)
+            print(f"{name} {args.rows}x{args.cols} counts={counts} median iteration {np.median(times):.4f}s"
+                  f"{extra(app)}")
+            if args.check:
+                ok = bool(check(app, whole))
+                print(f"check against {against}:", "ok" if ok else "MISMATCH")
     app.close()
     barrier(comm)
     if comm.rank == 0:

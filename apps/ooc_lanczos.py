@@ -133,19 +133,14 @@ class OOCLanczos(OOCCG):
 def main(argv: list[str] | None = None) -> int:
     args = ooc_cli.parser("apps.ooc_lanczos", __doc__, iters=5).parse_args(argv)
 
-    def report(app: OOCLanczos, counts, times, whole) -> bool:
-        print(f"lanczos {args.rows}x{args.cols} counts={counts} median iteration "
-              f"{np.median(times):.4f}s alpha {app.alphas[-1]:.6f} beta {app.betas[-1]:.6f}")
-        if not args.check:
-            return True
+    def check(app: OOCLanczos, whole) -> bool:
         alphas, betas, v = serial(args.rows, args.cols, args.iters)
-        ok = (np.allclose(app.alphas, alphas, rtol=1e-9) and np.allclose(app.betas, betas, rtol=1e-9)
-              and np.allclose(whole, v, rtol=1e-7, atol=1e-10))
-        print("check against in-core run:", "ok" if ok else "MISMATCH")
-        return bool(ok)
+        return (np.allclose(app.alphas, alphas, rtol=1e-9) and np.allclose(app.betas, betas, rtol=1e-9)
+                and np.allclose(whole, v, rtol=1e-7, atol=1e-10))
 
     return ooc_cli.run(args, lambda comm, cluster, workdir: OOCLanczos(comm, cluster, args.rows, args.cols,
-                                                                       workdir, args.prefetch), report)
+                                                                       workdir, args.prefetch), "lanczos", check,
+                       extra=lambda app: f" alpha {app.alphas[-1]:.6f} beta {app.betas[-1]:.6f}")
 
 
 if __name__ == "__main__":

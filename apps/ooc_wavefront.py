@@ -144,16 +144,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.cols % TILES:
             raise StructureError(f"--cols {args.cols} must be a multiple of the {TILES} tiles")
 
-    def report(app: OOCWavefront, counts, times, whole) -> bool:
-        print(f"wavefront {args.rows}x{args.cols} counts={counts} median iteration {np.median(times):.4f}s")
-        if not args.check:
-            return True
-        ok = bool(np.allclose(whole, serial(args.rows, args.cols, args.iters), rtol=1e-12, atol=1e-14))
-        print("check against one-process run:", "ok" if ok else "MISMATCH")
-        return ok
+    def check(app: OOCWavefront, whole) -> bool:
+        return np.allclose(whole, serial(args.rows, args.cols, args.iters), rtol=1e-12, atol=1e-14)
 
     return ooc_cli.run(args, lambda comm, cluster, workdir: OOCWavefront(comm, cluster, args.rows, args.cols,
-                                                                         workdir), report, tiles)
+                                                                         workdir), "wavefront", check, tiles,
+                       against="one-process run")
 
 
 if __name__ == "__main__":
