@@ -55,6 +55,7 @@ import tempfile
 import time
 
 import numpy as np
+import psutil
 
 from benchmarks._common import table, write_result
 from reshape.launch import relaunch, under_mpiexec
@@ -121,13 +122,8 @@ def worker(args) -> int:
 
 
 def steal_seconds() -> float:
-    """CPU time the hypervisor gave other guests while this one wanted it (``steal`` in /proc/stat), in s."""
-    try:
-        with open("/proc/stat") as f:
-            fields = f.readline().split()
-        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return 0.0
+    """CPU time the hypervisor gave other guests while this one wanted it (psutil's ``steal``), in s."""
+    return getattr(psutil.cpu_times(), "steal", 0.0)  # Linux; 0 elsewhere
 
 
 def copy_bandwidth(world, n: int, reps: int = 3) -> float:

@@ -19,7 +19,8 @@ import numpy as np
 from mpi4py import MPI
 
 from reshape.mpiutil import check_collectively, mpi_type, wait_all
-from reshape.redistribute import TAG, _copy, _packed
+from reshape.redistribute import TAG
+from reshape.runcopy import copy, packed
 from reshape.schedule import Plan, Transfer
 
 __all__ = ["alltoallv", "checkpoint"]
@@ -27,12 +28,12 @@ __all__ = ["alltoallv", "checkpoint"]
 
 def _pack(arr: np.ndarray, t: Transfer, buf: np.ndarray) -> None:
     shape = tuple(r.total for r in t.send)
-    _copy(arr, t.send, buf.reshape(shape), tuple(_packed(r) for r in t.recv))
+    copy(arr, t.send, buf.reshape(shape), tuple(packed(r) for r in t.recv))
 
 
 def _unpack(arr: np.ndarray, t: Transfer, buf: np.ndarray) -> None:
     shape = tuple(r.total for r in t.recv)
-    _copy(buf.reshape(shape), tuple(_packed(r) for r in t.send), arr, t.recv)
+    copy(buf.reshape(shape), tuple(packed(r) for r in t.send), arr, t.recv)
 
 
 def alltoallv(comm: MPI.Comm, plan: Plan, src_local, out, dtype: np.dtype) -> None:

@@ -338,9 +338,9 @@ def view(desc: Descriptor, shape: tuple[int, ...], dtype) -> np.ndarray:
     dtype = np.dtype(dtype)
     if math.prod(shape) * dtype.itemsize != desc.nbytes:
         raise MapError(f"block {shape} {dtype} does not match the described {desc.nbytes} bytes")
-    arr = np.frombuffer(_mapping(desc), dtype=dtype, count=math.prod(shape), offset=desc.offset).reshape(shape)
+    mapped = _mapping(desc)  # MapError before anything is counted
     counts["reads"] += 1
-    return arr
+    return np.frombuffer(mapped, dtype=dtype, count=math.prod(shape), offset=desc.offset).reshape(shape)
 
 
 def read(desc: Descriptor, shape: tuple[int, ...], dtype, fn: Callable[[np.ndarray], T]) -> T:

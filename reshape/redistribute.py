@@ -30,11 +30,11 @@ from typing import NamedTuple
 import numpy as np
 from mpi4py import MPI
 
-from reshape import bandcopy, faults, nodecopy
+from reshape import faults, nodecopy, runcopy
 from reshape import jobenv as E
 from reshape.layout import Layout
 from reshape.mpiutil import MAX_SLEEP, CollectiveError, mpi_type, wait_all
-from reshape.schedule import Plan, RunGroup, Runs, Transfer, make_plan, run_groups
+from reshape.schedule import Plan, Runs, Transfer, make_plan, run_groups
 
 __all__ = ["METHODS", "Exchange", "RedistributionError", "redistribute", "start"]
 
@@ -175,39 +175,12 @@ def _contiguous(runs: tuple[Runs, ...], lshape: tuple[int, ...]) -> tuple[int, i
     return offset, count
 
 
-def _packed(r: Runs) -> Runs:
-    """The same runs laid end to end from 0 (a pack buffer's view of them)."""
-    return Runs(np.concatenate(([0], np.cumsum(r.lens)[:-1])).astype(np.int64), r.lens)
-
-
-def _view(arr: np.ndarray, combo: tuple[tuple[int, int, int], ...]) -> np.ndarray:
-    """Strided view of ``arr``: per axis ``(start, stride, length, count)`` -> axes ``(count, length)``."""
-    base = arr[tuple(slice(s, None) for s, _, _, _ in combo)]
-    shape, strides = [], []
-    for (_, stride, length, count), st in zip(combo, arr.strides, strict=True):
-        shape += [count, length]
-        strides += [stride * st, st]
-    return np.lib.stride_tricks.as_strided(base, shape, strides)
-
-
-def _side(groups: list[list[RunGroup]], side: int) -> list[list[tuple[int, int, int, int]]]:
-    k = 0 if side == 0 else 2
-    return [[(g[k], g[k + 1], g[4], g[5]) for g in axis] for axis in groups]
-
-
-def _copy(src: np.ndarray, src_runs, dst: np.ndarray, dst_runs) -> None:
-    """``dst[dst_runs] = src[src_runs]`` through strided views (no fancy indexing)."""
-    groups = [run_groups(a, b) for a, b in zip(src_runs, dst_runs, strict=True)]
-    for cs, cd in zip(itertools.product(*_side(groups, 0)), itertools.product(*_side(groups, 1)), strict=True):
-        _view(dst, cd)[...] = _view(src, cs)
-
-
 def _pack_typed(arr: np.ndarray, t: Transfer, buf: np.ndarray) -> None:
     """Pack the send side of ``t`` in the element order of the receiver's datatype (:meth:`_Types.buffer`)."""
-    groups = _side([run_groups(a, b) for a, b in zip(t.send, t.recv, strict=True)], 0)
+    groups = runcopy.sides([run_groups(a, b) for a, b in zip(t.send, t.recv, strict=True)], 0)
     off = 0
     for combo in itertools.product(*groups):
-        v = _view(arr, combo)
+        v = runcopy.view(arr, combo)
         buf[off : off + v.size].reshape(v.shape)[...] = v
         off += v.size
 
@@ -230,7 +203,7 @@ class _Types:
         if cont is not None:
             off, cnt = cont
             return [flat[off : off + cnt], cnt, base]
-        groups = _side([run_groups(a, b) for a, b in zip(t.send, t.recv, strict=True)], side)
+        groups = runcopy.sides([run_groups(a, b) for a, b in zip(t.send, t.recv, strict=True)], side)
         ext = base.Get_extent()[1]
         strides = [ext * int(np.prod(arr.shape[k + 1 :])) for k in range(arr.ndim)]
         types, disps = [], []
@@ -340,16 +313,16 @@ class Exchange:
             self._post(first=True)
             local = plan.local_of(me)
             pieces = self._pieces(src_local, local, reads, peers, dtype)
-            if pieces is not None:  # this rank fills its whole block itself: band by band (reshape.bandcopy)
+            if pieces is not None:  # this rank fills its whole block itself: band by band (reshape.runcopy)
                 faults.hit("transfer", me, comm.size)
-                bandcopy.fill(out, pieces)
+                runcopy.fill(out, pieces)
                 del pieces  # the peers' views: mappings are kept in nodecopy, views must not be
                 for t in reads:
                     self._note(t, DONE)
                 self.stats["direct"] += len(reads)
             else:
                 if local is not None:
-                    _copy(src_local, local.send, out, local.recv)
+                    runcopy.copy(src_local, local.send, out, local.recv)
                 faults.hit("transfer", me, comm.size)
                 for t in reads:  # in step order: distinct sources at each step
                     self._read(t, peers.descs[t.src], dtype)
@@ -358,25 +331,27 @@ class Exchange:
             raise
 
     def _pieces(self, src_local, local: Transfer | None, reads: list[Transfer], peers: _Peers | None,
-                dtype: np.dtype) -> list[bandcopy.Piece] | None:
-        """Every piece of this rank's block when it reads all of them itself and :func:`bandcopy.worth`
+                dtype: np.dtype) -> list[runcopy.Piece] | None:
+        """Every piece of this rank's block when it reads all of them itself and :func:`runcopy.worth`
         says banding pays; ``None`` (piece by piece) otherwise, or if any peer's block cannot be mapped."""
         if self._recvs or not reads or self.out is None:
             return None  # messages write part of the block: they may land at any time
         pieces = [] if local is None else [(src_local, local.send, local.recv)]
         try:
             for t in reads:
-                shape = self.plan.src.local_shape(self.plan.src_ranks.index(t.src))
-                pieces.append((nodecopy.view(peers.descs[t.src], shape, dtype), t.send, t.recv))
+                pieces.append((nodecopy.view(peers.descs[t.src], self._src_shape(t), dtype), t.send, t.recv))
         except nodecopy.MapError:
             return None  # _read maps each again and asks for what fails over MPI
-        return pieces if bandcopy.worth(self.out, pieces) else None
+        return pieces if runcopy.worth(self.out, pieces) else None
+
+    def _src_shape(self, t: Transfer) -> tuple[int, ...]:
+        """The shape of the source block of ``t`` (its sender's whole block)."""
+        return self.plan.src.local_shape(self.plan.src_ranks.index(t.src))
 
     def _read(self, t: Transfer, desc: nodecopy.Descriptor, dtype: np.dtype) -> None:
         """Copy transfer ``t`` out of the sender's block; on a mapping failure ask for it over MPI."""
-        shape = self.plan.src.local_shape(self.plan.src_ranks.index(t.src))
         try:
-            nodecopy.read(desc, shape, dtype, lambda block: _copy(block, t.send, self.out, t.recv))
+            nodecopy.read(desc, self._src_shape(t), dtype, lambda block: runcopy.copy(block, t.send, self.out, t.recv))
             note = DONE
             self.stats["direct"] += 1
         except nodecopy.MapError:

@@ -1,4 +1,4 @@
-"""reshape.bandcopy: filling a block band by band through a tile equals copying piece by piece.
+"""reshape.runcopy: filling a block band by band through a tile equals copying piece by piece.
 
 Single process: every source rank's block is a local array, the pieces are one destination rank's
 transfers of a real plan (``make_plan``), and tiny tiles force runs to cross band edges.
@@ -10,9 +10,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reshape import bandcopy
+from reshape import runcopy
 from reshape.layout import block, block_cyclic_2d, nearly_square_grid
-from reshape.redistribute import _copy
 from reshape.schedule import make_plan
 
 
@@ -35,12 +34,12 @@ def test_band_fill_equals_piece_by_piece(rows, cols, p, q, bs, bd, tile, data):
     want = dst.local_block(g, d)
     ref = np.full(want.shape, -1.0)
     for s, a, b in pieces:
-        _copy(s, a, ref, b)
+        runcopy.copy(s, a, ref, b)
     assert np.array_equal(ref, want)
     if ref.size == 0:
         return
     out = np.full(want.shape, -1.0)
-    bandcopy.fill(out, pieces, tile_bytes=tile * 8)  # a band of tile // cols rows (at least one)
+    runcopy.fill(out, pieces, tile_bytes=tile * 8)  # a band of tile // cols rows (at least one)
     assert np.array_equal(out, want)
 
 
@@ -50,8 +49,8 @@ def test_worth_only_when_pieces_cover_the_block_and_share_rows():
     col2 = block_cyclic_2d(g.shape, (1, 2), (4, 4))
     out = np.empty(col2.local_shape(0))
     pieces = pieces_of(col3, col2, 0, g)
-    assert bandcopy.worth(out, pieces)  # each row of the block gathers runs of 2 sources
-    assert not bandcopy.worth(out, pieces[:-1])  # not covered: a message writes the rest
+    assert runcopy.worth(out, pieces)  # each row of the block gathers runs of 2 sources
+    assert not runcopy.worth(out, pieces[:-1])  # not covered: a message writes the rest
     rows = pieces_of(block(g.shape, 2), block(g.shape, 4), 0, g)
-    assert not bandcopy.worth(np.empty(block(g.shape, 4).local_shape(0)), rows)  # whole rows: copy directly
-    assert not bandcopy.worth(np.empty(48), [])  # 1-D
+    assert not runcopy.worth(np.empty(block(g.shape, 4).local_shape(0)), rows)  # whole rows: copy directly
+    assert not runcopy.worth(np.empty(48), [])  # 1-D

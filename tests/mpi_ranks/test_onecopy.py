@@ -12,7 +12,7 @@ import resource
 import numpy as np
 import pytest
 
-from reshape import bandcopy, nodecopy
+from reshape import nodecopy, runcopy
 from reshape.layout import block, block_cyclic_1d, block_cyclic_2d, gen_block, nearly_square_grid
 from reshape.redistribute import start
 from reshape.schedule import make_plan
@@ -64,7 +64,7 @@ def pairs():
 
 def test_direct_reads_are_bit_identical_to_the_mpi_path(monkeypatch):
     problems = []
-    fills = bandcopy.counts["fills"]
+    fills = runcopy.counts["fills"]
     for src, dst in pairs():
         g = global_array(src.shape)
         ok, stats, senders = run(src, dst, g)
@@ -78,9 +78,9 @@ def test_direct_reads_are_bit_identical_to_the_mpi_path(monkeypatch):
         monkeypatch.delenv("RESHAPE_ONECOPY")
         if not ok or stats["direct"]:
             problems.append(f"{what}: with RESHAPE_ONECOPY=0: ok={ok} {stats}")
-    banded = comm.allreduce(bandcopy.counts["fills"] - fills)
+    banded = comm.allreduce(runcopy.counts["fills"] - fills)
     if N > 1 and not banded:  # the 2-D pairs with a changed column distribution fill band by band
-        problems.append("no block was filled band by band (reshape.bandcopy)")
+        problems.append("no block was filled band by band (reshape.runcopy)")
     assert_on_every_rank(problems)
 
 
