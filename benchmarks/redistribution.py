@@ -17,15 +17,11 @@ included; the slowest rank's time is taken with a sleeping reduction (a rank
 done early must not spin on a core the copying ranks need). ``warm-out`` is
 the circulant engine into a preallocated, already-touched output block
 allocated as the engine allocates one (page-aligned): the memory-bound figure compared with the
-bandwidth of a warm one-process numpy copy of the same array. That copy is
-timed on rank 0 right before every repeat (the other ranks sleeping), and
-each repeat's fraction is the copy's bandwidth at that moment divided into
-the engine's: the host's memory bandwidth here swings by up to 2x within
-seconds, more than the methods differ. ``of copy bw`` is the median of a
-case's paired fractions, ``worst rep`` its smallest; ``unpaired`` is the
-median run against the best of three copies timed before the case (the
-figure reported before pairing); ``copy GB/s`` the paired copies' median.
-The arrays are memfd-backed as the runtime's are, so ranks
+bandwidth of a warm one-process numpy copy of the same array, measured
+again next to each case (``copy GB/s``), since other load on the machine
+changes both; ``worst rep`` is the same fraction from the case's slowest
+repeat (the host's memory bandwidth swings by up to 2x within seconds here:
+one copy took 31-79 ms over 40 tries in a row). The arrays are memfd-backed as the runtime's are, so ranks
 read each other's blocks directly (one copy, :mod:`reshape.nodecopy`;
 ``direct`` / ``remote`` count the transfers); a reader keeps its mapping of
 a peer's block between repeats, as the one-process copy keeps its pages.
@@ -43,9 +39,8 @@ it back. Every method's result is compared bit for bit with the circulant one.
 
 Summary (``benchmarks/results/redistribution.json``), ratios of per-case medians:
   min_alltoallv_over_circulant       worst case at the largest N (target >= 1.0)
-  min_fraction_of_copy_bandwidth     worst case at the largest N (target >= 0.5); paired, as above
-  min_fraction_of_copy_bandwidth_worst_repeat, _unpaired: the same from each case's worst repeat,
-                                     and without pairing (no target)
+  min_fraction_of_copy_bandwidth     worst case at the largest N (target >= 0.5)
+  min_fraction_of_copy_bandwidth_worst_repeat: the same from each case's slowest repeat (no target)
   min_checkpoint_over_circulant      worst case at the largest N (target >= 5)
   min_fraction_of_copy_bandwidth_fresh_mappings, _mpi_path, min_onecopy_speedup: the same for fresh-map,
                                      warm mpi and their ratio (no target)
@@ -137,45 +132,23 @@ def steal_seconds() -> float:
     return getattr(psutil.cpu_times(), "steal", 0.0)  # Linux; 0 elsewhere
 
 
-class CopyProbe:
-    """The baseline: a warm single-process ``np.copyto`` of an n x n float64 array, on rank 0 of ``comm``.
-
-    :meth:`seconds` times one copy while the other ranks sleep in a barrier
-    (they would otherwise spin in the broadcast of the time). Called right
-    before each timed repeat, it pairs every repeat with the baseline measured
-    at the same moment: the host's memory bandwidth swings by up to 2x within
-    seconds here (one copy took 31-79 ms over 40 tries in a row), more than
-    any difference between the methods.
-    """
-
-    def __init__(self, comm, n: int) -> None:
-        self.comm, self.a, self.b = comm, None, None
-        if comm.rank == 0:
-            self.a = np.random.default_rng(0).random((n, n))
-            self.b = np.empty_like(self.a)
-            np.copyto(self.b, self.a)  # touch the output once: the warm figure, as the engine's warm-out run
-
-    def seconds(self) -> float:
-        from reshape.mpiutil import barrier
-
-        dt = None
-        if self.comm.rank == 0:
-            t0 = time.perf_counter()
-            np.copyto(self.b, self.a)
-            dt = time.perf_counter() - t0
-        barrier(self.comm)
-        return self.comm.bcast(dt)
-
-    def free(self) -> None:
-        self.a = self.b = None
-
-
 def copy_bandwidth(world, n: int, reps: int = 3) -> float:
-    """The baseline's bandwidth before a case, best of ``reps`` copies (the unpaired figure)."""
-    probe = CopyProbe(world, n)
-    best = min(probe.seconds() for _ in range(reps))
-    probe.free()
-    return n * n * 8 / best
+    """Warm single-process ``np.copyto`` bandwidth of an n x n float64 array on rank 0 (best of ``reps``)."""
+    from reshape.mpiutil import barrier
+
+    bw = None
+    if world.rank == 0:
+        a = np.random.default_rng(0).random((n, n))
+        b = np.empty_like(a)
+        np.copyto(b, a)  # touch the output once: the warm figure, as the engine's warm-out run
+        best = float("inf")
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            np.copyto(b, a)
+            best = min(best, time.perf_counter() - t0)
+        bw = a.nbytes / best
+    barrier(world)  # the other ranks sleep meanwhile instead of spinning in bcast
+    return world.bcast(bw)
 
 
 def one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw,
@@ -200,12 +173,7 @@ def one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw,
     fixed = {0: 0}
     rl_ranks = relabel(src, dst, fixed=fixed, dst_candidates=range(comm.size))
 
-    probe = CopyProbe(comm, n)
-    copies: dict[str, list[float]] = {}  # per warm series: the baseline copy timed right before each repeat
-
-    def timed(fresh=False, pair=None, **kw):
-        if pair is not None:
-            copies.setdefault(pair, []).append(probe.seconds())
+    def timed(fresh=False, **kw):
         if fresh:  # unmap peers' files: the reads fault their page-table entries in again, as in a resize
             nodecopy.forget()
         barrier(comm)
@@ -233,15 +201,15 @@ def one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw,
         warm = nodecopy.empty(ref.shape, ref.dtype)
         warm[...] = 0
     for _ in range(reps):
-        res.setdefault("warm", []).append(timed(out=warm, pair="warm")[0])
+        res.setdefault("warm", []).append(timed(out=warm)[0])
     direct = comm.allreduce(stats.get("direct", 0))
     for _ in range(reps):
-        res.setdefault("warm_fresh", []).append(timed(fresh=True, out=warm, pair="warm_fresh")[0])
+        res.setdefault("warm_fresh", []).append(timed(fresh=True, out=warm)[0])
     # the same into the same warm buffer over MPI only (pack + the receiver's copy): the two-copy path
     os.environ[E.ONECOPY] = "0"
     try:
         for _ in range(reps):
-            res.setdefault("warm_mpi", []).append(timed(out=warm, pair="warm_mpi")[0])
+            res.setdefault("warm_mpi", []).append(timed(out=warm)[0])
     finally:
         del os.environ[E.ONECOPY]
     # relabelled: the same global array, destination positions chosen to keep data in place
@@ -255,16 +223,10 @@ def one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw,
     same = bool(comm.allreduce(int(g_ref is None or np.array_equal(back, g_ref)), op=MPI.MIN))
     if not same:
         raise SystemExit(f"relabelled result differs: N={n} {kind} {nb} {p}->{q}")
-    probe.free()
     plan, plan_rl = make_plan(src, dst), make_plan(src, dst, None, rl_ranks)
     med = {k: statistics.median(v) for k, v in res.items()}
     best = {k: min(v) for k, v in res.items()}
     nbytes = n * n * 8
-
-    def paired(k: str) -> list[float]:  # per repeat: copy bandwidth / the method's bandwidth, same moment
-        return [c / t for c, t in zip(copies[k], res[k], strict=True)]
-
-    fr = {k: paired(k) for k in ("warm", "warm_fresh", "warm_mpi")}
     return {
         "N": n, "P": p, "Q": q, "layout": kind, "block": nb, "bytes": nbytes,
         "steps": len(plan.steps), "moved": plan.moved / (n * n), "moved_relabel": plan_rl.moved / (n * n),
@@ -278,16 +240,14 @@ def one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw,
         "checkpoint_over_circulant": med["checkpoint"] / med["circulant"],
         "alltoallv_over_circulant": med["alltoallv"] / med["circulant"],
         "alltoallv_over_circulant_best": best["alltoallv"] / best["circulant"],
-        "copy_GBps": nbytes / statistics.median(copies["warm"]) / 1e9,
-        "copy_GBps_before": copy_bw / 1e9,
-        "fraction_of_copy_bw": statistics.median(fr["warm"]),
-        "fraction_of_copy_bw_worst_repeat": min(fr["warm"]),
-        "fraction_of_copy_bw_unpaired": nbytes / med["warm"] / copy_bw,
-        "fraction_of_copy_bw_fresh": statistics.median(fr["warm_fresh"]),
-        "fraction_of_copy_bw_mpi": statistics.median(fr["warm_mpi"]),
+        "copy_GBps": copy_bw / 1e9,
+        "fraction_of_copy_bw": nbytes / med["warm"] / copy_bw,
+        "fraction_of_copy_bw_worst_repeat": nbytes / max(res["warm"]) / copy_bw,
+        "fraction_of_copy_bw_fresh": nbytes / med["warm_fresh"] / copy_bw,
+        "fraction_of_copy_bw_mpi": nbytes / med["warm_mpi"] / copy_bw,
         "onecopy_speedup": med["warm_mpi"] / med["warm"],
         "relabel_speedup": med["circulant"] / med["relabel"],
-        "runs_s": res, "copy_runs_s": copies, "fraction_runs": fr,
+        "runs_s": res,
     }
 
 
@@ -307,7 +267,7 @@ def report(args, rows, sizes, blocks, reps, nranks) -> int:
         ("checkpoint_s", "checkpoint s", ".3f"), ("checkpoint_over_circulant", "ckpt/circ", ".1f"),
         ("alltoallv_over_circulant", "a2av/circ", ".2f"), ("copy_GBps", "copy GB/s", ".1f"),
         ("fraction_of_copy_bw", "of copy bw", ".2f"), ("fraction_of_copy_bw_worst_repeat", "worst rep", ".2f"),
-        ("fraction_of_copy_bw_unpaired", "unpaired", ".2f"), ("warm_fresh_s", "fresh-map s", ".4f"),
+        ("warm_fresh_s", "fresh-map s", ".4f"),
         ("fraction_of_copy_bw_fresh", "fresh of bw", ".2f"), ("warm_mpi_s", "warm mpi s", ".4f"),
         ("fraction_of_copy_bw_mpi", "mpi of bw", ".2f"), ("onecopy_speedup", "1copy x", ".2f"),
         ("direct_transfers", "direct", "d"), ("remote_transfers", "remote", "d"),
@@ -321,7 +281,6 @@ def report(args, rows, sizes, blocks, reps, nranks) -> int:
     for key, col in (("alltoallv_over_circulant", "alltoallv_over_circulant"),
                      ("fraction_of_copy_bandwidth", "fraction_of_copy_bw"),
                      ("fraction_of_copy_bandwidth_worst_repeat", "fraction_of_copy_bw_worst_repeat"),
-                     ("fraction_of_copy_bandwidth_unpaired", "fraction_of_copy_bw_unpaired"),
                      ("checkpoint_over_circulant", "checkpoint_over_circulant"),
                      ("relabel_speedup", "relabel_speedup"),
                      ("fraction_of_copy_bandwidth_fresh_mappings", "fraction_of_copy_bw_fresh"),
