@@ -233,6 +233,8 @@ class SchedulerClient:
             "iter_time": float(report.iter_time), "redist_time": report.redist_time,
             "redist_from": report.redist_from, "host": report.host or self.host,
         }
+        if report.parked:
+            body["parked"] = list(report.parked)
         rep = self._send("resize_point", body, nprocs=report.nprocs)
         if rep is None or rep.type != "advice":
             return Advice("continue", report.nprocs, reason="scheduler unavailable")

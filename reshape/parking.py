@@ -67,6 +67,12 @@ class Reserve:
     def parked(self) -> int:
         return sum(len(p.parked) for p in self.pools)
 
+    def parked_hosts(self) -> tuple[str, ...]:
+        """Rank 0: the hosts of the ranks :meth:`pick` could call back at once (the largest pool's),
+        one entry per rank, for the scheduler to place an expansion there."""
+        best = max(self.pools, key=lambda p: len(p.parked), default=None)
+        return tuple(sorted(best.parked.values())) if best is not None else ()
+
     def pick(self, n: int, hosts: tuple[str, ...] | list[str]) -> tuple[int, tuple[int, ...]] | None:
         """Rank 0: a pool whose parked ranks cover ``n`` new ranks on ``hosts`` (any host if none), or None.
 

@@ -62,6 +62,7 @@ _JOB_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "redist_time": (_NUM + _NONE, False),
         "redist_from": (_INT + _NONE, False),
         "host": (_STR, False),
+        "parked": (_LIST, False),
     },
     "resized": {
         "old": (_INT, True),
@@ -293,6 +294,11 @@ def _check_values(t: str, body: dict[str, Any], seq: int) -> None:
         g = body["grid"]
         if len(g) > 3 or not all(_is(x, _INT) and x >= 1 for x in g):
             raise ProtocolError("bad_field", "resize_point: 'grid' must list 1-3 positive integers", seq)
+    if t == "resize_point" and "parked" in body:
+        pk = body["parked"]
+        if len(pk) > MAX_SIZES or not all(_is(h, _STR) and 0 < len(h) <= 255 for h in pk):
+            raise ProtocolError("bad_field", f"resize_point: 'parked' must list at most {MAX_SIZES} host names "
+                                             "of 1-255 characters", seq)
     if t == "hello" and "sizes" in body:
         _check_sizes(body["sizes"], seq)
     if t == "advice":

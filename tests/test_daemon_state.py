@@ -259,3 +259,24 @@ def test_sizes_a_job_announces_narrow_its_legal_sizes_and_are_journaled():
     assert st2.jobs[a].spec.sizes == (1, 2, 4, 8)
     with pytest.raises(StateError, match="bad_sizes"):
         st.hello(a, 2, 0.0, sizes=[3])  # 3 is no longer legal: the narrowing holds, nothing is left
+
+
+def test_an_expansion_is_placed_where_the_job_has_parked_ranks():
+    """A job with reuse on reports the hosts of its parked ranks (``parked``); the expansion's slots are
+    taken there first, so the runtime calls those ranks back instead of spawning (reshape.parking)."""
+    from scheduler.core.pool import Node, Pool
+
+    def expand_hosts(parked):
+        st = ClusterState(Pool([Node("a", 2), Node("b", 2), Node("c", 2)]), app_policy("easy"),
+                          remap_policy("reshape"))
+        a = st.submit(job(2, max_procs=3), 0.0)
+        st.tick(0.0)
+        adv = st.resize_point(a, {"iteration": 1, "nprocs": 2, "iter_time": 1.0, "parked": parked}, 0.0)
+        st.validate()
+        assert adv.action == "expand" and adv.nprocs == 3
+        assert st.jobs[a].pending["hosts"] == list(adv.hosts)  # the reservation is where the advice says
+        return adv.hosts
+
+    assert expand_hosts([]) == ("b",)  # first fit
+    assert expand_hosts(["c", "c"]) == ("c",)
+    assert expand_hosts(["gone", "c"]) == ("c",)  # a host not in the pool is ignored

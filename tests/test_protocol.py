@@ -55,6 +55,10 @@ def test_doc_examples_decode_and_roundtrip(example):
          b'"body": {"iteration": 1, "nprocs": true, "iter_time": 1}}', "bad_field"),
         (b'{"v": 1, "type": "resize_point", "seq": 1, "job_id": 1, '
          b'"body": {"iteration": 1, "nprocs": 2, "iter_time": NaN}}', "malformed"),
+        (b'{"v": 1, "type": "resize_point", "seq": 1, "job_id": 1, '
+         b'"body": {"iteration": 1, "nprocs": 2, "iter_time": 1, "parked": ["n1", 2]}}', "bad_field"),
+        (b'{"v": 1, "type": "resize_point", "seq": 1, "job_id": 1, '
+         b'"body": {"iteration": 1, "nprocs": 2, "iter_time": 1, "parked": [""]}}', "bad_field"),
         (b'{"v": 1, "type": "cancel", "seq": 1, "body": {"job_id": 1, "force": true}}', "bad_field"),
         (b'{"v": 1, "type": "finished", "seq": 1, "job_id": 1, "body": {"status": "meh"}}', "bad_field"),
         (b'{"v": 1, "type": "advice", "seq": 1, "job_id": 1, "body": {"action": "jump", "nprocs": 2}}',
@@ -75,9 +79,11 @@ def test_encode_refuses_what_decode_would_reject():
 
 @settings(max_examples=60, deadline=None)
 @given(st.integers(0, 2**40), st.integers(0, 10**6), st.integers(1, 4096),
-       st.floats(0, 1e6, allow_nan=False), st.lists(st.integers(1, 64), max_size=3))
-def test_resize_point_roundtrip(seq, it, n, t, grid):
-    m = P.Message("resize_point", seq, 5, {"iteration": it, "nprocs": n, "iter_time": t, "grid": grid})
+       st.floats(0, 1e6, allow_nan=False), st.lists(st.integers(1, 64), max_size=3),
+       st.lists(st.text(min_size=1, max_size=20), max_size=4))
+def test_resize_point_roundtrip(seq, it, n, t, grid, parked):
+    m = P.Message("resize_point", seq, 5, {"iteration": it, "nprocs": n, "iter_time": t, "grid": grid,
+                                            "parked": parked})
     assert P.decode(P.encode(m)) == m
 
 

@@ -1,6 +1,7 @@
 """The resize runtime under real MPI: spawned ranks join, retired ranks leave, data survives."""
 
 import os
+import re
 
 import pytest
 
@@ -100,6 +101,10 @@ def test_reuse_calls_parked_ranks_back_instead_of_spawning(mpirun, tmp_path):
     for p in joined:  # the spawned pair ran at 4, parked at the shrink, and came back at 4
         assert [s for s, _ in seqs[p]] == [4, 4]
     assert res.stdout.count("retired 2: exited 0 parked 2") == 2  # shrinks park instead of retiring
+    # each resize point tells the scheduler where the parked ranks are, so it can place the expansion there
+    parked = re.findall(r"^PARKED (\d+) here (\d+)$", res.stdout, re.M)
+    assert parked[:4] == [("0", "0"), ("0", "0"), ("2", "2"), ("0", "0")], parked
+    assert set(parked[4:]) == {("2", "2")}, parked
 
 
 def test_parked_ranks_leave_when_the_program_ends_without_finish(mpirun):

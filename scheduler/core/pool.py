@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from reshape.launchers import LAUNCHERS
@@ -111,20 +112,24 @@ class Pool:
         (self.draining.add if on else self.draining.discard)(host)
         self._sums = None
 
-    def allocate(self, n: int) -> list[str]:
+    def allocate(self, n: int, prefer: Iterable[str] = ()) -> list[str]:
+        """``n`` free slots, one host name per slot: first on the ``prefer`` hosts (one entry per
+        slot wanted there; names not in the pool are ignored), then first fit in node order."""
         if n < 1 or n > self.free:
             raise PoolError(f"cannot allocate {n} slots ({self.free} free of {self.total})")
         self._sums = None
         out: list[str] = []
-        for node in self.nodes:
-            if node.host in self.down or node.host in self.draining:
-                continue
-            take = min(node.slots - self.used[node.host], n - len(out))
-            if take > 0:
-                out += [node.host] * take
-                self.used[node.host] += take
-            if len(out) == n:
-                break
+        for want in (Counter(prefer), None):
+            for node in self.nodes:
+                if node.host in self.down or node.host in self.draining:
+                    continue
+                cap = n - len(out) if want is None else min(want[node.host], n - len(out))
+                take = min(node.slots - self.used[node.host], cap)
+                if take > 0:
+                    out += [node.host] * take
+                    self.used[node.host] += take
+                if len(out) == n:
+                    return out
         return out
 
     def claim(self, hosts: list[str]) -> None:

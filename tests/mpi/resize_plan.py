@@ -59,6 +59,14 @@ def main() -> int:
     x = rt.register_array("x", (n,), dtype=np.int32, layout="rows", init=lambda i: i * 3)
     if not rt.joined:
         rt["checksum"] = 0
+    if rt.rank == 0 and rt.advisor is not None:  # where the reports say ranks are parked (RESHAPE_REUSE)
+        advise = rt.advisor.advise
+
+        def logged(report):
+            print(f"PARKED {len(report.parked)} here {report.parked.count(report.host)}", flush=True)
+            return advise(report)
+
+        rt.advisor.advise = logged
 
     def check(done: int, where: str) -> bool:
         gi, gj = A.layout.global_indices(rt.rank)
