@@ -466,3 +466,24 @@ def test_clients_without_the_key_are_refused_on_the_cluster_network_while_others
     head.wait(lambda: head.job(a)["state"] == "ended", 30)
     j = next(j for j in head.req("history")["jobs"] if j["job_id"] == a)
     assert j["state"] == "done" and j["iterations"] == 6, j
+
+
+@needs_root
+def test_reuse_across_nodes_calls_the_parked_ranks_back_on_their_node(cluster):
+    """With reuse on, a shrink parks the ranks on node2, the next resize point reports them there, and
+    the second expansion onto node2 calls the same processes back instead of spawning new ones."""
+    res = cluster.mpiexec(2, ["-m", "tests.mpi.netns_expand", "node2,node2", "2"], ["node1"], timeout=120,
+                          cwd=ROOT, env={"PYTHONPATH": ROOT, "RESHAPE_REUSE": "1"})
+    assert res.returncode == 0, f"{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+    phases = {}
+    for line in res.stdout.splitlines():
+        if line.startswith("PLACEMENT "):
+            _, phase, places = line.split(" ", 2)
+            phases[phase] = json.loads(places)
+    assert list(phases) == ["it0-size2", "it1-size4", "it2-size2", "it3-size4", "it4-size2", "end-size2"]
+    first = sorted(p[3] for p in phases["it1-size4"] if p[1] == "node2")
+    again = sorted(p[3] for p in phases["it3-size4"] if p[1] == "node2")
+    assert len(first) == 2 and again == first  # the same processes: called back, not spawned
+    reports = [json.loads(line.split(" ", 1)[1]) for line in res.stdout.splitlines() if line.startswith("REPORT ")]
+    assert reports[:4] == [[], [], ["node2", "node2"], []], reports
+    assert not res.leftovers, f"processes left in the nodes after the job: {res.leftovers}"

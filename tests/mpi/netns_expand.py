@@ -1,9 +1,12 @@
 """Expand onto other nodes of the namespace cluster, then shrink back; print where every rank ran.
 
-argv[1]: comma-separated hosts for the new ranks. Rank 0 prints one
+argv[1]: comma-separated hosts for the new ranks; argv[2] (default 1): how
+many times to expand and shrink back. Rank 0 prints one
 ``PLACEMENT <phase> <json>`` line per phase (list of [rank, hostname, ip, pid])
-and checks the data after each resize and that the retired ranks exited;
-any failure exits non-zero.
+and checks the data after each resize and that the retired ranks exited (with
+``RESHAPE_REUSE=1``: that they are still there, parked), and one ``REPORT
+<json>`` line per resize point with the hosts the report says ranks are parked
+on; any failure exits non-zero.
 """
 
 import json
@@ -19,17 +22,19 @@ from reshape.advice import Advice
 
 
 class ExpandThenShrink:
-    def __init__(self, hosts):
+    def __init__(self, hosts, rounds):
         self.hosts = tuple(hosts)
         self.points = 0
+        self.rounds = rounds
 
     def advise(self, report):
         self.points += 1
-        if self.points == 1:
+        print(f"REPORT {json.dumps(report.parked)}", flush=True)
+        if self.points > 2 * self.rounds:
+            return Advice("continue", report.nprocs)
+        if self.points % 2:
             return Advice("expand", report.nprocs + len(self.hosts), self.hosts)
-        if self.points == 2:
-            return Advice("shrink", report.nprocs - len(self.hosts))
-        return Advice("continue", report.nprocs)
+        return Advice("shrink", report.nprocs - len(self.hosts))
 
     def resized(self, old, new, seconds, error=None):
         print(f"resized {old}->{new} error={error}", flush=True)
@@ -56,19 +61,23 @@ def check(phase):
     return places
 
 
-rt = runtime.init(ExpandThenShrink(sys.argv[1].split(",")))
+ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 1
+rt = runtime.init(ExpandThenShrink(sys.argv[1].split(","), ROUNDS))
 X = rt.register_array("X", (12, 4), init=lambda i, j: i * 4 + j)
 places = None
-for it in rt.iterations(3):
+for it in rt.iterations(2 * ROUNDS + 1):
     now = check(f"it{it}-size{rt.size}")
     if rt.rank == 0 and places is not None and len(now) < len(places):
         # the ranks a shrink retired: those gone since the last phase (not necessarily the last ones: placement)
         retired = [p[3] for p in places if p[3] not in {q[3] for q in now}]
         end = time.monotonic() + 10
-        while any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in retired):
+        while not rt.reuse and any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
+                                   for p in retired):
             if time.monotonic() > end:
                 sys.exit(f"retired ranks {retired} still running 10 s after the shrink")
             time.sleep(0.05)
+        if rt.reuse and not all(psutil.pid_exists(p) for p in retired):
+            sys.exit(f"ranks {retired} were to be parked, but some exited")
         print(f"RETIRED {json.dumps(retired)}", flush=True)
     places = now
     rt.resize()
