@@ -62,6 +62,7 @@ class JobSettings:
     job_id: int = 0
     relabel: bool = True
     reuse: bool = False
+    standby: int = 0
 
 
 # ---------------------------------------------------------------------- environment (pure)
@@ -125,6 +126,7 @@ def env_problems(env: Mapping[str, str] | None = None) -> tuple[JobSettings, lis
         problems.append(str(e))
     relabel = _flag(env, E.RELABEL, problems, True)
     reuse = _flag(env, E.REUSE, problems)
+    standby = _int(env, E.STANDBY, 0, problems) or 0
     if env.get(E.FAULT):
         try:
             faults.parse(env[E.FAULT])
@@ -148,7 +150,8 @@ def env_problems(env: Mapping[str, str] | None = None) -> tuple[JobSettings, lis
     sched = env.get(E.SCHEDULER)
     if sched is not None and not sched.startswith(("tcp://", "ipc://")):
         problems.append(f"{E.SCHEDULER}={sched!r}: expected a ZeroMQ endpoint, tcp://HOST:PORT or ipc://PATH")
-    return JobSettings(plan, max_procs, allow, method, background, timeout, job_id, relabel, reuse), problems
+    return JobSettings(plan, max_procs, allow, method, background, timeout, job_id, relabel, reuse,
+                       standby), problems
 
 
 def plan_problems(plan: tuple[int, ...] | None, size: int) -> list[str]:
@@ -196,10 +199,12 @@ def agree(comm, problem: str | None, what: str) -> None:
 
 
 def job_settings(comm, spawned: bool = False, env: Mapping[str, str] | None = None,
-                 max_procs: int | None = None) -> JobSettings:
+                 max_procs: int | None = None, reuse: bool | None = None, standby: int | None = None,
+                 ) -> JobSettings:
     """The job's settings from the environment, checked on every rank of ``comm``. Collective.
 
-    ``max_procs``: ``init``'s argument, checked too. On the ranks ``mpiexec``
+    ``max_procs``, ``reuse``, ``standby``: ``init``'s arguments, checked too
+    (standby ranks are parked ranks: they need reuse on). On the ranks ``mpiexec``
     started, also: the plan starts at ``comm.size``;
     rank 0 warns when a plan size exceeds this machine's CPUs (oversubscribed
     ranks are slower, README "Notes for running on real clusters").
@@ -207,6 +212,13 @@ def job_settings(comm, spawned: bool = False, env: Mapping[str, str] | None = No
     settings, problems = env_problems(env)
     if max_procs is not None and not (isinstance(max_procs, int | np.integer) and max_procs >= 1):
         problems.append(f"init(max_procs={max_procs!r}): expected an integer >= 1")
+    if standby is not None and (isinstance(standby, bool) or not isinstance(standby, int | np.integer)
+                                or standby < 0):
+        problems.append(f"init(standby={standby!r}): expected an integer >= 0")
+    elif (settings.standby if standby is None else standby) and not (settings.reuse if reuse is None else reuse):
+        what = f"{E.STANDBY}={settings.standby}" if standby is None else f"init(standby={standby})"
+        problems.append(f"{what}: standby ranks are parked ranks; turn reuse on too ({E.REUSE}=1 or "
+                        "init(reuse=True))")
     if not spawned:
         problems += plan_problems(settings.plan, comm.size)
     agree(comm, "; ".join(problems) or None, "reshape.init()")

@@ -39,6 +39,7 @@ __all__ = [
     "RUN_TAG",
     "SCHEDULER",
     "SCHEDULER_TIMEOUT",
+    "STANDBY",
     "STATE_DIR",
     "TRACES",
     "WAIT",
@@ -66,6 +67,7 @@ REDIST_METHOD = "RESHAPE_REDIST_METHOD"    # circulant | alltoallv | checkpoint
 BACKGROUND = "RESHAPE_BACKGROUND"          # 1: constant arrays move while the job keeps iterating
 RELABEL = "RESHAPE_RELABEL"                # 0: keep position j on the j-th senior rank at resizes (placement.py)
 REUSE = "RESHAPE_REUSE"                    # 1: a shrink parks retired ranks for a later expansion (parking.py)
+STANDBY = "RESHAPE_STANDBY"                # K: spawn K ranks at start that park at once (a warm pool; needs REUSE)
 SCHEDULER_TIMEOUT = "RESHAPE_SCHEDULER_TIMEOUT"
 ABORT_ON_ERROR = "RESHAPE_ABORT_ON_ERROR"  # 0: an uncaught error does not MPI_Abort the job
 FAULT = "RESHAPE_FAULT"                    # WHERE:WHO:HOW fault injection (faults.py)

@@ -14,7 +14,9 @@ From there an expansion proceeds as after a spawn (merge, hand-over,
 redistribution, relabelling). Otherwise the expansion spawns as usual and the
 parked ranks stay parked. ``finish()`` (or, failing that, the end of rank 0's
 interpreter) tells every parked rank to leave; they then finalize MPI with the
-job.
+job. Standby ranks (``RESHAPE_STANDBY=K``) are parked ranks from the start:
+spawned at ``init()``, they park at once on the communicator of their spawn
+(:meth:`Parking._stand_by`), so the first expansion can call them back too.
 
 What a parked rank holds: its process and its interpreter's memory (its array
 blocks moved away), no CPU (it sleeps up to 10 ms between checks), and no slot
@@ -154,7 +156,24 @@ class Parking:
         Called back, it joins the running ranks as a spawned rank does and unwinds
         to ``resize()`` (:class:`CalledBack`); told to leave, it retires.
         """
-        pool = self.comm
+        t0, n = self._wait_parked(self.comm)
+        for name, (lay, local) in self._pending_arrays.items():
+            self.arrays[name].dist = DistArray(lay, local, self.comm, tuple(range(lay.nprocs)))
+        self._pending_arrays.clear()
+        if self._in_body:  # the loop's own increment brings it to the job's next iteration
+            self.iteration -= 1
+        raise CalledBack(ResizeResult("expand", self.size - n, self.size, spawn_seconds=time.perf_counter() - t0,
+                                       reason="called back from the parked ranks"))
+
+    def _stand_by(self, pool: MPI.Intracomm) -> None:
+        """A standby rank (spawned at the job's start): park on ``pool`` at once. Called back, it has
+        joined the running ranks, and ``init()`` returns as on a spawned rank; told to leave, it retires."""
+        self.comm = pool
+        self._wait_parked(pool)
+
+    def _wait_parked(self, pool: MPI.Intracomm) -> tuple[float, int]:
+        """Sleep on ``pool`` for rank 0's word, then join the running ranks (``(when the call-back came,
+        how many were called back)``), or retire if told to leave (does not return)."""
         self._disarm()
         members = park(pool)
         if members is None:
@@ -162,15 +181,8 @@ class Parking:
         t0 = time.perf_counter()
         inter = rejoin(pool, members)
         self._reserve.keep(pool, {})
-        old = inter.Get_remote_size()
         self._join(inter, called_back=True)
-        for name, (lay, local) in self._pending_arrays.items():
-            self.arrays[name].dist = DistArray(lay, local, self.comm, tuple(range(lay.nprocs)))
-        self._pending_arrays.clear()
-        if self._in_body:  # the loop's own increment brings it to the job's next iteration
-            self.iteration -= 1
-        raise CalledBack(ResizeResult("expand", old, self.size, spawn_seconds=time.perf_counter() - t0,
-                                       reason="called back from the parked ranks"))
+        return t0, len(members)
 
     def _release_parked(self) -> None:
         """Rank 0: tell the parked ranks to leave (finish(), or the interpreter's exit without it)."""

@@ -539,6 +539,7 @@ def init(
     max_procs: int | None = None,
     background: bool | None = None,
     reuse: bool | None = None,
+    standby: int | None = None,
 ) -> Resizer:
     """Start (or, on a spawned rank, join) the resizable job. Call once per process.
 
@@ -554,6 +555,9 @@ def init(
     ranks after an expansion (:meth:`Resizer.resize`). ``reuse`` (default from
     ``RESHAPE_REUSE=1``) parks the ranks a shrink retires and calls them back at
     a later expansion instead of spawning (:mod:`reshape.parking`).
+    ``standby`` (default from ``RESHAPE_STANDBY``, 0; needs reuse) spawns that
+    many ranks at start that park at once, so that the first expansion calls
+    them back too.
     ``RESHAPE_RESIZE_TIMEOUT`` bounds each resize (seconds, default 120): a
     resize still under way then aborts the job with the reason reported, as
     does an uncaught exception on any rank (``RESHAPE_ABORT_ON_ERROR=0``
@@ -565,18 +569,20 @@ def init(
     parent = MPI.Comm.Get_parent()
     if parent != MPI.COMM_NULL:  # new ranks arrive one by one (reshape.spawned): the first ones sleep
         barrier(MPI.COMM_WORLD)
-    cfg = checks.job_settings(MPI.COMM_WORLD, parent != MPI.COMM_NULL, max_procs=max_procs)  # and RESHAPE_*
+    cfg = checks.job_settings(MPI.COMM_WORLD, parent != MPI.COMM_NULL, max_procs=max_procs, reuse=reuse,
+                              standby=standby)  # and RESHAPE_*
     allow_new_sizes = cfg.allow_new_sizes if allow_new_sizes is None else allow_new_sizes
     max_procs = cfg.max_procs if max_procs is None else max_procs
     method, timeout, job_id, relabel = cfg.method, cfg.resize_timeout, cfg.job_id, cfg.relabel
     background = cfg.background if background is None else background
     reuse = cfg.reuse if reuse is None else reuse
+    standby = int(cfg.standby if standby is None else standby)
     if reuse and launchers.from_env().name == "slurm":
         # nodes go back to Slurm empty: a rank parked there would be killed with its expander job
         if MPI.COMM_WORLD.rank == 0 and parent == MPI.COMM_NULL:
-            print(f"[reshape] {E.REUSE}=1 ignored under the slurm launcher: nodes given back to Slurm must be "
-                  f"empty", file=sys.stderr, flush=True)
-        reuse = False
+            print(f"[reshape] {E.REUSE}=1{' and standby ranks' if standby else ''} ignored under the slurm "
+                  f"launcher: nodes given back to Slurm must be empty", file=sys.stderr, flush=True)
+        reuse, standby = False, 0
     if parent != MPI.COMM_NULL:
         called = time.time()
         rt = Resizer(MPI.COMM_WORLD, None, job_id, allow_new_sizes, sizes, max_procs, method, timeout, background,
@@ -595,6 +601,8 @@ def init(
         if reuse and comm.rank == 0:
             atexit.register(rt._release_parked)  # parked ranks must not outlive a program that skips finish()
         install_excepthook(rt._report_abort, lambda: rt.rank)
+        if standby:
+            rt._start_standby(standby)
         if adv is not None and relabel:  # every method relabels (reshape.placement)
             placement.prefetch()  # the solver's import (scipy) runs during the first iterations, not in a resize
     _RUNTIME = rt

@@ -31,8 +31,8 @@ from reshape.mpiutil import allreduce, barrier, bcast_obj, wait, wait_all
 from reshape.redistribute import redistribute, start
 from reshape.results import ResizeError
 
-__all__ = ["JoinState", "Joining", "SwitchState", "bcast_bytes", "bridge", "check_hosts", "exchange_head", "merge",
-           "process_start", "program", "running_size", "spawn", "spawn_commands", "wait_politely"]
+__all__ = ["JoinState", "Joining", "Standby", "SwitchState", "bcast_bytes", "bridge", "check_hosts", "exchange_head",
+           "merge", "process_start", "program", "running_size", "spawn", "spawn_commands", "wait_politely"]
 
 
 @dataclass
@@ -47,6 +47,11 @@ class JoinState:
     background: tuple[str, ...] = ()  # arrays moving in the background; the rest move at the switch
     ranks: tuple[int, ...] = ()  # merged comm rank of every new layout position (reshape.placement)
     keys: tuple[placement.Seniority, ...] = ()  # seniority of every merged comm rank
+
+
+@dataclass
+class Standby:
+    """What rank 0 sends standby ranks instead of a :class:`JoinState`: park at once (a warm pool)."""
 
 
 @dataclass
@@ -97,6 +102,22 @@ class Joining:
                          ready_seconds=ready_age)
         return state
 
+    def _start_standby(self, k: int) -> None:
+        """Running ranks, at start: spawn ``k`` standby ranks that park at once. Collective.
+
+        A warm pool: the first expansion calls them back like ranks a shrink
+        parked (:mod:`reshape.parking`) instead of paying for a spawn, and the
+        resize points report where they are so that the scheduler places the
+        expansion there. They hold memory (an interpreter each), no CPU.
+        """
+        inter, _ = spawn(self.comm, k, ())
+        pool = merge(inter, high=False)
+        data = pickle.dumps(Standby(), protocol=pickle.HIGHEST_PROTOCOL) if self.rank == 0 else None
+        head = exchange_head(pool, len(data) if data is not None else 0, 0.0, 0.0, 0.0)
+        bcast_bytes(pool, data, int(head[0]))
+        hosts = pool.gather(socket.gethostname(), root=0)
+        self._reserve.keep(pool, {r: hosts[r] for r in range(self.size, pool.size)} if self.rank == 0 else {})
+
     def _join(self, parent: MPI.Intercomm, called_back: bool = False) -> None:
         """Run on a new rank: merge, take the state, receive the array blocks.
 
@@ -116,7 +137,11 @@ class Joining:
         self._phase("a new rank receiving the arrays")
         began, init = self._started or (ready, ready)
         head = exchange_head(merged, 0, began, init - began, ready - began)
-        state: JoinState = pickle.loads(bcast_bytes(merged, None, int(head[0])))
+        state: JoinState | Standby = pickle.loads(bcast_bytes(merged, None, int(head[0])))
+        if isinstance(state, Standby):  # spawned at the job's start to wait for an expansion
+            merged.gather(socket.gethostname(), root=0)
+            self._stand_by(merged)
+            return
         self.iteration = state.iteration
         self.values = state.values
         self.history = [*state.history, merged.size]

@@ -43,6 +43,7 @@ def test_uncaught_error_ends_the_job_once_without_abort(mpirun):
     ({"RESHAPE_PLAN": "2,x"}, "RESHAPE_PLAN='2,x': 'x' is not a number"),
     ({"RESHAPE_PLAN": "3,4"}, "RESHAPE_PLAN=3,4: the plan starts at 3 processes but the job runs on 2"),
     ({"RESHAPE_MAX_PROCS": "abc"}, "RESHAPE_MAX_PROCS='abc': expected an integer >= 1"),
+    ({"RESHAPE_STANDBY": "2"}, "RESHAPE_STANDBY=2: standby ranks are parked ranks; turn reuse on too"),
 ])
 def test_bad_environment_fails_on_every_rank(mpirun, env, text):
     res = mpirun(2, ["examples/heat.py", "--n", "16", "--steps", "2"], env=env, timeout=60, check=False)

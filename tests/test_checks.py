@@ -24,6 +24,7 @@ BAD = {
     E.SCHEDULER: ("localhost:5555", "expected a ZeroMQ endpoint"),
     E.RELABEL: ("maybe", "expected 1/true/yes/on or 0/false/no/off"),
     E.REUSE: ("2", "expected 1/true/yes/on or 0/false/no/off"),
+    E.STANDBY: ("-1", "expected an integer >= 0"),
     E.ONECOPY: ("maybe", "expected one of auto, 1, 0"),
 }
 

@@ -107,6 +107,17 @@ def test_reuse_calls_parked_ranks_back_instead_of_spawning(mpirun, tmp_path):
     assert set(parked[4:]) == {("2", "2")}, parked
 
 
+def test_standby_ranks_started_with_the_job_serve_its_first_expansion(mpirun, tmp_path):
+    """A warm pool: RESHAPE_STANDBY=2 spawns two ranks at start that park at once; the first 2 -> 4
+    calls them back (no spawn: four processes in all), and the second 2 -> 4 calls them back again."""
+    res, lines = run_plan(mpirun, 2, "2,4,2,4,2", tmp_path, {"RESHAPE_REUSE": "1", "RESHAPE_STANDBY": "2"})
+    assert "final size 2 sizes [4, 2, 4, 2, 2, 2] checksum 15 data OK" in res.stdout
+    assert len(_ranks_by_pid(lines)) == 4  # two started by mpiexec, two standbys; nothing spawned later
+    parked = re.findall(r"^PARKED (\d+) here (\d+)$", res.stdout, re.M)
+    assert parked[:4] == [("2", "2"), ("0", "0"), ("2", "2"), ("0", "0")], parked  # standbys parked from the start
+    assert not res.leftovers
+
+
 def test_parked_ranks_leave_when_the_program_ends_without_finish(mpirun):
     res = mpirun(2, ["-m", "tests.mpi.resize_nofinish"], env={"RESHAPE_REUSE": "1", "RESHAPE_PLAN": "2,4,2"},
                  timeout=60)
