@@ -51,6 +51,7 @@ class Pending:
     moves: dict[str, tuple[Layout, object]] = field(default_factory=dict)  # constant arrays in flight
     spawn_seconds: float = 0.0
     start_seconds: float = 0.0
+    called_back: int = 0  # new ranks that were parked ranks called back
     shrink: tuple[int, ...] = ()  # a shrink: the comm rank of every position at the new size
     refused: str | None = None  # the spawn was refused: the job carries on at its size
     error: str | None = None  # anything else: the job is aborted at the switch
@@ -86,7 +87,7 @@ class Background:
                 arrays=[(r.name, r.layout, r.rule(nprocs), str(r.local.dtype)) for r in self.arrays.values()],
                 ranks=tuple(range(nprocs)), keys=tuple(placement.grown(self._keys, nprocs - old)),
             )
-        pend = Pending(old, nprocs, self.comm.Dup(), advice.reason)
+        pend = Pending(old, nprocs, self.comm.Dup(), advice.reason, called_back=len(back[1]) if back else 0)
         pend.thread = threading.Thread(target=self._spawn_behind, args=(pend, hosts, back, state, moving),
                                        name="reshape-expand", daemon=True)
         self._pending = pend
@@ -182,7 +183,7 @@ class Background:
             self._replace_comm(merged)
             self._keys = placement.grown(self._keys, pend.new - pend.old)
             return ResizeResult("expand", pend.old, merged.size, pend.start_seconds + dt, pend.spawn_seconds,
-                                reason=pend.reason)
+                                reason=pend.reason, called_back=pend.called_back)
         except Exception as e:
             self._abort_resize(what, e)
         finally:

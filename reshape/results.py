@@ -20,6 +20,7 @@ class ResizeResult:
     spawn_seconds: float = 0.0  # spawn + merge
     error: str | None = None
     reason: str = ""
+    called_back: int = 0  # of an expansion's new ranks, how many were parked ranks called back (not spawned)
     # the parts of an expansion (rank 0's clock; 0.0 for other actions), see EXPAND_PARTS
     spawn_call_seconds: float = 0.0
     merge_seconds: float = 0.0

@@ -119,6 +119,7 @@ class Resizer(Joining, Background, Parking):
     _pending: Pending | None = None  # a background expansion waiting for its switch
     _end: int | None = None  # the loop's iteration count, when the job uses iterations()
     _parts: dict[str, float] = field(default_factory=dict)  # the parts of the expansion under way (EXPAND_PARTS)
+    _called_back: int = 0  # of the expansion under way's new ranks, how many are parked ranks called back
     _started: tuple[float, float] | None = None  # spawned rank: (process start, runtime.init) epoch seconds
     _keys: list[placement.Seniority] = field(default_factory=list)  # seniority of every comm rank
     _reserve: Reserve = field(default_factory=Reserve)  # pools of parked ranks (reshape.parking)
@@ -227,6 +228,7 @@ class Resizer(Joining, Background, Parking):
         back = self._new_ranks_from(nprocs, hosts)
         t0 = time.perf_counter()
         self._parts = {"_wall": time.time()}
+        self._called_back = len(back[1]) if back is not None else 0
         if back is not None:
             self._phase(f"calling back {nprocs - old} parked ranks")
             inter = self._reserve.call_back(self.comm, *back)
@@ -400,7 +402,8 @@ class Resizer(Joining, Background, Parking):
                 spawn = self.expand_processors(advice.nprocs, advice.hosts)
                 secs = self.redistribute()
                 parts = {k: v for k, v in self._parts.items() if k in EXPAND_PARTS}
-                return ResizeResult("expand", old, self.size, secs, spawn, reason=advice.reason, **parts)
+                return ResizeResult("expand", old, self.size, secs, spawn, reason=advice.reason,
+                                    called_back=self._called_back, **parts)
             if advice.action == "shrink" and self._overlap():
                 return self._shrink_background(advice, old)
             if advice.action == "shrink":

@@ -197,6 +197,24 @@ def test_real_mpi_job_finds_its_sweet_spot(daemon):
     assert d.req("status")["free_slots"] == 4
 
 
+def test_a_job_with_a_standby_rank_grows_first_onto_it(daemon):
+    """RESHAPE_STANDBY under the daemon: the first expansion 1 -> 2 calls the standby rank back (no spawn),
+    the later ones spawn, and nothing of the job is left when it ends."""
+    d = daemon(4)
+    a = d.submit(name="standby-mpi", command=["python", "tests/jobs/sweetspot_mpi.py", "--iters", "8"],
+                 nprocs=1, max_procs=4, env={"RESHAPE_REUSE": "1", "RESHAPE_STANDBY": "1"})
+    wait_for(lambda: d.job(a)["state"] not in ("queued", "running"), 90, every=0.3)
+    j = d.job(a)
+    log = d.req("log", {"job_id": a, "tail": 0})["text"]
+    assert j["state"] == "done", log
+    assert j["profile"]["history"][:4] == [1, 2, 3, 4], log
+    assert "data ok called back [1, 0, 0" in log, log
+    assert d.req("status")["free_slots"] == 4
+    from scheduler.service.startup import job_pids, job_tag
+
+    wait_for(lambda: not job_pids(job_tag(d.state_dir, a)), 10, every=0.2)  # the standby left with it
+
+
 def test_start_and_stop_many_times_with_jobs_running(daemon):
     """Regression: ``stop`` must be answered and the daemon must exit promptly, whatever runs.
 

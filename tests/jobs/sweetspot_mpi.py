@@ -34,7 +34,8 @@ def main() -> int:
         ok &= bool(np.array_equal(x.local, gi[:, None] * 10.0 + gj[None, :] + it + 1))
     ok = rt.comm.allreduce(int(ok), op=MPI.MIN)
     if rt.rank == 0:
-        print(f"sizes {[r.new for r in rt.results]} data {'ok' if ok else 'WRONG'}", flush=True)
+        print(f"sizes {[r.new for r in rt.results]} data {'ok' if ok else 'WRONG'} "
+              f"called back {[r.called_back for r in rt.results if r.action == 'expand']}", flush=True)
     rt.finish()
     return 0 if ok else 1
 
