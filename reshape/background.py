@@ -87,7 +87,7 @@ class Background:
                 arrays=[(r.name, r.layout, r.rule(nprocs), str(r.local.dtype)) for r in self.arrays.values()],
                 ranks=tuple(range(nprocs)), keys=tuple(placement.grown(self._keys, nprocs - old)),
             )
-        pend = Pending(old, nprocs, self.comm.Dup(), advice.reason, called_back=len(back[1]) if back else 0)
+        pend = Pending(old, nprocs, self.comm.Dup(), advice.reason, called_back=len(back.members) if back else 0)
         pend.thread = threading.Thread(target=self._spawn_behind, args=(pend, hosts, back, state, moving),
                                        name="reshape-expand", daemon=True)
         self._pending = pend
@@ -102,15 +102,20 @@ class Background:
         hand over, start the moves."""
         try:
             t0 = time.perf_counter()
+            first = None  # the communicator with the called-back ranks, when the rest is spawned over it
             try:
-                if back is not None:
-                    inter = self._reserve.call_back(pend.spawn_comm, *back)
+                if back is not None and back.rest:
+                    inter, first, _ = self._call_back_and_spawn(pend.spawn_comm, back, spawn)
+                elif back is not None:
+                    inter = self._reserve.call_back(pend.spawn_comm, back)
                 else:
                     inter, _ = spawn(pend.spawn_comm, pend.new - pend.old, hosts)
             except ResizeError as e:
                 pend.refused = str(e)
                 return
             merged = merge(inter, high=False)
+            if first is not None:
+                first.Disconnect()
             pend.spawn_seconds = time.perf_counter() - t0
             t1 = time.perf_counter()
             data = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL) if state is not None else None

@@ -6,13 +6,17 @@ job often grows again when that job ends, so with reuse on
 (``RESHAPE_REUSE=1`` or ``init(reuse=True)``, MaM's "reuse" mode) the ranks a
 shrink retires do not leave: they keep the communicator they retired from (a
 *pool*) and wait on it, sleeping, for a word from rank 0. An expansion that
-parked ranks can cover (all of its new ranks, on the hosts the scheduler
-named) calls them back: rank 0 tells them who is coming, they make a
+parked ranks can cover (its new ranks on the hosts the scheduler named)
+calls them back: rank 0 tells them who is coming, they make a
 communicator of their own (``MPI_Comm_create_group`` over the pool), and
 ``MPI_Intercomm_create`` joins them to the running ranks through the pool.
+When parked ranks cover only part of the expansion (:meth:`Reserve.pick`
+takes the pool that covers most), those are called back and merged in first,
+and the rest is spawned over the communicator they joined, they among the
+spawning ranks.
 From there an expansion proceeds as after a spawn (merge, hand-over,
-redistribution, relabelling). Otherwise the expansion spawns as usual and the
-parked ranks stay parked. ``finish()`` (or, failing that, the end of rank 0's
+redistribution, relabelling). If no parked rank fits, the expansion spawns as
+usual and the parked ranks stay parked. ``finish()`` (or, failing that, the end of rank 0's
 interpreter) tells every parked rank to leave; they then finalize MPI with the
 job. Standby ranks (``RESHAPE_STANDBY=K``) are parked ranks from the start:
 spawned at ``init()``, they park at once on the communicator of their spawn
@@ -32,15 +36,16 @@ from __future__ import annotations
 import socket
 import time
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from mpi4py import MPI
 
 from reshape.darray import DistArray
 from reshape.results import ResizeResult
 
-__all__ = ["CalledBack", "Parking", "Pool", "Reserve", "park", "rejoin"]
+__all__ = ["CallBack", "CalledBack", "Parking", "Pool", "Reserve", "park", "rejoin"]
 
-TAG_WORD = 7301  # rank 0 -> a parked rank: ("join", members) or ("exit",)
+TAG_WORD = 7301  # rank 0 -> a parked rank: ("join", members, rest, rest_hosts) or ("exit",)
 TAG_GROUP = 7302  # MPI_Comm_create_group among the ranks called back
 TAG_INTER = 7303  # MPI_Intercomm_create between the running ranks and them
 PARK_SLEEP = 0.01  # the longest a parked rank sleeps between checks (s)
@@ -53,6 +58,15 @@ class Pool:
 
     comm: MPI.Intracomm
     parked: dict[int, str] = field(default_factory=dict)  # rank 0's view: pool rank -> host
+
+
+class CallBack(NamedTuple):
+    """Rank 0's choice for an expansion: parked ranks to call back, and what to spawn besides."""
+
+    pool: int  # the pool's index in Reserve.pools
+    members: tuple[int, ...]  # the parked ranks called back, by rank in the pool's communicator
+    rest: int = 0  # new ranks no parked rank covers: spawned once the called-back ranks have joined
+    rest_hosts: tuple[str, ...] = ()  # their hosts, one each (empty: wherever a spawn puts them)
 
 
 @dataclass
@@ -75,39 +89,41 @@ class Reserve:
         best = max(self.pools, key=lambda p: len(p.parked), default=None)
         return tuple(sorted(best.parked.values())) if best is not None else ()
 
-    def pick(self, n: int, hosts: tuple[str, ...] | list[str]) -> tuple[int, tuple[int, ...]] | None:
-        """Rank 0: a pool whose parked ranks cover ``n`` new ranks on ``hosts`` (any host if none), or None.
+    def pick(self, n: int, hosts: tuple[str, ...] | list[str]) -> CallBack | None:
+        """Rank 0: the pool whose parked ranks cover the most of ``n`` new ranks on ``hosts`` (one host per
+        rank; any host if none), the most recent pool on a tie; None if no parked rank fits.
 
-        The most recent pool first; all the new ranks come from one pool.
+        The new ranks no parked rank covers are spawned (``rest``), on the hosts left over.
         """
         here = socket.gethostname()
-        want = [here if h in LOCAL else h for h in hosts]
+        best = None
         for idx in range(len(self.pools) - 1, -1, -1):
-            parked = dict(self.pools[idx].parked)
-            if len(parked) < n:
-                continue
-            if not want:
-                return idx, tuple(sorted(parked)[:n])
-            chosen = []
-            for h in want:
-                r = next((r for r, ph in sorted(parked.items()) if ph == h), None)
-                if r is None:
-                    break
-                chosen.append(r)
-                del parked[r]
+            free = sorted(self.pools[idx].parked.items())
+            if not hosts:
+                cb = CallBack(idx, tuple(r for r, _ in free[:n]), max(0, n - len(free)))
             else:
-                return idx, tuple(chosen)
-        return None
+                members, rest = [], []
+                for h in hosts:
+                    k = next((i for i, (_, ph) in enumerate(free) if ph == (here if h in LOCAL else h)), None)
+                    if k is None:
+                        rest.append(h)
+                    else:
+                        members.append(free.pop(k)[0])
+                cb = CallBack(idx, tuple(members), len(rest), tuple(rest))
+            if cb.members and (best is None or len(cb.members) > len(best.members)):
+                best = cb
+        return best
 
-    def call_back(self, comm: MPI.Intracomm, idx: int, members: tuple[int, ...]) -> MPI.Intercomm:
-        """The running ranks (collective over ``comm``): join the parked ``members`` of pool ``idx``."""
+    def call_back(self, comm: MPI.Intracomm, cb: CallBack) -> MPI.Intercomm:
+        """The running ranks (collective over ``comm``): join the parked ranks ``cb`` names."""
         if comm.rank == 0:
-            pool = self.pools[idx]
-            reqs = [pool.comm.isend(("join", members), dest=r, tag=TAG_WORD) for r in members]
+            pool = self.pools[cb.pool]
+            reqs = [pool.comm.isend(("join", cb.members, cb.rest, cb.rest_hosts), dest=r, tag=TAG_WORD)
+                    for r in cb.members]
             MPI.Request.Waitall(reqs)
-            for r in members:
+            for r in cb.members:
                 del pool.parked[r]
-            return comm.Create_intercomm(0, pool.comm, members[0], TAG_INTER)
+            return comm.Create_intercomm(0, pool.comm, cb.members[0], TAG_INTER)
         return comm.Create_intercomm(0, MPI.COMM_SELF, 0, TAG_INTER)
 
     def release(self) -> None:
@@ -119,14 +135,15 @@ class Reserve:
         MPI.Request.Waitall(reqs)
 
 
-def park(pool: MPI.Intracomm, max_sleep: float = PARK_SLEEP) -> tuple[int, ...] | None:
-    """A retired rank: wait, sleeping, for rank 0's word; the members called back (self among them) or None to leave."""
+def park(pool: MPI.Intracomm, max_sleep: float = PARK_SLEEP) -> tuple[tuple[int, ...], int, tuple[str, ...]] | None:
+    """A retired rank: wait, sleeping, for rank 0's word: ``(members called back, self among them; ranks to
+    spawn after they join; those ranks' hosts)``, or None to leave."""
     req = pool.irecv(source=0, tag=TAG_WORD)
     delay = 1e-4
     while True:
         done, word = req.test()
         if done:
-            return tuple(word[1]) if word[0] == "join" else None
+            return (tuple(word[1]), int(word[2]), tuple(word[3])) if word[0] == "join" else None
         time.sleep(delay)
         delay = min(2 * delay, max_sleep)
 
@@ -173,16 +190,17 @@ class Parking:
 
     def _wait_parked(self, pool: MPI.Intracomm) -> tuple[float, int]:
         """Sleep on ``pool`` for rank 0's word, then join the running ranks (``(when the call-back came,
-        how many were called back)``), or retire if told to leave (does not return)."""
+        how many new ranks the expansion brought)``), or retire if told to leave (does not return)."""
         self._disarm()
-        members = park(pool)
-        if members is None:
+        word = park(pool)
+        if word is None:
             self._retire()
+        members, rest, rest_hosts = word
         t0 = time.perf_counter()
         inter = rejoin(pool, members)
         self._reserve.keep(pool, {})
-        self._join(inter, called_back=True)
-        return t0, len(members)
+        self._join(inter, called_back=True, then_spawn=(rest, rest_hosts))
+        return t0, len(members) + rest
 
     def _release_parked(self) -> None:
         """Rank 0: tell the parked ranks to leave (finish(), or the interpreter's exit without it)."""

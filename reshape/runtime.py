@@ -70,7 +70,7 @@ from reshape.background import Background, Pending
 from reshape.darray import DistArray, LayoutRule, Registered, layout_rule
 from reshape.layout import Layout, LayoutError, nearly_square_grid
 from reshape.mpiutil import allreduce, barrier, bcast_obj
-from reshape.parking import CalledBack, Parking, Reserve
+from reshape.parking import CallBack, CalledBack, Parking, Reserve
 from reshape.redistribute import redistribute
 from reshape.results import EXPAND_PARTS, ResizeError, ResizeResult
 from reshape.spawning import Joining, check_hosts, merge, process_start
@@ -228,30 +228,39 @@ class Resizer(Joining, Background, Parking):
         back = self._new_ranks_from(nprocs, hosts)
         t0 = time.perf_counter()
         self._parts = {"_wall": time.time()}
-        self._called_back = len(back[1]) if back is not None else 0
-        if back is not None:
+        self._called_back = len(back.members) if back is not None else 0
+        first = None  # the communicator with the called-back ranks, when the rest is spawned over it
+        if back is not None and back.rest:
+            self._phase(f"calling back {len(back.members)} parked ranks, then spawning {back.rest}")
+            inter, first, call = self._call_back_and_spawn(self.comm, back, lambda c, n, h: self._spawn(n, h, c))
+        elif back is not None:
             self._phase(f"calling back {nprocs - old} parked ranks")
-            inter = self._reserve.call_back(self.comm, *back)
+            inter = self._reserve.call_back(self.comm, back)
             call = time.perf_counter() - t0
         else:
             inter, call = self._spawn(nprocs - old, hosts)
         self._phase("merging with the spawned ranks")
         merged = merge(inter, high=False)
+        if first is not None:
+            first.Disconnect()
         self._pending_join = (old, nprocs)
         self._replace_comm(merged)
         t2 = time.perf_counter()
         self._parts.update(spawn_call_seconds=call, merge_seconds=t2 - t0 - call)
         return t2 - t0
 
-    def _new_ranks_from(self, nprocs: int, hosts) -> tuple[int, tuple[int, ...]] | None:
-        """An expansion's checks (collective): the parked ranks to call back (reuse on and a pool
-        covers them: :meth:`Reserve.pick`), or ``None`` to spawn; ResizeError on every rank if refused."""
+    def _new_ranks_from(self, nprocs: int, hosts) -> CallBack | None:
+        """An expansion's checks (collective): the parked ranks to call back and the rest to spawn (reuse
+        on and a parked rank fits: :meth:`Reserve.pick`), or ``None`` to spawn them all; ResizeError on
+        every rank if refused (hosts to spawn on are probed now, before anything changes)."""
         problem = self._check_size(nprocs, "expand") if self.rank == 0 else None
         back = None
         if self.rank == 0 and problem is None:
             back = self._reserve.pick(nprocs - self.size, hosts) if self.reuse else None
             if back is None:
                 problem = check_hosts(hosts, nprocs - self.size)
+            elif back.rest:
+                problem = check_hosts(back.rest_hosts, back.rest)
         problem, back = bcast_obj(self.comm, (problem, back))
         if problem:
             raise ResizeError(problem)

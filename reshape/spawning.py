@@ -66,11 +66,27 @@ class SwitchState:
 class Joining:
     """The expansion steps of :class:`reshape.runtime.Resizer` (a mixin over its attributes)."""
 
-    def _spawn(self, n: int, hosts) -> tuple[MPI.Intercomm, float]:
-        """Start ``n`` new ranks of this program (:func:`spawn`, with this resize's watchdog phases)."""
+    def _spawn(self, n: int, hosts, comm: MPI.Intracomm | None = None) -> tuple[MPI.Intercomm, float]:
+        """Start ``n`` new ranks of this program (:func:`spawn` over ``comm``, default the job's, with this
+        resize's watchdog phases)."""
         where = f" on {','.join(sorted(set(hosts)))}" if hosts else ""
         self._phase(f"spawning {n} ranks{where}")
-        return spawn(self.comm, n, hosts, lambda: self._phase("merging with the spawned ranks"))
+        return spawn(self.comm if comm is None else comm, n, hosts,
+                     lambda: self._phase("merging with the spawned ranks"))
+
+    def _call_back_and_spawn(self, comm: MPI.Intracomm, cb, spawn_fn) -> tuple[MPI.Intercomm, MPI.Intracomm, float]:
+        """Running ranks, an expansion parked ranks cover in part: call ``cb.members`` back, merge them in,
+        and spawn the rest over that communicator with ``spawn_fn(comm, n, hosts)``. Returns the
+        intercommunicator to the spawned ranks, the communicator with the called-back ranks (disconnect it
+        after the final merge) and the spawn call's seconds. A spawn refused now aborts the job: the
+        called-back ranks have joined, and there is no way back to the old size."""
+        first = merge(self._reserve.call_back(comm, cb), high=False)
+        try:
+            inter, seconds = spawn_fn(first, cb.rest, cb.rest_hosts)
+        except ResizeError as e:
+            raise RuntimeError(f"spawning {cb.rest} ranks after calling back {len(cb.members)} parked ones "
+                               f"failed: {e}") from e
+        return inter, first, seconds
 
     def _hand_over(self, old: int) -> JoinState:
         """Running ranks, after an expansion: send the new ranks the job's state (rank 0's); returns it.
@@ -118,12 +134,15 @@ class Joining:
         hosts = pool.gather(socket.gethostname(), root=0)
         self._reserve.keep(pool, {r: hosts[r] for r in range(self.size, pool.size)} if self.rank == 0 else {})
 
-    def _join(self, parent: MPI.Intercomm, called_back: bool = False) -> None:
+    def _join(self, parent: MPI.Intercomm, called_back: bool = False,
+              then_spawn: tuple[int, tuple[str, ...]] = (0, ())) -> None:
         """Run on a new rank: merge, take the state, receive the array blocks.
 
         ``parent`` is the intercommunicator to rank 0 that spawned this rank
         (:func:`spawn`), or, for a parked rank called back, to all the running
-        ranks (:mod:`reshape.parking`). Bounded by the same deadline as the
+        ranks (:mod:`reshape.parking`); ``then_spawn``: the ranks (count, hosts)
+        the expansion spawns once the called-back ranks have joined, which they
+        spawn with the running ranks. Bounded by the same deadline as the
         running ranks' resize.
         """
         old = parent.Get_remote_size() if called_back else running_size(parent)
@@ -133,6 +152,11 @@ class Joining:
         ready = time.time()
         faults.hit("join", MPI.COMM_WORLD.rank + old, old + MPI.COMM_WORLD.size, old)
         merged = merge(parent if called_back else bridge(parent), high=True)
+        if then_spawn[0]:  # parked ranks covered only part of the expansion: spawn the rest as a running rank
+            first = merged
+            inter, _ = spawn(first, *then_spawn)
+            merged = merge(inter, high=False)
+            first.Disconnect()
         self.comm = merged
         self._phase("a new rank receiving the arrays")
         began, init = self._started or (ready, ready)

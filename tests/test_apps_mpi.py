@@ -147,6 +147,20 @@ def test_background_expansion_calls_parked_ranks_back(mpirun, tmp_path):
     assert len({p for p, _, _, _ in pids}) == 4
 
 
+def test_background_expansion_calls_back_what_is_parked_and_spawns_the_rest(mpirun, tmp_path):
+    """RESHAPE_BACKGROUND=1 with RESHAPE_REUSE=1, plan 2,4,2,6: the 2 -> 6 calls back the pair the shrink
+    parked and spawns two more over the communicator they joined, behind the job's iteration; the result
+    is the static one."""
+    _, ref, _ = run_app(mpirun, tmp_path, "lu", 2, iters=6, tag="static")
+    res, got, pids = run_app(mpirun, tmp_path, "lu", 2, "2,4,2,6", iters=6,
+                             env={"RESHAPE_BACKGROUND": "1", "RESHAPE_REUSE": "1"}, tag="part")
+    rows = json.loads((tmp_path / "lu-part.json").read_text())["rows"]
+    assert [r["action"] for r in rows] == ["expanding", "expand", "shrinking", "shrink", "expanding", "expand"]
+    assert "final size 6" in res.stdout and "result OK" in res.stdout, res.stdout + res.stderr
+    assert same("lu", ref, got)
+    assert len({p for p, _, _, _ in pids}) == 6  # 2 started, 2 spawned at 2 -> 4, 2 more at 2 -> 6
+
+
 @pytest.mark.parametrize("app", ["lu", "mm"])
 def test_background_shrink_is_bit_identical_to_blocking(mpirun, tmp_path, app):
     """A background shrink 4 -> 2 leaves the same bits as a blocking one: A (and MM's B) move while all four

@@ -118,6 +118,16 @@ def test_standby_ranks_started_with_the_job_serve_its_first_expansion(mpirun, tm
     assert not res.leftovers
 
 
+def test_parked_ranks_cover_part_of_an_expansion_and_the_rest_is_spawned(mpirun, tmp_path):
+    """Two standbys, then 2 -> 6: the two are called back and two more are spawned over the communicator
+    they joined (six processes in all); a shrink to 2 parks four, and 2 -> 4 calls back two of them."""
+    res, lines = run_plan(mpirun, 2, "2,6,2,4,2", tmp_path, {"RESHAPE_REUSE": "1", "RESHAPE_STANDBY": "2"})
+    assert "final size 2 sizes [6, 2, 4, 2, 2, 2] checksum 15 data OK called back [2, 2]" in res.stdout, res.stdout
+    assert len(_ranks_by_pid(lines)) == 6
+    parked = re.findall(r"^PARKED (\d+) here (\d+)$", res.stdout, re.M)
+    assert parked[:4] == [("2", "2"), ("0", "0"), ("4", "4"), ("2", "2")], parked
+
+
 def test_parked_ranks_leave_when_the_program_ends_without_finish(mpirun):
     res = mpirun(2, ["-m", "tests.mpi.resize_nofinish"], env={"RESHAPE_REUSE": "1", "RESHAPE_PLAN": "2,4,2"},
                  timeout=60)

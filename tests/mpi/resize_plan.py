@@ -108,7 +108,8 @@ def main() -> int:
     if rt.rank == 0:
         sizes = [r.new for r in rt.results]
         print(f"final size {rt.size} sizes {sizes} checksum {rt['checksum']} "
-              f"data {'OK' if total and rt['checksum'] == want_checksum else 'WRONG'}", flush=True)
+              f"data {'OK' if total and rt['checksum'] == want_checksum else 'WRONG'} "
+              f"called back {[r.called_back for r in rt.results if r.action == 'expand']}", flush=True)
         for r in rt.results:
             if r.error:
                 print(f"refused: {r.error}", flush=True)
