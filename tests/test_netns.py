@@ -168,16 +168,22 @@ def test_ranks_on_different_nodes_talk_over_tcp_not_shared_memory(cluster):
     assert not res.leftovers
 
 
+def placements(stdout: str) -> dict[str, list]:
+    """``tests.mpi.netns_expand``'s ``PLACEMENT <phase> <json>`` lines, by phase."""
+    out = {}
+    for line in stdout.splitlines():
+        if line.startswith("PLACEMENT "):
+            _, phase, places = line.split(" ", 2)
+            out[phase] = json.loads(places)
+    return out
+
+
 @needs_root
 def test_expansion_spawns_ranks_on_another_node_and_shrink_retires_them(cluster):
     res = cluster.mpiexec(2, ["-m", "tests.mpi.netns_expand", "node2,node2"], ["node1"], timeout=90, cwd=ROOT,
                           env={"PYTHONPATH": ROOT})
     assert res.returncode == 0, f"{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
-    phases = {}
-    for line in res.stdout.splitlines():
-        if line.startswith("PLACEMENT "):
-            _, phase, places = line.split(" ", 2)
-            phases[phase] = json.loads(places)
+    phases = placements(res.stdout)
     assert list(phases) == ["it0-size2", "it1-size4", "it2-size2", "end-size2"], res.stdout
     a, b = cluster.ip("node1"), cluster.ip("node2")
     assert [(p[1], p[2]) for p in phases["it0-size2"]] == [("node1", a)] * 2
@@ -475,11 +481,7 @@ def test_reuse_across_nodes_calls_the_parked_ranks_back_on_their_node(cluster):
     res = cluster.mpiexec(2, ["-m", "tests.mpi.netns_expand", "node2,node2", "2"], ["node1"], timeout=120,
                           cwd=ROOT, env={"PYTHONPATH": ROOT, "RESHAPE_REUSE": "1"})
     assert res.returncode == 0, f"{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
-    phases = {}
-    for line in res.stdout.splitlines():
-        if line.startswith("PLACEMENT "):
-            _, phase, places = line.split(" ", 2)
-            phases[phase] = json.loads(places)
+    phases = placements(res.stdout)
     assert list(phases) == ["it0-size2", "it1-size4", "it2-size2", "it3-size4", "it4-size2", "end-size2"]
     first = sorted(p[3] for p in phases["it1-size4"] if p[1] == "node2")
     again = sorted(p[3] for p in phases["it3-size4"] if p[1] == "node2")
