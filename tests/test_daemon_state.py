@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from scheduler.core.jobfile import JobFileError, validate_job
@@ -275,6 +277,7 @@ def test_an_expansion_is_placed_where_the_job_has_parked_ranks():
         st.validate()
         assert adv.action == "expand" and adv.nprocs == 3
         assert st.jobs[a].pending["hosts"] == list(adv.hosts)  # the reservation is where the advice says
+        assert st.status(0.0)["running"][0]["parked"] == dict(Counter(parked))  # shown: processes beyond slots
         return adv.hosts
 
     assert expand_hosts([]) == ("b",)  # first fit

@@ -58,6 +58,7 @@ class Job:
     deadline: float | None = None  # kill time under the walltime rule (scheduler.core.walltime)
     reservation: float | None = None  # the first start time the Application Scheduler reserved for it
     point_time: float | None = None  # when its current iteration began: start, resize point or resize end
+    parked: list[str] = field(default_factory=list)  # hosts of its parked (reuse, standby) ranks, as last reported
     # caches for snapshots (one per request): the immutable spec, the last policy view
     _spec: JobSpec | None = field(default=None, init=False, repr=False, compare=False)
     _view: RunningJob | None = field(default=None, init=False, repr=False, compare=False)
@@ -81,7 +82,8 @@ class Job:
                 "iterations": self.iterations, "exit_code": self.exit_code, "error": self.error,
                 "reported": self.reported, "node_report": self.node_report, "owner": self.owner,
                 "resizes": self.resizes, "redist_seconds": self.redist_seconds,
-                "deadline": self.deadline, "reservation": self.reservation, "point_time": self.point_time}
+                "deadline": self.deadline, "reservation": self.reservation, "point_time": self.point_time,
+                "parked": self.parked}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Job:

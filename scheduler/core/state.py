@@ -429,6 +429,7 @@ class ClusterState(JobTable, NodeStates):
             raise StateError("bad_size", f"job {job_id} reports {n} processes, scheduler has {j.nprocs}")
         j.iterations = max(j.iterations, body["iteration"])
         j.point_time = now
+        j.parked = list(body.get("parked", ()))  # processes it keeps on those hosts beyond its slots
         j.profile.record_iteration(n, body["iter_time"])
         if body.get("redist_time") is not None and body.get("redist_from"):
             j.profile.record_redistribution(body["redist_from"], n, body["redist_time"])
@@ -567,7 +568,8 @@ class ClusterState(JobTable, NodeStates):
                     "requested": j.desc["nprocs"], "hosts": sorted(set(j.hosts)),
                     "submit_time": j.submit_time, "start_time": j.start_time,
                     "iterations": j.iterations, "connected": j.connected,
-                    "pending": None if not j.pending else f"{j.pending['action']} {j.pending['new']}"}
+                    "pending": None if not j.pending else f"{j.pending['action']} {j.pending['new']}",
+                    "parked": dict(sorted(collections.Counter(j.parked).items()))}
 
         waiting = list(self._waiting.values()) if limit is None else \
             list(itertools.islice(self._waiting.values(), max(0, limit)))

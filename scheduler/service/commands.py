@@ -154,10 +154,11 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"daemon: {sv['served']} requests served; service time p50 {sv['p50_ms']:.2f} ms, "
               f"p99 {sv['p99_ms']:.2f} ms (last {sv['window']})")
     rows = [[j["job_id"], j["name"], j["state"], j["nprocs"], j["requested"], j["iterations"],
-             j["pending"], ",".join(j["hosts"])] for j in st["running"]]
-    rows += [[j["job_id"], j["name"], j["state"], "", j["requested"], "", "", ""]
+             j["pending"], ",".join(j["hosts"]),
+             ",".join(f"{h}:{k}" for h, k in j.get("parked", {}).items())] for j in st["running"]]
+    rows += [[j["job_id"], j["name"], j["state"], "", j["requested"], "", "", "", ""]
              for j in st["queue"] + st["waiting"]]
-    print(_table(rows, ["JOB", "NAME", "STATE", "PROCS", "REQ", "ITER", "PENDING", "HOSTS"]))
+    print(_table(rows, ["JOB", "NAME", "STATE", "PROCS", "REQ", "ITER", "PENDING", "HOSTS", "PARKED"]))
     hidden = st.get("queued_total", 0) + st.get("waiting_total", 0) - len(st["queue"]) - len(st["waiting"])
     more_running = st.get("running_total", len(st["running"])) - len(st["running"])
     if more_running > 0:
