@@ -18,7 +18,6 @@ move and the retiring ranks retire (:meth:`Background._shrink_background`).
 
 from __future__ import annotations
 
-import pickle
 import threading
 import time
 from dataclasses import dataclass, field
@@ -32,7 +31,7 @@ from reshape.layout import Layout
 from reshape.mpiutil import allreduce, bcast_obj
 from reshape.redistribute import redistribute, start
 from reshape.results import ResizeError, ResizeResult
-from reshape.spawning import JoinState, SwitchState, bcast_bytes, exchange_head, merge, spawn
+from reshape.spawning import JoinState, SwitchState, merge, share, spawn
 
 __all__ = ["Background", "Pending"]
 
@@ -118,9 +117,7 @@ class Background:
                 first.Disconnect()
             pend.spawn_seconds = time.perf_counter() - t0
             t1 = time.perf_counter()
-            data = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL) if state is not None else None
-            head = exchange_head(merged, len(data) if data is not None else 0, 0.0, 0.0, 0.0)
-            bcast_bytes(merged, data, int(head[0]))
+            share(merged, state)
             for name in moving:
                 reg = self.arrays[name]
                 dst = reg.rule(merged.size)

@@ -31,8 +31,8 @@ from reshape.mpiutil import allreduce, barrier, bcast_obj, wait, wait_all
 from reshape.redistribute import redistribute, start
 from reshape.results import ResizeError
 
-__all__ = ["JoinState", "Joining", "Standby", "SwitchState", "bcast_bytes", "bridge", "check_hosts", "exchange_head",
-           "merge", "process_start", "program", "running_size", "spawn", "spawn_commands", "wait_politely"]
+__all__ = ["JoinState", "Joining", "Standby", "SwitchState", "bridge", "check_hosts", "merge", "process_start",
+           "program", "running_size", "share", "spawn", "spawn_commands", "wait_politely"]
 
 
 @dataclass
@@ -97,7 +97,7 @@ class Joining:
         the placement of the new layouts' positions, which every rank needs.
         """
         t0 = time.perf_counter()
-        data = None
+        state = None
         if self.rank == 0:
             state = JoinState(
                 iteration=self.iteration + (1 if self._in_body else 0), values=self.values,
@@ -105,11 +105,7 @@ class Joining:
                 history=self.history, old_size=old, ranks=self._positions(self.size, range(self.size)),
                 keys=tuple(placement.grown(self._keys, self.size - old)),
             )
-            data = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
-        head = exchange_head(self.comm, len(data) if data is not None else 0, 0.0, 0.0, 0.0)
-        data = bcast_bytes(self.comm, data, int(head[0]))
-        if self.rank != 0:
-            state = pickle.loads(data)
+        state, head = share(self.comm, state if self.rank == 0 else None)
         spawned_at, init_age, ready_age = head[1], head[2], head[3]
         parts = self._parts
         parts["handover_seconds"] = time.perf_counter() - t0
@@ -128,9 +124,7 @@ class Joining:
         """
         inter, _ = spawn(self.comm, k, ())
         pool = merge(inter, high=False)
-        data = pickle.dumps(Standby(), protocol=pickle.HIGHEST_PROTOCOL) if self.rank == 0 else None
-        head = exchange_head(pool, len(data) if data is not None else 0, 0.0, 0.0, 0.0)
-        bcast_bytes(pool, data, int(head[0]))
+        share(pool, Standby() if self.rank == 0 else None)
         hosts = pool.gather(socket.gethostname(), root=0)
         self._reserve.keep(pool, {r: hosts[r] for r in range(self.size, pool.size)} if self.rank == 0 else {})
 
@@ -160,8 +154,7 @@ class Joining:
         self.comm = merged
         self._phase("a new rank receiving the arrays")
         began, init = self._started or (ready, ready)
-        head = exchange_head(merged, 0, began, init - began, ready - began)
-        state: JoinState | Standby = pickle.loads(bcast_bytes(merged, None, int(head[0])))
+        state: JoinState | Standby = share(merged, None, (began, init - began, ready - began))[0]
         if isinstance(state, Standby):  # spawned at the job's start to wait for an expansion
             merged.gather(socket.gethostname(), root=0)
             self._stand_by(merged)
@@ -281,18 +274,20 @@ def wait_politely(moves, max_sleep: float = 1e-3) -> None:
         delay = min(2 * delay, max_sleep)
 
 
-def exchange_head(comm: MPI.Intracomm, nbytes: int, start: float, init_age: float, ready_age: float) -> np.ndarray:
-    """The hand-over's first step: max over ranks of (state bytes, a new rank's start epoch, its ages)."""
-    out = np.zeros(4)
-    wait(comm.Iallreduce(np.array([nbytes, start, init_age, ready_age], dtype=np.float64), out, MPI.MAX))
-    return out
+def share(comm: MPI.Intracomm, obj, ages: tuple[float, float, float] = (0.0, 0.0, 0.0)) -> tuple[object, np.ndarray]:
+    """Rank 0's ``obj`` (a hand-over's state) to every rank of a merged communicator, waiting politely.
 
-
-def bcast_bytes(comm: MPI.Intracomm, data: bytes | None, n: int) -> bytes:
-    """Broadcast ``n`` bytes from rank 0 (``data`` there), waiting politely."""
-    buf = np.frombuffer(data, dtype=np.uint8) if comm.rank == 0 else np.empty(n, dtype=np.uint8)
+    One allreduce and one broadcast: the allreduce carries the pickled size
+    from rank 0 and, as maxima, each new rank's ``ages`` (its start epoch,
+    start -> ``init()``, start -> merge; zeros on the running ranks). Returns
+    ``(obj, [size, start, init age, ready age])``.
+    """
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL) if comm.rank == 0 else b""
+    head = np.zeros(4)
+    wait(comm.Iallreduce(np.array([len(data), *ages], dtype=np.float64), head, MPI.MAX))
+    buf = np.frombuffer(data, dtype=np.uint8) if comm.rank == 0 else np.empty(int(head[0]), dtype=np.uint8)
     wait(comm.Ibcast(buf, 0))
-    return data if comm.rank == 0 else buf.tobytes()
+    return (obj if comm.rank == 0 else pickle.loads(buf.tobytes())), head
 
 
 def process_start() -> float:

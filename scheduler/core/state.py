@@ -442,7 +442,7 @@ class ClusterState(JobTable, NodeStates):
             self._mark(j)
         q = self._check_remap(d, j, now)
         if q > n:
-            hosts = self.pool.allocate(q - n, prefer=body.get("parked", ()))  # reuse its parked ranks
+            hosts = self.pool.allocate(q - n, prefer=j.parked)  # where it can call parked ranks back
             j.pending = {"action": "expand", "old": n, "new": q, "hosts": hosts, "t": now}
             self._start_resize(j, n, q, now)
             self._event(now, j, "advise", f"expand {n}->{q}: {d.reason}")
