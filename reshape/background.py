@@ -31,7 +31,7 @@ from reshape.layout import Layout
 from reshape.mpiutil import allreduce, bcast_obj
 from reshape.redistribute import redistribute, start
 from reshape.results import ResizeError, ResizeResult
-from reshape.spawning import JoinState, SwitchState, merge, share, spawn
+from reshape.spawning import JoinState, SwitchState, share, spawn
 
 __all__ = ["Background", "Pending"]
 
@@ -101,20 +101,11 @@ class Background:
         hand over, start the moves."""
         try:
             t0 = time.perf_counter()
-            first = None  # the communicator with the called-back ranks, when the rest is spawned over it
             try:
-                if back is not None and back.rest:
-                    inter, first, _ = self._call_back_and_spawn(pend.spawn_comm, back, spawn)
-                elif back is not None:
-                    inter = self._reserve.call_back(pend.spawn_comm, back)
-                else:
-                    inter, _ = spawn(pend.spawn_comm, pend.new - pend.old, hosts)
+                merged, _ = self._bring_in(pend.spawn_comm, back, pend.new - pend.old, hosts, spawn)
             except ResizeError as e:
                 pend.refused = str(e)
                 return
-            merged = merge(inter, high=False)
-            if first is not None:
-                first.Disconnect()
             pend.spawn_seconds = time.perf_counter() - t0
             t1 = time.perf_counter()
             share(merged, state)

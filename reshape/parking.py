@@ -10,10 +10,11 @@ parked ranks can cover (its new ranks on the hosts the scheduler named)
 calls them back: rank 0 tells them who is coming, they make a
 communicator of their own (``MPI_Comm_create_group`` over the pool), and
 ``MPI_Intercomm_create`` joins them to the running ranks through the pool.
-When parked ranks cover only part of the expansion (:meth:`Reserve.pick`
-takes the pool that covers most), those are called back and merged in first,
-and the rest is spawned over the communicator they joined, they among the
-spawning ranks.
+Parked ranks of several pools (shrinks in steps, standbys and a shrink) are
+called back pool by pool (:meth:`Reserve.pick`: the pool that covers most
+first), each pool's ranks merged in before the next joins, they among the
+running ranks from then on; when parked ranks cover only part of the
+expansion, the rest is spawned over the communicator they all joined.
 From there an expansion proceeds as after a spawn (merge, hand-over,
 redistribution, relabelling). If no parked rank fits, the expansion spawns as
 usual and the parked ranks stay parked. ``finish()`` (or, failing that, the end of rank 0's
@@ -43,9 +44,9 @@ from mpi4py import MPI
 from reshape.darray import DistArray
 from reshape.results import ResizeResult
 
-__all__ = ["CallBack", "CalledBack", "Parking", "Pool", "Reserve", "park", "rejoin"]
+__all__ = ["CallBack", "CalledBack", "Parking", "Pool", "Reserve", "Step", "park", "rejoin"]
 
-TAG_WORD = 7301  # rank 0 -> a parked rank: ("join", members, rest, rest_hosts) or ("exit",)
+TAG_WORD = 7301  # rank 0 -> a parked rank: ("join", CallBack, step) or ("exit",)
 TAG_GROUP = 7302  # MPI_Comm_create_group among the ranks called back
 TAG_INTER = 7303  # MPI_Intercomm_create between the running ranks and them
 PARK_SLEEP = 0.01  # the longest a parked rank sleeps between checks (s)
@@ -60,13 +61,24 @@ class Pool:
     parked: dict[int, str] = field(default_factory=dict)  # rank 0's view: pool rank -> host
 
 
-class CallBack(NamedTuple):
-    """Rank 0's choice for an expansion: parked ranks to call back, and what to spawn besides."""
+class Step(NamedTuple):
+    """Parked ranks of one pool called back together."""
 
     pool: int  # the pool's index in Reserve.pools
     members: tuple[int, ...]  # the parked ranks called back, by rank in the pool's communicator
+
+
+class CallBack(NamedTuple):
+    """Rank 0's choice for an expansion: parked ranks to call back, pool by pool, and what to spawn besides."""
+
+    steps: tuple[Step, ...]  # in the order they join; each step's ranks take part in the later ones
     rest: int = 0  # new ranks no parked rank covers: spawned once the called-back ranks have joined
     rest_hosts: tuple[str, ...] = ()  # their hosts, one each (empty: wherever a spawn puts them)
+
+    @property
+    def members(self) -> tuple[int, ...]:
+        """Every parked rank called back, by rank in its pool (for a count: pools number ranks alike)."""
+        return tuple(r for st in self.steps for r in st.members)
 
 
 @dataclass
@@ -84,46 +96,48 @@ class Reserve:
         return sum(len(p.parked) for p in self.pools)
 
     def parked_hosts(self) -> tuple[str, ...]:
-        """Rank 0: the hosts of the ranks :meth:`pick` could call back at once (the largest pool's),
-        one entry per rank, for the scheduler to place an expansion there."""
-        best = max(self.pools, key=lambda p: len(p.parked), default=None)
-        return tuple(sorted(best.parked.values())) if best is not None else ()
+        """Rank 0: the hosts of every parked rank, one entry per rank (:meth:`pick` can call them all
+        back), for the scheduler to place an expansion there."""
+        return tuple(sorted(h for p in self.pools for h in p.parked.values()))
 
     def pick(self, n: int, hosts: tuple[str, ...] | list[str]) -> CallBack | None:
-        """Rank 0: the pool whose parked ranks cover the most of ``n`` new ranks on ``hosts`` (one host per
-        rank; any host if none), the most recent pool on a tie; None if no parked rank fits.
+        """Rank 0: parked ranks to cover as many of ``n`` new ranks on ``hosts`` (one host per rank; any host
+        if none) as the pools can, taking first the pool that covers the most (the most recent on a tie),
+        then the next that covers any of the rest; None if no parked rank fits.
 
-        The new ranks no parked rank covers are spawned (``rest``), on the hosts left over.
+        Each pool taken is one more call-back step (an ``MPI_Intercomm_create`` and a merge, milliseconds)
+        against a spawn's tenths of a second. The new ranks no parked rank covers are spawned (``rest``),
+        on the hosts left over.
         """
         here = socket.gethostname()
-        best = None
-        for idx in range(len(self.pools) - 1, -1, -1):
-            free = sorted(self.pools[idx].parked.items())
-            if not hosts:
-                cb = CallBack(idx, tuple(r for r, _ in free[:n]), max(0, n - len(free)))
-            else:
-                members, rest = [], []
-                for h in hosts:
-                    k = next((i for i, (_, ph) in enumerate(free) if ph == (here if h in LOCAL else h)), None)
-                    if k is None:
-                        rest.append(h)
-                    else:
-                        members.append(free.pop(k)[0])
-                cb = CallBack(idx, tuple(members), len(rest), tuple(rest))
-            if cb.members and (best is None or len(cb.members) > len(best.members)):
-                best = cb
-        return best
+        want = list(hosts)  # the hosts still to cover ([]: any host)
+        left, steps = n, []
+        while left:
+            best = None
+            for idx in range(len(self.pools) - 1, -1, -1):
+                if all(st.pool != idx for st in steps):
+                    members = _cover(sorted(self.pools[idx].parked.items()), want, left, here)
+                    if members and (best is None or len(members) > len(best.members)):
+                        best = Step(idx, members)
+            if best is None:
+                break
+            steps.append(best)
+            left -= len(best.members)
+            for r in best.members if want else ():
+                h = self.pools[best.pool].parked[r]
+                want.remove(next(w for w in want if (here if w in LOCAL else w) == h))
+        return CallBack(tuple(steps), left, tuple(want)) if steps else None
 
-    def call_back(self, comm: MPI.Intracomm, cb: CallBack) -> MPI.Intercomm:
-        """The running ranks (collective over ``comm``): join the parked ranks ``cb`` names."""
+    def call_back(self, comm: MPI.Intracomm, cb: CallBack, k: int) -> MPI.Intercomm:
+        """The running ranks (collective over ``comm``): join the parked ranks of ``cb``'s step ``k``,
+        telling each of them the whole call-back and its step (they take part in the later ones)."""
         if comm.rank == 0:
-            pool = self.pools[cb.pool]
-            reqs = [pool.comm.isend(("join", cb.members, cb.rest, cb.rest_hosts), dest=r, tag=TAG_WORD)
-                    for r in cb.members]
-            MPI.Request.Waitall(reqs)
-            for r in cb.members:
+            step = cb.steps[k]
+            pool = self.pools[step.pool]
+            MPI.Request.Waitall([pool.comm.isend(("join", cb, k), dest=r, tag=TAG_WORD) for r in step.members])
+            for r in step.members:
                 del pool.parked[r]
-            return comm.Create_intercomm(0, pool.comm, cb.members[0], TAG_INTER)
+            return comm.Create_intercomm(0, pool.comm, step.members[0], TAG_INTER)
         return comm.Create_intercomm(0, MPI.COMM_SELF, 0, TAG_INTER)
 
     def release(self) -> None:
@@ -135,15 +149,15 @@ class Reserve:
         MPI.Request.Waitall(reqs)
 
 
-def park(pool: MPI.Intracomm, max_sleep: float = PARK_SLEEP) -> tuple[tuple[int, ...], int, tuple[str, ...]] | None:
-    """A retired rank: wait, sleeping, for rank 0's word: ``(members called back, self among them; ranks to
-    spawn after they join; those ranks' hosts)``, or None to leave."""
+def park(pool: MPI.Intracomm, max_sleep: float = PARK_SLEEP) -> tuple[CallBack, int] | None:
+    """A retired rank: wait, sleeping, for rank 0's word: the expansion's call-back and the step that
+    calls this rank back, or None to leave."""
     req = pool.irecv(source=0, tag=TAG_WORD)
     delay = 1e-4
     while True:
         done, word = req.test()
         if done:
-            return (tuple(word[1]), int(word[2]), tuple(word[3])) if word[0] == "join" else None
+            return (word[1], word[2]) if word[0] == "join" else None
         time.sleep(delay)
         delay = min(2 * delay, max_sleep)
 
@@ -154,6 +168,19 @@ def rejoin(pool: MPI.Intracomm, members: tuple[int, ...]) -> MPI.Intercomm:
     inter = mine.Create_intercomm(0, pool, 0, TAG_INTER)
     mine.Free()
     return inter
+
+
+def _cover(free: list[tuple[int, str]], want: list[str], left: int, here: str) -> tuple[int, ...]:
+    """The parked ranks of one pool (``free``: rank, host) that cover the hosts in ``want`` (with none,
+    up to ``left`` ranks anywhere)."""
+    if not want:
+        return tuple(r for r, _ in free[:left])
+    free, members = list(free), []
+    for w in want:
+        k = next((i for i, (_, ph) in enumerate(free) if ph == (here if w in LOCAL else w)), None)
+        if k is not None:
+            members.append(free.pop(k)[0])
+    return tuple(members)
 
 
 class CalledBack(BaseException):
@@ -195,12 +222,12 @@ class Parking:
         word = park(pool)
         if word is None:
             self._retire()
-        members, rest, rest_hosts = word
+        cb, k = word
         t0 = time.perf_counter()
-        inter = rejoin(pool, members)
+        inter = rejoin(pool, cb.steps[k].members)
         self._reserve.keep(pool, {})
-        self._join(inter, called_back=True, then_spawn=(rest, rest_hosts))
-        return t0, len(members) + rest
+        self._join(inter, called_back=(cb, k))
+        return t0, len(cb.members) + cb.rest
 
     def _release_parked(self) -> None:
         """Rank 0: tell the parked ranks to leave (finish(), or the interpreter's exit without it)."""

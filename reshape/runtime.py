@@ -73,7 +73,7 @@ from reshape.mpiutil import allreduce, barrier, bcast_obj
 from reshape.parking import CallBack, CalledBack, Parking, Reserve
 from reshape.redistribute import redistribute
 from reshape.results import EXPAND_PARTS, ResizeError, ResizeResult
-from reshape.spawning import Joining, check_hosts, merge, process_start
+from reshape.spawning import Joining, check_hosts, process_start
 from reshape.watchdog import DEFAULT_TIMEOUT, Watchdog, abort, install_excepthook
 
 __all__ = ["EXPAND_PARTS", "Registered", "ResizeError", "ResizeResult", "Resizer", "init", "layout_rule"]
@@ -229,20 +229,7 @@ class Resizer(Joining, Background, Parking):
         t0 = time.perf_counter()
         self._parts = {"_wall": time.time()}
         self._called_back = len(back.members) if back is not None else 0
-        first = None  # the communicator with the called-back ranks, when the rest is spawned over it
-        if back is not None and back.rest:
-            self._phase(f"calling back {len(back.members)} parked ranks, then spawning {back.rest}")
-            inter, first, call = self._call_back_and_spawn(self.comm, back, lambda c, n, h: self._spawn(n, h, c))
-        elif back is not None:
-            self._phase(f"calling back {nprocs - old} parked ranks")
-            inter = self._reserve.call_back(self.comm, back)
-            call = time.perf_counter() - t0
-        else:
-            inter, call = self._spawn(nprocs - old, hosts)
-        self._phase("merging with the spawned ranks")
-        merged = merge(inter, high=False)
-        if first is not None:
-            first.Disconnect()
+        merged, call = self._bring_in(self.comm, back, nprocs - old, hosts, lambda c, n, h: self._spawn(n, h, c))
         self._pending_join = (old, nprocs)
         self._replace_comm(merged)
         t2 = time.perf_counter()

@@ -74,19 +74,40 @@ class Joining:
         return spawn(self.comm if comm is None else comm, n, hosts,
                      lambda: self._phase("merging with the spawned ranks"))
 
-    def _call_back_and_spawn(self, comm: MPI.Intracomm, cb, spawn_fn) -> tuple[MPI.Intercomm, MPI.Intracomm, float]:
-        """Running ranks, an expansion parked ranks cover in part: call ``cb.members`` back, merge them in,
-        and spawn the rest over that communicator with ``spawn_fn(comm, n, hosts)``. Returns the
-        intercommunicator to the spawned ranks, the communicator with the called-back ranks (disconnect it
-        after the final merge) and the spawn call's seconds. A spawn refused now aborts the job: the
-        called-back ranks have joined, and there is no way back to the old size."""
-        first = merge(self._reserve.call_back(comm, cb), high=False)
-        try:
-            inter, seconds = spawn_fn(first, cb.rest, cb.rest_hosts)
-        except ResizeError as e:
-            raise RuntimeError(f"spawning {cb.rest} ranks after calling back {len(cb.members)} parked ones "
-                               f"failed: {e}") from e
-        return inter, first, seconds
+    def _bring_in(self, comm: MPI.Intracomm, back, n: int, hosts, spawn_fn, owned: bool = False,
+                  first: int = 0) -> tuple[MPI.Intracomm, float]:
+        """An expansion's new ranks merged in (collective over ``comm``): ``back``'s parked ranks from its
+        step ``first`` on, pool by pool, each step's ranks among the running ones for the next, then the
+        rest spawned over the communicator they joined with ``spawn_fn(comm, count, hosts)`` (with
+        ``back`` None: ``n`` ranks on ``hosts``). ``owned``: ``comm`` is one of this expansion's own, to
+        disconnect once replaced (a called-back rank's). Returns the merged communicator and the spawn
+        call's seconds (the call-backs' when nothing is spawned). A spawn refused after a call-back aborts
+        the job: the called-back ranks have joined, and there is no way back to the old size."""
+        t0 = time.perf_counter()
+        rest, rest_hosts = (back.rest, back.rest_hosts) if back is not None else (n, hosts)
+        cur = comm
+
+        def replace(inter: MPI.Intercomm) -> MPI.Intracomm:
+            nxt = merge(inter, high=False)
+            if owned or cur is not comm:
+                cur.Disconnect()
+            return nxt
+
+        for k in range(first, len(back.steps) if back is not None else 0):
+            self._phase(f"calling back {len(back.steps[k].members)} parked ranks")
+            cur = replace(self._reserve.call_back(cur, back, k))
+        seconds = time.perf_counter() - t0
+        if rest:
+            try:
+                inter, seconds = spawn_fn(cur, rest, rest_hosts)
+            except ResizeError as e:
+                if back is None:
+                    raise
+                raise RuntimeError(f"spawning {rest} ranks after calling back {len(back.members)} parked ones "
+                                   f"failed: {e}") from e
+            self._phase("merging with the spawned ranks")
+            cur = replace(inter)
+        return cur, seconds
 
     def _hand_over(self, old: int) -> JoinState:
         """Running ranks, after an expansion: send the new ranks the job's state (rank 0's); returns it.
@@ -128,29 +149,31 @@ class Joining:
         hosts = pool.gather(socket.gethostname(), root=0)
         self._reserve.keep(pool, {r: hosts[r] for r in range(self.size, pool.size)} if self.rank == 0 else {})
 
-    def _join(self, parent: MPI.Intercomm, called_back: bool = False,
-              then_spawn: tuple[int, tuple[str, ...]] = (0, ())) -> None:
+    def _join(self, parent: MPI.Intercomm, called_back: tuple | None = None) -> None:
         """Run on a new rank: merge, take the state, receive the array blocks.
 
         ``parent`` is the intercommunicator to rank 0 that spawned this rank
         (:func:`spawn`), or, for a parked rank called back, to all the running
-        ranks (:mod:`reshape.parking`); ``then_spawn``: the ranks (count, hosts)
-        the expansion spawns once the called-back ranks have joined, which they
-        spawn with the running ranks. Bounded by the same deadline as the
-        running ranks' resize.
+        ranks (:mod:`reshape.parking`); ``called_back``: then the expansion's
+        call-back and the step that called this rank back: the later steps' parked
+        ranks and the spawned rest join with this rank among the running ones.
+        Bounded by the same deadline as the running ranks' resize.
         """
-        old = parent.Get_remote_size() if called_back else running_size(parent)
+        if called_back:
+            cb, k = called_back
+            old = parent.Get_remote_size() - sum(len(st.members) for st in cb.steps[:k])
+            new = old + len(cb.members) + cb.rest
+        else:
+            old = running_size(parent)
+            new = old + MPI.COMM_WORLD.size
         faults.set_spawned()
-        self._arm(f"expand {old}->{old + MPI.COMM_WORLD.size}")
+        self._arm(f"expand {old}->{new}")
         self._phase("a new rank merging with the running ranks")
         ready = time.time()
-        faults.hit("join", MPI.COMM_WORLD.rank + old, old + MPI.COMM_WORLD.size, old)
+        faults.hit("join", MPI.COMM_WORLD.rank + old, new, old)
         merged = merge(parent if called_back else bridge(parent), high=True)
-        if then_spawn[0]:  # parked ranks covered only part of the expansion: spawn the rest as a running rank
-            first = merged
-            inter, _ = spawn(first, *then_spawn)
-            merged = merge(inter, high=False)
-            first.Disconnect()
+        if called_back:
+            merged, _ = self._bring_in(merged, cb, 0, (), spawn, owned=True, first=k + 1)
         self.comm = merged
         self._phase("a new rank receiving the arrays")
         began, init = self._started or (ready, ready)

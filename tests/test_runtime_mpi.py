@@ -128,6 +128,18 @@ def test_parked_ranks_cover_part_of_an_expansion_and_the_rest_is_spawned(mpirun,
     assert parked[:4] == [("2", "2"), ("0", "0"), ("4", "4"), ("2", "2")], parked
 
 
+def test_parked_ranks_of_two_shrinks_are_called_back_together(mpirun, tmp_path):
+    """4 -> 3 -> 2 parks one rank at each shrink, in two pools; 2 -> 4 calls both back, pool by pool, and
+    spawns nothing (four processes in all), the data right after every step."""
+    res, lines = run_plan(mpirun, 2, "2,4,3,2,4", tmp_path, {"RESHAPE_REUSE": "1", "RESHAPE_ALLOW_NEW_SIZES": "1"})
+    assert "final size 4 sizes [4, 3, 2, 4, 4, 4] checksum 15 data OK called back [0, 2]" in res.stdout, res.stdout
+    assert len(_ranks_by_pid(lines)) == 4
+    assert res.stdout.count("retired 1: exited 0 parked 1") == 2
+    parked = re.findall(r"^PARKED (\d+) here (\d+)$", res.stdout, re.M)
+    assert parked == [("0", "0"), ("0", "0"), ("1", "1"), ("2", "2"), ("0", "0"), ("0", "0")], parked
+    assert not res.leftovers
+
+
 def test_parked_ranks_leave_when_the_program_ends_without_finish(mpirun):
     res = mpirun(2, ["-m", "tests.mpi.resize_nofinish"], env={"RESHAPE_REUSE": "1", "RESHAPE_PLAN": "2,4,2"},
                  timeout=60)
