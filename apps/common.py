@@ -56,6 +56,7 @@ class Row:
     launch_seconds: float = 0.0
     startup_seconds: float = 0.0
     ready_seconds: float = 0.0
+    called_back: int = 0  # of an expansion's new ranks, how many were parked ranks called back
 
 
 def add_options(ap: argparse.ArgumentParser, n: int, iters: int = 10, size_help: str = "problem size") -> None:
@@ -124,7 +125,7 @@ def run(rt: Resizer, iters: int, step: Callable[[int], None], verify: Callable[[
         if rt.rank == 0:
             rows.append(Row(it, old, dt, res.action, res.new, res.seconds, res.spawn_seconds,
                             "-" if verify is None else ("ok" if good else "WRONG"), res.error, t_resize,
-                            **{k: getattr(res, k) for k in EXPAND_PARTS}))
+                            **{k: getattr(res, k) for k in EXPAND_PARTS}, called_back=res.called_back))
     return ok, rows
 
 

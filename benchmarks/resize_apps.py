@@ -26,7 +26,9 @@ processes' start-up (interpreter, imports, ``MPI_Init``), the hand-over of the
 job's state and the data motion. ``reexpand_latency_s`` is the second
 2 -> 4 of a 2 -> 4 -> 2 -> 4 run with the ranks the shrink parked called back
 (``RESHAPE_REUSE=1``, :mod:`reshape.parking`), beside the same expansion
-spawned anew (``reexpand_spawn_over_reuse``); ``standby_expand_latency_s``
+spawned anew (``reexpand_spawn_over_reuse``); ``reexpand_two_pools_latency_s``
+the 2 -> 4 of 2 -> 4 -> 3 -> 2 -> 4, calling back the ranks of both shrinks
+(two pools, one call-back step each); ``standby_expand_latency_s``
 the first 2 -> 4 of a run started with two standby ranks
 (``RESHAPE_STANDBY=2``: a warm pool), and ``expand_spawn_over_standby`` the
 spawning first expansion's median over it.
@@ -192,23 +194,29 @@ def _least(ratios: dict) -> float | None:
 
 def reexpansion(opts: list[str], repeat: int, first_spawned: float) -> tuple[list[dict], dict]:
     """LU 2 -> 4 -> 2 -> 4: the second expansion spawned anew, or calling back the ranks parked by the shrink;
-    and a first 2 -> 4 calling back two standby ranks started with the job (``RESHAPE_STANDBY=2``), against
-    ``first_spawned``, the median first 2 -> 4 that spawns."""
-    got: dict[str, list[float]] = {"spawn": [], "reuse": [], "standby": []}
+    LU 2 -> 4 -> 3 -> 2 -> 4: the last expansion calling back the ranks of two shrinks (two pools); and a
+    first 2 -> 4 calling back two standby ranks started with the job (``RESHAPE_STANDBY=2``), against
+    ``first_spawned``, the median first 2 -> 4 that spawns. Each call-back is checked to have spawned nothing."""
+    got: dict[str, list[float]] = {"spawn": [], "reuse": [], "pools": [], "standby": []}
+    runs = {"spawn": ("2,4,2,4", 4, {E.REUSE: "0"}, 1), "reuse": ("2,4,2,4", 4, {E.REUSE: "1"}, 1),
+            "pools": ("2,4,3,2,4", 5, {E.REUSE: "1", E.ALLOW_NEW_SIZES: "1"}, 1),
+            "standby": ("2,4", 1, {E.REUSE: "1", E.STANDBY: "2"}, 0)}
     for _ in range(repeat):
-        for mode in ("spawn", "reuse"):
-            rows = run_app("lu", 2, "2,4,2,4", 4, opts, "circulant",
-                           env={E.REUSE: "1" if mode == "reuse" else "0"})["rows"]
-            again = [r for r in rows if r["action"] == "expand"][1]
-            got[mode].append(again["spawn_seconds"] + again["redist_seconds"])
-        first = run_app("lu", 2, "2,4", 1, opts, "circulant", env={E.REUSE: "1", E.STANDBY: "2"})["rows"][0]
-        got["standby"].append(first["spawn_seconds"] + first["redist_seconds"])
-    label = {"spawn": "second, spawned", "reuse": "second, parked ranks", "standby": "first, standby ranks"}
+        for mode, (plan, iters, env, k) in runs.items():
+            rows = run_app("lu", 2, plan, iters, opts, "circulant", env=env)["rows"]
+            grow = [r for r in rows if r["action"] == "expand"][k]
+            if grow["called_back"] != (0 if mode == "spawn" else 2):
+                raise SystemExit(f"resize_apps: {mode} 2 -> 4 called back {grow['called_back']} ranks")
+            got[mode].append(grow["spawn_seconds"] + grow["redist_seconds"])
+    label = {"spawn": "second, spawned", "reuse": "second, parked ranks", "pools": "after 4 -> 3 -> 2, two pools",
+             "standby": "first, standby ranks"}
     rows = [{"mode": label[m], "median_s": statistics.median(v), "max_s": max(v), "runs": v}
             for m, v in got.items()]
     return rows, {"reexpand_latency_s": statistics.median(got["reuse"]),
                   "reexpand_latency_max_s": max(got["reuse"]),
                   "reexpand_spawn_over_reuse": statistics.median(got["spawn"]) / statistics.median(got["reuse"]),
+                  "reexpand_two_pools_latency_s": statistics.median(got["pools"]),
+                  "reexpand_two_pools_latency_max_s": max(got["pools"]),
                   "standby_expand_latency_s": statistics.median(got["standby"]),
                   "standby_expand_latency_max_s": max(got["standby"]),
                   "expand_spawn_over_standby": first_spawned / statistics.median(got["standby"])}
@@ -328,7 +336,8 @@ def main(argv: list[str] | None = None) -> int:
 
     rows_re, re_summary = reexpansion(lu_opts, 1 if args.quick else 3, latency)
     print("re-expansion 2 -> 4 after a shrink 4 -> 2 (LU): spawned anew vs the parked ranks called back "
-          "(RESHAPE_REUSE=1); a first 2 -> 4 calling back standby ranks started with the job "
+          "(RESHAPE_REUSE=1); after 4 -> 3 -> 2, the ranks of both shrinks called back; "
+          "a first 2 -> 4 calling back standby ranks started with the job "
           "(RESHAPE_STANDBY=2); spawn/call-back + merge + redistribution")
     print(table(rows_re, [("mode", "2 -> 4", "s"), ("median_s", "median (s)", ".3f"),
                           ("max_s", "worst (s)", ".3f")]))
