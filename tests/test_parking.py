@@ -31,14 +31,14 @@ def test_pick_covers_all_that_the_pools_can_and_spawns_the_rest(res, n, data):
     if cb is None:  # nothing parked fits: every pool empty, or none on the hosts asked for
         assert can == 0
         return
-    pools = [st.pool for st in cb.steps]
-    assert len(set(pools)) == len(pools) and all(st.members for st in cb.steps)  # each pool once, none empty
+    pools = [s.pool for s in cb.steps]
+    assert len(set(pools)) == len(pools) and all(s.members for s in cb.steps)  # each pool once, none empty
     for step in cb.steps:
         assert len(set(step.members)) == len(step.members) and set(step.members) <= set(res.pools[step.pool].parked)
-    assert [len(st.members) for st in cb.steps] == sorted((len(st.members) for st in cb.steps), reverse=True)
+    assert [len(s.members) for s in cb.steps] == sorted((len(s.members) for s in cb.steps), reverse=True)
     assert len(cb.members) == can and len(cb.members) + cb.rest == n  # as many as any choice of pools covers
     if hosts:  # each called-back rank is on a host asked for, the rest go to the hosts left over
-        on = Counter(res.pools[st.pool].parked[r] for st in cb.steps for r in st.members)
+        on = Counter(res.pools[s.pool].parked[r] for s in cb.steps for r in s.members)
         assert on + Counter(cb.rest_hosts) == Counter(hosts)
     else:
         assert cb.rest_hosts == ()
