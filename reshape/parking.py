@@ -113,19 +113,16 @@ class Reserve:
         want = list(hosts)  # the hosts still to cover ([]: any host)
         left, steps = n, []
         while left:
-            best = None
+            best, rest = None, want
             for idx in range(len(self.pools) - 1, -1, -1):
                 if all(st.pool != idx for st in steps):
-                    members = _cover(sorted(self.pools[idx].parked.items()), want, left, here)
+                    members, unmet = _cover(sorted(self.pools[idx].parked.items()), want, left, here)
                     if members and (best is None or len(members) > len(best.members)):
-                        best = Step(idx, members)
+                        best, rest = Step(idx, members), unmet
             if best is None:
                 break
             steps.append(best)
-            left -= len(best.members)
-            for r in best.members if want else ():
-                h = self.pools[best.pool].parked[r]
-                want.remove(next(w for w in want if (here if w in LOCAL else w) == h))
+            left, want = left - len(best.members), rest
         return CallBack(tuple(steps), left, tuple(want)) if steps else None
 
     def call_back(self, comm: MPI.Intracomm, cb: CallBack, k: int) -> MPI.Intercomm:
@@ -170,17 +167,20 @@ def rejoin(pool: MPI.Intracomm, members: tuple[int, ...]) -> MPI.Intercomm:
     return inter
 
 
-def _cover(free: list[tuple[int, str]], want: list[str], left: int, here: str) -> tuple[int, ...]:
+def _cover(free: list[tuple[int, str]], want: list[str], left: int,
+           here: str) -> tuple[tuple[int, ...], list[str]]:
     """The parked ranks of one pool (``free``: rank, host) that cover the hosts in ``want`` (with none,
-    up to ``left`` ranks anywhere)."""
+    up to ``left`` ranks anywhere), and the hosts they leave uncovered."""
     if not want:
-        return tuple(r for r, _ in free[:left])
-    free, members = list(free), []
+        return tuple(r for r, _ in free[:left]), []
+    free, members, unmet = list(free), [], []
     for w in want:
         k = next((i for i, (_, ph) in enumerate(free) if ph == (here if w in LOCAL else w)), None)
-        if k is not None:
+        if k is None:
+            unmet.append(w)
+        else:
             members.append(free.pop(k)[0])
-    return tuple(members)
+    return tuple(members), unmet
 
 
 class CalledBack(BaseException):

@@ -229,7 +229,7 @@ class Resizer(Joining, Background, Parking):
         t0 = time.perf_counter()
         self._parts = {"_wall": time.time()}
         self._called_back = len(back.members) if back is not None else 0
-        merged, call = self._bring_in(self.comm, back, nprocs - old, hosts, lambda c, n, h: self._spawn(n, h, c))
+        merged, call = self._bring_in(self.comm, back, nprocs - old, hosts, self._spawn)
         self._pending_join = (old, nprocs)
         self._replace_comm(merged)
         t2 = time.perf_counter()

@@ -66,13 +66,12 @@ class SwitchState:
 class Joining:
     """The expansion steps of :class:`reshape.runtime.Resizer` (a mixin over its attributes)."""
 
-    def _spawn(self, n: int, hosts, comm: MPI.Intracomm | None = None) -> tuple[MPI.Intercomm, float]:
-        """Start ``n`` new ranks of this program (:func:`spawn` over ``comm``, default the job's, with this
-        resize's watchdog phases)."""
+    def _spawn(self, comm: MPI.Intracomm, n: int, hosts) -> tuple[MPI.Intercomm, float]:
+        """Start ``n`` new ranks of this program (:func:`spawn` over ``comm``, with this resize's watchdog
+        phases)."""
         where = f" on {','.join(sorted(set(hosts)))}" if hosts else ""
         self._phase(f"spawning {n} ranks{where}")
-        return spawn(self.comm if comm is None else comm, n, hosts,
-                     lambda: self._phase("merging with the spawned ranks"))
+        return spawn(comm, n, hosts, lambda: self._phase("merging with the spawned ranks"))
 
     def _bring_in(self, comm: MPI.Intracomm, back, n: int, hosts, spawn_fn, owned: bool = False,
                   first: int = 0) -> tuple[MPI.Intracomm, float]:
