@@ -15,8 +15,8 @@ and carry on serving.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
 
 __all__ = [
     "CONTROL_TYPES",
@@ -27,9 +27,25 @@ __all__ = [
     "MAX_SIZES",
     "NODE_TYPES",
     "REPLY_TYPES",
+    "REQUESTS",
     "VERSION",
+    "Cancel",
+    "Finished",
+    "Heartbeat",
+    "Hello",
+    "History",
+    "JobEnded",
+    "Log",
     "Message",
+    "NodeRegister",
+    "Ping",
     "ProtocolError",
+    "Request",
+    "ResizePoint",
+    "Resized",
+    "Status",
+    "Stop",
+    "Submit",
     "decode",
     "encode",
     "error_reply",
@@ -121,7 +137,8 @@ class ProtocolError(ValueError):
 
 @dataclass(frozen=True)
 class Message:
-    """One protocol message: envelope fields plus the type-specific ``body``."""
+    """One protocol message: envelope fields plus the type-specific ``body`` (what a client sends
+    and reads; the daemon reads requests as :class:`Request` events)."""
 
     type: str
     seq: int = 0
@@ -130,7 +147,161 @@ class Message:
     v: int = VERSION
 
 
-def encode(msg: Message) -> bytes:
+# ---------------------------------------------------------------------- typed requests
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Request:
+    """A decoded, validated request: the envelope's ``seq`` and ``job_id`` plus its body's fields,
+    typed (lists become tuples). :func:`decode` returns one subclass per request type."""
+
+    type: ClassVar[str] = ""
+    _WIRE: ClassVar[dict[str, str]] = {}  # field -> body key, where the body's name is the envelope's
+    seq: int = 0
+    job_id: int | None = None
+    v: ClassVar[int] = VERSION
+
+    @property
+    def body(self) -> dict[str, Any]:
+        """The request's body as sent (optional fields left out when None)."""
+        out = {}
+        for f in fields(self):
+            if f.name in ("seq", "job_id"):
+                continue
+            x = getattr(self, f.name)
+            if x is not None:
+                out[self._WIRE.get(f.name, f.name)] = list(x) if isinstance(x, tuple) else x
+        return out
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Hello(Request):
+    """A job (re)connects at ``nprocs``; ``sizes``: every size its program accepts."""
+
+    type: ClassVar[str] = "hello"
+    nprocs: int
+    host: str | None = None
+    pid: int | None = None
+    sizes: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ResizePoint(Request):
+    """A job at a resize point (seed 001 §3.2.3 ``contact_scheduler``): its iteration and its time."""
+
+    type: ClassVar[str] = "resize_point"
+    iteration: int
+    nprocs: int
+    iter_time: float
+    grid: tuple[int, ...] | None = None
+    redist_time: float | None = None
+    redist_from: int | None = None
+    host: str | None = None
+    parked: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Resized(Request):
+    type: ClassVar[str] = "resized"
+    old: int
+    new: int
+    seconds: float
+    error: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Finished(Request):
+    type: ClassVar[str] = "finished"
+    status: str
+    error: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class JobEnded(Request):
+    """The monitor of a job's first node saw its processes there end (seed 001 §3.1)."""
+
+    type: ClassVar[str] = "job_ended"
+    node: str
+    incarnation: str
+    status: str
+    processes: int | None = None
+    detail: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NodeRegister(Request):
+    type: ClassVar[str] = "node_register"
+    node: str
+    incarnation: str
+    pid: int | None = None
+    host: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Heartbeat(Request):
+    type: ClassVar[str] = "heartbeat"
+    node: str
+    incarnation: str
+    jobs: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Ping(Request):
+    type: ClassVar[str] = "ping"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Submit(Request):
+    type: ClassVar[str] = "submit"
+    job: dict[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Status(Request):
+    type: ClassVar[str] = "status"
+    limit: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Cancel(Request):
+    type: ClassVar[str] = "cancel"
+    _WIRE: ClassVar[dict[str, str]] = {"target": "job_id"}
+    target: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class History(Request):
+    type: ClassVar[str] = "history"
+    limit: int | None = None
+    since: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Log(Request):
+    type: ClassVar[str] = "log"
+    _WIRE: ClassVar[dict[str, str]] = {"target": "job_id"}
+    target: int
+    tail: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Stop(Request):
+    type: ClassVar[str] = "stop"
+    kill_jobs: bool | None = None
+
+
+REQUESTS: dict[str, type[Request]] = {c.type: c for c in (
+    Hello, ResizePoint, Resized, Finished, JobEnded, NodeRegister, Heartbeat,
+    Ping, Submit, Status, Cancel, History, Log, Stop)}
+
+
+def _request(env: dict[str, Any]) -> Request:
+    cls = REQUESTS[env["type"]]
+    body = env.get("body") or {}
+    names = {v: k for k, v in cls._WIRE.items()}
+    kw = {names.get(k, k): tuple(v) if isinstance(v, list) else v for k, v in body.items()}
+    return cls(seq=env["seq"], job_id=env.get("job_id"), **kw)
+
+
+def encode(msg: Message | Request) -> bytes:
     """The frame for ``msg`` (validated, so a sender cannot emit what a receiver rejects)."""
     env = {"v": msg.v, "type": msg.type, "seq": msg.seq, "job_id": msg.job_id, "body": msg.body}
     data = json.dumps(env, separators=(",", ":"), allow_nan=False).encode()
@@ -138,8 +309,9 @@ def encode(msg: Message) -> bytes:
     return data
 
 
-def decode(frame: bytes, limit: int = MAX_MESSAGE_BYTES) -> Message:
-    """Parse and validate one frame; raises :class:`ProtocolError`.
+def decode(frame: bytes, limit: int = MAX_MESSAGE_BYTES) -> Request | Message:
+    """Parse and validate one frame: a typed :class:`Request` (one class per request type) or a
+    reply :class:`Message`; raises :class:`ProtocolError`.
 
     Before the schema: at most ``limit`` bytes (a client reading replies passes
     :data:`MAX_REPLY_BYTES`), nesting at most :data:`MAX_DEPTH` deep, numbers
@@ -160,10 +332,12 @@ def decode(frame: bytes, limit: int = MAX_MESSAGE_BYTES) -> Message:
         seq = env.get("seq") if isinstance(env, dict) and _is(env.get("seq"), _INT) else None
         raise ProtocolError("bad_field", bad, seq)
     _check(env, len(frame))
+    if env["type"] in REQUESTS:
+        return _request(env)
     return Message(env["type"], env["seq"], env.get("job_id"), env.get("body") or {}, env["v"])
 
 
-def reply(request: Message, type_: str = "ok", **body: Any) -> Message:
+def reply(request: Message | Request, type_: str = "ok", **body: Any) -> Message:
     return Message(type_, request.seq, request.job_id, body)
 
 

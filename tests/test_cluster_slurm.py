@@ -190,7 +190,7 @@ def test_when_slurm_does_not_start_the_expander_it_is_cancelled_and_the_job_keep
         st = status(c, sid)
         (run,) = st["running"]
         assert run["nprocs"] == 2 and not run["pending"], run
-        assert any("granted no node" in n for n in st["daemon"]["slurm"]["notes"]), st["daemon"]
+        assert any("granted no node" in n for n in st["daemon"]["rm"]["notes"]), st["daemon"]
     finally:
         sh(c, "scontrol delete ReservationName=later" + (f"; scancel {sid}" if sid else ""))
     wait_for(lambda: not squeue(c) and not leftovers(c), 60, every=0.5)

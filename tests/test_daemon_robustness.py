@@ -299,7 +299,7 @@ def test_exited_jobs_are_found_without_polling_every_job(tmp_path):
     from tests.helpers import wait_for
 
     d = Daemon(str(tmp_path), pool=default_pool(4))
-    d.poll_all_up_to = 0
+    d.supervisor.poll_all_up_to = 0
     ids = []
     try:
         for cmd in (["sleep", "60"], ["true"], ["sleep", "60"], ["true"]):
@@ -311,7 +311,7 @@ def test_exited_jobs_are_found_without_polling_every_job(tmp_path):
         assert [d.state.jobs[i].state for i in ids] == ["running", "done", "running", "done"]
         assert stray.wait(5) == 0
         d.perform(d.state.cancel(ids[0], time.time()) + d.state.cancel(ids[2], time.time()), time.time())
-        assert not d.procs
+        assert not d.supervisor.procs
     finally:
         kill_jobs([job_tag(str(tmp_path), i) for i in ids])
         d.journal.close()

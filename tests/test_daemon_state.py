@@ -6,6 +6,7 @@ from collections import Counter
 
 import pytest
 
+from reshape import protocol as P
 from scheduler.core.jobfile import JobFileError, validate_job
 from scheduler.core.policy import RemapPolicy, Shrink, app_policy, remap_policy
 from scheduler.core.pool import default_pool
@@ -21,7 +22,7 @@ def job(n=2, **kw):
 
 
 def point(st, jid, n, t, it=1):
-    adv = st.resize_point(jid, {"iteration": it, "nprocs": n, "iter_time": t}, 0.0)
+    adv = st.handle(P.ResizePoint(job_id=jid, iteration=it, nprocs=n, iter_time=t), 0.0)[0]
     st.validate()
     return adv
 
@@ -69,17 +70,17 @@ def test_out_of_order_and_unknown_jobs_are_errors_that_change_nothing():
     st = make(4)
     a = st.submit(job(2), 0.0)
     with pytest.raises(StateError) as e:
-        st.resize_point(a, {"iteration": 1, "nprocs": 2, "iter_time": 1.0}, 0.0)
+        st.handle(P.ResizePoint(job_id=a, iteration=1, nprocs=2, iter_time=1.0), 0.0)[0]
     assert e.value.code == "not_running"
     st.tick(0.0)
     with pytest.raises(StateError) as e:
         st.resized(a, 2, 4, 0.1, None, 0.0)
     assert e.value.code == "out_of_order"
     with pytest.raises(StateError) as e:
-        st.resize_point(99, {"iteration": 1, "nprocs": 2, "iter_time": 1.0}, 0.0)
+        st.handle(P.ResizePoint(job_id=99, iteration=1, nprocs=2, iter_time=1.0), 0.0)[0]
     assert e.value.code == "unknown_job"
     with pytest.raises(StateError) as e:
-        st.resize_point(a, {"iteration": 1, "nprocs": 3, "iter_time": 1.0}, 0.0)
+        st.handle(P.ResizePoint(job_id=a, iteration=1, nprocs=3, iter_time=1.0), 0.0)[0]
     assert e.value.code == "bad_size"
     st.validate()
     assert st.pool.free == 2
@@ -226,7 +227,7 @@ def test_a_resize_not_confirmed_in_time_fails_and_kills_the_job():
 
 
 def test_nodes_granted_drained_and_released_by_a_resource_manager():
-    """The core's side of growing through Slurm (scheduler.service.slurm): a node not ours is down, a granted
+    """The core's side of growing through Slurm (scheduler.rm.slurm_grow): a node not ours is down, a granted
     one joins the pool, a draining one offers no slot, and only an unused node can be given back."""
     from scheduler.core.pool import Node, Pool
 
@@ -273,10 +274,10 @@ def test_an_expansion_is_placed_where_the_job_has_parked_ranks():
                           remap_policy("reshape"))
         a = st.submit(job(2, max_procs=3), 0.0)
         st.tick(0.0)
-        adv = st.resize_point(a, {"iteration": 1, "nprocs": 2, "iter_time": 1.0, "parked": parked}, 0.0)
+        adv = st.handle(P.ResizePoint(job_id=a, iteration=1, nprocs=2, iter_time=1.0, parked=parked), 0.0)[0]
         st.validate()
         assert adv.action == "expand" and adv.nprocs == 3
-        assert st.jobs[a].pending["hosts"] == list(adv.hosts)  # the reservation is where the advice says
+        assert st.jobs[a].pending.hosts == list(adv.hosts)  # the reservation is where the advice says
         assert st.status(0.0)["running"][0]["parked"] == dict(Counter(parked))  # shown: processes beyond slots
         return adv.hosts
 

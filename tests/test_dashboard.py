@@ -9,6 +9,7 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from reshape import protocol as P
 from scheduler.core.jobfile import validate_job
 from scheduler.core.policy import app_policy, remap_policy
 from scheduler.core.pool import default_pool
@@ -23,7 +24,7 @@ def _state_with_history():
     a = st.submit(validate_job({"name": "lu", "command": ["true"], "nprocs": 2, "max_procs": 8}), 0.0)
     st.tick(0.0)
     for n, q, t, it in ((2, 3, 1.0, 1), (3, 4, 0.7, 2), (4, 3, 0.69, 3)):
-        st.resize_point(a, {"iteration": it, "nprocs": n, "iter_time": t}, float(it))
+        st.handle(P.ResizePoint(job_id=a, iteration=it, nprocs=n, iter_time=t), float(it))
         st.resized(a, n, q, 0.25, None, it + 0.5)
     st.submit(validate_job({"name": "big", "command": ["true"], "nprocs": 6}), 5.0)
     st.tick(5.0)

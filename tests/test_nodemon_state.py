@@ -97,7 +97,7 @@ def test_an_expansion_onto_a_node_that_goes_down_is_abandoned_and_the_job_keeps_
     up_all(s)
     a = s.submit(job(2, max_procs=6), 0.0)
     s.tick(0.0)
-    adv = s.resize_point(a, {"iteration": 1, "nprocs": 2, "iter_time": 1.0}, 0.5)
+    adv = s.handle(P.ResizePoint(job_id=a, iteration=1, nprocs=2, iter_time=1.0), 0.5)[0]
     assert adv.action == "expand" and "n2" in adv.hosts
     s.node_down("n2", 1.0, "test")
     s.validate()
@@ -200,16 +200,16 @@ def test_invariants_under_random_node_events(ops):
             if run:
                 j = run[i % len(run)]
                 if j.pending:
-                    s.resized(j.job_id, j.pending["old"], j.pending["new"], 0.1, None, t)
+                    s.resized(j.job_id, j.pending.old, j.pending.new, 0.1, None, t)
                 else:
-                    s.resize_point(j.job_id, {"iteration": 1, "nprocs": j.nprocs, "iter_time": 1.0 / n}, t)
+                    s.handle(P.ResizePoint(job_id=j.job_id, iteration=1, nprocs=j.nprocs, iter_time=1.0 / n), t)[0]
         s.validate()
         assert s.pool.total == 2 * sum(r.state != "down" for r in s.nodes.values())
 
 
 def test_node_messages_validate():
     ok = P.Message("heartbeat", 1, None, {"node": "n1", "incarnation": "x", "jobs": [1, 2]})
-    assert P.decode(P.encode(ok)) == ok
+    assert P.decode(P.encode(ok)) == P.Heartbeat(seq=1, node="n1", incarnation="x", jobs=(1, 2))
     for body in ({"node": "", "incarnation": "x"}, {"node": "n1", "incarnation": "x", "jobs": [-1]},
                  {"node": "n1", "incarnation": "x", "jobs": ["a"]}, {"node": "n1"}):
         with pytest.raises(P.ProtocolError):

@@ -84,7 +84,16 @@ def test_encode_refuses_what_decode_would_reject():
 def test_resize_point_roundtrip(seq, it, n, t, grid, parked):
     m = P.Message("resize_point", seq, 5, {"iteration": it, "nprocs": n, "iter_time": t, "grid": grid,
                                             "parked": parked})
-    assert P.decode(P.encode(m)) == m
+    got = P.decode(P.encode(m))  # a request decodes to its typed event
+    assert got == P.ResizePoint(seq=seq, job_id=5, iteration=it, nprocs=n, iter_time=t, grid=tuple(grid),
+                                parked=tuple(parked))
+    assert got.body == m.body and P.decode(P.encode(got)) == got
+
+
+def test_every_request_type_has_a_typed_event():
+    assert set(P.REQUESTS) == set(P.JOB_TYPES | P.CONTROL_TYPES)
+    c = P.decode(b'{"v": 1, "type": "cancel", "seq": 3, "body": {"job_id": 7}}')
+    assert isinstance(c, P.Cancel) and c.target == 7 and c.job_id is None and c.body == {"job_id": 7}
 
 
 @settings(max_examples=200, deadline=None)

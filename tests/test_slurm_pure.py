@@ -12,21 +12,9 @@ from hypothesis import strategies as st
 
 from reshape import launchers
 from scheduler.core.pool import PoolError
-from scheduler.service.slurm import (
-    AskShrink,
-    Broker,
-    Cancel,
-    Drain,
-    Grant,
-    Lost,
-    Release,
-    SlurmJob,
-    Submit,
-    allocation_pool,
-    expander_name,
-    parse_squeue,
-    partition_pool,
-)
+from scheduler.rm.fixed import allocation_pool
+from scheduler.rm.slurm_grow import AskShrink, Broker, Cancel, Drain, Grant, Lost, Release, Submit
+from scheduler.rm.slurm_view import SlurmJob, expander_name, parse_squeue, partition_pool
 
 
 def test_allocation_pool_reads_hostlist_and_cpu_counts():

@@ -18,79 +18,14 @@ import bisect
 import heapq
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 from scheduler.core.actions import Decision, StateError
-from scheduler.core.jobfile import spec_from_dict
+from scheduler.core.job import FINAL, Job, JobState
 from scheduler.core.policy import JobSpec, RunningJob, Snapshot
-from scheduler.core.profiler import JobProfile
 
 __all__ = ["FINAL", "RECENT", "Job", "JobTable", "SizeIndex"]
 
-FINAL = ("done", "failed", "cancelled", "lost")
 RECENT = 10  # ended jobs listed by ``status``
-
-
-@dataclass
-class Job:
-    job_id: int
-    desc: dict[str, Any]  # validated job description (scheduler.core.jobfile)
-    submit_time: float
-    state: str = "queued"
-    nprocs: int = 0
-    hosts: list[str] = field(default_factory=list)
-    start_time: float | None = None
-    end_time: float | None = None
-    sid: int | None = None  # session id (= pid) of the job's mpiexec
-    profile: JobProfile = field(default_factory=JobProfile)
-    pending: dict[str, Any] | None = None  # {"action", "old", "new", "hosts"}
-    shrink_request: int | None = None  # target of a RemapPolicy.shrink_requests entry
-    iterations: int = 0
-    connected: bool = False
-    exit_code: int | None = None
-    error: str | None = None
-    reported: str | None = None  # status from the job's own ``finished``
-    owner: str | None = None  # who submitted it (``uid:N`` or ``key:NAME``; None: unauthenticated)
-    node_report: dict[str, Any] | None = None  # the first node's monitor: {"status", "t", "node", "detail"}
-    resizes: int = 0  # confirmed resizes
-    redist_seconds: float = 0.0  # their measured redistribution time
-    deadline: float | None = None  # kill time under the walltime rule (scheduler.core.walltime)
-    reservation: float | None = None  # the first start time the Application Scheduler reserved for it
-    point_time: float | None = None  # when its current iteration began: start, resize point or resize end
-    parked: list[str] = field(default_factory=list)  # hosts of its parked (reuse, standby) ranks, as last reported
-    # caches for snapshots (one per request): the immutable spec, the last policy view
-    _spec: JobSpec | None = field(default=None, init=False, repr=False, compare=False)
-    _view: RunningJob | None = field(default=None, init=False, repr=False, compare=False)
-
-    @property
-    def arrival_time(self) -> float:
-        return self.submit_time + self.desc.get("arrival_delay", 0.0)
-
-    @property
-    def spec(self) -> JobSpec:
-        if self._spec is None:
-            self._spec = spec_from_dict(self.job_id, self.arrival_time, self.desc)
-        return self._spec
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"job_id": self.job_id, "desc": self.desc, "submit_time": self.submit_time,
-                "state": self.state, "nprocs": self.nprocs, "hosts": self.hosts,
-                "start_time": self.start_time, "end_time": self.end_time, "sid": self.sid,
-                "profile": self.profile.to_dict(), "pending": self.pending,
-                "shrink_request": self.shrink_request,
-                "iterations": self.iterations, "exit_code": self.exit_code, "error": self.error,
-                "reported": self.reported, "node_report": self.node_report, "owner": self.owner,
-                "resizes": self.resizes, "redist_seconds": self.redist_seconds,
-                "deadline": self.deadline, "reservation": self.reservation, "point_time": self.point_time,
-                "parked": self.parked}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Job:
-        d = dict(d)
-        d["profile"] = JobProfile.from_dict(d.get("profile", {}))
-        return cls(**d)
-
 
 
 class QueueView(Sequence):
@@ -237,7 +172,7 @@ class JobTable:
 
     def _running(self, job_id: int) -> Job:
         j = self._job(job_id)
-        if j.state != "running":
+        if j.state != JobState.RUNNING:
             raise StateError("not_running", f"job {job_id} is {j.state}, not running")
         return j
 
@@ -245,7 +180,7 @@ class JobTable:
         """``j`` changed: journal it; a running job's policy view is rebuilt. Every change to a
         running job goes through here (or :meth:`_event`, which calls it)."""
         self.dirty.add(j.job_id)
-        if j.state == "running":
+        if j.state == JobState.RUNNING:
             j._view = None
             self._stale.add(j.job_id)
             self._run_t = None
@@ -260,7 +195,7 @@ class JobTable:
             self.decisions.append(Decision(now, kind, job_id, nprocs))
 
     def _unindex(self, j: Job) -> None:
-        if j.state == "queued":
+        if j.state == JobState.QUEUED:
             k = (j.arrival_time, j.job_id)
             i = bisect.bisect_left(self._queued, k)
             if i < len(self._queued) and self._queued[i] == k:
@@ -268,16 +203,16 @@ class JobTable:
                 del self._queued_specs[i]
                 self._sized.remove(self._by_id.pop(j.job_id), k)
             self._queue_version += 1
-        elif j.state == "running":
+        elif j.state == JobState.RUNNING:
             self._run.pop(j.job_id, None)
             self._views.pop(j.job_id, None)
             self._stale.discard(j.job_id)
             self._run_t = self._pos = None
-        elif j.state == "waiting":
+        elif j.state == JobState.WAITING:
             self._waiting.pop(j.job_id, None)
 
     def _index(self, j: Job) -> None:
-        if j.state == "queued":
+        if j.state == JobState.QUEUED:
             k = (j.arrival_time, j.job_id)
             i = bisect.bisect_right(self._queued, k)
             self._queued.insert(i, k)
@@ -285,19 +220,19 @@ class JobTable:
             self._by_id[j.job_id] = j.spec
             self._sized.add(j.spec, k)
             self._queue_version += 1
-        elif j.state == "running":
+        elif j.state == JobState.RUNNING:
             self._run[j.job_id] = j
             self._views[j.job_id] = None
             self._stale.add(j.job_id)
             self._run_t = self._pos = None
-        elif j.state == "waiting":
+        elif j.state == JobState.WAITING:
             self._waiting[j.job_id] = j
         if j.state in FINAL:
             self.live.pop(j.job_id, None)
         else:
             self.live[j.job_id] = j
 
-    def _set(self, j: Job, state: str) -> None:
+    def _set(self, j: Job, state: JobState) -> None:
         self._unindex(j)
         j.state = state
         self._index(j)
@@ -322,8 +257,8 @@ class JobTable:
     @staticmethod
     def _pending_shrink(j: Job) -> int | None:
         """A shrink under way (advised, not confirmed), else a requested one."""
-        if j.pending and j.pending["action"] == "shrink":
-            return j.pending["new"]
+        if j.pending and not j.pending.expands:
+            return j.pending.new
         return j.shrink_request
 
     def _view(self, j: Job) -> RunningJob:

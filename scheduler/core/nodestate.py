@@ -2,7 +2,7 @@
 
 :class:`NodeStates` is mixed into ``scheduler.core.state.ClusterState``: node
 monitors register and heartbeat, silent nodes go down (their jobs fail), a
-resource manager grants and takes back nodes (``scheduler.service.slurm``). Like the
+resource manager grants and takes back nodes (``scheduler.rm``). Like the
 rest of the core it is sans I/O: events and ``now`` in, actions out. The
 rules are in ``scheduler.core.state``'s module docstring.
 """
@@ -122,7 +122,7 @@ class NodeStates:
         for j in self.running():
             if host in j.hosts:
                 out.append(self._kill_failed(j, now, f"node {host} down ({reason})", f"node {host} down"))
-            elif j.pending and j.pending["action"] == "expand" and host in j.pending["hosts"]:
+            elif j.pending and j.pending.expands and host in j.pending.hosts:
                 self._abandon_resize(j, now, f"node {host} down")
         return out + self.schedule(now)
 
@@ -140,7 +140,7 @@ class NodeStates:
         """``host`` goes back to the resource manager; only a node no job uses can (False otherwise)."""
         rec = self._node(host)
         if rec.state == "down" or self.pool.used[host] or any(
-                j.pending and host in j.pending["hosts"] for j in self.running()):
+                j.pending and host in j.pending.hosts for j in self.running()):
             return False
         rec.state, rec.since, rec.reason = "down", now, detail
         self.pool.set_down(host)

@@ -19,7 +19,7 @@ its slots leave the pool (``total`` and ``free`` count only nodes that are
 up, ``capacity`` counts all) and nothing is allocated on it until it is up
 again. A *draining* node is up for the jobs on it, but its free slots are
 not offered (``free``) and nothing new is allocated there: it is about to be
-given back to a resource manager (``scheduler.service.slurm``).
+given back to a resource manager (``scheduler.rm``).
 """
 
 from __future__ import annotations

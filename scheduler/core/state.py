@@ -37,11 +37,14 @@ from __future__ import annotations
 
 import collections
 import itertools
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
 from reshape.advice import Advice
+from reshape.protocol import Finished, Heartbeat, Hello, JobEnded, NodeRegister, Request, Resized, ResizePoint
 from scheduler.core.actions import Decision, Kill, Launch, PolicyError, StateError
+from scheduler.core.job import JobState, PendingResize
 from scheduler.core.jobfile import JobFileError, narrow_spec, resize_timeout_of
 from scheduler.core.jobtable import FINAL, RECENT, Job, JobTable
 from scheduler.core.nodestate import NodeRecord, NodeStates
@@ -126,7 +129,7 @@ class ClusterState(JobTable, NodeStates):
         """The queued job ``st`` starts, if the start is legal and fits ``free`` slots."""
         j = self.jobs.get(st.job_id) if isinstance(st, Start) else None
         who = f"application policy {self.app.name!r}"
-        if j is None or j.state != "queued":
+        if j is None or j.state != JobState.QUEUED:
             self._policy_error(who, now, f"{st!r} does not start a queued job")
         elif not self._legal(j.spec, st.nprocs):
             self._policy_error(who, now, f"start of job {st.job_id} at {st.nprocs} slots, not one of its legal "
@@ -157,7 +160,7 @@ class ClusterState(JobTable, NodeStates):
 
     def _check_shrink_request(self, sh: Any, now: float) -> bool:
         j = self.jobs.get(sh.job_id) if isinstance(sh, Shrink) else None
-        if j is None or j.state != "running" or not j.spec.resizable \
+        if j is None or j.state != JobState.RUNNING or not j.spec.resizable \
                 or not j.spec.min_procs <= sh.nprocs < j.nprocs:
             self._policy_error(f"remap policy {self.remap.name!r}", now, f"invalid shrink request {sh!r}")
             return False
@@ -173,10 +176,10 @@ class ClusterState(JobTable, NodeStates):
             job_id = self.next_id
         elif job_id in self.jobs:
             raise StateError("bad_job", f"job id {job_id} is taken")
-        job = Job(job_id, desc, now, state="new", owner=owner)
+        job = Job(job_id, desc, now, state=JobState.NEW, owner=owner)
         self.next_id = max(self.next_id, job_id + 1)
         self.jobs[job.job_id] = job
-        self._set(job, "waiting" if desc.get("arrival_delay", 0) > 0 else "queued")
+        self._set(job, JobState.WAITING if desc.get("arrival_delay", 0) > 0 else JobState.QUEUED)
         self._event(now, job, "submit")
         return job.job_id
 
@@ -186,7 +189,7 @@ class ClusterState(JobTable, NodeStates):
         can wait for the next tick: a policy starts jobs only in free slots, and the jobs ahead
         of this one were seen with the same free slots by the last pass (the daemon's submit)."""
         j = self.jobs.get(job_id)
-        if j is None or j.state != "queued":  # waiting: a tick admits it when it arrives
+        if j is None or j.state != JobState.QUEUED:  # waiting: a tick admits it when it arrives
             return False
         return self._queued[0][1] == job_id or max(1, j.spec.min_procs) <= self.pool.free
 
@@ -199,7 +202,7 @@ class ClusterState(JobTable, NodeStates):
     def tick(self, now: float) -> list[Launch | Kill]:
         """Time passed: admit arrived jobs and run the Application Scheduler."""
         for j in [j for j in self._waiting.values() if j.arrival_time <= now]:
-            self._set(j, "queued")
+            self._set(j, JobState.QUEUED)
             self._event(now, j, "arrive")
         return self.schedule(now)
 
@@ -219,7 +222,7 @@ class ClusterState(JobTable, NodeStates):
             free -= start.nprocs
             j.hosts = self.pool.allocate(start.nprocs)
             j.nprocs = start.nprocs
-            self._set(j, "running")
+            self._set(j, JobState.RUNNING)
             j.start_time = j.point_time = now
             j.deadline = start_deadline(j.spec.walltime, j.spec.nprocs, start.nprocs, now)
             self._check_reservation(j, now)
@@ -234,7 +237,7 @@ class ClusterState(JobTable, NodeStates):
     def _reserve(self, r: Reserve, now: float) -> None:
         """Keep the first reservation the Application Scheduler makes for a queued job."""
         j = self.jobs.get(r.job_id)
-        if j is None or j.state != "queued":
+        if j is None or j.state != JobState.QUEUED:
             self._policy_error(f"application policy {self.app.name!r}", now, f"{r!r} is not for a queued job")
         elif j.reservation is None and r.time < float("inf"):
             j.reservation = r.time
@@ -274,7 +277,7 @@ class ClusterState(JobTable, NodeStates):
     def request_shrink(self, job_id: int, nprocs: int, reason: str, now: float) -> bool:
         """Ask a running job to shrink to ``nprocs`` at its next resize point; False if it cannot."""
         j = self.jobs.get(job_id)
-        if (j is None or j.state != "running" or not j.spec.resizable or j.pending
+        if (j is None or j.state != JobState.RUNNING or not j.spec.resizable or j.pending
                 or not j.spec.min_procs <= nprocs < j.nprocs):
             return False
         if j.shrink_request != nprocs:
@@ -302,10 +305,10 @@ class ClusterState(JobTable, NodeStates):
         if j.state in FINAL:
             raise StateError("not_active", f"job {job_id} already {j.state}")
         out: list[Launch | Kill] = []
-        if j.state == "running":
+        if j.state == JobState.RUNNING:
             out.append(Kill(job_id))
             self._release_all(j)
-        self._end(j, "cancelled", now)
+        self._end(j, JobState.CANCELLED, now)
         self._event(now, j, "cancel")
         return out + self.schedule(now) if reschedule else out
 
@@ -321,16 +324,16 @@ class ClusterState(JobTable, NodeStates):
         A job that fails with a resize under way says so in its error.
         """
         j = self._job(job_id)
-        if j.state != "running":
+        if j.state != JobState.RUNNING:
             return []
         during = f" during {self._resize_name(j)}" if j.pending else ""
         ok = self._ended_well(j, None if code is None else code == 0)
         self._release_all(j)
         j.exit_code = code
         if ok:
-            self._end(j, "done", now)
+            self._end(j, JobState.DONE, now)
         else:
-            self._end(j, "lost" if code is None else "failed", now)
+            self._end(j, JobState.LOST if code is None else JobState.FAILED, now)
             how = f"exit code {code}" if code is not None else "process vanished"
             if code == 0 and during:  # Hydra sometimes exits 0 after a rank of the job was killed
                 how = "mpiexec exited 0 but the job never confirmed its resize"
@@ -338,7 +341,7 @@ class ClusterState(JobTable, NodeStates):
                 j.error = f"{error or how}{during}"
             else:  # the job's own report (e.g. the runtime's abort reason) comes first
                 j.error = f"{j.error} ({how})"
-        self._event(now, j, "end", j.state if j.state == "done" else f"{j.state}: {j.error}")
+        self._event(now, j, "end", j.state if j.state == JobState.DONE else f"{j.state}: {j.error}")
         return self.schedule(now)
 
     @staticmethod
@@ -355,8 +358,7 @@ class ClusterState(JobTable, NodeStates):
 
     @staticmethod
     def _resize_name(j: Job) -> str:
-        p = j.pending
-        return f"{p['action']} {p['old']}->{p['new']}" if p else ""
+        return str(j.pending) if j.pending else ""
 
     def check_resizes(self, now: float) -> list[Launch | Kill]:
         """Resizes not confirmed within the job's ``resize_timeout`` plus :data:`RESIZE_GRACE` (5 s + 10%).
@@ -369,11 +371,11 @@ class ClusterState(JobTable, NodeStates):
         out: list[Launch | Kill] = []
         for j in self.running():
             p = j.pending
-            if p is None or "t" not in p:
+            if p is None or p.t is None:
                 continue
             timeout = resize_timeout_of(j.desc)
             limit = timeout + RESIZE_GRACE[0] + RESIZE_GRACE[1] * timeout
-            if now - p["t"] > limit:
+            if now - p.t > limit:
                 why = f"{self._resize_name(j)} not confirmed within {limit:g} s; job killed"
                 out.append(self._kill_failed(j, now, why if not j.error else f"{j.error}; {why}", why))
         return out + (self.schedule(now) if out else [])
@@ -381,22 +383,22 @@ class ClusterState(JobTable, NodeStates):
     def _kill_failed(self, j: Job, now: float, error: str, detail: str) -> Kill:
         """End a running job as failed (slots freed, ``error`` kept, ``end`` event); its processes must die."""
         self._release_all(j)
-        self._end(j, "failed", now)
+        self._end(j, JobState.FAILED, now)
         j.error = error
         self._event(now, j, "end", f"failed: {detail}")
         return Kill(j.job_id)
 
     def _release_all(self, j: Job) -> None:
         self.pool.release(j.hosts)
-        if j.pending and j.pending["action"] == "expand":
-            self.pool.release(j.pending["hosts"])
+        if j.pending and j.pending.expands:
+            self.pool.release(j.pending.hosts)
         j.pending = None
         j.shrink_request = None
         j.hosts = []
         j.nprocs = 0
 
     # ---------------------------------------------------------------- Remap Scheduler handshake
-    def hello(self, job_id: int, nprocs: int, now: float, sizes: list[int] | None = None) -> None:
+    def hello(self, job_id: int, nprocs: int, now: float, sizes: Sequence[int] | None = None) -> None:
         """The job (re)connected at ``nprocs``; ``sizes``: every size its program accepts (its
         runtime's own rules: arrays' layouts, a ``sizes`` test), which narrow its legal sizes
         from then on (:func:`scheduler.core.jobfile.narrow_spec`; kept in the journal with the job)."""
@@ -406,33 +408,33 @@ class ClusterState(JobTable, NodeStates):
                 narrowed = narrow_spec(j.spec, sizes, nprocs)
             except JobFileError as e:
                 raise StateError("bad_sizes", str(e)) from None
-            j.desc = {**j.desc, "sizes": list(narrowed.sizes)}
-            j._spec = None
+            j.announce(narrowed.sizes)
         j.connected = True
         self._reconcile(j, nprocs, now)
         self._mark(j)
 
     def _reconcile(self, j: Job, nprocs: int, now: float) -> None:
         """A lost ``resized``: the size the job reports decides whether the resize happened."""
-        if j.pending and nprocs == j.pending["new"]:
-            self._apply_resize(j, j.pending["old"], j.pending["new"], None, now)
-        elif j.pending and nprocs == j.pending["old"]:
+        if j.pending and nprocs == j.pending.new:
+            self._apply_resize(j, j.pending.old, j.pending.new, None, now)
+        elif j.pending and nprocs == j.pending.old:
             self._abandon_resize(j, now, "not confirmed")
 
-    def resize_point(self, job_id: int, body: dict[str, Any], now: float) -> Advice:
+    def resize_point(self, ev: ResizePoint, now: float) -> Advice:
         """Performance Profiler update, then the Remap Scheduler's advice."""
+        job_id = ev.job_id
         j = self._running(job_id)
         j.connected = True
-        n = body["nprocs"]
+        n = ev.nprocs
         self._reconcile(j, n, now)
         if n != j.nprocs:
             raise StateError("bad_size", f"job {job_id} reports {n} processes, scheduler has {j.nprocs}")
-        j.iterations = max(j.iterations, body["iteration"])
+        j.iterations = max(j.iterations, ev.iteration)
         j.point_time = now
-        j.parked = list(body.get("parked", ()))  # processes it keeps on those hosts beyond its slots
-        j.profile.record_iteration(n, body["iter_time"])
-        if body.get("redist_time") is not None and body.get("redist_from"):
-            j.profile.record_redistribution(body["redist_from"], n, body["redist_time"])
+        j.parked = list(ev.parked or ())  # processes it keeps on those hosts beyond its slots
+        j.profile.record_iteration(n, ev.iter_time)
+        if ev.redist_time is not None and ev.redist_from:
+            j.profile.record_redistribution(ev.redist_from, n, ev.redist_time)
         self._mark(j)
         if not j.spec.resizable:
             return Advice("continue", n, reason="static job")
@@ -443,13 +445,13 @@ class ClusterState(JobTable, NodeStates):
         q = self._check_remap(d, j, now)
         if q > n:
             hosts = self.pool.allocate(q - n, prefer=j.parked)  # where it can call parked ranks back
-            j.pending = {"action": "expand", "old": n, "new": q, "hosts": hosts, "t": now}
+            j.pending = PendingResize("expand", n, q, hosts, now)
             self._start_resize(j, n, q, now)
             self._event(now, j, "advise", f"expand {n}->{q}: {d.reason}")
             self._decided(now, "expand", job_id, q)
             return Advice("expand", q, tuple(hosts), d.reason)
         if q < n:
-            j.pending = {"action": "shrink", "old": n, "new": q, "hosts": j.hosts[q:], "t": now}
+            j.pending = PendingResize("shrink", n, q, j.hosts[q:], now)
             self._start_resize(j, n, q, now)
             self._event(now, j, "advise", f"shrink {n}->{q}: {d.reason}")
             self._decided(now, "shrink", job_id, q)
@@ -462,20 +464,20 @@ class ClusterState(JobTable, NodeStates):
         p = j.pending
         if p is None:
             raise StateError("out_of_order", f"job {job_id} sent 'resized' without a pending resize")
-        if old != p["old"]:
-            raise StateError("out_of_order", f"job {job_id}: resized from {old}, advised from {p['old']}")
+        if old != p.old:
+            raise StateError("out_of_order", f"job {job_id}: resized from {old}, advised from {p.old}")
         if error or new == old:
             self._abandon_resize(j, now, error or "no change")
-        elif new == p["new"]:
+        elif new == p.new:
             self._apply_resize(j, old, new, seconds, now)
         else:
-            raise StateError("out_of_order", f"job {job_id}: resized to {new}, advised {p['new']}")
+            raise StateError("out_of_order", f"job {job_id}: resized to {new}, advised {p.new}")
         return self.schedule(now)
 
     def _start_resize(self, j: Job, p: int, q: int, now: float) -> None:
         """A resize ``p -> q`` starts: the budget left now, and the deadline's bound while it runs."""
         if j.deadline is not None:
-            j.pending["budget"] = budget_left(j.deadline, j.spec.nprocs, p, now)
+            j.pending.budget = budget_left(j.deadline, j.spec.nprocs, p, now)
             j.deadline = deadline_after(j.deadline, j.spec.nprocs, p, q, now)
 
     @staticmethod
@@ -484,16 +486,16 @@ class ClusterState(JobTable, NodeStates):
         job's next iteration starts now."""
         j.point_time = now
         p = j.pending
-        if j.deadline is not None and p and "budget" in p:
-            left = max(0.0, p["budget"] - max(0.0, now - p.get("t", now)))
+        if j.deadline is not None and p and p.budget is not None:
+            left = max(0.0, p.budget - max(0.0, now - (now if p.t is None else p.t)))
             j.deadline = min(j.deadline, now + left / rate(j.spec.nprocs, size))
 
     def _apply_resize(self, j: Job, old: int, new: int, seconds: float | None, now: float) -> None:
         p = j.pending
         assert p is not None
         self._end_resize(j, new, now)
-        if p["action"] == "expand":
-            j.hosts = j.hosts + p["hosts"]
+        if p.expands:
+            j.hosts = j.hosts + p.hosts
         else:
             self.pool.release(j.hosts[new:])
             j.hosts = j.hosts[:new]
@@ -504,20 +506,20 @@ class ClusterState(JobTable, NodeStates):
         if seconds is not None:
             j.profile.record_redistribution(old, new, seconds)
             j.redist_seconds += seconds
-        self._event(now, j, p["action"], f"{old}->{new}")
+        self._event(now, j, p.action, f"{old}->{new}")
 
     def _abandon_resize(self, j: Job, now: float, why: str) -> None:
         p = j.pending
         assert p is not None
-        if p["action"] == "expand":
-            self.pool.release(p["hosts"])
-        self._end_resize(j, p["old"], now)
+        if p.expands:
+            self.pool.release(p.hosts)
+        self._end_resize(j, p.old, now)
         j.pending = None
         self._event(now, j, "resize_failed", why)
 
     def finished(self, job_id: int, status: str, error: str | None, now: float) -> None:
         j = self._job(job_id)
-        if j.state != "running":
+        if j.state != JobState.RUNNING:
             raise StateError("not_running", f"job {job_id} is {j.state}, not running")
         j.reported = status
         if error and not j.error:  # the first report is the cause; ranks aborting after it say less
@@ -543,15 +545,15 @@ class ClusterState(JobTable, NodeStates):
         remaining processes, if any, are killed.
         """
         j = self._job(job_id)
-        if j.state != "running" or j.node_report is None:
+        if j.state != JobState.RUNNING or j.node_report is None:
             return []
         r = j.node_report
         ok = self._ended_well(j, r["status"] == "end" and why is None)
         self._release_all(j)
         if ok:
-            self._end(j, "done", now)
+            self._end(j, JobState.DONE, now)
         else:
-            self._end(j, "failed", now)
+            self._end(j, JobState.FAILED, now)
             j.error = why or j.error or f"monitor of {r['node']}: {r.get('detail') or r['status']}"
         self._event(now, j, "end", f"{j.state} (reported by the monitor of {r['node']})")
         return [Kill(job_id), *self.schedule(now)]
@@ -568,7 +570,7 @@ class ClusterState(JobTable, NodeStates):
                     "requested": j.desc["nprocs"], "hosts": sorted(set(j.hosts)),
                     "submit_time": j.submit_time, "start_time": j.start_time,
                     "iterations": j.iterations, "connected": j.connected,
-                    "pending": None if not j.pending else f"{j.pending['action']} {j.pending['new']}",
+                    "pending": None if not j.pending else f"{j.pending.action} {j.pending.new}",
                     "parked": dict(sorted(collections.Counter(j.parked).items()))}
 
         waiting = list(self._waiting.values()) if limit is None else \
@@ -603,15 +605,15 @@ class ClusterState(JobTable, NodeStates):
             j.connected = False
             self.jobs[j.job_id] = j
             self._index(j)
-            if j.state == "running":
+            if j.state == JobState.RUNNING:
                 self.pool.claim(j.hosts)
-                if j.pending and j.pending["action"] == "expand":
-                    self.pool.claim(j.pending["hosts"])
+                if j.pending and j.pending.expands:
+                    self.pool.claim(j.pending.hosts)
         self.next_id = max([next_id, *(j.job_id + 1 for j in jobs)])
 
     def validate(self) -> None:
         """Invariants (tests call this after every event)."""
-        used = sum(len(j.hosts) + (len(j.pending["hosts"]) if j.pending and j.pending["action"] == "expand" else 0)
+        used = sum(len(j.hosts) + (len(j.pending.hosts) if j.pending and j.pending.expands else 0)
                    for j in self.running())
         assert used == sum(self.pool.used.values()), (used, dict(self.pool.used))
         assert self.pool.free == sum(max(0, n.slots - self.pool.used[n.host]) for n in self.pool.nodes
@@ -620,15 +622,16 @@ class ClusterState(JobTable, NodeStates):
             assert (rec.state == "down") == (rec.host in self.pool.down), rec
             if rec.state == "down":
                 assert not any(rec.host in j.hosts for j in self.running()), rec
-        assert self._queued == sorted((j.arrival_time, j.job_id) for j in self.live.values() if j.state == "queued")
+        queued = (j for j in self.live.values() if j.state == JobState.QUEUED)
+        assert self._queued == sorted((j.arrival_time, j.job_id) for j in queued)
         assert self._queued_specs == [self.jobs[i].spec for _, i in self._queued]
         assert set(self._by_id) == {i for _, i in self._queued}
         assert sorted(k for lst in self._sized.by_size.values() for k in lst) == self._queued
         assert self._sized.sizes == sorted(self._sized.by_size) and all(self._sized.by_size.values())
         assert all(self._by_id[i].nprocs == n for n, lst in self._sized.by_size.items() for _, i in lst)
-        assert list(self._run) == [i for i in self._run if self.jobs[i].state == "running"]
-        assert set(self._run) == {i for i, j in self.live.items() if j.state == "running"}
-        assert set(self._waiting) == {i for i, j in self.live.items() if j.state == "waiting"}
+        assert list(self._run) == [i for i in self._run if self.jobs[i].state == JobState.RUNNING]
+        assert set(self._run) == {i for i, j in self.live.items() if j.state == JobState.RUNNING}
+        assert set(self._waiting) == {i for i, j in self.live.items() if j.state == JobState.WAITING}
         assert list(self._views) == list(self._run) and self._stale <= set(self._run)
         assert self._pos is None or self._pos == {i: k for k, i in enumerate(self._run)}
         if self._run_t is not None:  # the cached view is the fresh one
@@ -637,7 +640,52 @@ class ClusterState(JobTable, NodeStates):
                                         for j in self._run.values())
         for j in self.jobs.values():
             assert (j.state not in FINAL) == (j.job_id in self.live), (j.job_id, j.state)
-            if j.state == "running":
+            if j.state == JobState.RUNNING:
                 assert j.nprocs == len(j.hosts) >= 1
             else:
                 assert not j.hosts and j.pending is None
+
+    # ---------------------------------------------------------------- typed events
+    def handle(self, event: Request, now: float) -> tuple[Any, list[Launch | Kill]]:
+        """One event from a job or a node monitor (a :mod:`reshape.protocol` request) -> (result, actions):
+        the advice for a ``resize_point``, None for the others."""
+        on = _HANDLERS.get(type(event))
+        if on is None:
+            raise StateError("unexpected", f"{event.type!r} is not an event of the scheduler core")
+        return on(self, event, now)
+
+
+def _hello(s: ClusterState, ev: Hello, now: float) -> tuple[Any, list]:
+    s.hello(ev.job_id, ev.nprocs, now, ev.sizes)
+    return None, []
+
+
+def _resized(s: ClusterState, ev: Resized, now: float) -> tuple[Any, list]:
+    return None, s.resized(ev.job_id, ev.old, ev.new, ev.seconds, ev.error, now)
+
+
+def _finished(s: ClusterState, ev: Finished, now: float) -> tuple[Any, list]:
+    s.finished(ev.job_id, ev.status, ev.error, now)
+    return None, []
+
+
+def _job_ended(s: ClusterState, ev: JobEnded, now: float) -> tuple[Any, list]:
+    s.job_ended(ev.job_id, ev.node, ev.status, ev.detail, now)
+    return None, []
+
+
+def _node_register(s: ClusterState, ev: NodeRegister, now: float) -> tuple[Any, list]:
+    monitor = {k: v for k, v in (("pid", ev.pid), ("host", ev.host)) if v is not None}
+    return None, s.node_register(ev.node, ev.incarnation, now, monitor)
+
+
+def _heartbeat(s: ClusterState, ev: Heartbeat, now: float) -> tuple[Any, list]:
+    s.node_heartbeat(ev.node, ev.incarnation, list(ev.jobs), now)
+    return None, []
+
+
+_HANDLERS: dict[type, Callable[[ClusterState, Any, float], tuple[Any, list]]] = {
+    ResizePoint: lambda s, ev, now: (s.resize_point(ev, now), []),
+    Hello: _hello, Resized: _resized, Finished: _finished, JobEnded: _job_ended,
+    NodeRegister: _node_register, Heartbeat: _heartbeat,
+}

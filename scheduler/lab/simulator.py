@@ -43,6 +43,7 @@ import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from reshape.protocol import ResizePoint
 from scheduler.core.actions import Decision, Kill, Launch, PolicyError
 from scheduler.core.metrics import JobRecord, Usage, metrics
 from scheduler.core.policy import AppPolicy, JobSpec, RemapPolicy, remap_policy
@@ -190,7 +191,7 @@ class Simulator:
         if self._iters[jid] >= m.iterations:
             return self._exit(jid, now)
         p = st.jobs[jid].nprocs
-        adv = st.resize_point(jid, {"nprocs": p, "iteration": self._iters[jid], "iter_time": m.iter_time(p)}, now)
+        adv, _ = st.handle(ResizePoint(job_id=jid, nprocs=p, iteration=self._iters[jid], iter_time=m.iter_time(p)), now)
         if adv.nprocs != p:
             self._target[jid] = (p, adv.nprocs)
             self._iter_at.pop(jid, None)

@@ -16,8 +16,8 @@ from reshape import jobenv as E
 from reshape.client import Connection, DaemonError, SchedulerUnavailable
 from reshape.launchers import LAUNCHERS
 from scheduler.core.jobtable import FINAL
-from scheduler.service.daemon import DEFAULT_ENDPOINT
-from scheduler.service.slurm import SlurmError
+from scheduler.rm.slurm_view import SlurmError
+from scheduler.service.endpoint import DEFAULT_ENDPOINT
 
 __all__ = ["add_commands", "request"]
 
@@ -75,20 +75,19 @@ def _table(rows: list[list[Any]], head: list[str]) -> str:
 def cmd_daemon(args: argparse.Namespace) -> int:
     from scheduler.core.policy import preset
     from scheduler.core.pool import PoolError, default_pool, load_pool
-    from scheduler.service.daemon import Daemon
+    from scheduler.rm import from_args
+    from scheduler.service.daemon import Daemon, Settings
 
     try:
         pool = load_pool(args.config) if args.config else (default_pool(args.slots) if args.slots is not None else None)
         pre = preset(args.policy)
-        app_params = {**(pre.app_params if not args.app_policy else {}), **dict(args.app_param)}
-        remap_params = {**(pre.remap_params if not args.remap_policy else {}), **dict(args.remap_param)}
-        d = Daemon(args.state_dir, args.endpoint, pool, app=args.app_policy or pre.app,
-                   remap=args.remap_policy or pre.remap, workdir=args.workdir, app_params=app_params,
-                   remap_params=remap_params, node_timeout=args.node_timeout,
-                   require_monitors=args.require_monitors, keys=args.keys, launcher=args.launcher,
-                   overtime=args.overtime, dashboard=args.dashboard,
-                   slurm_grow={"grant_timeout": args.grant_timeout, "idle_release": args.idle_release}
-                   if args.slurm_grow else None, listen=True)
+        settings = Settings(
+            app=args.app_policy or pre.app, remap=args.remap_policy or pre.remap,
+            app_params={**(pre.app_params if not args.app_policy else {}), **dict(args.app_param)},
+            remap_params={**(pre.remap_params if not args.remap_policy else {}), **dict(args.remap_param)},
+            workdir=args.workdir, node_timeout=args.node_timeout, require_monitors=args.require_monitors,
+            keys=args.keys, launcher=args.launcher, overtime=args.overtime, dashboard=args.dashboard)
+        d = Daemon(args.state_dir, args.endpoint, pool, settings, rm=from_args(args), listen=True)
     except (PoolError, ValueError) as e:
         print(f"reshape daemon: {e}", file=sys.stderr)
         return 2
@@ -283,23 +282,32 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    from reshape.auth import default_keys_dir
     from scheduler.service.nodemon import add_commands as add_nodemon
     from scheduler.service.slurm_cli import add_commands as add_slurm
 
-    keys_help = "CURVE key directory (default $RESHAPE_KEYS; needed when the daemon is not on loopback)"
+    _add_daemon(sub)
+    _add_keys(sub)
+    add_nodemon(sub)
+    add_slurm(sub)
+    _add_clients(sub)
+    _add_demo(sub)
 
-    def common(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
-        p.add_argument("--endpoint", default=_default_endpoint(),
-                       help=f"daemon address (default ${ENV_ENDPOINT} or {DEFAULT_ENDPOINT})")
-        p.add_argument("--keys", help=keys_help)
-        p.add_argument("--slurm-job", metavar="ID", help="talk to the daemon of this Slurm job "
-                       "(one submitted with 'submit --slurm'; its address is in the job's comment)")
-        if json_flag:
-            p.add_argument("--json", action="store_true", help="machine-readable output")
 
-    from scheduler.core.jobfile import FIELDS
+def _common(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
+    """The options every client command has: where the daemon is, and how to authenticate."""
+    p.add_argument("--endpoint", default=_default_endpoint(),
+                   help=f"daemon address (default ${ENV_ENDPOINT} or {DEFAULT_ENDPOINT})")
+    p.add_argument("--keys", help="CURVE key directory (default $RESHAPE_KEYS; needed when the daemon is not "
+                                  "on loopback)")
+    p.add_argument("--slurm-job", metavar="ID", help="talk to the daemon of this Slurm job "
+                   "(one submitted with 'submit --slurm'; its address is in the job's comment)")
+    if json_flag:
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _add_daemon(sub: argparse._SubParsersAction) -> None:
     from scheduler.core.policy import app_policy_names, remap_policy_names
+    from scheduler.rm import add_options
 
     p = sub.add_parser("daemon", help="run the scheduler daemon (head-node service)",
                        description="Run the scheduler daemon in the foreground: it queues submitted jobs, "
@@ -336,18 +344,16 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--launcher", choices=sorted(LAUNCHERS),
                    help="how ranks reach hosts (default: slurm inside a Slurm job, local for a one-machine "
                         "pool, else ssh)")
-    p.add_argument("--slurm-grow", action="store_true",
-                   help="inside a Slurm job: the pool is the partition, grown with expander jobs and shrunk by "
-                        "giving nodes back to Slurm (docs/slurm.md)")
-    p.add_argument("--grant-timeout", type=float, default=10.0, metavar="SECONDS",
-                   help="with --slurm-grow: cancel an expander job not started after this long (default 10)")
-    p.add_argument("--idle-release", type=float, default=30.0, metavar="SECONDS",
-                   help="with --slurm-grow: give back a granted node unused for this long (default 30)")
     p.add_argument("--dashboard", metavar="[HOST:]PORT",
                    help="also serve a live web dashboard and Prometheus /metrics over HTTP (default host "
                         "127.0.0.1; port 0 picks a free one; a non-loopback host, or --keys, requires the token the "
                         "daemon writes to STATE_DIR/dashboard.token; docs/daemon.md)")
+    add_options(p)
     p.set_defaults(func=cmd_daemon)
+
+
+def _add_keys(sub: argparse._SubParsersAction) -> None:
+    from reshape.auth import default_keys_dir
 
     p = sub.add_parser("keys", help="make CURVE keys for the daemon, its clients, jobs and node monitors")
     p.add_argument("--dir", default=default_keys_dir(), help="key directory (default $RESHAPE_KEYS or "
@@ -357,9 +363,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true", help="replace existing keys")
     p.set_defaults(func=cmd_keys)
 
-    add_nodemon(sub)
-    add_slurm(sub)
 
+def _add_clients(sub: argparse._SubParsersAction) -> None:
+    from scheduler.core.jobfile import FIELDS
+
+    common = _common
     width = max(map(len, FIELDS))
     p = sub.add_parser("submit", help="submit job files (TOML)", formatter_class=argparse.RawDescriptionHelpFormatter,
                        description="Submit job files (TOML) to the daemon; each prints its job id.",
@@ -407,6 +415,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     common(p, json_flag=False)
     p.set_defaults(func=cmd_stop)
 
+
+def _add_demo(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="start a local daemon and run the bundled resizable apps as a "
                                     "small workload like W1 (seed 001 §4.2)")
     p.add_argument("--plot", default="reshape-demo.png", help="allocation plot to write ('' for none)")
@@ -458,11 +468,3 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0, got {text}")
     return v
 
-
-def _wait(pred, timeout: float, every: float = 0.1) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(every)
-    return False

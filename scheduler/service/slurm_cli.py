@@ -4,7 +4,7 @@
 ``sbatch`` script asking for the nodes of the job's starting size, whose body
 is ``reshape slurm-run job.toml``. That runs, inside the allocation, a
 reshape daemon that grows and shrinks through Slurm (``--slurm-grow``,
-``scheduler.service.slurm``), submits the job to it, reports each size change to the
+``scheduler.rm.slurm_grow``), submits the job to it, reports each size change to the
 job's Slurm output, and ends with the job: its exit status is the job's. The
 daemon's address goes into the Slurm job's comment (``reshape-daemon=...``),
 so ``reshape status --slurm-job N`` (any client command) reaches it.
@@ -31,8 +31,8 @@ import time
 from reshape import jobenv as E
 from reshape.client import DaemonError, SchedulerUnavailable
 from scheduler.core.jobfile import JobFileError, load_job_file, validate_job
-from scheduler.service.slurm import SlurmError
-from scheduler.service.slurm import run as slurm_run
+from scheduler.rm.slurm_view import SlurmError
+from scheduler.rm.slurm_view import run as slurm_run
 from scheduler.service.workload import free_port
 
 __all__ = ["add_commands", "daemon_of", "submit_slurm"]

@@ -1,0 +1,74 @@
+"""The resource-manager edge: what a resource manager does for the scheduler core.
+
+The core (``scheduler.core.state``) schedules over a :class:`~scheduler.core.pool.Pool`;
+a :class:`ResourceManager` says which nodes exist and which are ours (the
+pool it builds, and nodes it marks as held by others), grants more, takes
+some back, and notices losses. The daemon polls it once per tick for core
+actions, like every other edge (``scheduler.service.daemon``): it never
+blocks the loop (slow commands run in its own thread), and it changes the
+core only through the core's node events (``node_granted``, ``node_released``,
+``node_down``, ``request_shrink``), so the same rules hold whatever manages
+the nodes.
+
+Implementations: :mod:`scheduler.rm.fixed` (one machine, a pool file, an
+existing Slurm allocation: nodes never change hands) and
+:mod:`scheduler.rm.slurm_grow` (Slurm as the resource manager: nodes are
+granted by expander jobs and given back). A new manager is one module with
+one class; ``docs/daemon.md`` ("Adding a resource manager") says how.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from scheduler.core.pool import Pool
+    from scheduler.core.state import ClusterState
+
+__all__ = ["ResourceManager"]
+
+
+class ResourceManager(ABC):
+    """One resource manager, as the daemon drives it.
+
+    Lifecycle: :meth:`pool` (once, before the core exists), :meth:`attach`
+    (once the core has restored its journal), :meth:`start` (the daemon
+    serves), :meth:`step` (every tick), :meth:`stop` (the daemon ends).
+    """
+
+    #: short name shown by ``reshape status`` (``daemon.rm.kind``)
+    kind: str = "?"
+    #: where the pool comes from, for the daemon's start-up line
+    source: str = ""
+    #: a SIGTERM to the daemon means the nodes are being taken away (the allocation ends):
+    #: the jobs are ended with it rather than left for a restarted daemon to adopt
+    jobs_end_with_daemon: bool = False
+
+    @abstractmethod
+    def pool(self, saved_slots: int | None) -> Pool:
+        """The pool to schedule over; ``saved_slots``: the size the journal recorded, if any."""
+
+    @property
+    def launcher(self) -> str | None:
+        """The launcher this manager's nodes need (``reshape.launchers``), if it prescribes one."""
+        return None
+
+    def attach(self, state: ClusterState, now: float) -> None:  # noqa: B027 - optional hook
+        """The core exists (journal restored): mark what is not ours, adopt what is."""
+
+    def start(self) -> None:  # noqa: B027 - optional hook
+        """Start talking to the manager (threads, connections)."""
+
+    def step(self, state: ClusterState, now: float) -> list:
+        """Apply what the manager did and saw since the last step; queue what it must do next.
+        Returns the core's actions (launches, kills) that resulted."""
+        return []
+
+    def stop(self, jobs_running: bool, killing: bool) -> None:  # noqa: B027 - optional hook
+        """The daemon ends; ``jobs_running``: jobs stay for a restarted daemon to adopt;
+        ``killing``: every job is being killed (give everything back)."""
+
+    def info(self) -> dict[str, Any]:
+        """What ``reshape status --json`` shows under ``daemon.rm``."""
+        return {"kind": self.kind, "source": self.source}

@@ -1,0 +1,167 @@
+"""Slurm's commands and what they print: the I/O half of the Slurm resource managers.
+
+:func:`run` runs one command with a timeout (a clear :class:`SlurmError` when
+it fails); :func:`parse_squeue` and :func:`partition_pool` read ``squeue`` and
+``sinfo``; :class:`SlurmEdge` is the thread that looks at Slurm every second
+and runs the operations a manager queues (``sbatch`` an expander job,
+``scancel``, ``scontrol update ... NodeList=``), so the daemon's loop never
+waits for Slurm. Expander jobs (DMR/MaM's mechanism: Slurm 22.05 cannot grow
+a running job in place) are named :func:`expander_name` and only wait while
+their main job runs (:func:`expander_script`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import shlex
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+
+import hostlist
+
+from scheduler.core.pool import Node, Pool, PoolError
+
+__all__ = ["SQUEUE_FORMAT", "SlurmEdge", "SlurmError", "SlurmJob", "expander_name", "expander_script",
+           "parse_squeue", "partition_args", "partition_pool", "run"]
+
+SQUEUE_FORMAT = "%i|%j|%T|%u|%D|%N|%r"
+
+
+class SlurmError(RuntimeError):
+    """A Slurm command failed; the message has the command and its error."""
+
+
+def expander_name(main: str) -> str:
+    return f"reshape-expand-{main}"
+
+
+# ---------------------------------------------------------------------- squeue / sinfo output
+@dataclass(frozen=True)
+class SlurmJob:
+    id: str
+    name: str
+    state: str
+    user: str
+    num_nodes: int
+    nodes: tuple[str, ...]
+    reason: str
+
+
+def parse_squeue(text: str) -> list[SlurmJob]:
+    """``squeue -h -o '%i|%j|%T|%u|%D|%N|%r'`` lines."""
+    out = []
+    for line in text.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) != 7:
+            continue
+        jid, name, state, user, nn, nodes, reason = parts
+        hosts = tuple(hostlist.expand_hostlist(nodes)) if nodes and nodes != "(null)" else ()
+        out.append(SlurmJob(jid, name, state, user, int(nn) if nn.isdigit() else 0, hosts, reason))
+    return out
+
+
+def partition_pool(text: str, held: set[str]) -> Pool:
+    """``sinfo -h -N -o '%N %c'`` lines as a pool: every node of the partition, slots = CPUs.
+    Nodes not in ``held`` are down: not ours until Slurm gives them to us."""
+    nodes: dict[str, int] = {}
+    for line in text.split("\n"):
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            nodes.setdefault(parts[0], int(parts[1]))
+    missing = held - set(nodes)
+    if missing:
+        raise PoolError(f"our allocation's nodes {sorted(missing)} are not in the partition ({sorted(nodes)})")
+    pool = Pool([Node(h, c) for h, c in nodes.items()])
+    for h in nodes:
+        if h not in held:
+            pool.set_down(h)
+    return pool
+
+
+# ---------------------------------------------------------------------- edge (I/O thread)
+def run(argv: list[str], timeout: float = 15.0) -> str:
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError:
+        raise SlurmError(f"{argv[0]} not found: is this a Slurm node?") from None
+    except subprocess.TimeoutExpired:
+        raise SlurmError(f"{shlex.join(argv)} did not answer in {timeout:g} s") from None
+    if r.returncode != 0:
+        raise SlurmError(f"{shlex.join(argv)} failed: {(r.stderr or r.stdout).strip()}")
+    return r.stdout
+
+
+def expander_script(main: str) -> str:
+    """The expander job's script: hold the node while job ``main`` runs (3 misses in a row: it ended)."""
+    return (f"miss=0; while [ $miss -lt 3 ]; do "
+            f"if squeue -h -t R -o %i | grep -qx {main}; then miss=0; else miss=$((miss+1)); fi; "
+            f"sleep 2; done")
+
+
+def partition_args(name: str | None) -> list[str]:
+    return ["-p", name] if name else []
+
+
+class SlurmEdge:
+    """Runs Slurm commands off the daemon's loop: a look every ``period`` s, operations as queued."""
+
+    def __init__(self, main: str, partition: str | None, period: float = 1.0):
+        self.main, self.period = main, period
+        self.part = partition_args(partition)
+        self.inbox: queue.SimpleQueue = queue.SimpleQueue()   # to the daemon's loop
+        self.outbox: queue.SimpleQueue = queue.SimpleQueue()  # from it
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="slurm", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, cancel_expanders: bool = True) -> None:
+        self._stop.set()
+        self.outbox.put(None)
+        self._thread.join(timeout=10)
+        if cancel_expanders:
+            with contextlib.suppress(SlurmError):
+                run(["scancel", "--name", expander_name(self.main)])
+
+    def _look(self) -> None:
+        jobs = parse_squeue(run(["squeue", "-h", *self.part, "-o", SQUEUE_FORMAT]))
+        idle = sum(int(x) for x in run(["sinfo", "-h", *self.part, "-t", "idle", "-o", "%D"]).split() if x.isdigit())
+        self.inbox.put(("view", jobs, idle))
+
+    def _do(self, op) -> None:
+        kind = op[0]
+        if kind == "submit":
+            t0 = time.time()
+            try:
+                out = run(["sbatch", "--parsable", "-N", str(op[1]), *self.part, "--job-name", expander_name(self.main),
+                           "--output", "/dev/null", "--wrap", expander_script(self.main)])
+                self.inbox.put(("submitted", out.strip().split(";")[0], t0, None))
+            except SlurmError as e:
+                self.inbox.put(("submitted", None, t0, str(e)))
+        elif kind == "cancel":
+            run(["scancel", op[1]])
+        elif kind == "keep":  # shrink one of our Slurm jobs (allocation or expander) to these nodes
+            run(["scontrol", "update", f"JobId={op[1]}", f"NodeList={','.join(op[2])}"])
+        self.inbox.put(("done", kind, time.time()))
+
+    def _run(self) -> None:
+        last = 0.0
+        while not self._stop.is_set():
+            try:
+                op = self.outbox.get(timeout=max(0.0, last + self.period - time.monotonic()))
+            except queue.Empty:
+                op = ()
+            if op is None:
+                break
+            try:
+                if op:
+                    self._do(op)
+                else:
+                    last = time.monotonic()
+                    self._look()
+            except SlurmError as e:
+                self.inbox.put(("error", str(e)))

@@ -1,0 +1,165 @@
+"""The daemon's requests: who may send what, and one handler per request type (docs/protocol.md).
+
+A request arrives decoded and validated (a :class:`reshape.protocol.Request`
+event); :func:`answer` checks access, looks its type up in :data:`HANDLERS`
+and returns the reply and the core's actions. Job and node events go to the
+core as they are (``ClusterState.handle``); the control requests (submit,
+status, cancel, history, log, stop) are answered here. Errors the core or
+the job file raise become ``error`` replies; anything else is logged and
+answered ``internal``: a bug costs one request, never the daemon.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from reshape import protocol as P
+from scheduler.core.jobfile import JobFileError, validate_job
+from scheduler.core.state import StateError
+
+if TYPE_CHECKING:
+    from scheduler.service.daemon import Daemon
+
+__all__ = ["HANDLERS", "READS", "answer", "is_admin"]
+
+# read-only requests, answered after the turn's other requests (their replies can take milliseconds
+# to build and encode: a status page; nothing else in the turn waits for them)
+READS = frozenset({"status", "history", "log"})
+
+Handler = Callable[["Daemon", Any, float, "str | None"], "tuple[P.Message, list]"]
+
+
+def is_admin(who: str | None) -> bool:
+    """Unauthenticated endpoints trust everyone; else root, the daemon's own user, and CURVE keys
+    other than per-user (``user-*``) and per-node (``node-*``) ones (the cluster's shared keys)."""
+    if who is None:
+        return True
+    if who.startswith("uid:"):
+        return who[4:] in ("0", str(os.geteuid()))
+    return who.startswith("key:") and not who[4:].startswith(("user-", "node-"))
+
+
+def check_access(d: Daemon, ev: P.Request, who: str | None) -> None:
+    """Ownership (docs/cluster.md, "Access"): a job's owner or an admin may cancel it, read its
+    log and speak for it; only an admin stops the daemon; only an admin or that node's key
+    (``node-HOST``) speaks for a node. Anyone authenticated may submit, ping, and read status."""
+    if is_admin(who) or isinstance(ev, P.Submit | P.Ping | P.Status | P.History):
+        return
+    if isinstance(ev, P.Stop):
+        raise StateError("forbidden", f"{who} may not stop the daemon (an admin may: root or the daemon's user)")
+    if ev.type in P.NODE_TYPES:
+        node = ev.node  # type: ignore[attr-defined]  # every node message names its node
+        if who == f"key:node-{node}":
+            return
+        raise StateError("forbidden", f"{who} may not speak for node {node!r} (its node key may)")
+    jid = ev.target if isinstance(ev, P.Cancel | P.Log) else ev.job_id
+    j = d.state.jobs.get(jid) if jid is not None else None
+    if j is not None and j.owner != who:
+        raise StateError("forbidden", f"job {jid} belongs to {j.owner or 'nobody known'}, not {who}")
+
+
+def answer(d: Daemon, ev: P.Request, now: float, who: str | None = None,
+           frame: bytes = b"") -> tuple[P.Message, list]:
+    """The reply to a decoded request and its actions (never raises)."""
+    t0 = time.perf_counter()
+    try:
+        check_access(d, ev, who)
+        return HANDLERS[type(ev)](d, ev, now, who)
+    except StateError as e:
+        return P.error_reply(e.code, e.message, ev.seq, ev.job_id), []
+    except JobFileError as e:
+        return P.error_reply("bad_job", str(e), ev.seq, ev.job_id), []
+    except Exception as e:  # a bug must cost one request, never the daemon
+        print(f"reshape daemon: internal error on {frame[:300] or ev!r}:\n{traceback.format_exc()}",
+              file=sys.stderr, flush=True)
+        return P.error_reply("internal", f"{type(e).__name__}: {e}", ev.seq, ev.job_id), []
+    finally:
+        d.loop.request(ev.type, time.perf_counter() - t0)
+
+
+# ---------------------------------------------------------------------- job and node events: the core
+def _core(d: Daemon, ev: P.Request, now: float, who: str | None) -> tuple[P.Message, list]:
+    _, acts = d.state.handle(ev, now)
+    return P.reply(ev), acts
+
+
+def _resize_point(d: Daemon, ev: P.ResizePoint, now: float, who: str | None) -> tuple[P.Message, list]:
+    adv, acts = d.state.handle(ev, now)
+    return P.reply(ev, "advice", action=adv.action, nprocs=adv.nprocs, hosts=list(adv.hosts),
+                   reason=adv.reason), acts
+
+
+def _node_register(d: Daemon, ev: P.NodeRegister, now: float, who: str | None) -> tuple[P.Message, list]:
+    _, acts = d.state.handle(ev, now)
+    timeout = d.state.node_timeout
+    beat = min(5.0, max(0.05, timeout / 4))
+    return P.reply(ev, node=ev.node, heartbeat=beat, timeout=timeout, tag=d.supervisor.tag(0)[:-1]), acts
+
+
+# ---------------------------------------------------------------------- control requests
+def _ping(d: Daemon, ev: P.Ping, now: float, who: str | None) -> tuple[P.Message, list]:
+    return P.reply(ev, now=now, version=P.VERSION), []
+
+
+def _submit(d: Daemon, ev: P.Submit, now: float, who: str | None) -> tuple[P.Message, list]:
+    s = d.state
+    job_id = s.submit(validate_job(ev.job, s.pool.capacity), now, owner=who)
+    # a job that cannot start now (not the head, its smallest size above the free slots) waits
+    # for the next tick's pass: a submission costs no pass over a full machine
+    return P.reply(ev, job_id=job_id), s.tick(now) if s.pass_needed(job_id) else []
+
+
+def _status(d: Daemon, ev: P.Status, now: float, who: str | None) -> tuple[P.Message, list]:
+    page = ev.limit  # pages running, queued and waiting jobs alike
+    return P.reply(ev, now=now, daemon=d.service_stats(loop=True), **d.state.status(now, page, page)), []
+
+
+def _cancel(d: Daemon, ev: P.Cancel, now: float, who: str | None) -> tuple[P.Message, list]:
+    return P.reply(ev, job_id=ev.target), d.state.cancel(ev.target, now)
+
+
+def _history(d: Daemon, ev: P.History, now: float, who: str | None) -> tuple[P.Message, list]:
+    return P.reply(ev, **history(d, now, ev.limit, ev.since)), []
+
+
+def _log(d: Daemon, ev: P.Log, now: float, who: str | None) -> tuple[P.Message, list]:
+    if ev.target not in d.state.jobs:
+        raise StateError("unknown_job", f"no job {ev.target}")
+    text = d.supervisor.log_tail(ev.target, 200 if ev.tail is None else ev.tail)
+    return P.reply(ev, job_id=ev.target, text=text), []
+
+
+def _stop(d: Daemon, ev: P.Stop, now: float, who: str | None) -> tuple[P.Message, list]:
+    d.stopping = True
+    d.kill_on_stop = d.kill_on_stop or bool(ev.kill_jobs)
+    return P.reply(ev), []
+
+
+def history(d: Daemon, now: float, limit: int | None, since: float | None) -> dict[str, Any]:
+    """Jobs with their events: all, or the last ``limit`` jobs, or those active at or after the
+    time ``since`` (both: the last ``limit`` of those); node events likewise from ``since``."""
+    s = d.state
+    sel = [j for j in s.jobs.values() if since is None or j.end_time is None or j.end_time >= since]
+    if limit is not None:
+        sel = sorted(sel, key=lambda j: j.job_id)[-limit:] if limit else []
+    ids = {j.job_id for j in sel}
+    events = [e for e in d.journal.history() + s.events
+              if e["job_id"] in ids and (since is None or e["t"] >= since)]
+    nodes = [e for e in d.journal.node_history() + s.node_events if since is None or e["t"] >= since]
+    jobs = [{k: v for k, v in j.to_dict().items() if k != "desc"} | {"name": j.desc["name"],
+             "requested": j.desc["nprocs"], "arrival_time": j.arrival_time} for j in sel]
+    return {"total_slots": s.pool.capacity, "now": now, "jobs": jobs, "events": events,
+            "node_events": nodes, "jobs_total": len(s.jobs)}
+
+
+HANDLERS: dict[type[P.Request], Handler] = {
+    P.ResizePoint: _resize_point, P.Hello: _core, P.Resized: _core, P.Finished: _core, P.JobEnded: _core,
+    P.Heartbeat: _core, P.NodeRegister: _node_register,
+    P.Ping: _ping, P.Submit: _submit, P.Status: _status, P.Cancel: _cancel, P.History: _history,
+    P.Log: _log, P.Stop: _stop,
+}

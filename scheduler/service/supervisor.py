@@ -1,0 +1,230 @@
+"""Job Startup and the System Monitor (seed 001 §3.1): the daemon's edge to the jobs' processes.
+
+:meth:`Supervisor.perform` carries out the core's actions: a :class:`Launch`
+starts the job's ``mpiexec`` (``scheduler.service.startup``), a
+:class:`Kill` ends every process of the job. :meth:`Supervisor.monitor` is
+the System Monitor's poll: a job whose ``mpiexec`` exited (or, for jobs
+adopted after a restart, whose session has no process left) returns its
+slots to the pool; a job its first node's monitor saw end is settled;
+silent nodes, stuck resizes and walltimes are checked. Killing a crashed
+job's stray ranks needs process-table scans (tens of milliseconds, more when
+``/proc`` reads stall); a reaper thread does them so the loop keeps answering.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import re
+import subprocess
+import threading
+
+import psutil
+
+from reshape.auth import ENV_KEYS
+from reshape.launch import sweep_ipc
+from reshape.launchers import Launcher
+from scheduler.core.job import JobState
+from scheduler.core.state import ClusterState, Kill, Launch
+from scheduler.service.startup import job_tag, kill_job, kill_jobs, read_exit_status, start_job
+
+__all__ = ["MONITOR_GRACE", "Supervisor"]
+
+MONITOR_GRACE = 3.0  # seconds a watched mpiexec gets to exit after its first node's monitor saw the job end
+_ERROR_LINE = re.compile(r"^[\w.]*(Error|Exception|Exit)\b.*: ")  # Python's last traceback line
+
+
+def _alive(pid: int | None) -> bool:
+    """Is the (adopted) job's ``mpiexec`` still running?"""
+    if not pid:
+        return False
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def run_as(owner: str | None) -> int | None:
+    """The uid to run a job as: its owner's, when the daemon runs as root and the owner is a
+    local user other than root (a CURVE key names no local account: the daemon's user)."""
+    if os.geteuid() != 0 or not (owner or "").startswith("uid:"):
+        return None
+    uid = int(owner[4:])
+    return uid or None
+
+
+class Supervisor:
+    """The jobs' processes: started, watched, killed (module docstring)."""
+
+    poll_all_up_to = 64  # with more running jobs, the kernel names the exited ones (:meth:`_exited`)
+
+    def __init__(self, state: ClusterState, state_dir: str, workdir: str, launcher: Launcher,
+                 endpoint: str, keys_dir: str | None, overtime: float):
+        self.state, self.state_dir, self.workdir = state, state_dir, workdir
+        self.launcher, self.endpoint, self.keys_dir, self.overtime = launcher, endpoint, keys_dir, overtime
+        self.procs: dict[int, subprocess.Popen] = {}
+        self._reap: list[subprocess.Popen] = []  # killed jobs' mpiexec not yet reaped
+        self._strays: queue.SimpleQueue[str | None] = queue.SimpleQueue()  # tags for the reaper thread
+        self._reaper: threading.Thread | None = None
+        self._last_adopted_check = 0.0
+
+    # ------------------------------------------------------------------ paths
+    def log_path(self, job_id: int) -> str:
+        return os.path.join(self.state_dir, "logs", f"job-{job_id}.log")
+
+    def exit_path(self, job_id: int) -> str:
+        return os.path.join(self.state_dir, "logs", f"job-{job_id}.exit")
+
+    def tag(self, job_id: int) -> str:
+        return job_tag(self.state_dir, job_id)
+
+    # ------------------------------------------------------------------ reaper thread
+    def start(self) -> None:
+        self._reaper = threading.Thread(target=self._reap_strays, name="reaper", daemon=True)
+        self._reaper.start()
+
+    def stop(self) -> None:
+        self._strays.put(None)
+        if self._reaper is not None:
+            self._reaper.join(timeout=3.0)
+
+    def _reap_strays(self) -> None:
+        while (tag := self._strays.get()) is not None:
+            with contextlib.suppress(Exception):
+                if tag:  # "": only the sweep
+                    kill_job(tag, grace=0.5)
+                sweep_ipc()  # shared memory of ranks killed before anyone could collect it
+
+    def settle_unlaunched(self, now: float) -> None:
+        """After a restart: a running job with no session was allocated but maybe never launched."""
+        for j in self.state.running():
+            if j.sid is None:  # the previous daemon died between allocating and recording the launch
+                kill_job(self.tag(j.job_id), grace=0.5)  # in case it was launched
+                self.state.exited(j.job_id, None, now, "daemon restarted before the job was launched")
+
+    # ------------------------------------------------------------------ actions
+    def perform(self, actions: list, now: float) -> None:
+        """Kills first (all at once: one grace period, whatever the number of jobs), then launches."""
+        kills = [a.job_id for a in actions if isinstance(a, Kill)]
+        if kills:
+            kill_jobs([self.tag(jid) for jid in kills])
+            self._strays.put("")  # and sweep, off the loop, what ranks killed earlier left
+            for jid in kills:
+                p = self.procs.pop(jid, None)
+                if p:  # reap it; a stray one is reaped by the System Monitor's poll later
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        p.wait(timeout=1.0)
+                    if p.returncode is None:
+                        self._reap.append(p)
+        pending = [a for a in actions if isinstance(a, Launch)]
+        while pending:
+            pending += self._launch(pending.pop(0).job_id, now)
+
+    def _launch(self, job_id: int, now: float) -> list:
+        """Start one job's ``mpiexec``; a job that cannot start fails (and the actions that follow)."""
+        j = self.state.jobs[job_id]
+        if j.state != JobState.RUNNING or j.job_id in self.procs:
+            return []  # cancelled in the same batch, before its launch
+        desc = j.desc
+        if self.keys_dir:  # what the job's client needs to authenticate
+            desc = {**desc, "env": {**desc.get("env", {}), ENV_KEYS: self.keys_dir}}
+        try:
+            p = start_job(j.job_id, desc, j.hosts, self.endpoint, self.launcher, self.log_path(j.job_id),
+                          self.tag(j.job_id), cwd=self.workdir, exit_path=self.exit_path(j.job_id),
+                          run_as=run_as(j.owner))
+        except (OSError, ValueError) as e:  # ValueError: what the OS cannot take (e.g. NUL)
+            return [a for a in self.state.exited(j.job_id, 127, now, f"cannot start: {e}") if isinstance(a, Launch)]
+        self.procs[j.job_id] = p
+        self.state.launched(j.job_id, p.pid)
+        return []
+
+    # ------------------------------------------------------------------ System Monitor
+    def monitor(self, now: float) -> list:
+        """Jobs whose processes ended give their slots back; nodes, resizes and walltimes are checked."""
+        acts: list = []
+        self._reap = [p for p in self._reap if p.poll() is None]
+        for jid in self._exited():
+            rc = self.procs.pop(jid).returncode
+            self._strays.put(self.tag(jid))  # stray ranks of a crashed job
+            j = self.state.jobs.get(jid)
+            acts += self.state.exited(jid, rc, now, self.last_words(jid, rc) if j and not j.error else None)
+        acts += self.state.check_nodes(now)
+        acts += self.state.check_resizes(now)
+        acts += self.state.expire(now, self.overtime)
+        acts += self._reported_ends(now)
+        if now - self._last_adopted_check >= 0.5:
+            self._last_adopted_check = now
+            acts += self._adopted_ends(now)
+        return acts
+
+    def _reported_ends(self, now: float) -> list:
+        """Jobs the monitor of their first node saw end."""
+        acts: list = []
+        for j in self.state.running():
+            r = j.node_report
+            if r is None:
+                continue
+            if j.job_id not in self.procs:  # not our child (adopted): the monitor's word settles it
+                acts += self.state.ended_on_node(j.job_id, now)
+            elif now - r["t"] > MONITOR_GRACE:  # our mpiexec should have exited by now
+                acts += self.state.ended_on_node(
+                    j.job_id, now, f"its processes on {r['node']} ended, mpiexec did not exit within "
+                                   f"{MONITOR_GRACE:.0f} s")
+        return acts
+
+    def _adopted_ends(self, now: float) -> list:
+        """Adopted jobs (not our children) whose ``mpiexec`` is gone: their wrapper wrote how they ended."""
+        acts: list = []
+        for j in self.state.running():
+            # sid None: started by this daemon in this batch, not launched yet
+            if j.job_id not in self.procs and j.sid is not None and not _alive(j.sid):
+                self._strays.put(self.tag(j.job_id))
+                acts += self.state.exited(j.job_id, read_exit_status(self.exit_path(j.job_id)), now)
+        return acts
+
+    def _exited(self) -> list[int]:
+        """Jobs whose ``mpiexec`` exited (reaped here). Few jobs: each is polled; many: the kernel
+        says which children exited (``waitid`` without reaping), so a tick costs the jobs that ended,
+        not every running job; a child that is not a job's ``mpiexec`` falls back to polling all."""
+        if len(self.procs) > self.poll_all_up_to and hasattr(os, "waitid"):
+            by_pid = {p.pid: jid for jid, p in self.procs.items()}
+            out: list[int] = []
+            while True:
+                try:
+                    info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+                except ChildProcessError:
+                    return out
+                if info is None:
+                    return out
+                jid = by_pid.get(info.si_pid)
+                if jid is None or jid in out or self.procs[jid].poll() is None:
+                    break  # not a job's mpiexec (or not reaped): poll them all
+                out.append(jid)
+        return [jid for jid, p in self.procs.items() if p.poll() is not None]
+
+    def last_words(self, job_id: int, rc: int) -> str | None:
+        """A failed job's reason when it reported none: its exit code and the error its log ends with."""
+        if rc == 0:
+            return None
+        try:
+            with open(self.log_path(job_id), "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 8192))
+                lines = [ln.strip() for ln in f.read().decode("utf-8", "replace").splitlines() if ln.strip()]
+        except OSError:
+            return None
+        errors = [ln for ln in lines if _ERROR_LINE.match(ln)]
+        last = (errors or lines or [""])[-1]
+        return f"exit code {rc}: {last[:200]}" if last else None
+
+    def log_tail(self, job_id: int, tail: int) -> str:
+        """The last ``tail`` lines (0: all) of the last 32 KiB of the job's log."""
+        try:
+            with open(self.log_path(job_id), "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 32768))
+                lines = f.read().decode("utf-8", "replace").splitlines()
+        except FileNotFoundError:
+            return ""
+        return "\n".join(lines[-tail:] if tail else lines)
