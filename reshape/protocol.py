@@ -40,6 +40,7 @@ __all__ = [
     "NodeRegister",
     "Ping",
     "ProtocolError",
+    "Register",
     "Request",
     "ResizePoint",
     "Resized",
@@ -104,6 +105,8 @@ _CONTROL_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "history": {"limit": (_INT, False), "since": (_NUM, False)},
     "log": {"job_id": (_INT, True), "tail": (_INT, False)},
     "stop": {"kill_jobs": (_BOOL, False)},
+    # a job a resource manager started registers with a site controller (docs/slurm.md, "Site mode")
+    "register": {"job": (_DICT, True), "allocation": (_STR, True), "hosts": (_LIST, True)},
     **_NODE_CONTROL_BODIES,
 }
 _REPLY_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
@@ -283,6 +286,16 @@ class Log(Request):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Register(Request):
+    """A job started by a resource manager in ``allocation`` on ``hosts`` (one per slot) registers."""
+
+    type: ClassVar[str] = "register"
+    job: dict[str, Any]
+    allocation: str
+    hosts: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Stop(Request):
     type: ClassVar[str] = "stop"
     kill_jobs: bool | None = None
@@ -290,7 +303,7 @@ class Stop(Request):
 
 REQUESTS: dict[str, type[Request]] = {c.type: c for c in (
     Hello, ResizePoint, Resized, Finished, JobEnded, NodeRegister, Heartbeat,
-    Ping, Submit, Status, Cancel, History, Log, Stop)}
+    Ping, Submit, Status, Cancel, History, Log, Stop, Register)}
 
 
 def _request(env: dict[str, Any]) -> Request:
@@ -473,6 +486,13 @@ def _check_values(t: str, body: dict[str, Any], seq: int) -> None:
         if len(pk) > MAX_SIZES or not all(_is(h, _STR) and 0 < len(h) <= 255 for h in pk):
             raise ProtocolError("bad_field", f"resize_point: 'parked' must list at most {MAX_SIZES} host names "
                                              "of 1-255 characters", seq)
+    if t == "register":
+        if not 0 < len(body["allocation"]) <= 64:
+            raise ProtocolError("bad_field", "register: 'allocation' must be 1-64 characters", seq)
+        hs = body["hosts"]
+        if not 0 < len(hs) <= MAX_SIZES or not all(_is(h, _STR) and 0 < len(h) <= 255 for h in hs):
+            raise ProtocolError("bad_field", f"register: 'hosts' must list 1-{MAX_SIZES} host names (one per "
+                                             "slot) of 1-255 characters", seq)
     if t == "hello" and "sizes" in body:
         _check_sizes(body["sizes"], seq)
     if t == "advice":

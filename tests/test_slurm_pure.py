@@ -6,6 +6,8 @@ The real thing (slurmctld, slurmd, munge in the compose cluster) is tested in
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,7 +15,20 @@ from hypothesis import strategies as st
 from reshape import launchers
 from scheduler.core.pool import PoolError
 from scheduler.rm.fixed import allocation_pool
-from scheduler.rm.slurm_grow import AskShrink, Broker, Cancel, Drain, Grant, Lost, Release, Submit
+from scheduler.rm.slurm_broker import (
+    AskShrink,
+    Broker,
+    Cancel,
+    Drain,
+    Ended,
+    Fail,
+    Forget,
+    Grant,
+    Lost,
+    Release,
+    Submit,
+    Tenant,
+)
 from scheduler.rm.slurm_view import SlurmJob, expander_name, parse_squeue, partition_pool
 
 
@@ -43,89 +58,202 @@ def test_parse_squeue_and_partition_pool():
         partition_pool("node1 2\n", {"node9"})
 
 
-def job(jid, name, state, nodes=(), reason="None", n=None):
-    return SlurmJob(jid, name, state, "u", n if n is not None else len(nodes), tuple(nodes), reason)
+def job(jid, name, state, nodes=(), reason="None", n=None, prio=100, start=None, end=None):
+    return SlurmJob(jid, name, state, "u", n if n is not None else len(nodes), tuple(nodes), reason, prio, start, end)
 
 
 def broker(**kw) -> Broker:
-    return Broker("7", ["node1", "node2"], "node1", grant_timeout=10, idle_release=30, **kw)
+    b = Broker(grant_timeout=10, idle_release=30, node_slots=2, **kw)
+    b.add_group("7", "node1", 0.0)
+    return b
+
+
+def tenant(hosts, jid=1, main="7", points=None, times=None, min_procs=1, busy=False):
+    n = len(hosts)
+    pts = tuple(points if points is not None else range(1, n))
+    return Tenant(jid, main, n, tuple(hosts), min_procs, busy, pts, times or {})
 
 
 MAIN = job("7", "heat", "RUNNING", ["node1", "node2"])
 X = expander_name("7")
+USED = {"node1": 2, "node2": 2}
+
+
+def never(jid, extra):
+    return None
 
 
 def test_grow_asks_once_and_grants_when_the_expander_runs():
     b = broker()
-    used = {"node1": 2, "node2": 2}
-    assert b.step(0, [MAIN], 2, used, 2, []) == [Submit(2)]
-    assert b.step(1, [MAIN], 2, used, 2, []) == []  # one request at a time
-    b.submitted("8", 1.0)
-    assert b.step(2, [MAIN, job("8", X, "PENDING", reason="Resources", n=2)], 2, used, 2, []) == []
-    ops = b.step(3.5, [MAIN, job("8", X, "RUNNING", ["node3", "node4"])], 0, used, 2, [])
-    assert ops == [Grant("node3", "8", 2.5), Grant("node4", "8", 2.5)]
-    assert b.kept("8") == ["node3", "node4"]
+    t = [tenant(["node1"] * 2 + ["node2"] * 2)]
+    want = {1: 8}.get
+    ops = b.step(0, [MAIN], 2, USED, t, lambda jid, extra: want(jid))
+    assert [o for o in ops if isinstance(o, Submit)] == [Submit("7", 2, None)]
+    assert not [o for o in b.step(1, [MAIN], 2, USED, t, lambda j, e: 8) if isinstance(o, Submit)]  # one at a time
+    b.submitted("7", "8", 1.0)
+    assert not [o for o in b.step(2, [MAIN, job("8", X, "PENDING", reason="Resources", n=2)], 2, USED, t,
+                                  lambda j, e: 8) if isinstance(o, Submit | Grant) and o.job != "7"]
+    ops = b.step(3.5, [MAIN, job("8", X, "RUNNING", ["node3", "node4"])], 0, USED, t, lambda j, e: 8)
+    assert [o for o in ops if isinstance(o, Grant) and o.job == "8"] == [Grant("node3", "8", "7", 2.5),
+                                                                          Grant("node4", "8", "7", 2.5)]
+    assert b.kept("8") == ["node3", "node4"] and b.group_of("node3") == "7"
 
 
 def test_nothing_granted_in_time_is_cancelled_and_nothing_asked_on_a_full_cluster():
     b = broker()
-    used = {"node1": 2, "node2": 2}
-    assert b.step(0, [MAIN], 0, used, 2, []) == []  # no idle node: nothing asked, the job keeps its size
-    assert b.step(0, [MAIN], 1, used, 2, []) == [Submit(1)]
-    b.submitted("8", 0.0)
-    ops = b.step(11, [MAIN, job("8", X, "PENDING", reason="Priority", n=1)], 1, used, 2, [])
-    assert len(ops) == 1 and isinstance(ops[0], Cancel) and ops[0].job == "8" and "granted no node" in ops[0].why
-    assert b.step(20, [MAIN], 1, used, 2, []) == []  # not asking again at once ...
-    assert b.step(42, [MAIN], 1, used, 2, []) == [Submit(1)]  # ... but after three grant timeouts
+    t = [tenant(["node1"] * 2 + ["node2"] * 2)]
+    assert not [o for o in b.step(0, [MAIN], 0, USED, t, lambda j, e: 6) if isinstance(o, Submit)]
+    assert [o for o in b.step(0, [MAIN], 1, USED, t, lambda j, e: 6) if isinstance(o, Submit)] == [Submit("7", 1)]
+    b.submitted("7", "8", 0.0)
+    ops = b.step(11, [MAIN, job("8", X, "PENDING", reason="Priority", n=1)], 1, USED, t, lambda j, e: 6)
+    cancels = [o for o in ops if isinstance(o, Cancel)]
+    assert len(cancels) == 1 and cancels[0].job == "8" and "granted no node" in cancels[0].why
+    assert not [o for o in b.step(20, [MAIN], 1, USED, t, lambda j, e: 6) if isinstance(o, Submit)]  # quiet ...
+    assert [o for o in b.step(42, [MAIN], 1, USED, t, lambda j, e: 6) if isinstance(o, Submit)]  # ... then again
+
+
+def test_an_expander_ends_with_its_job_and_starts_after_every_waiting_job():
+    b = broker()
+    t = [tenant(["node1"] * 2 + ["node2"] * 2)]
+    main = job("7", "heat", "RUNNING", ["node1", "node2"], end=600.0)
+    assert [o for o in b.step(100, [main], 2, USED, t, lambda j, e: 6) if isinstance(o, Submit)] == \
+        [Submit("7", 1, 500.0)]
+    short = broker()  # a job ending within the expire margin asks for nothing
+    main = job("7", "heat", "RUNNING", ["node1", "node2"], end=120.0)
+    assert not [o for o in short.step(100, [main], 2, USED, t, lambda j, e: 6) if isinstance(o, Submit)]
 
 
 def test_a_waiting_job_gets_free_nodes_first_then_shrinks_never_the_batch_host():
     b = broker()
-    b.held.update({"node3": "8", "node4": "8"})
-    other = job("20", "other", "PENDING", reason="Resources", n=2)
-    jobs = [MAIN, job("8", X, "RUNNING", ["node3", "node4"]), other]
+    jobs = [MAIN, job("8", X, "RUNNING", ["node3", "node4"]), job("20", "other", "PENDING", reason="Resources", n=2)]
+    b.step(0, jobs[:2], 0, {**USED, "node3": 2, "node4": 2}, [], never)  # granted
     hosts = ["node1"] * 2 + ["node2"] * 2 + ["node3"] * 2
     # node4 free: drained and released at once; node3 comes from shrinking the job 6 -> 4
-    ops = b.step(0, jobs, 0, {"node1": 2, "node2": 2, "node3": 2, "node4": 0}, 0, [(1, 6, 2, hosts)])
+    ops = b.step(1, jobs, 0, {**USED, "node3": 2, "node4": 0}, [tenant(hosts, points=[2, 4])], never)
     assert Drain("node4") in ops and Drain("node3") in ops
     why = "Slurm job 20 is waiting for 2 node(s)"
     assert AskShrink(1, 4, why, ("node3",)) in ops
     assert [o for o in ops if isinstance(o, Release)] == [Release("node4", "8", why)]
-    b.released("node4")
-    # the job shrank: node3 is free and goes back too
-    ops = b.step(1, jobs, 0, {"node1": 2, "node2": 2, "node3": 0}, 0, [(1, 4, 2, hosts[:4])])
-    assert [o.host for o in ops if isinstance(o, Release)] == ["node3"]
-    b.released("node3")
+    b.released_host("node4")
+    # the job shrank: node3 is free and goes back too; nobody is asked again
+    ops = b.step(2, jobs, 0, {**USED, "node3": 0}, [tenant(hosts[:4], points=[2])], never)
+    assert [o.host for o in ops if isinstance(o, Release)] == ["node3"] and not [
+        o for o in ops if isinstance(o, AskShrink)]
+    b.released_host("node3")
     assert b.kept("8") == [] and "node1" in b.held
-    # the waiting job started: nothing is drained any more
-    assert b.step(2, [MAIN], 0, {"node1": 2, "node2": 2}, 0, []) == []
+    # the waiting job started on them: nothing is drained, nothing lost
+    started = job("20", "other", "RUNNING", ["node3", "node4"])
+    assert b.step(3, [MAIN, job("8", X, "RUNNING", ["node4"]), started], 0, USED, [tenant(hosts[:4])], never) == []
 
 
-def test_unused_granted_node_goes_back_and_a_vanished_expander_is_a_lost_node():
+def test_a_demand_we_cannot_meet_releases_nothing_and_two_jobs_never_release_for_one():
     b = broker()
-    b.held["node3"] = "8"
+    b.add_group("9", "node5", 0.0)
+    jobs = [MAIN, job("9", "emu", "RUNNING", ["node5", "node6"]),
+            job("20", "rigid", "PENDING", reason="Resources", n=6)]
+    used = {h: 2 for h in ("node1", "node2", "node5", "node6")}
+    t = [tenant(["node1"] * 2 + ["node2"] * 2, points=[2]), tenant(["node5"] * 2 + ["node6"] * 2, jid=2, main="9",
+                                                                     points=[2])]
+    b.step(0, jobs[:2], 0, used, t, never)
+    assert not [o for o in b.step(1, jobs, 0, used, t, never) if isinstance(o, AskShrink | Drain)]  # 6 > 2 + 2
+    jobs[2] = job("20", "rigid", "PENDING", reason="Resources", n=1)
+    slow = {1: {2: 10.0, 4: 5.0}, 2: {2: 10.0, 4: 9.0}}  # job 2 gains little from its 4 slots: it gives
+    t = [replace(x, times=slow[x.job_id]) for x in t]
+    asks = [o for o in b.step(2, jobs, 0, used, t, never) if isinstance(o, AskShrink)]
+    assert asks == [AskShrink(2, 2, "Slurm job 20 is waiting for 1 node(s)", ("node6",))]
+    assert not [o for o in b.step(3, jobs, 0, used, t, never) if isinstance(o, AskShrink) and o.job_id == 1]
+
+
+def test_unused_granted_node_goes_back_and_a_vanished_expander_is_vacated():
+    b = broker()
     jobs = [MAIN, job("8", X, "RUNNING", ["node3"])]
-    used = {"node1": 2, "node2": 2, "node3": 0}
-    assert b.step(0, jobs, 0, used, 0, []) == []
-    assert b.step(31, jobs, 0, used, 0, []) == [Release("node3", "8", "unused for 30 s")]
-    assert b.step(32, [MAIN], 0, used, 0, []) == [Lost("node3", "expander job 8 ended")]
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.sampled_from(["node1", "node2", "node3", "node4"]), min_size=1, max_size=8),
-       st.integers(1, 4), st.dictionaries(st.sampled_from(["node1", "node2", "node3", "node4"]), st.integers(0, 2)))
-def test_never_gives_back_the_batch_host_or_a_used_node(hosts, need, used):
+    used = {**USED, "node3": 0}
+    b.step(0, jobs, 0, used, [], never)
+    assert b.step(10, jobs, 0, used, [], never) == []
+    assert b.step(31, jobs, 0, used, [], never) == [Release("node3", "8", "unused for 30 s")]
     b = broker()
-    b.held.update({"node3": "8", "node4": "9"})
-    jobs = [MAIN, job("8", X, "RUNNING", ["node3"]), job("9", X, "RUNNING", ["node4"]),
-            job("20", "other", "PENDING", reason="Resources", n=need)]
-    ops = b.step(0, jobs, 0, used, 0, [(1, len(hosts), 1, hosts)])
+    hosts = ["node1"] * 2 + ["node2"] * 2 + ["node3"] * 2
+    b.step(0, jobs, 0, {**USED, "node3": 2}, [tenant(hosts, points=[4])], never)
+    ops = b.step(1, [MAIN], 0, {**USED, "node3": 2}, [tenant(hosts, points=[4])], never)
+    assert Lost("node3", "7", "Slurm job 8 no longer holds it") in ops
+    assert AskShrink(1, 4, "Slurm job 8 no longer holds it", ("node3",)) in ops
+    assert b.step(2, [MAIN], 0, USED, [tenant(hosts[:4], points=[])], never) == [
+        Forget("node3", "Slurm job 8 no longer holds it")]
+    b.forgotten("node3")
+    assert b.step(3, [MAIN], 0, USED, [tenant(hosts[:4])], never) == []
+    b = broker()  # a job that cannot shrink off a lost node fails there
+    b.step(0, jobs, 0, {**USED, "node3": 2}, [tenant(hosts, points=[])], never)
+    assert Fail("node3", "Slurm job 8 no longer holds it, and its job cannot shrink off it") in b.step(
+        1, [MAIN], 0, {**USED, "node3": 2}, [tenant(hosts, points=[])], never)
+
+
+def test_a_group_whose_job_ended_is_gone_with_its_expanders():
+    b = broker()
+    b.step(0, [MAIN, job("8", X, "RUNNING", ["node3"])], 0, {**USED, "node3": 0}, [], never)
+    ops = b.step(1, [job("8", X, "RUNNING", ["node3"])], 0, {}, [], never)
+    assert ops[:2] == [Ended("7", "GONE"), Cancel("8", "its job 7 ended")] and not b.groups and not b.held
+
+
+def test_late_starts_are_counted_against_the_first_prediction():
+    b = broker(late_tolerance=5)
+    b.step(0, [MAIN, job("20", "rigid", "PENDING", reason="Priority", n=1, start=100.0)], 0, USED, [], never)
+    b.step(1, [MAIN, job("20", "rigid", "PENDING", reason="Priority", n=1, start=200.0)], 0, USED, [], never)
+    b.step(2, [MAIN, job("21", "rigid", "PENDING", reason="Priority", n=1, start=150.0)], 0, USED, [], never)
+    b.step(3, [MAIN, job("20", "rigid", "RUNNING", ["node3"], start=104.0),
+               job("21", "rigid", "RUNNING", ["node4"], start=190.0)], 0, USED, [], never)
+    assert b.late == [{"job": "21", "predicted": 150.0, "started": 190.0, "late": 40.0}]
+
+
+NODES = [f"node{i}" for i in range(1, 9)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 3), st.integers(1, 4)), min_size=1, max_size=3),
+       st.lists(st.integers(1, 6), max_size=3), st.integers(0, 3), st.data())
+def test_waiting_jobs_get_at_most_their_shortfall_never_a_batch_host_or_a_used_node(shapes, waits, idle, data):
+    """Property: over any groups (main + expander nodes) and waiting jobs, the nodes promised to each
+    waiting job never exceed what it lacks after the idle nodes, no node is promised twice, the batch
+    hosts and used nodes are never released, and every shrink keeps min_procs and retires exactly the
+    ranks on the nodes it drops."""
+    b = Broker(node_slots=2)
+    free = iter(NODES)
+    jobs, tenants, used = [], [], {}
+    for g, (main_nodes, exp_nodes) in enumerate(shapes):
+        mine = [next(free, None) for _ in range(main_nodes + exp_nodes)]
+        mine = [h for h in mine if h]
+        if not mine:
+            break
+        main = str(100 + g)
+        b.add_group(main, mine[0], 0.0)
+        jobs.append(job(main, "emu", "RUNNING", mine[:main_nodes]))
+        if mine[main_nodes:]:
+            jobs.append(job(str(200 + g), expander_name(main), "RUNNING", mine[main_nodes:]))
+        ranks = data.draw(st.integers(1, 2 * len(mine)))
+        hosts = [h for h in mine for _ in range(2)][:ranks]
+        for h in mine:
+            used[h] = hosts.count(h)
+        tenants.append(tenant(hosts, jid=g + 1, main=main, points=sorted(set(range(1, ranks))),
+                              min_procs=data.draw(st.integers(1, ranks))))
+    b.step(0, [j for j in jobs], 0, used, tenants, never)
+    waiting = [job(str(300 + i), "rigid", "PENDING", reason="Resources", n=n, prio=1000 - i)
+               for i, n in enumerate(waits)]
+    ops = b.step(1, [*jobs, *waiting], idle, used, tenants, never)
+    batch = {g.batch_host for g in b.groups.values()}
+    promised = [h for hs in b.promised.values() for h in hs]
+    assert len(promised) == len(set(promised))
+    left = idle
+    for w in waiting:
+        got = len(b.promised.get(w.id, ()))
+        use = min(left, w.num_nodes)
+        left -= use
+        assert got <= max(0, w.num_nodes - use)
     for o in ops:
         if isinstance(o, Release):
-            assert o.host != "node1" and not used.get(o.host)
+            assert o.host not in batch and not used.get(o.host)
         if isinstance(o, AskShrink):
-            assert 1 <= o.nprocs < len(hosts) and "node1" not in o.drop
-            assert set(hosts[o.nprocs:]) == set(o.drop)  # the retired ranks are exactly those on dropped hosts
+            t = next(t for t in tenants if t.job_id == o.job_id)
+            assert t.min_procs <= o.nprocs < t.nprocs and not batch & set(o.drop)
+            assert set(t.hosts[o.nprocs:]) == set(o.drop)
 
 
 def test_launchers_choose_and_probe(monkeypatch):

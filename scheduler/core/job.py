@@ -100,6 +100,7 @@ class Job:
     point_time: float | None = None  # when its current iteration began: start, resize point or resize end
     parked: list[str] = field(default_factory=list)  # hosts of its parked (reuse, standby) ranks, as last reported
     sizes: tuple[int, ...] | None = None  # legal sizes narrowed by what its program announced (hello)
+    allocation: str | None = None  # the resource manager's allocation it runs in, if it was started there
     # caches for snapshots (one per request): the immutable spec, the last policy view
     _spec: JobSpec | None = field(default=None, init=False, repr=False, compare=False)
     _view: RunningJob | None = field(default=None, init=False, repr=False, compare=False)
@@ -131,7 +132,8 @@ class Job:
                 "reported": self.reported, "node_report": self.node_report, "owner": self.owner,
                 "resizes": self.resizes, "redist_seconds": self.redist_seconds,
                 "deadline": self.deadline, "reservation": self.reservation, "point_time": self.point_time,
-                "parked": self.parked, "sizes": list(self.sizes) if self.sizes is not None else None}
+                "parked": self.parked, "sizes": list(self.sizes) if self.sizes is not None else None,
+                "allocation": self.allocation}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Job:

@@ -126,9 +126,11 @@ class NodeStates:
                 self._abandon_resize(j, now, f"node {host} down")
         return out + self.schedule(now)
 
-    def node_granted(self, host: str, now: float, detail: str) -> list[Launch | Kill]:
-        """A resource manager gave ``host`` to the pool (e.g. a Slurm expander job started on it)."""
+    def node_granted(self, host: str, now: float, detail: str, lease: str | None = None) -> list[Launch | Kill]:
+        """A resource manager gave ``host`` to the pool (e.g. a Slurm expander job started on it);
+        ``lease``: only jobs of that allocation may use it (:meth:`scheduler.core.pool.Pool.lease`)."""
         rec = self._node(host)
+        self.pool.lease(host, lease)
         if rec.state == "up":
             return []
         rec.state, rec.since, rec.reason, rec.last_seen = "up", now, detail, None  # no heartbeats expected
@@ -144,6 +146,7 @@ class NodeStates:
             return False
         rec.state, rec.since, rec.reason = "down", now, detail
         self.pool.set_down(host)
+        self.pool.lease(host, None)
         self._node_event(now, rec, "released", detail)
         return True
 

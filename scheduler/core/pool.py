@@ -20,6 +20,12 @@ up, ``capacity`` counts all) and nothing is allocated on it until it is up
 again. A *draining* node is up for the jobs on it, but its free slots are
 not offered (``free``) and nothing new is allocated there: it is about to be
 given back to a resource manager (``scheduler.rm``).
+
+A node may be *leased* to one allocation of a resource manager (e.g. the Slurm
+job, or its expander, that holds it for one malleable job: ``scheduler.rm.slurm_site``):
+its free slots are then offered only to jobs of that allocation
+(:meth:`Pool.free_for`, ``allocate(lease=)``). Without leases every free slot
+is everyone's, as in the papers.
 """
 
 from __future__ import annotations
@@ -62,6 +68,7 @@ class Pool:
         self.used: Counter[str] = Counter()
         self.down: set[str] = set()
         self.draining: set[str] = set()  # up, but nothing new is placed there (about to be given back)
+        self.leases: dict[str, str] = {}  # host -> the allocation it is leased to (its free slots are its own)
         self._sums: tuple[int, int] | None = None  # (total, free), cached between changes
         # (``used``, ``down`` and ``draining`` change only through the methods below)
 
@@ -112,16 +119,36 @@ class Pool:
         (self.draining.add if on else self.draining.discard)(host)
         self._sums = None
 
-    def allocate(self, n: int, prefer: Iterable[str] = ()) -> list[str]:
+    def lease(self, host: str, allocation: str | None) -> None:
+        """Offer ``host``'s free slots only to jobs of ``allocation`` (None: to every job)."""
+        if not self.has(host):
+            raise PoolError(f"no node {host!r} in the pool")
+        if allocation is None:
+            self.leases.pop(host, None)
+        else:
+            self.leases[host] = allocation
+
+    def _offered(self, host: str, lease: str | None) -> bool:
+        return host not in self.down and host not in self.draining and self.leases.get(host, lease) == lease
+
+    def free_for(self, lease: str | None) -> int:
+        """Free slots a job of allocation ``lease`` may take: on up, undrained nodes leased to it or to none."""
+        if not self.leases:
+            return self.free
+        return sum(max(0, n.slots - self.used[n.host]) for n in self.nodes if self._offered(n.host, lease))
+
+    def allocate(self, n: int, prefer: Iterable[str] = (), lease: str | None = None) -> list[str]:
         """``n`` free slots, one host name per slot: first on the ``prefer`` hosts (one entry per
-        slot wanted there; names not in the pool are ignored), then first fit in node order."""
-        if n < 1 or n > self.free:
-            raise PoolError(f"cannot allocate {n} slots ({self.free} free of {self.total})")
+        slot wanted there; names not in the pool are ignored), then first fit in node order.
+        ``lease``: the allocation the job runs in (only nodes leased to it or to none)."""
+        free = self.free_for(lease)
+        if n < 1 or n > free:
+            raise PoolError(f"cannot allocate {n} slots ({free} free of {self.total})")
         self._sums = None
         out: list[str] = []
         for want in (Counter(prefer), None):
             for node in self.nodes:
-                if node.host in self.down or node.host in self.draining:
+                if not self._offered(node.host, lease):
                     continue
                 cap = n - len(out) if want is None else min(want[node.host], n - len(out))
                 take = min(node.slots - self.used[node.host], cap)

@@ -57,10 +57,11 @@ from scheduler.core.policy import (
     Reserve,
     RunningJob,
     Shrink,
+    Snapshot,
     Start,
     legal_sizes,
 )
-from scheduler.core.pool import Pool
+from scheduler.core.pool import Pool, PoolError
 from scheduler.core.walltime import budget_left, deadline_after, kill_time, rate, start_deadline
 
 __all__ = ["RESIZE_GRACE", "ClusterState", "Job", "Kill", "Launch", "NodeRecord", "StateError"]
@@ -150,11 +151,12 @@ class ClusterState(JobTable, NodeStates):
             if q == p:
                 return p
             if self._legal(spec, q) and (
-                    (isinstance(d, Expand) and p < q and q - p <= self.pool.free)
+                    (isinstance(d, Expand) and p < q and q - p <= self.pool.free_for(j.allocation))
                     or (isinstance(d, Shrink) and q < p)):
                 return q
         self._policy_error(f"remap policy {self.remap.name!r}", now,
-                           f"invalid decision {d!r} for job {j.job_id} at {p} slots ({self.pool.free} free, "
+                           f"invalid decision {d!r} for job {j.job_id} at {p} slots "
+                           f"({self.pool.free_for(j.allocation)} free, "
                            f"legal [{spec.min_procs}, {self._hi(spec)}])")
         return p
 
@@ -299,6 +301,49 @@ class ClusterState(JobTable, NodeStates):
                     out[j.job_id] = d.nprocs - j.nprocs
         return out
 
+    def _snapshot_for(self, j: Job, now: float) -> Snapshot:
+        """The policies' view at ``j``'s resize point: with leased nodes, the free slots are those it may take."""
+        snap = self.snapshot(now)
+        if self.pool.leases:
+            snap = replace(snap, free_slots=self.pool.free_for(j.allocation))
+        return snap
+
+    def would_expand(self, job_id: int, extra: int, now: float) -> int | None:
+        """The size running job ``job_id`` would expand to at its next resize point if ``extra`` more
+        slots were its own (a what-if over the pure policy: nothing changes); None: it would not."""
+        j = self.jobs.get(job_id)
+        if j is None or j.state != JobState.RUNNING or not j.spec.resizable or j.pending:
+            return None
+        snap = self._snapshot_for(j, now)
+        snap = replace(snap, total_slots=snap.total_slots + extra, free_slots=snap.free_slots + extra)
+        d = self.remap.at_resize_point(snap, job_id)
+        return d.nprocs if isinstance(d, Expand) and d.nprocs > j.nprocs else None
+
+    def adopt(self, desc: dict[str, Any], hosts: list[str], allocation: str, now: float,
+              owner: str | None = None) -> int:
+        """A job a resource manager started in ``allocation`` on ``hosts`` (one per slot, already up and
+        leased to it): it runs from now on, and is never launched or queued here."""
+        self.check_admissible(desc)
+        for h in set(hosts):
+            if not self.pool.has(h) or h in self.pool.down or self.pool.leases.get(h) != allocation:
+                raise StateError("bad_hosts", f"{h!r} is not a node of allocation {allocation} in this pool")
+        try:
+            self.pool.claim(hosts)
+        except PoolError as e:
+            raise StateError("bad_hosts", str(e)) from None
+        job = Job(self.next_id, desc, now, state=JobState.NEW, owner=owner, allocation=allocation)
+        self.next_id += 1
+        self.jobs[job.job_id] = job
+        job.hosts, job.nprocs = list(hosts), len(hosts)
+        self._set(job, JobState.RUNNING)
+        job.start_time = job.point_time = now
+        job.deadline = start_deadline(job.spec.walltime, job.spec.nprocs, job.nprocs, now)
+        job.profile.ran_at(job.nprocs)
+        self._event(now, job, "submit", f"adopted from allocation {allocation}")
+        self._event(now, job, "start")
+        self._decided(now, "start", job.job_id, job.nprocs)
+        return job.job_id
+
     def cancel(self, job_id: int, now: float, reschedule: bool = True) -> list[Launch | Kill]:
         """End a queued or running job; ``reschedule=False`` (daemon stopping) starts nothing new."""
         j = self._job(job_id)
@@ -438,13 +483,13 @@ class ClusterState(JobTable, NodeStates):
         self._mark(j)
         if not j.spec.resizable:
             return Advice("continue", n, reason="static job")
-        d = self.remap.at_resize_point(self.snapshot(now), job_id)
+        d = self.remap.at_resize_point(self._snapshot_for(j, now), job_id)
         if j.shrink_request is not None:
             j.shrink_request = None  # the policy has seen it
             self._mark(j)
         q = self._check_remap(d, j, now)
         if q > n:
-            hosts = self.pool.allocate(q - n, prefer=j.parked)  # where it can call parked ranks back
+            hosts = self.pool.allocate(q - n, prefer=j.parked, lease=j.allocation)  # where parked ranks are
             j.pending = PendingResize("expand", n, q, hosts, now)
             self._start_resize(j, n, q, now)
             self._event(now, j, "advise", f"expand {n}->{q}: {d.reason}")
@@ -521,7 +566,8 @@ class ClusterState(JobTable, NodeStates):
         j = self._job(job_id)
         if j.state != JobState.RUNNING:
             raise StateError("not_running", f"job {job_id} is {j.state}, not running")
-        j.reported = status
+        if j.reported != "error":  # a job that said it failed stays failed (its batch script may say done)
+            j.reported = status
         if error and not j.error:  # the first report is the cause; ranks aborting after it say less
             j.error = error
         self._mark(j)

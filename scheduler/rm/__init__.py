@@ -4,8 +4,10 @@
 :func:`from_args`): by default a fixed pool (:mod:`scheduler.rm.fixed`: the
 pool file or ``--slots``, the Slurm allocation the daemon runs in, or this
 machine); ``--slurm-grow`` makes Slurm the resource manager of one job's
-daemon (:mod:`scheduler.rm.slurm_grow`). Each manager is one module with one
-:class:`~scheduler.rm.base.ResourceManager` class, and its options are added here.
+daemon and ``--slurm-site`` starts the site controller of every malleable
+job of a Slurm partition (:mod:`scheduler.rm.slurm_manager`,
+:mod:`scheduler.rm.slurm_site`). Each manager is one module with one
+:class:`~scheduler.rm.base.ResourceManager` class; its options are added here.
 """
 
 from __future__ import annotations
@@ -21,20 +23,39 @@ def add_options(p: argparse.ArgumentParser) -> None:
     """The daemon's options that choose and tune its resource manager."""
     g = p.add_argument_group("resource manager (default: a fixed pool: --config, --slots, the Slurm "
                              "allocation the daemon runs in, or this machine)")
-    g.add_argument("--slurm-grow", action="store_true",
-                   help="inside a Slurm job: the pool is the partition, grown with expander jobs and shrunk by "
-                        "giving nodes back to Slurm (docs/slurm.md)")
+    which = g.add_mutually_exclusive_group()
+    which.add_argument("--slurm-site", action="store_true",
+                       help="the site controller of every 'reshape submit --slurm' job of a Slurm partition: "
+                            "run once, beside slurmctld (docs/slurm.md, \"Site mode\")")
+    which.add_argument("--slurm-grow", action="store_true",
+                       help="inside a Slurm job: the pool is the partition, grown with expander jobs and shrunk by "
+                            "giving nodes back to Slurm (docs/slurm.md; 'reshape slurm-run' starts it)")
+    g.add_argument("--partition", metavar="NAME", help="with --slurm-site: the partition (default: Slurm's default)")
     g.add_argument("--grant-timeout", type=float, default=10.0, metavar="SECONDS",
-                   help="with --slurm-grow: cancel an expander job not started after this long (default 10)")
+                   help="cancel an expander job Slurm has not started after this long (default 10)")
     g.add_argument("--idle-release", type=float, default=30.0, metavar="SECONDS",
-                   help="with --slurm-grow: give back a granted node unused for this long (default 30)")
+                   help="give back a granted node unused for this long (default 30)")
+    g.add_argument("--expire-margin", type=float, default=30.0, metavar="SECONDS",
+                   help="vacate an expander this long before its time limit ends it (default 30)")
 
 
 def from_args(args: argparse.Namespace) -> ResourceManager | None:
     """The resource manager the options name; None: the daemon's default (a fixed pool).
     Raises ValueError (naming the option) where it cannot be used."""
-    if args.slurm_grow:
-        from scheduler.rm.slurm_grow import SlurmGrow
+    for name in ("grant_timeout", "idle_release", "expire_margin"):
+        v = getattr(args, name)
+        if not 0 <= v < float("inf"):
+            raise ValueError(f"--{name.replace('_', '-')} must be a number of seconds >= 0, got {v}")
+    params = {"grant_timeout": args.grant_timeout, "idle_release": args.idle_release,
+              "expire_margin": args.expire_margin}
+    if args.partition and not args.slurm_site:
+        raise ValueError("--partition is for --slurm-site (--slurm-grow uses its own job's partition)")
+    if args.slurm_site:
+        from scheduler.rm.slurm_site import SlurmSite
 
-        return SlurmGrow({"grant_timeout": args.grant_timeout, "idle_release": args.idle_release})
+        return SlurmSite(args.partition, params)
+    if args.slurm_grow:
+        from scheduler.rm.slurm_manager import SlurmGrow
+
+        return SlurmGrow(params)
     return None

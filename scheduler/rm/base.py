@@ -10,11 +10,19 @@ core only through the core's node events (``node_granted``, ``node_released``,
 ``node_down``, ``request_shrink``), so the same rules hold whatever manages
 the nodes.
 
+Jobs reach the core in one of two ways: submitted to the daemon, which
+queues and launches them (Job Startup), or started by the resource manager
+itself and *adopted* (:meth:`ResourceManager.adopt`, the ``register``
+request: a Slurm batch script that registers with a site controller). An
+adopted job's end and kill are the manager's (:meth:`ResourceManager.kill`).
+
 Implementations: :mod:`scheduler.rm.fixed` (one machine, a pool file, an
-existing Slurm allocation: nodes never change hands) and
-:mod:`scheduler.rm.slurm_grow` (Slurm as the resource manager: nodes are
-granted by expander jobs and given back). A new manager is one module with
-one class; ``docs/daemon.md`` ("Adding a resource manager") says how.
+existing Slurm allocation: nodes never change hands),
+:mod:`scheduler.rm.slurm_manager` (Slurm as the resource manager of one
+job's daemon: nodes are granted by expander jobs and given back) and
+:mod:`scheduler.rm.slurm_site` (one controller for every malleable job of a
+Slurm partition). A new manager is one module with one class;
+``docs/daemon.md`` ("Adding a resource manager") says how.
 """
 
 from __future__ import annotations
@@ -68,6 +76,22 @@ class ResourceManager(ABC):
     def stop(self, jobs_running: bool, killing: bool) -> None:  # noqa: B027 - optional hook
         """The daemon ends; ``jobs_running``: jobs stay for a restarted daemon to adopt;
         ``killing``: every job is being killed (give everything back)."""
+
+    def check_submit(self, desc: dict[str, Any]) -> None:  # noqa: B027 - optional hook
+        """Raise :class:`scheduler.core.actions.StateError` if this daemon does not take submitted jobs."""
+
+    def adopt(self, state: ClusterState, desc: dict[str, Any], allocation: str, hosts: list[str], now: float,
+              owner: str | None) -> int:
+        """A job the manager started in ``allocation`` registers (``register``): its job id."""
+        from scheduler.core.actions import StateError
+
+        raise StateError("not_supported", "this daemon starts its own jobs ('reshape submit'); 'register' is "
+                                          "for jobs a resource manager started (reshape daemon --slurm-site)")
+
+    def kill(self, state: ClusterState, job_ids: list[int]) -> set[int]:
+        """End these jobs' processes where the manager started them; the ids it took care of
+        (the daemon kills the others' processes itself)."""
+        return set()
 
     def info(self) -> dict[str, Any]:
         """What ``reshape status --json`` shows under ``daemon.rm``."""

@@ -13,6 +13,7 @@ their main job runs (:func:`expander_script`).
 from __future__ import annotations
 
 import contextlib
+import os
 import queue
 import shlex
 import subprocess
@@ -24,10 +25,13 @@ import hostlist
 
 from scheduler.core.pool import Node, Pool, PoolError
 
-__all__ = ["SQUEUE_FORMAT", "SlurmEdge", "SlurmError", "SlurmJob", "expander_name", "expander_script",
-           "parse_squeue", "partition_args", "partition_pool", "run"]
+__all__ = ["SQUEUE_FORMAT", "SlurmEdge", "SlurmError", "SlurmJob", "expander_name", "expander_script", "look",
+           "parse_squeue", "partition_args", "partition_pool", "run", "submit_expander"]
 
-SQUEUE_FORMAT = "%i|%j|%T|%u|%D|%N|%r"
+# id, name, state, user, nodes wanted, nodes held, reason, priority, start (predicted while pending), end,
+# submit; times as epoch seconds (SLURM_TIME_FORMAT=%s below), "N/A" or "Unknown" when Slurm has none
+SQUEUE_FORMAT = "%i|%j|%T|%u|%D|%N|%r|%Q|%S|%e|%V"
+EXPANDER_NICE = 10000  # expanders come after every waiting job of normal priority (Slurm's backfill decides)
 
 
 class SlurmError(RuntimeError):
@@ -48,18 +52,36 @@ class SlurmJob:
     num_nodes: int
     nodes: tuple[str, ...]
     reason: str
+    priority: int = 0
+    start: float | None = None  # running: when it started; pending: the start Slurm's backfill predicts
+    end: float | None = None  # running: its time limit; None: none known
+    submit: float | None = None
+
+
+def _time(text: str) -> float | None:
+    try:
+        t = float(text)
+    except ValueError:
+        return None
+    return t if t > 0 else None
 
 
 def parse_squeue(text: str) -> list[SlurmJob]:
-    """``squeue -h -o '%i|%j|%T|%u|%D|%N|%r'`` lines."""
+    """``squeue -h -o SQUEUE_FORMAT`` lines (with ``SLURM_TIME_FORMAT=%s``); the first seven fields
+    alone (an older format) are read too."""
     out = []
     for line in text.splitlines():
         parts = line.strip().split("|")
-        if len(parts) != 7:
+        if len(parts) not in (7, 11):
             continue
-        jid, name, state, user, nn, nodes, reason = parts
+        jid, name, state, user, nn, nodes, reason = parts[:7]
         hosts = tuple(hostlist.expand_hostlist(nodes)) if nodes and nodes != "(null)" else ()
-        out.append(SlurmJob(jid, name, state, user, int(nn) if nn.isdigit() else 0, hosts, reason))
+        extra = {}
+        if len(parts) == 11:
+            prio, start, end, submit = parts[7:]
+            extra = {"priority": int(prio) if prio.isdigit() else 0, "start": _time(start), "end": _time(end),
+                     "submit": _time(submit)}
+        out.append(SlurmJob(jid, name, state, user, int(nn) if nn.isdigit() else 0, hosts, reason, **extra))
     return out
 
 
@@ -74,6 +96,8 @@ def partition_pool(text: str, held: set[str]) -> Pool:
     missing = held - set(nodes)
     if missing:
         raise PoolError(f"our allocation's nodes {sorted(missing)} are not in the partition ({sorted(nodes)})")
+    if not nodes:
+        raise PoolError("the partition has no nodes (sinfo listed none)")
     pool = Pool([Node(h, c) for h, c in nodes.items()])
     for h in nodes:
         if h not in held:
@@ -81,10 +105,11 @@ def partition_pool(text: str, held: set[str]) -> Pool:
     return pool
 
 
-# ---------------------------------------------------------------------- edge (I/O thread)
+# ---------------------------------------------------------------------- commands
 def run(argv: list[str], timeout: float = 15.0) -> str:
+    env = {**os.environ, "SLURM_TIME_FORMAT": "%s"}
     try:
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
     except FileNotFoundError:
         raise SlurmError(f"{argv[0]} not found: is this a Slurm node?") from None
     except subprocess.TimeoutExpired:
@@ -105,11 +130,34 @@ def partition_args(name: str | None) -> list[str]:
     return ["-p", name] if name else []
 
 
-class SlurmEdge:
-    """Runs Slurm commands off the daemon's loop: a look every ``period`` s, operations as queued."""
+def look(part: list[str]) -> tuple[list[SlurmJob], int]:
+    """Every job of the partition and its number of idle nodes."""
+    jobs = parse_squeue(run(["squeue", "-h", *part, "-o", SQUEUE_FORMAT]))
+    idle = sum(int(x) for x in run(["sinfo", "-h", *part, "-t", "idle", "-o", "%D"]).split() if x.isdigit())
+    return jobs, idle
 
-    def __init__(self, main: str, partition: str | None, period: float = 1.0):
-        self.main, self.period = main, period
+
+def submit_expander(main: str, nodes: int, part: list[str], time_limit: float | None) -> str:
+    """``sbatch`` an expander job of ``nodes`` nodes for job ``main``; its Slurm id. The time limit is
+    rounded down to whole minutes (Slurm's unit), at least one."""
+    limit = [] if time_limit is None else ["--time", str(max(1, int(time_limit // 60)))]
+    out = run(["sbatch", "--parsable", "-N", str(nodes), *part, *limit, f"--nice={EXPANDER_NICE}",
+               "--job-name", expander_name(main), "--output", "/dev/null", "--wrap", expander_script(main)])
+    return out.strip().split(";")[0]
+
+
+# ---------------------------------------------------------------------- edge (I/O thread)
+class SlurmEdge:
+    """Runs Slurm commands off the daemon's loop: a look every ``period`` s, operations as queued.
+
+    Outbox (from the loop): ``("submit", main, nodes, time_limit)``, ``("cancel", job)``, ``("end", main)``
+    (the job and its expanders),
+    ``("keep", job, hosts)`` (shrink a Slurm job to these nodes). Inbox (to the loop):
+    ``("view", jobs, idle, seen)``, ``("submitted", main, job or None, t0, error or None)``,
+    ``("error", message)``."""
+
+    def __init__(self, partition: str | None, period: float = 1.0):
+        self.period = period
         self.part = partition_args(partition)
         self.inbox: queue.SimpleQueue = queue.SimpleQueue()   # to the daemon's loop
         self.outbox: queue.SimpleQueue = queue.SimpleQueue()  # from it
@@ -119,34 +167,29 @@ class SlurmEdge:
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self, cancel_expanders: bool = True) -> None:
+    def stop(self, cancel_expanders_of: tuple[str, ...] = ()) -> None:
         self._stop.set()
         self.outbox.put(None)
         self._thread.join(timeout=10)
-        if cancel_expanders:
+        for main in cancel_expanders_of:
             with contextlib.suppress(SlurmError):
-                run(["scancel", "--name", expander_name(self.main)])
-
-    def _look(self) -> None:
-        jobs = parse_squeue(run(["squeue", "-h", *self.part, "-o", SQUEUE_FORMAT]))
-        idle = sum(int(x) for x in run(["sinfo", "-h", *self.part, "-t", "idle", "-o", "%D"]).split() if x.isdigit())
-        self.inbox.put(("view", jobs, idle))
+                run(["scancel", "--name", expander_name(main)])
 
     def _do(self, op) -> None:
         kind = op[0]
         if kind == "submit":
             t0 = time.time()
             try:
-                out = run(["sbatch", "--parsable", "-N", str(op[1]), *self.part, "--job-name", expander_name(self.main),
-                           "--output", "/dev/null", "--wrap", expander_script(self.main)])
-                self.inbox.put(("submitted", out.strip().split(";")[0], t0, None))
+                self.inbox.put(("submitted", op[1], submit_expander(op[1], op[2], self.part, op[3]), t0, None))
             except SlurmError as e:
-                self.inbox.put(("submitted", None, t0, str(e)))
+                self.inbox.put(("submitted", op[1], None, t0, str(e)))
         elif kind == "cancel":
             run(["scancel", op[1]])
-        elif kind == "keep":  # shrink one of our Slurm jobs (allocation or expander) to these nodes
+        elif kind == "end":  # a job and every expander of it
+            run(["scancel", op[1]])
+            run(["scancel", "--name", expander_name(op[1])])
+        elif kind == "keep":
             run(["scontrol", "update", f"JobId={op[1]}", f"NodeList={','.join(op[2])}"])
-        self.inbox.put(("done", kind, time.time()))
 
     def _run(self) -> None:
         last = 0.0
@@ -162,6 +205,7 @@ class SlurmEdge:
                     self._do(op)
                 else:
                     last = time.monotonic()
-                    self._look()
+                    seen = time.time()
+                    self.inbox.put(("view", *look(self.part), seen))
             except SlurmError as e:
                 self.inbox.put(("error", str(e)))

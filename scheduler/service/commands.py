@@ -119,9 +119,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
     from scheduler.core.jobfile import load_job_file
 
     if args.slurm:
-        from scheduler.service.slurm_cli import submit_slurm
+        from scheduler.service.slurm_cli import CONTROLLER, submit_slurm
 
-        sids = submit_slurm(args.files, args.nodes, args.sbatch)
+        sids = submit_slurm(args.files, args.nodes, args.sbatch, args.controller or os.environ.get(CONTROLLER))
         print(json.dumps({"slurm_job_ids": sids}) if args.json else
               "\n".join(f"submitted Slurm job {i} (reshape status --slurm-job {i})" for i in sids))
         return 0
@@ -382,6 +382,9 @@ def _add_clients(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--nodes", type=int, help="with --slurm: nodes to start on (default: one task per rank)")
     p.add_argument("--sbatch", action="append", default=[], metavar="ARG",
                    help="with --slurm: pass ARG to sbatch (repeatable), e.g. --sbatch=--partition=debug")
+    p.add_argument("--controller", metavar="ENDPOINT",
+                   help="with --slurm: the site controller the job registers with (default $RESHAPE_CONTROLLER; "
+                        "none: the job gets a daemon of its own; docs/slurm.md)")
     common(p)
     p.set_defaults(func=cmd_submit)
 

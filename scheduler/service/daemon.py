@@ -120,9 +120,9 @@ class Daemon:
         self.launcher, why = choose(cfg.launcher or self.rm.launcher, [n.host for n in pool.nodes])
         self.launcher_why = "named in the pool config" if not cfg.launcher and pool.launcher else why
         now = time.time()
-        self.rm.attach(self.state, now)
         self.state.restore_nodes(self.journal.load_nodes(), now)
         self.state.restore(jobs, meta.get("next_id", 1))
+        self.rm.attach(self.state, now)  # after the journal: the manager reconciles it with what it holds
         self.supervisor = Supervisor(self.state, self.state_dir, cfg.workdir or os.getcwd(), self.launcher,
                                      job_endpoint(endpoint), self.keys_dir, cfg.overtime)
         self.supervisor.settle_unlaunched(now)
@@ -197,6 +197,11 @@ class Daemon:
         return self.supervisor.monitor(now)
 
     def perform(self, actions: list, now: float) -> None:
+        """Kills of jobs the resource manager started are its own; the rest is Job Startup's."""
+        kills = [a.job_id for a in actions if isinstance(a, Kill)]
+        if kills:
+            done = self.rm.kill(self.state, kills)
+            actions = [a for a in actions if not (isinstance(a, Kill) and a.job_id in done)]
         self.supervisor.perform(actions, now)
 
     def batch_actions(self, acts: list, now: float, tick: bool) -> list:

@@ -4,7 +4,7 @@ A request arrives decoded and validated (a :class:`reshape.protocol.Request`
 event); :func:`answer` checks access, looks its type up in :data:`HANDLERS`
 and returns the reply and the core's actions. Job and node events go to the
 core as they are (``ClusterState.handle``); the control requests (submit,
-status, cancel, history, log, stop) are answered here. Errors the core or
+status, cancel, history, log, stop, register) are answered here. Errors the core or
 the job file raise become ``error`` replies; anything else is logged and
 answered ``internal``: a bug costs one request, never the daemon.
 """
@@ -48,7 +48,7 @@ def check_access(d: Daemon, ev: P.Request, who: str | None) -> None:
     """Ownership (docs/cluster.md, "Access"): a job's owner or an admin may cancel it, read its
     log and speak for it; only an admin stops the daemon; only an admin or that node's key
     (``node-HOST``) speaks for a node. Anyone authenticated may submit, ping, and read status."""
-    if is_admin(who) or isinstance(ev, P.Submit | P.Ping | P.Status | P.History):
+    if is_admin(who) or isinstance(ev, P.Submit | P.Ping | P.Status | P.History | P.Register):
         return
     if isinstance(ev, P.Stop):
         raise StateError("forbidden", f"{who} may not stop the daemon (an admin may: root or the daemon's user)")
@@ -108,10 +108,17 @@ def _ping(d: Daemon, ev: P.Ping, now: float, who: str | None) -> tuple[P.Message
 
 def _submit(d: Daemon, ev: P.Submit, now: float, who: str | None) -> tuple[P.Message, list]:
     s = d.state
-    job_id = s.submit(validate_job(ev.job, s.pool.capacity), now, owner=who)
+    desc = validate_job(ev.job, s.pool.capacity)
+    d.rm.check_submit(desc)
+    job_id = s.submit(desc, now, owner=who)
     # a job that cannot start now (not the head, its smallest size above the free slots) waits
     # for the next tick's pass: a submission costs no pass over a full machine
     return P.reply(ev, job_id=job_id), s.tick(now) if s.pass_needed(job_id) else []
+
+
+def _register(d: Daemon, ev: P.Register, now: float, who: str | None) -> tuple[P.Message, list]:
+    desc = validate_job(ev.job, d.state.pool.capacity)
+    return P.reply(ev, job_id=d.rm.adopt(d.state, desc, ev.allocation, list(ev.hosts), now, who)), []
 
 
 def _status(d: Daemon, ev: P.Status, now: float, who: str | None) -> tuple[P.Message, list]:
@@ -161,5 +168,5 @@ HANDLERS: dict[type[P.Request], Handler] = {
     P.ResizePoint: _resize_point, P.Hello: _core, P.Resized: _core, P.Finished: _core, P.JobEnded: _core,
     P.Heartbeat: _core, P.NodeRegister: _node_register,
     P.Ping: _ping, P.Submit: _submit, P.Status: _status, P.Cancel: _cancel, P.History: _history,
-    P.Log: _log, P.Stop: _stop,
+    P.Log: _log, P.Stop: _stop, P.Register: _register,
 }

@@ -1,16 +1,24 @@
 """Slurm commands: ``reshape submit --slurm`` and ``reshape slurm-run`` (docs/slurm.md).
 
 ``reshape submit --slurm job.toml`` submits one resizable job to Slurm: an
-``sbatch`` script asking for the nodes of the job's starting size, whose body
-is ``reshape slurm-run job.toml``. That runs, inside the allocation, a
-reshape daemon that grows and shrinks through Slurm (``--slurm-grow``,
-``scheduler.rm.slurm_grow``), submits the job to it, reports each size change to the
-job's Slurm output, and ends with the job: its exit status is the job's. The
-daemon's address goes into the Slurm job's comment (``reshape-daemon=...``),
-so ``reshape status --slurm-job N`` (any client command) reaches it.
-``scancel N`` ends the job: the batch script stops the daemon, which kills
-every rank and cancels every expander job (which also end by themselves within
-6 s of the job's end).
+``sbatch`` script asking for the nodes of the job's starting size (and the
+job file's ``walltime`` as its time limit), whose body is ``reshape slurm-run``.
+Inside the allocation that runs the job in one of two modes:
+
+* **site mode** (a site controller is named: ``--controller`` or
+  ``$RESHAPE_CONTROLLER``; ``scheduler.rm.slurm_site``): register with the
+  controller (``register``: the Slurm job id and nodes), run the job's
+  ``mpiexec`` here, report how it ended. The controller grows and shrinks it
+  together with every other malleable job of the partition.
+* **private mode** (no controller): start a daemon that grows and shrinks
+  through Slurm (``--slurm-grow``, ``scheduler.rm.slurm_manager``) on the job's
+  first node, submit the job to it, report each size change to the job's
+  Slurm output, and end with the job.
+
+Either way the daemon's address goes into the Slurm job's comment
+(``reshape-daemon=...``), so ``reshape status --slurm-job N`` (any client
+command) reaches it, its exit status is the job's, and ``scancel N`` ends the
+job, its ranks and its expander jobs (which also end by themselves within 6 s).
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import re
 import shlex
@@ -29,20 +38,24 @@ import tempfile
 import time
 
 from reshape import jobenv as E
-from reshape.client import DaemonError, SchedulerUnavailable
+from reshape.auth import ENV_KEYS
+from reshape.client import Connection, DaemonError, SchedulerUnavailable
+from reshape.launchers import get as launcher
 from scheduler.core.jobfile import JobFileError, load_job_file, validate_job
-from scheduler.rm.slurm_view import SlurmError
+from scheduler.rm.fixed import allocation_pool
+from scheduler.rm.slurm_view import SlurmError, expander_name
 from scheduler.rm.slurm_view import run as slurm_run
+from scheduler.service.startup import job_tag, kill_job, start_job
 from scheduler.service.workload import free_port
 
-__all__ = ["add_commands", "daemon_of", "submit_slurm"]
+__all__ = ["CONTROLLER", "add_commands", "daemon_of", "submit_slurm"]
 
 COMMENT = "reshape-daemon="
-FINAL = ("done", "failed", "cancelled", "lost")
+CONTROLLER = "RESHAPE_CONTROLLER"  # the site controller's address, for 'submit --slurm' and 'slurm-run'
 
 
 def daemon_of(slurm_job: str) -> str:
-    """The endpoint of the reshape daemon running in Slurm job ``slurm_job`` (from its comment)."""
+    """The endpoint of the reshape daemon (or site controller) of Slurm job ``slurm_job`` (its comment)."""
     out = slurm_run(["scontrol", "show", "job", str(slurm_job)])
     m = re.search(r"Comment=" + re.escape(COMMENT) + r"(\S+)", out)
     state = re.search(r"JobState=(\S+)", out)
@@ -55,18 +68,23 @@ def daemon_of(slurm_job: str) -> str:
     return m.group(1)
 
 
-def submit_slurm(files: list[str], nodes: int | None, sbatch_args: list[str]) -> list[str]:
-    """``sbatch`` each job file (``--nodes`` if given, else one task per starting rank); returns the Slurm ids."""
+def submit_slurm(files: list[str], nodes: int | None, sbatch_args: list[str],
+                 controller: str | None = None) -> list[str]:
+    """``sbatch`` each job file (``--nodes`` if given, else one task per starting rank); returns the
+    Slurm ids. ``controller``: the site controller the jobs register with (None: private mode)."""
     ids = []
     for path in files:
         desc = load_job_file(path)  # a bad file fails here, before Slurm sees it
-        n = nodes
+        site = ["--controller", controller] if controller else []
+        timed = any(a.startswith(("--time", "-t")) for a in sbatch_args)
         script = "\n".join([
             "#!/bin/sh",
             f"#SBATCH --job-name={desc['name']}",
-            *([f"#SBATCH --nodes={n}"] if n else [f"#SBATCH --ntasks={desc['nprocs']}"]),
+            *([f"#SBATCH --nodes={nodes}"] if nodes else [f"#SBATCH --ntasks={desc['nprocs']}"]),
+            *([f"#SBATCH --time={math.ceil(desc['walltime'] / 60)}"] if desc.get("walltime") and not timed else []),
             # the job travels inside the script: the file need not be on the node the script runs on
-            f"exec {shlex.quote(sys.executable)} -m scheduler.cli slurm-run --job {shlex.quote(json.dumps(desc))}",
+            f"exec {shlex.quote(sys.executable)} -m scheduler.cli slurm-run {shlex.join(site)} "
+            f"--job {shlex.quote(json.dumps(desc))}",
             "",
         ])
         with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False) as f:
@@ -79,9 +97,19 @@ def submit_slurm(files: list[str], nodes: int | None, sbatch_args: list[str]) ->
     return ids
 
 
-def cmd_slurm_run(args: argparse.Namespace) -> int:
-    from scheduler.service.commands import request
+class _Signals:
+    """SIGTERM/SIGINT (``scancel``) noted rather than fatal: the job is ended in order."""
 
+    def __init__(self):
+        self.sig: int | None = None
+        signal.signal(signal.SIGTERM, self._on)
+        signal.signal(signal.SIGINT, self._on)
+
+    def _on(self, signum, _frame) -> None:
+        self.sig = signum
+
+
+def cmd_slurm_run(args: argparse.Namespace) -> int:
     main = os.environ.get("SLURM_JOB_ID")
     if not main:
         print("reshape slurm-run: not inside a Slurm job (no SLURM_JOB_ID); use 'reshape submit --slurm'",
@@ -92,59 +120,132 @@ def cmd_slurm_run(args: argparse.Namespace) -> int:
     except (JobFileError, ValueError) as e:
         print(f"reshape slurm-run: {e}", file=sys.stderr)
         return 2
-    host = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
     state_dir = os.path.join(E.default_state_dir(), f"slurm-{main}")
     os.makedirs(state_dir, exist_ok=True)
+    controller = args.controller or os.environ.get(CONTROLLER)
+    if controller:
+        return _run_registered(args, desc, main, controller, state_dir)
+    return _run_private(args, desc, main, state_dir)
+
+
+# ---------------------------------------------------------------------- site mode
+def _slots() -> list[str]:
+    """One host per CPU of this allocation, the batch host's first (it is never given back)."""
+    batch = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    return sorted((n.host for n in allocation_pool().nodes for _ in range(n.slots)), key=lambda h: h != batch)
+
+
+def _register(args: argparse.Namespace, desc: dict, main: str, controller: str, hosts: list[str]) -> int | None:
+    """Register with the controller, retrying while it is away (restarting) for ``--register-timeout``."""
+    from scheduler.service.commands import request
+
+    body = {"job": desc, "allocation": main, "hosts": hosts}
+    end = time.monotonic() + args.register_timeout
+    while True:
+        try:
+            return request(controller, "register", body, keys=args.keys, timeout=5.0)["job_id"]
+        except SchedulerUnavailable as e:
+            if time.monotonic() > end:
+                print(f"reshape slurm-run: no site controller answered in {args.register_timeout:g} s: {e}",
+                      file=sys.stderr)
+                return None
+            time.sleep(1.0)
+        except DaemonError as e:
+            print(f"reshape slurm-run: the controller refused the job: {e}", file=sys.stderr)
+            return None
+
+
+def _report(args: argparse.Namespace, controller: str, job_id: int, rc: int) -> None:
+    """Tell the controller how the job ended (it also sees the Slurm job end); a few tries."""
+    body = {"status": "done"} if rc == 0 else {"status": "error", "error": f"exit code {rc}"}
+    for _ in range(10):
+        conn = Connection(controller, 2.0, keys=args.keys)
+        try:
+            conn.request("finished", body, job_id=job_id)
+            return
+        except SchedulerUnavailable:
+            time.sleep(1.0)
+        except DaemonError:
+            return  # already settled (cancelled, or ended by the controller)
+        finally:
+            conn.close()
+
+
+def _run_registered(args: argparse.Namespace, desc: dict, main: str, controller: str, state_dir: str) -> int:
+    sigs = _Signals()
+    slots = _slots()
+    if len(slots) < desc["nprocs"]:
+        print(f"reshape slurm-run: the allocation has {len(slots)} CPUs, the job starts at {desc['nprocs']}",
+              file=sys.stderr)
+        return 2
+    hosts = slots[:desc["nprocs"]]
+    job_id = _register(args, desc, main, controller, hosts)
+    if job_id is None:
+        return 1
+    with contextlib.suppress(SlurmError):
+        slurm_run(["scontrol", "update", f"JobId={main}", f"Comment={COMMENT}{controller}"])
+    keys = args.keys or os.environ.get(ENV_KEYS)
+    if keys:
+        desc = {**desc, "env": {**desc.get("env", {}), ENV_KEYS: os.path.abspath(keys)}}
+    tag = job_tag(state_dir, job_id)
+    print(f"reshape: job {desc['name']} is reshape job {job_id} of the site controller {controller}, "
+          f"in Slurm job {main} on {','.join(dict.fromkeys(hosts))}", flush=True)
+    p = start_job(job_id, desc, hosts, controller, launcher("slurm"), "/dev/stdout", tag, cwd=os.getcwd())
+    while p.poll() is None and sigs.sig is None:
+        time.sleep(0.2)
+    if sigs.sig is not None:
+        print(f"reshape: signal {sigs.sig}: ending the job and its ranks", flush=True)
+        kill_job(tag, grace=1.0)
+        p.wait()
+        return 1
+    rc = p.returncode
+    _report(args, controller, job_id, rc)
+    print(f"reshape: job {desc['name']} exited with status {rc}", flush=True)
+    return rc
+
+
+# ---------------------------------------------------------------------- private mode
+def _start_private_daemon(args: argparse.Namespace, state_dir: str) -> tuple[subprocess.Popen, str]:
+    host = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
     port = free_port("")
-    endpoint = f"tcp://{host}:{port}"
     argv = [sys.executable, "-m", "scheduler.cli", "daemon", "--slurm-grow", "--endpoint", f"tcp://0.0.0.0:{port}",
             "--state-dir", state_dir, "--workdir", os.getcwd(), "--grant-timeout", str(args.grant_timeout),
             "--idle-release", str(args.idle_release), *(["--keys", args.keys] if args.keys else [])]
     with open(os.path.join(state_dir, "daemon.log"), "ab") as log:
         daemon = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    stopping = {"sig": None}
+    return daemon, f"tcp://{host}:{port}"
 
-    def on_term(signum, _frame):
-        stopping["sig"] = signum
 
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGINT, on_term)
-
-    def stop(kill: bool) -> None:
-        try:
-            if daemon.poll() is None:  # scancel signals the daemon too: it may be ending already
-                request(endpoint, "stop", {"kill_jobs": kill}, keys=args.keys, timeout=2.0)
-            daemon.wait(20)
-        except (SchedulerUnavailable, DaemonError, subprocess.TimeoutExpired):
-            daemon.kill()
-        with contextlib.suppress(SlurmError):
-            slurm_run(["scancel", "--name", f"reshape-expand-{main}"])
+def _wait_for_daemon(args: argparse.Namespace, daemon: subprocess.Popen, endpoint: str, state_dir: str) -> bool:
+    from scheduler.service.commands import request
 
     t0 = time.monotonic()
     while True:
         if daemon.poll() is not None:
             print(f"reshape slurm-run: the daemon exited ({daemon.returncode}); see {state_dir}/daemon.log",
                   file=sys.stderr)
-            return 1
+            return False
         try:
             request(endpoint, "ping", keys=args.keys, timeout=1.0)
-            break
+            return True
         except SchedulerUnavailable:
             if time.monotonic() - t0 > 60:
-                stop(True)
                 print("reshape slurm-run: the daemon did not answer in 60 s", file=sys.stderr)
-                return 1
+                return False
             time.sleep(0.2)
-    slurm_run(["scontrol", "update", f"JobId={main}", f"Comment={COMMENT}{endpoint}"])
-    job_id = request(endpoint, "submit", {"job": desc}, keys=args.keys)["job_id"]
-    print(f"reshape: daemon {endpoint}, job {desc['name']} (reshape job {job_id}) in Slurm job {main}", flush=True)
-    last = None
-    state = "queued"
-    while stopping["sig"] is None:
+
+
+def _follow(args: argparse.Namespace, endpoint: str, job_id: int, daemon: subprocess.Popen,
+            sigs: _Signals) -> str:
+    """Print each size change of the job until it ends (its final state) or a signal comes ("")."""
+    from scheduler.service.commands import request
+
+    last, state = None, ""
+    while sigs.sig is None:
         try:
             st = request(endpoint, "status", keys=args.keys)
         except SchedulerUnavailable:
-            if stopping["sig"] is not None or daemon.poll() is not None:
+            if sigs.sig is not None or daemon.poll() is not None:
                 break
             raise
         row = next((j for j in st["running"] if j["job_id"] == job_id), None)
@@ -157,15 +258,40 @@ def cmd_slurm_run(args: argparse.Namespace) -> int:
         else:
             ended = next((j for j in st.get("ended", []) if j["job_id"] == job_id), None)
             if ended is not None:
-                state = ended["state"]
-                print(f"reshape: job {state}, sizes {'->'.join(map(str, ended['sizes']))}"
+                print(f"reshape: job {ended['state']}, sizes {'->'.join(map(str, ended['sizes']))}"
                       + (f": {ended['error']}" if ended.get("error") else ""), flush=True)
-                break
+                return ended["state"]
         time.sleep(0.5)
-    if stopping["sig"] is not None:
-        print(f"reshape: signal {stopping['sig']}: ending the job, its ranks and its expander jobs", flush=True)
+    return state
+
+
+def _run_private(args: argparse.Namespace, desc: dict, main: str, state_dir: str) -> int:
+    from scheduler.service.commands import request
+
+    daemon, endpoint = _start_private_daemon(args, state_dir)
+    sigs = _Signals()
+
+    def stop(kill: bool) -> None:
+        try:
+            if daemon.poll() is None:  # scancel signals the daemon too: it may be ending already
+                request(endpoint, "stop", {"kill_jobs": kill}, keys=args.keys, timeout=2.0)
+            daemon.wait(20)
+        except (SchedulerUnavailable, DaemonError, subprocess.TimeoutExpired):
+            daemon.kill()
+        with contextlib.suppress(SlurmError):
+            slurm_run(["scancel", "--name", expander_name(main)])
+
+    if not _wait_for_daemon(args, daemon, endpoint, state_dir):
+        stop(True)
+        return 1
+    slurm_run(["scontrol", "update", f"JobId={main}", f"Comment={COMMENT}{endpoint}"])
+    job_id = request(endpoint, "submit", {"job": desc}, keys=args.keys)["job_id"]
+    print(f"reshape: daemon {endpoint}, job {desc['name']} (reshape job {job_id}) in Slurm job {main}", flush=True)
+    state = _follow(args, endpoint, job_id, daemon, sigs)
+    if sigs.sig is not None:
+        print(f"reshape: signal {sigs.sig}: ending the job, its ranks and its expander jobs", flush=True)
     text = ""
-    if stopping["sig"] is None:
+    if sigs.sig is None:
         text = request(endpoint, "log", {"job_id": job_id, "tail": 0}, keys=args.keys)["text"]
     stop(True)
     sys.stdout.write(text + ("\n" if text and not text.endswith("\n") else ""))
@@ -173,15 +299,22 @@ def cmd_slurm_run(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub) -> None:
-    p = sub.add_parser("slurm-run", help="(inside sbatch) run one job with a daemon that grows through Slurm",
-                       description="The body of the script 'reshape submit --slurm' submits: start a daemon "
-                                   "that grows and shrinks through Slurm, run the job, end with it.")
+    p = sub.add_parser("slurm-run", help="(inside sbatch) run one job under a site controller, or with a daemon "
+                                         "of its own that grows through Slurm",
+                       description="The body of the script 'reshape submit --slurm' submits. With a site "
+                                   "controller (--controller or $RESHAPE_CONTROLLER): register the job with it "
+                                   "and run it in this allocation. Without: start a daemon that grows and "
+                                   "shrinks through Slurm, run the job, end with it.")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("file", nargs="?", help="job file (TOML)")
     src.add_argument("--job", metavar="JSON", help="the job description as JSON (what 'submit --slurm' writes)")
+    p.add_argument("--controller", metavar="ENDPOINT",
+                   help=f"the site controller to register with (default ${CONTROLLER}; none: private mode)")
+    p.add_argument("--register-timeout", type=float, default=120.0, metavar="SECONDS",
+                   help="site mode: how long to retry registering while the controller is away (default 120)")
     p.add_argument("--grant-timeout", type=float, default=10.0, metavar="SECONDS",
-                   help="cancel an expander job Slurm has not started after this long (default 10)")
+                   help="private mode: cancel an expander job Slurm has not started after this long (default 10)")
     p.add_argument("--idle-release", type=float, default=30.0, metavar="SECONDS",
-                   help="give back a granted node no job used for this long (default 30)")
+                   help="private mode: give back a granted node no job used for this long (default 30)")
     p.add_argument("--keys", help="CURVE key directory (default $RESHAPE_KEYS or ~/.reshape/keys)")
     p.set_defaults(func=cmd_slurm_run)

@@ -99,7 +99,7 @@ class Supervisor:
     def settle_unlaunched(self, now: float) -> None:
         """After a restart: a running job with no session was allocated but maybe never launched."""
         for j in self.state.running():
-            if j.sid is None:  # the previous daemon died between allocating and recording the launch
+            if j.sid is None and j.allocation is None:  # died between allocating and recording the launch
                 kill_job(self.tag(j.job_id), grace=0.5)  # in case it was launched
                 self.state.exited(j.job_id, None, now, "daemon restarted before the job was launched")
 

@@ -1,0 +1,479 @@
+"""The Slurm broker (pure): Slurm's view and the malleable jobs' in, node operations out.
+
+One broker serves every malleable job of a controller: the jobs of one
+daemon inside its own allocation (``--slurm-grow``: one *group*, the
+daemon's Slurm job) or every ``reshape submit --slurm`` job of a site
+(``--slurm-site``: one group per job's Slurm job). A group is a *main*
+Slurm job and the **expander jobs** it grows with (named
+:func:`~scheduler.rm.slurm_view.expander_name`; DMR/MaM's mechanism, since
+Slurm 22.05 cannot grow a running job in place). Each call of :meth:`Broker.step`
+takes one look at Slurm and returns operations, applied by the adapters
+(``scheduler.rm.slurm_manager``, ``scheduler.rm.slurm_site``):
+
+1. **Holdings.** The nodes of every running main job and expander are ours,
+   each held by the Slurm job it came from: new ones are :class:`Grant`\\ed
+   to their group, vanished ones (an expander cancelled by hand or at its
+   time limit) are :class:`Lost`, a main job that is gone has :class:`Ended`.
+2. **Rigid jobs first.** Jobs waiting in Slurm's queue for nodes are served
+   in Slurm's priority order: the idle nodes are theirs first; where those
+   do not suffice and our free nodes plus what our jobs can release do, the
+   shortfall is promised (:class:`Drain`), free nodes at once and busy ones
+   by asking their jobs to shrink off them (:class:`AskShrink`), choosing
+   the smallest loss of speed per node released (measured times, else
+   linear speedup); nothing below ``min_procs``, never a group's batch host,
+   and never more than the shortfall: promises are counted per waiting job,
+   so two jobs never release for one demand. A promised node no rank uses
+   is given back (:class:`Release`). Pending jobs' predicted starts (Slurm's
+   backfill, ``squeue %S``) are recorded; a start later than the first
+   prediction (by more than ``late_tolerance``) is counted in :attr:`late`.
+3. **Growth.** Idle nodes left after the waiting jobs' share go to the jobs
+   the Remap Scheduler would expand (a what-if over the pure policy, per
+   job), largest measured gain per processor first; at most one request per
+   group in flight, sized to the policy's next step. An expander is
+   submitted with the lowest priority (``--nice``) and a time limit that
+   ends with its main job, so Slurm's backfill starts it only where it
+   delays no waiting job. One not started after ``grant_timeout`` is
+   cancelled and its group asks again only after three grant timeouts.
+4. **Give back.** A granted node no rank used for ``idle_release`` seconds
+   goes back; an expander whose end comes within ``expire_margin`` is
+   vacated (its job asked to shrink off it) before Slurm ends it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from scheduler.rm.slurm_view import SlurmJob, expander_name
+
+__all__ = ["WAITING_FOR_NODES", "AskShrink", "Broker", "Cancel", "Drain", "Ended", "Fail", "Forget", "Grant",
+           "Lost", "Release", "Submit", "Tenant", "shrink_off"]
+
+WAITING_FOR_NODES = ("Resources", "Priority")  # pending reasons that mean "needs nodes"
+LIVE = ("RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED")  # a main job in these still holds its nodes
+
+
+# ---------------------------------------------------------------------- operations
+@dataclass(frozen=True)
+class Submit:
+    """Ask Slurm for ``nodes`` more nodes for group ``main`` (one expander job, ``time_limit`` seconds)."""
+
+    main: str
+    nodes: int
+    time_limit: float | None = None
+
+
+@dataclass(frozen=True)
+class Grant:
+    host: str
+    job: str  # the Slurm job holding it (the main job or an expander)
+    main: str
+    waited: float = 0.0  # seconds from the expander's submission to seeing it run
+
+
+@dataclass(frozen=True)
+class Release:
+    """Give ``host`` back to Slurm: ``scontrol update`` of ``job`` to its other nodes, or ``scancel``."""
+
+    host: str
+    job: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Lost:
+    host: str
+    main: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Drain:
+    """Place nothing new on ``host`` (``on``), or offer it again (not ``on``)."""
+
+    host: str
+    on: bool = True
+
+
+@dataclass(frozen=True)
+class Cancel:
+    job: str
+    why: str
+
+
+@dataclass(frozen=True)
+class AskShrink:
+    job_id: int
+    nprocs: int
+    why: str
+    drop: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Forget:
+    """``host``, taken back by Slurm, is no longer used: out of the pool (no Slurm operation)."""
+
+    host: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Fail:
+    """``host`` was taken back by Slurm under a job that cannot shrink off it: that job fails."""
+
+    host: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Ended:
+    """Group ``main``'s Slurm job is gone (``state``: its last state seen, or ``GONE``)."""
+
+    main: str
+    state: str
+
+
+@dataclass(frozen=True)
+class Tenant:
+    """A malleable job as the broker sees it."""
+
+    job_id: int
+    main: str  # the group (Slurm job) it runs in
+    nprocs: int
+    hosts: tuple[str, ...]  # one per rank, in rank order
+    min_procs: int = 1
+    busy: bool = False  # a resize under way: ask nothing of it now
+    points: tuple[int, ...] = ()  # sizes it may shrink to, ascending
+    times: Mapping[int, float] = field(default_factory=dict)  # best iteration time measured per size
+
+    def gain(self) -> float:
+        """Relative speed gained per processor added at its last measured step up (unmeasured: linear)."""
+        sizes = sorted(p for p in self.times if p <= self.nprocs)
+        if len(sizes) >= 2:
+            p0, p1 = sizes[-2], sizes[-1]
+            return (self.times[p0] / self.times[p1] - 1) / (p1 - p0)
+        return 1.0 / self.nprocs
+
+    def loss(self, q: int) -> float:
+        """Relative slowdown of running at ``q`` instead of its size now (measured, else linear)."""
+        p = self.nprocs
+        if p in self.times and q in self.times:
+            return max(0.0, self.times[q] / self.times[p] - 1)
+        return p / q - 1
+
+
+def shrink_off(t: Tenant, drop: set[str]) -> int | None:
+    """The size ``t`` shrinks to so that no rank is left on ``drop`` (retired ranks are the last):
+    the largest shrink point at or below the first rank on a dropped host; None if below ``min_procs``."""
+    k = next((i for i, h in enumerate(t.hosts) if h in drop), t.nprocs)
+    fits = [q for q in t.points if t.min_procs <= q <= k and q < t.nprocs]
+    return max(fits) if fits else None
+
+
+Want = Callable[[int, int], "int | None"]  # (job id, extra slots) -> size it would expand to, or None
+
+
+@dataclass
+class _Group:
+    main: str
+    batch_host: str
+    since: float  # registered at: a look taken before this cannot say it ended
+
+
+@dataclass
+class Broker:
+    """Slurm's view plus the controller's, in; node operations out (module docstring)."""
+
+    grant_timeout: float = 10.0
+    idle_release: float = 30.0
+    expire_margin: float = 60.0
+    late_tolerance: float = 5.0
+    node_slots: int = 1
+    groups: dict[str, _Group] = field(default_factory=dict)
+    held: dict[str, str] = field(default_factory=dict)  # host -> Slurm job holding it for us
+    owner: dict[str, str] = field(default_factory=dict)  # Slurm job (main or expander) -> its group's main
+    requested: dict[str, float] = field(default_factory=dict)  # pending expander id -> submitted at
+    submitting: dict[str, float] = field(default_factory=dict)  # group -> when a submission was queued
+    quiet_until: dict[str, float] = field(default_factory=dict)  # group -> no request before this
+    idle_since: dict[str, float] = field(default_factory=dict)
+    draining: dict[str, str] = field(default_factory=dict)  # host -> why (promised to a job, expiring, lost)
+    promised: dict[str, set[str]] = field(default_factory=dict)  # waiting Slurm job -> hosts promised to it
+    released: dict[str, str] = field(default_factory=dict)  # host we gave back -> the Slurm job it left
+    gone: dict[str, str] = field(default_factory=dict)  # hosts Slurm took back while in use -> why
+    predicted: dict[str, float] = field(default_factory=dict)  # pending job -> first start Slurm predicted
+    late: list[dict] = field(default_factory=list)  # starts later than predicted (job, predicted, started)
+    checked: set[str] = field(default_factory=set)  # jobs whose start was checked against the prediction
+
+    # ------------------------------------------------------------------ bookkeeping from the adapters
+    def add_group(self, main: str, batch_host: str, now: float) -> None:
+        self.groups.setdefault(main, _Group(main, batch_host, now))
+        self.owner[main] = main
+
+    def submitted(self, main: str, job: str | None, now: float) -> None:
+        self.submitting.pop(main, None)
+        if job:
+            self.requested[job] = now
+            self.owner[job] = main
+
+    def released_host(self, host: str) -> None:
+        job = self.held.pop(host, None)
+        self.idle_since.pop(host, None)
+        self.draining.pop(host, None)
+        if job is not None:
+            self.released[host] = job
+
+    def kept(self, job: str) -> list[str]:
+        """The hosts Slurm job ``job`` still holds for us (empty: cancel it, it holds nothing we use)."""
+        return [h for h, j in self.held.items() if j == job]
+
+    def group_of(self, host: str) -> str | None:
+        j = self.held.get(host)
+        return self.owner.get(j) if j is not None else None
+
+    def _batch(self, host: str) -> bool:
+        g = self.groups.get(self.group_of(host) or "")
+        return g is not None and g.batch_host == host
+
+    # ------------------------------------------------------------------ one look at Slurm
+    def step(self, now: float, jobs: Sequence[SlurmJob], idle_nodes: int, used: Mapping[str, int],
+             tenants: Sequence[Tenant], want: Want, seen: float | None = None) -> list:
+        """One look (taken at ``seen``, default ``now``): every job in the partition, its idle node
+        count, slots used per host, the malleable jobs, and the policy's what-if (:data:`Want`)."""
+        seen = now if seen is None else seen
+        by_id = {j.id: j for j in jobs}
+        ops = self._ended(by_id, seen)
+        ops += self._holdings(now, by_id)
+        free = [h for h in self.held if not used.get(h) and not self._batch(h) and h not in self.draining]
+        self.idle_since = {h: self.idle_since.get(h, now) for h in free}
+        ops += self._vacate_gone(tenants, used)
+        ops += self._expiring(now, by_id, tenants, used)
+        self._watch_starts(jobs)
+        idle_left, served = self._serve_waiting(jobs, idle_nodes, free, tenants, used, ops)
+        ops += [Release(h, self.held[h], why) for h, why in sorted(self.draining.items())
+                if h in self.held and not used.get(h) and not self._batch(h)]
+        if not served:
+            ops += self._grow(now, by_id, idle_left, tenants, used, want)
+        ops += self._idle_release(now, free, tenants, want)
+        return ops
+
+    def _ended(self, by_id: Mapping[str, SlurmJob], seen: float) -> list:
+        ops: list = []
+        for main, g in list(self.groups.items()):
+            j = by_id.get(main)
+            if (j is None or j.state not in LIVE) and seen > g.since:
+                ops.append(Ended(main, j.state if j is not None else "GONE"))
+                for jid in [k for k, m in self.owner.items() if m == main and k != main]:
+                    if jid in by_id or jid in self.requested:
+                        ops.append(Cancel(jid, f"its job {main} ended"))
+                    self.requested.pop(jid, None)
+                for h in [h for h in self.held if self.owner.get(self.held[h]) == main]:
+                    self.held.pop(h)
+                    self.gone.pop(h, None)
+                    self.draining.pop(h, None)
+                    self.idle_since.pop(h, None)
+                self.owner = {k: m for k, m in self.owner.items() if m != main}
+                del self.groups[main]
+                self.submitting.pop(main, None)
+                self.quiet_until.pop(main, None)
+        return ops
+
+    def _holdings(self, now: float, by_id: Mapping[str, SlurmJob]) -> list:
+        """Grants and losses: the nodes of our running main jobs and expanders against the last look."""
+        ops: list = []
+        names = {expander_name(m): m for m in self.groups}
+        now_held: dict[str, str] = {}
+        for j in by_id.values():
+            main = j.id if j.id in self.groups else names.get(j.name)
+            if main is None:
+                continue
+            self.owner.setdefault(j.id, main)
+            if j.state in LIVE:
+                for h in j.nodes:
+                    now_held[h] = j.id
+            elif j.state == "PENDING" and j.id in self.requested and now - self.requested[j.id] > self.grant_timeout:
+                del self.requested[j.id]
+                self.quiet_until[main] = now + 3 * self.grant_timeout
+                ops.append(Cancel(j.id, f"Slurm granted no node in {self.grant_timeout:g} s ({j.reason})"))
+        for jid in [k for k in self.requested if k not in by_id]:
+            del self.requested[jid]  # cancelled or failed outside our control
+        waited = {jid: now - t for jid, t in self.requested.items() if by_id[jid].state in LIVE}
+        for jid in waited:
+            del self.requested[jid]
+        # a host given back is listed by its old holder until Slurm has taken it: not ours, not lost
+        self.released = {h: j for h, j in self.released.items() if now_held.get(h) == j}
+        for h, jid in now_held.items():
+            if h not in self.held and h not in self.released:
+                ops.append(Grant(h, jid, self.owner[jid], waited.get(jid, 0.0)))
+        for h, jid in self.held.items():
+            if h not in now_held:
+                why = f"Slurm job {jid} no longer holds it"
+                ops.append(Lost(h, self.owner.get(jid, jid), why))
+                self.draining.pop(h, None)
+                self.gone[h] = why
+        self.held = {h: j for h, j in now_held.items() if h not in self.released}
+        return ops
+
+    def _vacate_gone(self, tenants: Sequence[Tenant], used: Mapping[str, int]) -> list:
+        """Nodes Slurm took back while ranks were on them: their jobs shrink off them (:class:`Forget`
+        once vacated), or fail where they cannot (:class:`Fail`: below ``min_procs``, a resize under way)."""
+        ops: list = []
+        for h, why in list(self.gone.items()):
+            if not used.get(h):
+                ops.append(Forget(h, why))
+                continue
+            on = [t for t in tenants if h in t.hosts]
+            asks = self._ask_off(on, {h}, why)
+            if any(shrink_off(t, {h}) is None for t in on if not t.busy):
+                ops.append(Fail(h, f"{why}, and its job cannot shrink off it"))
+                del self.gone[h]
+            else:
+                ops += asks
+        return ops
+
+    def forgotten(self, host: str) -> None:
+        self.gone.pop(host, None)
+
+    def _expiring(self, now: float, by_id: Mapping[str, SlurmJob], tenants: Sequence[Tenant],
+                  used: Mapping[str, int]) -> list:
+        """Vacate expanders whose time limit comes within ``expire_margin``, before Slurm ends them."""
+        ops: list = []
+        for h, jid in self.held.items():
+            j = by_id.get(jid)
+            if j is None or jid in self.groups or j.end is None or j.end - now > self.expire_margin:
+                continue
+            if h not in self.draining:
+                self.draining[h] = f"expander job {jid} ends at its time limit in {max(0.0, j.end - now):.0f} s"
+                ops.append(Drain(h))
+            if used.get(h):
+                ops += self._ask_off(tenants, {h}, self.draining[h])
+        return ops
+
+    def _ask_off(self, tenants: Sequence[Tenant], drop: set[str], why: str) -> list:
+        ops: list = []
+        for t in tenants:
+            if t.busy or not drop & set(t.hosts):
+                continue
+            q = shrink_off(t, drop)
+            if q is not None:
+                ops.append(AskShrink(t.job_id, q, why, tuple(dict.fromkeys(t.hosts[q:]))))
+        return ops
+
+    # ------------------------------------------------------------------ rigid jobs
+    def _watch_starts(self, jobs: Sequence[SlurmJob]) -> None:
+        for j in jobs:
+            if j.id in self.owner or j.name.startswith("reshape-expand-"):
+                continue
+            if j.state == "PENDING" and j.start is not None and j.id not in self.predicted:
+                self.predicted[j.id] = j.start
+            elif j.state in LIVE and j.id in self.predicted and j.id not in self.checked and j.start is not None:
+                self.checked.add(j.id)
+                if j.start > self.predicted[j.id] + self.late_tolerance:
+                    self.late.append({"job": j.id, "predicted": self.predicted[j.id], "started": j.start,
+                                      "late": j.start - self.predicted[j.id]})
+
+    def _serve_waiting(self, jobs: Sequence[SlurmJob], idle: int, free: list[str], tenants: Sequence[Tenant],
+                       used: Mapping[str, int], ops: list) -> tuple[int, bool]:
+        """Promise nodes to the jobs waiting for them (module docstring, 2); returns the idle nodes
+        left for growth and whether any waiting job was given nodes."""
+        waiting = sorted((j for j in jobs if j.state == "PENDING" and j.id not in self.owner
+                          and not j.name.startswith("reshape-expand-") and j.reason in WAITING_FOR_NODES),
+                         key=lambda j: (-j.priority, j.submit or 0.0, j.id))
+        ids = {j.id for j in waiting}
+        for w in [w for w in self.promised if w not in ids]:  # started or gone: its promises lapse
+            for h in self.promised.pop(w):
+                if self.draining.get(h, "").startswith(f"Slurm job {w} "):
+                    del self.draining[h]
+                    ops.append(Drain(h, False))
+        spare = [h for h in free if h not in self.draining]
+        plans: dict[int, tuple[int, tuple[str, ...], str]] = {}  # job id -> (size, hosts it leaves, why)
+        served = False
+        for w in waiting:
+            # promised and still ours, or given back and not yet idle in Slurm's eyes (idle ones are counted there)
+            mine = {h for h in self.promised.get(w.id, set()) if h in self.held or h in self.released}
+            use = min(idle, w.num_nodes - len(mine))
+            idle -= use
+            need = w.num_nodes - len(mine) - use
+            if need <= 0:
+                continue
+            why = f"Slurm job {w.id} is waiting for {w.num_nodes} node(s)"
+            take = spare[:need]
+            tried = dict(plans)
+            dropped = self._least_loss(need - len(take), tenants, tried, why)
+            if len(take) + len(dropped) < need:
+                continue  # cannot start it now: release nothing for it
+            served, plans, spare = True, tried, spare[len(take):]
+            for h in [*take, *dropped]:
+                self.draining[h] = why
+                self.promised.setdefault(w.id, set()).add(h)
+                ops.append(Drain(h))
+        ops += [AskShrink(j, q, why, gone) for j, (q, gone, why) in plans.items()]
+        return idle, served
+
+    def _least_loss(self, nodes: int, tenants: Sequence[Tenant], plans: dict, why: str) -> list[str]:
+        """Extend ``plans`` (job id -> (size, hosts left, why)) by shrinks that free ``nodes`` more whole
+        nodes at the least loss per node; the nodes freed (fewer if no shrink can)."""
+        freed: list[str] = []
+        if nodes <= 0:
+            return freed
+        live = [t for t in tenants if not t.busy]
+        while len(freed) < nodes:
+            best = None
+            for t in live:
+                q0, left, _ = plans.get(t.job_id, (t.nprocs, (), why))
+                order = [h for h in dict.fromkeys(reversed(t.hosts[:q0])) if not self._batch(h)
+                         and h not in self.draining and h in self.held]
+                if not order:
+                    continue
+                q = shrink_off(t, {*left, order[0]})
+                if q is None:
+                    continue
+                gone = tuple(h for h in dict.fromkeys(t.hosts[q:]) if not self._batch(h))
+                new = [h for h in gone if h not in left and h not in self.draining and h not in freed]
+                if not new:
+                    continue
+                cost = (t.loss(q) - t.loss(q0)) / len(new)
+                if best is None or cost < best[0]:
+                    best = (cost, t.job_id, q, gone, new)
+            if best is None:
+                return freed
+            _, jid, q, gone, new = best
+            plans[jid] = (q, gone, plans.get(jid, (0, (), why))[2])
+            freed += new
+        return freed
+
+    # ------------------------------------------------------------------ growth and give-back
+    def _grow(self, now: float, by_id: Mapping[str, SlurmJob], idle: int, tenants: Sequence[Tenant],
+              used: Mapping[str, int], want: Want) -> list:
+        ops: list = []
+        for t in sorted(tenants, key=lambda t: -t.gain()):
+            g = t.main
+            if (idle <= 0 or t.busy or g not in self.groups or g in self.submitting or now < self.quiet_until.get(g, 0)
+                    or any(self.owner.get(j) == g for j in self.requested)
+                    or any(self.group_of(h) == g for h in self.draining)):
+                continue
+            own = sum(self.node_slots - used.get(h, 0) for h in self.held
+                      if self.group_of(h) == g and h not in self.draining and used.get(h, 0) < self.node_slots)
+            target = want(t.job_id, idle * self.node_slots)
+            if target is None or target - t.nprocs <= own:
+                continue
+            nodes = math.ceil((target - t.nprocs - own) / self.node_slots)
+            if nodes > idle:
+                continue
+            main = by_id.get(g)
+            limit = None if main is None or main.end is None else main.end - now
+            if limit is not None and limit <= self.expire_margin:
+                continue  # it ends before an expander would be worth it
+            self.submitting[g] = now
+            idle -= nodes
+            ops.append(Submit(g, nodes, limit))
+        return ops
+
+    def _idle_release(self, now: float, free: list[str], tenants: Sequence[Tenant], want: Want) -> list:
+        ops: list = []
+        wanting = {t.main for t in tenants if not t.busy and want(t.job_id, 0) is not None}
+        for h in free:
+            if h in self.draining or now - self.idle_since[h] <= self.idle_release or self.group_of(h) in wanting:
+                continue
+            ops.append(Release(h, self.held[h], f"unused for {self.idle_release:g} s"))
+        return ops

@@ -1,0 +1,215 @@
+"""Slurm as the resource manager: the broker's operations applied to the core and to Slurm.
+
+:class:`SlurmManager` is what both Slurm modes share: the Slurm thread
+(:class:`scheduler.rm.slurm_view.SlurmEdge`) looks at the partition every
+second; at each tick the newest look, the core's malleable jobs and the
+Remap Scheduler's what-if go through the pure
+:class:`scheduler.rm.slurm_broker.Broker`, whose operations change the pool
+through the core's node events (granted, released, down) and shrink
+requests, or are queued for the Slurm thread (``sbatch`` an expander,
+``scancel``, ``scontrol update ... NodeList=``).
+
+:class:`SlurmGrow` is the mode of ``reshape submit --slurm`` without a site
+controller (``reshape daemon --slurm-grow``, started by ``reshape slurm-run``
+inside the job's own allocation): one group, the daemon's own Slurm job,
+whose jobs the daemon launches itself; the site mode is
+:mod:`scheduler.rm.slurm_site`. docs/slurm.md describes both.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import queue
+import socket
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from scheduler.core.job import Job
+from scheduler.core.pool import Pool
+from scheduler.rm.base import ResourceManager
+from scheduler.rm.fixed import allocation_pool
+from scheduler.rm.slurm_broker import (
+    AskShrink,
+    Broker,
+    Cancel,
+    Drain,
+    Ended,
+    Fail,
+    Forget,
+    Grant,
+    Lost,
+    Release,
+    Submit,
+    Tenant,
+)
+from scheduler.rm.slurm_view import SlurmEdge, SlurmError, partition_args, partition_pool, run
+
+if TYPE_CHECKING:
+    from scheduler.core.state import ClusterState
+
+__all__ = ["SlurmGrow", "SlurmManager"]
+
+
+class SlurmManager(ResourceManager):
+    """The Slurm edge of a daemon: a broker, the Slurm thread, and the operations applied (module docstring)."""
+
+    def __init__(self, partition: str | None, params: Mapping[str, float]):
+        self.partition = partition
+        self.part = partition_args(partition)
+        self.broker = Broker(**params)
+        self.edge = SlurmEdge(partition)
+        self.error: str | None = None  # the last failed Slurm command (status shows it)
+        self.notes: collections.deque[str] = collections.deque(maxlen=20)  # requests, cancels, losses
+
+    @property
+    def launcher(self) -> str | None:
+        return "slurm"
+
+    def start(self) -> None:
+        self.edge.start()
+
+    def info(self) -> dict[str, Any]:
+        b = self.broker
+        return {**super().info(), "partition": self.partition, "notes": list(self.notes), "error": self.error,
+                "groups": sorted(b.groups), "requested": sorted(b.requested), "draining": dict(b.draining),
+                "rigid_late_starts": len(b.late), "late_starts": b.late[-10:]}
+
+    def note(self, text: str) -> None:
+        self.notes.append(f"{time.strftime('%H:%M:%S')} {text}")
+        print(f"reshape daemon: {self.notes[-1]}", flush=True)
+
+    # ------------------------------------------------------------------ what the broker sees
+    def group_of(self, j: Job) -> str | None:
+        """The Slurm job (group) a running job belongs to."""
+        raise NotImplementedError
+
+    def lease_of(self, main: str) -> str | None:
+        """The pool lease of the nodes granted to group ``main`` (None: every job may use them)."""
+        return None
+
+    def tenants(self, state: ClusterState) -> list[Tenant]:
+        out = []
+        for j in state.running():
+            g = self.group_of(j)
+            if g is None or not j.spec.resizable:
+                continue
+            prof = j.profile.frozen()
+            points = tuple(p for p, _ in prof.shrink_points(j.nprocs) if p >= j.spec.min_procs)
+            times = {p: t for p in prof.iter_time if (t := prof.best(p)) is not None}
+            out.append(Tenant(j.job_id, g, j.nprocs, tuple(j.hosts), j.spec.min_procs, j.pending is not None,
+                              points, times))
+        return out
+
+    def _drain_inbox(self) -> tuple | None:
+        """What the Slurm thread saw and did since the last step: the newest look, if any."""
+        view = None
+        while True:
+            try:
+                msg = self.edge.inbox.get_nowait()
+            except queue.Empty:
+                return view
+            if msg[0] == "view":
+                view = msg
+            elif msg[0] == "submitted":
+                self.broker.submitted(msg[1], msg[2], msg[3])
+                if msg[4]:
+                    self.error = msg[4]
+            elif msg[0] == "error":
+                self.error = msg[1]
+
+    def step(self, state: ClusterState, now: float) -> list:
+        view = self._drain_inbox()
+        if view is None:
+            return []
+        return self.apply(state, now, view[1], view[2], view[3])
+
+    def apply(self, state: ClusterState, now: float, jobs: list, idle: int, seen: float) -> list:
+        """One look at Slurm through the broker; the core actions that follow."""
+        used = {n.host: state.pool.used[n.host] for n in state.pool.nodes}
+        ops = self.broker.step(now, jobs, idle, used, self.tenants(state),
+                               lambda jid, extra: state.would_expand(jid, extra, now), seen)
+        acts: list = []
+        for op in ops:
+            acts += self._apply(op, state, now)
+        return acts
+
+    # ------------------------------------------------------------------ operations
+    def _apply(self, op: Any, s: ClusterState, now: float) -> list:
+        out, b = self.edge.outbox, self.broker
+        if isinstance(op, Grant):
+            return s.node_granted(op.host, now, f"granted by Slurm job {op.job} in {op.waited:.1f} s",
+                                  lease=self.lease_of(op.main))
+        if isinstance(op, Release):
+            if s.node_released(op.host, now, f"released to Slurm: {op.why}"):
+                b.released_host(op.host)
+                kept = b.kept(op.job)
+                out.put(("keep", op.job, kept) if kept else ("cancel", op.job))
+        elif isinstance(op, Lost):
+            self.note(f"{op.host} lost: {op.why}")
+            if s.pool.has(op.host) and op.host not in s.pool.down:
+                s.pool.set_draining(op.host)
+        elif isinstance(op, Forget):
+            if op.host in s.pool.down or s.node_released(op.host, now, op.why):
+                b.forgotten(op.host)
+        elif isinstance(op, Fail):
+            b.forgotten(op.host)
+            return s.node_down(op.host, now, op.why)
+        elif isinstance(op, Cancel):
+            out.put(("cancel", op.job))
+            self.note(f"Slurm job {op.job} cancelled: {op.why}")
+        elif isinstance(op, Drain):
+            if op.host not in s.pool.down:
+                s.pool.set_draining(op.host, op.on)
+        elif isinstance(op, AskShrink):
+            s.request_shrink(op.job_id, op.nprocs, op.why, now)
+        elif isinstance(op, Submit):
+            out.put(("submit", op.main, op.nodes, op.time_limit))
+            self.note(f"asked Slurm for {op.nodes} node(s) for job {op.main}")
+        elif isinstance(op, Ended):
+            return self.ended(s, op, now)
+        return []
+
+    def ended(self, s: ClusterState, op: Ended, now: float) -> list:
+        """Group ``op.main``'s Slurm job is gone."""
+        return []
+
+
+class SlurmGrow(SlurmManager):
+    """Slurm as the resource manager of the daemon of one ``reshape submit --slurm`` job (module docstring)."""
+
+    kind = "slurm-grow"
+    jobs_end_with_daemon = True  # scancel of the job: the allocation ends, the jobs with it
+
+    def __init__(self, params: Mapping[str, float], env: Mapping[str, str] = os.environ):
+        """``params``: the broker's (``grant_timeout``, ``idle_release``, ...). ValueError outside a Slurm job."""
+        main = env.get("SLURM_JOB_ID")
+        if not main:
+            raise ValueError("--slurm-grow needs to run inside a Slurm job (no SLURM_JOB_ID)")
+        part = env.get("SLURM_JOB_PARTITION")
+        try:
+            ours = [n.host for n in allocation_pool(env).nodes]
+            self._pool = partition_pool(run(["sinfo", "-h", "-N", *partition_args(part), "-o", "%N %c"]), set(ours))
+        except SlurmError as e:
+            raise ValueError(str(e)) from None
+        super().__init__(part, {"node_slots": max(n.slots for n in self._pool.nodes), **params})
+        batch = env.get("SLURMD_NODENAME") or socket.gethostname()
+        self.main = main
+        self.broker.add_group(main, batch if batch in ours else ours[0], 0.0)
+        self.source = (f"Slurm partition {part or '(default)'}, growing through Slurm from allocation {main} "
+                       f"({','.join(ours)})")
+
+    def pool(self, saved_slots: int | None) -> Pool:
+        return self._pool
+
+    def attach(self, state: ClusterState, now: float) -> None:
+        for h in sorted(self._pool.down):
+            state.not_ours(h, "held by Slurm, not by this job")
+
+    def group_of(self, j: Job) -> str | None:
+        return self.main
+
+    def stop(self, jobs_running: bool, killing: bool) -> None:
+        # expanders outlive a daemon only while jobs run on them
+        self.edge.stop(cancel_expanders_of=(self.main,) if killing or not jobs_running else ())

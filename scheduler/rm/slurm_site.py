@@ -1,0 +1,151 @@
+"""One reshape controller for every malleable job of a Slurm partition (``reshape daemon --slurm-site``).
+
+The site starts the controller once (on the Slurm controller host or a login
+node). Slurm stays the resource manager and the application scheduler: it
+queues and starts every job, rigid or malleable, by its own priorities and
+backfill. A malleable job is submitted with ``reshape submit --slurm``; its
+batch script (``reshape slurm-run``) **registers** with the controller once
+Slurm has started it (the ``register`` request: its Slurm job id and nodes),
+runs the job's ``mpiexec`` inside its own allocation, and reports how it
+ended. The controller adopts it (``ClusterState.adopt``): the job's nodes
+are leased to its Slurm job, so its expansions land only where its own Slurm
+jobs are (the ``slurm`` launcher starts ranks as steps of them).
+
+From then on the controller arbitrates across all malleable jobs with the
+same core and Remap Scheduler as everywhere (:class:`scheduler.rm.slurm_broker.Broker`):
+which job grows into idle nodes (expander jobs, largest measured gain
+first), which shrinks when a Slurm job waits (least loss first, never below
+``min_procs``, never two for one demand), and never delays a waiting job
+beyond what Slurm's backfill allows (expanders run at the lowest priority
+with a time limit that ends with their job). ``reshape cancel`` of a job
+cancels its Slurm job and expanders; a Slurm job that ends (done, scancel,
+time limit) ends its reshape job.
+
+Nothing is lost when the controller goes: its core is journaled, the jobs run
+in their own allocations and keep running at their sizes while it is away
+(their clients retry), and a restarted controller re-adopts them from the
+journal and Slurm's queue (:meth:`SlurmSite.attach`). An expander that
+Slurm ends (``scancel`` by hand, a time limit) makes its job shrink off its
+nodes at the next resize point; only a job that cannot (below ``min_procs``)
+fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from scheduler.core.actions import StateError
+from scheduler.core.job import FINAL, Job
+from scheduler.core.pool import Pool
+from scheduler.rm.slurm_broker import Ended
+from scheduler.rm.slurm_manager import SlurmManager
+from scheduler.rm.slurm_view import SlurmError, look, partition_args, partition_pool, run
+
+if TYPE_CHECKING:
+    from scheduler.core.state import ClusterState
+
+__all__ = ["SlurmSite"]
+
+
+class SlurmSite(SlurmManager):
+    """The site controller's resource manager (module docstring)."""
+
+    kind = "slurm-site"
+
+    def __init__(self, partition: str | None, params: Mapping[str, float]):
+        """ValueError (naming the partition and Slurm's error) when Slurm cannot be asked."""
+        try:
+            self._pool = partition_pool(run(["sinfo", "-h", "-N", *partition_args(partition), "-o", "%N %c"]), set())
+        except (SlurmError, ValueError) as e:
+            raise ValueError(f"--slurm-site: cannot read partition {partition or '(default)'}: {e}") from None
+        super().__init__(partition, {"node_slots": max(n.slots for n in self._pool.nodes), **params})
+        self.pending_actions: list = []  # actions of the start-up reconciliation, performed with the first step
+        self.source = (f"Slurm partition {partition or '(default)'} ({len(self._pool.nodes)} nodes): site controller "
+                       f"of every 'reshape submit --slurm' job")
+
+    def pool(self, saved_slots: int | None) -> Pool:
+        return self._pool
+
+    def group_of(self, j: Job) -> str | None:
+        return j.allocation
+
+    def lease_of(self, main: str) -> str | None:
+        return main
+
+    # ------------------------------------------------------------------ start-up and restart
+    def attach(self, state: ClusterState, now: float) -> None:
+        """Reconcile the journal with Slurm: every running job's Slurm job joins the broker, the
+        nodes Slurm holds for them are granted (leased), and a node the journal had up that no
+        Slurm job of ours holds any more is vacated (jobs shrink off it) or given up."""
+        for j in state.running():
+            if j.allocation is not None:
+                self.broker.add_group(j.allocation, j.hosts[0], 0.0)  # a look now may say it ended
+        try:
+            jobs, idle = look(self.part)
+        except SlurmError as e:
+            raise ValueError(f"--slurm-site: cannot read Slurm's queue: {e}") from None
+        for a in self.apply(state, now, jobs, idle, now):
+            self.pending_actions.append(a)
+        for h in [n.host for n in state.pool.nodes if n.host not in state.pool.down]:
+            if h in self.broker.held:
+                continue
+            if state.pool.used[h]:
+                self.broker.gone[h] = "no Slurm job of ours holds it since the controller restarted"
+            else:
+                state.node_released(h, now, "not held by a Slurm job of ours (controller restarted)")
+        self.note(f"adopted {len(self.broker.groups)} running job(s) from the journal and Slurm")
+
+    def step(self, state: ClusterState, now: float) -> list:
+        acts, self.pending_actions = self.pending_actions, []
+        return acts + super().step(state, now)
+
+    # ------------------------------------------------------------------ jobs
+    def check_submit(self, desc: dict[str, Any]) -> None:
+        raise StateError("not_supported", "this is a Slurm site controller: Slurm starts the jobs. Submit with "
+                                          "'reshape submit --slurm FILE' (its batch script registers here)")
+
+    def adopt(self, state: ClusterState, desc: dict[str, Any], allocation: str, hosts: list[str], now: float,
+              owner: str | None) -> int:
+        """Register the job Slurm started as ``allocation`` on ``hosts``; the same allocation again: its id."""
+        for j in state.live.values():
+            if j.allocation == allocation and j.state not in FINAL:
+                return j.job_id  # a retry after a lost reply
+        if not allocation.isdigit():
+            raise StateError("bad_hosts", f"allocation {allocation!r} is not a Slurm job id")
+        unknown = sorted({h for h in hosts if not state.pool.has(h)})
+        if unknown:
+            raise StateError("bad_hosts", f"{', '.join(unknown)} not in partition {self.partition or '(default)'}")
+        self.broker.add_group(allocation, hosts[0], now)
+        for h in dict.fromkeys(hosts):
+            state.node_granted(h, now, f"allocation of Slurm job {allocation}", lease=allocation)
+            self.broker.held[h] = allocation
+            self.broker.owner[allocation] = allocation
+        job_id = state.adopt(desc, hosts, allocation, now, owner)
+        self.note(f"job {job_id} ({desc['name']}) registered from Slurm job {allocation} on "
+                  f"{','.join(dict.fromkeys(hosts))}")
+        return job_id
+
+    def kill(self, state: ClusterState, job_ids: list[int]) -> set[int]:
+        done = set()
+        for jid in job_ids:
+            j = state.jobs.get(jid)
+            if j is not None and j.allocation is not None:
+                self.edge.outbox.put(("end", j.allocation))
+                done.add(jid)
+        return done
+
+    def ended(self, s: ClusterState, op: Ended, now: float) -> list:
+        acts: list = []
+        for j in [j for j in s.running() if j.allocation == op.main]:
+            code = 0 if j.reported == "done" else 1 if j.reported == "error" else None
+            why = None if code is not None else f"Slurm job {op.main} ended ({op.state}) and the job did not report"
+            acts += s.exited(j.job_id, code, now, why)
+            self.note(f"job {j.job_id} ended with Slurm job {op.main} ({op.state})")
+        for h in [h for h, lease in s.pool.leases.items() if lease == op.main]:
+            if not s.node_released(h, now, f"Slurm job {op.main} ended"):
+                s.pool.lease(h, None)
+        return acts
+
+    def stop(self, jobs_running: bool, killing: bool) -> None:
+        self.edge.stop(cancel_expanders_of=tuple(self.broker.groups) if killing else ())
