@@ -617,7 +617,7 @@ class ClusterState(JobTable, NodeStates):
                     "submit_time": j.submit_time, "start_time": j.start_time,
                     "iterations": j.iterations, "connected": j.connected,
                     "pending": None if not j.pending else f"{j.pending.action} {j.pending.new}",
-                    "parked": dict(sorted(collections.Counter(j.parked).items()))}
+                    "parked": dict(sorted(collections.Counter(j.parked).items())), "allocation": j.allocation}
 
         waiting = list(self._waiting.values()) if limit is None else \
             list(itertools.islice(self._waiting.values(), max(0, limit)))

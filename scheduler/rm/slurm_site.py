@@ -53,10 +53,12 @@ class SlurmSite(SlurmManager):
 
     kind = "slurm-site"
 
-    def __init__(self, partition: str | None, params: Mapping[str, float]):
-        """ValueError (naming the partition and Slurm's error) when Slurm cannot be asked."""
+    def __init__(self, partition: str | None, params: Mapping[str, float], pool: Pool | None = None):
+        """``pool``: the partition's nodes (default: asked of ``sinfo``). ValueError (naming the
+        partition and Slurm's error) when Slurm cannot be asked."""
         try:
-            self._pool = partition_pool(run(["sinfo", "-h", "-N", *partition_args(partition), "-o", "%N %c"]), set())
+            self._pool = pool or partition_pool(run(["sinfo", "-h", "-N", *partition_args(partition), "-o",
+                                                     "%N %c"]), set())
         except (SlurmError, ValueError) as e:
             raise ValueError(f"--slurm-site: cannot read partition {partition or '(default)'}: {e}") from None
         super().__init__(partition, {"node_slots": max(n.slots for n in self._pool.nodes), **params})

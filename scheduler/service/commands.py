@@ -152,12 +152,14 @@ def cmd_status(args: argparse.Namespace) -> int:
     if sv.get("p99_ms") is not None:
         print(f"daemon: {sv['served']} requests served; service time p50 {sv['p50_ms']:.2f} ms, "
               f"p99 {sv['p99_ms']:.2f} ms (last {sv['window']})")
-    rows = [[j["job_id"], j["name"], j["state"], j["nprocs"], j["requested"], j["iterations"],
-             j["pending"], ",".join(j["hosts"]),
+    site = any(j.get("allocation") for j in st["running"])  # a site controller: each job's Slurm job
+    rows = [[j["job_id"], *([j.get("allocation") or ""] if site else []), j["name"], j["state"], j["nprocs"],
+             j["requested"], j["iterations"], j["pending"], ",".join(j["hosts"]),
              ",".join(f"{h}:{k}" for h, k in j.get("parked", {}).items())] for j in st["running"]]
-    rows += [[j["job_id"], j["name"], j["state"], "", j["requested"], "", "", "", ""]
+    rows += [[j["job_id"], *([""] if site else []), j["name"], j["state"], "", j["requested"], "", "", "", ""]
              for j in st["queue"] + st["waiting"]]
-    print(_table(rows, ["JOB", "NAME", "STATE", "PROCS", "REQ", "ITER", "PENDING", "HOSTS", "PARKED"]))
+    print(_table(rows, ["JOB", *(["SLURM"] if site else []), "NAME", "STATE", "PROCS", "REQ", "ITER", "PENDING",
+                        "HOSTS", "PARKED"]))
     hidden = st.get("queued_total", 0) + st.get("waiting_total", 0) - len(st["queue"]) - len(st["waiting"])
     more_running = st.get("running_total", len(st["running"])) - len(st["running"])
     if more_running > 0:
@@ -177,6 +179,12 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(_table([[n["host"], n["state"], f"{n['used']}/{n['slots']}",
                        "-" if n.get("seen_ago") is None else f"{n['seen_ago']:.1f}s", n.get("reason") or ""]
                       for n in nodes], ["NODE", "STATE", "USED", "SEEN", "REASON"]))
+    rm = sv.get("rm") or {}
+    if rm.get("kind", "fixed") != "fixed":
+        print(f"\n{rm['kind']}: {rm.get('source', '')}; late starts of waiting Slurm jobs: "
+              f"{rm.get('rigid_late_starts', 0)}" + (f"; last Slurm error: {rm['error']}" if rm.get("error") else ""))
+        for note in rm.get("notes", [])[-5:]:
+            print(f"  {note}")
     if sv.get("refused"):
         print(f"daemon: {sv['refused']} unauthenticated connection attempts refused")
     return 0

@@ -1,0 +1,124 @@
+"""The site controller's logic without Slurm: the core, the Remap Scheduler and :class:`SlurmSite`
+driven by Slurm views written here (the real slurmctld/slurmd are in ``tests/test_cluster_slurm.py``).
+
+Jobs register from their batch scripts and are adopted on their allocation's nodes (leased to them);
+an expander's nodes go to its own job only; a waiting rigid job gets nodes from the job that loses
+least; a Slurm job that ends ends its reshape job; a cancel ends the Slurm job and its expanders.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from reshape import protocol as P
+from scheduler.core.actions import StateError
+from scheduler.core.jobfile import validate_job
+from scheduler.core.policy import app_policy, remap_policy
+from scheduler.core.pool import Node, Pool
+from scheduler.core.state import ClusterState
+from scheduler.rm.slurm_site import SlurmSite
+from scheduler.rm.slurm_view import SlurmJob, expander_name
+
+NODES = [f"n{i}" for i in range(1, 7)]
+
+
+def site() -> tuple[ClusterState, SlurmSite]:
+    pool = Pool([Node(h, 2) for h in NODES])
+    for h in NODES:
+        pool.set_down(h)
+    rm = SlurmSite("batch", {"grant_timeout": 10, "idle_release": 30, "expire_margin": 30}, pool=pool)
+    st = ClusterState(rm.pool(None), app_policy("easy"), remap_policy("reshape"))
+    for h in NODES:
+        st.not_ours(h, "not ours")
+    return st, rm
+
+
+def emu(name: str, nprocs: int = 2, **kw) -> dict:
+    return validate_job({"name": name, "command": ["python", "-m", "apps.emujob"], "nprocs": nprocs,
+                         "max_procs": 8, "divides": 8, "launch": "single", **kw}, None)
+
+
+def job(jid, name, state, nodes=(), reason="None", n=None, end=None) -> SlurmJob:
+    return SlurmJob(jid, name, state, "u", n if n is not None else len(nodes), tuple(nodes), reason, 100, None, end)
+
+
+def outbox(rm: SlurmSite) -> list:
+    out = []
+    while not rm.edge.outbox.empty():
+        out.append(rm.edge.outbox.get())
+    return out
+
+
+def point(st: ClusterState, jid: int, it: int, t: float, now: float):
+    return st.handle(P.ResizePoint(job_id=jid, iteration=it, nprocs=st.jobs[jid].nprocs, iter_time=t), now)[0]
+
+
+def test_jobs_register_and_each_grows_only_onto_its_own_expanders():
+    st, rm = site()
+    a = rm.adopt(st, emu("a"), "101", ["n1", "n1"], 0.0, None)
+    b = rm.adopt(st, emu("b"), "102", ["n2", "n2"], 0.0, None)
+    assert rm.adopt(st, emu("a"), "101", ["n1", "n1"], 0.5, None) == a  # a retried registration
+    st.validate()
+    assert st.pool.leases == {"n1": "101", "n2": "102"} and st.pool.free == 0
+    mains = [job("101", "a", "RUNNING", ["n1"]), job("102", "b", "RUNNING", ["n2"])]
+    rm.apply(st, 1.0, mains, 4, 1.0)
+    asks = [o for o in outbox(rm) if o[0] == "submit"]
+    assert sorted(o[1] for o in asks) == ["101", "102"] and all(o[2] == 1 for o in asks)  # 2 -> 4 each
+    rm.broker.submitted("101", "201", 1.0)
+    rm.broker.submitted("102", "202", 1.0)
+    views = [*mains, job("201", expander_name("101"), "RUNNING", ["n3"]),
+             job("202", expander_name("102"), "PENDING", reason="Resources", n=1)]
+    rm.apply(st, 2.0, views, 2, 2.0)
+    assert st.pool.leases["n3"] == "101" and st.pool.free_for("102") == 0 and st.pool.free_for("101") == 2
+    assert point(st, b, 1, 4.0, 3.0).action == "continue"  # b may not take a's node
+    adv = point(st, a, 1, 4.0, 3.0)
+    assert adv.action == "expand" and adv.nprocs == 4 and set(adv.hosts) == {"n3"}
+    st.validate()
+
+
+def test_a_waiting_rigid_job_gets_a_node_from_the_job_that_loses_least():
+    st, rm = site()
+    a = rm.adopt(st, emu("a"), "101", ["n1", "n1"], 0.0, None)
+    b = rm.adopt(st, emu("b"), "102", ["n2", "n2"], 0.0, None)
+    views = [job("101", "a", "RUNNING", ["n1"]), job("102", "b", "RUNNING", ["n2"]),
+             job("201", expander_name("101"), "RUNNING", ["n3"]), job("202", expander_name("102"), "RUNNING", ["n4"])]
+    rm.apply(st, 1.0, views, 0, 1.0)
+    for jid, t2, t4 in ((a, 10.0, 5.1), (b, 10.0, 9.0)):  # a gains 2x from its 4 slots, b 10%
+        point(st, jid, 1, t2, 2.0)
+        st.handle(P.Resized(job_id=jid, old=2, new=4, seconds=0.1), 2.1)
+        point(st, jid, 2, t4, 3.0)
+    outbox(rm)
+    rigid = job("300", "rigid", "PENDING", reason="Resources", n=1)
+    rm.apply(st, 4.0, [*views, rigid], 0, 4.0)
+    assert st.jobs[b].shrink_request == 2 and st.jobs[a].shrink_request is None
+    assert "n4" in st.pool.draining
+    adv = point(st, b, 3, 9.0, 5.0)
+    assert adv.action == "shrink" and adv.nprocs == 2
+    st.handle(P.Resized(job_id=b, old=4, new=2, seconds=0.1), 5.1)
+    rm.apply(st, 6.0, [*views, rigid], 0, 6.0)
+    assert ("cancel", "202") in outbox(rm)  # its expander held nothing else: cancelled
+    assert "n4" in st.pool.down
+    st.validate()
+
+
+def test_a_job_ends_with_its_slurm_job_and_a_cancel_ends_the_slurm_job():
+    st, rm = site()
+    a = rm.adopt(st, emu("a"), "101", ["n1", "n1"], 0.0, None)
+    b = rm.adopt(st, emu("b"), "102", ["n2", "n2"], 0.0, None)
+    st.handle(P.Finished(job_id=a, status="done"), 1.0)
+    rm.apply(st, 2.0, [job("102", "b", "RUNNING", ["n2"])], 4, 2.0)
+    assert st.jobs[a].state == "done" and "n1" in st.pool.down and "n1" not in st.pool.leases
+    assert rm.kill(st, st.cancel(b, 3.0) and [b]) == {b}
+    assert ("end", "102") in outbox(rm)
+    st.validate()
+
+
+def test_plain_submissions_and_bad_registrations_are_refused_with_a_reason():
+    st, rm = site()
+    with pytest.raises(StateError, match="reshape submit --slurm"):
+        rm.check_submit(emu("x"))
+    with pytest.raises(StateError, match="not a Slurm job id"):
+        rm.adopt(st, emu("x"), "abc", ["n1", "n1"], 0.0, None)
+    with pytest.raises(StateError, match="nowhere not in partition batch"):
+        rm.adopt(st, emu("x"), "7", ["nowhere", "nowhere"], 0.0, None)
+    st.validate()
