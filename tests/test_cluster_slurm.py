@@ -1,12 +1,13 @@
 """reshape with a real Slurm 22.05: slurmctld, slurmd and munge in the compose cluster (marker ``cluster``).
 
 The Slurm overlay (``docker/slurm-compose.yml``) runs slurmctld on the head
-and slurmd on node1..node4 (2 CPUs each). The tests use Slurm as a user
-would, from the head: ``salloc`` with a daemon inside the allocation, and
-``reshape submit --slurm`` with a job that grows onto nodes Slurm grants
-(expander jobs), gives nodes back to a waiting ``sbatch`` job, keeps its size
-when the cluster is full, and ends with ``scancel`` leaving nothing behind.
-Skips, with one line, only where no Docker engine runs.
+and slurmd on node1..node16 (2 CPUs each); partition ``batch`` (the default)
+has all sixteen, ``small`` node1..node4. The reshape tests use Slurm as a user
+would, from the head, in ``small``: ``salloc`` with a daemon inside the
+allocation, and ``reshape submit --slurm`` with a job that grows onto nodes
+Slurm grants (expander jobs), gives nodes back to a waiting ``sbatch`` job,
+keeps its size when the partition is full, and ends with ``scancel`` leaving
+nothing behind. Skips, with one line, only where no Docker engine runs.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from tests.helpers import expansion_times, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
-NODES = ("node1", "node2", "node3", "node4")
+NODES = ("node1", "node2", "node3", "node4")  # partition small, where the reshape tests run
+ALL = tuple(f"node{i}" for i in range(1, 17))  # partition batch, the default
+SMALL = "small"
 FILES = ("docker-compose.yml", "docker/slurm-compose.yml")
 
 
@@ -39,10 +42,8 @@ def slurm():
     c = ComposeCluster(f"reshapes{os.getpid()}", base, FILES)
     try:
         c.down()
-        t0 = time.monotonic()
-        c.build()
-        TIMINGS["slurm up"] = c.up()
-        TIMINGS["slurm up"] = time.monotonic() - t0
+        TIMINGS["slurm build"] = c.build()
+        TIMINGS[f"slurm up ({len(ALL)} nodes idle)"] = c.up()
         yield c
     finally:
         c.down()
@@ -67,8 +68,9 @@ def status(c: ComposeCluster, sid: str) -> dict:
 
 
 def quiet(c: ComposeCluster, timeout: float = 60) -> None:
-    """No Slurm job left and every node idle."""
-    wait_for(lambda: not squeue(c) and sh(c, "sinfo -h -o '%T %D'").split() == ["idle", "4"], timeout, every=0.5)
+    """No Slurm job left and every node of partition small idle."""
+    wait_for(lambda: not squeue(c) and sh(c, f"sinfo -h -p {SMALL} -o '%T %D'").split() == ["idle", "4"],
+             timeout, every=0.5)
 
 
 def leftovers(c: ComposeCluster) -> dict[str, str]:
@@ -82,7 +84,7 @@ def leftovers(c: ComposeCluster) -> dict[str, str]:
 
 
 def submit_slurm(c: ComposeCluster, path: str) -> str:
-    return json.loads(sh(c, f"reshape submit --slurm --json {path}"))["slurm_job_ids"][0]
+    return json.loads(sh(c, f"reshape submit --slurm --json --sbatch=--partition={SMALL} {path}"))["slurm_job_ids"][0]
 
 
 def test_a_daemon_inside_salloc_takes_the_allocation_as_its_pool(slurm):
@@ -107,7 +109,7 @@ reshape stop --endpoint tcp://head:5600
 wait $d
 """
     c.exec("head", "cat > /tmp/salloc.sh", input=script)
-    out = sh(c, "salloc -N 2 sh /tmp/salloc.sh 2>/dev/null", timeout=180)
+    out = sh(c, f"salloc -p {SMALL} -N 2 sh /tmp/salloc.sh 2>/dev/null", timeout=180)
     banner = sh(c, "cat /tmp/salloc-daemon.log")
     assert "4 slots" in banner and re.search(r"pool from Slurm allocation \d+; launcher slurm", banner), banner
     hist = json.loads(out[out.index("{"):out.rindex("}") + 1])
@@ -136,7 +138,7 @@ def test_a_job_grows_onto_nodes_slurm_grants_and_gives_them_back_to_a_waiting_jo
 
     # a plain sbatch job waits for two nodes: the job shrinks off two and Slurm starts it there
     t1 = time.monotonic()
-    other = sh(c, "sbatch --parsable -N 2 --job-name=other --wrap 'hostname; sleep 4'").strip()
+    other = sh(c, f"sbatch --parsable -p {SMALL} -N 2 --job-name=other --wrap 'hostname; sleep 4'").strip()
     started = wait_for(lambda: next((q for q in squeue(c) if q["id"] == other and q["state"] == "RUNNING"),
                                     None), 90, every=0.2)
     TIMINGS["slurm waiting job started on released nodes"] = time.monotonic() - t1
@@ -199,7 +201,7 @@ def test_when_slurm_does_not_start_the_expander_it_is_cancelled_and_the_job_keep
 def test_on_a_full_cluster_slurm_grants_nothing_and_the_job_keeps_its_size(slurm):
     c = slurm
     quiet(c, 120)
-    blocker = sh(c, "sbatch --parsable -N 3 --job-name=blocker --wrap 'sleep 300'").strip()
+    blocker = sh(c, f"sbatch --parsable -p {SMALL} -N 3 --job-name=blocker --wrap 'sleep 300'").strip()
     try:
         wait_for(lambda: any(q["id"] == blocker and q["state"] == "RUNNING" for q in squeue(c)), 30, every=0.3)
         sid = submit_slurm(c, "docker/jobs/slurm.toml")
@@ -211,3 +213,4 @@ def test_on_a_full_cluster_slurm_grants_nothing_and_the_job_keeps_its_size(slurm
     finally:
         sh(c, f"scancel {blocker}; scancel --name=heat-slurm")
     wait_for(lambda: not squeue(c) and not leftovers(c), 60, every=0.5)
+
