@@ -18,6 +18,7 @@ import re
 import shlex
 import time
 
+import hostlist
 import pytest
 
 from tests.compose_cluster import NOTES, TIMINGS, ComposeCluster, base_image, unavailable
@@ -54,11 +55,13 @@ def sh(c: ComposeCluster, command: str, timeout: float = 60) -> str:
 
 
 def squeue(c: ComposeCluster) -> list[dict]:
+    """Every job in Slurm's queue; hostlists expanded here (python-hostlist, as the daemon does), so that a
+    look is one command in the head, quick enough to catch a short job running."""
     out = sh(c, "squeue -h -o '%i|%j|%T|%N|%r'")
     rows = []
     for line in out.splitlines():
         jid, name, state, nodes, reason = line.split("|")
-        hosts = sh(c, f"scontrol show hostnames {shlex.quote(nodes)}").split() if nodes else []
+        hosts = hostlist.expand_hostlist(nodes) if nodes else []
         rows.append({"id": jid, "name": name, "state": state, "hosts": hosts, "reason": reason})
     return rows
 
