@@ -7,16 +7,22 @@ would, from the head, in ``small``: ``salloc`` with a daemon inside the
 allocation, and ``reshape submit --slurm`` with a job that grows onto nodes
 Slurm grants (expander jobs), gives nodes back to a waiting ``sbatch`` job,
 keeps its size when the partition is full, and ends with ``scancel`` leaving
-nothing behind. Skips, with one line, only where no Docker engine runs.
+nothing behind. The site tests check the sixteen nodes and what Slurm itself
+does in ``batch``: backfill's predicted start times for rigid jobs with time
+limits, shrinking a running job with ``scontrol update``, and an expander
+whose ``--deadline`` keeps it from outliving its parent. One cluster for all
+of them. Skips, with one line, only where no Docker engine runs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shlex
 import time
+from datetime import datetime
 
 import hostlist
 import pytest
@@ -217,3 +223,158 @@ def test_on_a_full_cluster_slurm_grants_nothing_and_the_job_keeps_its_size(slurm
         sh(c, f"scancel {blocker}; scancel --name=heat-slurm")
     wait_for(lambda: not squeue(c) and not leftovers(c), 60, every=0.5)
 
+
+# ---------------------------------------------------------------------- the site: 16 nodes, Slurm's own scheduling
+# What a controller beside Slurm reads about pending jobs (priority, time limit, predicted start, reason).
+PENDING_FORMAT = "%i|%j|%T|%u|%D|%r|%S|%Q|%l|%P"
+_KEY = re.compile(r" (?=[A-Za-z][A-Za-z0-9_:/]*=)")
+
+
+def when(text: str) -> datetime | None:
+    """A Slurm time (``2026-11-26T08:32:35``, the head's clock) or None (``N/A``, ``Unknown``, ``None``...)."""
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+def scontrol_job(c: ComposeCluster, jid: str) -> dict[str, str]:
+    """``scontrol show job -o``: one line of ``Key=Value`` fields. A value may hold ``=`` (``TRES=cpu=8,node=4``)
+    or be empty (``Power=``), so the line is split only before a space and a ``Key=``."""
+    line = sh(c, f"scontrol show job -o {jid}").strip()
+    return dict(field.split("=", 1) for field in _KEY.split(line))
+
+
+def start_times(c: ComposeCluster) -> dict[str, datetime]:
+    """Pending jobs with a start time predicted by Slurm, from plain ``squeue --start``
+    (JOBID PARTITION NAME USER ST START_TIME NODES SCHEDNODES NODELIST(REASON); ``N/A`` before one is known)."""
+    out = {}
+    for line in sh(c, "squeue --start -h").splitlines():
+        f = line.split()
+        if len(f) >= 6 and when(f[5]):
+            out[f[0]] = when(f[5])
+    return out
+
+
+def pending(c: ComposeCluster) -> dict[str, dict]:
+    rows = {}
+    for line in sh(c, f"squeue -h -t PD -o '{PENDING_FORMAT}'").splitlines():
+        jid, name, state, user, nodes, reason, start, prio, limit, part = line.split("|")
+        rows[jid] = {"name": name, "state": state, "user": user, "nodes": int(nodes), "reason": reason,
+                     "start": when(start), "priority": int(prio), "limit": limit, "partition": part}
+    return rows
+
+
+def running(c: ComposeCluster, jid: str) -> dict | None:
+    return next((q for q in squeue(c) if q["id"] == jid and q["state"] == "RUNNING"), None)
+
+
+def quiet_site(c: ComposeCluster, timeout: float = 120) -> None:
+    """No Slurm job left and all sixteen nodes idle."""
+    wait_for(lambda: not squeue(c) and sh(c, "sinfo -h -p batch -o '%T %D'").split() == ["idle", str(len(ALL))],
+             timeout, every=0.5)
+
+
+@contextlib.contextmanager
+def site_jobs(c: ComposeCluster):
+    """The ids of the jobs a test submits (``sbatch`` below): all cancelled at the end, failed or not."""
+    ids: list[str] = []
+    try:
+        yield ids
+    finally:
+        if ids:
+            c.exec("head", "scancel " + " ".join(ids), check=False)
+        wait_for(lambda: not [q for q in squeue(c) if q["id"] in ids], 60, every=0.5)
+
+
+def sbatch(c: ComposeCluster, ids: list[str], name: str, args: str) -> str:
+    jid = sh(c, f"sbatch --parsable -J {name} {args} --output /dev/null --wrap 'sleep 600'").strip()
+    ids.append(jid)
+    return jid
+
+
+def test_the_site_has_sixteen_idle_nodes_of_two_cpus_in_a_default_and_a_small_partition(slurm):
+    c = slurm
+    quiet_site(c)
+    rows = [line.split() for line in sh(c, "sinfo -h -N -p batch -o '%N %T %c'").splitlines()]
+    assert sorted(r[0] for r in rows) == sorted(ALL) and {(r[1], r[2]) for r in rows} == {("idle", "2")}, rows
+    assert sh(c, f"sinfo -h -p {SMALL} -o '%T %D %N'").split() == ["idle", "4", "node[1-4]"]
+    parts = {p.split()[0]: p for p in sh(c, "scontrol show partition -o").splitlines()}
+    assert "Default=YES" in parts["PartitionName=batch"] and "Default=NO" in parts[f"PartitionName={SMALL}"], parts
+
+
+def test_backfill_predicts_when_rigid_jobs_with_time_limits_start(slurm):
+    """A blocker (6 nodes, 2 min) runs; a 12-node job (3 min) can start only when it ends, and an 8-node
+    job (3 min) only when that one ends: ``squeue --start`` predicts both, to the second, within a few
+    seconds of submission, the same at every look (nothing ends meanwhile), and ``squeue -o`` and
+    ``scontrol show job -o`` say the same."""
+    c = slurm
+    quiet_site(c)
+    with site_jobs(c) as ids:
+        blocker = sbatch(c, ids, "site-blocker", "-N 6 --time=2")
+        wait_for(lambda: running(c, blocker), 30, every=0.3)
+        blocker_end = when(scontrol_job(c, blocker)["EndTime"])
+        t0 = time.monotonic()
+        a = sbatch(c, ids, "site-a", "-N 12 --time=3")
+        b = sbatch(c, ids, "site-b", "-N 8 --time=3")
+        starts = wait_for(lambda: (s := start_times(c)) and a in s and b in s and s, 30, every=0.2)
+        NOTES["slurm start predicted after submit (s)"] = f"{time.monotonic() - t0:.1f}"
+        assert abs((starts[a] - blocker_end).total_seconds()) <= 2, (starts, blocker_end)
+        assert abs((starts[b] - starts[a]).total_seconds() - 180) <= 2, starts
+        rows = pending(c)
+        assert rows[a]["nodes"] == 12 and rows[b]["nodes"] == 8, rows
+        assert {rows[a]["reason"], rows[b]["reason"]} <= {"Resources", "Priority"}, rows
+        assert rows[a]["priority"] > rows[b]["priority"], rows  # priority/basic: first come, first served
+        assert rows[a]["limit"] == rows[b]["limit"] == "3:00" and rows[a]["partition"] == "batch", rows
+        assert (rows[a]["start"], rows[b]["start"]) == (starts[a], starts[b]), (rows, starts)
+        job = scontrol_job(c, a)
+        assert (job["JobState"], job["TimeLimit"], job["Partition"]) == ("PENDING", "00:03:00", "batch"), job
+        assert when(job["StartTime"]) == starts[a] and job["Reason"] == rows[a]["reason"], job
+        time.sleep(2)
+        again = start_times(c)
+        assert {j: again.get(j) for j in (a, b)} == {a: starts[a], b: starts[b]}, (again, starts)
+
+
+def test_scontrol_update_shrinks_a_running_job_and_a_waiting_job_starts_on_the_nodes_it_gave_back(slurm):
+    c = slurm
+    quiet_site(c)
+    with site_jobs(c) as ids:
+        big = sbatch(c, ids, "site-shrunk", "-N 6 --time=5")
+        hosts = wait_for(lambda: running(c, big), 30, every=0.3)["hosts"]
+        waiting = sbatch(c, ids, "site-waiting", "-N 12 --time=1")
+        wait_for(lambda: pending(c).get(waiting, {}).get("reason") == "Resources", 30, every=0.3)
+        keep = hosts[:2]
+        t0 = time.monotonic()
+        sh(c, f"scontrol update JobId={big} NodeList={','.join(keep)}")
+        job = scontrol_job(c, big)
+        assert (job["JobState"], job["NumNodes"], job["BatchHost"]) == ("RUNNING", "2", keep[0]), job
+        assert hostlist.expand_hostlist(job["NodeList"]) == keep and when(job["ResizeTime"]), job
+        started = wait_for(lambda: running(c, waiting), 30, every=0.2)
+        TIMINGS["slurm shrink by scontrol update -> waiting job runs"] = time.monotonic() - t0
+        assert len(started["hosts"]) == 12 and not set(started["hosts"]) & set(keep), started
+        assert running(c, big)["hosts"] == keep
+        t1 = time.monotonic()
+        sh(c, f"scancel {big} {waiting}")
+        quiet_site(c, 60)
+        TIMINGS["slurm scancel -> 16 nodes idle"] = time.monotonic() - t1
+
+
+def test_an_expander_given_its_parents_end_as_deadline_ends_no_later_than_the_parent(slurm):
+    """``sbatch --deadline=<the parent's EndTime>`` without ``--time``: Slurm sets the time limit when the job
+    starts, to the whole minutes left before the deadline, so a job that started late still ends in time;
+    one whose ``--time`` cannot end before the deadline is not run at all (state DEADLINE)."""
+    c = slurm
+    quiet_site(c)
+    with site_jobs(c) as ids:
+        parent = sbatch(c, ids, "site-parent", "-N 2 --time=3")
+        wait_for(lambda: running(c, parent), 30, every=0.3)
+        end = scontrol_job(c, parent)["EndTime"]
+        expander = sbatch(c, ids, "site-expander", f"-N 2 --deadline={end}")
+        wait_for(lambda: running(c, expander), 30, every=0.3)
+        job = scontrol_job(c, expander)
+        start, stop, deadline = when(job["StartTime"]), when(job["EndTime"]), when(job["Deadline"])
+        assert deadline == when(end) and stop <= deadline, job
+        h, m, s = map(int, job["TimeLimit"].split(":"))
+        assert s == 0 and h * 60 + m == int((deadline - start).total_seconds() // 60), job
+        late = sbatch(c, ids, "site-late", f"-N 2 --deadline={end} --time=10")
+        wait_for(lambda: scontrol_job(c, late)["JobState"] == "DEADLINE", 30, every=0.3)
