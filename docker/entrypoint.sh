@@ -2,7 +2,7 @@
 # Entry point of the cluster image: `reshape-node head [daemon args...]` or `reshape-node compute`;
 # with the Slurm overlay (docker/slurm-compose.yml) `slurm-head` or `slurm-compute`.
 #
-# Both roles: host keys for this container, the cluster's ssh key from the shared
+# Both roles: an ed25519 host key for this container, the cluster's ssh key from the shared
 # volume /cluster (the first node to start makes it, under a mkdir lock; the
 # others wait for it) authorized for root, and sshd; likewise the CURVE keys of
 # the daemon and its clients in /cluster/keys ($RESHAPE_KEYS, `reshape keys`).
