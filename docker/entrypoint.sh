@@ -2,7 +2,7 @@
 # Entry point of the cluster image: `reshape-node head [daemon args...]` or `reshape-node compute`;
 # with the Slurm overlay (docker/slurm-compose.yml) `slurm-head` or `slurm-compute`.
 #
-# Both roles: host keys for this container, the cluster's ssh key from the shared
+# Both roles: an ed25519 host key for this container, the cluster's ssh key from the shared
 # volume /cluster (the first node to start makes it, under a mkdir lock; the
 # others wait for it) authorized for root, and sshd; likewise the CURVE keys of
 # the daemon and its clients in /cluster/keys ($RESHAPE_KEYS, `reshape keys`).
@@ -12,55 +12,58 @@
 set -eu
 role=${1:-compute}
 [ $# -gt 0 ] && shift
+
+# wait_for WHAT FILE...: until every FILE is non-empty, looking every 0.1 s, at most 120 s
+wait_for() {
+    what=$1
+    shift
+    n=0
+    for f in "$@"; do
+        while [ ! -s "$f" ]; do
+            if [ $n -ge 1200 ]; then
+                echo "reshape-node: no $what ($f) after 120 s (remove $(dirname "$f")/.lock if a node died making it)" >&2
+                exit 1
+            fi
+            sleep 0.1
+            n=$((n + 1))
+        done
+    done
+}
+
+# This container's host key: ed25519 only (RSA and ECDSA keys, which `ssh-keygen -A` makes too, cost
+# a second of CPU each per container: seconds of start-up when the whole cluster starts at once).
+[ -s /etc/ssh/ssh_host_ed25519_key ] || ssh-keygen -q -t ed25519 -N '' -f /etc/ssh/ssh_host_ed25519_key
+
+# The cluster's keys, each made once in the shared volume by the first node to take its lock (all
+# of them first, so that different nodes make different keys at the same time), then waited for:
+# the ssh key, the CURVE keys of the daemon and its clients ($RESHAPE_KEYS, `reshape keys`), and
+# for the Slurm roles munge's key.
 keydir=/cluster/ssh
-mkdir -p "$keydir"
-ssh-keygen -A >/dev/null
+curve=${RESHAPE_KEYS:-/cluster/keys}
+mk=/cluster/slurm
+mkdir -p "$keydir" "$curve" "$mk"
 if [ ! -s "$keydir/id_ed25519.pub" ] && mkdir "$keydir/.lock" 2>/dev/null; then
     ssh-keygen -q -t ed25519 -N '' -C reshape-cluster -f "$keydir/id_ed25519.tmp"
-    mv "$keydir/id_ed25519.tmp.pub" "$keydir/id_ed25519.pub"
     mv "$keydir/id_ed25519.tmp" "$keydir/id_ed25519"
+    mv "$keydir/id_ed25519.tmp.pub" "$keydir/id_ed25519.pub"
 fi
-waited=0
-while [ ! -s "$keydir/id_ed25519.pub" ]; do
-    if [ $waited -ge 120 ]; then
-        echo "reshape-node: no cluster key in $keydir after 120 s (remove $keydir/.lock if a node died making it)" >&2
-        exit 1
-    fi
-    sleep 1
-    waited=$((waited + 1))
-done
-install -m 600 "$keydir/id_ed25519.pub" /root/.ssh/authorized_keys
-
-# CURVE keys: the daemon's pair and the client pair used by the CLI, jobs and node monitors.
-curve=${RESHAPE_KEYS:-/cluster/keys}
-if [ ! -s "$curve/client.key_secret" ] && mkdir -p "$curve" && mkdir "$curve/.lock" 2>/dev/null; then
-    reshape keys --dir "$curve" >/dev/null
-fi
-waited=0
-while [ ! -s "$curve/client.key_secret" ] || [ ! -s "$curve/server.key" ]; do
-    if [ $waited -ge 120 ]; then
-        echo "reshape-node: no CURVE keys in $curve after 120 s (remove $curve/.lock if a node died making them)" >&2
-        exit 1
-    fi
-    sleep 1
-    waited=$((waited + 1))
-done
-export RESHAPE_KEYS="$curve"
-
-# Slurm roles: one munge key for the cluster (made like the ssh key), munged, then
-# slurmctld (head) or slurmd (compute) in the foreground, with docker/slurm/slurm.conf.
-start_munge() {
-    mk=/cluster/slurm
-    mkdir -p "$mk"
+case "$role" in slurm-*)
     if [ ! -s "$mk/munge.key" ] && mkdir "$mk/.lock" 2>/dev/null; then
         head -c 1024 /dev/urandom > "$mk/munge.key.tmp" && mv "$mk/munge.key.tmp" "$mk/munge.key"
     fi
-    waited=0
-    while [ ! -s "$mk/munge.key" ]; do
-        [ $waited -ge 120 ] && { echo "reshape-node: no munge key in $mk after 120 s" >&2; exit 1; }
-        sleep 1
-        waited=$((waited + 1))
-    done
+esac
+if [ ! -s "$curve/client.key_secret" ] && mkdir "$curve/.lock" 2>/dev/null; then
+    reshape keys --dir "$curve" >/dev/null
+fi
+wait_for "cluster ssh key" "$keydir/id_ed25519" "$keydir/id_ed25519.pub"
+install -m 600 "$keydir/id_ed25519.pub" /root/.ssh/authorized_keys
+wait_for "CURVE keys" "$curve/server.key" "$curve/client.key_secret"
+export RESHAPE_KEYS="$curve"
+
+# Slurm roles: munged with the cluster's key, then slurmctld (head) or slurmd (compute) in the
+# foreground, with docker/slurm/slurm.conf.
+start_munge() {
+    wait_for "munge key" "$mk/munge.key"
     install -o munge -g munge -m 400 "$mk/munge.key" /etc/munge/munge.key
     mkdir -p /run/munge && chown munge:munge /run/munge
     runuser -u munge -- /usr/sbin/munged

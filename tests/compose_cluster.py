@@ -114,16 +114,28 @@ class ComposeCluster:
                   "{{.State.Health.Status}}{{end}}", cid], 30)
         return r.stdout.strip()
 
+    def healths(self) -> dict[str, str]:
+        """``health`` of every service of the project at once: two docker commands, no compose command
+        (one compose command per service is seconds per look on a loaded machine)."""
+        ids = _run(["docker", "ps", "-aq", "--filter", f"label=com.docker.compose.project={self.project}"],
+                   30).stdout.split()
+        if not ids:
+            return {}
+        r = _run(["docker", "inspect", "--format", '{{index .Config.Labels "com.docker.compose.service"}} '
+                  "{{.State.Status}}/{{if .State.Health}}{{.State.Health.Status}}{{end}}", *ids], 30)
+        return dict(line.split(" ", 1) for line in r.stdout.splitlines() if " " in line)
+
     def wait_healthy(self, timeout: float, services=SERVICES) -> None:
         end = time.monotonic() + timeout
         while True:
-            states = {s: self.health(s) for s in services}
+            now = self.healths()
+            states = {s: now.get(s, "missing") for s in services}
             if all(v == "running/healthy" for v in states.values()):
                 return
             if time.monotonic() > end:
                 raise AssertionError(f"services not healthy after {timeout:.0f}s: {states}\n"
                                      f"{self.cmd('logs', '--tail', '40', check=False).stdout[-4000:]}")
-            time.sleep(1)
+            time.sleep(0.5)
 
     def down(self) -> None:
         self.cmd("down", "-v", "--remove-orphans", "--timeout", "5", timeout=180, check=False)

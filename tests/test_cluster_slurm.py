@@ -1,22 +1,30 @@
 """reshape with a real Slurm 22.05: slurmctld, slurmd and munge in the compose cluster (marker ``cluster``).
 
 The Slurm overlay (``docker/slurm-compose.yml``) runs slurmctld on the head
-and slurmd on node1..node4 (2 CPUs each). The tests use Slurm as a user
-would, from the head: ``salloc`` with a daemon inside the allocation, and
-``reshape submit --slurm`` with a job that grows onto nodes Slurm grants
-(expander jobs), gives nodes back to a waiting ``sbatch`` job, keeps its size
-when the cluster is full, and ends with ``scancel`` leaving nothing behind.
-Skips, with one line, only where no Docker engine runs.
+and slurmd on node1..node16 (2 CPUs each); partition ``batch`` (the default)
+has all sixteen, ``small`` node1..node4. The reshape tests use Slurm as a user
+would, from the head, in ``small``: ``salloc`` with a daemon inside the
+allocation, and ``reshape submit --slurm`` with a job that grows onto nodes
+Slurm grants (expander jobs), gives nodes back to a waiting ``sbatch`` job,
+keeps its size when the partition is full, and ends with ``scancel`` leaving
+nothing behind. The site tests check the sixteen nodes and what Slurm itself
+does in ``batch``: backfill's predicted start times for rigid jobs with time
+limits, shrinking a running job with ``scontrol update``, and an expander
+whose ``--deadline`` keeps it from outliving its parent. One cluster for all
+of them. Skips, with one line, only where no Docker engine runs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shlex
 import time
+from datetime import datetime
 
+import hostlist
 import pytest
 
 from tests.compose_cluster import NOTES, TIMINGS, ComposeCluster, base_image, unavailable
@@ -24,7 +32,9 @@ from tests.helpers import expansion_times, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
-NODES = ("node1", "node2", "node3", "node4")
+NODES = ("node1", "node2", "node3", "node4")  # partition small, where the reshape tests run
+ALL = tuple(f"node{i}" for i in range(1, 17))  # partition batch, the default
+SMALL = "small"
 FILES = ("docker-compose.yml", "docker/slurm-compose.yml")
 
 
@@ -39,10 +49,8 @@ def slurm():
     c = ComposeCluster(f"reshapes{os.getpid()}", base, FILES)
     try:
         c.down()
-        t0 = time.monotonic()
-        c.build()
-        TIMINGS["slurm up"] = c.up()
-        TIMINGS["slurm up"] = time.monotonic() - t0
+        TIMINGS["slurm build"] = c.build()
+        TIMINGS[f"slurm up ({len(ALL)} nodes idle)"] = c.up()
         yield c
     finally:
         c.down()
@@ -53,11 +61,13 @@ def sh(c: ComposeCluster, command: str, timeout: float = 60) -> str:
 
 
 def squeue(c: ComposeCluster) -> list[dict]:
+    """Every job in Slurm's queue; hostlists expanded here (python-hostlist, as the daemon does), so that a
+    look is one command in the head, quick enough to catch a short job running."""
     out = sh(c, "squeue -h -o '%i|%j|%T|%N|%r'")
     rows = []
     for line in out.splitlines():
         jid, name, state, nodes, reason = line.split("|")
-        hosts = sh(c, f"scontrol show hostnames {shlex.quote(nodes)}").split() if nodes else []
+        hosts = hostlist.expand_hostlist(nodes) if nodes else []
         rows.append({"id": jid, "name": name, "state": state, "hosts": hosts, "reason": reason})
     return rows
 
@@ -67,8 +77,9 @@ def status(c: ComposeCluster, sid: str) -> dict:
 
 
 def quiet(c: ComposeCluster, timeout: float = 60) -> None:
-    """No Slurm job left and every node idle."""
-    wait_for(lambda: not squeue(c) and sh(c, "sinfo -h -o '%T %D'").split() == ["idle", "4"], timeout, every=0.5)
+    """No Slurm job left and every node of partition small idle."""
+    wait_for(lambda: not squeue(c) and sh(c, f"sinfo -h -p {SMALL} -o '%T %D'").split() == ["idle", "4"],
+             timeout, every=0.5)
 
 
 def leftovers(c: ComposeCluster) -> dict[str, str]:
@@ -82,7 +93,7 @@ def leftovers(c: ComposeCluster) -> dict[str, str]:
 
 
 def submit_slurm(c: ComposeCluster, path: str) -> str:
-    return json.loads(sh(c, f"reshape submit --slurm --json {path}"))["slurm_job_ids"][0]
+    return json.loads(sh(c, f"reshape submit --slurm --json --sbatch=--partition={SMALL} {path}"))["slurm_job_ids"][0]
 
 
 def test_a_daemon_inside_salloc_takes_the_allocation_as_its_pool(slurm):
@@ -107,7 +118,7 @@ reshape stop --endpoint tcp://head:5600
 wait $d
 """
     c.exec("head", "cat > /tmp/salloc.sh", input=script)
-    out = sh(c, "salloc -N 2 sh /tmp/salloc.sh 2>/dev/null", timeout=180)
+    out = sh(c, f"salloc -p {SMALL} -N 2 sh /tmp/salloc.sh 2>/dev/null", timeout=180)
     banner = sh(c, "cat /tmp/salloc-daemon.log")
     assert "4 slots" in banner and re.search(r"pool from Slurm allocation \d+; launcher slurm", banner), banner
     hist = json.loads(out[out.index("{"):out.rindex("}") + 1])
@@ -136,7 +147,7 @@ def test_a_job_grows_onto_nodes_slurm_grants_and_gives_them_back_to_a_waiting_jo
 
     # a plain sbatch job waits for two nodes: the job shrinks off two and Slurm starts it there
     t1 = time.monotonic()
-    other = sh(c, "sbatch --parsable -N 2 --job-name=other --wrap 'hostname; sleep 4'").strip()
+    other = sh(c, f"sbatch --parsable -p {SMALL} -N 2 --job-name=other --wrap 'hostname; sleep 4'").strip()
     started = wait_for(lambda: next((q for q in squeue(c) if q["id"] == other and q["state"] == "RUNNING"),
                                     None), 90, every=0.2)
     TIMINGS["slurm waiting job started on released nodes"] = time.monotonic() - t1
@@ -199,7 +210,7 @@ def test_when_slurm_does_not_start_the_expander_it_is_cancelled_and_the_job_keep
 def test_on_a_full_cluster_slurm_grants_nothing_and_the_job_keeps_its_size(slurm):
     c = slurm
     quiet(c, 120)
-    blocker = sh(c, "sbatch --parsable -N 3 --job-name=blocker --wrap 'sleep 300'").strip()
+    blocker = sh(c, f"sbatch --parsable -p {SMALL} -N 3 --job-name=blocker --wrap 'sleep 300'").strip()
     try:
         wait_for(lambda: any(q["id"] == blocker and q["state"] == "RUNNING" for q in squeue(c)), 30, every=0.3)
         sid = submit_slurm(c, "docker/jobs/slurm.toml")
@@ -211,3 +222,159 @@ def test_on_a_full_cluster_slurm_grants_nothing_and_the_job_keeps_its_size(slurm
     finally:
         sh(c, f"scancel {blocker}; scancel --name=heat-slurm")
     wait_for(lambda: not squeue(c) and not leftovers(c), 60, every=0.5)
+
+
+# ---------------------------------------------------------------------- the site: 16 nodes, Slurm's own scheduling
+# What a controller beside Slurm reads about pending jobs (priority, time limit, predicted start, reason).
+PENDING_FORMAT = "%i|%j|%T|%u|%D|%r|%S|%Q|%l|%P"
+_KEY = re.compile(r" (?=[A-Za-z][A-Za-z0-9_:/]*=)")
+
+
+def when(text: str) -> datetime | None:
+    """A Slurm time (``2026-11-26T08:32:35``, the head's clock) or None (``N/A``, ``Unknown``, ``None``...)."""
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+def scontrol_job(c: ComposeCluster, jid: str) -> dict[str, str]:
+    """``scontrol show job -o``: one line of ``Key=Value`` fields. A value may hold ``=`` (``TRES=cpu=8,node=4``)
+    or be empty (``Power=``), so the line is split only before a space and a ``Key=``."""
+    line = sh(c, f"scontrol show job -o {jid}").strip()
+    return dict(field.split("=", 1) for field in _KEY.split(line))
+
+
+def start_times(c: ComposeCluster) -> dict[str, datetime]:
+    """Pending jobs with a start time predicted by Slurm, from plain ``squeue --start``
+    (JOBID PARTITION NAME USER ST START_TIME NODES SCHEDNODES NODELIST(REASON); ``N/A`` before one is known)."""
+    out = {}
+    for line in sh(c, "squeue --start -h").splitlines():
+        f = line.split()
+        if len(f) >= 6 and when(f[5]):
+            out[f[0]] = when(f[5])
+    return out
+
+
+def pending(c: ComposeCluster) -> dict[str, dict]:
+    rows = {}
+    for line in sh(c, f"squeue -h -t PD -o '{PENDING_FORMAT}'").splitlines():
+        jid, name, state, user, nodes, reason, start, prio, limit, part = line.split("|")
+        rows[jid] = {"name": name, "state": state, "user": user, "nodes": int(nodes), "reason": reason,
+                     "start": when(start), "priority": int(prio), "limit": limit, "partition": part}
+    return rows
+
+
+def running(c: ComposeCluster, jid: str) -> dict | None:
+    return next((q for q in squeue(c) if q["id"] == jid and q["state"] == "RUNNING"), None)
+
+
+def quiet_site(c: ComposeCluster, timeout: float = 120) -> None:
+    """No Slurm job left and all sixteen nodes idle."""
+    wait_for(lambda: not squeue(c) and sh(c, "sinfo -h -p batch -o '%T %D'").split() == ["idle", str(len(ALL))],
+             timeout, every=0.5)
+
+
+@contextlib.contextmanager
+def site_jobs(c: ComposeCluster):
+    """The ids of the jobs a test submits (``sbatch`` below): all cancelled at the end, failed or not."""
+    ids: list[str] = []
+    try:
+        yield ids
+    finally:
+        if ids:
+            c.exec("head", "scancel " + " ".join(ids), check=False)
+        wait_for(lambda: not [q for q in squeue(c) if q["id"] in ids], 60, every=0.5)
+
+
+def sbatch(c: ComposeCluster, ids: list[str], name: str, args: str) -> str:
+    jid = sh(c, f"sbatch --parsable -J {name} {args} --output /dev/null --wrap 'sleep 600'").strip()
+    ids.append(jid)
+    return jid
+
+
+def test_the_site_has_sixteen_idle_nodes_of_two_cpus_in_a_default_and_a_small_partition(slurm):
+    c = slurm
+    quiet_site(c)
+    rows = [line.split() for line in sh(c, "sinfo -h -N -p batch -o '%N %T %c'").splitlines()]
+    assert sorted(r[0] for r in rows) == sorted(ALL) and {(r[1], r[2]) for r in rows} == {("idle", "2")}, rows
+    assert sh(c, f"sinfo -h -p {SMALL} -o '%T %D %N'").split() == ["idle", "4", "node[1-4]"]
+    parts = {p.split()[0]: p for p in sh(c, "scontrol show partition -o").splitlines()}
+    assert "Default=YES" in parts["PartitionName=batch"] and "Default=NO" in parts[f"PartitionName={SMALL}"], parts
+
+
+def test_backfill_predicts_when_rigid_jobs_with_time_limits_start(slurm):
+    """A blocker (6 nodes, 2 min) runs; a 12-node job (3 min) can start only when it ends, and an 8-node
+    job (3 min) only when that one ends: ``squeue --start`` predicts both, to the second, within a few
+    seconds of submission, the same at every look (nothing ends meanwhile), and ``squeue -o`` and
+    ``scontrol show job -o`` say the same."""
+    c = slurm
+    quiet_site(c)
+    with site_jobs(c) as ids:
+        blocker = sbatch(c, ids, "site-blocker", "-N 6 --time=2")
+        wait_for(lambda: running(c, blocker), 30, every=0.3)
+        blocker_end = when(scontrol_job(c, blocker)["EndTime"])
+        t0 = time.monotonic()
+        a = sbatch(c, ids, "site-a", "-N 12 --time=3")
+        b = sbatch(c, ids, "site-b", "-N 8 --time=3")
+        starts = wait_for(lambda: (s := start_times(c)) and a in s and b in s and s, 30, every=0.2)
+        NOTES["slurm start predicted after submit (s)"] = f"{time.monotonic() - t0:.1f}"
+        assert abs((starts[a] - blocker_end).total_seconds()) <= 2, (starts, blocker_end)
+        assert abs((starts[b] - starts[a]).total_seconds() - 180) <= 2, starts
+        rows = pending(c)
+        assert rows[a]["nodes"] == 12 and rows[b]["nodes"] == 8, rows
+        assert {rows[a]["reason"], rows[b]["reason"]} <= {"Resources", "Priority"}, rows
+        assert rows[a]["priority"] > rows[b]["priority"], rows  # priority/basic: first come, first served
+        assert rows[a]["limit"] == rows[b]["limit"] == "3:00" and rows[a]["partition"] == "batch", rows
+        assert (rows[a]["start"], rows[b]["start"]) == (starts[a], starts[b]), (rows, starts)
+        job = scontrol_job(c, a)
+        assert (job["JobState"], job["TimeLimit"], job["Partition"]) == ("PENDING", "00:03:00", "batch"), job
+        assert when(job["StartTime"]) == starts[a] and job["Reason"] == rows[a]["reason"], job
+        time.sleep(2)
+        again = start_times(c)
+        assert {j: again.get(j) for j in (a, b)} == {a: starts[a], b: starts[b]}, (again, starts)
+
+
+def test_scontrol_update_shrinks_a_running_job_and_a_waiting_job_starts_on_the_nodes_it_gave_back(slurm):
+    c = slurm
+    quiet_site(c)
+    with site_jobs(c) as ids:
+        big = sbatch(c, ids, "site-shrunk", "-N 6 --time=5")
+        hosts = wait_for(lambda: running(c, big), 30, every=0.3)["hosts"]
+        waiting = sbatch(c, ids, "site-waiting", "-N 12 --time=1")
+        wait_for(lambda: pending(c).get(waiting, {}).get("reason") == "Resources", 30, every=0.3)
+        keep = hosts[:2]
+        t0 = time.monotonic()
+        sh(c, f"scontrol update JobId={big} NodeList={','.join(keep)}")
+        job = scontrol_job(c, big)
+        assert (job["JobState"], job["NumNodes"], job["BatchHost"]) == ("RUNNING", "2", keep[0]), job
+        assert hostlist.expand_hostlist(job["NodeList"]) == keep and when(job["ResizeTime"]), job
+        started = wait_for(lambda: running(c, waiting), 30, every=0.2)
+        TIMINGS["slurm shrink by scontrol update -> waiting job runs"] = time.monotonic() - t0
+        assert len(started["hosts"]) == 12 and not set(started["hosts"]) & set(keep), started
+        assert running(c, big)["hosts"] == keep
+        t1 = time.monotonic()
+        sh(c, f"scancel {big} {waiting}")
+        quiet_site(c, 60)
+        TIMINGS["slurm scancel -> 16 nodes idle"] = time.monotonic() - t1
+
+
+def test_an_expander_given_its_parents_end_as_deadline_ends_no_later_than_the_parent(slurm):
+    """``sbatch --deadline=<the parent's EndTime>`` without ``--time``: Slurm sets the time limit when the job
+    starts, to the whole minutes left before the deadline, so a job that started late still ends in time;
+    one whose ``--time`` cannot end before the deadline is not run at all (state DEADLINE)."""
+    c = slurm
+    quiet_site(c)
+    with site_jobs(c) as ids:
+        parent = sbatch(c, ids, "site-parent", "-N 2 --time=3")
+        wait_for(lambda: running(c, parent), 30, every=0.3)
+        end = scontrol_job(c, parent)["EndTime"]
+        expander = sbatch(c, ids, "site-expander", f"-N 2 --deadline={end}")
+        wait_for(lambda: running(c, expander), 30, every=0.3)
+        job = scontrol_job(c, expander)
+        start, stop, deadline = when(job["StartTime"]), when(job["EndTime"]), when(job["Deadline"])
+        assert deadline == when(end) and stop <= deadline, job
+        h, m, s = map(int, job["TimeLimit"].split(":"))
+        assert s == 0 and h * 60 + m == int((deadline - start).total_seconds() // 60), job
+        late = sbatch(c, ids, "site-late", f"-N 2 --deadline={end} --time=10")
+        wait_for(lambda: scontrol_job(c, late)["JobState"] == "DEADLINE", 30, every=0.3)

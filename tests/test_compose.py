@@ -137,3 +137,41 @@ def test_scripts_are_executable_and_parse():
         assert os.access(path, os.X_OK), f"{script} is not executable"
         res = subprocess.run(["sh", "-n", path], capture_output=True, text=True)
         assert res.returncode == 0, res.stderr
+
+
+def test_the_slurm_overlay_runs_a_slurmd_for_every_node_of_slurm_conf_and_nothing_waits(compose, validator):
+    """docker/slurm-compose.yml (docs/slurm.md): valid on its own, one slurmd container per node of
+    docker/slurm/slurm.conf (at least 16), those not in the base file defined in full like the base
+    file's nodes, the head started beside them (not after their health checks) and healthy once every
+    node of the default partition, which covers them all, is idle."""
+    import hostlist
+
+    with open(os.path.join(ROOT, "docker", "slurm-compose.yml")) as f:
+        overlay = yaml.safe_load(f)
+    assert errors(validator, overlay) == []
+    with open(os.path.join(ROOT, "docker", "slurm", "slurm.conf")) as f:
+        conf = f.read()
+    (nodes,) = re.findall(r"^NodeName=(\S+) CPUs=2 ", conf, re.M)
+    nodes = hostlist.expand_hostlist(nodes)
+    parts = dict(re.findall(r"^PartitionName=(\S+) Nodes=(\S+)", conf, re.M))
+    (default,) = re.findall(r"^PartitionName=(\S+) .*Default=YES", conf, re.M)
+    assert len(nodes) >= 16 and hostlist.expand_hostlist(parts[default]) == nodes
+    assert hostlist.expand_hostlist(parts["small"]) == ["node1", "node2", "node3", "node4"]
+
+    services = overlay["services"]
+    assert sorted(s for s in services if s != "head") == sorted(nodes)
+    base = compose["services"]["node1"]
+    for name in nodes:
+        svc = services[name]
+        assert svc["command"] == ["slurm-compute"], name
+        assert svc["healthcheck"]["test"][0] == "CMD", name
+        if name not in compose["services"]:
+            assert svc["hostname"] == name
+            assert svc["image"] == base["image"] and "build" not in svc  # the image node1..node4 build
+            for key in ("volumes", "networks", "cap_add", "shm_size", "init", "restart"):
+                assert svc[key] == base[key], (name, key)
+    head = services["head"]
+    assert head["command"] == ["slurm-head"]
+    assert head["depends_on"] == {n: {"condition": "service_started"} for n in nodes}
+    check = head["healthcheck"]["test"][-1]
+    assert f"-p {default}" in check and f"'idle {len(nodes)}'" in check
