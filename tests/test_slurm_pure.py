@@ -117,9 +117,9 @@ def test_an_expander_ends_with_its_job_and_starts_after_every_waiting_job():
     t = [tenant(["node1"] * 2 + ["node2"] * 2)]
     main = job("7", "heat", "RUNNING", ["node1", "node2"], end=600.0)
     assert [o for o in b.step(100, [main], 2, USED, t, lambda j, e: 6) if isinstance(o, Submit)] == \
-        [Submit("7", 1, 500.0)]
+        [Submit("7", 1, 600.0)]
     short = broker()  # a job ending within the expire margin asks for nothing
-    main = job("7", "heat", "RUNNING", ["node1", "node2"], end=120.0)
+    main = job("7", "heat", "RUNNING", ["node1", "node2"], end=180.0)
     assert not [o for o in short.step(100, [main], 2, USED, t, lambda j, e: 6) if isinstance(o, Submit)]
 
 

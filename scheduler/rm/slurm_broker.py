@@ -30,9 +30,9 @@ takes one look at Slurm and returns operations, applied by the adapters
    the Remap Scheduler would expand (a what-if over the pure policy, per
    job), largest measured gain per processor first; at most one request per
    group in flight, sized to the policy's next step. An expander is
-   submitted with the lowest priority (``--nice``) and a time limit that
-   ends with its main job, so Slurm's backfill starts it only where it
-   delays no waiting job. One not started after ``grant_timeout`` is
+   submitted with the lowest priority (``--nice``) and a ``--deadline`` at
+   its main job's end (Slurm then limits it to the minutes left), so Slurm's
+   backfill starts it only where it delays no waiting job. One not started after ``grant_timeout`` is
    cancelled and its group asks again only after three grant timeouts.
 4. **Give back.** A granted node no rank used for ``idle_release`` seconds
    goes back; an expander whose end comes within ``expire_margin`` is
@@ -57,11 +57,11 @@ LIVE = ("RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED")  # a main job in th
 # ---------------------------------------------------------------------- operations
 @dataclass(frozen=True)
 class Submit:
-    """Ask Slurm for ``nodes`` more nodes for group ``main`` (one expander job, ``time_limit`` seconds)."""
+    """Ask Slurm for ``nodes`` more nodes for group ``main`` (one expander job ending by ``deadline``)."""
 
     main: str
     nodes: int
-    time_limit: float | None = None
+    deadline: float | None = None  # the main job's end (epoch seconds), if it has a time limit
 
 
 @dataclass(frozen=True)
@@ -461,12 +461,12 @@ class Broker:
             if nodes > idle:
                 continue
             main = by_id.get(g)
-            limit = None if main is None or main.end is None else main.end - now
-            if limit is not None and limit <= self.expire_margin:
-                continue  # it ends before an expander would be worth it
+            end = None if main is None else main.end
+            if end is not None and end - now <= max(90.0, 2 * self.expire_margin):
+                continue  # it ends before an expander would be worth it (Slurm counts whole minutes)
             self.submitting[g] = now
             idle -= nodes
-            ops.append(Submit(g, nodes, limit))
+            ops.append(Submit(g, nodes, end))
         return ops
 
     def _idle_release(self, now: float, free: list[str], tenants: Sequence[Tenant], want: Want) -> list:

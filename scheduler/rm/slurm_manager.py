@@ -165,7 +165,7 @@ class SlurmManager(ResourceManager):
         elif isinstance(op, AskShrink):
             s.request_shrink(op.job_id, op.nprocs, op.why, now)
         elif isinstance(op, Submit):
-            out.put(("submit", op.main, op.nodes, op.time_limit))
+            out.put(("submit", op.main, op.nodes, op.deadline))
             self.note(f"asked Slurm for {op.nodes} node(s) for job {op.main}")
         elif isinstance(op, Ended):
             return self.ended(s, op, now)

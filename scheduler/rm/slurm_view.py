@@ -137,11 +137,12 @@ def look(part: list[str]) -> tuple[list[SlurmJob], int]:
     return jobs, idle
 
 
-def submit_expander(main: str, nodes: int, part: list[str], time_limit: float | None) -> str:
-    """``sbatch`` an expander job of ``nodes`` nodes for job ``main``; its Slurm id. The time limit is
-    rounded down to whole minutes (Slurm's unit), at least one."""
-    limit = [] if time_limit is None else ["--time", str(max(1, int(time_limit // 60)))]
-    out = run(["sbatch", "--parsable", "-N", str(nodes), *part, *limit, f"--nice={EXPANDER_NICE}",
+def submit_expander(main: str, nodes: int, part: list[str], deadline: float | None) -> str:
+    """``sbatch`` an expander job of ``nodes`` nodes for job ``main``; its Slurm id. ``deadline``: its
+    main job's end (epoch seconds): ``--deadline`` makes Slurm give it, when it starts, a time limit
+    of the whole minutes left (a job that cannot fit never starts)."""
+    until = [] if deadline is None else ["--deadline", time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(deadline))]
+    out = run(["sbatch", "--parsable", "-N", str(nodes), *part, *until, f"--nice={EXPANDER_NICE}",
                "--job-name", expander_name(main), "--output", "/dev/null", "--wrap", expander_script(main)])
     return out.strip().split(";")[0]
 
@@ -150,7 +151,7 @@ def submit_expander(main: str, nodes: int, part: list[str], time_limit: float | 
 class SlurmEdge:
     """Runs Slurm commands off the daemon's loop: a look every ``period`` s, operations as queued.
 
-    Outbox (from the loop): ``("submit", main, nodes, time_limit)``, ``("cancel", job)``, ``("end", main)``
+    Outbox (from the loop): ``("submit", main, nodes, deadline)``, ``("cancel", job)``, ``("end", main)``
     (the job and its expanders),
     ``("keep", job, hosts)`` (shrink a Slurm job to these nodes). Inbox (to the loop):
     ``("view", jobs, idle, seen)``, ``("submitted", main, job or None, t0, error or None)``,
