@@ -69,6 +69,10 @@ class SlurmSite(SlurmManager):
     def pool(self, saved_slots: int | None) -> Pool:
         return self._pool
 
+    @property
+    def launcher(self) -> str | None:
+        return None  # the controller launches nothing: each job's batch script does, with the slurm launcher
+
     def group_of(self, j: Job) -> str | None:
         return j.allocation
 
