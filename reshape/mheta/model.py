@@ -1,7 +1,7 @@
 """MHETA: per-iteration time of any GEN_BLOCK split from one instrumented iteration.
 
 Seed 004 ch. 5. Inputs: the application structure
-(:mod:`reshape.shared.structure`) and a :class:`Profile` measured in one
+(:mod:`reshape.mheta.structure`) and a :class:`Profile` measured in one
 iteration under BLOCK (per node: per-stage computation time ``T_phi``, seek
 overheads ``O_r``/``O_w``, per-row read/write latencies ``r(m)``/``w(m)``,
 memory; and the microbenchmarked communication costs).
@@ -47,7 +47,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from reshape.shared.structure import AppStructure, Section, Stage, StructureError, max_resident_rows, plan_memory
+from reshape.mheta.structure import AppStructure, Section, Stage, StructureError, max_resident_rows, plan_memory
 
 __all__ = ["CommProfile", "Mheta", "NodeProfile", "Prediction", "Profile", "load_profile"]
 

@@ -31,8 +31,8 @@ from contextlib import contextmanager
 import numpy as np
 from mpi4py import MPI
 
+from reshape.mheta.model import CommProfile, NodeProfile, Profile
 from reshape.mpiutil import barrier, wait, wait_all
-from reshape.shared.mheta import CommProfile, NodeProfile, Profile
 
 __all__ = ["Recorder", "gather_profile", "measure_comm", "median_node_profile", "probe_disk"]
 

@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from reshape.layout import even_counts
-from reshape.shared.cluster import Cluster
-from reshape.shared.mheta import Mheta, Profile
-from reshape.shared.search import SearchResult, ga, gbs, gs, sa
-from reshape.shared.structure import AppStructure, StructureError, max_resident_rows, plan_memory
+from reshape.mheta.cluster import Cluster
+from reshape.mheta.model import Mheta, Profile
+from reshape.mheta.search import SearchResult, ga, gbs, gs, sa
+from reshape.mheta.structure import AppStructure, StructureError, max_resident_rows, plan_memory
 
 __all__ = [
     "Choice",
@@ -62,7 +62,7 @@ def choose_split(
     nearest-neighbour chain (the applications here need >= 1 row per rank).
     ``search``: ``gbs`` is the thesis's GBS (optimal for the time without
     blocking); ``gbs-b`` (default) continues from GBS's split by descent on the
-    predicted time with blocking (:func:`reshape.shared.search.descend`), so
+    predicted time with blocking (:func:`reshape.mheta.search.descend`), so
     the split is never predicted slower than GBS's; ``gs``, ``ga``, ``sa``.
     """
     if search not in SEARCHES:

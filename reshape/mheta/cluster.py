@@ -16,7 +16,7 @@ Emulation on one machine (:class:`Emulator`), applied by every rank to itself:
   cost so the pace, not the host load, sets the time (steps that overrun are
   counted in ``Emulator.overruns``).
 * **Smaller memory**: a cap on the bytes the rank's arrays may keep in core;
-  :func:`reshape.shared.structure.plan_memory` turns it into in-core arrays
+  :func:`reshape.mheta.structure.plan_memory` turns it into in-core arrays
   and ICLA sizes, and the out-of-core arrays stream through memory in pieces.
 * **Slower disk**: every HDF5 read or write really happens, then the rank
   sleeps until it has taken ``seek + bytes / bandwidth``.

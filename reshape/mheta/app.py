@@ -4,7 +4,7 @@
 and its HDF5 store, and provides the instrumented run that produces the MHETA
 profile (:meth:`OOCApp._instrumented`), the timed run used for validation
 (:meth:`OOCApp.timed`) and cleanup. A subclass supplies ``structure`` (its
-:class:`~reshape.shared.structure.AppStructure`), ``iterate()``, ``n`` (its
+:class:`~reshape.mheta.structure.AppStructure`), ``iterate()``, ``n`` (its
 current row count) and ``instrument()``, which calls ``_instrumented``.
 """
 
@@ -17,11 +17,11 @@ from collections.abc import Callable
 import numpy as np
 from mpi4py import MPI
 
+from reshape.mheta.cluster import Cluster, Emulator
+from reshape.mheta.instrument import Recorder, gather_profile, measure_comm, median_node_profile
+from reshape.mheta.model import Profile
+from reshape.mheta.ooc import LocalStore
 from reshape.mpiutil import barrier
-from reshape.shared.cluster import Cluster, Emulator
-from reshape.shared.instrument import Recorder, gather_profile, measure_comm, median_node_profile
-from reshape.shared.mheta import Profile
-from reshape.shared.ooc import LocalStore
 
 __all__ = ["OOCApp"]
 
@@ -51,7 +51,7 @@ class OOCApp:
         """``repeats`` instrumented iterations (forced I/O, synchronous reads) -> the MHETA profile.
 
         The median of each quantity is kept
-        (:func:`~reshape.shared.instrument.median_node_profile`); ``before``
+        (:func:`~reshape.mheta.instrument.median_node_profile`); ``before``
         runs untimed before each iteration.
         """
         cp = measure_comm(self.comm, self.cols * 8)
