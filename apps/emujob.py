@@ -14,7 +14,7 @@ instead of computing, so time-scaled workloads of many "processors" (seed
 001 §4.2, 36 processors) can run against the real daemon on a small machine;
 the job file says ``launch = "single"`` so Job Startup runs one process.
 It talks to the scheduler exactly as the resize runtime does: a
-:class:`reshape.advice.Advisor` from the environment.
+:class:`reshape.joblink.advice.Advisor` from the environment.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import random
 import sys
 import time
 
-from reshape import jobenv as E
-from reshape.advice import ResizeReport, advisor_from_env
+from reshape.joblink import jobenv as E
+from reshape.joblink.advice import ResizeReport, advisor_from_env
 from reshape.layout import nearly_square_grid
 
 __all__ = ["iteration_time", "main", "parse_times", "table_time"]

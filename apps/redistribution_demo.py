@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from reshape.advice import parse_plan
+from reshape.joblink.advice import parse_plan
 
 
 def _run(args) -> int:
@@ -68,7 +68,7 @@ def _run(args) -> int:
 
 
 def run(args) -> int:
-    from reshape.launch import relaunch, under_mpiexec
+    from reshape.joblink.launch import relaunch, under_mpiexec
 
     if under_mpiexec():
         return _run(args)

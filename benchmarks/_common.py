@@ -1,4 +1,4 @@
-"""Shared benchmark plumbing: tables and JSON results (relaunching is in ``reshape.launch``)."""
+"""Shared benchmark plumbing: tables and JSON results (relaunching is in ``reshape.joblink.launch``)."""
 
 from __future__ import annotations
 

@@ -255,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         return worker(*args.worker)
 
-    from reshape.launch import mpirun
+    from reshape.joblink.launch import mpirun
 
     rows, cols = 256, 1024
     iters = 3 if args.quick else 4

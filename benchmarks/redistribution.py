@@ -63,7 +63,7 @@ import numpy as np
 import psutil
 
 from benchmarks._common import table, write_result
-from reshape.launch import relaunch, under_mpiexec
+from reshape.joblink.launch import relaunch, under_mpiexec
 
 PAIRS_1D = [(1, 2), (2, 4), (4, 2), (3, 4), (4, 3)]
 PAIRS_2D = [*PAIRS_1D, (4, 6), (6, 4), (6, 9), (9, 6)]
@@ -156,8 +156,8 @@ def one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw,
     """Every method on one case inside ``comm`` (max(P, Q) ranks); rank 0's row."""
     from mpi4py import MPI
 
-    from reshape import jobenv as E
     from reshape import nodecopy
+    from reshape.joblink import jobenv as E
     from reshape.mpiutil import allreduce, barrier
 
     me = comm.rank

@@ -58,8 +58,8 @@ import tempfile
 import time
 
 from benchmarks._common import table, write_result
-from reshape import jobenv as E
-from reshape.launch import MPIRunError, mpirun
+from reshape.joblink import jobenv as E
+from reshape.joblink.launch import MPIRunError, mpirun
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAPER = {"lu": 8.3, "mm": 4.5, "jacobi": 14.5, "fft2d": 7.9}

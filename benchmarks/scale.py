@@ -74,7 +74,7 @@ import numpy as np
 import psutil
 
 from benchmarks._common import RESULTS, table, write_result
-from reshape.client import Connection
+from reshape.joblink.client import Connection
 from scheduler.service.loopstats import delta
 from scheduler.service.startup import job_tag, kill_jobs
 

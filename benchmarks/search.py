@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.worker:
         return worker(*args.worker)
-    from reshape.launch import mpirun
+    from reshape.joblink.launch import mpirun
 
     rows, cols = 512, 512
     app_structure = _structure(args.app)(rows, cols)

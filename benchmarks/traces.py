@@ -41,7 +41,7 @@ import statistics
 import sys
 import time
 
-from reshape import jobenv as E
+from reshape.joblink import jobenv as E
 from scheduler.lab.jobmodel import from_trace
 from scheduler.lab.runner import run_policies
 from scheduler.lab.simulate_cli import format_table

@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         _ranks(a.n, a.reps)
         return 0
     from benchmarks._common import table, write_result
-    from reshape.launch import mpirun
+    from reshape.joblink.launch import mpirun
 
     if a.quick:
         a.rounds, a.n = 1, 1024

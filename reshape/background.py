@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from mpi4py import MPI
 
 from reshape import placement
-from reshape.advice import Advice
 from reshape.darray import DistArray
+from reshape.joblink.advice import Advice
 from reshape.layout import Layout
 from reshape.mpiutil import allreduce, bcast_obj
 from reshape.redistribute import redistribute, start

@@ -1,7 +1,7 @@
 """What a user gives a resizable job, checked on every rank and decided together.
 
 Two kinds of input reach :mod:`reshape.runtime`: the ``RESHAPE_*`` environment
-variables a job reads (:mod:`reshape.jobenv`, read by :func:`job_settings` at
+variables a job reads (:mod:`reshape.joblink.jobenv`, read by :func:`job_settings` at
 ``init()``) and the arguments of ``register_array`` (:func:`array_rule`,
 :func:`collectively`). Each rank checks what it was given; then the ranks
 agree (one ``allgather``), so that a problem found on any rank raises the
@@ -25,9 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from reshape import faults, nodecopy
-from reshape import jobenv as E
-from reshape.advice import parse_plan
-from reshape.launchers import LAUNCHERS
+from reshape.joblink import jobenv as E
+from reshape.joblink.advice import parse_plan
+from reshape.joblink.launchers import LAUNCHERS
 from reshape.layout import Layout, LayoutError
 from reshape.mpiutil import mpi_type
 from reshape.redistribute import METHODS
@@ -100,7 +100,7 @@ def env_problems(env: Mapping[str, str] | None = None) -> tuple[JobSettings, lis
     """Parse every ``RESHAPE_*`` variable a job reads; the settings and what is wrong (pure).
 
     ``RESHAPE_KEYS`` and the tools' variables (``RESHAPE_DAEMON``, ``RESHAPE_STATE_DIR``, ...)
-    are not read by a job; ``reshape.auth`` and the CLI check them where they use them.
+    are not read by a job; ``reshape.joblink.auth`` and the CLI check them where they use them.
     """
     env = os.environ if env is None else env
     problems: list[str] = []

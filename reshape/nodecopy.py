@@ -72,7 +72,7 @@ from typing import NamedTuple, TypeVar
 
 import numpy as np
 
-from reshape import jobenv as E
+from reshape.joblink import jobenv as E
 
 __all__ = ["ALIGN", "MIN_BYTES", "MODES", "Descriptor", "MapError", "aligned", "allocating", "counts", "describe",
            "empty", "enabled", "forget", "host_key", "live_segments", "mode", "read", "shmem_huge_pages", "sweep",

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Sequence
 
 from mpi4py import MPI
 
-from reshape import jobenv as E
+from reshape.joblink import jobenv as E
 from reshape.layout import Layout
 
 __all__ = ["Seniority", "choose", "enabled", "grown", "prefetch", "renumber", "staying"]

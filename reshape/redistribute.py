@@ -31,7 +31,7 @@ import numpy as np
 from mpi4py import MPI
 
 from reshape import faults, nodecopy, runcopy
-from reshape import jobenv as E
+from reshape.joblink import jobenv as E
 from reshape.layout import Layout
 from reshape.mpiutil import MAX_SLEEP, CollectiveError, mpi_type, wait_all
 from reshape.schedule import Plan, Runs, Transfer, make_plan, run_groups

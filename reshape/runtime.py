@@ -63,11 +63,12 @@ from dataclasses import dataclass, field
 import numpy as np
 from mpi4py import MPI
 
-from reshape import checks, faults, launchers, placement
-from reshape import jobenv as E
-from reshape.advice import ENV_SCHEDULER, Advice, Advisor, ResizeReport, advisor_from_env
+from reshape import checks, faults, placement
 from reshape.background import Background, Pending
 from reshape.darray import DistArray, LayoutRule, Registered, layout_rule
+from reshape.joblink import jobenv as E
+from reshape.joblink import launchers
+from reshape.joblink.advice import ENV_SCHEDULER, Advice, Advisor, ResizeReport, advisor_from_env
 from reshape.layout import Layout, LayoutError, nearly_square_grid
 from reshape.mpiutil import allreduce, barrier, bcast_obj
 from reshape.parking import CallBack, CalledBack, Parking, Reserve
@@ -453,7 +454,7 @@ class Resizer(Joining, Background, Parking):
     def _report_abort(self, reason: str) -> None:
         """Tell the scheduler (any rank may) why the job is being aborted; bounded, best effort."""
         if os.environ.get(ENV_SCHEDULER):
-            from reshape.client import SchedulerClient
+            from reshape.joblink.client import SchedulerClient
 
             env = {**os.environ, E.SCHEDULER_TIMEOUT: "2.0"}
             SchedulerClient.from_env(env).finished("error", reason)
@@ -495,14 +496,14 @@ class Resizer(Joining, Background, Parking):
         the direction (an expansion must grow, a shrink must shrink) and the
         rule that a job shrinks only to sizes it has run at. Local, no
         communication. Rank 0 announces the result to the scheduler
-        (``hello``'s ``sizes``, up to ``reshape.protocol.MAX_SIZES``), which
+        (``hello``'s ``sizes``, up to ``reshape.joblink.protocol.MAX_SIZES``), which
         then advises only sizes the job accepts.
         """
         return [q for q in range(1, upto + 1) if self._size_problem(q) is None]
 
     def _announce_sizes(self) -> None:
         """Rank 0: give the advisor the sizes this job accepts, again when arrays or ``max_procs`` changed."""
-        from reshape.protocol import MAX_SIZES  # here: the wire protocol is rank 0's alone (new ranks skip it)
+        from reshape.joblink.protocol import MAX_SIZES  # here: the wire protocol is rank 0's alone (new ranks skip it)
 
         announce = getattr(self.advisor, "announce_sizes", None)
         key = (tuple(self.arrays), self.max_procs, self.sizes)
@@ -542,7 +543,7 @@ def init(
 ) -> Resizer:
     """Start (or, on a spawned rank, join) the resizable job. Call once per process.
 
-    ``advisor`` defaults to :func:`reshape.advice.advisor_from_env` (the daemon
+    ``advisor`` defaults to :func:`reshape.joblink.advice.advisor_from_env` (the daemon
     when it started the job, else ``RESHAPE_PLAN``, else static).
     ``allow_new_sizes`` (default from ``RESHAPE_ALLOW_NEW_SIZES=1``) lets a job
     shrink to sizes it has not run at; ``max_procs`` (default from

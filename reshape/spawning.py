@@ -25,7 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 from mpi4py import MPI
 
-from reshape import faults, launchers, placement
+from reshape import faults, placement
+from reshape.joblink import launchers
 from reshape.layout import Layout
 from reshape.mpiutil import allreduce, barrier, bcast_obj, wait, wait_all
 from reshape.redistribute import redistribute, start
@@ -328,7 +329,7 @@ def check_hosts(hosts, n: int, timeout: float = 5.0) -> str | None:
 
     A host that resolves but cannot be reached makes Hydra abort the whole job
     (MPICH 5: "Launch proxy failed"), so each remote host is probed first with
-    the launcher Hydra will use (:meth:`reshape.launchers.Launcher.probe`). The
+    the launcher Hydra will use (:meth:`reshape.joblink.launchers.Launcher.probe`). The
     probe must succeed within ``timeout`` seconds.
     """
     if not hosts:

@@ -40,7 +40,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 
-from reshape import jobenv as E
+from reshape.joblink import jobenv as E
 
 __all__ = ["ABORT_CODE", "DEFAULT_TIMEOUT", "ENV_TIMEOUT", "Watchdog", "abort", "fail_together",
            "install_excepthook", "resize_timeout"]

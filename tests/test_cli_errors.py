@@ -66,7 +66,7 @@ def test_failed_job_shows_its_reason_and_where_its_log_is(daemon):
 def test_a_command_waits_for_a_daemon_that_is_starting(daemon, tmp_path):
     import threading
 
-    from reshape.client import Connection
+    from reshape.joblink.client import Connection
 
     endpoint = f"ipc://{tmp_path}/d.sock"
     got = {}

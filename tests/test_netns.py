@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from reshape.auth import make_keys
+from reshape.joblink.auth import make_keys
 from scheduler.tools import netns
 from scheduler.tools.netns import LAUNCHER, NetnsCluster, NetnsError
 from tests.helpers import wait_for
@@ -255,8 +255,8 @@ def test_daemon_in_the_head_runs_a_job_across_nodes(tmp_path):
 JOB = """
 import sys, time
 from mpi4py import MPI
-from reshape.advice import ResizeReport
-from reshape.client import SchedulerClient
+from reshape.joblink.advice import ResizeReport
+from reshape.joblink.client import SchedulerClient
 comm = MPI.COMM_WORLD
 client = SchedulerClient.from_env() if comm.rank == 0 else None
 for it in range(int(sys.argv[1])):
@@ -274,7 +274,7 @@ if client:
 
 REQUEST = """
 import json, sys
-from reshape.client import Connection
+from reshape.joblink.client import Connection
 conn = Connection(sys.argv[1], 10.0, keys=sys.argv[2])
 print(json.dumps(conn.request(sys.argv[3], json.loads(sys.argv[4])).body))
 """

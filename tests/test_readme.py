@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from reshape.launch import TAG_VAR, kill_session, kill_tagged, mpi_env, new_tag, sweep_ipc
+from reshape.joblink.launch import TAG_VAR, kill_session, kill_tagged, mpi_env, new_tag, sweep_ipc
 
 pytestmark = pytest.mark.procs
 

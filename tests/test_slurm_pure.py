@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reshape import launchers
+from reshape.joblink import launchers
 from scheduler.core.pool import PoolError
 from scheduler.service.slurm import (
     AskShrink,

@@ -12,9 +12,9 @@ from typing import Any
 
 import zmq
 
-from reshape import jobenv as E
-from reshape.client import Connection, DaemonError, SchedulerUnavailable
-from reshape.launchers import LAUNCHERS
+from reshape.joblink import jobenv as E
+from reshape.joblink.client import Connection, DaemonError, SchedulerUnavailable
+from reshape.joblink.launchers import LAUNCHERS
 from scheduler.core.jobtable import FINAL
 from scheduler.service.daemon import DEFAULT_ENDPOINT
 from scheduler.service.slurm import SlurmError
@@ -270,7 +270,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
-    from reshape.auth import AuthError, describe, make_keys
+    from reshape.joblink.auth import AuthError, describe, make_keys
 
     try:
         written = make_keys(args.dir, ("client", *(c for c in args.client if c != "client")), force=args.force)
@@ -283,7 +283,7 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    from reshape.auth import default_keys_dir
+    from reshape.joblink.auth import default_keys_dir
     from scheduler.service.nodemon import add_commands as add_nodemon
     from scheduler.service.slurm_cli import add_commands as add_slurm
 

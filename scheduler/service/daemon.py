@@ -8,7 +8,7 @@ Node monitors (``scheduler.service.nodemon``) register their nodes and heartbeat
 a node whose heartbeats stop for ``node_timeout`` seconds goes down (its
 slots leave the pool, its jobs fail: ``scheduler.core.state``). When the daemon
 listens beyond loopback (or is given keys), every peer must authenticate
-with CURVE (``reshape.auth``, ``scheduler.service.gatekeeper``).
+with CURVE (``reshape.joblink.auth``, ``scheduler.service.gatekeeper``).
 """
 
 from __future__ import annotations
@@ -33,11 +33,11 @@ from typing import Any
 import psutil
 import zmq
 
-from reshape import jobenv as E
-from reshape import protocol as P
-from reshape.auth import ENV_KEYS, keys_dir_for, load_client_keys, load_server_keys
-from reshape.launch import sweep_ipc
-from reshape.launchers import choose
+from reshape.joblink import jobenv as E
+from reshape.joblink import protocol as P
+from reshape.joblink.auth import ENV_KEYS, keys_dir_for, load_client_keys, load_server_keys
+from reshape.joblink.launch import sweep_ipc
+from reshape.joblink.launchers import choose
 from scheduler.core.jobfile import JobFileError, validate_job
 from scheduler.core.policy import app_policy, remap_policy
 from scheduler.core.pool import Pool, default_pool

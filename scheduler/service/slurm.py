@@ -4,7 +4,7 @@
 ``sbatch`` script): :func:`allocation_pool` reads ``SLURM_JOB_NODELIST`` (a
 hostlist expression) and ``SLURM_JOB_CPUS_PER_NODE`` (``2(x3)`` form), one
 slot per CPU; ranks reach the nodes with the ``slurm`` launcher
-(``reshape.launchers``).
+(``reshape.joblink.launchers``).
 
 **Growing through Slurm** (``reshape daemon --slurm-grow``, run for one job
 by ``reshape submit --slurm``; docs/slurm.md). The pool is the partition's

@@ -28,8 +28,8 @@ import sys
 import tempfile
 import time
 
-from reshape import jobenv as E
-from reshape.client import DaemonError, SchedulerUnavailable
+from reshape.joblink import jobenv as E
+from reshape.joblink.client import DaemonError, SchedulerUnavailable
 from scheduler.core.jobfile import JobFileError, load_job_file, validate_job
 from scheduler.service.slurm import SlurmError
 from scheduler.service.slurm import run as slurm_run

@@ -53,9 +53,9 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from reshape import jobenv as E
-from reshape.launch import MPIRunError, RunResult, kill_session, mpi_env, mpiexec_path
-from reshape.launchers import LAUNCHERS
+from reshape.joblink import jobenv as E
+from reshape.joblink.launch import MPIRunError, RunResult, kill_session, mpi_env, mpiexec_path
+from reshape.joblink.launchers import LAUNCHERS
 
 __all__ = [
     "DEFAULT_PREFIX",

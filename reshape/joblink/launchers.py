@@ -30,11 +30,12 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from reshape import jobenv as E
+from reshape.joblink import jobenv as E
 
 __all__ = ["LAUNCHERS", "Launcher", "LauncherError", "choose", "from_env", "get", "is_local"]
 
-_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scheduler", "launchers")
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_DIR = os.path.join(_ROOT, "scheduler", "launchers")
 LOCAL_NAMES = {"localhost", "127.0.0.1", "::1"}
 
 

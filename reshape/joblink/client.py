@@ -1,7 +1,7 @@
 """ZeroMQ client of the scheduler daemon: ``contact_scheduler`` (seed 001 §3.2.3).
 
 :class:`Connection` sends one request and waits (bounded) for its reply.
-:class:`SchedulerClient` is the :class:`reshape.advice.Advisor` a job uses
+:class:`SchedulerClient` is the :class:`reshape.joblink.advice.Advisor` a job uses
 when the daemon started it (``RESHAPE_SCHEDULER`` / ``RESHAPE_JOB_ID``).
 
 A job must never hang because the daemon is gone: every request has a
@@ -13,7 +13,7 @@ sizes the job accepts once the runtime announced them, :meth:`SchedulerClient.an
 
 Authentication: when the daemon's endpoint is not loopback, or a key
 directory is named (``keys=`` or ``$RESHAPE_KEYS``, which the daemon sets for
-the jobs it starts), the socket is a CURVE client (``reshape.auth``). A
+the jobs it starts), the socket is a CURVE client (``reshape.joblink.auth``). A
 daemon that refuses the key never answers: the request times out.
 """
 
@@ -27,10 +27,10 @@ from typing import Any
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from reshape import jobenv as E
-from reshape.advice import ENV_JOB_ID, ENV_SCHEDULER, Advice, ResizeReport
-from reshape.auth import ClientKeys, keys_dir_for, load_client_keys, secure_client
-from reshape.protocol import MAX_REPLY_BYTES, MAX_SIZES, Message, ProtocolError, decode, encode
+from reshape.joblink import jobenv as E
+from reshape.joblink.advice import ENV_JOB_ID, ENV_SCHEDULER, Advice, ResizeReport
+from reshape.joblink.auth import ClientKeys, keys_dir_for, load_client_keys, secure_client
+from reshape.joblink.protocol import MAX_REPLY_BYTES, MAX_SIZES, Message, ProtocolError, decode, encode
 
 __all__ = ["Connection", "DaemonError", "SchedulerClient", "SchedulerUnavailable", "contact_scheduler"]
 
@@ -52,13 +52,13 @@ class Connection:
 
     def __init__(self, endpoint: str, timeout: float = 5.0, ctx: zmq.Context | None = None,
                  keys: str | ClientKeys | None = None, fail_fast: float | None = None):
-        """``keys``: a key directory or loaded keys; by default as ``reshape.auth.keys_dir_for`` says.
+        """``keys``: a key directory or loaded keys; by default as ``reshape.joblink.auth.keys_dir_for`` says.
         ``fail_fast``: seconds after which a request fails when every connection attempt so far
         was refused (nothing listens at the endpoint: ZeroMQ's ``CONNECT_RETRIED`` and no
         ``CONNECTED``), instead of waiting out the whole timeout; a daemon just starting binds
         within that time. For the command line.
 
-        Raises ``reshape.auth.AuthError`` (a ValueError) when keys are needed but missing.
+        Raises ``reshape.joblink.auth.AuthError`` (a ValueError) when keys are needed but missing.
         """
         self.endpoint = endpoint
         self.timeout = timeout

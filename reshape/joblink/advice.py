@@ -11,7 +11,7 @@ Advisors:
   development and tests without a scheduler; from code or from the
   ``RESHAPE_PLAN`` environment variable.
 * :class:`Static`: never resize.
-* the ZeroMQ client of the scheduler daemon (``reshape.client``), chosen when
+* the ZeroMQ client of the scheduler daemon (``reshape.joblink.client``), chosen when
   the daemon started the job (``RESHAPE_SCHEDULER`` is set).
 
 :func:`advisor_from_env` picks one.
@@ -24,7 +24,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from reshape import jobenv as E
+from reshape.joblink import jobenv as E
 
 __all__ = [
     "Advice",
@@ -150,7 +150,7 @@ def advisor_from_env(env: dict[str, str] | None = None) -> Advisor:
     """The daemon client if the daemon started us, else ``RESHAPE_PLAN``, else static."""
     env = os.environ if env is None else env
     if env.get(ENV_SCHEDULER):
-        from reshape.client import SchedulerClient  # the daemon issue provides it
+        from reshape.joblink.client import SchedulerClient  # the daemon issue provides it
 
         return SchedulerClient.from_env(env)
     if env.get(ENV_PLAN):

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from reshape import jobenv as E
+from reshape.joblink import jobenv as E
 
 __all__ = [
     "TAG_VAR",

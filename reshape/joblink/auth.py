@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 import zmq
 import zmq.auth
 
-from reshape import jobenv as E
+from reshape.joblink import jobenv as E
 
 __all__ = ["ENV_CLIENT_KEY", "ENV_KEYS", "AuthError", "ClientKeys", "ServerKeys", "default_keys_dir", "describe",
            "is_loopback", "keys_dir_for", "load_client_keys", "load_server_keys", "make_keys", "secure_client"]
