@@ -8,5 +8,6 @@ No MPI here; every other part of reshape may use these modules.
 * ``advice``: where resize decisions come from (the scheduler, a scripted plan, nobody);
 * ``auth``: CURVE keys for endpoints beyond loopback;
 * ``launch``: supervised ``mpiexec`` runs (every process tagged, found and cleaned up);
-* ``launchers``: how ranks reach hosts (``local``, ``ssh``, ``netns``, ``slurm``).
+* ``launchers``: how ranks reach hosts (``local``, ``ssh``, ``netns``, ``slurm``), with the
+  Hydra launcher scripts of the last two in ``hydra/`` (package data).
 """

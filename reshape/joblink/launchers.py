@@ -15,8 +15,8 @@ of all its expansions. Each launcher here says:
 
 ``local`` one machine; Hydra forks. ``ssh`` Hydra's ssh launcher, passwordless
 ssh to every node (the compose cluster). ``netns`` the network-namespace test
-cluster (``scheduler/launchers/netns-launch``). ``slurm`` inside Slurm jobs:
-``scheduler/launchers/slurm-launch`` runs each proxy as an ``srun`` step of the
+cluster (``reshape/joblink/hydra/netns-launch``). ``slurm`` inside Slurm jobs:
+``reshape/joblink/hydra/slurm-launch`` runs each proxy as an ``srun`` step of the
 Slurm job that holds the host, the allocation itself or an expander job
 (``docs/slurm.md``). :func:`choose` picks one by name or from the environment
 and says why.
@@ -29,13 +29,14 @@ import shutil
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib.resources import files
 
 from reshape.joblink import jobenv as E
 
 __all__ = ["LAUNCHERS", "Launcher", "LauncherError", "choose", "from_env", "get", "is_local"]
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-_DIR = os.path.join(_ROOT, "scheduler", "launchers")
+# the Hydra launcher scripts, package data beside this module (executable: Hydra runs them by path)
+_SCRIPTS = files(__package__) / "hydra"
 LOCAL_NAMES = {"localhost", "127.0.0.1", "::1"}
 
 
@@ -74,8 +75,8 @@ LAUNCHERS: dict[str, Launcher] = {
     "local": Launcher("local", None, remote=False),
     "ssh": Launcher("ssh", "ssh"),
     # Hydra's lsf bootstrap is the same external launch as ssh (``EXEC -n HOST CMD``)
-    "netns": Launcher("netns", "lsf", os.path.join(_DIR, "netns-launch")),
-    "slurm": Launcher("slurm", "ssh", os.path.join(_DIR, "slurm-launch")),
+    "netns": Launcher("netns", "lsf", str(_SCRIPTS / "netns-launch")),
+    "slurm": Launcher("slurm", "ssh", str(_SCRIPTS / "slurm-launch")),
 }
 
 

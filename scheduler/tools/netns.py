@@ -26,7 +26,7 @@ Processes in a node: :meth:`NetnsCluster.argv` wraps a command to run there,
 runs there, :meth:`NetnsCluster.kill_node` kills it all and removes the node
 (a node that "disappears"), :meth:`NetnsCluster.add_node` brings it back.
 
-Hydra across namespaces: ``scheduler/launchers/netns-launch`` is an ``ssh``
+Hydra across namespaces: ``reshape/joblink/hydra/netns-launch`` is an ``ssh``
 stand-in for ``mpiexec -launcher ssh -launcher-exec ...``; it runs each Hydra
 proxy inside the target node's namespace. :meth:`NetnsCluster.mpi_env` gives
 the environment that makes ``mpiexec`` (run in the head) use it, and
