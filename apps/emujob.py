@@ -28,7 +28,7 @@ import time
 
 from reshape.joblink import jobenv as E
 from reshape.joblink.advice import ResizeReport, advisor_from_env
-from reshape.layout import nearly_square_grid
+from reshape.redistribution.layout import nearly_square_grid
 
 __all__ = ["iteration_time", "main", "parse_times", "table_time"]
 

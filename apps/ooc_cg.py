@@ -25,7 +25,6 @@ from mpi4py import MPI
 from apps import ooc_cli
 from apps.ooc_jacobi import check_counts, initial
 from reshape.darray import DistArray
-from reshape.layout import gen_block
 from reshape.mheta.app import OOCApp
 from reshape.mheta.cluster import Cluster
 from reshape.mheta.instrument import (
@@ -42,7 +41,8 @@ from reshape.mheta.structure import (
     plan_memory,
 )
 from reshape.mpiutil import wait, wait_all
-from reshape.redistribute import redistribute
+from reshape.redistribution.layout import gen_block
+from reshape.redistribution.redistribute import redistribute
 
 __all__ = ["OOCCG", "coefficients", "serial", "structure"]
 

@@ -20,11 +20,11 @@ import numpy as np
 from mpi4py import MPI
 
 from apps.ooc_jacobi import check_counts
-from reshape.layout import even_counts
 from reshape.mheta.cluster import Cluster, load_cluster
 from reshape.mheta.ooc import remove_tree, scratch_dir
 from reshape.mheta.structure import StructureError
 from reshape.mpiutil import barrier
+from reshape.redistribution.layout import even_counts
 from reshape.watchdog import fail_together
 
 __all__ = ["parser", "run"]

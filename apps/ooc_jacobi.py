@@ -23,7 +23,6 @@ import numpy as np
 from mpi4py import MPI
 
 from reshape.darray import DistArray
-from reshape.layout import even_counts, gen_block
 from reshape.mheta.app import OOCApp
 from reshape.mheta.cluster import Cluster, load_cluster
 from reshape.mheta.instrument import (
@@ -41,7 +40,8 @@ from reshape.mheta.structure import (
     plan_memory,
 )
 from reshape.mpiutil import barrier, wait, wait_all
-from reshape.redistribute import redistribute
+from reshape.redistribution.layout import even_counts, gen_block
+from reshape.redistribution.redistribute import redistribute
 from reshape.watchdog import fail_together
 
 __all__ = ["OOCJacobi", "check_counts", "initial", "serial", "structure"]

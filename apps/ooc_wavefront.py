@@ -27,7 +27,6 @@ from mpi4py import MPI
 from apps import ooc_cli
 from apps.ooc_jacobi import check_counts, initial
 from reshape.darray import DistArray
-from reshape.layout import gen_block
 from reshape.mheta.app import OOCApp
 from reshape.mheta.cluster import Cluster
 from reshape.mheta.model import Profile
@@ -41,6 +40,7 @@ from reshape.mheta.structure import (
     plan_memory,
 )
 from reshape.mpiutil import wait
+from reshape.redistribution.layout import gen_block
 
 __all__ = ["TILES", "OOCWavefront", "serial", "structure"]
 

@@ -22,9 +22,9 @@ def _run(args) -> int:
     from mpi4py import MPI
 
     from reshape.darray import DistArray
-    from reshape.layout import block_cyclic_2d, nearly_square_grid
     from reshape.mpiutil import barrier
-    from reshape.schedule import make_plan
+    from reshape.redistribution.layout import block_cyclic_2d, nearly_square_grid
+    from reshape.redistribution.schedule import make_plan
 
     comm = MPI.COMM_WORLD
     sizes = parse_plan(args.plan, "--plan")

@@ -131,8 +131,8 @@ def infeasible(app, nodes: list[dict], rows: int) -> str:
     application's in-core (``resident``) arrays for BLOCK's rows, the
     configuration cannot be measured at all.
     """
-    from reshape.layout import even_counts
     from reshape.mheta.structure import max_resident_rows
+    from reshape.redistribution.layout import even_counts
 
     for i, (n, r) in enumerate(zip(nodes, even_counts(rows, len(nodes)), strict=True)):
         hold = max_resident_rows(app, n["memory"])
@@ -146,7 +146,6 @@ def worker(cfg_path: str, out_path: str) -> int:
     """Rank program: instrument, predict and measure the sweep of one configuration."""
     from mpi4py import MPI
 
-    from reshape.layout import even_counts
     from reshape.mheta.cluster import Cluster
     from reshape.mheta.distribute import (
         balanced_split,
@@ -160,6 +159,7 @@ def worker(cfg_path: str, out_path: str) -> int:
     from reshape.mheta.ooc import remove_tree, scratch_dir
     from reshape.mheta.structure import max_resident_rows
     from reshape.mpiutil import barrier
+    from reshape.redistribution.layout import even_counts
     from reshape.watchdog import fail_together
 
     cfg = json.loads(Path(cfg_path).read_text())

@@ -103,7 +103,6 @@ def worker(cfg_path: str, out_path: str) -> int:
     """Rank program: instrument, search (rank 0), then measure the chosen distributions."""
     from mpi4py import MPI
 
-    from reshape.layout import even_counts
     from reshape.mheta.cluster import Cluster
     from reshape.mheta.distribute import (
         balanced_split,
@@ -116,6 +115,7 @@ def worker(cfg_path: str, out_path: str) -> int:
     from reshape.mheta.search import ga, gbs, sa
     from reshape.mheta.structure import max_resident_rows
     from reshape.mpiutil import barrier
+    from reshape.redistribution.layout import even_counts
     from reshape.watchdog import fail_together
 
     cfg = json.loads(Path(cfg_path).read_text())

@@ -3,10 +3,10 @@
 ``import reshape; rt = reshape.init()`` starts (or, on a rank spawned by a
 resize, joins) a resizable job: the runtime API (:mod:`reshape.runtime`) is
 available at the top level. It is imported on first use, so that
-``import reshape.layout`` and the other pure modules do not load MPI.
+``import reshape.redistribution.layout`` and the other pure modules do not load MPI.
 
-Pure layout and schedule code lives in :mod:`reshape.layout` and
-:mod:`reshape.schedule`; MPI execution in :mod:`reshape.redistribute` and
+Pure layout and schedule code lives in :mod:`reshape.redistribution.layout` and
+:mod:`reshape.redistribution.schedule`; MPI execution in :mod:`reshape.redistribution.redistribute` and
 :mod:`reshape.darray`; the checks of user input in :mod:`reshape.checks`.
 """
 

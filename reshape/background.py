@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 
 from mpi4py import MPI
 
-from reshape import placement
 from reshape.darray import DistArray
 from reshape.joblink.advice import Advice
-from reshape.layout import Layout
 from reshape.mpiutil import allreduce, bcast_obj
-from reshape.redistribute import redistribute, start
+from reshape.redistribution import placement
+from reshape.redistribution.layout import Layout
+from reshape.redistribution.redistribute import redistribute, start
 from reshape.results import ResizeError, ResizeResult
 from reshape.spawning import JoinState, SwitchState, share, spawn
 

@@ -24,13 +24,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reshape import faults, nodecopy
+from reshape import faults
 from reshape.joblink import jobenv as E
 from reshape.joblink.advice import parse_plan
 from reshape.joblink.launchers import LAUNCHERS
-from reshape.layout import Layout, LayoutError
 from reshape.mpiutil import mpi_type
-from reshape.redistribute import METHODS
+from reshape.redistribution import nodecopy
+from reshape.redistribution.layout import Layout, LayoutError
+from reshape.redistribution.redistribute import METHODS
 from reshape.watchdog import DEFAULT_TIMEOUT, resize_timeout
 
 __all__ = ["LAYOUTS", "JobSettings", "UsageError", "agree", "array_rule", "collectively", "env_problems",
@@ -301,7 +302,7 @@ def array_rule(comm, size: int, name: str, shape, dtype, layout, block, init, ta
         else:
             if not isinstance(lay, Layout) or tuple(lay.shape) != shape or lay.nprocs > size:
                 problem = (f"layout: the function returned {lay!r} for {size} processes; expected a "
-                           f"reshape.layout.Layout of shape {shape} over at most {size} processes")
+                           f"reshape.redistribution.layout.Layout of shape {shape} over at most {size} processes")
     if comm is None:
         if problem:
             raise UsageError(f"{what}: {problem}", agreed=False)

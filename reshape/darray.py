@@ -8,9 +8,16 @@ from dataclasses import dataclass
 import numpy as np
 from mpi4py import MPI
 
-from reshape import nodecopy
-from reshape.layout import Layout, LayoutError, block, block_cyclic_1d, block_cyclic_2d, nearly_square_grid
-from reshape.redistribute import redistribute
+from reshape.redistribution import nodecopy
+from reshape.redistribution.layout import (
+    Layout,
+    LayoutError,
+    block,
+    block_cyclic_1d,
+    block_cyclic_2d,
+    nearly_square_grid,
+)
+from reshape.redistribution.redistribute import redistribute
 
 __all__ = ["DistArray", "LayoutRule", "Registered", "gather", "layout_rule", "scatter"]
 
@@ -23,7 +30,7 @@ class DistArray:
 
     ``local`` is this rank's block (``None`` on ranks of ``comm`` outside
     ``ranks``); blocks built here or by a redistribution come from
-    :func:`reshape.nodecopy.empty`: in a memfd mapping where that pays
+    :func:`reshape.redistribution.nodecopy.empty`: in a memfd mapping where that pays
     (``RESHAPE_ONECOPY``), so that peers on the same host read them directly
     when they are redistributed. ``ranks[i]`` is the comm rank holding layout process ``i``.
     ``layout.global_indices(i)`` gives the global indices of process ``i``'s
@@ -125,7 +132,7 @@ class Registered:
 
     ``local``: this rank's current block, a numpy array (a new one after every
     resize: read it afresh each iteration). ``layout``: how the global array is
-    split now (:class:`reshape.layout.Layout`; ``layout.global_indices(rank)``
+    split now (:class:`reshape.redistribution.layout.Layout`; ``layout.global_indices(rank)``
     gives a block's global indices). ``dist``: the underlying
     :class:`reshape.darray.DistArray` (layout, local block, communicator and
     the ranks holding it), replaced at each resize. ``rule``: the function

@@ -63,16 +63,17 @@ from dataclasses import dataclass, field
 import numpy as np
 from mpi4py import MPI
 
-from reshape import checks, faults, placement
+from reshape import checks, faults
 from reshape.background import Background, Pending
 from reshape.darray import DistArray, LayoutRule, Registered, layout_rule
 from reshape.joblink import jobenv as E
 from reshape.joblink import launchers
 from reshape.joblink.advice import ENV_SCHEDULER, Advice, Advisor, ResizeReport, advisor_from_env
-from reshape.layout import Layout, LayoutError, nearly_square_grid
 from reshape.mpiutil import allreduce, barrier, bcast_obj
 from reshape.parking import CallBack, CalledBack, Parking, Reserve
-from reshape.redistribute import redistribute
+from reshape.redistribution import placement
+from reshape.redistribution.layout import Layout, LayoutError, nearly_square_grid
+from reshape.redistribution.redistribute import redistribute
 from reshape.results import EXPAND_PARTS, ResizeError, ResizeResult
 from reshape.spawning import Joining, check_hosts, process_start
 from reshape.watchdog import DEFAULT_TIMEOUT, Watchdog, abort, install_excepthook
@@ -102,7 +103,7 @@ class Resizer(Joining, Background, Parking):
     method: str = "circulant"  # redistribution method: circulant | alltoallv | checkpoint
     resize_timeout: float = DEFAULT_TIMEOUT  # seconds a whole resize may take before the job is aborted
     background: bool = False  # expansions move constant arrays while the job keeps iterating
-    relabel: bool = True  # positions go to the ranks that keep the most data (reshape.placement)
+    relabel: bool = True  # positions go to the ranks that keep the most data (reshape.redistribution.placement)
     reuse: bool = False  # a shrink parks retired ranks for a later expansion (reshape.parking)
     iteration: int = 0
     values: dict = field(default_factory=dict)
@@ -278,7 +279,7 @@ class Resizer(Joining, Background, Parking):
         return dt
 
     def _positions(self, q: int, candidates) -> tuple[int, ...]:
-        """Rank 0: the comm rank of every position at size ``q`` (:func:`reshape.placement.choose`)."""
+        """Rank 0: the comm rank of every position at size ``q`` (:func:`reshape.redistribution.placement.choose`)."""
         return placement.choose(((r.layout, r.rule(q), r.local.dtype.itemsize) for r in self.arrays.values()),
                                 candidates, self.relabel)
 
@@ -603,7 +604,7 @@ def init(
         install_excepthook(rt._report_abort, lambda: rt.rank)
         if standby:
             rt._start_standby(standby)
-        if adv is not None and relabel:  # every method relabels (reshape.placement)
+        if adv is not None and relabel:  # every method relabels (reshape.redistribution.placement)
             placement.prefetch()  # the solver's import (scipy) runs during the first iterations, not in a resize
     _RUNTIME = rt
     return rt

@@ -8,7 +8,7 @@ and rank 0 hands the new ranks the job's state (:class:`JoinState`: iteration,
 values, array layouts, the placement of the new positions) in one allreduce
 and one broadcast. A new rank joins (:meth:`Joining._join`): it merges,
 receives the state and its array blocks, and the communicator is renumbered
-so that rank ``j`` holds position ``j`` (:mod:`reshape.placement`).
+so that rank ``j`` holds position ``j`` (:mod:`reshape.redistribution.placement`).
 :class:`Joining` holds these steps for :class:`reshape.runtime.Resizer`.
 """
 
@@ -25,11 +25,12 @@ from dataclasses import dataclass
 import numpy as np
 from mpi4py import MPI
 
-from reshape import faults, placement
+from reshape import faults
 from reshape.joblink import launchers
-from reshape.layout import Layout
 from reshape.mpiutil import allreduce, barrier, bcast_obj, wait, wait_all
-from reshape.redistribute import redistribute, start
+from reshape.redistribution import placement
+from reshape.redistribution.layout import Layout
+from reshape.redistribution.redistribute import redistribute, start
 from reshape.results import ResizeError
 
 __all__ = ["JoinState", "Joining", "Standby", "SwitchState", "bridge", "check_hosts", "merge", "process_start",
@@ -46,7 +47,7 @@ class JoinState:
     history: list[int]
     old_size: int
     background: tuple[str, ...] = ()  # arrays moving in the background; the rest move at the switch
-    ranks: tuple[int, ...] = ()  # merged comm rank of every new layout position (reshape.placement)
+    ranks: tuple[int, ...] = ()  # merged comm rank of every new layout position (reshape.redistribution.placement)
     keys: tuple[placement.Seniority, ...] = ()  # seniority of every merged comm rank
 
 

@@ -187,7 +187,7 @@ def test_expansion_spawns_ranks_on_another_node_and_shrink_retires_them(cluster)
     assert list(phases) == ["it0-size2", "it1-size4", "it2-size2", "end-size2"], res.stdout
     a, b = cluster.ip("node1"), cluster.ip("node2")
     assert [(p[1], p[2]) for p in phases["it0-size2"]] == [("node1", a)] * 2
-    grown = phases["it1-size4"]  # by comm rank: relabelling may interleave the new ranks (reshape.placement)
+    grown = phases["it1-size4"]  # by comm rank: relabelling may interleave the new ranks (redistribution.placement)
     assert sorted((p[1], p[2]) for p in grown) == [("node1", a)] * 2 + [("node2", b)] * 2
     originals = [p[3] for p in phases["it0-size2"]]
     assert grown[0][3] == originals[0] and {p[3] for p in grown if p[1] == "node1"} == set(originals)

@@ -10,7 +10,7 @@ from mpi4py import MPI
 from reshape.joblink import protocol as P
 from reshape.joblink.advice import Advice, ResizeReport
 from reshape.joblink.client import SchedulerClient
-from reshape.layout import LayoutError, block
+from reshape.redistribution.layout import LayoutError, block
 from reshape.runtime import Resizer
 
 

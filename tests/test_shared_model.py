@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from apps.ooc_jacobi import structure as jacobi_structure
-from reshape.layout import gen_block
 from reshape.mheta.cluster import Cluster, ClusterError, Node, load_cluster
 from reshape.mheta.distribute import (
     balanced_split,
@@ -29,6 +28,7 @@ from reshape.mheta.structure import (
     plan_memory,
     structure_from_dict,
 )
+from reshape.redistribution.layout import gen_block
 
 ROWS, COLS = 64, 16
 ROW = 2 * COLS * 8

@@ -3,8 +3,8 @@
 :func:`choose_split` is the one call the resize runtime needs: MHETA built
 from the structure and profile, GBS over MHETA's per-node unblocked times
 ``f_i`` then descent on the predicted time with blocking (within a time budget), and the split as counts that
-:func:`reshape.layout.gen_block` accepts, so
-:func:`reshape.redistribute.redistribute` can move the job's arrays to it.
+:func:`reshape.redistribution.layout.gen_block` accepts, so
+:func:`reshape.redistribution.redistribute.redistribute` can move the job's arrays to it.
 
 Also the distribution spectrum of §6.2 (Fig. 6.1): Blk, Bal, I-C, I-C/Bal and
 the linear sweep between them.
@@ -17,11 +17,11 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from reshape.layout import even_counts
 from reshape.mheta.cluster import Cluster
 from reshape.mheta.model import Mheta, Profile
 from reshape.mheta.search import SearchResult, ga, gbs, gs, sa
 from reshape.mheta.structure import AppStructure, StructureError, max_resident_rows, plan_memory
+from reshape.redistribution.layout import even_counts
 
 __all__ = [
     "Choice",

@@ -32,7 +32,7 @@ from dataclasses import replace
 from typing import Any
 
 from reshape.joblink.protocol import MAX_SIZES
-from reshape.layout import nearly_square_grid
+from reshape.redistribution.layout import nearly_square_grid
 from reshape.watchdog import DEFAULT_TIMEOUT as DEFAULT_RESIZE_TIMEOUT
 from scheduler.core.policy import JobSpec, legal_sizes
 from scheduler.core.tomlfile import read_toml

@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass
 
 from apps.emujob import iteration_time, table_time
-from reshape.layout import nearly_square_grid
+from reshape.redistribution.layout import nearly_square_grid
 
 __all__ = ["APPS", "AmdahlOverheadModel", "EmuRedistModel", "TableModel", "app_iter_time", "comm_counts"]
 

@@ -7,7 +7,7 @@ sizes it has run at makes that exact). The layouts fix *what* each position
 holds, not *which rank* holds it. By default the runtime gives each position
 to the rank that already holds most of its bytes: a linear assignment over the
 overlap matrix of every registered array together
-(:func:`reshape.relabel.relabel_many`, as COSTA does), and then renumbers the
+(:func:`reshape.redistribution.relabel.relabel_many`, as COSTA does), and then renumbers the
 communicator (``MPI_Comm_split`` keyed by position) so that, as before, comm
 rank ``j`` holds position ``j`` of every layout. What changes for the
 application is only that a rank's number may change at a resize; rank 0 (the
@@ -32,7 +32,7 @@ from collections.abc import Iterable, Sequence
 from mpi4py import MPI
 
 from reshape.joblink import jobenv as E
-from reshape.layout import Layout
+from reshape.redistribution.layout import Layout
 
 __all__ = ["Seniority", "choose", "enabled", "grown", "prefetch", "renumber", "staying"]
 
@@ -46,7 +46,7 @@ def enabled(env: dict[str, str] | None = None) -> bool:
 def prefetch() -> threading.Thread:
     """Import the assignment solver in a daemon thread, so a resize does not wait for scipy."""
     def load() -> None:
-        from reshape import relabel
+        from reshape.redistribution import relabel
 
         relabel.solver()
 
@@ -83,7 +83,7 @@ def choose(
     if not arrays or not relabel:
         q = arrays[0][1].nprocs if arrays else len(cands)
         return tuple(cands[:q])
-    from reshape.relabel import relabel_many
+    from reshape.redistribution.relabel import relabel_many
 
     return relabel_many([(s, d, None, size) for s, d, size in arrays], cands, fixed={0: cands[0]})
 

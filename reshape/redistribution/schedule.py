@@ -1,6 +1,6 @@
 """Redistribution plans: table-based index sets and a contention-free circulant schedule.
 
-Pure code (no MPI). Given a source and a destination :class:`~reshape.layout.Layout`
+Pure code (no MPI). Given a source and a destination :class:`~reshape.redistribution.layout.Layout`
 and the communicator ranks holding each, :func:`make_plan` computes
 
 * for every (sender, receiver) pair, the local index runs to send and to
@@ -35,7 +35,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from reshape.layout import BlockCyclic, Dist, Layout, LayoutError
+from reshape.redistribution.layout import BlockCyclic, Dist, Layout, LayoutError
 
 __all__ = ["Plan", "RunGroup", "Runs", "Transfer", "axis_pieces", "make_plan", "run_groups"]
 

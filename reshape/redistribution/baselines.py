@@ -6,7 +6,7 @@
   node, which writes the whole array to an HDF5 file, fsyncs it, reads it back
   and sends every new block out.
 
-Both are blocking and are reached through :func:`reshape.redistribute.redistribute`
+Both are blocking and are reached through :func:`reshape.redistribution.redistribute.redistribute`
 (``method=``), which validates the arguments first.
 """
 
@@ -19,9 +19,9 @@ import numpy as np
 from mpi4py import MPI
 
 from reshape.mpiutil import check_collectively, mpi_type, wait_all
-from reshape.redistribute import TAG
-from reshape.runcopy import copy, packed
-from reshape.schedule import Plan, Transfer
+from reshape.redistribution.redistribute import TAG
+from reshape.redistribution.runcopy import copy, packed
+from reshape.redistribution.schedule import Plan, Transfer
 
 __all__ = ["alltoallv", "checkpoint"]
 

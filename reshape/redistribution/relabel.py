@@ -20,8 +20,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from reshape.layout import _NP_ORDER, Layout, LayoutError
-from reshape.schedule import axis_pieces
+from reshape.redistribution.layout import _NP_ORDER, Layout, LayoutError
+from reshape.redistribution.schedule import axis_pieces
 
 __all__ = ["kept_elements", "overlap", "relabel", "relabel_many"]
 
@@ -34,7 +34,7 @@ def _coords(lay: Layout) -> tuple[np.ndarray, ...]:
 def overlap(src: Layout, dst: Layout) -> np.ndarray:
     """Elements process ``i`` of ``src`` and process ``j`` of ``dst`` have in common: a (P, Q) int64 matrix.
 
-    Per axis, the (coord_a, coord_b) totals of :func:`~reshape.schedule.axis_pieces`;
+    Per axis, the (coord_a, coord_b) totals of :func:`~reshape.redistribution.schedule.axis_pieces`;
     the count of a pair of processes is the product over axes of its coordinates' totals.
     """
     if src.shape != dst.shape:

@@ -6,7 +6,7 @@ bad call raises the same :class:`RedistributionError` on every rank and
 leaves every buffer untouched.
 
 * ``"circulant"`` (default, seed 001 §3.2.2): between ranks of one host whose
-  source blocks are memfd-backed (:mod:`reshape.nodecopy`) the receiver reads
+  source blocks are memfd-backed (:mod:`reshape.redistribution.nodecopy`) the receiver reads
   the sender's block directly, one strided copy per transfer; every other
   transfer is sent in the order of the plan's contention-free steps, one
   contiguous message per transfer (packed only when the source side is not
@@ -15,7 +15,7 @@ leaves every buffer untouched.
   background: :func:`start` returns a handle, ``wait()`` completes it.
 * ``"alltoallv"`` and ``"checkpoint"``: the baselines it is measured
   against, one ``MPI_Alltoallv`` and the paper's HDF5 file checkpoint
-  (:mod:`reshape.baselines`).
+  (:mod:`reshape.redistribution.baselines`).
 """
 
 from __future__ import annotations
@@ -30,11 +30,12 @@ from typing import NamedTuple
 import numpy as np
 from mpi4py import MPI
 
-from reshape import faults, nodecopy, runcopy
+from reshape import faults
 from reshape.joblink import jobenv as E
-from reshape.layout import Layout
 from reshape.mpiutil import MAX_SLEEP, CollectiveError, mpi_type, wait_all
-from reshape.schedule import Plan, Runs, Transfer, make_plan, run_groups
+from reshape.redistribution import nodecopy, runcopy
+from reshape.redistribution.layout import Layout
+from reshape.redistribution.schedule import Plan, Runs, Transfer, make_plan, run_groups
 
 __all__ = ["METHODS", "Exchange", "RedistributionError", "redistribute", "start"]
 
@@ -106,7 +107,7 @@ def _local_problem(
 
 
 class _Peers(NamedTuple):
-    """What the ranks told each other for the one-copy path (:mod:`reshape.nodecopy`)."""
+    """What the ranks told each other for the one-copy path (:mod:`reshape.redistribution.nodecopy`)."""
 
     hosts: tuple[str | None, ...]  # per comm rank: host key, None where the path is off
     descs: tuple[nodecopy.Descriptor | None, ...]  # per comm rank: where its source block is
@@ -238,7 +239,7 @@ class Exchange:
     """A circulant redistribution in flight (nonblocking); :meth:`wait` completes it.
 
     Built by :func:`start`. Between ranks of one host whose source block is
-    in a memfd mapping (:mod:`reshape.nodecopy` says which arrays are) the
+    in a memfd mapping (:mod:`reshape.redistribution.nodecopy` says which arrays are) the
     receiver reads the sender's block itself,
     one strided numpy copy per transfer straight into its destination block,
     and then sends the sender a one-integer note; the sender's :meth:`wait`
@@ -313,7 +314,7 @@ class Exchange:
             self._post(first=True)
             local = plan.local_of(me)
             pieces = self._pieces(src_local, local, reads, peers, dtype)
-            if pieces is not None:  # this rank fills its whole block itself: band by band (reshape.runcopy)
+            if pieces is not None:  # this rank fills its whole block itself: band by band (runcopy.fill)
                 faults.hit("transfer", me, comm.size)
                 runcopy.fill(out, pieces)
                 del pieces  # the peers' views: mappings are kept in nodecopy, views must not be
@@ -492,7 +493,7 @@ def start(
         out = None
     if method == "circulant":
         return Exchange(comm, plan, src_local, out, dtype, window, peers)
-    from reshape import baselines  # imports this module's copy helpers
+    from reshape.redistribution import baselines  # imports this module's copy helpers
 
     if method == "alltoallv":
         baselines.alltoallv(comm, plan, src_local, out, dtype)

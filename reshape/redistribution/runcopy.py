@@ -1,6 +1,6 @@
 """Copying run products between blocks: piece by piece through strided views, or band by band.
 
-A transfer is a product of runs per axis (:class:`reshape.schedule.Runs`);
+A transfer is a product of runs per axis (:class:`reshape.redistribution.schedule.Runs`);
 :func:`run_groups` splits paired runs into regular groups, so :func:`copy`
 is one strided numpy view assignment per group combination, with no fancy
 indexing (:func:`view`). The circulant engine copies local data and peers'
@@ -9,7 +9,7 @@ blocks this way, and the baselines pack and unpack with it.
 :func:`fill` fills one destination block from several pieces, band by band,
 through a cache-sized tile. A rank that reads every piece of its new block
 itself (its own data and, on one host, its peers' blocks:
-:mod:`reshape.nodecopy`) would otherwise copy piece after piece straight into
+:mod:`reshape.redistribution.nodecopy`) would otherwise copy piece after piece straight into
 the block. When the pieces interleave along the last axis (2-D block-cyclic
 with a changed column distribution: each piece is every second or third
 block of a row, 256 B - 1 KiB runs), every piece strides through the whole
@@ -30,8 +30,8 @@ import itertools
 
 import numpy as np
 
-from reshape.nodecopy import aligned
-from reshape.schedule import RunGroup, Runs, run_groups
+from reshape.redistribution.nodecopy import aligned
+from reshape.redistribution.schedule import RunGroup, Runs, run_groups
 
 __all__ = ["TILE_BYTES", "Piece", "copy", "counts", "fill", "packed", "sides", "view", "worth"]
 
