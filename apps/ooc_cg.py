@@ -24,7 +24,6 @@ from mpi4py import MPI
 
 from apps import ooc_cli
 from apps.ooc_jacobi import check_counts, initial
-from reshape.darray import DistArray
 from reshape.mheta.app import OOCApp
 from reshape.mheta.cluster import Cluster
 from reshape.mheta.instrument import (
@@ -43,6 +42,7 @@ from reshape.mheta.structure import (
 from reshape.mpiutil import wait, wait_all
 from reshape.redistribution.layout import gen_block
 from reshape.redistribution.redistribute import redistribute
+from reshape.runtime.darray import DistArray
 
 __all__ = ["OOCCG", "coefficients", "serial", "structure"]
 

@@ -22,7 +22,6 @@ import sys
 import numpy as np
 from mpi4py import MPI
 
-from reshape.darray import DistArray
 from reshape.mheta.app import OOCApp
 from reshape.mheta.cluster import Cluster, load_cluster
 from reshape.mheta.instrument import (
@@ -42,7 +41,8 @@ from reshape.mheta.structure import (
 from reshape.mpiutil import barrier, wait, wait_all
 from reshape.redistribution.layout import even_counts, gen_block
 from reshape.redistribution.redistribute import redistribute
-from reshape.watchdog import fail_together
+from reshape.runtime.darray import DistArray
+from reshape.runtime.watchdog import fail_together
 
 __all__ = ["OOCJacobi", "check_counts", "initial", "serial", "structure"]
 

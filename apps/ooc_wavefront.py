@@ -26,7 +26,6 @@ from mpi4py import MPI
 
 from apps import ooc_cli
 from apps.ooc_jacobi import check_counts, initial
-from reshape.darray import DistArray
 from reshape.mheta.app import OOCApp
 from reshape.mheta.cluster import Cluster
 from reshape.mheta.model import Profile
@@ -41,6 +40,7 @@ from reshape.mheta.structure import (
 )
 from reshape.mpiutil import wait
 from reshape.redistribution.layout import gen_block
+from reshape.runtime.darray import DistArray
 
 __all__ = ["TILES", "OOCWavefront", "serial", "structure"]
 

@@ -21,10 +21,10 @@ from reshape.joblink.advice import parse_plan
 def _run(args) -> int:
     from mpi4py import MPI
 
-    from reshape.darray import DistArray
     from reshape.mpiutil import barrier
     from reshape.redistribution.layout import block_cyclic_2d, nearly_square_grid
     from reshape.redistribution.schedule import make_plan
+    from reshape.runtime.darray import DistArray
 
     comm = MPI.COMM_WORLD
     sizes = parse_plan(args.plan, "--plan")

@@ -160,7 +160,7 @@ def worker(cfg_path: str, out_path: str) -> int:
     from reshape.mheta.structure import max_resident_rows
     from reshape.mpiutil import barrier
     from reshape.redistribution.layout import even_counts
-    from reshape.watchdog import fail_together
+    from reshape.runtime.watchdog import fail_together
 
     cfg = json.loads(Path(cfg_path).read_text())
     comm = MPI.COMM_WORLD

@@ -25,7 +25,7 @@ the worst of them. The table beside it splits each expansion into its parts
 processes' start-up (interpreter, imports, ``MPI_Init``), the hand-over of the
 job's state and the data motion. ``reexpand_latency_s`` is the second
 2 -> 4 of a 2 -> 4 -> 2 -> 4 run with the ranks the shrink parked called back
-(``RESHAPE_REUSE=1``, :mod:`reshape.parking`), beside the same expansion
+(``RESHAPE_REUSE=1``, :mod:`reshape.runtime.parking`), beside the same expansion
 spawned anew (``reexpand_spawn_over_reuse``); ``reexpand_two_pools_latency_s``
 the 2 -> 4 of 2 -> 4 -> 3 -> 2 -> 4, calling back the ranks of both shrinks
 (two pools, one call-back step each); ``standby_expand_latency_s``

@@ -15,10 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reshape.checks import env_problems
 from reshape.redistribution import nodecopy
 from reshape.redistribution.redistribute import _Peers
 from reshape.redistribution.schedule import Runs, Transfer
+from reshape.runtime.checks import env_problems
 
 
 def fds() -> int:

@@ -54,7 +54,7 @@ class ResizeReport:
     redist_time: float | None = None  # cost of the previous resize, reported one point later
     redist_from: int | None = None  # size before that resize
     host: str = ""
-    parked: tuple[str, ...] = ()  # hosts of the ranks parked for reuse, one per rank (reshape.parking)
+    parked: tuple[str, ...] = ()  # hosts of the ranks parked for reuse, one per rank (reshape.runtime.parking)
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from typing import Any
 
 from reshape.joblink.protocol import MAX_SIZES
 from reshape.redistribution.layout import nearly_square_grid
-from reshape.watchdog import DEFAULT_TIMEOUT as DEFAULT_RESIZE_TIMEOUT
+from reshape.runtime.watchdog import DEFAULT_TIMEOUT as DEFAULT_RESIZE_TIMEOUT
 from scheduler.core.policy import JobSpec, legal_sizes
 from scheduler.core.tomlfile import read_toml
 

@@ -361,7 +361,7 @@ class ClusterState(JobTable, NodeStates):
     def check_resizes(self, now: float) -> list[Launch | Kill]:
         """Resizes not confirmed within the job's ``resize_timeout`` plus :data:`RESIZE_GRACE` (5 s + 10%).
 
-        The job's own watchdog (``reshape.watchdog``) aborts it at
+        The job's own watchdog (``reshape.runtime.watchdog``) aborts it at
         ``resize_timeout`` and reports why; this is the daemon's bound for a
         job that could not: it is killed and failed, its slots freed. No job
         stays running with a pending resize for longer.

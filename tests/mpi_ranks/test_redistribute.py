@@ -8,9 +8,9 @@ import itertools
 import numpy as np
 import pytest
 
-from reshape.darray import DistArray
 from reshape.redistribution.layout import block, block_cyclic_1d, block_cyclic_2d, gen_block, nearly_square_grid
 from reshape.redistribution.redistribute import RedistributionError, redistribute
+from reshape.runtime.darray import DistArray
 from tests.mpi_ranks import assert_on_every_rank, comm
 
 pytestmark = pytest.mark.mpi

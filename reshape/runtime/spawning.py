@@ -2,8 +2,8 @@
 
 Rank 0 spawns the new ranks (:func:`spawn`: ``MPI_Comm_spawn_multiple``, one
 command per target host, after probing remote hosts; the new ranks start under
-:mod:`reshape.spawned`) or the running ranks call parked ones back
-(:mod:`reshape.parking`), merge the intercommunicator (running ranks first),
+:mod:`reshape.runtime.spawned`) or the running ranks call parked ones back
+(:mod:`reshape.runtime.parking`), merge the intercommunicator (running ranks first),
 and rank 0 hands the new ranks the job's state (:class:`JoinState`: iteration,
 values, array layouts, the placement of the new positions) in one allreduce
 and one broadcast. A new rank joins (:meth:`Joining._join`): it merges,
@@ -31,7 +31,7 @@ from reshape.mpiutil import allreduce, barrier, bcast_obj, wait, wait_all
 from reshape.redistribution import placement
 from reshape.redistribution.layout import Layout
 from reshape.redistribution.redistribute import redistribute, start
-from reshape.results import ResizeError
+from reshape.runtime.results import ResizeError
 
 __all__ = ["JoinState", "Joining", "Standby", "SwitchState", "bridge", "check_hosts", "merge", "process_start",
            "program", "running_size", "share", "spawn", "spawn_commands", "wait_politely"]
@@ -140,7 +140,7 @@ class Joining:
         """Running ranks, at start: spawn ``k`` standby ranks that park at once. Collective.
 
         A warm pool: the first expansion calls them back like ranks a shrink
-        parked (:mod:`reshape.parking`) instead of paying for a spawn, and the
+        parked (:mod:`reshape.runtime.parking`) instead of paying for a spawn, and the
         resize points report where they are so that the scheduler places the
         expansion there. They hold memory (an interpreter each), no CPU.
         """
@@ -155,7 +155,7 @@ class Joining:
 
         ``parent`` is the intercommunicator to rank 0 that spawned this rank
         (:func:`spawn`), or, for a parked rank called back, to all the running
-        ranks (:mod:`reshape.parking`); ``called_back``: then the expansion's
+        ranks (:mod:`reshape.runtime.parking`); ``called_back``: then the expansion's
         call-back and the step that called this rank back: the later steps' parked
         ranks and the spawned rest join with this rank among the running ones.
         Bounded by the same deadline as the running ranks' resize.
@@ -224,7 +224,7 @@ def spawn(comm: MPI.Intracomm, n: int, hosts, spawned: Callable[[], None] = lamb
     the other running ranks would spin with it (on a busy node, on the cores
     the new ranks start on); they sleep instead until rank 0 tells them how
     it went (``spawned`` runs then, on every rank). Rank 0 then waits,
-    sleeping, for the new ranks to be ready (:mod:`reshape.spawned`: they
+    sleeping, for the new ranks to be ready (:mod:`reshape.runtime.spawned`: they
     import meanwhile), and the intercommunicator to all running ranks is built
     over the spawn's one (``MPI_Intercomm_merge`` of rank 0 and the new ranks,
     then ``MPI_Intercomm_create``; the new ranks' side is :func:`bridge`). A
@@ -371,8 +371,8 @@ def program() -> list[str]:
 
 
 def spawn_commands(n: int, hosts) -> tuple[list[str], list[list[str]], list[int], list[MPI.Info]]:
-    """``MPI_Comm_spawn_multiple``'s arguments: this program under :mod:`reshape.spawned`, one command per host."""
-    argv = ["-m", "reshape.spawned", *program()]
+    """``MPI_Comm_spawn_multiple``'s arguments: this program under ``reshape.runtime.spawned``, one command per host."""
+    argv = ["-m", "reshape.runtime.spawned", *program()]
     if not hosts:
         info = MPI.Info.Create()
         info.Set("wdir", os.getcwd())

@@ -134,7 +134,7 @@ class Registered:
     resize: read it afresh each iteration). ``layout``: how the global array is
     split now (:class:`reshape.redistribution.layout.Layout`; ``layout.global_indices(rank)``
     gives a block's global indices). ``dist``: the underlying
-    :class:`reshape.darray.DistArray` (layout, local block, communicator and
+    :class:`reshape.runtime.darray.DistArray` (layout, local block, communicator and
     the ranks holding it), replaced at each resize. ``rule``: the function
     ``p -> Layout`` giving the layout at any size.
     """

@@ -151,7 +151,7 @@ def install_excepthook(report: Reporter | None = None, rank: Callable[[], int] |
     try:
         if not E.flag(E.ABORT_ON_ERROR, True):
             return
-    except ValueError:  # refused with the other variables by reshape.checks; abort meanwhile
+    except ValueError:  # refused with the other variables by reshape.runtime.checks; abort meanwhile
         pass
     previous = sys.excepthook
 

@@ -32,7 +32,8 @@ from reshape.mpiutil import mpi_type
 from reshape.redistribution import nodecopy
 from reshape.redistribution.layout import Layout, LayoutError
 from reshape.redistribution.redistribute import METHODS
-from reshape.watchdog import DEFAULT_TIMEOUT, resize_timeout
+from reshape.runtime.darray import layout_rule
+from reshape.runtime.watchdog import DEFAULT_TIMEOUT, resize_timeout
 
 __all__ = ["LAYOUTS", "JobSettings", "UsageError", "agree", "array_rule", "collectively", "env_problems",
            "init_function", "job_settings", "plan_problems"]
@@ -271,10 +272,8 @@ def array_rule(comm, size: int, name: str, shape, dtype, layout, block, init, ta
     verdict and on passing the same name, shape, dtype, layout and block;
     without (a rank spawned into a running job) the check is local and a
     problem is a ``UsageError`` on that rank alone (not ``agreed``: uncaught,
-    it aborts the job through :func:`reshape.watchdog.install_excepthook`).
+    it aborts the job through :func:`reshape.runtime.watchdog.install_excepthook`).
     """
-    from reshape.runtime import layout_rule
-
     what = f"register_array({name!r})"
     problem = None
     rule = None

@@ -16,7 +16,7 @@ resize, and calls :meth:`Resizer.resize` at the end of each iteration::
 
 **Expansion** (``expand_processors`` + ``redistribute``): rank 0 spawns the
 new ranks with ``MPI_Comm_spawn_multiple`` (one command per target host, MPI
-Info ``host``; :func:`reshape.spawning.spawn`), the running ranks join them
+Info ``host``; :func:`reshape.runtime.spawning.spawn`), the running ranks join them
 and merge the intercommunicator into one
 intracommunicator (old ranks first), and rank 0 sends the new ranks the
 registered state (iteration counter, values, array descriptions). Then every
@@ -43,7 +43,7 @@ to the advisor; the job carries on with its current processes and intact
 data. A failure after that point (a rank that dies or raises, a spawn,
 merge or transfer that does not complete within ``RESHAPE_RESIZE_TIMEOUT``)
 aborts the whole job at once, with the reason reported to the scheduler
-(:mod:`reshape.watchdog`): MPICH cannot shrink a communicator around a lost
+(:mod:`reshape.runtime.watchdog`): MPICH cannot shrink a communicator around a lost
 rank, and waiting would leave the job holding its slots forever.
 
 The redistribution time of each resize is measured (slowest rank) and sent
@@ -63,20 +63,21 @@ from dataclasses import dataclass, field
 import numpy as np
 from mpi4py import MPI
 
-from reshape import checks, faults
-from reshape.background import Background, Pending
-from reshape.darray import DistArray, LayoutRule, Registered, layout_rule
+from reshape import faults
 from reshape.joblink import jobenv as E
 from reshape.joblink import launchers
 from reshape.joblink.advice import ENV_SCHEDULER, Advice, Advisor, ResizeReport, advisor_from_env
 from reshape.mpiutil import allreduce, barrier, bcast_obj
-from reshape.parking import CallBack, CalledBack, Parking, Reserve
 from reshape.redistribution import placement
 from reshape.redistribution.layout import Layout, LayoutError, nearly_square_grid
 from reshape.redistribution.redistribute import redistribute
-from reshape.results import EXPAND_PARTS, ResizeError, ResizeResult
-from reshape.spawning import Joining, check_hosts, process_start
-from reshape.watchdog import DEFAULT_TIMEOUT, Watchdog, abort, install_excepthook
+from reshape.runtime import checks
+from reshape.runtime.background import Background, Pending
+from reshape.runtime.darray import DistArray, LayoutRule, Registered, layout_rule
+from reshape.runtime.parking import CallBack, CalledBack, Parking, Reserve
+from reshape.runtime.results import EXPAND_PARTS, ResizeError, ResizeResult
+from reshape.runtime.spawning import Joining, check_hosts, process_start
+from reshape.runtime.watchdog import DEFAULT_TIMEOUT, Watchdog, abort, install_excepthook
 
 __all__ = ["EXPAND_PARTS", "Registered", "ResizeError", "ResizeResult", "Resizer", "init", "layout_rule"]
 
@@ -104,7 +105,7 @@ class Resizer(Joining, Background, Parking):
     resize_timeout: float = DEFAULT_TIMEOUT  # seconds a whole resize may take before the job is aborted
     background: bool = False  # expansions move constant arrays while the job keeps iterating
     relabel: bool = True  # positions go to the ranks that keep the most data (reshape.redistribution.placement)
-    reuse: bool = False  # a shrink parks retired ranks for a later expansion (reshape.parking)
+    reuse: bool = False  # a shrink parks retired ranks for a later expansion (reshape.runtime.parking)
     iteration: int = 0
     values: dict = field(default_factory=dict)
     arrays: dict[str, Registered] = field(default_factory=dict)
@@ -116,7 +117,7 @@ class Resizer(Joining, Background, Parking):
     _times: list[float] = field(default_factory=list)
     _last_redist: tuple[int, float] | None = None  # (old size, seconds) to report next time
     _in_body: bool = False
-    _dog: Watchdog | None = None  # bounds each resize (reshape.watchdog)
+    _dog: Watchdog | None = None  # bounds each resize (reshape.runtime.watchdog)
     _announced: tuple | None = None  # what the sizes last announced to the advisor were computed from
     _pending: Pending | None = None  # a background expansion waiting for its switch
     _end: int | None = None  # the loop's iteration count, when the job uses iterations()
@@ -124,7 +125,7 @@ class Resizer(Joining, Background, Parking):
     _called_back: int = 0  # of the expansion under way's new ranks, how many are parked ranks called back
     _started: tuple[float, float] | None = None  # spawned rank: (process start, runtime.init) epoch seconds
     _keys: list[placement.Seniority] = field(default_factory=list)  # seniority of every comm rank
-    _reserve: Reserve = field(default_factory=Reserve)  # pools of parked ranks (reshape.parking)
+    _reserve: Reserve = field(default_factory=Reserve)  # pools of parked ranks (reshape.runtime.parking)
 
     # ------------------------------------------------------------ basics
     @property
@@ -170,7 +171,7 @@ class Resizer(Joining, Background, Parking):
         is a scalar fill, or the whole array (shape ``shape``, each rank keeps
         its block); ``None`` leaves zeros. Every rank must pass the same
         arguments: they are checked on every rank and a problem on any rank
-        raises the same :class:`reshape.checks.UsageError` on all of them. On a rank spawned by a
+        raises the same :class:`reshape.runtime.checks.UsageError` on all of them. On a rank spawned by a
         resize the array arrives from the running ranks instead and ``init``
         is not called. ``constant=True`` promises that the application never
         writes the array after this call; with ``background`` on, such arrays
@@ -339,7 +340,7 @@ class Resizer(Joining, Background, Parking):
             self.comm.Disconnect()
             if not keep:
                 self._retire()
-        elif keep:  # the old communicator stays: the retired ranks wait on it (reshape.parking)
+        elif keep:  # the old communicator stays: the retired ranks wait on it (reshape.runtime.parking)
             retired = {r: hosts[r] for r in range(self.size) if r not in ranks} if self.rank == 0 else {}
             self._reserve.keep(self.comm, retired)
         else:
@@ -386,7 +387,7 @@ class Resizer(Joining, Background, Parking):
         (:class:`ResizeError`) leaves the job running on its processes with
         its data. Anything else (an error or a deadline overrun once spawning
         or data motion began) aborts the whole job with the reason reported
-        (:mod:`reshape.watchdog`): MPICH cannot recover a communicator that
+        (:mod:`reshape.runtime.watchdog`): MPICH cannot recover a communicator that
         lost a member.
         """
         if advice.action == "continue" or advice.nprocs == old:
@@ -555,20 +556,20 @@ def init(
     registered ``constant=True`` while the job keeps iterating on its old
     ranks after an expansion (:meth:`Resizer.resize`). ``reuse`` (default from
     ``RESHAPE_REUSE=1``) parks the ranks a shrink retires and calls them back at
-    a later expansion instead of spawning (:mod:`reshape.parking`).
+    a later expansion instead of spawning (:mod:`reshape.runtime.parking`).
     ``standby`` (default from ``RESHAPE_STANDBY``, 0; needs reuse) spawns that
     many ranks at start that park at once, so that the first expansion calls
     them back too.
     ``RESHAPE_RESIZE_TIMEOUT`` bounds each resize (seconds, default 120): a
     resize still under way then aborts the job with the reason reported, as
     does an uncaught exception on any rank (``RESHAPE_ABORT_ON_ERROR=0``
-    keeps Python's default); see :mod:`reshape.watchdog`.
+    keeps Python's default); see :mod:`reshape.runtime.watchdog`.
     """
     global _RUNTIME
     if _RUNTIME is not None:
         return _RUNTIME
     parent = MPI.Comm.Get_parent()
-    if parent != MPI.COMM_NULL:  # new ranks arrive one by one (reshape.spawned): the first ones sleep
+    if parent != MPI.COMM_NULL:  # new ranks arrive one by one (reshape.runtime.spawned): the first ones sleep
         barrier(MPI.COMM_WORLD)
     cfg = checks.job_settings(MPI.COMM_WORLD, parent != MPI.COMM_NULL, max_procs=max_procs, reuse=reuse,
                               standby=standby)  # and RESHAPE_*

@@ -41,8 +41,8 @@ from typing import NamedTuple
 
 from mpi4py import MPI
 
-from reshape.darray import DistArray
-from reshape.results import ResizeResult
+from reshape.runtime.darray import DistArray
+from reshape.runtime.results import ResizeResult
 
 __all__ = ["CallBack", "CalledBack", "Parking", "Pool", "Reserve", "Step", "park", "rejoin"]
 

@@ -2,7 +2,7 @@
 
 With ``background`` on (``RESHAPE_BACKGROUND=1`` or ``init(background=True)``),
 an expansion's checks run at the resize point; then a helper thread on every
-running rank spawns the new ranks (or calls parked ones back: :mod:`reshape.parking`),
+running rank spawns the new ranks (or calls parked ones back: :mod:`reshape.runtime.parking`),
 merges with them, hands them the state and
 starts moving the arrays registered ``constant=True``, while the application
 runs one more iteration on its old communicator and layouts. At the next
@@ -24,14 +24,14 @@ from dataclasses import dataclass, field
 
 from mpi4py import MPI
 
-from reshape.darray import DistArray
 from reshape.joblink.advice import Advice
 from reshape.mpiutil import allreduce, bcast_obj
 from reshape.redistribution import placement
 from reshape.redistribution.layout import Layout
 from reshape.redistribution.redistribute import redistribute, start
-from reshape.results import ResizeError, ResizeResult
-from reshape.spawning import JoinState, SwitchState, share, spawn
+from reshape.runtime.darray import DistArray
+from reshape.runtime.results import ResizeError, ResizeResult
+from reshape.runtime.spawning import JoinState, SwitchState, share, spawn
 
 __all__ = ["Background", "Pending"]
 
