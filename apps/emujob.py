@@ -27,7 +27,8 @@ import sys
 import time
 
 from reshape.joblink import jobenv as E
-from reshape.joblink.advice import ResizeReport, advisor_from_env
+from reshape.joblink.advice import advisor_from_env
+from reshape.joblink.protocol import ResizeReport
 from reshape.redistribution.layout import nearly_square_grid
 
 __all__ = ["iteration_time", "main", "parse_times", "table_time"]

@@ -255,7 +255,7 @@ def test_daemon_in_the_head_runs_a_job_across_nodes(tmp_path):
 JOB = """
 import sys, time
 from mpi4py import MPI
-from reshape.joblink.advice import ResizeReport
+from reshape.joblink.protocol import ResizeReport
 from reshape.joblink.client import SchedulerClient
 comm = MPI.COMM_WORLD
 client = SchedulerClient.from_env() if comm.rank == 0 else None

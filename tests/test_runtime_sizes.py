@@ -8,8 +8,8 @@ from __future__ import annotations
 from mpi4py import MPI
 
 from reshape.joblink import protocol as P
-from reshape.joblink.advice import Advice, ResizeReport
 from reshape.joblink.client import SchedulerClient
+from reshape.joblink.protocol import Advice, ResizeReport
 from reshape.redistribution.layout import LayoutError, block
 from reshape.runtime import Resizer
 

@@ -1,7 +1,8 @@
 """Where resize decisions come from: the scheduler, a scripted plan, or nobody.
 
-At every resize point rank 0 of a job hands a :class:`ResizeReport` to an
-*advisor* and gets back an :class:`Advice` (seed 001 §3.2.3,
+At every resize point rank 0 of a job hands a
+:class:`~reshape.joblink.protocol.ResizeReport` to an *advisor* and gets back
+an :class:`~reshape.joblink.protocol.Advice` (seed 001 §3.2.3,
 ``contact_scheduler``). After acting it confirms the outcome with
 :meth:`Advisor.resized`, and it says goodbye with :meth:`Advisor.finished`.
 
@@ -22,14 +23,13 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Protocol
 
 from reshape.joblink import jobenv as E
+from reshape.joblink.protocol import Advice, ResizeReport
 
 __all__ = [
-    "Advice",
     "Advisor",
-    "ResizeReport",
     "ScriptedPlan",
     "Static",
     "advisor_from_env",
@@ -39,36 +39,6 @@ __all__ = [
 ENV_PLAN = E.PLAN
 ENV_PLAN_EVERY = E.PLAN_EVERY
 ENV_SCHEDULER = E.SCHEDULER
-ENV_JOB_ID = E.JOB_ID
-
-
-@dataclass(frozen=True)
-class ResizeReport:
-    """What a job tells the scheduler at a resize point."""
-
-    job_id: int
-    iteration: int  # iterations completed so far
-    nprocs: int
-    grid: tuple[int, ...]
-    iter_time: float  # seconds, last iteration (or the mean since the last resize point)
-    redist_time: float | None = None  # cost of the previous resize, reported one point later
-    redist_from: int | None = None  # size before that resize
-    host: str = ""
-    parked: tuple[str, ...] = ()  # hosts of the ranks parked for reuse, one per rank (reshape.runtime.parking)
-
-
-@dataclass(frozen=True)
-class Advice:
-    """The answer: expand or shrink to ``nprocs`` processes, or continue.
-
-    For an expansion ``hosts`` lists one host name per new rank (repeats allowed);
-    empty means "spawn on the job's own hosts" (one machine, or the hostfile).
-    """
-
-    action: Literal["expand", "shrink", "continue"]
-    nprocs: int
-    hosts: tuple[str, ...] = ()
-    reason: str = ""
 
 
 class Advisor(Protocol):
@@ -150,7 +120,7 @@ def advisor_from_env(env: dict[str, str] | None = None) -> Advisor:
     """The daemon client if the daemon started us, else ``RESHAPE_PLAN``, else static."""
     env = os.environ if env is None else env
     if env.get(ENV_SCHEDULER):
-        from reshape.joblink.client import SchedulerClient  # the daemon issue provides it
+        from reshape.joblink.client import SchedulerClient  # here: zmq is loaded only by jobs the daemon started
 
         return SchedulerClient.from_env(env)
     if env.get(ENV_PLAN):

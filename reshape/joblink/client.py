@@ -28,9 +28,17 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from reshape.joblink import jobenv as E
-from reshape.joblink.advice import ENV_JOB_ID, ENV_SCHEDULER, Advice, ResizeReport
 from reshape.joblink.auth import ClientKeys, keys_dir_for, load_client_keys, secure_client
-from reshape.joblink.protocol import MAX_REPLY_BYTES, MAX_SIZES, Message, ProtocolError, decode, encode
+from reshape.joblink.protocol import (
+    MAX_REPLY_BYTES,
+    MAX_SIZES,
+    Advice,
+    Message,
+    ProtocolError,
+    ResizeReport,
+    decode,
+    encode,
+)
 
 __all__ = ["Connection", "DaemonError", "SchedulerClient", "SchedulerUnavailable", "contact_scheduler"]
 
@@ -187,13 +195,13 @@ class SchedulerClient:
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> SchedulerClient:
         env = os.environ if env is None else env
-        endpoint = env.get(ENV_SCHEDULER, "")
+        endpoint = env.get(E.SCHEDULER, "")
         try:
-            job_id = int(env.get(ENV_JOB_ID, ""))
+            job_id = int(env.get(E.JOB_ID, ""))
         except ValueError:
-            raise ValueError(f"{ENV_SCHEDULER} is set but {ENV_JOB_ID} is not a job id") from None
+            raise ValueError(f"{E.SCHEDULER} is set but {E.JOB_ID} is not a job id") from None
         if not endpoint:
-            raise ValueError(f"{ENV_SCHEDULER} is empty")
+            raise ValueError(f"{E.SCHEDULER} is empty")
         return cls(endpoint, job_id, timeout=float(env.get(E.SCHEDULER_TIMEOUT, "2.0")))
 
     def _send(self, type_: str, body: dict[str, Any], nprocs: int | None = None) -> Message | None:
@@ -255,7 +263,7 @@ def contact_scheduler(node_name: str, job_id: int, num_nodes: int, processor_row
                       redistribution_time: float | None = None, *, endpoint: str | None = None,
                       iteration: int = 0) -> Advice:
     """The paper's ``contact_scheduler`` call as a one-shot function (seed 001 §3.2.3)."""
-    endpoint = endpoint or os.environ.get(ENV_SCHEDULER, "")
+    endpoint = endpoint or os.environ.get(E.SCHEDULER, "")
     client = SchedulerClient(endpoint, job_id)
     try:
         grid = (processor_row_count, processor_column_count)

@@ -10,13 +10,18 @@ the *envelope*::
 names, JSON types, ranges) and raises :class:`ProtocolError` with a stable
 ``code`` on anything else, so the daemon can answer with an ``error`` message
 and carry on serving.
+
+:class:`ResizeReport` and :class:`Advice` are the two sides of a resize point
+as records: what a job reports (``resize_point``'s body) and what it is told
+(``advice``'s body). The runtime's advisors, the daemon's client and the
+scheduler core exchange them.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 __all__ = [
     "CONTROL_TYPES",
@@ -28,8 +33,10 @@ __all__ = [
     "NODE_TYPES",
     "REPLY_TYPES",
     "VERSION",
+    "Advice",
     "Message",
     "ProtocolError",
+    "ResizeReport",
     "decode",
     "encode",
     "error_reply",
@@ -128,6 +135,35 @@ class Message:
     job_id: int | None = None
     body: dict[str, Any] = field(default_factory=dict)
     v: int = VERSION
+
+
+@dataclass(frozen=True)
+class ResizeReport:
+    """What a job tells the scheduler at a resize point (``resize_point``'s body)."""
+
+    job_id: int
+    iteration: int  # iterations completed so far
+    nprocs: int
+    grid: tuple[int, ...]
+    iter_time: float  # seconds, last iteration (or the mean since the last resize point)
+    redist_time: float | None = None  # cost of the previous resize, reported one point later
+    redist_from: int | None = None  # size before that resize
+    host: str = ""
+    parked: tuple[str, ...] = ()  # hosts of the ranks parked for reuse, one per rank (reshape.runtime.parking)
+
+
+@dataclass(frozen=True)
+class Advice:
+    """The answer (``advice``'s body): expand or shrink to ``nprocs`` processes, or continue.
+
+    For an expansion ``hosts`` lists one host name per new rank (repeats allowed);
+    empty means "spawn on the job's own hosts" (one machine, or the hostfile).
+    """
+
+    action: Literal["expand", "shrink", "continue"]
+    nprocs: int
+    hosts: tuple[str, ...] = ()
+    reason: str = ""
 
 
 def encode(msg: Message) -> bytes:

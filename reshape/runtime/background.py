@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from mpi4py import MPI
 
-from reshape.joblink.advice import Advice
+from reshape.joblink.protocol import Advice
 from reshape.mpiutil import allreduce, bcast_obj
 from reshape.redistribution import placement
 from reshape.redistribution.layout import Layout

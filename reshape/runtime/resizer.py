@@ -66,7 +66,8 @@ from mpi4py import MPI
 from reshape import faults
 from reshape.joblink import jobenv as E
 from reshape.joblink import launchers
-from reshape.joblink.advice import ENV_SCHEDULER, Advice, Advisor, ResizeReport, advisor_from_env
+from reshape.joblink.advice import Advisor, advisor_from_env
+from reshape.joblink.protocol import MAX_SIZES, Advice, ResizeReport
 from reshape.mpiutil import allreduce, barrier, bcast_obj
 from reshape.redistribution import placement
 from reshape.redistribution.layout import Layout, LayoutError, nearly_square_grid
@@ -455,7 +456,7 @@ class Resizer(Joining, Background, Parking):
 
     def _report_abort(self, reason: str) -> None:
         """Tell the scheduler (any rank may) why the job is being aborted; bounded, best effort."""
-        if os.environ.get(ENV_SCHEDULER):
+        if os.environ.get(E.SCHEDULER):
             from reshape.joblink.client import SchedulerClient
 
             env = {**os.environ, E.SCHEDULER_TIMEOUT: "2.0"}
@@ -505,8 +506,6 @@ class Resizer(Joining, Background, Parking):
 
     def _announce_sizes(self) -> None:
         """Rank 0: give the advisor the sizes this job accepts, again when arrays or ``max_procs`` changed."""
-        from reshape.joblink.protocol import MAX_SIZES  # here: the wire protocol is rank 0's alone (new ranks skip it)
-
         announce = getattr(self.advisor, "announce_sizes", None)
         key = (tuple(self.arrays), self.max_procs, self.sizes)
         if announce is None or key == self._announced:

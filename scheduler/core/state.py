@@ -40,7 +40,7 @@ import itertools
 from dataclasses import replace
 from typing import Any
 
-from reshape.joblink.advice import Advice
+from reshape.joblink.protocol import Advice
 from scheduler.core.actions import Decision, Kill, Launch, PolicyError, StateError
 from scheduler.core.jobfile import JobFileError, narrow_spec, resize_timeout_of
 from scheduler.core.jobtable import FINAL, RECENT, Job, JobTable
