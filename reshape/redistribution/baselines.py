@@ -19,7 +19,6 @@ import numpy as np
 from mpi4py import MPI
 
 from reshape.mpiutil import check_collectively, mpi_type, wait_all
-from reshape.redistribution.redistribute import TAG
 from reshape.redistribution.runcopy import copy, packed
 from reshape.redistribution.schedule import Plan, Transfer
 
@@ -59,8 +58,12 @@ def alltoallv(comm: MPI.Comm, plan: Plan, src_local, out, dtype: np.dtype) -> No
         _unpack(out, t, rbuf[rdisp[t.src] : rdisp[t.src] + t.count])
 
 
-def checkpoint(comm: MPI.Comm, plan: Plan, src_local, out, dtype: np.dtype, root: int, directory) -> None:
-    """Gather to ``root``, write + fsync an HDF5 file, read it back, scatter (seed 001 §4.1.3)."""
+def checkpoint(comm: MPI.Comm, plan: Plan, src_local, out, dtype: np.dtype, root: int, directory, tag: int) -> None:
+    """Gather to ``root``, write + fsync an HDF5 file, read it back, scatter (seed 001 §4.1.3).
+
+    ``tag``: the point-to-point tag of the gather and scatter messages (the
+    engine's, ``reshape.redistribution.redistribute.TAG``).
+    """
     import h5py
 
     me = comm.rank
@@ -77,7 +80,7 @@ def checkpoint(comm: MPI.Comm, plan: Plan, src_local, out, dtype: np.dtype, root
                 whole[np.ix_(*src.global_indices(i))] = src_local
             else:
                 buf = np.empty(src.local_shape(i), dtype=dtype)
-                reqs.append(comm.Irecv([buf, base], r, TAG))
+                reqs.append(comm.Irecv([buf, base], r, tag))
                 pending.append((i, buf))
         wait_all(reqs)
         for i, buf in pending:
@@ -102,7 +105,7 @@ def checkpoint(comm: MPI.Comm, plan: Plan, src_local, out, dtype: np.dtype, root
             if path and os.path.exists(path):
                 os.unlink(path)
     elif me in plan.src_ranks:
-        wait_all([comm.Isend([src_local, base], root, TAG)])
+        wait_all([comm.Isend([src_local, base], root, tag)])
     check_collectively(comm, problem, "checkpoint restart")
     if me == root:
         reqs = []
@@ -113,7 +116,7 @@ def checkpoint(comm: MPI.Comm, plan: Plan, src_local, out, dtype: np.dtype, root
                 out[...] = blk
             else:
                 keep.append(blk)
-                reqs.append(comm.Isend([blk, base], r, TAG))
+                reqs.append(comm.Isend([blk, base], r, tag))
         wait_all(reqs)
     elif me in plan.dst_ranks:
-        wait_all([comm.Irecv([out, base], root, TAG)])
+        wait_all([comm.Irecv([out, base], root, tag)])

@@ -33,7 +33,7 @@ from mpi4py import MPI
 from reshape import faults
 from reshape.joblink import jobenv as E
 from reshape.mpiutil import MAX_SLEEP, CollectiveError, mpi_type, wait_all
-from reshape.redistribution import nodecopy, runcopy
+from reshape.redistribution import baselines, nodecopy, runcopy
 from reshape.redistribution.layout import Layout
 from reshape.redistribution.schedule import Plan, Runs, Transfer, make_plan, run_groups
 
@@ -493,12 +493,10 @@ def start(
         out = None
     if method == "circulant":
         return Exchange(comm, plan, src_local, out, dtype, window, peers)
-    from reshape.redistribution import baselines  # imports this module's copy helpers
-
     if method == "alltoallv":
         baselines.alltoallv(comm, plan, src_local, out, dtype)
     else:
-        baselines.checkpoint(comm, plan, src_local, out, dtype, root, checkpoint_dir)
+        baselines.checkpoint(comm, plan, src_local, out, dtype, root, checkpoint_dir, TAG)
     return _Done(out)
 
 
