@@ -159,7 +159,7 @@ def w2_jobs():
     """Seed 001 §4.2's W2 (``scheduler.service.workload``) with the emulated jobs' timing model."""
     from dataclasses import dataclass
 
-    from apps.emujob import iteration_time
+    from reshape.joblink.emulated import iteration_time
     from scheduler.service.workload import MODELS, W2
 
     @dataclass(frozen=True)

@@ -9,5 +9,7 @@ No MPI here; every other part of reshape may use these modules.
 * ``auth``: CURVE keys for endpoints beyond loopback;
 * ``launch``: supervised ``mpiexec`` runs (every process tagged, found and cleaned up);
 * ``launchers``: how ranks reach hosts (``local``, ``ssh``, ``netns``, ``slurm``), with the
-  Hydra launcher scripts of the last two in ``hydra/`` (package data).
+  Hydra launcher scripts of the last two in ``hydra/`` (package data);
+* ``emulated``: the timing model of the emulated job (``apps.emujob``) that the
+  scheduler's models of that job share.
 """
