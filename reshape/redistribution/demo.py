@@ -3,7 +3,10 @@
 Runs under ``mpiexec`` (relaunching itself when started plainly): a matrix in a
 2-D block-cyclic layout goes P -> Q -> R processes with the circulant engine;
 the demo prints each schedule (the destination processor table), times the
-move against the checkpoint baseline, and checks the result bit for bit.
+move against the checkpoint baseline, and checks the result bit for bit. It
+uses the library as an application would: :func:`redistribute` between the
+layouts, one call per move. ``python -m reshape.redistribution.demo`` takes
+the same options.
 """
 
 from __future__ import annotations
@@ -18,13 +21,28 @@ import numpy as np
 from reshape.joblink.advice import parse_plan
 
 
+def _matrix(comm, layout, n: int):
+    """This rank's block of the demo matrix ``i * n + j + 0.5`` in ``layout`` (``None`` outside it), in
+    memory that ranks of the same host can read directly, as the runtime's arrays (:func:`nodecopy.empty`)."""
+    from reshape.redistribution import nodecopy
+
+    if comm.rank >= layout.nprocs:
+        return None
+    idx = layout.global_indices(comm.rank)
+    gi, gj = np.ix_(*idx)
+    values = np.asarray(gi * n + gj + 0.5, dtype=np.float64)
+    block = nodecopy.empty(tuple(len(i) for i in idx), values.dtype)
+    block[...] = values
+    return block
+
+
 def _run(args) -> int:
     from mpi4py import MPI
 
     from reshape.mpiutil import barrier
-    from reshape.redistribution.layout import block_cyclic_2d, nearly_square_grid
+    from reshape.redistribution.layout import block_cyclic_1d, block_cyclic_2d, nearly_square_grid
+    from reshape.redistribution.redistribute import redistribute
     from reshape.redistribution.schedule import make_plan
-    from reshape.runtime.darray import DistArray
 
     comm = MPI.COMM_WORLD
     sizes = parse_plan(args.plan, "--plan")
@@ -37,7 +55,7 @@ def _run(args) -> int:
     def lay(p):
         return block_cyclic_2d((n, n), nearly_square_grid(p), (nb, nb))
 
-    a = DistArray.from_function(comm, lay(sizes[0]), lambda i, j: i * n + j + 0.5)
+    a = _matrix(comm, lay(sizes[0]), n)
     if comm.rank == 0:
         walk = " -> ".join(map(str, sizes))
         print(f"{n}x{n} float64 matrix ({n * n * 8 / 1e6:.1f} MB), {nb}x{nb} blocks, plan {walk}")
@@ -47,9 +65,9 @@ def _run(args) -> int:
         for method in ("checkpoint", "circulant"):
             barrier(comm)
             t0 = time.perf_counter()
-            b = a.redistribute(lay(q), method=method)
+            b = redistribute(comm, lay(p), a, lay(q), method=method)
             times[method] = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
-        whole = b.gather()
+        whole = redistribute(comm, lay(q), b, block_cyclic_1d((n, n), 1, n), dst_ranks=(0,))  # on rank 0
         if comm.rank == 0:
             gi, gj = np.indices((n, n))
             ok = np.array_equal(whole, gi * n + gj + 0.5)
@@ -73,7 +91,7 @@ def run(args) -> int:
     if under_mpiexec():
         return _run(args)
     argv = ["--plan", args.plan, "--n", str(args.n), "--block", str(args.block)] + (["--tables"] if args.tables else [])
-    return relaunch("apps.redistribution_demo", max(parse_plan(args.plan, "--plan")), argv, timeout=600)
+    return relaunch("reshape.redistribution.demo", max(parse_plan(args.plan, "--plan")), argv, timeout=600)
 
 
 def _options(p: argparse.ArgumentParser) -> None:
@@ -91,6 +109,6 @@ def add_commands(sub) -> None:
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(prog="python -m apps.redistribution_demo")
+    ap = argparse.ArgumentParser(prog="python -m reshape.redistribution.demo")
     _options(ap)
     sys.exit(run(ap.parse_args()))
