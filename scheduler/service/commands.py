@@ -457,12 +457,3 @@ def _seconds(text: str) -> float:
     if not 0 <= v < float("inf"):
         raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0, got {text}")
     return v
-
-
-def _wait(pred, timeout: float, every: float = 0.1) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(every)
-    return False
