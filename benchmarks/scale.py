@@ -1,4 +1,4 @@
-"""Benchmark: the head node at scale, and the simulator on a million-job trace (issue 17).
+"""Benchmark: the head node at scale (up to 50,000 queued jobs), and the simulator on a million-job trace.
 
 ``python -m benchmarks.scale [--quick] [--no-daemon] [--no-sim] [--million]``
 

@@ -9,7 +9,8 @@ max(p, q))`` seconds per resize ``p -> q``, the times of
 and :class:`EmuRedistModel` have the interfaces of
 :class:`scheduler.lab.JobModel` and :class:`scheduler.lab.RedistModel`, so
 the same workload can run through the live daemon and through the simulator
-(issue 6: same scheduling decisions). :class:`TableModel` is the same for a
+(and both must make the same scheduling decisions: tests/test_sim_vs_live_daemon.py).
+:class:`TableModel` is the same for a
 job run with ``--times`` (an iteration time per size).
 
 :func:`app_iter_time` is the model behind those tables for the five real

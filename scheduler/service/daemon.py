@@ -398,7 +398,7 @@ class Daemon:
             desc = validate_job(b["job"], s.pool.capacity)
             job_id = s.submit(desc, now, owner=who)
             # a job that cannot start now (not the head, its smallest size above the free slots) waits
-            # for the next tick's pass: a submission costs no pass over a full machine (issue 17)
+            # for the next tick's pass: a submission costs no pass over a full machine (10,000 queued jobs)
             return P.reply(msg, job_id=job_id), s.tick(now) if s.pass_needed(job_id) else []
         if t == "status":
             page = b.get("limit")  # pages running, queued and waiting jobs alike
@@ -747,7 +747,7 @@ class Daemon:
                 stats.add("wal", t7 - t6)
                 if len(self.state.jobs) >= frozen_jobs + FREEZE_EVERY:
                     # jobs are kept for the daemon's life: out of the collector's full scans, which cost
-                    # ~20 ms of the loop at 10,000 queued jobs and ~100 ms at 50,000 (issue 17)
+                    # ~20 ms of the loop at 10,000 queued jobs and ~100 ms at 50,000 (benchmarks.scale)
                     gc.freeze()
                     frozen_jobs = len(self.state.jobs)
                 t8 = clock()
