@@ -82,7 +82,7 @@ class Background:
         state = None
         if self.rank == 0:
             state = JoinState(
-                iteration=self.iteration + 1, values={}, history=[], old_size=old, background=moving,
+                iteration=self.iteration + 1, values={}, history=[], background=moving,
                 arrays=[(r.name, r.layout, r.rule(nprocs), str(r.local.dtype)) for r in self.arrays.values()],
                 ranks=tuple(range(nprocs)), keys=tuple(placement.grown(self._keys, nprocs - old)),
             )

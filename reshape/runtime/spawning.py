@@ -45,7 +45,6 @@ class JoinState:
     values: dict
     arrays: list[tuple[str, Layout, Layout, str]]  # name, old layout, new layout, dtype
     history: list[int]
-    old_size: int
     background: tuple[str, ...] = ()  # arrays moving in the background; the rest move at the switch
     ranks: tuple[int, ...] = ()  # merged comm rank of every new layout position (reshape.redistribution.placement)
     keys: tuple[placement.Seniority, ...] = ()  # seniority of every merged comm rank
@@ -124,7 +123,7 @@ class Joining:
             state = JoinState(
                 iteration=self.iteration + (1 if self._in_body else 0), values=self.values,
                 arrays=[(r.name, r.layout, r.rule(self.size), str(r.local.dtype)) for r in self.arrays.values()],
-                history=self.history, old_size=old, ranks=self._positions(self.size, range(self.size)),
+                history=self.history, ranks=self._positions(self.size, range(self.size)),
                 keys=tuple(placement.grown(self._keys, self.size - old)),
             )
         state, head = share(self.comm, state if self.rank == 0 else None)
