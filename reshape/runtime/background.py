@@ -29,9 +29,10 @@ from reshape.mpiutil import allreduce, bcast_obj
 from reshape.redistribution import placement
 from reshape.redistribution.layout import Layout
 from reshape.redistribution.redistribute import redistribute, start
-from reshape.runtime.darray import DistArray
+from reshape.runtime.darray import DistArray, Registered
 from reshape.runtime.results import ResizeError, ResizeResult
 from reshape.runtime.spawning import JoinState, SwitchState, share, spawn
+from reshape.runtime.watchdog import Guarded
 
 __all__ = ["Background", "Pending"]
 
@@ -56,8 +57,28 @@ class Pending:
     error: str | None = None  # anything else: the job is aborted at the switch
 
 
-class Background:
-    """The background-expansion steps of :class:`reshape.runtime.Resizer` (a mixin over its attributes)."""
+class Background(Guarded):
+    """The background-expansion steps of :class:`reshape.runtime.resizer.Resizer` (a mixin over its state).
+
+    The Resizer's state these steps read and write is declared below (its
+    fields; ``_pending`` is theirs: ``resize()`` and ``finish()`` switch when it
+    is set); of the other parts they call ``_bring_in``
+    (:class:`~reshape.runtime.spawning.Joining`) and the Resizer's steps
+    ``_new_ranks_from``, ``_staying``, ``_retire_others`` and ``_replace_comm``.
+    """
+
+    comm: MPI.Intracomm
+    size: int
+    iteration: int
+    values: dict
+    history: list[int]
+    arrays: dict[str, Registered]
+    method: str
+    background: bool
+    _in_body: bool  # inside an iteration of rt.iterations()
+    _end: int | None  # the loop's iteration count, when the job uses rt.iterations()
+    _keys: list[placement.Seniority]  # seniority of every comm rank
+    _pending: Pending | None  # a background expansion or shrink waiting for its switch
 
     def _overlap(self) -> bool:
         """Whether this expansion moves data in the background: asked for, a constant array

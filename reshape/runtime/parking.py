@@ -39,10 +39,13 @@ import time
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+import numpy as np
 from mpi4py import MPI
 
-from reshape.runtime.darray import DistArray
+from reshape.redistribution.layout import Layout
+from reshape.runtime.darray import DistArray, Registered
 from reshape.runtime.results import ResizeResult
+from reshape.runtime.watchdog import Guarded
 
 __all__ = ["CallBack", "CalledBack", "Parking", "Pool", "Reserve", "Step", "park", "rejoin"]
 
@@ -191,8 +194,21 @@ class CalledBack(BaseException):
         self.result = result
 
 
-class Parking:
-    """The parking steps of :class:`reshape.runtime.Resizer` (a mixin over its attributes)."""
+class Parking(Guarded):
+    """The parking steps of :class:`reshape.runtime.resizer.Resizer` (a mixin over its state).
+
+    The Resizer's state these steps read and write is declared below (its
+    fields); of the other parts they call ``_join``
+    (:class:`~reshape.runtime.spawning.Joining`) and the Resizer's ``_retire``.
+    """
+
+    comm: MPI.Intracomm
+    size: int
+    iteration: int
+    arrays: dict[str, Registered]
+    _in_body: bool  # inside an iteration of rt.iterations()
+    _reserve: Reserve  # the pools of parked ranks (rank 0's)
+    _pending_arrays: dict[str, tuple[Layout, np.ndarray | None]]  # a called-back rank's blocks until it resumes
 
     def _park(self) -> None:
         """A rank retired with reuse on: wait on the old communicator until called back or told to leave.

@@ -78,7 +78,7 @@ from reshape.runtime.darray import DistArray, LayoutRule, Registered, layout_rul
 from reshape.runtime.parking import CallBack, CalledBack, Parking, Reserve
 from reshape.runtime.results import EXPAND_PARTS, ResizeError, ResizeResult
 from reshape.runtime.spawning import Joining, check_hosts, process_start
-from reshape.runtime.watchdog import DEFAULT_TIMEOUT, Watchdog, abort, install_excepthook
+from reshape.runtime.watchdog import DEFAULT_TIMEOUT, Watchdog, install_excepthook
 
 __all__ = ["EXPAND_PARTS", "Registered", "ResizeError", "ResizeResult", "Resizer", "init", "layout_rule"]
 
@@ -94,6 +94,13 @@ class Resizer(Joining, Background, Parking):
     size, seconds, error). ``iteration`` is the current iteration number,
     ``arrays`` the registered arrays by name, ``values`` the values set with
     ``rt[name] = value``.
+
+    The steps of a resize come in parts, each a mixin that declares the fields
+    it shares: :class:`~reshape.runtime.spawning.Joining` (expansions, new
+    ranks joining), :class:`~reshape.runtime.background.Background` (resizes
+    behind the next iteration), :class:`~reshape.runtime.parking.Parking`
+    (retired ranks kept for reuse), and under all of them
+    :class:`~reshape.runtime.watchdog.Guarded` (the resize deadline).
     """
 
     comm: MPI.Intracomm
@@ -435,25 +442,6 @@ class Resizer(Joining, Background, Parking):
                 print(f"[reshape] advisor error at finish: {e}", file=sys.stderr, flush=True)
 
     # ------------------------------------------------------------ internals
-    def _arm(self, what: str) -> None:
-        if self._dog is None:
-            self._dog = Watchdog(self._report_abort)
-        self._dog.arm(what, self.resize_timeout)
-        self._dog.phase("starting")
-
-    def _phase(self, name: str) -> None:
-        if self._dog is not None:
-            self._dog.phase(name)
-
-    def _disarm(self) -> None:
-        if self._dog is not None:
-            self._dog.disarm()
-
-    def _abort_resize(self, what: str, e: BaseException) -> None:
-        """A resize failed once processes or data were in motion: abort the whole job, saying why (never returns)."""
-        abort(f"{what} failed on rank {self.rank} ({self._dog.step}): {type(e).__name__}: {e}", self._report_abort)
-        raise e  # not reached: abort ends the process
-
     def _report_abort(self, reason: str) -> None:
         """Tell the scheduler (any rank may) why the job is being aborted; bounded, best effort."""
         if os.environ.get(E.SCHEDULER):

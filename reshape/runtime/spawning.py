@@ -31,7 +31,10 @@ from reshape.mpiutil import allreduce, barrier, bcast_obj, wait, wait_all
 from reshape.redistribution import placement
 from reshape.redistribution.layout import Layout
 from reshape.redistribution.redistribute import redistribute, start
+from reshape.runtime.darray import Registered
+from reshape.runtime.parking import Reserve
 from reshape.runtime.results import ResizeError
+from reshape.runtime.watchdog import Guarded
 
 __all__ = ["JoinState", "Joining", "Standby", "SwitchState", "bridge", "check_hosts", "merge", "process_start",
            "program", "running_size", "share", "spawn", "spawn_commands", "wait_politely"]
@@ -64,8 +67,29 @@ class SwitchState:
     history: list[int]
 
 
-class Joining:
-    """The expansion steps of :class:`reshape.runtime.Resizer` (a mixin over its attributes)."""
+class Joining(Guarded):
+    """The expansion steps of :class:`reshape.runtime.resizer.Resizer` (a mixin over its state).
+
+    The Resizer's state these steps read and write is declared below (its
+    fields); of the other parts they call ``_stand_by``
+    (:class:`~reshape.runtime.parking.Parking`) and the Resizer's placement
+    steps ``_positions`` and ``_renumber``.
+    """
+
+    comm: MPI.Intracomm
+    size: int
+    iteration: int
+    values: dict
+    history: list[int]
+    arrays: dict[str, Registered]
+    method: str
+    joined: bool
+    _in_body: bool  # inside an iteration of rt.iterations()
+    _keys: list[placement.Seniority]  # seniority of every comm rank
+    _reserve: Reserve  # the pools of parked ranks
+    _parts: dict[str, float]  # the parts of the expansion under way (EXPAND_PARTS)
+    _started: tuple[float, float] | None  # a spawned rank: (process start, runtime.init) epoch seconds
+    _pending_arrays: dict[str, tuple[Layout, np.ndarray | None]]  # a new rank's blocks until register_array
 
     def _spawn(self, comm: MPI.Intracomm, n: int, hosts) -> tuple[MPI.Intercomm, float]:
         """Start ``n`` new ranks of this program (:func:`spawn` over ``comm``, with this resize's watchdog
