@@ -7,59 +7,32 @@ Iteration time at ``p`` processes is the Amdahl-plus-overhead model
 at ``p* = sqrt(work * (1 - serial) / overhead)``), or, with ``--times
 P:T,P:T,...``, a measured or modelled curve: ``T`` seconds at ``P``
 processes, linear in ``p`` between the listed sizes and the nearest end's
-time outside them (:func:`table_time`; ``benchmarks.calibrate_apps`` derives
-such curves from the real applications). A resize costs
-``redist * (1 + min(old, new) / max(old, new))`` seconds. The job sleeps
-instead of computing, so time-scaled workloads of many "processors" (seed
-001 §4.2, 36 processors) can run against the real daemon on a small machine;
-the job file says ``launch = "single"`` so Job Startup runs one process.
-It talks to the scheduler exactly as the resize runtime does: a
-:class:`reshape.advice.Advisor` from the environment.
+time outside them (``benchmarks.calibrate_apps`` derives such curves from the
+real applications). A resize costs ``redist * (1 + min(old, new) / max(old,
+new))`` seconds. These times come from :mod:`reshape.joblink.emulated`, as do
+the scheduler's models of this job. The job sleeps instead of computing, so
+time-scaled workloads of many "processors" (seed 001 §4.2, 36 processors)
+can run against the real daemon on a small machine; the job file says
+``launch = "single"`` so Job Startup runs one process. It talks to the
+scheduler exactly as the resize runtime does: a
+:class:`reshape.joblink.advice.Advisor` from the environment.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import os
 import random
 import sys
 import time
 
-from reshape import jobenv as E
-from reshape.advice import ResizeReport, advisor_from_env
-from reshape.layout import nearly_square_grid
+from reshape.joblink import jobenv as E
+from reshape.joblink.advice import advisor_from_env
+from reshape.joblink.emulated import iteration_time, parse_times, resize_time, table_time
+from reshape.joblink.protocol import ResizeReport
+from reshape.redistribution.layout import nearly_square_grid
 
-__all__ = ["iteration_time", "main", "parse_times", "table_time"]
-
-
-def iteration_time(p: int, work: float, serial: float, overhead: float) -> float:
-    return work * (serial + (1 - serial) / p) + overhead * p
-
-
-def table_time(p: int, times: tuple[tuple[int, float], ...]) -> float:
-    """Iteration time at ``p`` from ``((size, seconds), ...)`` sorted by size: linear between sizes, flat outside."""
-    if p <= times[0][0]:
-        return times[0][1]
-    for (p0, t0), (p1, t1) in itertools.pairwise(times):
-        if p <= p1:
-            return t0 + (t1 - t0) * (p - p0) / (p1 - p0)
-    return times[-1][1]
-
-
-def parse_times(text: str) -> tuple[tuple[int, float], ...]:
-    """``"1:4.0,2:2.1"`` -> ``((1, 4.0), (2, 2.1))``; a clear ValueError naming the bad part otherwise."""
-    out: dict[int, float] = {}
-    for part in text.split(","):
-        try:
-            p, t = part.split(":")
-            size, secs = int(p), float(t)
-        except ValueError:
-            raise ValueError(f"--times: {part!r} is not SIZE:SECONDS (e.g. 4:1.5)") from None
-        if size < 1 or not secs > 0 or size in out:
-            raise ValueError(f"--times: {part!r} needs a new size >= 1 and seconds > 0")
-        out[size] = secs
-    return tuple(sorted(out.items()))
+__all__ = ["main"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         adv = advisor.advise(ResizeReport(job_id, it, p, nearly_square_grid(p), t, redist_t, redist_from))
         redist_t = redist_from = None
         if adv.action in ("expand", "shrink") and adv.nprocs != p:
-            cost = a.redist * (1 + min(p, adv.nprocs) / max(p, adv.nprocs))
+            cost = resize_time(a.redist, p, adv.nprocs)
             while a.hang_in_resize:
                 time.sleep(3600)
             time.sleep(cost)

@@ -6,7 +6,7 @@ with a Gaussian low-pass ``H``:
 
 1. FFT of every local row;
 2. transpose by redistribution: rows layout -> columns layout (the circulant
-   engine of :mod:`reshape.redistribute`, always, whatever method resizes use);
+   engine of :mod:`reshape.redistribution.redistribute`, always, whatever method resizes use);
 3. FFT of every local column, multiply by ``H``, inverse FFT of every column;
 4. redistribution back to rows, inverse FFT of every row.
 
@@ -31,8 +31,8 @@ import numpy as np
 
 import reshape.runtime as runtime
 from apps.common import add_options, finish, positive, rand, run, want_check
-from reshape.layout import block
-from reshape.redistribute import redistribute
+from reshape.redistribution.layout import block
+from reshape.redistribution.redistribute import redistribute
 
 __all__ = ["image", "lowpass", "serial"]
 

@@ -29,8 +29,8 @@ from mpi4py import MPI
 
 import reshape.runtime as runtime
 from apps.common import add_options, finish, positive, rand, run, want_check
-from reshape.layout import Layout
 from reshape.mpiutil import wait
+from reshape.redistribution.layout import Layout
 
 __all__ = ["summa"]
 

@@ -24,17 +24,13 @@ from mpi4py import MPI
 
 from apps import ooc_cli
 from apps.ooc_jacobi import check_counts, initial
-from reshape.darray import DistArray
-from reshape.layout import gen_block
-from reshape.mpiutil import wait, wait_all
-from reshape.redistribute import redistribute
-from reshape.shared.app import OOCApp
-from reshape.shared.cluster import Cluster
-from reshape.shared.instrument import (
+from reshape.mheta.app import OOCApp
+from reshape.mheta.cluster import Cluster
+from reshape.mheta.instrument import (
     probe_disk,
 )
-from reshape.shared.mheta import Profile
-from reshape.shared.structure import (
+from reshape.mheta.model import Profile
+from reshape.mheta.structure import (
     AppStructure,
     ArraySpec,
     CommSpec,
@@ -43,6 +39,10 @@ from reshape.shared.structure import (
     StructureError,
     plan_memory,
 )
+from reshape.mpiutil import wait, wait_all
+from reshape.redistribution.layout import gen_block
+from reshape.redistribution.redistribute import redistribute
+from reshape.runtime.darray import DistArray
 
 __all__ = ["OOCCG", "coefficients", "serial", "structure"]
 

@@ -6,7 +6,7 @@ same way for all of them: the cluster and the GEN_BLOCK row counts are
 checked first (a bad value is one line on rank 0 and exit status 2), rank 0
 reports the same line for each, the app runs in a scratch directory that
 is removed whatever happens, and a rank that fails fails the whole run
-(:func:`reshape.watchdog.fail_together`). ``apps.ooc_jacobi`` keeps its own
+(:func:`reshape.runtime.watchdog.fail_together`). ``apps.ooc_jacobi`` keeps its own
 ``main``: it also instruments and predicts.
 """
 
@@ -20,12 +20,12 @@ import numpy as np
 from mpi4py import MPI
 
 from apps.ooc_jacobi import check_counts
-from reshape.layout import even_counts
+from reshape.mheta.cluster import Cluster, load_cluster
+from reshape.mheta.ooc import remove_tree, scratch_dir
+from reshape.mheta.structure import StructureError
 from reshape.mpiutil import barrier
-from reshape.shared.cluster import Cluster, load_cluster
-from reshape.shared.ooc import remove_tree, scratch_dir
-from reshape.shared.structure import StructureError
-from reshape.watchdog import fail_together
+from reshape.redistribution.layout import even_counts
+from reshape.runtime.watchdog import fail_together
 
 __all__ = ["parser", "run"]
 

@@ -22,18 +22,14 @@ import sys
 import numpy as np
 from mpi4py import MPI
 
-from reshape.darray import DistArray
-from reshape.layout import even_counts, gen_block
-from reshape.mpiutil import barrier, wait, wait_all
-from reshape.redistribute import redistribute
-from reshape.shared.app import OOCApp
-from reshape.shared.cluster import Cluster, load_cluster
-from reshape.shared.instrument import (
+from reshape.mheta.app import OOCApp
+from reshape.mheta.cluster import Cluster, load_cluster
+from reshape.mheta.instrument import (
     probe_disk,
 )
-from reshape.shared.mheta import Profile
-from reshape.shared.ooc import pieces, remove_tree, scratch_dir
-from reshape.shared.structure import (
+from reshape.mheta.model import Profile
+from reshape.mheta.ooc import pieces, remove_tree, scratch_dir
+from reshape.mheta.structure import (
     AppStructure,
     ArraySpec,
     CommSpec,
@@ -42,7 +38,11 @@ from reshape.shared.structure import (
     StructureError,
     plan_memory,
 )
-from reshape.watchdog import fail_together
+from reshape.mpiutil import barrier, wait, wait_all
+from reshape.redistribution.layout import even_counts, gen_block
+from reshape.redistribution.redistribute import redistribute
+from reshape.runtime.darray import DistArray
+from reshape.runtime.watchdog import fail_together
 
 __all__ = ["OOCJacobi", "check_counts", "initial", "serial", "structure"]
 
@@ -202,7 +202,7 @@ class OOCJacobi(OOCApp):
         """Instrumented iterations (forced I/O, synchronous reads) -> the MHETA profile.
 
         ``repeats`` iterations are instrumented and the median of each quantity
-        kept (see :func:`~reshape.shared.instrument.median_node_profile`).
+        kept (see :func:`~reshape.mheta.instrument.median_node_profile`).
         """
         probe_disk(self.store, f"u{1 - self.cur}", self.rec)
 
@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         app.distribute(even_counts(args.rows, comm.size))
         predicted = None
         if args.predict:
-            from reshape.shared.mheta import Mheta
+            from reshape.mheta.model import Mheta
 
             prof = app.instrument()
             app.distribute(even_counts(args.rows, comm.size))

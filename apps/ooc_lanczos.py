@@ -36,8 +36,8 @@ from mpi4py import MPI
 from apps import ooc_cli
 from apps.ooc_cg import OOCCG, _apply, coefficients
 from apps.ooc_jacobi import initial
-from reshape.shared.cluster import Cluster
-from reshape.shared.structure import AppStructure, ArraySpec, CommSpec, Section, Stage
+from reshape.mheta.cluster import Cluster
+from reshape.mheta.structure import AppStructure, ArraySpec, CommSpec, Section, Stage
 
 __all__ = ["OOCLanczos", "serial", "structure"]
 

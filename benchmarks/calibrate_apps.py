@@ -87,8 +87,8 @@ def _load() -> float:
 
 def measure(iters: int = 4) -> dict:
     """Run the measurements; returns the calibration document."""
-    from benchmarks.resize_apps import run_app
-    from reshape.launch import mpirun
+    from benchmarks._common import run_app
+    from reshape.joblink.launch import mpirun
     from scheduler.lab.emumodel import app_iter_time
 
     load0 = _load()

@@ -33,7 +33,7 @@ import time
 
 import numpy as np
 
-from reshape.client import Connection
+from reshape.joblink.client import Connection
 from scheduler.service.startup import job_tag, kill_job
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "daemon.json")

@@ -131,8 +131,8 @@ def infeasible(app, nodes: list[dict], rows: int) -> str:
     application's in-core (``resident``) arrays for BLOCK's rows, the
     configuration cannot be measured at all.
     """
-    from reshape.layout import even_counts
-    from reshape.shared.structure import max_resident_rows
+    from reshape.mheta.structure import max_resident_rows
+    from reshape.redistribution.layout import even_counts
 
     for i, (n, r) in enumerate(zip(nodes, even_counts(rows, len(nodes)), strict=True)):
         hold = max_resident_rows(app, n["memory"])
@@ -146,10 +146,8 @@ def worker(cfg_path: str, out_path: str) -> int:
     """Rank program: instrument, predict and measure the sweep of one configuration."""
     from mpi4py import MPI
 
-    from reshape.layout import even_counts
-    from reshape.mpiutil import barrier
-    from reshape.shared.cluster import Cluster
-    from reshape.shared.distribute import (
+    from reshape.mheta.cluster import Cluster
+    from reshape.mheta.distribute import (
         balanced_split,
         in_core_balanced_split,
         in_core_capacity,
@@ -157,10 +155,12 @@ def worker(cfg_path: str, out_path: str) -> int:
         round_split,
         sweep,
     )
-    from reshape.shared.mheta import Mheta
-    from reshape.shared.ooc import remove_tree, scratch_dir
-    from reshape.shared.structure import max_resident_rows
-    from reshape.watchdog import fail_together
+    from reshape.mheta.model import Mheta
+    from reshape.mheta.ooc import remove_tree, scratch_dir
+    from reshape.mheta.structure import max_resident_rows
+    from reshape.mpiutil import barrier
+    from reshape.redistribution.layout import even_counts
+    from reshape.runtime.watchdog import fail_together
 
     cfg = json.loads(Path(cfg_path).read_text())
     comm = MPI.COMM_WORLD
@@ -220,8 +220,8 @@ def _accuracy(pred: float, meas: float) -> float:
 
 def eval_ms(app_name: str, nodes: int = 8, reps: int = 2000) -> float:
     """Time per MHETA evaluation of a random split at ``nodes`` nodes (fresh model)."""
-    from reshape.shared.mheta import CommProfile, Mheta, NodeProfile, Profile
-    from reshape.shared.search import random_split
+    from reshape.mheta.model import CommProfile, Mheta, NodeProfile, Profile
+    from reshape.mheta.search import random_split
 
     app = _structure(app_name)(2048, 512)
     rng = random.Random(1)
@@ -255,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         return worker(*args.worker)
 
-    from reshape.launch import mpirun
+    from reshape.joblink.launch import mpirun
 
     rows, cols = 256, 1024
     iters = 3 if args.quick else 4

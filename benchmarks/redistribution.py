@@ -22,7 +22,7 @@ again next to each case (``copy GB/s``), since other load on the machine
 changes both; ``worst rep`` is the same fraction from the case's slowest
 repeat (the host's memory bandwidth swings by up to 2x within seconds here:
 one copy took 31-79 ms over 40 tries in a row). The arrays are memfd-backed as the runtime's are, so ranks
-read each other's blocks directly (one copy, :mod:`reshape.nodecopy`;
+read each other's blocks directly (one copy, :mod:`reshape.redistribution.nodecopy`;
 ``direct`` / ``remote`` count the transfers); a reader keeps its mapping of
 a peer's block between repeats, as the one-process copy keeps its pages.
 ``fresh-map`` is the same with every mapping dropped first (the page-table
@@ -32,7 +32,7 @@ sender, copied again by the receiver), the two-copy baseline; ``1copy x``
 = warm mpi / warm-out. ``first`` is the first circulant repeat (fresh
 mappings and a fresh output block). ``relabel``
 runs the circulant engine with the destination positions chosen to keep the
-most data in place (:mod:`reshape.relabel`); ``moved`` / ``moved rl`` are the
+most data in place (:mod:`reshape.redistribution.relabel`); ``moved`` / ``moved rl`` are the
 fractions of the array that cross ranks without and with it. The checkpoint
 writes the whole array through rank 0 to an HDF5 file, fsyncs it and reads
 it back. Every method's result is compared bit for bit with the circulant one.
@@ -63,7 +63,7 @@ import numpy as np
 import psutil
 
 from benchmarks._common import table, write_result
-from reshape.launch import relaunch, under_mpiexec
+from reshape.joblink.launch import relaunch, under_mpiexec
 
 PAIRS_1D = [(1, 2), (2, 4), (4, 2), (3, 4), (4, 3)]
 PAIRS_2D = [*PAIRS_1D, (4, 6), (6, 4), (6, 9), (9, 6)]
@@ -95,11 +95,11 @@ def cases(sizes, blocks):
 def worker(args) -> int:
     from mpi4py import MPI
 
-    from reshape.layout import block, block_cyclic_2d, nearly_square_grid
     from reshape.mpiutil import barrier
-    from reshape.redistribute import redistribute, start
-    from reshape.relabel import relabel
-    from reshape.schedule import make_plan
+    from reshape.redistribution.layout import block, block_cyclic_2d, nearly_square_grid
+    from reshape.redistribution.redistribute import redistribute, start
+    from reshape.redistribution.relabel import relabel
+    from reshape.redistribution.schedule import make_plan
 
     world = MPI.COMM_WORLD
     sizes = args.sizes or ([1000, 2000] if args.quick else [4000, 8000])
@@ -156,9 +156,9 @@ def one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw,
     """Every method on one case inside ``comm`` (max(P, Q) ranks); rank 0's row."""
     from mpi4py import MPI
 
-    from reshape import jobenv as E
-    from reshape import nodecopy
+    from reshape.joblink import jobenv as E
     from reshape.mpiutil import allreduce, barrier
+    from reshape.redistribution import nodecopy
 
     me = comm.rank
     if kind == "1d-block":

@@ -25,7 +25,7 @@ the worst of them. The table beside it splits each expansion into its parts
 processes' start-up (interpreter, imports, ``MPI_Init``), the hand-over of the
 job's state and the data motion. ``reexpand_latency_s`` is the second
 2 -> 4 of a 2 -> 4 -> 2 -> 4 run with the ranks the shrink parked called back
-(``RESHAPE_REUSE=1``, :mod:`reshape.parking`), beside the same expansion
+(``RESHAPE_REUSE=1``, :mod:`reshape.runtime.parking`), beside the same expansion
 spawned anew (``reexpand_spawn_over_reuse``); ``reexpand_two_pools_latency_s``
 the 2 -> 4 of 2 -> 4 -> 3 -> 2 -> 4, calling back the ranks of both shrinks
 (two pools, one call-back step each); ``standby_expand_latency_s``
@@ -54,14 +54,11 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 
-from benchmarks._common import table, write_result
-from reshape import jobenv as E
-from reshape.launch import MPIRunError, mpirun
+from benchmarks._common import run_app, table, write_result
+from reshape.joblink import jobenv as E
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAPER = {"lu": 8.3, "mm": 4.5, "jacobi": 14.5, "fft2d": 7.9}
 TARGET_RATIO = 4.5
 TARGET_LATENCY = 0.5
@@ -78,21 +75,6 @@ ARRAY_BYTES = {  # registered data moved at each resize
     "lu": lambda n: 2 * n * n * 8, "mm": lambda n: 3 * n * n * 8, "jacobi": lambda n: (n * n + 2 * n) * 8,
     "fft2d": lambda n: n * n * 16, "master_worker": lambda n: 0,
 }
-
-
-def run_app(app: str, start: int, plan: str, iters: int, opts: list[str], method: str,
-            timeout: float = 600.0, env: dict | None = None) -> dict:
-    """One run of ``apps.<app>``; returns its ``--json`` payload."""
-    with tempfile.TemporaryDirectory(prefix="resize-apps-") as tmp:
-        out = os.path.join(tmp, "run.json")
-        env = {E.PLAN: plan, E.REDIST_METHOD: method, "TMPDIR": tmp, **(env or {})}
-        argv = ["-m", f"apps.{app}", *opts, "--iters", str(iters), "--no-check", "--quiet", "--json", out]
-        try:
-            mpirun(start, argv, timeout=timeout, env=env, cwd=ROOT)
-        except MPIRunError as e:
-            raise SystemExit(f"resize_apps: {app} ({method}) failed:\n{e}") from e
-        with open(out) as fh:
-            return json.load(fh)
 
 
 def fig3a(opts: list[str], sizes: list[int]) -> tuple[list[dict], dict]:

@@ -1,4 +1,4 @@
-"""Benchmark: the head node at scale, and the simulator on a million-job trace (issue 17).
+"""Benchmark: the head node at scale (up to 50,000 queued jobs), and the simulator on a million-job trace.
 
 ``python -m benchmarks.scale [--quick] [--no-daemon] [--no-sim] [--million]``
 
@@ -42,8 +42,9 @@ clients used (``client_cpu_share``). ``--client-procs`` changes how many
 processes speak for the emulated jobs (same request rate).
 
 **Simulator.** Synthetic traces from the Lublin-Feitelson model
-(:mod:`scheduler.lab.workloads.lublin`, seeded) on :data:`SIM_SLOTS` nodes,
-arrivals scaled to an offered load of :data:`SIM_LOAD`, half the jobs
+(:mod:`scheduler.lab.workloads.lublin`, seeded) on
+:data:`benchmarks.scale_sim.SIM_SLOTS` nodes, arrivals scaled to an offered
+load of :data:`benchmarks.scale_sim.SIM_LOAD`, half the jobs
 malleable, simulated with ``easy`` and the recommended preset
 ``reshape-plus``; each run in a fresh process, which reports its time and
 peak RSS. Default sizes 100k, 200k and 400k jobs (the cost per 100k jobs
@@ -74,7 +75,8 @@ import numpy as np
 import psutil
 
 from benchmarks._common import RESULTS, table, write_result
-from reshape.client import Connection
+from benchmarks.scale_sim import SIM_LOAD, SIM_SLOTS, run_sims
+from reshape.joblink.client import Connection
 from scheduler.service.loopstats import delta
 from scheduler.service.startup import job_tag, kill_jobs
 
@@ -84,8 +86,6 @@ STATUS_PER_S = 5.0
 FREE = 3  # slots left free beside the running jobs: backfill has candidates to try
 RUNNING = (100, 1000)
 QUEUED = (1000, 10000, 50000)
-SIM_SLOTS = 1024
-SIM_LOAD = 0.9
 SIM_JOBS = (100_000, 200_000, 400_000)
 
 
@@ -427,8 +427,6 @@ def main(argv: list[str] | None = None) -> int:
                        for s in ("p50_ms", "p99_ms")]))
         out["core"] = core
     if not a.no_sim:
-        from benchmarks.scale_sim import run_sims
-
         sims = run_sims((5_000,) if a.quick else SIM_JOBS + ((1_000_000,) if a.million else ()),
                         ("easy", "reshape-plus"), SIM_SLOTS, SIM_LOAD)
         out["simulator"] = sims

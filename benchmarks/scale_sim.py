@@ -24,6 +24,9 @@ import time
 
 from benchmarks._common import table, write_result
 
+SIM_SLOTS = 1024  # nodes of the simulated machine
+SIM_LOAD = 0.9  # offered load the trace's arrivals are scaled to
+
 
 def _one(n: int, policy: str, slots: int, load: float, q) -> None:
     from scheduler.lab.jobmodel import from_trace
@@ -72,8 +75,6 @@ def run_sims(sizes: tuple[int, ...], policies: tuple[str, ...], slots: int, load
 
 
 def main(argv: list[str] | None = None) -> int:
-    from benchmarks.scale import SIM_LOAD, SIM_SLOTS
-
     ap = argparse.ArgumentParser(prog="python -m benchmarks.scale_sim", description=__doc__)
     ap.add_argument("jobs", type=int, nargs="+")
     ap.add_argument("--policy", action="append", help="preset (repeatable; default easy and reshape-plus)")

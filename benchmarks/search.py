@@ -11,7 +11,7 @@ times, predicted-vs-measured, and the best/worst measured spread.
 
 GBS optimises the time without blocking (the thesis's GBS); GBS-B continues
 from its split by descent on the predicted time with blocking
-(``reshape.shared.search.descend``), which is what every search is scored on.
+(``reshape.mheta.search.descend``), which is what every search is scored on.
 
 ``python -m benchmarks.search [--quick] [--app jacobi|cg|lanczos]`` writes ``benchmarks/results/search.json``
 (``search_cg.json``, ``search_lanczos.json``: their small memories keep the in-core vectors as in
@@ -86,7 +86,7 @@ def configurations(small: int, seed: int = 11) -> dict[str, list[dict]]:
 def _searches(model, p: int, s: int, budget: float, seed: int) -> dict[str, dict]:
     import functools
 
-    from reshape.shared.search import ga, gbs, gs, sa
+    from reshape.mheta.search import ga, gbs, gs, sa
 
     out = {}
     fns = {"GBS": gbs, "GBS-B": functools.partial(gbs, finish=True), "GS": gs, "GA": ga, "SA": sa}
@@ -103,20 +103,20 @@ def worker(cfg_path: str, out_path: str) -> int:
     """Rank program: instrument, search (rank 0), then measure the chosen distributions."""
     from mpi4py import MPI
 
-    from reshape.layout import even_counts
-    from reshape.mpiutil import barrier
-    from reshape.shared.cluster import Cluster
-    from reshape.shared.distribute import (
+    from reshape.mheta.cluster import Cluster
+    from reshape.mheta.distribute import (
         balanced_split,
         in_core_balanced_split,
         in_core_capacity,
         in_core_split,
     )
-    from reshape.shared.mheta import Mheta
-    from reshape.shared.ooc import remove_tree, scratch_dir
-    from reshape.shared.search import ga, gbs, sa
-    from reshape.shared.structure import max_resident_rows
-    from reshape.watchdog import fail_together
+    from reshape.mheta.model import Mheta
+    from reshape.mheta.ooc import remove_tree, scratch_dir
+    from reshape.mheta.search import ga, gbs, sa
+    from reshape.mheta.structure import max_resident_rows
+    from reshape.mpiutil import barrier
+    from reshape.redistribution.layout import even_counts
+    from reshape.runtime.watchdog import fail_together
 
     cfg = json.loads(Path(cfg_path).read_text())
     comm = MPI.COMM_WORLD
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.worker:
         return worker(*args.worker)
-    from reshape.launch import mpirun
+    from reshape.joblink.launch import mpirun
 
     rows, cols = 512, 512
     app_structure = _structure(args.app)(rows, cols)

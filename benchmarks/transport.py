@@ -8,7 +8,7 @@ is ``MPIR_CVAR_CH4_CMA_ENABLE=0`` (copies through shared-memory cells). This
 measures both in the same run, alternating, on 4 ranks over two hosts (ranks
 0 and 1 on the first, 2 and 3 on the second): ping-pong bandwidth between
 ranks 0 and 1 (same node) and 0 and 2 (across nodes), and the data motion of a
-2 -> 4 expansion across nodes (``reshape.redistribute``, an N x N float64
+2 -> 4 expansion across nodes (``reshape.redistribution.redistribute``, an N x N float64
 array from the two ranks of the first host to all four). Each case reports
 its best (minimum time) and median over rounds; the ratio is CMA on / off.
 
@@ -33,8 +33,8 @@ def _ranks(n: int, reps: int) -> None:
     import numpy as np
     from mpi4py import MPI
 
-    from reshape.layout import block
-    from reshape.redistribute import redistribute
+    from reshape.redistribution.layout import block
+    from reshape.redistribution.redistribute import redistribute
 
     comm = MPI.COMM_WORLD
     assert comm.size == 4, "run on 4 ranks: two per host"
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         _ranks(a.n, a.reps)
         return 0
     from benchmarks._common import table, write_result
-    from reshape.launch import mpirun
+    from reshape.joblink.launch import mpirun
 
     if a.quick:
         a.rounds, a.n = 1, 1024

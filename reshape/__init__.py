@@ -3,33 +3,52 @@
 ``import reshape; rt = reshape.init()`` starts (or, on a rank spawned by a
 resize, joins) a resizable job: the runtime API (:mod:`reshape.runtime`) is
 available at the top level. It is imported on first use, so that
-``import reshape.layout`` and the other pure modules do not load MPI.
+``import reshape.redistribution.layout`` and the other pure modules do not load MPI.
 
-Pure layout and schedule code lives in :mod:`reshape.layout` and
-:mod:`reshape.schedule`; MPI execution in :mod:`reshape.redistribute` and
-:mod:`reshape.darray`; the checks of user input in :mod:`reshape.checks`.
+The parts, each a subpackage, from the bottom up:
+
+* :mod:`reshape.joblink`: the job's link to the scheduler (environment
+  variables, wire protocol, daemon client, advisors, keys, launching); no MPI;
+* :mod:`reshape.mpiutil` (MPI helpers: polite waiting, datatypes, collective
+  error checks) and :mod:`reshape.faults` (fault injection points of a
+  resize), used by the parts above them;
+* :mod:`reshape.redistribution`: layouts, plans and the MPI redistribution engine;
+* :mod:`reshape.runtime`: the resize runtime (``init``, ``Resizer``, spawning,
+  parking, background resizes, the watchdog, the checks of user input);
+* :mod:`reshape.mheta`: SHARED's out-of-core arrays, the MHETA model and GBS.
 """
 
 __version__ = "0.1.0"
 
 # name -> module holding it; resolved on first access (PEP 562)
 _LAZY = {
-    "init": "reshape.runtime", "Resizer": "reshape.runtime", "Registered": "reshape.runtime",
-    "ResizeError": "reshape.runtime", "ResizeResult": "reshape.runtime", "layout_rule": "reshape.runtime",
-    "UsageError": "reshape.checks",
+    "init": "reshape.runtime.resizer", "Resizer": "reshape.runtime.resizer", "Registered": "reshape.runtime.darray",
+    "ResizeError": "reshape.runtime.results", "ResizeResult": "reshape.runtime.results",
+    "layout_rule": "reshape.runtime.darray", "UsageError": "reshape.runtime.checks",
 }
 __all__ = ["__version__", *_LAZY]
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
+def lazy_exports(module: str, table: dict[str, str]):
+    """PEP 562 ``__getattr__`` and ``__dir__`` for package ``module``: each name of ``table``
+    (name -> the module defining it) is imported on first access, then kept as an attribute."""
 
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'reshape' has no attribute {name!r}")
+    def __getattr__(name: str):
+        if name in table:
+            import importlib
+            import sys
+
+            value = getattr(importlib.import_module(table[name]), name)
+            setattr(sys.modules[module], name, value)
+            return value
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    def __dir__() -> list[str]:
+        import sys
+
+        return sorted({*vars(sys.modules[module]), *table})
+
+    return __getattr__, __dir__
 
 
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -34,7 +34,7 @@ import sys
 import time
 from typing import NamedTuple
 
-from reshape import jobenv as E
+from reshape.joblink import jobenv as E
 
 __all__ = ["ENV_FAULT", "FaultSpec", "check", "hit", "parse", "set_spawned"]
 

@@ -3,7 +3,7 @@
 Each part adds its subcommands through an ``add_commands(subparsers)``
 function that registers parsers whose ``func`` attribute runs the command:
 
-* ``apps.redistribution_demo`` -> ``redistribution-demo``
+* ``reshape.redistribution.demo`` -> ``redistribution-demo``
 * ``scheduler.tools.netns`` -> ``netns`` (a network-namespace test cluster)
 * ``scheduler.service.commands`` -> the daemon, job and workload commands (``daemon``, ``submit``, ``demo``, ...)
 * ``scheduler.lab.simulate_cli`` -> ``simulate``
@@ -16,7 +16,7 @@ import importlib
 import re
 import sys
 
-PARTS = ("apps.redistribution_demo", "scheduler.tools.netns", "scheduler.service.commands",
+PARTS = ("reshape.redistribution.demo", "scheduler.tools.netns", "scheduler.service.commands",
          "scheduler.lab.simulate_cli")
 
 

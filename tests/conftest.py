@@ -22,8 +22,8 @@ import time
 
 import pytest
 
-from reshape.launch import mpirun as _mpirun
-from reshape.launch import unheld_ipc_files
+from reshape.joblink.launch import mpirun as _mpirun
+from reshape.joblink.launch import unheld_ipc_files
 from tests.helpers import DaemonProc
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -100,7 +100,7 @@ def pytest_runtest_teardown(item, nextitem):
 @pytest.fixture(autouse=True, scope="session")
 def _no_ipc_leftovers():
     """The suite leaves no ``/dev/shm/mpich_shm_*`` or ``$TMPDIR/hydra_*`` file behind: every kill
-    path removes them (``reshape.launch``). Files there before the run are not the suite's."""
+    path removes them (``reshape.joblink.launch``). Files there before the run are not the suite's."""
     before = set(unheld_ipc_files())
     yield
     deadline = time.monotonic() + 5.0  # a daemon's reaper may still be sweeping

@@ -10,8 +10,8 @@ import subprocess
 import sys
 import time
 
-from reshape.client import Connection
-from reshape.launch import kill_session
+from reshape.joblink.client import Connection
+from reshape.joblink.launch import kill_session
 from scheduler.service.startup import job_tag, kill_jobs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

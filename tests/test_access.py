@@ -17,7 +17,7 @@ import tempfile
 import pytest
 import zmq
 
-from reshape import protocol as P
+from reshape.joblink import protocol as P
 from tests.helpers import DaemonProc
 
 pytestmark = [pytest.mark.procs,  # daemons started here, a client forked
@@ -144,7 +144,7 @@ def _others_can_run(path: str) -> bool:
 def test_a_root_daemon_runs_each_job_as_its_owner(local_daemon):
     """A job submitted by uid 65534 runs as 65534 (its processes, and what it prints); root's as root.
     Its exit status still reaches the daemon (the wrapper writes it as the job's user)."""
-    from reshape.launch import mpiexec_path
+    from reshape.joblink.launch import mpiexec_path
     from tests.helpers import wait_for
 
     if not _others_can_run(mpiexec_path()):

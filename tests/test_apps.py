@@ -8,7 +8,7 @@ from mpi4py import MPI
 
 from apps import fft2d, jacobi, lu, master_worker, mm
 from apps.common import rand
-from reshape.layout import block_cyclic_2d
+from reshape.redistribution.layout import block_cyclic_2d
 
 
 @given(st.integers(1, 30), st.integers(0, 1000))

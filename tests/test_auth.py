@@ -15,8 +15,8 @@ import sys
 import pytest
 import zmq
 
-from reshape import auth
-from reshape.client import Connection, SchedulerUnavailable
+from reshape.joblink import auth
+from reshape.joblink.client import Connection, SchedulerUnavailable
 from tests.helpers import ROOT, wait_for
 from tests.test_nodemon import Cluster
 

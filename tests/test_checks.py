@@ -2,8 +2,8 @@
 
 import pytest
 
-from reshape import jobenv as E
-from reshape.checks import env_problems, plan_problems
+from reshape.joblink import jobenv as E
+from reshape.runtime.checks import env_problems, plan_problems
 
 BAD = {
     E.PLAN: ("2,x", "'x' is not a number"),
@@ -39,7 +39,7 @@ def test_each_bad_variable_is_named_with_what_is_allowed(var):
 def test_every_job_variable_is_checked():
     every = {getattr(E, n) for n in E.__all__ if n.isupper() and isinstance(getattr(E, n), str)}
     tools = {E.DAEMON, E.STATE_DIR, E.CLIENT_KEY, E.RUN_TAG, E.NETNS_HOSTS, E.NETNS_PREFIX, E.TRACES, E.KEYS}
-    # free-form by design: the job tag is any string; the CLI, tools and reshape.auth check theirs where used
+    # free-form by design: the job tag is any string; the CLI, tools and reshape.joblink.auth check theirs where used
     assert every - tools - {E.JOB_TAG} == set(BAD)
 
 
@@ -59,8 +59,8 @@ def test_plan_must_start_at_the_job_size():
 
 
 def test_runtime_api_is_documented():
-    from reshape.darray import DistArray
     from reshape.runtime import Registered, Resizer
+    from reshape.runtime.darray import DistArray
 
     assert "Collective" in Registered.gather.__doc__ and "``dist``" in Registered.__doc__
     assert "``history`` lists the sizes the" in Resizer.__doc__ and "global_indices" in DistArray.__doc__
@@ -69,7 +69,7 @@ def test_runtime_api_is_documented():
 def test_job_settings_on_one_rank():
     from mpi4py import MPI
 
-    from reshape.checks import UsageError, job_settings
+    from reshape.runtime.checks import UsageError, job_settings
 
     assert job_settings(MPI.COMM_SELF, env={E.PLAN: "1,2"}).plan == (1, 2)
     with pytest.raises(UsageError, match=r"init\(max_procs=0\): expected an integer >= 1"):

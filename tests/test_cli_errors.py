@@ -49,7 +49,8 @@ def test_failed_job_shows_its_reason_and_where_its_log_is(daemon):
                    env={"RESHAPE_MAX_PROCS": "abc"})
     job = wait_for(lambda: (j := d.job(jid))["state"] in ("done", "failed") and j, 60)
     assert job["state"] == "failed"
-    why = "exit code 1: reshape.checks.UsageError: reshape.init(): RESHAPE_MAX_PROCS='abc': expected an integer >= 1"
+    why = ("exit code 1: reshape.runtime.checks.UsageError: reshape.init(): RESHAPE_MAX_PROCS='abc': "
+           "expected an integer >= 1")
     assert job["error"] == why
     hist = cli("history", "--endpoint", d.endpoint)
     assert why[:60] in hist.stdout and f"failed: job {jid}; 'reshape log {jid}' shows a job's output" in hist.stdout
@@ -66,7 +67,7 @@ def test_failed_job_shows_its_reason_and_where_its_log_is(daemon):
 def test_a_command_waits_for_a_daemon_that_is_starting(daemon, tmp_path):
     import threading
 
-    from reshape.client import Connection
+    from reshape.joblink.client import Connection
 
     endpoint = f"ipc://{tmp_path}/d.sock"
     got = {}

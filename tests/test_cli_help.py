@@ -84,7 +84,7 @@ def test_bad_option_values_are_refused(capsys, argv, text):
 def test_a_refused_connection_fails_at_once():
     import time
 
-    from reshape.client import Connection, SchedulerUnavailable
+    from reshape.joblink.client import Connection, SchedulerUnavailable
     from tests.helpers import free_port
 
     conn = Connection(f"tcp://127.0.0.1:{free_port()}", timeout=10.0, fail_fast=1.0)

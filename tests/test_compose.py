@@ -132,7 +132,8 @@ def test_dockerfile_copies_existing_files():
 
 @pytest.mark.procs  # runs sh -n
 def test_scripts_are_executable_and_parse():
-    for script in ("docker/entrypoint.sh", "docker/make-base-image.sh", "scheduler/launchers/netns-launch"):
+    for script in ("docker/entrypoint.sh", "docker/make-base-image.sh", "reshape/joblink/hydra/netns-launch",
+                   "reshape/joblink/hydra/slurm-launch"):
         path = os.path.join(ROOT, script)
         assert os.access(path, os.X_OK), f"{script} is not executable"
         res = subprocess.run(["sh", "-n", path], capture_output=True, text=True)

@@ -1,4 +1,5 @@
-"""The core's indexes (issue 17) answer exactly what a scan of the queue would, and stale views refuse."""
+"""The core's indexes (a pass costs the jobs it looks at, not the queue's length) answer exactly what a
+scan of the queue would, and stale views refuse."""
 
 from __future__ import annotations
 
@@ -72,7 +73,7 @@ def test_a_stale_queue_view_refuses_and_positions_are_checked():
 
 
 class _Full(EasyBackfill):
-    """EASY computing the shadow time on every pass, as before issue 17's shortcut."""
+    """EASY computing the shadow time on every pass, as before the shortcut that skips it when nothing fits."""
 
     @staticmethod
     def _nothing_to_backfill(snap, free) -> bool:
@@ -84,7 +85,7 @@ class _Full(EasyBackfill):
 @example([(8, 60.0, 1.0, False), (2, 60.0, 2.0, False)], 4, 400.0, "easy")  # job 3 backfills
 def test_easy_starts_the_same_without_recomputing_a_held_reservation(jobs, free, reserved, name):
     """With the head holding a reservation and no queued job fitting the free slots, EASY skips the
-    shadow time (issue 17): the starts are those of the full computation."""
+    shadow time (no work on a full machine): the starts are those of the full computation."""
     s = _state(jobs)
     if free:
         s.pool.release(s.running()[0].hosts[:free])  # policy view only, as above

@@ -18,8 +18,8 @@ import time
 import pytest
 import zmq
 
-from reshape import protocol as P
-from reshape.client import Connection, DaemonError, SchedulerUnavailable
+from reshape.joblink import protocol as P
+from reshape.joblink.client import Connection, DaemonError, SchedulerUnavailable
 from scheduler.service.startup import job_pids, job_tag, kill_job
 from tests.helpers import repeated_undone_expansions, wait_for
 

@@ -15,8 +15,8 @@ import time
 import pytest
 import zmq
 
-from reshape import protocol as P
-from reshape.client import Connection, DaemonError
+from reshape.joblink import protocol as P
+from reshape.joblink.client import Connection, DaemonError
 from scheduler.core.jobfile import validate_job
 from tests.helpers import wait_for
 

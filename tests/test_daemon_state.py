@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from reshape import protocol as P
+from reshape.joblink import protocol as P
 from scheduler.core.jobfile import JobFileError, validate_job
 from scheduler.core.policy import RemapPolicy, Shrink, app_policy, remap_policy
 from scheduler.core.pool import default_pool
@@ -266,7 +266,7 @@ def test_sizes_a_job_announces_narrow_its_legal_sizes_and_are_journaled():
 
 def test_an_expansion_is_placed_where_the_job_has_parked_ranks():
     """A job with reuse on reports the hosts of its parked ranks (``parked``); the expansion's slots are
-    taken there first, so the runtime calls those ranks back instead of spawning (reshape.parking)."""
+    taken there first, so the runtime calls those ranks back instead of spawning (reshape.runtime.parking)."""
     from scheduler.core.pool import Node, Pool
 
     def expand_hosts(parked):

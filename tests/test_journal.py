@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reshape import protocol as P
+from reshape.joblink import protocol as P
 from scheduler.core.jobfile import validate_job
 from scheduler.core.policy import app_policy, remap_policy
 from scheduler.core.pool import default_pool

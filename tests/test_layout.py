@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reshape.layout import (
+from reshape.redistribution.layout import (
     BlockCyclic,
     LayoutError,
     block,

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reshape.layout import nearly_square_grid
+from reshape.redistribution.layout import nearly_square_grid
 from scheduler.core.jobfile import JobFileError, narrow_spec, spec_from_dict, validate_job
 from scheduler.core.policies.reshape_remap import next_size, shrink_sizes
 from scheduler.core.policy import JobSpec, RunningJob, Snapshot, Start, app_policy, legal_sizes, remap_policy

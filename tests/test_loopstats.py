@@ -1,5 +1,5 @@
-"""The daemon's loop statistics (issue 17): the service window's percentiles are the sorted list's,
-and the loop's histograms count every turn and phase."""
+"""The daemon's loop statistics (where its time goes, docs/daemon.md): the service window's percentiles
+are the sorted list's, and the loop's histograms count every turn and phase."""
 
 from __future__ import annotations
 

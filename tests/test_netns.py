@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from reshape.auth import make_keys
+from reshape.joblink.auth import make_keys
 from scheduler.tools import netns
 from scheduler.tools.netns import LAUNCHER, NetnsCluster, NetnsError
 from tests.helpers import wait_for
@@ -187,7 +187,7 @@ def test_expansion_spawns_ranks_on_another_node_and_shrink_retires_them(cluster)
     assert list(phases) == ["it0-size2", "it1-size4", "it2-size2", "end-size2"], res.stdout
     a, b = cluster.ip("node1"), cluster.ip("node2")
     assert [(p[1], p[2]) for p in phases["it0-size2"]] == [("node1", a)] * 2
-    grown = phases["it1-size4"]  # by comm rank: relabelling may interleave the new ranks (reshape.placement)
+    grown = phases["it1-size4"]  # by comm rank: relabelling may interleave the new ranks (redistribution.placement)
     assert sorted((p[1], p[2]) for p in grown) == [("node1", a)] * 2 + [("node2", b)] * 2
     originals = [p[3] for p in phases["it0-size2"]]
     assert grown[0][3] == originals[0] and {p[3] for p in grown if p[1] == "node1"} == set(originals)
@@ -255,8 +255,8 @@ def test_daemon_in_the_head_runs_a_job_across_nodes(tmp_path):
 JOB = """
 import sys, time
 from mpi4py import MPI
-from reshape.advice import ResizeReport
-from reshape.client import SchedulerClient
+from reshape.joblink.protocol import ResizeReport
+from reshape.joblink.client import SchedulerClient
 comm = MPI.COMM_WORLD
 client = SchedulerClient.from_env() if comm.rank == 0 else None
 for it in range(int(sys.argv[1])):
@@ -274,7 +274,7 @@ if client:
 
 REQUEST = """
 import json, sys
-from reshape.client import Connection
+from reshape.joblink.client import Connection
 conn = Connection(sys.argv[1], 10.0, keys=sys.argv[2])
 print(json.dumps(conn.request(sys.argv[3], json.loads(sys.argv[4])).body))
 """

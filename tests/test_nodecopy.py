@@ -1,4 +1,4 @@
-"""reshape.nodecopy in one process: memfd arrays, their descriptors, mapping them back through /proc, cleanup.
+"""reshape.redistribution.nodecopy in one process: memfd arrays, their descriptors, mapping back through /proc, cleanup.
 
 The peer here is this process itself (``/proc/self``'s pid): the same open-map-check path a
 rank takes for a peer on its host. The multi-rank behaviour (direct reads, the per-transfer
@@ -15,10 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reshape import nodecopy
-from reshape.checks import env_problems
-from reshape.redistribute import _Peers
-from reshape.schedule import Runs, Transfer
+from reshape.redistribution import nodecopy
+from reshape.redistribution.redistribute import _Peers
+from reshape.redistribution.schedule import Runs, Transfer
+from reshape.runtime.checks import env_problems
 
 
 def fds() -> int:

@@ -17,8 +17,8 @@ import time
 import psutil
 import pytest
 
-from reshape.client import Connection
-from reshape.launch import kill_session
+from reshape.joblink.client import Connection
+from reshape.joblink.launch import kill_session
 from scheduler.service.startup import job_pids, job_tag
 from tests.helpers import ROOT, free_port, kill_journaled_jobs, wait_for
 

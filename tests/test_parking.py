@@ -1,4 +1,4 @@
-"""Which parked ranks an expansion calls back, pool by pool (rank 0's choice, reshape.parking.Reserve.pick)."""
+"""Which parked ranks an expansion calls back, pool by pool (rank 0's choice, reshape.runtime.parking.Reserve.pick)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reshape.parking import CallBack, Pool, Reserve, Step
+from reshape.runtime.parking import CallBack, Pool, Reserve, Step
 
 HOSTS = ["n1", "n2", "n3"]
 

@@ -4,9 +4,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reshape import placement
-from reshape.layout import block, block_cyclic_2d, nearly_square_grid
-from reshape.relabel import kept_elements
+from reshape.redistribution import placement
+from reshape.redistribution.layout import block, block_cyclic_2d, nearly_square_grid
+from reshape.redistribution.relabel import kept_elements
 
 
 @st.composite

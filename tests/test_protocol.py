@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reshape import protocol as P
+from reshape.joblink import protocol as P
 
 DOC = os.path.join(os.path.dirname(os.path.dirname(__file__)), "docs", "protocol.md")
 

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from reshape.launch import TAG_VAR, kill_session, kill_tagged, mpi_env, new_tag, sweep_ipc
+from reshape.joblink.launch import TAG_VAR, kill_session, kill_tagged, mpi_env, new_tag, sweep_ipc
 
 pytestmark = pytest.mark.procs
 
@@ -77,10 +77,10 @@ def test_run_commands_as_printed_give_the_same_field():
 
 
 def test_import_reshape_exports_the_runtime_lazily():
-    code = ("import sys, reshape.layout; assert 'mpi4py.MPI' not in sys.modules; import reshape; "
+    code = ("import sys, reshape.redistribution.layout; assert 'mpi4py.MPI' not in sys.modules; import reshape; "
             "assert 'reshape.runtime' not in sys.modules; print(reshape.init.__module__, reshape.UsageError.__name__)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
-    assert res.returncode == 0 and res.stdout.split() == ["reshape.runtime", "UsageError"], res.stderr
+    assert res.returncode == 0 and res.stdout.split() == ["reshape.runtime.resizer", "UsageError"], res.stderr
 
 
 def test_resizable_application_command_as_printed():

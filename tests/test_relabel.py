@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reshape.layout import (
+from reshape.redistribution.layout import (
     BlockCyclic,
     Layout,
     LayoutError,
@@ -17,8 +17,8 @@ from reshape.layout import (
     gen_block,
     nearly_square_grid,
 )
-from reshape.relabel import kept_elements, overlap, relabel, relabel_many
-from reshape.schedule import make_plan
+from reshape.redistribution.relabel import kept_elements, overlap, relabel, relabel_many
+from reshape.redistribution.schedule import make_plan
 from tests.test_layout import layouts
 from tests.test_schedule import check_plan
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from reshape.launch import kill_session
+from reshape.joblink.launch import kill_session
 from tests.helpers import ROOT
 
 pytestmark = [pytest.mark.procs, pytest.mark.slow]

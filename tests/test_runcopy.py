@@ -1,4 +1,4 @@
-"""reshape.runcopy: filling a block band by band through a tile equals copying piece by piece.
+"""reshape.redistribution.runcopy: filling a block band by band through a tile equals copying piece by piece.
 
 Single process: every source rank's block is a local array, the pieces are one destination rank's
 transfers of a real plan (``make_plan``), and tiny tiles force runs to cross band edges.
@@ -10,9 +10,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reshape import runcopy
-from reshape.layout import block, block_cyclic_2d, nearly_square_grid
-from reshape.schedule import make_plan
+from reshape.redistribution import runcopy
+from reshape.redistribution.layout import block, block_cyclic_2d, nearly_square_grid
+from reshape.redistribution.schedule import make_plan
 
 
 def pieces_of(src, dst, d, g):

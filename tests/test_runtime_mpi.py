@@ -68,12 +68,12 @@ def _rank_at(seq, size: int) -> int | None:
 
 @pytest.mark.parametrize("relabel", ["1", "0"])
 def test_positions_go_to_the_ranks_holding_the_data_and_whole_groups_retire(mpirun, tmp_path, relabel):
-    from reshape import placement
+    from reshape.redistribution import placement
     from reshape.runtime import layout_rule
 
     res, lines = run_plan(mpirun, 2, "2,4,6,4,2", tmp_path, {"RESHAPE_RELABEL": relabel})
     assert "final size 2 sizes [4, 6, 4, 2, 2, 2] checksum 15 data OK" in res.stdout
-    # the placement the runtime must choose for 4 -> 6 (the program's arrays, reshape.placement)
+    # the placement the runtime must choose for 4 -> 6 (the program's arrays, reshape.redistribution.placement)
     A, x = layout_rule((37, 40), "2d", (4, 5)), layout_rule((37,), "rows")
     want = placement.choose([(A(4), A(6), 8), (x(4), x(6), 4)], range(6), relabel == "1")
     assert (want != tuple(range(6))) == (relabel == "1")  # the case relabels

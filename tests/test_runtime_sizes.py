@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from mpi4py import MPI
 
-from reshape import protocol as P
-from reshape.advice import Advice, ResizeReport
-from reshape.client import SchedulerClient
-from reshape.layout import LayoutError, block
+from reshape.joblink import protocol as P
+from reshape.joblink.client import SchedulerClient
+from reshape.joblink.protocol import Advice, ResizeReport
+from reshape.redistribution.layout import LayoutError, block
 from reshape.runtime import Resizer
 
 

@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reshape.layout import LayoutError, block, block_cyclic_1d, block_cyclic_2d, gen_block
-from reshape.schedule import make_plan
+from reshape.redistribution.layout import LayoutError, block, block_cyclic_1d, block_cyclic_2d, gen_block
+from reshape.redistribution.schedule import make_plan
 from tests.test_layout import layouts
 
 

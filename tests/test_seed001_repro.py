@@ -124,7 +124,7 @@ TABLE2_PAPER = {
 
 @pytest.mark.parametrize("row", list(TABLE2_PAPER))
 def test_table2_row_is_the_remap_schedulers_growth(row):
-    from reshape.layout import nearly_square_grid
+    from reshape.redistribution.layout import nearly_square_grid
     from scheduler.core.policies.reshape_remap import growth
     from scheduler.service.workload import TABLE2, TABLE2_POOL
 

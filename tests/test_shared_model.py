@@ -11,9 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from apps.ooc_jacobi import structure as jacobi_structure
-from reshape.layout import gen_block
-from reshape.shared.cluster import Cluster, ClusterError, Node, load_cluster
-from reshape.shared.distribute import (
+from reshape.mheta.cluster import Cluster, ClusterError, Node, load_cluster
+from reshape.mheta.distribute import (
     balanced_split,
     choose_split,
     in_core_balanced_split,
@@ -21,14 +20,15 @@ from reshape.shared.distribute import (
     in_core_split,
     sweep,
 )
-from reshape.shared.mheta import CommProfile, Mheta, NodeProfile, Profile
-from reshape.shared.search import exhaustive
-from reshape.shared.structure import (
+from reshape.mheta.model import CommProfile, Mheta, NodeProfile, Profile
+from reshape.mheta.search import exhaustive
+from reshape.mheta.structure import (
     StructureError,
     load_structure,
     plan_memory,
     structure_from_dict,
 )
+from reshape.redistribution.layout import gen_block
 
 ROWS, COLS = 64, 16
 ROW = 2 * COLS * 8
@@ -87,7 +87,7 @@ def test_plan_memory_heuristic_and_errors():
 
 def test_resident_arrays_stay_in_core_or_the_split_is_refused():
     from apps.ooc_cg import structure as cg_structure
-    from reshape.shared.structure import max_resident_rows
+    from reshape.mheta.structure import max_resident_rows
 
     app = cg_structure(64, 8)  # a grid row: 64 bytes; matrix 5 of them, vectors 4 (resident)
     mem = 20 * 256 + 3 * 320  # vectors of 20 rows and 3 matrix rows
@@ -210,8 +210,8 @@ def test_searches_avoid_splits_a_node_cannot_hold():
     import random
 
     from apps.ooc_cg import structure as cg_structure
-    from reshape.shared.mheta import CommProfile, Mheta, NodeProfile, Profile
-    from reshape.shared.search import ga, gbs, gs, sa
+    from reshape.mheta.model import CommProfile, Mheta, NodeProfile, Profile
+    from reshape.mheta.search import ga, gbs, gs, sa
 
     app, row = cg_structure(256, 512), 512 * 8
     mems = [(4 * 60 + 5) * row, 1 << 26, 1 << 26, 1 << 26]  # node 0: vectors of 60 rows and a matrix row

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reshape.shared.search import (
+from reshape.mheta.search import (
     SearchError,
     certify,
     exhaustive,

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from reshape import protocol as P
+from reshape.joblink import protocol as P
 from scheduler.core.policy import AppPolicy, JobSpec, Start, app_policy, remap_policy
 from scheduler.lab import JobModel, PolicyError, RedistModel, SimInput, simulate
 from scheduler.lab.simulate_cli import add_commands  # noqa: F401  (the CLI module imports cleanly)
@@ -160,7 +160,7 @@ def w2_jobs():
     """Seed 001 §4.2's W2 (``scheduler.service.workload``) with the emulated jobs' timing model."""
     from dataclasses import dataclass
 
-    from apps.emujob import iteration_time
+    from reshape.joblink.emulated import iteration_time
     from scheduler.service.workload import MODELS, W2
 
     @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from apps.emujob import main as emujob_main
-from apps.emujob import parse_times, table_time
+from reshape.joblink.emulated import parse_times, table_time
 from scheduler.core.policy import JobSpec, app_policy, remap_policy
 from scheduler.lab import SimInput, simulate
 from scheduler.lab.emumodel import APPS, AmdahlOverheadModel, EmuRedistModel, TableModel, app_iter_time, comm_counts

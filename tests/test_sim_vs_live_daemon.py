@@ -1,8 +1,9 @@
 """The same small workload through the live daemon and through the simulator: same decisions.
 
-Issue 6. A real ``reshape daemon`` process (ZeroMQ, wall clock, 8 slots)
-runs five emulated jobs (``apps.emujob``, ``launch = "single"``: one
-sleeping process per job that talks to the daemon at every resize point);
+The simulator is a lab for the daemon's policies only if both decide alike. A
+real ``reshape daemon`` process (ZeroMQ, wall clock, 8 slots) runs five
+emulated jobs (``apps.emujob``, ``launch = "single"``: one sleeping process
+per job that talks to the daemon at every resize point);
 the simulator runs the same jobs with
 :class:`scheduler.lab.emumodel.AmdahlOverheadModel` and
 :class:`scheduler.lab.emumodel.EmuRedistModel`, whose iteration and

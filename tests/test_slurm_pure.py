@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reshape import launchers
+from reshape.joblink import launchers
 from scheduler.core.pool import PoolError
 from scheduler.rm.fixed import allocation_pool
 from scheduler.rm.slurm_broker import (

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from reshape import protocol as P
+from reshape.joblink import protocol as P
 from scheduler.core.actions import StateError
 from scheduler.core.jobfile import validate_job
 from scheduler.core.policy import app_policy, remap_policy

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from apps.emujob import parse_times, table_time
 from benchmarks import calibrate_apps
 from benchmarks.workload import calibrated_jobs
+from reshape.joblink.emulated import parse_times, table_time
 from scheduler.lab.emumodel import APPS, app_iter_time
 from scheduler.service.workload import W1, W2
 

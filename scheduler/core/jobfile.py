@@ -31,9 +31,9 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from reshape.layout import nearly_square_grid
-from reshape.protocol import MAX_SIZES
-from reshape.watchdog import DEFAULT_TIMEOUT as DEFAULT_RESIZE_TIMEOUT
+from reshape.joblink.protocol import MAX_SIZES
+from reshape.redistribution.layout import nearly_square_grid
+from reshape.runtime.watchdog import DEFAULT_TIMEOUT as DEFAULT_RESIZE_TIMEOUT
 from scheduler.core.policy import JobSpec, legal_sizes
 from scheduler.core.tomlfile import read_toml
 
@@ -172,7 +172,7 @@ def narrow_spec(spec: JobSpec, announced: list[int] | tuple[int, ...], current: 
 
     A job's program knows constraints its job file does not state (the
     runtime's ``sizes`` test, its arrays' layouts) and announces every size
-    it accepts among ``1..MAX_SIZES`` (``reshape.protocol.MAX_SIZES``,
+    it accepts among ``1..MAX_SIZES`` (``reshape.joblink.protocol.MAX_SIZES``,
     ``docs/protocol.md`` "Announced sizes"). The result is ``spec`` with
     ``sizes`` listing explicitly its legal sizes
     (:func:`scheduler.core.policy.legal_sizes`, among ``1..MAX_SIZES``) that the job

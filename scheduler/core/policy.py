@@ -302,7 +302,7 @@ def legal_sizes(spec: JobSpec, pool: int,
     * ``p`` is one of ``sizes``, if the job lists them;
     * with ``divides = N``: for ``topology="1d"``, ``p`` divides ``N``; for
       ``topology="2d"``, *both sides* of ``p``'s nearly-square grid
-      (:func:`reshape.layout.nearly_square_grid`, the grid the runtime's
+      (:func:`reshape.redistribution.layout.nearly_square_grid`, the grid the runtime's
       ``"2d"`` layouts use) divide ``N``, since each side splits one dimension
       of an ``N x N`` problem. For ``N = 12``, 9 (3x3) and 8 (2x4) are legal
       2-D sizes though they do not divide 12; 5 (1x5) is not. ``"2d"``
@@ -317,7 +317,7 @@ def legal_sizes(spec: JobSpec, pool: int,
     ``min_procs`` up); ``legal_sizes(spec, pool, [p])`` tests one size without
     listing the range, and ``legal_sizes(spec, pool, announced)`` intersects.
     """
-    from reshape.layout import nearly_square_grid
+    from reshape.redistribution.layout import nearly_square_grid
 
     hi = min(spec.max_procs or pool, pool)
     lo = max(spec.min_procs, 1)

@@ -2,7 +2,7 @@
 
 Config file (``reshape daemon --config pool.toml``)::
 
-    launcher = "ssh"   # optional: local | ssh | netns | slurm (reshape.launchers)
+    launcher = "ssh"   # optional: local | ssh | netns | slurm (reshape.joblink.launchers)
 
     [[node]]
     host = "node01"
@@ -35,7 +35,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from reshape.launchers import LAUNCHERS
+from reshape.joblink.launchers import LAUNCHERS
 from scheduler.core.tomlfile import read_toml
 
 __all__ = ["Node", "Pool", "PoolError", "default_pool", "load_pool"]

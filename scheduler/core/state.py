@@ -41,8 +41,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from reshape.advice import Advice
-from reshape.protocol import Finished, Heartbeat, Hello, JobEnded, NodeRegister, Request, Resized, ResizePoint
+from reshape.joblink.protocol import (
+    Advice,
+    Finished,
+    Heartbeat,
+    Hello,
+    JobEnded,
+    NodeRegister,
+    Request,
+    Resized,
+    ResizePoint,
+)
 from scheduler.core.actions import Decision, Kill, Launch, PolicyError, StateError
 from scheduler.core.job import JobState, PendingResize
 from scheduler.core.jobfile import JobFileError, narrow_spec, resize_timeout_of
@@ -408,7 +417,7 @@ class ClusterState(JobTable, NodeStates):
     def check_resizes(self, now: float) -> list[Launch | Kill]:
         """Resizes not confirmed within the job's ``resize_timeout`` plus :data:`RESIZE_GRACE` (5 s + 10%).
 
-        The job's own watchdog (``reshape.watchdog``) aborts it at
+        The job's own watchdog (``reshape.runtime.watchdog``) aborts it at
         ``resize_timeout`` and reports why; this is the daemon's bound for a
         job that could not: it is killed and failed, its slots freed. No job
         stays running with a pending resize for longer.
@@ -693,7 +702,7 @@ class ClusterState(JobTable, NodeStates):
 
     # ---------------------------------------------------------------- typed events
     def handle(self, event: Request, now: float) -> tuple[Any, list[Launch | Kill]]:
-        """One event from a job or a node monitor (a :mod:`reshape.protocol` request) -> (result, actions):
+        """One event from a job or a node monitor (a :mod:`reshape.joblink.protocol` request) -> (result, actions):
         the advice for a ``resize_point``, None for the others."""
         on = _HANDLERS.get(type(event))
         if on is None:

@@ -4,11 +4,13 @@ The emulated job (``python -m apps.emujob``) sleeps
 ``work * (serial + (1 - serial) / p) + overhead * p`` seconds per iteration
 (Amdahl's law plus a per-process overhead, sweet spot at
 ``sqrt(work * (1 - serial) / overhead)``) and ``redist * (1 + min(p, q) /
-max(p, q))`` seconds per resize ``p -> q``. :class:`AmdahlOverheadModel`
+max(p, q))`` seconds per resize ``p -> q``, the times of
+:mod:`reshape.joblink.emulated`, which both sides use. :class:`AmdahlOverheadModel`
 and :class:`EmuRedistModel` have the interfaces of
 :class:`scheduler.lab.JobModel` and :class:`scheduler.lab.RedistModel`, so
 the same workload can run through the live daemon and through the simulator
-(issue 6: same scheduling decisions). :class:`TableModel` is the same for a
+(and both must make the same scheduling decisions: tests/test_sim_vs_live_daemon.py).
+:class:`TableModel` is the same for a
 job run with ``--times`` (an iteration time per size).
 
 :func:`app_iter_time` is the model behind those tables for the five real
@@ -24,8 +26,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from apps.emujob import iteration_time, table_time
-from reshape.layout import nearly_square_grid
+from reshape.joblink.emulated import iteration_time, resize_time, table_time
+from reshape.redistribution.layout import nearly_square_grid
 
 __all__ = ["APPS", "AmdahlOverheadModel", "EmuRedistModel", "TableModel", "app_iter_time", "comm_counts"]
 
@@ -177,4 +179,4 @@ class EmuRedistModel:
     def cost(self, size: int, p: int, q: int) -> float:
         if p < 1 or q < 1:
             raise ValueError("processor counts must be positive")
-        return self.redist * (1 + min(p, q) / max(p, q))
+        return resize_time(self.redist, p, q)

@@ -43,7 +43,7 @@ import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from reshape.protocol import ResizePoint
+from reshape.joblink.protocol import ResizePoint
 from scheduler.core.actions import Decision, Kill, Launch, PolicyError
 from scheduler.core.metrics import JobRecord, Usage, metrics
 from scheduler.core.policy import AppPolicy, JobSpec, RemapPolicy, remap_policy

@@ -59,7 +59,7 @@ class ResourceManager(ABC):
 
     @property
     def launcher(self) -> str | None:
-        """The launcher this manager's nodes need (``reshape.launchers``), if it prescribes one."""
+        """The launcher this manager's nodes need (``reshape.joblink.launchers``), if it prescribes one."""
         return None
 
     def attach(self, state: ClusterState, now: float) -> None:  # noqa: B027 - optional hook

@@ -12,9 +12,9 @@ from typing import Any
 
 import zmq
 
-from reshape import jobenv as E
-from reshape.client import Connection, DaemonError, SchedulerUnavailable
-from reshape.launchers import LAUNCHERS
+from reshape.joblink import jobenv as E
+from reshape.joblink.client import Connection, DaemonError, SchedulerUnavailable
+from reshape.joblink.launchers import LAUNCHERS
 from scheduler.core.jobtable import FINAL
 from scheduler.rm.slurm_view import SlurmError
 from scheduler.service.endpoint import DEFAULT_ENDPOINT
@@ -277,7 +277,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
-    from reshape.auth import AuthError, describe, make_keys
+    from reshape.joblink.auth import AuthError, describe, make_keys
 
     try:
         written = make_keys(args.dir, ("client", *(c for c in args.client if c != "client")), force=args.force)
@@ -361,7 +361,7 @@ def _add_daemon(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_keys(sub: argparse._SubParsersAction) -> None:
-    from reshape.auth import default_keys_dir
+    from reshape.joblink.auth import default_keys_dir
 
     p = sub.add_parser("keys", help="make CURVE keys for the daemon, its clients, jobs and node monitors")
     p.add_argument("--dir", default=default_keys_dir(), help="key directory (default $RESHAPE_KEYS or "

@@ -9,7 +9,7 @@ The edges are parts of their own: the jobs' processes
 (``scheduler.service.supervisor``), the nodes (a resource manager,
 ``scheduler.rm``), the journal, the dashboard. When the daemon listens beyond
 loopback (or is given keys), every peer must authenticate with CURVE
-(``reshape.auth``, ``scheduler.service.gatekeeper``).
+(``reshape.joblink.auth``, ``scheduler.service.gatekeeper``).
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from typing import Any
 
 import zmq
 
-from reshape import protocol as P
-from reshape.auth import keys_dir_for, load_client_keys, load_server_keys
-from reshape.launchers import choose
+from reshape.joblink import protocol as P
+from reshape.joblink.auth import keys_dir_for, load_client_keys, load_server_keys
+from reshape.joblink.launchers import choose
 from scheduler.core.policy import app_policy, remap_policy
 from scheduler.core.pool import Pool
 from scheduler.core.state import ClusterState, Kill, Launch

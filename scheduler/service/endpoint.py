@@ -16,7 +16,7 @@ import socket
 
 import zmq
 
-from reshape import jobenv as E
+from reshape.joblink import jobenv as E
 from scheduler.service.gatekeeper import Gatekeeper
 
 __all__ = ["DEFAULT_ENDPOINT", "bind", "job_endpoint", "user_id"]

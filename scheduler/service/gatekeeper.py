@@ -7,7 +7,7 @@ socket's monitor events, with the errno). A plain client and a client that
 hung up mid-handshake (e.g. a node monitor whose request timed out while the
 daemon was starting) both show as a reset or a broken pipe, so both count.
 A refused peer never reaches the request loop, so nobody else notices. Keys
-and the rule for when they are needed: ``reshape.auth``.
+and the rule for when they are needed: ``reshape.joblink.auth``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import zmq
 from zmq.utils import z85
 from zmq.utils.monitor import parse_monitor_message
 
-from reshape.auth import ServerKeys
+from reshape.joblink.auth import ServerKeys
 
 __all__ = ["Gatekeeper"]
 

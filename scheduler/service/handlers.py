@@ -1,6 +1,6 @@
 """The daemon's requests: who may send what, and one handler per request type (docs/protocol.md).
 
-A request arrives decoded and validated (a :class:`reshape.protocol.Request`
+A request arrives decoded and validated (a :class:`reshape.joblink.protocol.Request`
 event); :func:`answer` checks access, looks its type up in :data:`HANDLERS`
 and returns the reply and the core's actions. Job and node events go to the
 core as they are (``ClusterState.handle``); the control requests (submit,
@@ -18,7 +18,7 @@ import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from reshape import protocol as P
+from reshape.joblink import protocol as P
 from scheduler.core.jobfile import JobFileError, validate_job
 from scheduler.core.state import StateError
 

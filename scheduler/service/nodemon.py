@@ -31,9 +31,9 @@ import sys
 import threading
 import uuid
 
-from reshape import jobenv as E
-from reshape.client import Connection, DaemonError, SchedulerUnavailable
-from reshape.launch import sweep_ipc
+from reshape.joblink import jobenv as E
+from reshape.joblink.client import Connection, DaemonError, SchedulerUnavailable
+from reshape.joblink.launch import sweep_ipc
 from scheduler.service.startup import WRAPPER_NAME
 
 __all__ = ["NodeMonitor", "add_commands", "local_jobs"]
@@ -143,7 +143,7 @@ class NodeMonitor:
             if self.missing[jid] >= 2:
                 n = self.seen.pop(jid)
                 del self.missing[jid]
-                sweep_ipc()  # what its ranks left here if they were killed (reshape.launch.sweep_ipc)
+                sweep_ipc()  # what its ranks left here if they were killed (reshape.joblink.launch.sweep_ipc)
                 if jid not in self.reported:
                     self.reported.add(jid)
                     self._ended(jid, n)

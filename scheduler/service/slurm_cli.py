@@ -37,10 +37,10 @@ import sys
 import tempfile
 import time
 
-from reshape import jobenv as E
-from reshape.auth import ENV_KEYS
-from reshape.client import Connection, DaemonError, SchedulerUnavailable
-from reshape.launchers import get as launcher
+from reshape.joblink import jobenv as E
+from reshape.joblink.auth import ENV_KEYS
+from reshape.joblink.client import Connection, DaemonError, SchedulerUnavailable
+from reshape.joblink.launchers import get as launcher
 from scheduler.core.jobfile import JobFileError, load_job_file, validate_job
 from scheduler.rm.fixed import allocation_pool
 from scheduler.rm.slurm_view import SlurmError, expander_name

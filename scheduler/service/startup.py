@@ -2,7 +2,7 @@
 
 Each job runs in its own session (``start_new_session``) so the job, its
 Hydra proxies and any ranks it spawns later can be killed together
-(``reshape.launch.kill_session``); stdout and stderr go to a per-job log.
+(``reshape.joblink.launch.kill_session``); stdout and stderr go to a per-job log.
 The job learns the daemon's address and its id from ``RESHAPE_SCHEDULER``
 and ``RESHAPE_JOB_ID``, and the bound on one resize from
 ``RESHAPE_RESIZE_TIMEOUT`` (the job file's ``resize_timeout``).
@@ -24,9 +24,9 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from reshape import jobenv as E
-from reshape.launch import kill_tagged, mpi_env, mpiexec_path, tagged_pids
-from reshape.launchers import Launcher
+from reshape.joblink import jobenv as E
+from reshape.joblink.launch import kill_tagged, mpi_env, mpiexec_path, tagged_pids
+from reshape.joblink.launchers import Launcher
 from scheduler.core.jobfile import resize_timeout_of
 
 __all__ = ["job_argv", "job_pids", "job_tag", "kill_job", "kill_jobs", "read_exit_status", "start_job"]

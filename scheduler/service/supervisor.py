@@ -22,9 +22,9 @@ import threading
 
 import psutil
 
-from reshape.auth import ENV_KEYS
-from reshape.launch import sweep_ipc
-from reshape.launchers import Launcher
+from reshape.joblink.auth import ENV_KEYS
+from reshape.joblink.launch import sweep_ipc
+from reshape.joblink.launchers import Launcher
 from scheduler.core.job import JobState
 from scheduler.core.state import ClusterState, Kill, Launch
 from scheduler.service.startup import job_tag, kill_job, kill_jobs, read_exit_status, start_job

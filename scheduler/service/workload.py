@@ -31,8 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from apps.emujob import iteration_time
-from reshape.client import Connection, SchedulerUnavailable
+from reshape.joblink.client import Connection, SchedulerUnavailable
+from reshape.joblink.emulated import iteration_time
 from scheduler.core.policy import JobSpec
 from scheduler.service.startup import job_tag, kill_job
 

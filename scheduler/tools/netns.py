@@ -26,7 +26,7 @@ Processes in a node: :meth:`NetnsCluster.argv` wraps a command to run there,
 runs there, :meth:`NetnsCluster.kill_node` kills it all and removes the node
 (a node that "disappears"), :meth:`NetnsCluster.add_node` brings it back.
 
-Hydra across namespaces: ``scheduler/launchers/netns-launch`` is an ``ssh``
+Hydra across namespaces: ``reshape/joblink/hydra/netns-launch`` is an ``ssh``
 stand-in for ``mpiexec -launcher ssh -launcher-exec ...``; it runs each Hydra
 proxy inside the target node's namespace. :meth:`NetnsCluster.mpi_env` gives
 the environment that makes ``mpiexec`` (run in the head) use it, and
@@ -53,9 +53,9 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from reshape import jobenv as E
-from reshape.launch import MPIRunError, RunResult, kill_session, mpi_env, mpiexec_path
-from reshape.launchers import LAUNCHERS
+from reshape.joblink import jobenv as E
+from reshape.joblink.launch import MPIRunError, RunResult, kill_session, mpi_env, mpiexec_path
+from reshape.joblink.launchers import LAUNCHERS
 
 __all__ = [
     "DEFAULT_PREFIX",

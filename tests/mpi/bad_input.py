@@ -10,7 +10,7 @@ import sys
 import numpy as np
 
 import reshape
-from reshape.layout import block
+from reshape.redistribution.layout import block
 
 rt = reshape.init()
 r = rt.rank

@@ -18,7 +18,7 @@ import numpy as np
 import psutil
 
 import reshape.runtime as runtime
-from reshape.advice import Advice
+from reshape.joblink.protocol import Advice
 
 
 class ExpandThenShrink:

@@ -1,4 +1,4 @@
-"""A resizable program whose arrays are large enough for memfd (reshape.nodecopy); run with RESHAPE_PLAN set.
+"""A resizable program whose arrays are large enough for memfd (redistribution.nodecopy); run with RESHAPE_PLAN set.
 
 After every resize each rank checks its blocks exactly, and that they are memfd-backed exactly when
 nodecopy allocates there (RESHAPE_ONECOPY=1, or auto where shmem gets huge pages); at the end rank 0
@@ -11,7 +11,7 @@ import numpy as np
 from mpi4py import MPI
 
 import reshape.runtime as runtime
-from reshape import nodecopy
+from reshape.redistribution import nodecopy
 
 
 def f(i, j):

@@ -5,7 +5,7 @@ import sys
 import numpy as np
 
 import reshape.runtime as runtime
-from reshape.advice import Advice
+from reshape.joblink.protocol import Advice
 
 
 class OnceOnto:

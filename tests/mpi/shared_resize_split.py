@@ -14,11 +14,11 @@ import numpy as np
 from mpi4py import MPI
 
 from apps.ooc_jacobi import OOCJacobi, serial
-from reshape.layout import even_counts, gen_block
+from reshape.mheta.cluster import Cluster, Node
+from reshape.mheta.distribute import choose_split
+from reshape.mheta.ooc import remove_tree, scratch_dir
 from reshape.mpiutil import barrier
-from reshape.shared.cluster import Cluster, Node
-from reshape.shared.distribute import choose_split
-from reshape.shared.ooc import remove_tree, scratch_dir
+from reshape.redistribution.layout import even_counts, gen_block
 
 
 def main() -> int:

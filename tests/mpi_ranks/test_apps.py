@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from apps import lu, master_worker, mm
-from reshape.layout import block_cyclic_2d, nearly_square_grid
+from reshape.redistribution.layout import block_cyclic_2d, nearly_square_grid
 from tests.mpi_ranks import assert_on_every_rank, comm
 
 pytestmark = pytest.mark.mpi

@@ -12,10 +12,10 @@ import resource
 import numpy as np
 import pytest
 
-from reshape import nodecopy, runcopy
-from reshape.layout import block, block_cyclic_1d, block_cyclic_2d, gen_block, nearly_square_grid
-from reshape.redistribute import start
-from reshape.schedule import make_plan
+from reshape.redistribution import nodecopy, runcopy
+from reshape.redistribution.layout import block, block_cyclic_1d, block_cyclic_2d, gen_block, nearly_square_grid
+from reshape.redistribution.redistribute import start
+from reshape.redistribution.schedule import make_plan
 from tests.mpi_ranks import assert_on_every_rank, comm
 
 pytestmark = pytest.mark.mpi
@@ -80,7 +80,7 @@ def test_direct_reads_are_bit_identical_to_the_mpi_path(monkeypatch):
             problems.append(f"{what}: with RESHAPE_ONECOPY=0: ok={ok} {stats}")
     banded = comm.allreduce(runcopy.counts["fills"] - fills)
     if N > 1 and not banded:  # the 2-D pairs with a changed column distribution fill band by band
-        problems.append("no block was filled band by band (reshape.runcopy)")
+        problems.append("no block was filled band by band (reshape.redistribution.runcopy)")
     assert_on_every_rank(problems)
 
 

@@ -14,8 +14,8 @@ import itertools
 
 import pytest
 
-from reshape.layout import block, block_cyclic_1d, block_cyclic_2d, gen_block, nearly_square_grid
-from reshape.schedule import make_plan
+from reshape.redistribution.layout import block, block_cyclic_1d, block_cyclic_2d, gen_block, nearly_square_grid
+from reshape.redistribution.schedule import make_plan
 from tests.mpi_ranks import assert_on_every_rank, comm
 
 pytestmark = pytest.mark.mpi

@@ -8,9 +8,9 @@ import itertools
 import numpy as np
 import pytest
 
-from reshape.darray import DistArray
-from reshape.layout import block, block_cyclic_1d, block_cyclic_2d, gen_block, nearly_square_grid
-from reshape.redistribute import RedistributionError, redistribute
+from reshape.redistribution.layout import block, block_cyclic_1d, block_cyclic_2d, gen_block, nearly_square_grid
+from reshape.redistribution.redistribute import RedistributionError, redistribute
+from reshape.runtime.darray import DistArray
 from tests.mpi_ranks import assert_on_every_rank, comm
 
 pytestmark = pytest.mark.mpi
@@ -184,7 +184,7 @@ def test_ranks_that_disagree_are_refused_on_every_rank(name):
 @pytest.mark.parametrize("window", [None, 1])
 def test_started_in_the_background_gives_the_same_bits(window):
     """start() returns at once; the source may be read meanwhile; wait() gives what redistribute() gives."""
-    from reshape.redistribute import start
+    from reshape.redistribution.redistribute import start
 
     problems = []
     grids = [g for g in [(1, 2), (2, 2), (2, 1), (1, 3)] if g[0] * g[1] <= N]
@@ -205,8 +205,8 @@ def test_started_in_the_background_gives_the_same_bits(window):
 
 
 def test_relabelled_destination_is_bit_exact_and_moves_no_more():
-    from reshape.relabel import relabel
-    from reshape.schedule import make_plan
+    from reshape.redistribution.relabel import relabel
+    from reshape.redistribution.schedule import make_plan
 
     problems = []
     for p, q in itertools.product(range(1, N + 1), repeat=2):

@@ -40,7 +40,8 @@ partner of the remap preset ``"reshape-plus"``):
   legal size that fits in the free slots, if that is at least its
   ``min_procs`` (preset ``easy-squeeze``).
 
-Cost (issue 17). A pass costs the jobs it looks at, not the queue's length:
+Cost (a head node with 10,000 queued jobs must still answer in milliseconds). A
+pass costs the jobs it looks at, not the queue's length:
 the FCFS starts, the head, the running jobs' releases, and the backfill
 candidates, which the core's size index
 (:class:`scheduler.core.jobtable.SizeIndex`, through

@@ -107,7 +107,7 @@ import math
 from dataclasses import replace
 from functools import partial
 
-from reshape.layout import nearly_square_grid
+from reshape.redistribution.layout import nearly_square_grid
 from scheduler.core.policies.easy import shadow_time
 from scheduler.core.policy import (
     Continue,

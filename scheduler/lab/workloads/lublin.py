@@ -6,7 +6,7 @@ trace ``lublin_256.swf`` (10,000 jobs, 256 nodes) was generated from this
 model with its "whole sample" parameters (no batch/interactive split: every
 job is of type 0, as in the file); :func:`generate` draws traces of any
 length from the same model, so the simulator can be run on a year of a large
-machine (issue 17). The parameters are the model's published fit
+machine (the million-job runs of ``benchmarks.scale``). The parameters are the model's published fit
 (:data:`PARAMS`); the system size enters through ``UHI = log2(nodes)`` and
 ``UMED = UHI - 2.5`` (the model's rule, "2.5 could be between 1.5 and 3.5").
 

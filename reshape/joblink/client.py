@@ -1,0 +1,274 @@
+"""ZeroMQ client of the scheduler daemon: ``contact_scheduler`` (seed 001 §3.2.3).
+
+:class:`Connection` sends one request and waits (bounded) for its reply.
+:class:`SchedulerClient` is the :class:`reshape.joblink.advice.Advisor` a job uses
+when the daemon started it (``RESHAPE_SCHEDULER`` / ``RESHAPE_JOB_ID``).
+
+A job must never hang because the daemon is gone: every request has a
+timeout; after a failure the client answers "continue" without contacting
+the daemon for ``retry_after`` seconds, then tries again on a fresh socket.
+A restarted daemon thus sees its running jobs reconnect at their next resize
+point (the first request after a reconnect is a ``hello``; it carries the
+sizes the job accepts once the runtime announced them, :meth:`SchedulerClient.announce_sizes`).
+
+Authentication: when the daemon's endpoint is not loopback, or a key
+directory is named (``keys=`` or ``$RESHAPE_KEYS``, which the daemon sets for
+the jobs it starts), the socket is a CURVE client (``reshape.joblink.auth``). A
+daemon that refuses the key never answers: the request times out.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import Any
+
+import zmq
+from zmq.utils.monitor import recv_monitor_message
+
+from reshape.joblink import jobenv as E
+from reshape.joblink.auth import ClientKeys, keys_dir_for, load_client_keys, secure_client
+from reshape.joblink.protocol import (
+    MAX_REPLY_BYTES,
+    MAX_SIZES,
+    Advice,
+    Message,
+    ProtocolError,
+    ResizeReport,
+    decode,
+    encode,
+)
+
+__all__ = ["Connection", "DaemonError", "SchedulerClient", "SchedulerUnavailable", "contact_scheduler"]
+
+
+class SchedulerUnavailable(ConnectionError):
+    """The daemon did not answer in time."""
+
+
+class DaemonError(RuntimeError):
+    """The daemon answered with an ``error`` message."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+
+
+class Connection:
+    """One DEALER socket to the daemon; ``request`` = send + bounded wait for the matching reply."""
+
+    def __init__(self, endpoint: str, timeout: float = 5.0, ctx: zmq.Context | None = None,
+                 keys: str | ClientKeys | None = None, fail_fast: float | None = None):
+        """``keys``: a key directory or loaded keys; by default as ``reshape.joblink.auth.keys_dir_for`` says.
+        ``fail_fast``: seconds after which a request fails when every connection attempt so far
+        was refused (nothing listens at the endpoint: ZeroMQ's ``CONNECT_RETRIED`` and no
+        ``CONNECTED``), instead of waiting out the whole timeout; a daemon just starting binds
+        within that time. For the command line.
+
+        Raises ``reshape.joblink.auth.AuthError`` (a ValueError) when keys are needed but missing.
+        """
+        self.endpoint = endpoint
+        self.timeout = timeout
+        self.fail_fast = fail_fast
+        self._mon: zmq.Socket | None = None
+        self._connected = False
+        self._refused_since: float | None = None
+        if isinstance(keys, ClientKeys):
+            self.keys: ClientKeys | None = keys
+        else:
+            d = keys_dir_for(endpoint, keys)
+            self.keys = load_client_keys(d) if d else None
+        self._ctx = ctx or zmq.Context.instance()
+        self._sock: zmq.Socket | None = None
+        self._seq = 0
+
+    def _socket(self) -> zmq.Socket:
+        if self._sock is None:
+            s = self._ctx.socket(zmq.DEALER)
+            s.setsockopt(zmq.LINGER, 0)
+            if self.keys is not None:
+                secure_client(s, self.keys)
+            # No zmq.IMMEDIATE: with it, libzmq terminates the pipe when the peer
+            # disconnects and drops a reply not yet read, so the reply to ``stop``
+            # (the daemon exits right after sending it) was lost in about one of
+            # four stops. A request queued for an absent daemon is discarded by
+            # ``reset`` when its reply times out.
+            if self.fail_fast is not None:
+                self._mon = s.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_CONNECT_RETRIED)
+                self._connected, self._refused_since = False, None
+            s.connect(self.endpoint)
+            self._sock = s
+        return self._sock
+
+    def _refused(self) -> bool:
+        """Read the monitor's events: True once connections were refused for ``fail_fast`` seconds
+        and none ever succeeded."""
+        while self._mon is not None and self._mon.poll(0):
+            event = recv_monitor_message(self._mon)["event"]
+            if event == zmq.EVENT_CONNECTED:
+                self._connected = True
+            elif event == zmq.EVENT_CONNECT_RETRIED and self._refused_since is None:
+                self._refused_since = time.monotonic()
+        return (not self._connected and self._refused_since is not None
+                and time.monotonic() - self._refused_since >= self.fail_fast)
+
+    def reset(self) -> None:
+        """Drop the socket (and any late reply); the next request reconnects."""
+        if self._sock is not None:
+            if self._mon is not None:
+                self._sock.disable_monitor()
+                self._mon.close(linger=0)
+                self._mon = None
+            self._sock.close(linger=0)
+            self._sock = None
+
+    def close(self) -> None:
+        self.reset()
+
+    def request(self, type_: str, body: dict[str, Any] | None = None, job_id: int | None = None,
+                timeout: float | None = None) -> Message:
+        """Send one message and return the reply; raises SchedulerUnavailable or DaemonError."""
+        self._seq += 1
+        msg = Message(type_, self._seq, job_id, body or {})
+        frame = encode(msg)
+        sock = self._socket()
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        left = max(1, int((deadline - time.monotonic()) * 1000))
+        try:
+            try:
+                sock.send(frame, zmq.NOBLOCK)
+            except zmq.Again:  # high-water mark: wait for room, within the timeout
+                if not sock.poll(left, zmq.POLLOUT):
+                    raise
+                sock.send(frame, zmq.NOBLOCK)
+        except zmq.Again:
+            self.reset()
+            raise SchedulerUnavailable(f"no scheduler daemon at {self.endpoint}") from None
+        while True:
+            left = deadline - time.monotonic()
+            if self._mon is not None and left > 0:  # wait for the reply or a refused connection
+                poller = zmq.Poller()
+                poller.register(sock, zmq.POLLIN)
+                poller.register(self._mon, zmq.POLLIN)
+                ready = dict(poller.poll(max(1, int(min(left, 0.1 if self._refused_since else left) * 1000))))
+                if self._refused():
+                    self.reset()
+                    raise SchedulerUnavailable(f"no scheduler daemon listens at {self.endpoint}")
+                if sock not in ready:
+                    continue
+            if left <= 0 or not sock.poll(max(1, int(left * 1000))):
+                self.reset()
+                how = (f" (CURVE key {self.keys.public.decode()}: the daemon may not accept it)"
+                       if self.keys is not None else "")
+                raise SchedulerUnavailable(f"no reply from the scheduler daemon at {self.endpoint}{how}")
+            try:
+                rep = decode(sock.recv(), MAX_REPLY_BYTES)
+            except ProtocolError as e:  # not a reply we can read: say so, do not wait it out
+                self.reset()
+                raise DaemonError("bad_reply", f"unreadable reply from {self.endpoint}: {e}") from None
+            if rep.seq != self._seq:
+                continue  # a late reply to an earlier, timed-out request
+            if rep.type == "error":
+                raise DaemonError(rep.body.get("code", "error"), rep.body.get("message", ""))
+            return rep
+
+
+class SchedulerClient:
+    """The Advisor a daemon-started job uses on rank 0 (seed 001 §3.2.3 ``contact_scheduler``)."""
+
+    def __init__(self, endpoint: str, job_id: int, timeout: float = 2.0, retry_after: float = 2.0):
+        self.endpoint = endpoint
+        self.job_id = job_id
+        self.retry_after = retry_after
+        self.errors: list[str] = []
+        self.conn: Connection | None = None
+        try:
+            self.conn = Connection(endpoint, timeout)
+        except ValueError as e:  # keys needed but unreadable: the job still runs, at its size
+            self.errors.append(str(e))
+        self._down_until = 0.0
+        self._greeted = False
+        self.host = socket.gethostname()
+        self.sizes: list[int] | None = None  # announced in hello (see announce_sizes)
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> SchedulerClient:
+        env = os.environ if env is None else env
+        endpoint = env.get(E.SCHEDULER, "")
+        try:
+            job_id = int(env.get(E.JOB_ID, ""))
+        except ValueError:
+            raise ValueError(f"{E.SCHEDULER} is set but {E.JOB_ID} is not a job id") from None
+        if not endpoint:
+            raise ValueError(f"{E.SCHEDULER} is empty")
+        return cls(endpoint, job_id, timeout=float(env.get(E.SCHEDULER_TIMEOUT, "2.0")))
+
+    def _send(self, type_: str, body: dict[str, Any], nprocs: int | None = None) -> Message | None:
+        if self.conn is None or time.monotonic() < self._down_until:
+            return None
+        try:
+            if not self._greeted and nprocs is not None:
+                hello = {"nprocs": nprocs, "host": self.host, "pid": os.getpid()}
+                if self.sizes:
+                    hello["sizes"] = self.sizes
+                self.conn.request("hello", hello, job_id=self.job_id)
+                self._greeted = True
+            return self.conn.request(type_, body, job_id=self.job_id)
+        except SchedulerUnavailable as e:
+            self.errors.append(str(e))
+            self._down_until = time.monotonic() + self.retry_after
+            self._greeted = False  # say hello again to whoever answers next
+            return None
+        except DaemonError as e:
+            self.errors.append(str(e))
+            return None
+
+    def announce_sizes(self, sizes) -> None:
+        """The sizes this job accepts (``Resizer.legal_sizes``): sent in ``hello``'s ``sizes``.
+
+        Those above ``MAX_SIZES`` are not sent. A list that differs from the
+        last one is sent with a new ``hello`` before the next request.
+        """
+        new = sorted({int(q) for q in sizes if 1 <= q <= MAX_SIZES}) or None
+        if new != self.sizes:
+            self.sizes = new
+            self._greeted = False
+
+    def advise(self, report: ResizeReport) -> Advice:
+        body = {
+            "iteration": report.iteration, "nprocs": report.nprocs, "grid": list(report.grid),
+            "iter_time": float(report.iter_time), "redist_time": report.redist_time,
+            "redist_from": report.redist_from, "host": report.host or self.host,
+        }
+        if report.parked:
+            body["parked"] = list(report.parked)
+        rep = self._send("resize_point", body, nprocs=report.nprocs)
+        if rep is None or rep.type != "advice":
+            return Advice("continue", report.nprocs, reason="scheduler unavailable")
+        b = rep.body
+        return Advice(b["action"], b["nprocs"], tuple(b.get("hosts", ())), b.get("reason", ""))
+
+    def resized(self, old: int, new: int, seconds: float, error: str | None = None) -> None:
+        self._send("resized", {"old": old, "new": new, "seconds": float(seconds), "error": error})
+
+    def finished(self, status: str = "done", error: str | None = None) -> None:
+        self._send("finished", {"status": status, "error": error})
+        if self.conn is not None:
+            self.conn.close()
+
+
+def contact_scheduler(node_name: str, job_id: int, num_nodes: int, processor_row_count: int,
+                      processor_column_count: int, iteration_time: float,
+                      redistribution_time: float | None = None, *, endpoint: str | None = None,
+                      iteration: int = 0) -> Advice:
+    """The paper's ``contact_scheduler`` call as a one-shot function (seed 001 §3.2.3)."""
+    endpoint = endpoint or os.environ.get(E.SCHEDULER, "")
+    client = SchedulerClient(endpoint, job_id)
+    try:
+        grid = (processor_row_count, processor_column_count)
+        return client.advise(ResizeReport(job_id, iteration, num_nodes, grid, iteration_time,
+                                          redistribution_time, None, node_name))
+    finally:
+        if client.conn is not None:
+            client.conn.close()

@@ -1,0 +1,105 @@
+"""Every ``RESHAPE_*`` environment variable, by name, in one place (``docs/protocol.md`` §6).
+
+*Job environment*: what the daemon's Job Startup gives every process of a job
+(``scheduler.service.startup.start_job``); ranks spawned later inherit it through
+Hydra. *Tuning*: what a user may set for a run. *Tools*: what the CLI, node
+monitors and test launchers read. Code names a variable only through this
+module, so a rename or a new variable is one edit here plus its line in the
+protocol document.
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = [
+    "ABORT_ON_ERROR",
+    "ALLOW_NEW_SIZES",
+    "BACKGROUND",
+    "CLIENT_KEY",
+    "DAEMON",
+    "FAULT",
+    "HOSTS",
+    "JOB_ENV",
+    "JOB_ID",
+    "JOB_TAG",
+    "KEYS",
+    "LAUNCHER",
+    "MAX_PROCS",
+    "NETNS_HOSTS",
+    "NETNS_PREFIX",
+    "NPROCS",
+    "ONECOPY",
+    "PLAN",
+    "PLAN_EVERY",
+    "REDIST_METHOD",
+    "RELABEL",
+    "RESIZE_TIMEOUT",
+    "REUSE",
+    "RUN_TAG",
+    "SCHEDULER",
+    "SCHEDULER_TIMEOUT",
+    "STANDBY",
+    "STATE_DIR",
+    "TRACES",
+    "WAIT",
+    "default_state_dir",
+    "flag",
+]
+
+# -- job environment (set by the daemon for every process of a job)
+SCHEDULER = "RESHAPE_SCHEDULER"            # the daemon's endpoint, for the job's resize client
+JOB_ID = "RESHAPE_JOB_ID"                  # the job's id at the daemon
+NPROCS = "RESHAPE_NPROCS"                  # ranks started
+HOSTS = "RESHAPE_HOSTS"                    # one host name per starting rank, comma separated
+RESIZE_TIMEOUT = "RESHAPE_RESIZE_TIMEOUT"  # seconds one resize may take (job file's resize_timeout)
+JOB_TAG = "RESHAPE_JOB_TAG"                # finds every process of the job, also after a daemon restart
+LAUNCHER = "RESHAPE_LAUNCHER"              # how ranks reach hosts: local | ssh | netns | slurm
+KEYS = "RESHAPE_KEYS"                      # directory of the CURVE keys (also for the CLI)
+JOB_ENV = (SCHEDULER, JOB_ID, NPROCS, HOSTS, RESIZE_TIMEOUT, JOB_TAG, LAUNCHER)
+
+# -- tuning (set by the user)
+PLAN = "RESHAPE_PLAN"                      # a scripted resize plan instead of a daemon (advice.py)
+PLAN_EVERY = "RESHAPE_PLAN_EVERY"
+MAX_PROCS = "RESHAPE_MAX_PROCS"
+ALLOW_NEW_SIZES = "RESHAPE_ALLOW_NEW_SIZES"
+REDIST_METHOD = "RESHAPE_REDIST_METHOD"    # circulant | alltoallv | checkpoint
+BACKGROUND = "RESHAPE_BACKGROUND"          # 1: constant arrays move while the job keeps iterating
+RELABEL = "RESHAPE_RELABEL"                # 0: keep position j on the j-th senior rank at resizes (placement.py)
+REUSE = "RESHAPE_REUSE"                    # 1: a shrink parks retired ranks for a later expansion (parking.py)
+STANDBY = "RESHAPE_STANDBY"                # K: spawn K ranks at start that park at once (a warm pool; needs REUSE)
+SCHEDULER_TIMEOUT = "RESHAPE_SCHEDULER_TIMEOUT"
+ABORT_ON_ERROR = "RESHAPE_ABORT_ON_ERROR"  # 0: an uncaught error does not MPI_Abort the job
+FAULT = "RESHAPE_FAULT"                    # WHERE:WHO:HOW fault injection (faults.py)
+WAIT = "RESHAPE_WAIT"                      # spin | poll while waiting on redistribution requests
+ONECOPY = "RESHAPE_ONECOPY"                # 0: no memfd arrays, no direct reads between ranks of a host (nodecopy.py)
+
+# -- tools
+DAEMON = "RESHAPE_DAEMON"                  # the CLI's and node monitors' daemon endpoint
+STATE_DIR = "RESHAPE_STATE_DIR"            # the daemon's journal, logs and default keys
+CLIENT_KEY = "RESHAPE_CLIENT_KEY"
+RUN_TAG = "RESHAPE_RUN_TAG"                # tags processes of a run started by reshape.joblink.launch.mpirun
+NETNS_HOSTS = "RESHAPE_NETNS_HOSTS"        # the namespace cluster's hosts file (netns-launch)
+NETNS_PREFIX = "RESHAPE_NETNS_PREFIX"
+TRACES = "RESHAPE_TRACES"                  # where benchmarks find SWF traces
+
+
+def default_state_dir() -> str:
+    """``$RESHAPE_STATE_DIR``, else ``~/.reshape``: the daemon's journal, logs, socket and default keys."""
+    return os.environ.get(STATE_DIR) or os.path.join(os.path.expanduser("~"), ".reshape")
+
+
+_YES, _NO = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
+
+
+def flag(name: str, default: bool = False, env: dict[str, str] | None = None) -> bool:
+    """A yes/no variable: 1/true/yes/on or 0/false/no/off (unset: ``default``); else a ValueError naming it."""
+    raw = (env if env is not None else os.environ).get(name)
+    if raw is None:
+        return default
+    val = raw.strip().lower()
+    if val in _YES:
+        return True
+    if val in _NO:
+        return False
+    raise ValueError(f"{name}={raw!r}: expected 1/true/yes/on or 0/false/no/off")

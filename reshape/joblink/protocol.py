@@ -1,0 +1,563 @@
+"""Wire protocol between jobs, the command line and the scheduler daemon (version 1).
+
+``docs/protocol.md`` is the normative description; this module is its only
+implementation. A message is one ZeroMQ frame holding a UTF-8 JSON object,
+the *envelope*::
+
+    {"v": 1, "type": "resize_point", "seq": 7, "job_id": 3, "body": {...}}
+
+``decode`` validates the envelope and the body of every known type (field
+names, JSON types, ranges) and raises :class:`ProtocolError` with a stable
+``code`` on anything else, so the daemon can answer with an ``error`` message
+and carry on serving.
+
+:class:`ResizeReport` and :class:`Advice` are the two sides of a resize point
+as records: what a job reports (``resize_point``'s body) and what it is told
+(``advice``'s body). The runtime's advisors, the daemon's client and the
+scheduler core exchange them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar, Literal
+
+__all__ = [
+    "CONTROL_TYPES",
+    "JOB_TYPES",
+    "MAX_DEPTH",
+    "MAX_MESSAGE_BYTES",
+    "MAX_REPLY_BYTES",
+    "MAX_SIZES",
+    "NODE_TYPES",
+    "REPLY_TYPES",
+    "REQUESTS",
+    "VERSION",
+    "Advice",
+    "Cancel",
+    "Finished",
+    "Heartbeat",
+    "Hello",
+    "History",
+    "JobEnded",
+    "Log",
+    "Message",
+    "NodeRegister",
+    "Ping",
+    "ProtocolError",
+    "Register",
+    "Request",
+    "ResizePoint",
+    "ResizeReport",
+    "Resized",
+    "Status",
+    "Stop",
+    "Submit",
+    "decode",
+    "encode",
+    "error_reply",
+    "reply",
+]
+
+VERSION = 1
+MAX_MESSAGE_BYTES = 64 * 1024  # a request larger than this is refused (``too_large``)
+MAX_REPLY_BYTES = 64 * 1024 * 1024  # replies (status, history) may be large; a client accepts up to this
+MAX_DEPTH = 16  # JSON nesting of a request (objects and arrays)
+MAX_INT = 1 << 53  # integers a peer may send (beyond: not a count, an id or a time)
+MAX_SIZES = 4096  # ``hello``'s ``sizes`` lists the sizes a job accepts among 1..MAX_SIZES
+
+_INT = (int,)
+_NUM = (int, float)
+_STR = (str,)
+_BOOL = (bool,)
+_LIST = (list,)
+_DICT = (dict,)
+_NONE = (type(None),)
+
+# type -> {field: (allowed JSON types, required)}
+_JOB_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
+    "hello": {"nprocs": (_INT, True), "host": (_STR, False), "pid": (_INT, False), "sizes": (_LIST, False)},
+    "resize_point": {
+        "iteration": (_INT, True),
+        "nprocs": (_INT, True),
+        "grid": (_LIST, False),
+        "iter_time": (_NUM, True),
+        "redist_time": (_NUM + _NONE, False),
+        "redist_from": (_INT + _NONE, False),
+        "host": (_STR, False),
+        "parked": (_LIST, False),
+    },
+    "resized": {
+        "old": (_INT, True),
+        "new": (_INT, True),
+        "seconds": (_NUM, True),
+        "error": (_STR + _NONE, False),
+    },
+    "finished": {"status": (_STR, True), "error": (_STR + _NONE, False)},
+    # node monitor on the job's first node -> System Monitor (seed 001 §3.1: job end / job error)
+    "job_ended": {"node": (_STR, True), "incarnation": (_STR, True), "status": (_STR, True),
+                  "processes": (_INT, False), "detail": (_STR + _NONE, False)},
+}
+_NODE_CONTROL_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
+    "node_register": {"node": (_STR, True), "incarnation": (_STR, True), "pid": (_INT, False),
+                      "host": (_STR, False)},
+    "heartbeat": {"node": (_STR, True), "incarnation": (_STR, True), "jobs": (_LIST, False)},
+}
+_CONTROL_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
+    "ping": {},
+    "submit": {"job": (_DICT, True)},
+    "status": {"limit": (_INT, False)},
+    "cancel": {"job_id": (_INT, True)},
+    "history": {"limit": (_INT, False), "since": (_NUM, False)},
+    "log": {"job_id": (_INT, True), "tail": (_INT, False)},
+    "stop": {"kill_jobs": (_BOOL, False)},
+    # a job a resource manager started registers with a site controller (docs/slurm.md, "Site mode")
+    "register": {"job": (_DICT, True), "allocation": (_STR, True), "hosts": (_LIST, True)},
+    **_NODE_CONTROL_BODIES,
+}
+_REPLY_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
+    "ok": {},
+    "advice": {
+        "action": (_STR, True),
+        "nprocs": (_INT, True),
+        "hosts": (_LIST, False),
+        "reason": (_STR, False),
+    },
+    "error": {"code": (_STR, True), "message": (_STR, True)},
+}
+JOB_TYPES = frozenset(_JOB_BODIES)
+CONTROL_TYPES = frozenset(_CONTROL_BODIES)
+REPLY_TYPES = frozenset(_REPLY_BODIES)
+NODE_TYPES = frozenset({*_NODE_CONTROL_BODIES, "job_ended"})  # sent by node monitors (job_ended is a job message)
+_ALL = {**_JOB_BODIES, **_CONTROL_BODIES, **_REPLY_BODIES}
+_CLOSED = set(_JOB_BODIES) | {"advice", "error"} | set(_CONTROL_BODIES)  # no extra fields
+ADVICE_ACTIONS = ("expand", "shrink", "continue")
+
+
+class ProtocolError(ValueError):
+    """A message that does not follow the protocol; ``code`` names the rule it broke."""
+
+    def __init__(self, code: str, message: str, seq: int | None = None):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.seq = seq
+
+
+@dataclass(frozen=True)
+class Message:
+    """One protocol message: envelope fields plus the type-specific ``body`` (what a client sends
+    and reads; the daemon reads requests as :class:`Request` events)."""
+
+    type: str
+    seq: int = 0
+    job_id: int | None = None
+    body: dict[str, Any] = field(default_factory=dict)
+    v: int = VERSION
+
+
+@dataclass(frozen=True)
+class ResizeReport:
+    """What a job tells the scheduler at a resize point (``resize_point``'s body)."""
+
+    job_id: int
+    iteration: int  # iterations completed so far
+    nprocs: int
+    grid: tuple[int, ...]
+    iter_time: float  # seconds, last iteration (or the mean since the last resize point)
+    redist_time: float | None = None  # cost of the previous resize, reported one point later
+    redist_from: int | None = None  # size before that resize
+    host: str = ""
+    parked: tuple[str, ...] = ()  # hosts of the ranks parked for reuse, one per rank (reshape.runtime.parking)
+
+
+@dataclass(frozen=True)
+class Advice:
+    """The answer (``advice``'s body): expand or shrink to ``nprocs`` processes, or continue.
+
+    For an expansion ``hosts`` lists one host name per new rank (repeats allowed);
+    empty means "spawn on the job's own hosts" (one machine, or the hostfile).
+    """
+
+    action: Literal["expand", "shrink", "continue"]
+    nprocs: int
+    hosts: tuple[str, ...] = ()
+    reason: str = ""
+
+
+# ---------------------------------------------------------------------- typed requests
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Request:
+    """A decoded, validated request: the envelope's ``seq`` and ``job_id`` plus its body's fields,
+    typed (lists become tuples). :func:`decode` returns one subclass per request type."""
+
+    type: ClassVar[str] = ""
+    _WIRE: ClassVar[dict[str, str]] = {}  # field -> body key, where the body's name is the envelope's
+    seq: int = 0
+    job_id: int | None = None
+    v: ClassVar[int] = VERSION
+
+    @property
+    def body(self) -> dict[str, Any]:
+        """The request's body as sent (optional fields left out when None)."""
+        out = {}
+        for f in fields(self):
+            if f.name in ("seq", "job_id"):
+                continue
+            x = getattr(self, f.name)
+            if x is not None:
+                out[self._WIRE.get(f.name, f.name)] = list(x) if isinstance(x, tuple) else x
+        return out
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Hello(Request):
+    """A job (re)connects at ``nprocs``; ``sizes``: every size its program accepts."""
+
+    type: ClassVar[str] = "hello"
+    nprocs: int
+    host: str | None = None
+    pid: int | None = None
+    sizes: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ResizePoint(Request):
+    """A job at a resize point (seed 001 §3.2.3 ``contact_scheduler``): its iteration and its time."""
+
+    type: ClassVar[str] = "resize_point"
+    iteration: int
+    nprocs: int
+    iter_time: float
+    grid: tuple[int, ...] | None = None
+    redist_time: float | None = None
+    redist_from: int | None = None
+    host: str | None = None
+    parked: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Resized(Request):
+    type: ClassVar[str] = "resized"
+    old: int
+    new: int
+    seconds: float
+    error: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Finished(Request):
+    type: ClassVar[str] = "finished"
+    status: str
+    error: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class JobEnded(Request):
+    """The monitor of a job's first node saw its processes there end (seed 001 §3.1)."""
+
+    type: ClassVar[str] = "job_ended"
+    node: str
+    incarnation: str
+    status: str
+    processes: int | None = None
+    detail: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NodeRegister(Request):
+    type: ClassVar[str] = "node_register"
+    node: str
+    incarnation: str
+    pid: int | None = None
+    host: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Heartbeat(Request):
+    type: ClassVar[str] = "heartbeat"
+    node: str
+    incarnation: str
+    jobs: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Ping(Request):
+    type: ClassVar[str] = "ping"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Submit(Request):
+    type: ClassVar[str] = "submit"
+    job: dict[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Status(Request):
+    type: ClassVar[str] = "status"
+    limit: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Cancel(Request):
+    type: ClassVar[str] = "cancel"
+    _WIRE: ClassVar[dict[str, str]] = {"target": "job_id"}
+    target: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class History(Request):
+    type: ClassVar[str] = "history"
+    limit: int | None = None
+    since: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Log(Request):
+    type: ClassVar[str] = "log"
+    _WIRE: ClassVar[dict[str, str]] = {"target": "job_id"}
+    target: int
+    tail: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Register(Request):
+    """A job started by a resource manager in ``allocation`` on ``hosts`` (one per slot) registers."""
+
+    type: ClassVar[str] = "register"
+    job: dict[str, Any]
+    allocation: str
+    hosts: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Stop(Request):
+    type: ClassVar[str] = "stop"
+    kill_jobs: bool | None = None
+
+
+REQUESTS: dict[str, type[Request]] = {c.type: c for c in (
+    Hello, ResizePoint, Resized, Finished, JobEnded, NodeRegister, Heartbeat,
+    Ping, Submit, Status, Cancel, History, Log, Stop, Register)}
+
+
+def _request(env: dict[str, Any]) -> Request:
+    cls = REQUESTS[env["type"]]
+    body = env.get("body") or {}
+    names = {v: k for k, v in cls._WIRE.items()}
+    kw = {names.get(k, k): tuple(v) if isinstance(v, list) else v for k, v in body.items()}
+    return cls(seq=env["seq"], job_id=env.get("job_id"), **kw)
+
+
+def encode(msg: Message | Request) -> bytes:
+    """The frame for ``msg`` (validated, so a sender cannot emit what a receiver rejects)."""
+    env = {"v": msg.v, "type": msg.type, "seq": msg.seq, "job_id": msg.job_id, "body": msg.body}
+    data = json.dumps(env, separators=(",", ":"), allow_nan=False).encode()
+    _check(env, len(data))
+    return data
+
+
+def decode(frame: bytes, limit: int = MAX_MESSAGE_BYTES) -> Request | Message:
+    """Parse and validate one frame: a typed :class:`Request` (one class per request type) or a
+    reply :class:`Message`; raises :class:`ProtocolError`.
+
+    Before the schema: at most ``limit`` bytes (a client reading replies passes
+    :data:`MAX_REPLY_BYTES`), nesting at most :data:`MAX_DEPTH` deep, numbers
+    finite, integers within :data:`MAX_INT`, strings without NUL. So nothing a
+    peer sends can exhaust the parser's stack, or reach the journal as a value
+    that cannot be written back (``1e999`` is infinity, which JSON cannot carry).
+    """
+    if len(frame) > limit:
+        raise ProtocolError("too_large", f"{len(frame)} bytes > {limit}")
+    if frame.count(b"[") + frame.count(b"{") > MAX_DEPTH and _depth(frame) > MAX_DEPTH:
+        raise ProtocolError("malformed", f"JSON nested more than {MAX_DEPTH} levels deep")
+    try:
+        env = json.loads(frame.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite)
+    except (UnicodeDecodeError, json.JSONDecodeError, ValueError, RecursionError) as e:
+        raise ProtocolError("malformed", f"not a UTF-8 JSON object: {e}"[:500]) from None
+    bad = _bad_value(env)
+    if bad:
+        seq = env.get("seq") if isinstance(env, dict) and _is(env.get("seq"), _INT) else None
+        raise ProtocolError("bad_field", bad, seq)
+    _check(env, len(frame))
+    if env["type"] in REQUESTS:
+        return _request(env)
+    return Message(env["type"], env["seq"], env.get("job_id"), env.get("body") or {}, env["v"])
+
+
+def reply(request: Message | Request, type_: str = "ok", **body: Any) -> Message:
+    return Message(type_, request.seq, request.job_id, body)
+
+
+def error_reply(code: str, message: str, seq: int = 0, job_id: int | None = None) -> Message:
+    return Message("error", seq, job_id, {"code": code, "message": message[:2000]})
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _finite(text: str) -> float:
+    x = float(text)
+    if x != x or x in (float("inf"), float("-inf")):
+        raise ValueError(f"number {text[:40]} is not finite")
+    return x
+
+
+def _depth(frame: bytes) -> int:
+    """Deepest nesting of ``[``/``{`` outside strings (a linear scan, no recursion)."""
+    depth = deepest = 0
+    in_str = esc = False
+    for b in frame:
+        if in_str:
+            if esc:
+                esc = False
+            elif b == 0x5C:  # backslash
+                esc = True
+            elif b == 0x22:
+                in_str = False
+        elif b == 0x22:
+            in_str = True
+        elif b in (0x5B, 0x7B):
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > MAX_DEPTH:
+                    return deepest
+        elif b in (0x5D, 0x7D):
+            depth -= 1
+    return deepest
+
+
+def _bad_value(x: Any, path: str = "message") -> str | None:
+    """Why a parsed value cannot be accepted (out-of-range integer, NUL in a string), else None."""
+    if isinstance(x, bool) or x is None or isinstance(x, float):
+        return None
+    if isinstance(x, int):
+        return None if -MAX_INT <= x <= MAX_INT else f"{path}: integer out of range (|x| > 2**53)"
+    if isinstance(x, str):
+        return f"{path}: string contains a NUL byte" if "\0" in x else None
+    items = x.items() if isinstance(x, dict) else enumerate(x)
+    for k, v in items:
+        if isinstance(k, str) and "\0" in k:
+            return f"{path}: key contains a NUL byte"
+        why = _bad_value(v, f"{path}.{k}" if isinstance(k, str) else f"{path}[{k}]")
+        if why:
+            return why
+    return None
+
+
+def _is(value: Any, types: tuple[type, ...]) -> bool:
+    if isinstance(value, bool) and bool not in types:
+        return False  # JSON true is not an integer here
+    return isinstance(value, types)
+
+
+def _check(env: Any, size: int) -> None:
+    if not isinstance(env, dict):
+        raise ProtocolError("malformed", "the envelope must be a JSON object")
+    seq = env.get("seq") if _is(env.get("seq"), _INT) else None
+    v = env.get("v")
+    if not _is(v, _INT):
+        raise ProtocolError("malformed", "envelope field 'v' (integer version) is missing", seq)
+    if v != VERSION:
+        raise ProtocolError("bad_version", f"protocol version {v} not supported (this is {VERSION})", seq)
+    extra = set(env) - {"v", "type", "seq", "job_id", "body"}
+    if extra:
+        raise ProtocolError("malformed", f"unknown envelope fields {sorted(extra)}", seq)
+    t = env.get("type")
+    if not _is(t, _STR):
+        raise ProtocolError("malformed", "envelope field 'type' must be a string", seq)
+    if seq is None or seq < 0:
+        raise ProtocolError("malformed", "envelope field 'seq' must be a non-negative integer", None)
+    job_id = env.get("job_id")
+    if job_id is not None and (not _is(job_id, _INT) or job_id < 0):
+        raise ProtocolError("malformed", "'job_id' must be a non-negative integer or null", seq)
+    if t not in _ALL:
+        raise ProtocolError("unknown_type", f"unknown message type {t!r}", seq)
+    if t in _JOB_BODIES and job_id is None:
+        raise ProtocolError("malformed", f"{t!r} needs a 'job_id'", seq)
+    body = env.get("body", {})
+    if body is None:
+        body = {}
+    if not isinstance(body, dict):
+        raise ProtocolError("malformed", "'body' must be a JSON object", seq)
+    schema = _ALL[t]
+    for name, (types, required) in schema.items():
+        if name not in body:
+            if required:
+                raise ProtocolError("bad_field", f"{t}: missing field {name!r}", seq)
+            continue
+        if not _is(body[name], types):
+            names = "/".join("null" if x is type(None) else x.__name__ for x in types)
+            raise ProtocolError("bad_field", f"{t}: field {name!r} must be {names}", seq)
+    if t in _CLOSED:
+        extra = set(body) - set(schema)
+        if extra:
+            raise ProtocolError("bad_field", f"{t}: unknown fields {sorted(extra)}", seq)
+    _check_values(t, body, seq)
+
+
+def _check_values(t: str, body: dict[str, Any], seq: int) -> None:
+    def positive(name: str) -> None:
+        if name in body and body[name] is not None and body[name] < 1:
+            raise ProtocolError("bad_field", f"{t}: {name!r} must be >= 1", seq)
+
+    def nonneg(name: str) -> None:
+        if name in body and body[name] is not None and body[name] < 0:
+            raise ProtocolError("bad_field", f"{t}: {name!r} must be >= 0", seq)
+
+    for name in ("nprocs", "old", "new", "redist_from"):
+        positive(name)
+    for name in ("iteration", "iter_time", "redist_time", "seconds", "job_id", "tail", "processes", "pid",
+                 "limit", "since"):
+        nonneg(name)
+    if t == "resize_point" and "grid" in body:
+        g = body["grid"]
+        if len(g) > 3 or not all(_is(x, _INT) and x >= 1 for x in g):
+            raise ProtocolError("bad_field", "resize_point: 'grid' must list 1-3 positive integers", seq)
+    if t == "resize_point" and "parked" in body:
+        pk = body["parked"]
+        if len(pk) > MAX_SIZES or not all(_is(h, _STR) and 0 < len(h) <= 255 for h in pk):
+            raise ProtocolError("bad_field", f"resize_point: 'parked' must list at most {MAX_SIZES} host names "
+                                             "of 1-255 characters", seq)
+    if t == "register":
+        if not 0 < len(body["allocation"]) <= 64:
+            raise ProtocolError("bad_field", "register: 'allocation' must be 1-64 characters", seq)
+        hs = body["hosts"]
+        if not 0 < len(hs) <= MAX_SIZES or not all(_is(h, _STR) and 0 < len(h) <= 255 for h in hs):
+            raise ProtocolError("bad_field", f"register: 'hosts' must list 1-{MAX_SIZES} host names (one per "
+                                             "slot) of 1-255 characters", seq)
+    if t == "hello" and "sizes" in body:
+        _check_sizes(body["sizes"], seq)
+    if t == "advice":
+        if body["action"] not in ADVICE_ACTIONS:
+            raise ProtocolError("bad_field", f"advice: action must be one of {ADVICE_ACTIONS}", seq)
+        if not all(_is(h, _STR) for h in body.get("hosts", [])):
+            raise ProtocolError("bad_field", "advice: 'hosts' must be strings", seq)
+    if t == "finished" and body["status"] not in ("done", "error"):
+        raise ProtocolError("bad_field", "finished: status must be 'done' or 'error'", seq)
+    if t == "job_ended" and body["status"] not in ("end", "error"):
+        raise ProtocolError("bad_field", "job_ended: status must be 'end' or 'error'", seq)
+    if t in NODE_TYPES:
+        for name in ("node", "incarnation"):
+            if not 0 < len(body[name]) <= 255:
+                raise ProtocolError("bad_field", f"{t}: {name!r} must be 1-255 characters", seq)
+    if t == "heartbeat" and not all(_is(x, _INT) and x >= 0 for x in body.get("jobs", [])):
+        raise ProtocolError("bad_field", "heartbeat: 'jobs' must list job ids", seq)
+
+
+def _check_sizes(sizes: list, seq: int) -> None:
+    """``hello``'s ``sizes``: 1 to :data:`MAX_SIZES` integers in ``[1, MAX_SIZES]``, strictly ascending."""
+    if not sizes or len(sizes) > MAX_SIZES:
+        raise ProtocolError("bad_field", f"hello: 'sizes' must list 1-{MAX_SIZES} sizes, got {len(sizes)}", seq)
+    prev = 0
+    for i, x in enumerate(sizes):
+        if not _is(x, _INT) or not 1 <= x <= MAX_SIZES:
+            raise ProtocolError("bad_field", f"hello: 'sizes'[{i}] must be an integer in [1, {MAX_SIZES}], "
+                                             f"got {x!r}"[:200], seq)
+        if x <= prev:
+            raise ProtocolError("bad_field", f"hello: 'sizes' must be strictly ascending ('sizes'[{i}] = {x} "
+                                             f"after {prev})", seq)
+        prev = x

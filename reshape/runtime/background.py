@@ -1,0 +1,239 @@
+"""Background expansion (MaM's approach): data motion behind the job's next iteration.
+
+With ``background`` on (``RESHAPE_BACKGROUND=1`` or ``init(background=True)``),
+an expansion's checks run at the resize point; then a helper thread on every
+running rank spawns the new ranks (or calls parked ones back: :mod:`reshape.runtime.parking`),
+merges with them, hands them the state and
+starts moving the arrays registered ``constant=True``, while the application
+runs one more iteration on its old communicator and layouts. At the next
+resize point (:meth:`Background._switch`) the job waits for those arrays,
+sends the new ranks the iteration counter and values as they are then, moves
+the other arrays (blocking) and switches communicators. A shrink works the same
+way without the helper thread: the constant arrays start moving to the ranks
+that stay, every rank (the retiring ones too) runs one more iteration on the
+old communicator and layouts, and at the next resize point the other arrays
+move and the retiring ranks retire (:meth:`Background._shrink_background`).
+:class:`Background` holds these steps for :class:`reshape.runtime.Resizer`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from mpi4py import MPI
+
+from reshape.joblink.protocol import Advice
+from reshape.mpiutil import allreduce, bcast_obj
+from reshape.redistribution import placement
+from reshape.redistribution.layout import Layout
+from reshape.redistribution.redistribute import redistribute, start
+from reshape.runtime.darray import DistArray, Registered
+from reshape.runtime.results import ResizeError, ResizeResult
+from reshape.runtime.spawning import JoinState, SwitchState, share, spawn
+from reshape.runtime.watchdog import Guarded
+
+__all__ = ["Background", "Pending"]
+
+
+@dataclass
+class Pending:
+    """An expansion or shrink under way behind the job's iteration (:meth:`Background._expand_background`,
+    :meth:`Background._shrink_background`)."""
+
+    old: int
+    new: int
+    spawn_comm: MPI.Intracomm  # a duplicate of the job's communicator: the helper thread's, a shrink's moves
+    reason: str = ""
+    thread: threading.Thread | None = None
+    merged: MPI.Intracomm | None = None  # the communicator the job switches to
+    moves: dict[str, tuple[Layout, object]] = field(default_factory=dict)  # constant arrays in flight
+    spawn_seconds: float = 0.0
+    start_seconds: float = 0.0
+    called_back: int = 0  # new ranks that were parked ranks called back
+    shrink: tuple[int, ...] = ()  # a shrink: the comm rank of every position at the new size
+    refused: str | None = None  # the spawn was refused: the job carries on at its size
+    error: str | None = None  # anything else: the job is aborted at the switch
+
+
+class Background(Guarded):
+    """The background-expansion steps of :class:`reshape.runtime.resizer.Resizer` (a mixin over its state).
+
+    The Resizer's state these steps read and write is declared below (its
+    fields; ``_pending`` is theirs: ``resize()`` and ``finish()`` switch when it
+    is set); of the other parts they call ``_bring_in``
+    (:class:`~reshape.runtime.spawning.Joining`) and the Resizer's steps
+    ``_new_ranks_from``, ``_staying``, ``_retire_others`` and ``_replace_comm``.
+    """
+
+    comm: MPI.Intracomm
+    size: int
+    iteration: int
+    values: dict
+    history: list[int]
+    arrays: dict[str, Registered]
+    method: str
+    background: bool
+    _in_body: bool  # inside an iteration of rt.iterations()
+    _end: int | None  # the loop's iteration count, when the job uses rt.iterations()
+    _keys: list[placement.Seniority]  # seniority of every comm rank
+    _pending: Pending | None  # a background expansion or shrink waiting for its switch
+
+    def _overlap(self) -> bool:
+        """Whether this expansion moves data in the background: asked for, a constant array
+        to move, and an iteration left to overlap with."""
+        return (self.background and self.method == "circulant" and any(r.constant for r in self.arrays.values())
+                and (self._end is None or self.iteration + 1 < self._end))
+
+    def _expand_background(self, advice: Advice, old: int) -> ResizeResult:
+        """Start an expansion that runs behind the job's next iteration (MaM-style).
+
+        The checks run now (a refusal leaves the job as it is). Then a helper
+        thread on every running rank spawns the new ranks, merges with them,
+        hands them the state and starts moving the ``constant`` arrays, while
+        the application runs its next iteration on its old communicator and
+        layouts. The job switches to the new size at its next resize point
+        (:meth:`_switch`). Needs ``MPI_THREAD_MULTIPLE``; without it the spawn
+        runs here and only the data motion overlaps the iteration.
+        """
+        nprocs, hosts = advice.nprocs, tuple(advice.hosts)
+        back = self._new_ranks_from(nprocs, hosts)  # parked ranks to call back (reuse), or None: spawn
+        moving = tuple(name for name, r in self.arrays.items() if r.constant)
+        state = None
+        if self.rank == 0:
+            state = JoinState(
+                iteration=self.iteration + 1, values={}, history=[], background=moving,
+                arrays=[(r.name, r.layout, r.rule(nprocs), str(r.local.dtype)) for r in self.arrays.values()],
+                ranks=tuple(range(nprocs)), keys=tuple(placement.grown(self._keys, nprocs - old)),
+            )
+        pend = Pending(old, nprocs, self.comm.Dup(), advice.reason, called_back=len(back.members) if back else 0)
+        pend.thread = threading.Thread(target=self._spawn_behind, args=(pend, hosts, back, state, moving),
+                                       name="reshape-expand", daemon=True)
+        self._pending = pend
+        if MPI.Query_thread() == MPI.THREAD_MULTIPLE:
+            pend.thread.start()
+        else:
+            pend.thread.run()
+        return ResizeResult("expanding", old, nprocs, reason=advice.reason)
+
+    def _spawn_behind(self, pend: Pending, hosts: tuple[str, ...], back, state, moving: tuple[str, ...]) -> None:
+        """The helper thread of a background expansion: spawn (or call ``back`` parked ranks), merge,
+        hand over, start the moves."""
+        try:
+            t0 = time.perf_counter()
+            try:
+                merged, _ = self._bring_in(pend.spawn_comm, back, pend.new - pend.old, hosts, spawn)
+            except ResizeError as e:
+                pend.refused = str(e)
+                return
+            pend.spawn_seconds = time.perf_counter() - t0
+            t1 = time.perf_counter()
+            share(merged, state)
+            for name in moving:
+                reg = self.arrays[name]
+                dst = reg.rule(merged.size)
+                pend.moves[name] = (dst, start(merged, reg.layout, reg.local, dst, src_ranks=range(reg.layout.nprocs)))
+            pend.start_seconds = time.perf_counter() - t1
+            pend.merged = merged
+        except BaseException as e:  # reported at the switch, where the job is aborted
+            pend.error = f"{type(e).__name__}: {e}"
+
+    def _shrink_background(self, advice: Advice, old: int) -> ResizeResult:
+        """Start a shrink whose ``constant`` arrays move behind the job's next iteration.
+
+        The checks and the placement run now (a refusal leaves the job as it
+        is); the moves of the constant arrays to the ranks that stay start on a
+        duplicate of the job's communicator, and every rank, the retiring ones
+        too, runs the next iteration on the old communicator and layouts
+        (that iteration's MPI calls progress the moves). At the next resize
+        point (:meth:`_switch`) the other arrays move and the retiring ranks
+        retire, as in a blocking shrink.
+        """
+        nprocs = advice.nprocs
+        ranks = self._staying(nprocs)
+        t0 = time.perf_counter()
+        pend = Pending(old, nprocs, self.comm.Dup(), advice.reason, shrink=ranks)
+        for name, reg in self.arrays.items():
+            if reg.constant:
+                dst = reg.rule(nprocs)
+                pend.moves[name] = (dst, start(pend.spawn_comm, reg.layout, reg.local, dst,
+                                               src_ranks=range(reg.layout.nprocs), dst_ranks=ranks))
+        pend.start_seconds = time.perf_counter() - t0
+        self._pending = pend
+        return ResizeResult("shrinking", old, nprocs, reason=advice.reason)
+
+    def _switch(self) -> ResizeResult:
+        """Finish a background expansion at this resize point and continue on the new ranks.
+
+        Waits for the constant arrays, sends the new ranks the iteration counter
+        and values as they are now, moves the other arrays (blocking) and
+        replaces the communicator. Returns the expansion's result; its seconds
+        are the data motion outside the overlapped iteration.
+        """
+        pend, self._pending = self._pending, None
+        if pend.shrink:
+            return self._switch_shrink(pend)
+        what = f"expand {pend.old}->{pend.new} (switch)"
+        self._arm(what)
+        try:
+            self._phase("waiting for the background spawn")
+            pend.thread.join()
+            pend.spawn_comm.Free()
+            if pend.refused:
+                return ResizeResult("failed", pend.old, self.size, error=pend.refused, reason=pend.reason)
+            if pend.error:
+                raise RuntimeError(f"background expansion: {pend.error}")
+            t0 = time.perf_counter()
+            merged = pend.merged
+            self._phase("completing the background redistribution")
+            done = {name: (dst, ex.wait()) for name, (dst, ex) in pend.moves.items()}
+            state = None
+            if self.rank == 0:
+                state = SwitchState(self.iteration + (1 if self._in_body else 0), self.values, self.history)
+            bcast_obj(merged, state)
+            self._move_rest(done, merged, tuple(range(merged.size)))
+            dt = allreduce(merged, time.perf_counter() - t0)
+            self._replace_comm(merged)
+            self._keys = placement.grown(self._keys, pend.new - pend.old)
+            return ResizeResult("expand", pend.old, merged.size, pend.start_seconds + dt, pend.spawn_seconds,
+                                reason=pend.reason, called_back=pend.called_back)
+        except Exception as e:
+            self._abort_resize(what, e)
+        finally:
+            self._disarm()
+
+    def _move_rest(self, done: dict, comm: MPI.Comm, dst_ranks: tuple[int, ...]) -> None:
+        """At a switch: install the arrays whose moves ``done`` completed and move every other one
+        now, to ``len(dst_ranks)`` positions held by ``dst_ranks`` of ``comm``."""
+        self._phase("redistributing the arrays")
+        for reg in self.arrays.values():
+            if reg.name in done:
+                dst, new = done[reg.name]
+            else:
+                dst = reg.rule(len(dst_ranks))
+                new = redistribute(comm, reg.layout, reg.local, dst, src_ranks=range(reg.layout.nprocs),
+                                   dst_ranks=dst_ranks, method=self.method)
+            reg.dist = DistArray(dst, new, comm, dst_ranks)
+
+    def _switch_shrink(self, pend: Pending) -> ResizeResult:
+        """Finish a background shrink: complete the constant arrays' moves, move the others, retire.
+
+        Retired ranks do not return (as from :meth:`shrink_processors`). The
+        result's seconds are the data motion outside the overlapped iteration.
+        """
+        what = f"shrink {pend.old}->{pend.new} (switch)"
+        self._arm(what)
+        try:
+            t0 = time.perf_counter()
+            self._phase("completing the background redistribution")
+            done = {name: (dst, ex.wait()) for name, (dst, ex) in pend.moves.items()}
+            pend.spawn_comm.Free()
+            self._move_rest(done, self.comm, pend.shrink)
+            dt = allreduce(self.comm, time.perf_counter() - t0)
+            self._retire_others(pend.shrink)
+            return ResizeResult("shrink", pend.old, self.size, pend.start_seconds + dt, reason=pend.reason)
+        except Exception as e:
+            self._abort_resize(what, e)
+        finally:
+            self._disarm()

@@ -1,0 +1,340 @@
+"""What a user gives a resizable job, checked on every rank and decided together.
+
+Two kinds of input reach :mod:`reshape.runtime`: the ``RESHAPE_*`` environment
+variables a job reads (:mod:`reshape.joblink.jobenv`, read by :func:`job_settings` at
+``init()``) and the arguments of ``register_array`` (:func:`array_rule`,
+:func:`collectively`). Each rank checks what it was given; then the ranks
+agree (one ``allgather``), so that a problem found on any rank raises the
+same :class:`UsageError` on every rank, naming the value and what is
+allowed. No rank is left waiting in a collective the others never reach.
+
+An agreed error that nobody catches ends the job with exit status 1: rank 0
+prints the traceback (the user's line and the message), the other ranks stay
+quiet, and every rank leaves through ``MPI_Finalize`` together (no
+``MPI_Abort`` is needed, since no rank is waiting for another).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from reshape import faults
+from reshape.joblink import jobenv as E
+from reshape.joblink.advice import parse_plan
+from reshape.joblink.launchers import LAUNCHERS
+from reshape.mpiutil import mpi_type
+from reshape.redistribution import nodecopy
+from reshape.redistribution.layout import Layout, LayoutError
+from reshape.redistribution.redistribute import METHODS
+from reshape.runtime.darray import layout_rule
+from reshape.runtime.watchdog import DEFAULT_TIMEOUT, resize_timeout
+
+__all__ = ["LAYOUTS", "JobSettings", "UsageError", "agree", "array_rule", "collectively", "env_problems",
+           "init_function", "job_settings", "plan_problems"]
+
+LAYOUTS = ("rows", "cols", "rows-cyclic", "cols-cyclic", "2d")
+WAITS = ("spin", "poll")
+
+
+class UsageError(ValueError):
+    """Bad input to a resizable job, raised identically on every rank (see the module docstring)."""
+
+    def __init__(self, message: str, rank: int = 0, agreed: bool = True):
+        super().__init__(message)
+        self.rank = rank
+        self.agreed = agreed  # False: found on this rank alone (a spawned rank), which must abort the job
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """The job's ``RESHAPE_*`` settings, parsed (defaults where unset)."""
+
+    plan: tuple[int, ...] | None = None
+    max_procs: int | None = None
+    allow_new_sizes: bool = False
+    method: str = "circulant"
+    background: bool = False
+    resize_timeout: float = DEFAULT_TIMEOUT
+    job_id: int = 0
+    relabel: bool = True
+    reuse: bool = False
+    standby: int = 0
+
+
+# ---------------------------------------------------------------------- environment (pure)
+def _int(env: Mapping[str, str], var: str, low: int, problems: list[str]) -> int | None:
+    text = env.get(var, "")
+    if not text:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value < low:
+        problems.append(f"{var}={text!r}: expected an integer >= {low}")
+        return None
+    return value
+
+
+def _choice(env: Mapping[str, str], var: str, allowed, problems: list[str], default: str = "") -> str:
+    text = env.get(var, "")
+    if text and text not in allowed:
+        problems.append(f"{var}={text!r}: expected one of {', '.join(allowed)}")
+        return default
+    return text or default
+
+
+def _flag(env: Mapping[str, str], var: str, problems: list[str], default: bool = False) -> bool:
+    try:
+        return E.flag(var, default, env)
+    except ValueError as e:
+        problems.append(str(e))
+        return default
+
+
+def env_problems(env: Mapping[str, str] | None = None) -> tuple[JobSettings, list[str]]:
+    """Parse every ``RESHAPE_*`` variable a job reads; the settings and what is wrong (pure).
+
+    ``RESHAPE_KEYS`` and the tools' variables (``RESHAPE_DAEMON``, ``RESHAPE_STATE_DIR``, ...)
+    are not read by a job; ``reshape.joblink.auth`` and the CLI check them where they use them.
+    """
+    env = os.environ if env is None else env
+    problems: list[str] = []
+    plan = None
+    if env.get(E.PLAN):
+        try:
+            plan = tuple(parse_plan(env[E.PLAN]))
+        except ValueError as e:
+            problems.append(str(e))
+    _int(env, E.PLAN_EVERY, 1, problems)
+    max_procs = _int(env, E.MAX_PROCS, 1, problems)
+    allow = _flag(env, E.ALLOW_NEW_SIZES, problems)
+    background = _flag(env, E.BACKGROUND, problems)
+    _flag(env, E.ABORT_ON_ERROR, problems, True)
+    method = _choice(env, E.REDIST_METHOD, METHODS, problems, "circulant")
+    _choice(env, E.WAIT, WAITS, problems)
+    _choice(env, E.ONECOPY, nodecopy.MODES, problems)
+    _choice(env, E.LAUNCHER, sorted(LAUNCHERS), problems)
+    timeout = DEFAULT_TIMEOUT
+    try:
+        timeout = resize_timeout(env)
+    except ValueError as e:
+        problems.append(str(e))
+    relabel = _flag(env, E.RELABEL, problems, True)
+    reuse = _flag(env, E.REUSE, problems)
+    standby = _int(env, E.STANDBY, 0, problems) or 0
+    if env.get(E.FAULT):
+        try:
+            faults.parse(env[E.FAULT])
+        except ValueError as e:
+            problems.append(str(e))
+    text = env.get(E.SCHEDULER_TIMEOUT, "")
+    if text:
+        try:
+            ok = 0 < float(text) < float("inf")
+        except ValueError:
+            ok = False
+        if not ok:
+            problems.append(f"{E.SCHEDULER_TIMEOUT}={text!r}: expected a number of seconds > 0")
+    job_id = _int(env, E.JOB_ID, 0, problems) or 0
+    nprocs = _int(env, E.NPROCS, 1, problems)
+    hosts = env.get(E.HOSTS)
+    if hosts is not None and (not hosts or any(not h.strip() for h in hosts.split(","))):
+        problems.append(f"{E.HOSTS}={hosts!r}: expected host names separated by commas")
+    elif hosts and nprocs is not None and len(hosts.split(",")) != nprocs:
+        problems.append(f"{E.HOSTS}={hosts!r}: expected {E.NPROCS}={nprocs} host names")
+    sched = env.get(E.SCHEDULER)
+    if sched is not None and not sched.startswith(("tcp://", "ipc://")):
+        problems.append(f"{E.SCHEDULER}={sched!r}: expected a ZeroMQ endpoint, tcp://HOST:PORT or ipc://PATH")
+    return JobSettings(plan, max_procs, allow, method, background, timeout, job_id, relabel, reuse,
+                       standby), problems
+
+
+def plan_problems(plan: tuple[int, ...] | None, size: int) -> list[str]:
+    """A plan must start at the size ``mpiexec -n`` started the job with."""
+    if plan and plan[0] != size:
+        return [f"{E.PLAN}={','.join(map(str, plan))}: the plan starts at {plan[0]} processes but the job "
+                f"runs on {size} (use mpiexec -n {plan[0]}, or a plan starting with {size})"]
+    return []
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+# ---------------------------------------------------------------------- agreement (MPI)
+def _quiet_hook(previous) -> Callable:
+    def hook(kind, value, tb):
+        if isinstance(value, UsageError) and value.agreed:  # raised on every rank: no abort, rank 0 speaks
+            if value.rank == 0:
+                traceback.print_exception(kind, value, tb, file=sys.stderr)
+            return
+        previous(kind, value, tb)
+
+    hook.reshape_checks = True
+    return hook
+
+
+def agree(comm, problem: str | None, what: str) -> None:
+    """Raise the same :class:`UsageError` on every rank of ``comm`` if any rank has a ``problem``. Collective."""
+    problems = comm.allgather(problem)
+    bad = [(r, p) for r, p in enumerate(problems) if p]
+    if not bad:
+        return
+    if len({p for _, p in bad}) == 1:
+        detail = bad[0][1] + ("" if len(bad) == len(problems) else f" (on rank{'s' if len(bad) > 1 else ''} "
+                                                                    f"{', '.join(str(r) for r, _ in bad)})")
+    else:
+        detail = "; ".join(f"rank {r}: {p}" for r, p in bad[:4]) + (" ..." if len(bad) > 4 else "")
+    if not getattr(sys.excepthook, "reshape_checks", False):
+        sys.excepthook = _quiet_hook(sys.excepthook)
+    raise UsageError(f"{what}: {detail}", comm.rank)
+
+
+def job_settings(comm, spawned: bool = False, env: Mapping[str, str] | None = None,
+                 max_procs: int | None = None, reuse: bool | None = None, standby: int | None = None,
+                 ) -> JobSettings:
+    """The job's settings from the environment, checked on every rank of ``comm``. Collective.
+
+    ``max_procs``, ``reuse``, ``standby``: ``init``'s arguments, checked too
+    (standby ranks are parked ranks: they need reuse on). On the ranks ``mpiexec``
+    started, also: the plan starts at ``comm.size``;
+    rank 0 warns when a plan size exceeds this machine's CPUs (oversubscribed
+    ranks are slower, README "Notes for running on real clusters").
+    """
+    settings, problems = env_problems(env)
+    if max_procs is not None and not (isinstance(max_procs, int | np.integer) and max_procs >= 1):
+        problems.append(f"init(max_procs={max_procs!r}): expected an integer >= 1")
+    if standby is not None and (isinstance(standby, bool) or not isinstance(standby, int | np.integer)
+                                or standby < 0):
+        problems.append(f"init(standby={standby!r}): expected an integer >= 0")
+    elif (settings.standby if standby is None else standby) and not (settings.reuse if reuse is None else reuse):
+        what = f"{E.STANDBY}={settings.standby}" if standby is None else f"init(standby={standby})"
+        problems.append(f"{what}: standby ranks are parked ranks; turn reuse on too ({E.REUSE}=1 or "
+                        "init(reuse=True))")
+    if not spawned:
+        problems += plan_problems(settings.plan, comm.size)
+    agree(comm, "; ".join(problems) or None, "reshape.init()")
+    if not spawned and comm.rank == 0 and settings.plan and max(settings.plan) > _cpus():
+        print(f"[reshape] warning: {E.PLAN}={','.join(map(str, settings.plan))} asks for up to "
+              f"{max(settings.plan)} processes on a machine with {_cpus()} CPUs: ranks will share cores "
+              "(slower, but correct)", file=sys.stderr, flush=True)
+    return settings
+
+
+# ---------------------------------------------------------------------- register_array
+def _shape_problem(shape) -> str | None:
+    if isinstance(shape, tuple | list) and shape and all(
+            isinstance(s, int | np.integer) and not isinstance(s, bool) and s >= 1 for s in shape):
+        return None
+    return f"shape={shape!r}: expected a tuple of positive integers, e.g. (100,) or (100, 100)"
+
+
+def _block_problem(layout, block) -> str | None:
+    if block is None or callable(layout):
+        return None
+    want = {"rows-cyclic": 1, "cols-cyclic": 1, "2d": 2}.get(layout)
+    if want is None:
+        return f"block={block!r}: layout {layout!r} takes no block size (rows-cyclic, cols-cyclic and 2d do)"
+    parts = (block,) * want if isinstance(block, int | np.integer) else block
+    if not (isinstance(parts, tuple | list) and len(parts) == want
+            and all(isinstance(b, int | np.integer) and not isinstance(b, bool) and b >= 1 for b in parts)):
+        example = "64 or (64,)" if want == 1 else "64 or (64, 64)"
+        return f"block={block!r}: layout {layout!r} needs {want} positive block size{'s' * (want > 1)}, e.g. {example}"
+    return None
+
+
+def _init_problem(init, shape: tuple[int, ...]) -> str | None:
+    if init is None or callable(init) or np.isscalar(init):
+        return None
+    if isinstance(init, np.ndarray):
+        if init.shape != shape:
+            return (f"init: an array of shape {init.shape}, expected the whole array, shape {shape} "
+                    "(or a scalar, or a function of the global indices)")
+        return None
+    return (f"init={type(init).__name__}: expected a function of the global indices, a scalar "
+            f"or an array of shape {shape}")
+
+
+def array_rule(comm, size: int, name: str, shape, dtype, layout, block, init, taken) -> Callable:
+    """Check ``register_array``'s arguments and return the array's layout rule.
+
+    With ``comm`` (the ranks registering together) the ranks agree on the
+    verdict and on passing the same name, shape, dtype, layout and block;
+    without (a rank spawned into a running job) the check is local and a
+    problem is a ``UsageError`` on that rank alone (not ``agreed``: uncaught,
+    it aborts the job through :func:`reshape.runtime.watchdog.install_excepthook`).
+    """
+    what = f"register_array({name!r})"
+    problem = None
+    rule = None
+    if not isinstance(name, str) or not name:
+        problem = f"name={name!r}: expected a non-empty string"
+    elif name in taken:
+        problem = f"an array named {name!r} is already registered"
+    else:
+        problem = _shape_problem(shape)
+    if problem is None:
+        shape = tuple(int(s) for s in shape)
+        try:
+            mpi_type(np.dtype(dtype))
+        except TypeError as e:
+            problem = f"dtype={dtype!r}: {e}"
+        if problem is None and not callable(layout) and layout not in LAYOUTS:
+            problem = f"layout={layout!r}: expected one of {', '.join(LAYOUTS)} or a function p -> Layout"
+        problem = problem or _block_problem(layout, block) or _init_problem(init, shape)
+    if problem is None:
+        try:
+            rule = layout_rule(shape, layout, block)
+            lay = rule(size)
+        except (LayoutError, ValueError, TypeError) as e:
+            problem = f"layout={layout!r} with shape={shape} on {size} processes: {e}"
+        else:
+            if not isinstance(lay, Layout) or tuple(lay.shape) != shape or lay.nprocs > size:
+                problem = (f"layout: the function returned {lay!r} for {size} processes; expected a "
+                           f"reshape.redistribution.layout.Layout of shape {shape} over at most {size} processes")
+    if comm is None:
+        if problem:
+            raise UsageError(f"{what}: {problem}", agreed=False)
+        return rule
+    agree(comm, problem, what)
+    sig = (tuple(shape), np.dtype(dtype).str, "a function" if callable(layout) else layout,
+           None if block is None else np.asarray(block).tolist())
+    sigs = comm.allgather(sig)
+    for label, k in (("shape", 0), ("dtype", 1), ("layout", 2), ("block", 3)):
+        values = [s[k] for s in sigs]
+        if len({repr(v) for v in values}) > 1:
+            odd = next(r for r, v in enumerate(values) if v != values[0])
+            agree(comm, f"every rank must pass the same {label}: rank 0 passed {values[0]!r}, "
+                        f"rank {odd} {values[odd]!r}", what)
+    return rule
+
+
+def init_function(init) -> Callable[..., np.ndarray]:
+    """``register_array``'s ``init`` as a function of the global index grids."""
+    if init is None:
+        return lambda *idx: 0
+    if callable(init):
+        return init
+    if isinstance(init, np.ndarray):
+        return lambda *idx: init[idx]
+    return lambda *idx: init
+
+
+def collectively(comm, what: str, make: Callable):
+    """``make()`` on every rank; if it raises on any, the same :class:`UsageError` everywhere. Collective."""
+    try:
+        out, problem = make(), None
+    except Exception as e:  # an init function that fails on some rank's block
+        out, problem = None, f"{type(e).__name__}: {e}"
+    agree(comm, problem, what)
+    return out

@@ -1,0 +1,598 @@
+"""The resize runtime: grow and shrink a running MPI job at iteration boundaries (seed 001 §3.2).
+
+An application registers the global arrays and values that must survive a
+resize, and calls :meth:`Resizer.resize` at the end of each iteration::
+
+    from reshape import runtime
+
+    rt = runtime.init()
+    A = rt.register_array("A", (n, n), layout="2d", block=(64, 64), init=lambda i, j: ...)
+    for it in rt.iterations(20):
+        t0 = time.perf_counter()
+        step(A.local, rt.comm)            # A.local / rt.comm change across resizes
+        rt.log(time.perf_counter() - t0)
+        rt.resize()                       # expand, shrink or continue
+    rt.finish()
+
+**Expansion** (``expand_processors`` + ``redistribute``): rank 0 spawns the
+new ranks with ``MPI_Comm_spawn_multiple`` (one command per target host, MPI
+Info ``host``; :func:`reshape.runtime.spawning.spawn`), the running ranks join them
+and merge the intercommunicator into one
+intracommunicator (old ranks first), and rank 0 sends the new ranks the
+registered state (iteration counter, values, array descriptions). Then every
+registered array moves to its layout at the new size with the circulant
+engine. New ranks run the same program: :func:`init` notices it was spawned,
+joins, receives its blocks, and the program's loop resumes at the next
+iteration (``rt.iterations`` starts there).
+
+**Shrink** (``shrink_processors``): arrays move to the first ``q`` ranks,
+``MPI_Comm_split`` makes the smaller communicator, every rank disconnects the
+old one, and the retired ranks finalize MPI and leave with exit status 0
+(``SystemExit(0)`` raised from ``resize``). By default a job shrinks only to a
+size it has run at (seed 001 §3.1); such a shrink always retires whole spawn
+groups, so retired ranks exit at once. Shrinking to a new size is possible
+(``allow_new_sizes=True``); then a retired rank whose spawn group (or, for an
+original rank, ``mpiexec``'s ``MPI_COMM_WORLD``) keeps running members stays
+parked inside ``MPI_Finalize`` (no CPU) until those members finish, because
+MPI_Finalize is collective over connected processes.
+
+**Failures.** A resize refused before any process is started or any byte
+moves (unknown or unreachable host, spawn error, impossible size for a
+layout, a shrink to a size never run at) is reported on rank 0's stderr and
+to the advisor; the job carries on with its current processes and intact
+data. A failure after that point (a rank that dies or raises, a spawn,
+merge or transfer that does not complete within ``RESHAPE_RESIZE_TIMEOUT``)
+aborts the whole job at once, with the reason reported to the scheduler
+(:mod:`reshape.runtime.watchdog`): MPICH cannot shrink a communicator around a lost
+rank, and waiting would leave the job holding its slots forever.
+
+The redistribution time of each resize is measured (slowest rank) and sent
+with the next resize point's report, as the paper does.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import socket
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+from mpi4py import MPI
+
+from reshape import faults
+from reshape.joblink import jobenv as E
+from reshape.joblink import launchers
+from reshape.joblink.advice import Advisor, advisor_from_env
+from reshape.joblink.protocol import MAX_SIZES, Advice, ResizeReport
+from reshape.mpiutil import allreduce, barrier, bcast_obj
+from reshape.redistribution import placement
+from reshape.redistribution.layout import Layout, LayoutError, nearly_square_grid
+from reshape.redistribution.redistribute import redistribute
+from reshape.runtime import checks
+from reshape.runtime.background import Background, Pending
+from reshape.runtime.darray import DistArray, LayoutRule, Registered, layout_rule
+from reshape.runtime.parking import CallBack, CalledBack, Parking, Reserve
+from reshape.runtime.results import EXPAND_PARTS, ResizeError, ResizeResult
+from reshape.runtime.spawning import Joining, check_hosts, process_start
+from reshape.runtime.watchdog import DEFAULT_TIMEOUT, Watchdog, install_excepthook
+
+__all__ = ["EXPAND_PARTS", "Registered", "ResizeError", "ResizeResult", "Resizer", "init", "layout_rule"]
+
+@dataclass
+class Resizer(Joining, Background, Parking):
+    """The per-process handle of a resizable job (see module docstring); :func:`init` makes it.
+
+    ``comm`` is the job's communicator (a new one after every resize), ``rank``
+    and ``size`` this process's place in it. ``history`` lists the sizes the
+    job has run at, in order (``[2, 4, 3]``: started on 2, then 4, then 3; a
+    rank spawned by a resize receives it). ``results`` holds one
+    :class:`ResizeResult` per resize point on this rank (action, old and new
+    size, seconds, error). ``iteration`` is the current iteration number,
+    ``arrays`` the registered arrays by name, ``values`` the values set with
+    ``rt[name] = value``.
+
+    The steps of a resize come in parts, each a mixin that declares the fields
+    it shares: :class:`~reshape.runtime.spawning.Joining` (expansions, new
+    ranks joining), :class:`~reshape.runtime.background.Background` (resizes
+    behind the next iteration), :class:`~reshape.runtime.parking.Parking`
+    (retired ranks kept for reuse), and under all of them
+    :class:`~reshape.runtime.watchdog.Guarded` (the resize deadline).
+    """
+
+    comm: MPI.Intracomm
+    advisor: Advisor | None
+    job_id: int = 0
+    allow_new_sizes: bool = False
+    sizes: Callable[[int], bool] | None = None  # extra legality test for a size
+    max_procs: int | None = None
+    method: str = "circulant"  # redistribution method: circulant | alltoallv | checkpoint
+    resize_timeout: float = DEFAULT_TIMEOUT  # seconds a whole resize may take before the job is aborted
+    background: bool = False  # expansions move constant arrays while the job keeps iterating
+    relabel: bool = True  # positions go to the ranks that keep the most data (reshape.redistribution.placement)
+    reuse: bool = False  # a shrink parks retired ranks for a later expansion (reshape.runtime.parking)
+    iteration: int = 0
+    values: dict = field(default_factory=dict)
+    arrays: dict[str, Registered] = field(default_factory=dict)
+    history: list[int] = field(default_factory=list)  # sizes run at, in order
+    joined: bool = False  # this process was spawned by a resize
+    results: list[ResizeResult] = field(default_factory=list)
+    _pending_join: tuple[int, int] | None = None  # (old, new) size after expand_processors
+    _pending_arrays: dict[str, tuple[Layout, np.ndarray | None]] = field(default_factory=dict)
+    _times: list[float] = field(default_factory=list)
+    _last_redist: tuple[int, float] | None = None  # (old size, seconds) to report next time
+    _in_body: bool = False
+    _dog: Watchdog | None = None  # bounds each resize (reshape.runtime.watchdog)
+    _announced: tuple | None = None  # what the sizes last announced to the advisor were computed from
+    _pending: Pending | None = None  # a background expansion waiting for its switch
+    _end: int | None = None  # the loop's iteration count, when the job uses iterations()
+    _parts: dict[str, float] = field(default_factory=dict)  # the parts of the expansion under way (EXPAND_PARTS)
+    _called_back: int = 0  # of the expansion under way's new ranks, how many are parked ranks called back
+    _started: tuple[float, float] | None = None  # spawned rank: (process start, runtime.init) epoch seconds
+    _keys: list[placement.Seniority] = field(default_factory=list)  # seniority of every comm rank
+    _reserve: Reserve = field(default_factory=Reserve)  # pools of parked ranks (reshape.runtime.parking)
+
+    # ------------------------------------------------------------ basics
+    @property
+    def size(self) -> int:
+        return self.comm.size
+
+    @property
+    def rank(self) -> int:
+        return self.comm.rank
+
+    @property
+    def grid(self) -> tuple[int, int]:
+        """The nearly-square process grid of the current size."""
+        return nearly_square_grid(self.comm.size)
+
+    def log(self, iteration_time: float) -> None:
+        """Record the time of the iteration just done (the paper's ``log``)."""
+        self._times.append(float(iteration_time))
+
+    def iterations(self, n: int) -> Iterator[int]:
+        """Iteration numbers ``iteration .. n-1``; ranks spawned mid-run start where the job is."""
+        self._end = n
+        while self.iteration < n:
+            self._in_body = True
+            yield self.iteration
+            self._in_body = False
+            self.iteration += 1
+
+    # ------------------------------------------------------------ registration
+    def register_array(
+        self,
+        name: str,
+        shape: tuple[int, ...],
+        dtype=np.float64,
+        layout: str | LayoutRule = "rows",
+        block: tuple[int, ...] | int | None = None,
+        init: Callable[..., np.ndarray] | np.ndarray | float | None = None,
+        constant: bool = False,
+    ) -> Registered:
+        """Register a global array that survives resizes and return its handle.
+
+        ``init`` builds each block from global index grids (``init(i, j)``),
+        is a scalar fill, or the whole array (shape ``shape``, each rank keeps
+        its block); ``None`` leaves zeros. Every rank must pass the same
+        arguments: they are checked on every rank and a problem on any rank
+        raises the same :class:`reshape.runtime.checks.UsageError` on all of them. On a rank spawned by a
+        resize the array arrives from the running ranks instead and ``init``
+        is not called. ``constant=True`` promises that the application never
+        writes the array after this call; with ``background`` on, such arrays
+        move while the job keeps iterating (see :meth:`resize`).
+        """
+        spawned = name in self._pending_arrays  # the array arrives from the running ranks
+        rule = checks.array_rule(None if spawned else self.comm, self.size, name, shape, dtype, layout, block,
+                                 init, self.arrays)
+        if spawned:
+            lay, local = self._pending_arrays.pop(name)
+            if tuple(lay.shape) != tuple(int(s) for s in shape):
+                raise ValueError(f"array {name!r}: shape {shape} differs from the running job's {lay.shape}")
+            reg = Registered(name, rule, DistArray(lay, local, self.comm, tuple(range(lay.nprocs))), constant)
+        else:
+            lay, fn = rule(self.size), checks.init_function(init)
+            dist = checks.collectively(self.comm, f"register_array({name!r}): init",
+                                       lambda: DistArray.from_function(self.comm, lay, fn, dtype))
+            reg = Registered(name, rule, dist, constant)
+        self.arrays[name] = reg
+        return reg
+
+    def __getitem__(self, name: str):
+        return self.values[name]
+
+    def __setitem__(self, name: str, value) -> None:
+        """Register or update a value (scalar or small picklable object) that survives resizes."""
+        self.values[name] = value
+
+    # ------------------------------------------------------------ advanced API
+    def contact_scheduler(self, iter_time: float | None = None) -> Advice:
+        """Report this resize point and get the decision (the paper's ``contact_scheduler``). Collective."""
+        advice = None
+        if self.rank == 0:
+            t = iter_time if iter_time is not None else (float(np.mean(self._times)) if self._times else 0.0)
+            prev = self._last_redist
+            report = ResizeReport(
+                job_id=self.job_id, iteration=self.iteration + (1 if self._in_body else 0),
+                nprocs=self.size, grid=self.grid, iter_time=t,
+                redist_time=prev[1] if prev else None, redist_from=prev[0] if prev else None,
+                host=socket.gethostname(), parked=self._reserve.parked_hosts(),
+            )
+            self._announce_sizes()
+            try:
+                advice = self.advisor.advise(report) if self.advisor else Advice("continue", self.size)
+            except Exception as e:  # an advisor failure must not stop the job
+                advice = Advice("continue", self.size, reason=f"advisor error: {e}")
+            self._last_redist = None
+        self._times.clear()
+        return bcast_obj(self.comm, advice)
+
+    def expand_processors(self, nprocs: int, hosts: tuple[str, ...] | list[str] = ()) -> float:
+        """Spawn ranks up to ``nprocs`` in total and merge them in. Collective; returns seconds.
+
+        Must be followed by :meth:`redistribute` (which also hands the new ranks their state).
+        """
+        old = self.size
+        back = self._new_ranks_from(nprocs, hosts)
+        t0 = time.perf_counter()
+        self._parts = {"_wall": time.time()}
+        self._called_back = len(back.members) if back is not None else 0
+        merged, call = self._bring_in(self.comm, back, nprocs - old, hosts, self._spawn)
+        self._pending_join = (old, nprocs)
+        self._replace_comm(merged)
+        t2 = time.perf_counter()
+        self._parts.update(spawn_call_seconds=call, merge_seconds=t2 - t0 - call)
+        return t2 - t0
+
+    def _new_ranks_from(self, nprocs: int, hosts) -> CallBack | None:
+        """An expansion's checks (collective): the parked ranks to call back and the rest to spawn (reuse
+        on and a parked rank fits: :meth:`Reserve.pick`), or ``None`` to spawn them all; ResizeError on
+        every rank if refused (hosts to spawn on are probed now, before anything changes)."""
+        problem = self._check_size(nprocs, "expand") if self.rank == 0 else None
+        back = None
+        if self.rank == 0 and problem is None:
+            back = self._reserve.pick(nprocs - self.size, hosts) if self.reuse else None
+            if back is None:
+                problem = check_hosts(hosts, nprocs - self.size)
+            elif back.rest:
+                problem = check_hosts(back.rest_hosts, back.rest)
+        problem, back = bcast_obj(self.comm, (problem, back))
+        if problem:
+            raise ResizeError(problem)
+        return back
+
+    def redistribute(self) -> float:
+        """Move every registered array to its layout at the current size. Collective; returns seconds.
+
+        After an expansion this first sends the new ranks their state.
+        """
+        join, self._pending_join = self._pending_join, None
+        old = join[0] if join else None
+        t0 = time.perf_counter()
+        self._phase("redistributing the arrays")
+        ranks, keys = tuple(range(self.size)), self._keys
+        if join:
+            state = self._hand_over(old)
+            ranks, keys = state.ranks, list(state.keys)
+        for reg in self.arrays.values():
+            src = reg.layout
+            dst = reg.rule(self.size)
+            new = redistribute(self.comm, src, reg.local, dst, src_ranks=range(src.nprocs), dst_ranks=ranks,
+                               method=self.method)
+            reg.dist = DistArray(dst, new, self.comm, ranks)
+        dt = allreduce(self.comm, time.perf_counter() - t0)
+        self._renumber(ranks, keys)
+        return dt
+
+    def _positions(self, q: int, candidates) -> tuple[int, ...]:
+        """Rank 0: the comm rank of every position at size ``q`` (:func:`reshape.redistribution.placement.choose`)."""
+        return placement.choose(((r.layout, r.rule(q), r.local.dtype.itemsize) for r in self.arrays.values()),
+                                candidates, self.relabel)
+
+    def _renumber(self, ranks: tuple[int, ...], keys: list[placement.Seniority]) -> None:
+        """After the arrays moved to ``ranks``: make comm rank ``j`` the holder of position ``j``. Collective."""
+        if tuple(ranks) == tuple(range(self.comm.size)):
+            self._keys = list(keys)
+            return
+        self._phase("renumbering the ranks")
+        new = placement.renumber(self.comm, ranks)
+        old, self.comm = self.comm, new
+        self._keys = [keys[r] for r in ranks]
+        for reg in self.arrays.values():
+            reg.dist = DistArray(reg.dist.layout, reg.dist.local, new, tuple(range(reg.dist.layout.nprocs)))
+        old.Free()
+
+    def shrink_processors(self, nprocs: int) -> float:
+        """Move the arrays to the first ``nprocs`` ranks and retire the others. Collective.
+
+        Returns the redistribution seconds on the ranks that stay; retired ranks
+        do not return (they finalize MPI and raise ``SystemExit(0)``).
+        """
+        t0 = time.perf_counter()
+        ranks = self._staying(nprocs)
+        self._phase("redistributing the arrays")
+        for reg in self.arrays.values():
+            dst = reg.rule(nprocs)
+            new = redistribute(self.comm, reg.layout, reg.local, dst, src_ranks=range(reg.layout.nprocs),
+                               dst_ranks=ranks, method=self.method)
+            reg.dist = DistArray(dst, new, self.comm, ranks)
+        dt = allreduce(self.comm, time.perf_counter() - t0)
+        self._retire_others(ranks)
+        return dt
+
+    def _staying(self, nprocs: int) -> tuple[int, ...]:
+        """A shrink's checks and placement: the comm rank of every position at ``nprocs``. Collective.
+
+        Raises :class:`ResizeError` on every rank when the shrink is refused.
+        """
+        problem, ranks = (self._check_size(nprocs, "shrink"), ()) if self.rank == 0 else (None, ())
+        if self.rank == 0 and problem is None:
+            ranks = self._positions(nprocs, placement.staying(self._keys, nprocs))
+        problem, ranks = bcast_obj(self.comm, (problem, ranks))
+        if problem:
+            raise ResizeError(problem)
+        return tuple(ranks)
+
+    def _retire_others(self, ranks: tuple[int, ...]) -> None:
+        """A shrink's end, once the arrays are on ``ranks``: the others retire (or park); the rest renumber."""
+        keep = self.rank in ranks
+        self._phase("retiring ranks")
+        if not keep:
+            faults.hit("retire", self.rank, self.size)
+        hosts = self.comm.gather(socket.gethostname(), root=0) if self.reuse else None
+        new_comm = placement.renumber(self.comm, ranks)
+        if not self.reuse:
+            self.comm.Disconnect()
+            if not keep:
+                self._retire()
+        elif keep:  # the old communicator stays: the retired ranks wait on it (reshape.runtime.parking)
+            retired = {r: hosts[r] for r in range(self.size) if r not in ranks} if self.rank == 0 else {}
+            self._reserve.keep(self.comm, retired)
+        else:
+            self._park()
+        self.comm = new_comm
+        self._keys = [self._keys[r] for r in ranks]
+        for reg in self.arrays.values():
+            reg.dist = DistArray(reg.dist.layout, reg.dist.local, new_comm, tuple(range(len(ranks))))
+
+    # ------------------------------------------------------------ simple API
+    def resize(self) -> ResizeResult:
+        """Contact the scheduler and expand, shrink or continue (the paper's ``resize``). Collective.
+
+        Never raises for a refused or failed resize: the job continues at its
+        size and the result (also sent to the advisor) says why.
+        """
+        old = self.size
+        if not self.history or self.history[-1] != old:
+            self.history.append(old)
+        try:
+            result = self._switch() if self._pending is not None else self._act(self.contact_scheduler(), old)
+        except CalledBack as back:  # this rank was parked by a shrink and an expansion took it back
+            result = back.result
+        self.results.append(result)
+        if self.rank == 0:
+            if result.error:
+                print(f"[reshape] resize {old} -> {result.new} refused: {result.error}; "
+                      f"continuing on {self.size} processes", file=sys.stderr, flush=True)
+            if self.advisor and result.action not in ("continue", "expanding", "shrinking"):
+                try:
+                    self.advisor.resized(old, result.new, result.seconds, result.error)
+                except Exception as e:
+                    print(f"[reshape] advisor error after resize: {e}", file=sys.stderr, flush=True)
+        if result.action in ("expand", "shrink"):
+            self._last_redist = (old, result.seconds)
+            if self.size not in self.history or self.history[-1] != self.size:
+                self.history.append(self.size)
+        return result
+
+    def _act(self, advice: Advice, old: int) -> ResizeResult:
+        """Carry out the advice within the resize deadline.
+
+        A refusal found before any process is started or any byte moves
+        (:class:`ResizeError`) leaves the job running on its processes with
+        its data. Anything else (an error or a deadline overrun once spawning
+        or data motion began) aborts the whole job with the reason reported
+        (:mod:`reshape.runtime.watchdog`): MPICH cannot recover a communicator that
+        lost a member.
+        """
+        if advice.action == "continue" or advice.nprocs == old:
+            return ResizeResult("continue", old, old, reason=advice.reason)
+        what = f"{advice.action} {old}->{advice.nprocs}"
+        self._arm(what)
+        try:
+            if advice.action == "expand" and self._overlap():
+                return self._expand_background(advice, old)
+            if advice.action == "expand":
+                spawn = self.expand_processors(advice.nprocs, advice.hosts)
+                secs = self.redistribute()
+                parts = {k: v for k, v in self._parts.items() if k in EXPAND_PARTS}
+                return ResizeResult("expand", old, self.size, secs, spawn, reason=advice.reason,
+                                    called_back=self._called_back, **parts)
+            if advice.action == "shrink" and self._overlap():
+                return self._shrink_background(advice, old)
+            if advice.action == "shrink":
+                secs = self.shrink_processors(advice.nprocs)
+                return ResizeResult("shrink", old, self.size, secs, reason=advice.reason)
+            raise ResizeError(f"unknown action {advice.action!r}")
+        except ResizeError as e:
+            return ResizeResult("failed", old, self.size, error=str(e), reason=advice.reason)
+        except Exception as e:
+            self._abort_resize(what, e)
+        finally:
+            self._disarm()
+
+    def finish(self, status: str = "done") -> None:
+        """Tell the scheduler the job ended. Collective; call it once, after the last iteration.
+
+        A background expansion or shrink still waiting for its switch completes
+        first, so the ranks it spawned are not left waiting (a shrink's retiring
+        ranks retire here: they do not return).
+        """
+        if self._pending is not None:
+            self.results.append(self._switch())
+        self._release_parked()
+        barrier(self.comm)
+        if self.rank == 0 and self.advisor:
+            try:
+                self.advisor.finished(status)
+            except Exception as e:
+                print(f"[reshape] advisor error at finish: {e}", file=sys.stderr, flush=True)
+
+    # ------------------------------------------------------------ internals
+    def _report_abort(self, reason: str) -> None:
+        """Tell the scheduler (any rank may) why the job is being aborted; bounded, best effort."""
+        if os.environ.get(E.SCHEDULER):
+            from reshape.joblink.client import SchedulerClient
+
+            env = {**os.environ, E.SCHEDULER_TIMEOUT: "2.0"}
+            SchedulerClient.from_env(env).finished("error", reason)
+        elif self.advisor is not None:
+            self.advisor.finished("error", reason)
+
+    def _check_size(self, q: int, action: str) -> str | None:
+        """Why the job cannot ``action`` (expand or shrink) to ``q`` processes now, or None."""
+        p = self.size
+        if not isinstance(q, int | np.integer) or q < 1:
+            return f"invalid target size {q!r}"
+        if action == "expand" and q <= p:
+            return f"expand to {q} is not larger than the current {p}"
+        if action == "shrink" and q >= p:
+            return f"shrink to {q} is not smaller than the current {p}"
+        if action == "shrink" and not self.allow_new_sizes and q not in self.history:
+            return (f"shrink to {q}: the job has only run on {sorted(set(self.history))} processes "
+                    f"(a job shrinks only to sizes it has run at; allow_new_sizes=True lifts this)")
+        return self._size_problem(q)
+
+    def _size_problem(self, q: int) -> str | None:
+        """Why the job can never run on ``q`` processes (max_procs, the sizes test, an array's layout), or None."""
+        if self.max_procs and q > self.max_procs:
+            return f"{q} exceeds the job's maximum of {self.max_procs} processes"
+        if self.sizes and not self.sizes(q):
+            return f"{q} processes is not a legal size for this job"
+        for reg in self.arrays.values():
+            try:
+                reg.rule(q)
+            except LayoutError as e:
+                return f"array {reg.name!r} has no layout on {q} processes: {e}"
+        return None
+
+    def legal_sizes(self, upto: int) -> list[int]:
+        """The sizes in ``1..upto`` this job accepts, ascending.
+
+        The checks a resize makes that do not depend on the moment: ``max_procs``,
+        the ``sizes`` test and a layout for every registered array. Left out:
+        the direction (an expansion must grow, a shrink must shrink) and the
+        rule that a job shrinks only to sizes it has run at. Local, no
+        communication. Rank 0 announces the result to the scheduler
+        (``hello``'s ``sizes``, up to ``reshape.joblink.protocol.MAX_SIZES``), which
+        then advises only sizes the job accepts.
+        """
+        return [q for q in range(1, upto + 1) if self._size_problem(q) is None]
+
+    def _announce_sizes(self) -> None:
+        """Rank 0: give the advisor the sizes this job accepts, again when arrays or ``max_procs`` changed."""
+        announce = getattr(self.advisor, "announce_sizes", None)
+        key = (tuple(self.arrays), self.max_procs, self.sizes)
+        if announce is None or key == self._announced:
+            return
+        self._announced = key
+        try:
+            announce(self.legal_sizes(min(self.max_procs or MAX_SIZES, MAX_SIZES)))
+        except Exception as e:  # a sizes test that fails on some size must not stop the job
+            print(f"[reshape] cannot announce the job's sizes: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+
+    def _replace_comm(self, new: MPI.Intracomm) -> None:
+        old = self.comm
+        self.comm = new
+        for reg in self.arrays.values():
+            reg.dist = DistArray(reg.dist.layout, reg.dist.local, new, reg.dist.ranks)
+        old.Disconnect()
+
+    def _retire(self) -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        MPI.Finalize()
+        raise SystemExit(0)
+
+_RUNTIME: Resizer | None = None
+
+
+def init(
+    advisor: Advisor | None = None,
+    *,
+    allow_new_sizes: bool | None = None,
+    sizes: Callable[[int], bool] | None = None,
+    max_procs: int | None = None,
+    background: bool | None = None,
+    reuse: bool | None = None,
+    standby: int | None = None,
+) -> Resizer:
+    """Start (or, on a spawned rank, join) the resizable job. Call once per process.
+
+    ``advisor`` defaults to :func:`reshape.joblink.advice.advisor_from_env` (the daemon
+    when it started the job, else ``RESHAPE_PLAN``, else static).
+    ``allow_new_sizes`` (default from ``RESHAPE_ALLOW_NEW_SIZES=1``) lets a job
+    shrink to sizes it has not run at; ``max_procs`` (default from
+    ``RESHAPE_MAX_PROCS``) caps expansions; ``sizes`` is an extra legality test.
+    ``RESHAPE_REDIST_METHOD`` picks the redistribution method (default
+    ``circulant``; ``checkpoint`` and ``alltoallv`` are the baselines).
+    ``background`` (default from ``RESHAPE_BACKGROUND=1``) moves the arrays
+    registered ``constant=True`` while the job keeps iterating on its old
+    ranks after an expansion (:meth:`Resizer.resize`). ``reuse`` (default from
+    ``RESHAPE_REUSE=1``) parks the ranks a shrink retires and calls them back at
+    a later expansion instead of spawning (:mod:`reshape.runtime.parking`).
+    ``standby`` (default from ``RESHAPE_STANDBY``, 0; needs reuse) spawns that
+    many ranks at start that park at once, so that the first expansion calls
+    them back too.
+    ``RESHAPE_RESIZE_TIMEOUT`` bounds each resize (seconds, default 120): a
+    resize still under way then aborts the job with the reason reported, as
+    does an uncaught exception on any rank (``RESHAPE_ABORT_ON_ERROR=0``
+    keeps Python's default); see :mod:`reshape.runtime.watchdog`.
+    """
+    global _RUNTIME
+    if _RUNTIME is not None:
+        return _RUNTIME
+    parent = MPI.Comm.Get_parent()
+    if parent != MPI.COMM_NULL:  # new ranks arrive one by one (reshape.runtime.spawned): the first ones sleep
+        barrier(MPI.COMM_WORLD)
+    cfg = checks.job_settings(MPI.COMM_WORLD, parent != MPI.COMM_NULL, max_procs=max_procs, reuse=reuse,
+                              standby=standby)  # and RESHAPE_*
+    allow_new_sizes = cfg.allow_new_sizes if allow_new_sizes is None else allow_new_sizes
+    max_procs = cfg.max_procs if max_procs is None else max_procs
+    method, timeout, job_id, relabel = cfg.method, cfg.resize_timeout, cfg.job_id, cfg.relabel
+    background = cfg.background if background is None else background
+    reuse = cfg.reuse if reuse is None else reuse
+    standby = int(cfg.standby if standby is None else standby)
+    if reuse and launchers.from_env().name == "slurm":
+        # nodes go back to Slurm empty: a rank parked there would be killed with its expander job
+        if MPI.COMM_WORLD.rank == 0 and parent == MPI.COMM_NULL:
+            print(f"[reshape] {E.REUSE}=1{' and standby ranks' if standby else ''} ignored under the slurm "
+                  f"launcher: nodes given back to Slurm must be empty", file=sys.stderr, flush=True)
+        reuse, standby = False, 0
+    if parent != MPI.COMM_NULL:
+        called = time.time()
+        rt = Resizer(MPI.COMM_WORLD, None, job_id, allow_new_sizes, sizes, max_procs, method, timeout, background,
+                     relabel, reuse)
+        install_excepthook(rt._report_abort, lambda: rt.rank)
+        rt._started = (process_start(), called)
+        rt._join(parent)
+    else:
+        comm = MPI.COMM_WORLD.Dup()
+        adv = None
+        if comm.rank == 0:
+            adv = advisor if advisor is not None else advisor_from_env()
+        rt = Resizer(comm, adv, job_id, allow_new_sizes, sizes, max_procs, method, timeout, background, relabel,
+                     reuse)
+        rt._keys = [(0, r) for r in range(comm.size)]
+        if reuse and comm.rank == 0:
+            atexit.register(rt._release_parked)  # parked ranks must not outlive a program that skips finish()
+        install_excepthook(rt._report_abort, lambda: rt.rank)
+        if standby:
+            rt._start_standby(standby)
+        if adv is not None and relabel:  # every method relabels (reshape.redistribution.placement)
+            placement.prefetch()  # the solver's import (scipy) runs during the first iterations, not in a resize
+    _RUNTIME = rt
+    return rt
