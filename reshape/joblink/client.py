@@ -40,7 +40,7 @@ from reshape.joblink.protocol import (
     encode,
 )
 
-__all__ = ["Connection", "DaemonError", "SchedulerClient", "SchedulerUnavailable", "contact_scheduler"]
+__all__ = ["Connection", "DaemonError", "SchedulerClient", "SchedulerUnavailable", "contact_scheduler", "request"]
 
 
 class SchedulerUnavailable(ConnectionError):
@@ -172,6 +172,19 @@ class Connection:
             if rep.type == "error":
                 raise DaemonError(rep.body.get("code", "error"), rep.body.get("message", ""))
             return rep
+
+
+REFUSED_PATIENCE = 2.0  # seconds a command waits for a daemon that refuses connections (one may be starting)
+
+
+def request(endpoint: str, type_: str, body: dict[str, Any] | None = None, timeout: float = 5.0,
+            keys: str | None = None, job_id: int | None = None) -> dict:
+    """One request on a connection of its own (the command line's way): the reply's body."""
+    conn = Connection(endpoint, timeout, keys=keys, fail_fast=min(timeout, REFUSED_PATIENCE))
+    try:
+        return conn.request(type_, body or {}, job_id=job_id).body
+    finally:
+        conn.close()
 
 
 class SchedulerClient:

@@ -50,6 +50,8 @@ class Launcher:
     hydra: str | None          # HYDRA_LAUNCHER (None: Hydra's default)
     exec: str | None = None    # HYDRA_LAUNCHER_EXEC: a stand-in for ssh, called as ``EXEC [-x] HOST CMD``
     remote: bool = True        # places ranks on other hosts
+    # why retired ranks may not be parked on their nodes (reuse, standby ranks), if they may not
+    no_parking: str | None = None
 
     def env(self) -> dict[str, str]:
         """What ``mpiexec`` (and so every process of the job) gets."""
@@ -76,7 +78,9 @@ LAUNCHERS: dict[str, Launcher] = {
     "ssh": Launcher("ssh", "ssh"),
     # Hydra's lsf bootstrap is the same external launch as ssh (``EXEC -n HOST CMD``)
     "netns": Launcher("netns", "lsf", str(_SCRIPTS / "netns-launch")),
-    "slurm": Launcher("slurm", "ssh", str(_SCRIPTS / "slurm-launch")),
+    # a node goes back to Slurm empty: a rank parked there would be killed with its expander job
+    "slurm": Launcher("slurm", "ssh", str(_SCRIPTS / "slurm-launch"),
+                      no_parking="nodes given back to Slurm must be empty"),
 }
 
 

@@ -566,11 +566,11 @@ def init(
     background = cfg.background if background is None else background
     reuse = cfg.reuse if reuse is None else reuse
     standby = int(cfg.standby if standby is None else standby)
-    if reuse and launchers.from_env().name == "slurm":
-        # nodes go back to Slurm empty: a rank parked there would be killed with its expander job
+    launcher = launchers.from_env()
+    if reuse and launcher.no_parking:
         if MPI.COMM_WORLD.rank == 0 and parent == MPI.COMM_NULL:
-            print(f"[reshape] {E.REUSE}=1{' and standby ranks' if standby else ''} ignored under the slurm "
-                  f"launcher: nodes given back to Slurm must be empty", file=sys.stderr, flush=True)
+            print(f"[reshape] {E.REUSE}=1{' and standby ranks' if standby else ''} ignored under the "
+                  f"{launcher.name} launcher: {launcher.no_parking}", file=sys.stderr, flush=True)
         reuse, standby = False, 0
     if parent != MPI.COMM_NULL:
         called = time.time()

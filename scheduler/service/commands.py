@@ -13,7 +13,7 @@ from typing import Any
 import zmq
 
 from reshape.joblink import jobenv as E
-from reshape.joblink.client import Connection, DaemonError, SchedulerUnavailable
+from reshape.joblink.client import DaemonError, SchedulerUnavailable, request
 from reshape.joblink.launchers import LAUNCHERS
 from scheduler.core.jobtable import FINAL
 from scheduler.rm.slurm_view import SlurmError
@@ -22,7 +22,6 @@ from scheduler.service.endpoint import DEFAULT_ENDPOINT
 __all__ = ["add_commands", "request"]
 
 ENV_ENDPOINT = E.DAEMON
-REFUSED_PATIENCE = 2.0  # seconds a command waits for a daemon that refuses connections (one may be starting)
 
 
 def _default_endpoint() -> str:
@@ -31,15 +30,6 @@ def _default_endpoint() -> str:
 
 def _default_state_dir() -> str:
     return E.default_state_dir()
-
-
-def request(endpoint: str, type_: str, body: dict[str, Any] | None = None, timeout: float = 5.0,
-            keys: str | None = None) -> dict:
-    conn = Connection(endpoint, timeout, keys=keys, fail_fast=min(timeout, REFUSED_PATIENCE))
-    try:
-        return conn.request(type_, body or {}).body
-    finally:
-        conn.close()
 
 
 def _client(fn):

@@ -16,14 +16,29 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from reshape.joblink import protocol as P
 from scheduler.core.jobfile import JobFileError, validate_job
-from scheduler.core.state import StateError
+from scheduler.core.state import ClusterState, StateError
+from scheduler.rm.base import ResourceManager
+from scheduler.service.journal import Journal
+from scheduler.service.loopstats import LoopStats
+from scheduler.service.supervisor import Supervisor
 
-if TYPE_CHECKING:
-    from scheduler.service.daemon import Daemon
+
+class Daemon(Protocol):
+    """What the handlers use of the daemon (``scheduler.service.daemon.Daemon``)."""
+
+    state: ClusterState
+    rm: ResourceManager
+    supervisor: Supervisor
+    journal: Journal
+    loop: LoopStats
+    stopping: bool
+    kill_on_stop: bool
+
+    def service_stats(self, loop: bool = False) -> dict[str, Any]: ...
 
 __all__ = ["HANDLERS", "READS", "answer", "is_admin"]
 
@@ -31,7 +46,7 @@ __all__ = ["HANDLERS", "READS", "answer", "is_admin"]
 # to build and encode: a status page; nothing else in the turn waits for them)
 READS = frozenset({"status", "history", "log"})
 
-Handler = Callable[["Daemon", Any, float, "str | None"], "tuple[P.Message, list]"]
+Handler = Callable[[Daemon, Any, float, "str | None"], "tuple[P.Message, list]"]
 
 
 def is_admin(who: str | None) -> bool:

@@ -39,7 +39,7 @@ import time
 
 from reshape.joblink import jobenv as E
 from reshape.joblink.auth import ENV_KEYS
-from reshape.joblink.client import Connection, DaemonError, SchedulerUnavailable
+from reshape.joblink.client import DaemonError, SchedulerUnavailable, request
 from reshape.joblink.launchers import get as launcher
 from scheduler.core.jobfile import JobFileError, load_job_file, validate_job
 from scheduler.rm.fixed import allocation_pool
@@ -137,8 +137,6 @@ def _slots() -> list[str]:
 
 def _register(args: argparse.Namespace, desc: dict, main: str, controller: str, hosts: list[str]) -> int | None:
     """Register with the controller, retrying while it is away (restarting) for ``--register-timeout``."""
-    from scheduler.service.commands import request
-
     body = {"job": desc, "allocation": main, "hosts": hosts}
     end = time.monotonic() + args.register_timeout
     while True:
@@ -159,16 +157,13 @@ def _report(args: argparse.Namespace, controller: str, job_id: int, rc: int) -> 
     """Tell the controller how the job ended (it also sees the Slurm job end); a few tries."""
     body = {"status": "done"} if rc == 0 else {"status": "error", "error": f"exit code {rc}"}
     for _ in range(10):
-        conn = Connection(controller, 2.0, keys=args.keys)
         try:
-            conn.request("finished", body, job_id=job_id)
+            request(controller, "finished", body, timeout=2.0, keys=args.keys, job_id=job_id)
             return
         except SchedulerUnavailable:
             time.sleep(1.0)
         except DaemonError:
             return  # already settled (cancelled, or ended by the controller)
-        finally:
-            conn.close()
 
 
 def _run_registered(args: argparse.Namespace, desc: dict, main: str, controller: str, state_dir: str) -> int:
@@ -217,8 +212,6 @@ def _start_private_daemon(args: argparse.Namespace, state_dir: str) -> tuple[sub
 
 
 def _wait_for_daemon(args: argparse.Namespace, daemon: subprocess.Popen, endpoint: str, state_dir: str) -> bool:
-    from scheduler.service.commands import request
-
     t0 = time.monotonic()
     while True:
         if daemon.poll() is not None:
@@ -238,8 +231,6 @@ def _wait_for_daemon(args: argparse.Namespace, daemon: subprocess.Popen, endpoin
 def _follow(args: argparse.Namespace, endpoint: str, job_id: int, daemon: subprocess.Popen,
             sigs: _Signals) -> str:
     """Print each size change of the job until it ends (its final state) or a signal comes ("")."""
-    from scheduler.service.commands import request
-
     last, state = None, ""
     while sigs.sig is None:
         try:
@@ -266,8 +257,6 @@ def _follow(args: argparse.Namespace, endpoint: str, job_id: int, daemon: subpro
 
 
 def _run_private(args: argparse.Namespace, desc: dict, main: str, state_dir: str) -> int:
-    from scheduler.service.commands import request
-
     daemon, endpoint = _start_private_daemon(args, state_dir)
     sigs = _Signals()
 
