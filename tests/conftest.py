@@ -163,7 +163,7 @@ def pytest_terminal_summary(terminalreporter):
     """One line on the cluster tier when it ran (its steps' seconds, and the failure-to-free-slots times)."""
     import sys as _sys
 
-    mod = _sys.modules.get("tests.compose_cluster")
+    mod = _sys.modules.get("tests.helpers")
     if mod is not None and mod.TIMINGS:
         times = ", ".join(f"{k} {v:.1f}" for k, v in mod.TIMINGS.items() if k != "start")
         notes = "".join(f"; {k}: {v}" for k, v in mod.NOTES.items())

@@ -20,8 +20,8 @@ import time
 
 import pytest
 
-from tests.compose_cluster import NOTES, TIMINGS, ComposeCluster, base_image, unavailable
-from tests.helpers import expansion_times, repeated_undone_expansions, wait_for
+from scheduler.tools.compose import ComposeCluster, base_image, unavailable
+from tests.helpers import NOTES, TIMINGS, expansion_times, repeated_undone_expansions, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 

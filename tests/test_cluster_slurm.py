@@ -27,8 +27,8 @@ from datetime import datetime
 import hostlist
 import pytest
 
-from tests.compose_cluster import NOTES, TIMINGS, ComposeCluster, base_image, unavailable
-from tests.helpers import expansion_times, wait_for
+from scheduler.tools.compose import ComposeCluster, base_image, unavailable
+from tests.helpers import NOTES, TIMINGS, expansion_times, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
@@ -378,3 +378,121 @@ def test_an_expander_given_its_parents_end_as_deadline_ends_no_later_than_the_pa
         assert s == 0 and h * 60 + m == int((deadline - start).total_seconds() // 60), job
         late = sbatch(c, ids, "site-late", f"-N 2 --deadline={end} --time=10")
         wait_for(lambda: scontrol_job(c, late)["JobState"] == "DEADLINE", 30, every=0.3)
+
+
+# ---------------------------------------------------------------------- the site controller: one for every job
+SITE = "tcp://head:5600"
+SITE_STATE = "/var/lib/reshape/site-test"
+# an emulated application (one process standing for its processors) whose iteration time falls to 16
+EMU = """name = "{name}"
+command = ["python", "-m", "apps.emujob", "--times", "2:3.0,4:1.6,8:0.9,16:0.6", "--iterations", "{iters}",
+           "--redist", "0.1"]
+nprocs = 2
+max_procs = 16
+divides = 16
+launch = "single"
+walltime = 600
+"""
+
+
+def site(c: ComposeCluster) -> dict:
+    return json.loads(sh(c, f"reshape status --json --all --endpoint {SITE}"))
+
+
+def start_controller(c: ComposeCluster, fresh: bool = True) -> None:
+    sh(c, (f"rm -rf {SITE_STATE}; " if fresh else "") + f"mkdir -p {SITE_STATE}; nohup reshape daemon --slurm-site "
+          f"--endpoint tcp://0.0.0.0:5600 --state-dir {SITE_STATE} --workdir /opt/reshape --idle-release 10 "
+          f">> {SITE_STATE}/controller.log 2>&1 &")
+    wait_for(lambda: c.exec("head", f"reshape status --endpoint {SITE}", check=False).returncode == 0, 30,
+             every=0.3)
+
+
+@contextlib.contextmanager
+def controller(c: ComposeCluster):
+    """A site controller on the head for the test; afterwards every Slurm job is cancelled and it stops."""
+    quiet_site(c)
+    start_controller(c)
+    try:
+        yield
+    finally:
+        c.exec("head", "scancel --user root; pkill -f 'daemon --slurm-site'", check=False)
+        wait_for(lambda: not squeue(c), 60, every=0.5)
+        c.exec("head", f"cat {SITE_STATE}/controller.log | tail -40", check=False)
+
+
+def submit_site(c: ComposeCluster, name: str, iters: int = 30) -> str:
+    c.exec("head", f"cat > /tmp/{name}.toml", input=EMU.format(name=name, iters=iters))
+    return json.loads(sh(c, f"cd /tmp && reshape submit --slurm --json --controller {SITE} /tmp/{name}.toml")
+                      )["slurm_job_ids"][0]
+
+
+def by_slurm(st: dict, sid: str) -> dict | None:
+    return next((j for j in st["running"] if j.get("allocation") == sid), None)
+
+
+def test_the_site_controller_shares_the_cluster_between_two_malleable_jobs_and_a_rigid_one(slurm):
+    """Two malleable jobs register with one controller and grow into the idle nodes through their own
+    expanders; a rigid job then waits for 6 nodes: it gets what it lacks, no more (never two jobs
+    releasing for one demand), starts no later than Slurm predicted, and both malleable jobs finish."""
+    c = slurm
+    with controller(c):
+        t0 = time.monotonic()
+        a, b = submit_site(c, "site-a"), submit_site(c, "site-b")
+        st = wait_for(lambda: (s := site(c)) and all((r := by_slurm(s, x)) and r["nprocs"] >= 8 for x in (a, b))
+                      and s, 90, every=0.5)
+        TIMINGS["site: two jobs 2 -> 8 through their expanders"] = time.monotonic() - t0
+        ours = {h for j in st["running"] for h in j["hosts"]}
+        for x in (a, b):  # each job's hosts are its own Slurm jobs' nodes
+            mine = {h for q in squeue(c) if q["id"] == x or q["name"] == f"reshape-expand-{x}" for h in q["hosts"]}
+            assert set(by_slurm(st, x)["hosts"]) <= mine, (x, mine, st["running"])
+        idle = len(ALL) - len({h for q in squeue(c) for h in q["hosts"]})
+        t1 = time.monotonic()
+        rigid = sh(c, "sbatch --parsable -N 6 --time=2 -J rigid --output /dev/null --wrap 'sleep 10'").strip()
+        got = wait_for(lambda: running(c, rigid), 90, every=0.2)
+        TIMINGS["site: a waiting 6-node job started"] = time.monotonic() - t1
+        hist = json.loads(sh(c, "python -c " + shlex.quote(
+            f"import json; from reshape.joblink.client import request as r; "
+            f"print(json.dumps(r('{SITE}', 'history')))")))
+        given = [e for e in hist["node_events"] if e["kind"] == "released" and f"Slurm job {rigid} " in e["detail"]]
+        assert len(given) <= max(0, 6 - idle), (given, idle)
+        assert len({e["host"] for e in given}) == len(given)
+        assert set(got["hosts"]) >= {e["host"] for e in given} and len(ours | set(got["hosts"])) <= len(ALL)
+        st = wait_for(lambda: (s := site(c)) and not s["running"] and s, 180, every=1.0)
+        done = {j["name"]: j for j in st["ended"]}
+        assert done["site-a"]["state"] == done["site-b"]["state"] == "done", st["ended"]
+        assert st["daemon"]["rm"]["rigid_late_starts"] == 0, st["daemon"]["rm"]
+        NOTES["site sizes"] = "; ".join(f"{n}: {'->'.join(map(str, j['sizes']))}" for n, j in sorted(done.items()))
+
+
+def test_the_site_controller_killed_and_restarted_readopts_its_running_jobs(slurm):
+    c = slurm
+    with controller(c):
+        a = submit_site(c, "site-restart", iters=40)
+        row = wait_for(lambda: (r := by_slurm(site(c), a)) and r["nprocs"] >= 4 and r, 90, every=0.5)
+        sh(c, "pkill -9 -f 'daemon --slurm-site'")
+        time.sleep(3)
+        assert running(c, a), "the job runs on while its controller is away"
+        t0 = time.monotonic()
+        start_controller(c, fresh=False)
+        back = wait_for(lambda: (r := by_slurm(site(c), a)) and r["iterations"] > row["iterations"] + 1 and r,
+                        60, every=0.5)
+        TIMINGS["site: controller restart -> job reporting again"] = time.monotonic() - t0
+        assert back["job_id"] == row["job_id"] and back["nprocs"] >= 4, (row, back)
+        st = wait_for(lambda: (s := site(c)) and not s["running"] and s, 180, every=1.0)
+        assert [(j["name"], j["state"]) for j in st["ended"]] == [("site-restart", "done")], st["ended"]
+
+
+def test_an_expander_cancelled_by_hand_makes_its_job_shrink_off_its_nodes(slurm):
+    c = slurm
+    with controller(c):
+        a = submit_site(c, "site-scancel", iters=40)
+        wait_for(lambda: (r := by_slurm(site(c), a)) and r["nprocs"] >= 8, 90, every=0.5)
+        exp = [q for q in squeue(c) if q["name"] == f"reshape-expand-{a}" and q["state"] == "RUNNING"][-1]
+        sh(c, f"scancel {exp['id']}")
+        t0 = time.monotonic()
+        row = wait_for(lambda: (r := by_slurm(site(c), a)) and not set(r["hosts"]) & set(exp["hosts"]) and r,
+                       60, every=0.5)
+        TIMINGS["site: expander cancelled -> job off its nodes"] = time.monotonic() - t0
+        assert row["state"] == "running"
+        st = wait_for(lambda: (s := site(c)) and not s["running"] and s, 240, every=1.0)
+        assert [(j["name"], j["state"]) for j in st["ended"]] == [("site-scancel", "done")], st["ended"]

@@ -13,7 +13,8 @@ takes one look at Slurm and returns operations, applied by the adapters
 1. **Holdings.** The nodes of every running main job and expander are ours,
    each held by the Slurm job it came from: new ones are :class:`Grant`\\ed
    to their group, vanished ones (an expander cancelled by hand or at its
-   time limit) are :class:`Lost`, a main job that is gone has :class:`Ended`.
+   time limit) are :class:`Lost`, a main job that is gone from two looks in
+   a row has :class:`Ended`.
 2. **Rigid jobs first.** Jobs waiting in Slurm's queue for nodes are served
    in Slurm's priority order: the idle nodes are theirs first; where those
    do not suffice and our free nodes plus what our jobs can release do, the
@@ -201,6 +202,7 @@ class Broker:
     promised: dict[str, set[str]] = field(default_factory=dict)  # waiting Slurm job -> hosts promised to it
     released: dict[str, str] = field(default_factory=dict)  # host we gave back -> the Slurm job it left
     gone: dict[str, str] = field(default_factory=dict)  # hosts Slurm took back while in use -> why
+    missing: dict[str, int] = field(default_factory=dict)  # main job absent from the last look
     predicted: dict[str, float] = field(default_factory=dict)  # pending job -> first start Slurm predicted
     late: list[dict] = field(default_factory=list)  # starts later than predicted (job, predicted, started)
     checked: set[str] = field(default_factory=set)  # jobs whose start was checked against the prediction
@@ -261,7 +263,13 @@ class Broker:
         ops: list = []
         for main, g in list(self.groups.items()):
             j = by_id.get(main)
+            if j is None and seen > g.since and self.missing.get(main, 0) < 1:
+                self.missing[main] = 1  # gone from one look: ended only if the next look agrees
+                continue
+            if j is not None or seen <= g.since:
+                self.missing.pop(main, None)
             if (j is None or j.state not in LIVE) and seen > g.since:
+                self.missing.pop(main, None)
                 ops.append(Ended(main, j.state if j is not None else "GONE"))
                 for jid in [k for k, m in self.owner.items() if m == main and k != main]:
                     if jid in by_id or jid in self.requested:
@@ -295,6 +303,9 @@ class Broker:
                 del self.requested[j.id]
                 self.quiet_until[main] = now + 3 * self.grant_timeout
                 ops.append(Cancel(j.id, f"Slurm granted no node in {self.grant_timeout:g} s ({j.reason})"))
+        for h, jid in self.held.items():
+            if jid in self.missing:  # a main job missing from one look keeps its nodes until the next
+                now_held.setdefault(h, jid)
         for jid in [k for k in self.requested if k not in by_id]:
             del self.requested[jid]  # cancelled or failed outside our control
         waited = {jid: now - t for jid, t in self.requested.items() if by_id[jid].state in LIVE}

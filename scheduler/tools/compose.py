@@ -1,10 +1,12 @@
-"""The docker-compose cluster of ``docker-compose.yml`` driven from tests, on a real Docker engine.
+"""The emulated cluster of ``docker-compose.yml`` (and its Slurm overlay) driven on a real Docker engine.
 
 :class:`ComposeCluster` builds the image (with a base image made from Debian
 packages by ``docker/make-base-image.sh`` when no registry can be reached),
-brings the head and the four compute nodes up under its own compose project
-name, runs commands in them, and takes everything down again. The shipped
-compose file is used as it is; only ``RESHAPE_BASE_IMAGE`` is passed.
+brings the head and the compute nodes up under its own compose project name,
+runs commands in them, and takes everything down again. The shipped compose
+files are used as they are; only ``RESHAPE_BASE_IMAGE`` is passed. The
+cluster test tier (``tests/test_cluster_*.py``) and ``benchmarks.slurm_workload``
+use it; it needs the repository (the compose files and ``docker/``).
 """
 
 from __future__ import annotations
@@ -16,10 +18,7 @@ import shutil
 import subprocess
 import time
 
-from tests.helpers import ROOT
-
-TIMINGS: dict[str, float] = {}  # seconds of the tier's steps; conftest prints them after the run
-NOTES: dict[str, str] = {}  # other observations printed with them
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 REGISTRY_BASE = "python:3.11-slim-bookworm"
 DEBIAN_BASE = "reshape-base:bookworm"
 SERVICES = ("head", "node1", "node2", "node3", "node4")
