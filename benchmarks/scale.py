@@ -322,6 +322,7 @@ def run_daemon(running: int, queued: tuple[int, ...], seconds: float, log=print,
 def run_core(running: int, queued: tuple[int, ...], reps: int = 300) -> list[dict]:
     """The same scenario on the sans-I/O core in this process: what each request costs the scheduler
     itself (no sockets, no journal), per queue length; the queue grows on one core as in the daemon."""
+    from reshape.joblink.protocol import ResizePoint
     from scheduler.core.jobfile import validate_job
     from scheduler.core.policy import app_policy, remap_policy
     from scheduler.core.pool import Node, Pool
@@ -349,7 +350,7 @@ def run_core(running: int, queued: tuple[int, ...], reps: int = 300) -> list[dic
                 t0 = time.perf_counter()
                 if kind == "resize_point":
                     j = st.jobs[ids[k % running]]
-                    st.resize_point(j.job_id, {"nprocs": 1, "iteration": j.iterations + 1, "iter_time": PERIOD}, now)
+                    st.handle(ResizePoint(job_id=j.job_id, nprocs=1, iteration=j.iterations + 1, iter_time=PERIOD), now)
                 elif kind == "submit":
                     st.submit(validate_job(_queued_job(rng, running), pool.capacity), now)
                     st.tick(now)
