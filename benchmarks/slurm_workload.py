@@ -169,7 +169,7 @@ class Run:
             while pending and pending[0].arrival <= now:
                 self.submit(pending.pop(0))
             if self.site and self.restart_at is not None and not self.restarts and now >= self.restart_at:
-                self.sh("pkill -9 -f 'daemon --slurm-site'")
+                self.sh("pkill -9 -f '[d]aemon --slurm-site'")
                 time.sleep(2.0)
                 self.start_controller(fresh=False)
                 self.restarts = 1
@@ -199,7 +199,7 @@ class Run:
             out["controller"] = {"late_starts": st["daemon"]["rm"]["rigid_late_starts"],
                                  "notes": st["daemon"]["rm"]["notes"]}
             out["history"] = hist
-            self.sh("pkill -f 'daemon --slurm-site'")
+            self.sh("pkill -f '[d]aemon --slurm-site'")
         return out
 
 

@@ -415,7 +415,7 @@ def controller(c: ComposeCluster):
     try:
         yield
     finally:
-        c.exec("head", "scancel --user root; pkill -f 'daemon --slurm-site'", check=False)
+        c.exec("head", "scancel --user root; pkill -f '[d]aemon --slurm-site'", check=False)
         wait_for(lambda: not squeue(c), 60, every=0.5)
         c.exec("head", f"cat {SITE_STATE}/controller.log | tail -40", check=False)
 
@@ -469,7 +469,7 @@ def test_the_site_controller_killed_and_restarted_readopts_its_running_jobs(slur
     with controller(c):
         a = submit_site(c, "site-restart", iters=40)
         row = wait_for(lambda: (r := by_slurm(site(c), a)) and r["nprocs"] >= 4 and r, 90, every=0.5)
-        sh(c, "pkill -9 -f 'daemon --slurm-site'")
+        sh(c, "pkill -9 -f '[d]aemon --slurm-site'")
         time.sleep(3)
         assert running(c, a), "the job runs on while its controller is away"
         t0 = time.monotonic()

@@ -22,8 +22,9 @@ takes one look at Slurm and returns operations, applied by the adapters
    by asking their jobs to shrink off them (:class:`AskShrink`), choosing
    the smallest loss of speed per node released (measured times, else
    linear speedup); nothing below ``min_procs``, never a group's batch host,
-   and never more than the shortfall: promises are counted per waiting job,
-   so two jobs never release for one demand. A promised node no rank uses
+   and never more than the shortfall (nodes a shrink frees beyond it stay
+   with their job): promises are counted per waiting job, so two jobs never
+   release for one demand. A promised node no rank uses
    is given back (:class:`Release`). Pending jobs' predicted starts (Slurm's
    backfill, ``squeue %S``) are recorded; a start later than the first
    prediction (by more than ``late_tolerance``) is counted in :attr:`late`.
@@ -414,7 +415,8 @@ class Broker:
             if len(take) + len(dropped) < need:
                 continue  # cannot start it now: release nothing for it
             served, plans, spare = True, tried, spare[len(take):]
-            for h in [*take, *dropped]:
+            # a shrink frees whole steps of a job's sizes: what it frees beyond the need stays the job's
+            for h in [*take, *dropped[:need - len(take)]]:
                 self.draining[h] = why
                 self.promised.setdefault(w.id, set()).add(h)
                 ops.append(Drain(h))
