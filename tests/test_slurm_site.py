@@ -123,3 +123,34 @@ def test_plain_submissions_and_bad_registrations_are_refused_with_a_reason():
     with pytest.raises(StateError, match="nowhere not in partition batch"):
         rm.adopt(st, emu("x"), "7", ["nowhere", "nowhere"], 0.0, None)
     st.validate()
+
+
+def test_a_restarted_controller_readopts_its_jobs_from_the_journal_and_slurm():
+    """The core's records written as the journal does, read back by a new controller: the job runs on
+    its leased nodes (no heartbeat expected of them), a node Slurm no longer holds for it is vacated."""
+    from scheduler.core.job import Job
+    from scheduler.core.nodestate import NodeRecord
+
+    st, rm = site()
+    a = rm.adopt(st, emu("a"), "101", ["n1", "n1"], 0.0, None)
+    views = [job("101", "a", "RUNNING", ["n1"]), job("201", expander_name("101"), "RUNNING", ["n2", "n3"])]
+    rm.apply(st, 1.0, views, 0, 1.0)
+    point(st, a, 1, 4.0, 2.0)
+    st.handle(P.Resized(job_id=a, old=2, new=4, seconds=0.1), 2.1)
+    assert st.jobs[a].hosts == ["n1", "n1", "n2", "n2"]
+    jobs = [Job.from_dict(j.to_dict()) for j in st.jobs.values()]
+    nodes = [NodeRecord.from_dict(r.to_dict()) for r in st.nodes.values()]
+
+    new, rm2 = site()
+    new.restore_nodes(nodes, 100.0)
+    new.restore(jobs, st.next_id)
+    # meanwhile Slurm ended the expander's n3 (scontrol update) and n2 is still its
+    rm2.first_look = lambda: ([job("101", "a", "RUNNING", ["n1"]),
+                               job("201", expander_name("101"), "RUNNING", ["n2"])], 0)
+    rm2.attach(new, 100.0)
+    new.validate()
+    assert new.pool.leases == {"n1": "101", "n2": "101"} and "n3" in new.pool.down
+    assert not new.check_nodes(130.0) and new.jobs[a].state == "running"  # no heartbeats expected
+    assert point(new, a, 2, 2.0, 131.0).action in ("continue", "expand")
+    assert rm2.adopt(new, emu("a"), "101", ["n1", "n1"], 132.0, None) == a  # re-registering: the same job
+

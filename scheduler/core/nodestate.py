@@ -157,11 +157,12 @@ class NodeStates:
         self.pool.set_down(host)
 
     def restore_nodes(self, records: list[NodeRecord], now: float) -> None:
-        """Journaled node states; nodes that were up get one timeout from ``now`` to heartbeat again."""
+        """Journaled node states; nodes that were up under a monitor get one timeout from ``now`` to
+        heartbeat again (a node a resource manager granted has no monitor and expects no heartbeat)."""
         for r in records:
             if r.host not in self.nodes:
                 continue  # no longer in the pool config
-            r.last_seen = now if r.state == "up" else None
+            r.last_seen = now if r.state == "up" and r.incarnation is not None else None
             self.nodes[r.host] = r
             if r.state == "down":
                 self.pool.set_down(r.host)

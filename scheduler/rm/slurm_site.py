@@ -88,7 +88,7 @@ class SlurmSite(SlurmManager):
             if j.allocation is not None:
                 self.broker.add_group(j.allocation, j.hosts[0], 0.0)  # a look now may say it ended
         try:
-            jobs, idle = look(self.part)
+            jobs, idle = self.first_look()
         except SlurmError as e:
             raise ValueError(f"--slurm-site: cannot read Slurm's queue: {e}") from None
         for a in self.apply(state, now, jobs, idle, now):
@@ -101,6 +101,10 @@ class SlurmSite(SlurmManager):
             else:
                 state.node_released(h, now, "not held by a Slurm job of ours (controller restarted)")
         self.note(f"adopted {len(self.broker.groups)} running job(s) from the journal and Slurm")
+
+    def first_look(self) -> tuple[list, int]:
+        """Slurm's queue and idle nodes, asked at once (start-up is the one time the loop waits for Slurm)."""
+        return look(self.part)
 
     def step(self, state: ClusterState, now: float) -> list:
         acts, self.pending_actions = self.pending_actions, []
