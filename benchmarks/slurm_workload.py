@@ -14,9 +14,10 @@ twice, one run after the other:
     controller. The controller is killed with ``kill -9`` once mid-run and
     restarted (``--no-restart`` leaves it alone).
 
-The workload (:data:`WORKLOAD`, W1-like; fixed here, not tuned per run):
-14 jobs arriving over four minutes, 6 rigid (``sleep`` jobs of 2-8 nodes
-with time limits) and 8 malleable emulated applications (``apps.emujob
+The workload (:data:`WORKLOAD`, W1's shape; fixed here, not tuned per run):
+14 jobs arriving over 220 s at an offered load of 1.5, 6 rigid (``sleep``
+jobs of 3-8 nodes with time limits; hatched in the plot) and 8 malleable
+emulated applications (``apps.emujob
 --times``: one process standing for its processors, sleeping its iteration
 time) whose iteration time per size is the real application's calibrated
 curve (``benchmarks/data/apps_calibration.json``, as ``benchmarks.workload``
@@ -80,14 +81,24 @@ class Job:
         return math.ceil(self.nprocs / CPUS)
 
 
-#: W1-like: the seed's applications at small starting sizes, mixed with rigid jobs of 2-8 nodes
+#: W1's shape on 16 nodes: long malleable applications (the seed's LU, MM, Jacobi, FFT, master-worker)
+#: starting small, and shorter rigid jobs of 3-8 nodes arriving throughout. The offered load (node-seconds
+#: at the requested sizes over the 16 nodes and the 220 s arrival window) is 1.5: jobs queue in plain
+#: Slurm, as on a busy production cluster. (A lighter sequence, offered load 0.85, left plain Slurm with
+#: no queue at all: see docs/slurm.md, "The workload on real Slurm".)
 WORKLOAD = (
-    Job("lu-1", 0, 4, 150, "LU"), Job("mm-1", 0, 4, 120, "MM"), Job("rigid-1", 10, 8, 60),
-    Job("jacobi-1", 30, 4, 120, "Jacobi"), Job("rigid-2", 50, 12, 90), Job("fft-1", 70, 2, 60, "FFT"),
-    Job("rigid-3", 90, 4, 40), Job("mw-1", 110, 4, 80, "Master-worker"), Job("lu-2", 130, 4, 120, "LU"),
-    Job("rigid-4", 150, 16, 60), Job("mm-2", 170, 2, 90, "MM"), Job("rigid-5", 190, 6, 45),
-    Job("fft-2", 210, 4, 60, "FFT"), Job("rigid-6", 230, 8, 50),
+    Job("lu-1", 0, 6, 240, "LU"), Job("mm-1", 0, 8, 200, "MM"), Job("rigid-1", 20, 8, 90),
+    Job("jacobi-1", 40, 4, 180, "Jacobi"), Job("rigid-2", 50, 12, 60), Job("fft-1", 60, 4, 80, "FFT"),
+    Job("rigid-3", 90, 16, 60), Job("mw-1", 100, 2, 60, "Master-worker"), Job("lu-2", 120, 6, 180, "LU"),
+    Job("rigid-4", 130, 8, 120), Job("mm-2", 150, 4, 150, "MM"), Job("rigid-5", 170, 12, 45),
+    Job("jacobi-2", 200, 4, 120, "Jacobi"), Job("rigid-6", 220, 6, 80),
 )
+
+
+def offered_load() -> float:
+    """Node-seconds asked at the requested sizes over the nodes and the arrival window."""
+    window = max(j.arrival for j in WORKLOAD) - min(j.arrival for j in WORKLOAD)
+    return sum(j.nodes * j.seconds for j in WORKLOAD) / (NODES * window)
 
 
 def emu_argv(job: Job, cal: dict) -> list[str]:
@@ -245,7 +256,8 @@ def summarize(static: dict, reshape: dict) -> tuple[list[dict], dict]:
     rigid = [r for r in rows if r["kind"] == "rigid"]
     mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
     summary = {
-        "nodes": NODES, "jobs": len(rows), "malleable_jobs": sum(r["kind"] == "malleable" for r in rows),
+        "nodes": NODES, "offered_load": offered_load(), "jobs": len(rows),
+        "malleable_jobs": sum(r["kind"] == "malleable" for r in rows),
         "rigid_jobs": len(rigid), "utilization_static": ua, "utilization_reshape": ub,
         "utilization_reshape_over_static": ub / ua,
         "turnaround_static_over_reshape": mean([r["turnaround_static"] for r in rows])
@@ -289,8 +301,9 @@ def plot(static: dict, reshape: dict, path: str) -> None:
                         n = k
                 ys.append(n)
             top = [b + y for b, y in zip(base, ys, strict=True)]
-            ax.fill_between([t - t0 for t in grid], base, top, step="post", color=colors(i % 20),
-                            hatch="//" if job.app is None else None, label=job.name, linewidth=0)
+            ax.fill_between([t - t0 for t in grid], base, top, step="post", facecolor=colors(i % 20),
+                            edgecolor="0.3", hatch="//" if job.app is None else None, label=job.name,
+                            linewidth=0)
             base = top
         ax.set_title(title)
         ax.set_xlabel("seconds")
