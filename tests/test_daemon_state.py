@@ -236,7 +236,7 @@ def test_nodes_granted_drained_and_released_by_a_resource_manager():
     assert st.pool.total == 2 and st.node_rows(0.0)[1]["state"] == "down"
     a = st.submit(job(2, max_procs=4), 0.0)
     st.tick(0.0)
-    assert st.would_grow(2, 0.0) == {a: 1}  # with 2 more slots the policy would expand it 2 -> 3
+    assert st.would_expand(a, 2, 0.0) == 3  # with 2 more slots the policy would expand it 2 -> 3
     assert st.node_granted("n2", 1.0, "granted by Slurm job 9 in 1.0 s") == []
     assert st.pool.free == 2 and st.node_events[-1]["kind"] == "granted"
     st.pool.set_draining("n2")
@@ -245,7 +245,7 @@ def test_nodes_granted_drained_and_released_by_a_resource_manager():
     assert st.node_released("n1", 2.0, "released to Slurm") is False  # the job's ranks are there
     assert st.node_released("n2", 2.0, "released to Slurm") is True
     assert st.pool.total == 2 and "n2" not in st.pool.draining and st.node_events[-1]["kind"] == "released"
-    assert st.would_grow(0, 3.0) == {}
+    assert st.would_expand(a, 0, 3.0) is None
 
 
 def test_sizes_a_job_announces_narrow_its_legal_sizes_and_are_journaled():

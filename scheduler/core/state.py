@@ -37,12 +37,10 @@ from __future__ import annotations
 
 import collections
 import itertools
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+from collections.abc import Callable
 from typing import Any
 
 from reshape.joblink.protocol import (
-    Advice,
     Finished,
     Heartbeat,
     Hello,
@@ -53,8 +51,7 @@ from reshape.joblink.protocol import (
     ResizePoint,
 )
 from scheduler.core.actions import Decision, Kill, Launch, PolicyError, StateError
-from scheduler.core.job import JobState, PendingResize
-from scheduler.core.jobfile import JobFileError, narrow_spec, resize_timeout_of
+from scheduler.core.job import JobState
 from scheduler.core.jobtable import FINAL, RECENT, Job, JobTable
 from scheduler.core.nodestate import NodeRecord, NodeStates
 from scheduler.core.policy import (
@@ -66,19 +63,18 @@ from scheduler.core.policy import (
     Reserve,
     RunningJob,
     Shrink,
-    Snapshot,
     Start,
     legal_sizes,
 )
 from scheduler.core.pool import Pool, PoolError
-from scheduler.core.walltime import budget_left, deadline_after, kill_time, rate, start_deadline
+from scheduler.core.resizes import RESIZE_GRACE, Resizes
+from scheduler.core.walltime import kill_time, start_deadline
 
 __all__ = ["RESIZE_GRACE", "ClusterState", "Job", "Kill", "Launch", "NodeRecord", "StateError"]
 
-RESIZE_GRACE = (5.0, 0.1)  # the daemon kills a job stuck in a resize 5 s + 10% past its resize_timeout
 
 
-class ClusterState(JobTable, NodeStates):
+class ClusterState(JobTable, NodeStates, Resizes):
     """Queue, running jobs, pool and profiles, driven by events (see module docstring).
 
     ``strict``: a policy decision that cannot be applied (a start of a job that
@@ -285,49 +281,6 @@ class ClusterState(JobTable, NodeStates):
             if self._check_shrink_request(sh, now):
                 self.request_shrink(sh.job_id, sh.nprocs, sh.reason, now)
 
-    def request_shrink(self, job_id: int, nprocs: int, reason: str, now: float) -> bool:
-        """Ask a running job to shrink to ``nprocs`` at its next resize point; False if it cannot."""
-        j = self.jobs.get(job_id)
-        if (j is None or j.state != JobState.RUNNING or not j.spec.resizable or j.pending
-                or not j.spec.min_procs <= nprocs < j.nprocs):
-            return False
-        if j.shrink_request != nprocs:
-            j.shrink_request = nprocs
-            self._event(now, j, "shrink_request", f"{j.nprocs}->{nprocs}: {reason}")
-        return True
-
-    def would_grow(self, extra: int, now: float) -> dict[int, int]:
-        """Running jobs the Remap Scheduler would expand if ``extra`` more slots were free, and to
-        what size (a what-if over the pure policy: nothing changes). Used to decide whether asking a
-        resource manager for nodes is worth it, and for how many."""
-        snap = self.snapshot(now)
-        snap = replace(snap, total_slots=snap.total_slots + extra, free_slots=snap.free_slots + extra)
-        out = {}
-        for j in self.running():
-            if j.spec.resizable and not j.pending and j.nprocs < (j.spec.max_procs or j.nprocs):
-                d = self.remap.at_resize_point(snap, j.job_id)
-                if isinstance(d, Expand) and d.nprocs > j.nprocs:
-                    out[j.job_id] = d.nprocs - j.nprocs
-        return out
-
-    def _snapshot_for(self, j: Job, now: float) -> Snapshot:
-        """The policies' view at ``j``'s resize point: with leased nodes, the free slots are those it may take."""
-        snap = self.snapshot(now)
-        if self.pool.leases:
-            snap = replace(snap, free_slots=self.pool.free_for(j.allocation))
-        return snap
-
-    def would_expand(self, job_id: int, extra: int, now: float) -> int | None:
-        """The size running job ``job_id`` would expand to at its next resize point if ``extra`` more
-        slots were its own (a what-if over the pure policy: nothing changes); None: it would not."""
-        j = self.jobs.get(job_id)
-        if j is None or j.state != JobState.RUNNING or not j.spec.resizable or j.pending:
-            return None
-        snap = self._snapshot_for(j, now)
-        snap = replace(snap, total_slots=snap.total_slots + extra, free_slots=snap.free_slots + extra)
-        d = self.remap.at_resize_point(snap, job_id)
-        return d.nprocs if isinstance(d, Expand) and d.nprocs > j.nprocs else None
-
     def adopt(self, desc: dict[str, Any], hosts: list[str], allocation: str, now: float,
               owner: str | None = None) -> int:
         """A job a resource manager started in ``allocation`` on ``hosts`` (one per slot, already up and
@@ -410,30 +363,6 @@ class ClusterState(JobTable, NodeStates):
             return j.reported == "done"
         return j.reported == "done" or not j.pending
 
-    @staticmethod
-    def _resize_name(j: Job) -> str:
-        return str(j.pending) if j.pending else ""
-
-    def check_resizes(self, now: float) -> list[Launch | Kill]:
-        """Resizes not confirmed within the job's ``resize_timeout`` plus :data:`RESIZE_GRACE` (5 s + 10%).
-
-        The job's own watchdog (``reshape.runtime.watchdog``) aborts it at
-        ``resize_timeout`` and reports why; this is the daemon's bound for a
-        job that could not: it is killed and failed, its slots freed. No job
-        stays running with a pending resize for longer.
-        """
-        out: list[Launch | Kill] = []
-        for j in self.running():
-            p = j.pending
-            if p is None or p.t is None:
-                continue
-            timeout = resize_timeout_of(j.desc)
-            limit = timeout + RESIZE_GRACE[0] + RESIZE_GRACE[1] * timeout
-            if now - p.t > limit:
-                why = f"{self._resize_name(j)} not confirmed within {limit:g} s; job killed"
-                out.append(self._kill_failed(j, now, why if not j.error else f"{j.error}; {why}", why))
-        return out + (self.schedule(now) if out else [])
-
     def _kill_failed(self, j: Job, now: float, error: str, detail: str) -> Kill:
         """End a running job as failed (slots freed, ``error`` kept, ``end`` event); its processes must die."""
         self._release_all(j)
@@ -450,126 +379,6 @@ class ClusterState(JobTable, NodeStates):
         j.shrink_request = None
         j.hosts = []
         j.nprocs = 0
-
-    # ---------------------------------------------------------------- Remap Scheduler handshake
-    def hello(self, job_id: int, nprocs: int, now: float, sizes: Sequence[int] | None = None) -> None:
-        """The job (re)connected at ``nprocs``; ``sizes``: every size its program accepts (its
-        runtime's own rules: arrays' layouts, a ``sizes`` test), which narrow its legal sizes
-        from then on (:func:`scheduler.core.jobfile.narrow_spec`; kept in the journal with the job)."""
-        j = self._running(job_id)
-        if sizes:
-            try:
-                narrowed = narrow_spec(j.spec, sizes, nprocs)
-            except JobFileError as e:
-                raise StateError("bad_sizes", str(e)) from None
-            j.announce(narrowed.sizes)
-        j.connected = True
-        self._reconcile(j, nprocs, now)
-        self._mark(j)
-
-    def _reconcile(self, j: Job, nprocs: int, now: float) -> None:
-        """A lost ``resized``: the size the job reports decides whether the resize happened."""
-        if j.pending and nprocs == j.pending.new:
-            self._apply_resize(j, j.pending.old, j.pending.new, None, now)
-        elif j.pending and nprocs == j.pending.old:
-            self._abandon_resize(j, now, "not confirmed")
-
-    def resize_point(self, ev: ResizePoint, now: float) -> Advice:
-        """Performance Profiler update, then the Remap Scheduler's advice."""
-        job_id = ev.job_id
-        j = self._running(job_id)
-        j.connected = True
-        n = ev.nprocs
-        self._reconcile(j, n, now)
-        if n != j.nprocs:
-            raise StateError("bad_size", f"job {job_id} reports {n} processes, scheduler has {j.nprocs}")
-        j.iterations = max(j.iterations, ev.iteration)
-        j.point_time = now
-        j.parked = list(ev.parked or ())  # processes it keeps on those hosts beyond its slots
-        j.profile.record_iteration(n, ev.iter_time)
-        if ev.redist_time is not None and ev.redist_from:
-            j.profile.record_redistribution(ev.redist_from, n, ev.redist_time)
-        self._mark(j)
-        if not j.spec.resizable:
-            return Advice("continue", n, reason="static job")
-        d = self.remap.at_resize_point(self._snapshot_for(j, now), job_id)
-        if j.shrink_request is not None:
-            j.shrink_request = None  # the policy has seen it
-            self._mark(j)
-        q = self._check_remap(d, j, now)
-        if q > n:
-            hosts = self.pool.allocate(q - n, prefer=j.parked, lease=j.allocation)  # where parked ranks are
-            j.pending = PendingResize("expand", n, q, hosts, now)
-            self._start_resize(j, n, q, now)
-            self._event(now, j, "advise", f"expand {n}->{q}: {d.reason}")
-            self._decided(now, "expand", job_id, q)
-            return Advice("expand", q, tuple(hosts), d.reason)
-        if q < n:
-            j.pending = PendingResize("shrink", n, q, j.hosts[q:], now)
-            self._start_resize(j, n, q, now)
-            self._event(now, j, "advise", f"shrink {n}->{q}: {d.reason}")
-            self._decided(now, "shrink", job_id, q)
-            return Advice("shrink", q, (), d.reason)
-        return Advice("continue", n, reason=getattr(d, "reason", ""))
-
-    def resized(self, job_id: int, old: int, new: int, seconds: float, error: str | None,
-                now: float) -> list[Launch | Kill]:
-        j = self._running(job_id)
-        p = j.pending
-        if p is None:
-            raise StateError("out_of_order", f"job {job_id} sent 'resized' without a pending resize")
-        if old != p.old:
-            raise StateError("out_of_order", f"job {job_id}: resized from {old}, advised from {p.old}")
-        if error or new == old:
-            self._abandon_resize(j, now, error or "no change")
-        elif new == p.new:
-            self._apply_resize(j, old, new, seconds, now)
-        else:
-            raise StateError("out_of_order", f"job {job_id}: resized to {new}, advised {p.new}")
-        return self.schedule(now)
-
-    def _start_resize(self, j: Job, p: int, q: int, now: float) -> None:
-        """A resize ``p -> q`` starts: the budget left now, and the deadline's bound while it runs."""
-        if j.deadline is not None:
-            j.pending.budget = budget_left(j.deadline, j.spec.nprocs, p, now)
-            j.deadline = deadline_after(j.deadline, j.spec.nprocs, p, q, now)
-
-    @staticmethod
-    def _end_resize(j: Job, size: int, now: float) -> None:
-        """The resize ended at ``size`` (new or old): the time it took is charged in full, and the
-        job's next iteration starts now."""
-        j.point_time = now
-        p = j.pending
-        if j.deadline is not None and p and p.budget is not None:
-            left = max(0.0, p.budget - max(0.0, now - (now if p.t is None else p.t)))
-            j.deadline = min(j.deadline, now + left / rate(j.spec.nprocs, size))
-
-    def _apply_resize(self, j: Job, old: int, new: int, seconds: float | None, now: float) -> None:
-        p = j.pending
-        assert p is not None
-        self._end_resize(j, new, now)
-        if p.expands:
-            j.hosts = j.hosts + p.hosts
-        else:
-            self.pool.release(j.hosts[new:])
-            j.hosts = j.hosts[:new]
-        j.nprocs = new
-        j.pending = None
-        j.profile.ran_at(new)
-        j.resizes += 1
-        if seconds is not None:
-            j.profile.record_redistribution(old, new, seconds)
-            j.redist_seconds += seconds
-        self._event(now, j, p.action, f"{old}->{new}")
-
-    def _abandon_resize(self, j: Job, now: float, why: str) -> None:
-        p = j.pending
-        assert p is not None
-        if p.expands:
-            self.pool.release(p.hosts)
-        self._end_resize(j, p.old, now)
-        j.pending = None
-        self._event(now, j, "resize_failed", why)
 
     def finished(self, job_id: int, status: str, error: str | None, now: float) -> None:
         j = self._job(job_id)
