@@ -123,6 +123,30 @@ def test_an_expander_ends_with_its_job_and_starts_after_every_waiting_job():
     assert not [o for o in short.step(100, [main], 2, USED, t, lambda j, e: 6) if isinstance(o, Submit)]
 
 
+def test_idle_nodes_kept_for_a_job_that_cannot_start_yet_are_borrowed_until_its_predicted_start():
+    """A 12-node job waits behind running work with 3 nodes idle that Slurm keeps for it: an expander may
+    use them only until the start Slurm predicts (its --deadline), and none is asked without a prediction."""
+    t = [tenant(["node1"] * 2 + ["node2"] * 2)]
+    main = job("7", "heat", "RUNNING", ["node1", "node2"], end=5000.0)
+    big = job("20", "rigid", "PENDING", reason="Resources", n=12, start=400.0)
+    b = broker()
+    assert [o for o in b.step(100, [main, big], 3, USED, t, lambda j, e: 8) if isinstance(o, Submit)] == \
+        [Submit("7", 2, 400.0)]
+    b = broker()  # no prediction yet: nothing borrowed
+    unknown = job("20", "rigid", "PENDING", reason="Resources", n=12)
+    assert not [o for o in b.step(100, [main, unknown], 3, USED, t, lambda j, e: 8) if isinstance(o, Submit)]
+    b = broker()  # too soon to be worth an expander
+    soon = job("20", "rigid", "PENDING", reason="Resources", n=12, start=200.0)
+    assert not [o for o in b.step(100, [main, soon], 3, USED, t, lambda j, e: 8) if isinstance(o, Submit)]
+    b = broker()  # as soon as our nodes would let it start, it gets them back
+    b.step(0, [main, job("8", X, "RUNNING", ["node3", "node4"])], 0, {**USED, "node3": 2, "node4": 2}, [], never)
+    hosts = ["node1"] * 2 + ["node2"] * 2 + ["node3"] * 2 + ["node4"] * 2
+    ready = job("20", "rigid", "PENDING", reason="Resources", n=4, start=400.0)
+    ops = b.step(1, [main, job("8", X, "RUNNING", ["node3", "node4"]), ready], 2, {**USED, "node3": 2, "node4": 2},
+                 [tenant(hosts, points=[4])], never)
+    assert AskShrink(1, 4, "Slurm job 20 is waiting for 4 node(s)", ("node3", "node4")) in ops
+
+
 def test_a_waiting_job_gets_free_nodes_first_then_shrinks_never_the_batch_host():
     b = broker()
     jobs = [MAIN, job("8", X, "RUNNING", ["node3", "node4"]), job("20", "other", "PENDING", reason="Resources", n=2)]

@@ -31,7 +31,12 @@ takes one look at Slurm and returns operations, applied by the adapters
 3. **Growth.** Idle nodes left after the waiting jobs' share go to the jobs
    the Remap Scheduler would expand (a what-if over the pure policy, per
    job), largest measured gain per processor first; at most one request per
-   group in flight, sized to the policy's next step. An expander is
+   group in flight, sized to the policy's next step. Idle nodes Slurm keeps
+   for a waiting job that cannot start yet are *borrowed* too, until the
+   start Slurm predicts for it: that expander's ``--deadline`` is that start
+   (seed 001's idle processors, within EASY's shadow time as in the
+   ``reshape-plus`` policy's ``borrow``); the waiting job's own service (2)
+   takes them back as soon as it could start. An expander is
    submitted with the lowest priority (``--nice``) and a ``--deadline`` at
    its main job's end (Slurm then limits it to the minutes left), so Slurm's
    backfill starts it only where it delays no waiting job. One not started after ``grant_timeout`` is
@@ -187,6 +192,7 @@ class _Group:
 class Broker:
     """Slurm's view plus the controller's, in; node operations out (module docstring)."""
 
+    BORROW_MIN = 120.0  # an expander must be able to run this long (Slurm's limits count whole minutes)
     grant_timeout: float = 10.0
     idle_release: float = 30.0
     expire_margin: float = 60.0
@@ -252,11 +258,11 @@ class Broker:
         ops += self._vacate_gone(tenants, used)
         ops += self._expiring(now, by_id, tenants, used)
         self._watch_starts(jobs)
-        idle_left, served = self._serve_waiting(jobs, idle_nodes, free, tenants, used, ops)
+        idle_left, served, borrow = self._serve_waiting(jobs, idle_nodes, free, tenants, used, ops)
         ops += [Release(h, self.held[h], why) for h, why in sorted(self.draining.items())
                 if h in self.held and not used.get(h) and not self._batch(h)]
         if not served:
-            ops += self._grow(now, by_id, idle_left, tenants, used, want)
+            ops += self._grow(now, by_id, idle_left, borrow, tenants, used, want)
         ops += self._idle_release(now, free, tenants, want)
         return ops
 
@@ -385,9 +391,10 @@ class Broker:
                                       "late": j.start - self.predicted[j.id]})
 
     def _serve_waiting(self, jobs: Sequence[SlurmJob], idle: int, free: list[str], tenants: Sequence[Tenant],
-                       used: Mapping[str, int], ops: list) -> tuple[int, bool]:
+                       used: Mapping[str, int], ops: list) -> tuple[int, bool, tuple[int, float]]:
         """Promise nodes to the jobs waiting for them (module docstring, 2); returns the idle nodes
-        left for growth and whether any waiting job was given nodes."""
+        left for growth, whether any waiting job was given nodes, and the idle nodes kept for jobs that
+        cannot start yet with the earliest start Slurm predicts for them (borrowable until then)."""
         waiting = sorted((j for j in jobs if j.state == "PENDING" and j.id not in self.owner
                           and not j.name.startswith("reshape-expand-") and j.reason in WAITING_FOR_NODES),
                          key=lambda j: (-j.priority, j.submit or 0.0, j.id))
@@ -400,6 +407,7 @@ class Broker:
         spare = [h for h in free if h not in self.draining]
         plans: dict[int, tuple[int, tuple[str, ...], str]] = {}  # job id -> (size, hosts it leaves, why)
         served = False
+        kept, until = 0, math.inf  # idle nodes Slurm keeps for jobs that cannot start yet, and until when
         for w in waiting:
             # promised and still ours, or given back and not yet idle in Slurm's eyes (idle ones are counted there)
             mine = {h for h in self.promised.get(w.id, set()) if h in self.held or h in self.released}
@@ -412,8 +420,9 @@ class Broker:
             take = spare[:need]
             tried = dict(plans)
             dropped = self._least_loss(need - len(take), tenants, tried, why)
-            if len(take) + len(dropped) < need:
-                continue  # cannot start it now: release nothing for it
+            if len(take) + len(dropped) < need:  # cannot start it now: release nothing for it
+                kept, until = kept + use, min(until, w.start if w.start is not None else -math.inf)
+                continue
             served, plans, spare = True, tried, spare[len(take):]
             # a shrink frees whole steps of a job's sizes: what it frees beyond the need stays the job's
             for h in [*take, *dropped[:need - len(take)]]:
@@ -421,7 +430,7 @@ class Broker:
                 self.promised.setdefault(w.id, set()).add(h)
                 ops.append(Drain(h))
         ops += [AskShrink(j, q, why, gone) for j, (q, gone, why) in plans.items()]
-        return idle, served
+        return idle, served, (kept, until)
 
     def _least_loss(self, nodes: int, tenants: Sequence[Tenant], plans: dict, why: str) -> list[str]:
         """Extend ``plans`` (job id -> (size, hosts left, why)) by shrinks that free ``nodes`` more whole
@@ -456,29 +465,38 @@ class Broker:
         return freed
 
     # ------------------------------------------------------------------ growth and give-back
-    def _grow(self, now: float, by_id: Mapping[str, SlurmJob], idle: int, tenants: Sequence[Tenant],
-              used: Mapping[str, int], want: Want) -> list:
+    def _grow(self, now: float, by_id: Mapping[str, SlurmJob], idle: int, borrow: tuple[int, float],
+              tenants: Sequence[Tenant], used: Mapping[str, int], want: Want) -> list:
+        """Expander requests for the jobs the policy would expand, largest gain first: onto idle nodes
+        (until the job's end), then onto idle nodes Slurm keeps for a job that cannot start yet,
+        *borrowed* until the start Slurm predicts for it (``--deadline``; vacated before)."""
         ops: list = []
+        kept, until = borrow
+        if until - now < self.BORROW_MIN:
+            kept = 0  # too short to be worth an expander (Slurm counts whole minutes), or no prediction
         for t in sorted(tenants, key=lambda t: -t.gain()):
             g = t.main
-            if (idle <= 0 or t.busy or g not in self.groups or g in self.submitting or now < self.quiet_until.get(g, 0)
-                    or any(self.owner.get(j) == g for j in self.requested)
+            if (idle + kept <= 0 or t.busy or g not in self.groups or g in self.submitting
+                    or now < self.quiet_until.get(g, 0) or any(self.owner.get(j) == g for j in self.requested)
                     or any(self.group_of(h) == g for h in self.draining)):
                 continue
             own = sum(self.node_slots - used.get(h, 0) for h in self.held
                       if self.group_of(h) == g and h not in self.draining and used.get(h, 0) < self.node_slots)
-            target = want(t.job_id, idle * self.node_slots)
+            target = want(t.job_id, (idle + kept) * self.node_slots)
             if target is None or target - t.nprocs <= own:
                 continue
             nodes = math.ceil((target - t.nprocs - own) / self.node_slots)
-            if nodes > idle:
+            if nodes > idle + kept:
                 continue
             main = by_id.get(g)
             end = None if main is None else main.end
-            if end is not None and end - now <= max(90.0, 2 * self.expire_margin):
+            if nodes > idle:  # borrowed: back before the waiting job's predicted start
+                end = until if end is None else min(end, until)
+            if end is not None and end - now < self.BORROW_MIN:
                 continue  # it ends before an expander would be worth it (Slurm counts whole minutes)
             self.submitting[g] = now
-            idle -= nodes
+            kept -= max(0, nodes - idle)
+            idle = max(0, idle - nodes)
             ops.append(Submit(g, nodes, end))
         return ops
 
