@@ -95,10 +95,16 @@ WORKLOAD = (
 )
 
 
-def offered_load() -> float:
+def scaled(scale: float) -> tuple[Job, ...]:
+    """The workload with every arrival and run time multiplied by ``scale`` (Slurm's time limits count
+    whole minutes, so short jobs leave little room to borrow nodes until a waiting job's start)."""
+    return tuple(Job(j.name, j.arrival * scale, j.nprocs, j.seconds * scale, j.app) for j in WORKLOAD)
+
+
+def offered_load(jobs: tuple[Job, ...] = WORKLOAD) -> float:
     """Node-seconds asked at the requested sizes over the nodes and the arrival window."""
-    window = max(j.arrival for j in WORKLOAD) - min(j.arrival for j in WORKLOAD)
-    return sum(j.nodes * j.seconds for j in WORKLOAD) / (NODES * window)
+    window = max(j.arrival for j in jobs) - min(j.arrival for j in jobs)
+    return sum(j.nodes * j.seconds for j in jobs) / (NODES * window)
 
 
 def emu_argv(job: Job, cal: dict) -> list[str]:
@@ -125,8 +131,8 @@ def job_file(job: Job, cal: dict) -> str:
 class Run:
     """One run of the workload on the cluster; ``site``: through the reshape controller."""
 
-    def __init__(self, c: ComposeCluster, cal: dict, site: bool, restart_at: float | None):
-        self.c, self.cal, self.site, self.restart_at = c, cal, site, restart_at
+    def __init__(self, c: ComposeCluster, cal: dict, jobs: tuple[Job, ...], site: bool, restart_at: float | None):
+        self.c, self.cal, self.jobs, self.site, self.restart_at = c, cal, jobs, site, restart_at
         self.ids: dict[str, str] = {}  # job name -> Slurm job id
         self.predicted: dict[str, float] = {}  # Slurm id -> first predicted start
         self.restarts = 0
@@ -173,7 +179,7 @@ class Run:
     def run(self) -> dict:
         if self.site:
             self.start_controller(fresh=True)
-        pending = sorted(WORKLOAD, key=lambda j: j.arrival)
+        pending = sorted(self.jobs, key=lambda j: j.arrival)
         self.t0 = time.time()
         while True:
             now = time.time() - self.t0
@@ -192,7 +198,7 @@ class Run:
 
     def collect(self) -> dict:
         jobs = {}
-        for job in WORKLOAD:
+        for job in self.jobs:
             line = self.sh(f"SLURM_TIME_FORMAT=%s scontrol show job -o {self.ids[job.name]}").strip()
             f = dict(x.split("=", 1) for x in _KEY.split(line) if "=" in x)
             jobs[job.name] = {"slurm_id": self.ids[job.name], "state": f.get("JobState"), "exit": f.get("ExitCode"),
@@ -235,9 +241,9 @@ def utilization(lines: dict[str, list[tuple[float, int]]], t0: float, t1: float)
     return busy / (NODES * (t1 - t0))
 
 
-def summarize(static: dict, reshape: dict) -> tuple[list[dict], dict]:
+def summarize(static: dict, reshape: dict, jobs: tuple[Job, ...]) -> tuple[list[dict], dict]:
     rows = []
-    for job in WORKLOAD:
+    for job in jobs:
         a, b = static["jobs"][job.name], reshape["jobs"][job.name]
         ta, tb = a["end"] - a["submit"], b["end"] - b["submit"]
         sizes = [e["nprocs"] for e in reshape.get("history", {}).get("events", []) if e["kind"] in (
@@ -256,7 +262,7 @@ def summarize(static: dict, reshape: dict) -> tuple[list[dict], dict]:
     rigid = [r for r in rows if r["kind"] == "rigid"]
     mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
     summary = {
-        "nodes": NODES, "offered_load": offered_load(), "jobs": len(rows),
+        "nodes": NODES, "offered_load": offered_load(jobs), "jobs": len(rows),
         "malleable_jobs": sum(r["kind"] == "malleable" for r in rows),
         "rigid_jobs": len(rigid), "utilization_static": ua, "utilization_reshape": ub,
         "utilization_reshape_over_static": ub / ua,
@@ -277,7 +283,7 @@ def summarize(static: dict, reshape: dict) -> tuple[list[dict], dict]:
     return rows, summary
 
 
-def plot(static: dict, reshape: dict, path: str) -> None:
+def plot(static: dict, reshape: dict, jobs: tuple[Job, ...], path: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -291,7 +297,7 @@ def plot(static: dict, reshape: dict, path: str) -> None:
         t0 = min(j["submit"] for j in run["jobs"].values())
         grid = sorted({t for steps in lines.values() for t, _ in steps})
         base = [0.0] * len(grid)
-        for i, job in enumerate(WORKLOAD):
+        for i, job in enumerate(jobs):
             steps = lines[job.name]
             ys = []
             for t in grid:
@@ -319,7 +325,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.slurm_workload", description=__doc__.split("\n")[0])
     ap.add_argument("--keep", action="store_true", help="leave the cluster up afterwards")
     ap.add_argument("--no-restart", action="store_true", help="do not kill -9 the controller in run (b)")
-    ap.add_argument("--restart-at", type=float, default=120.0, help="seconds into run (b) (default 120)")
+    ap.add_argument("--restart-at", type=float, default=120.0, help="seconds into run (b), times --scale (default 120)")
+    ap.add_argument("--scale", type=float, default=1.0,
+                    help="multiply every arrival and run time (default 1: 1-4 minute jobs, about 15 minutes in all)")
     a = ap.parse_args(argv)
     why = unavailable()
     base, how = base_image() if why is None else (None, why)
@@ -327,33 +335,38 @@ def main(argv: list[str] | None = None) -> int:
         print(f"slurm_workload: {how}", file=sys.stderr)
         return 2
     cal = calibrate_apps.load()
+    jobs = scaled(a.scale)
     c = ComposeCluster("reshapebench", base, FILES)
     try:
         c.down()
         c.build()
         c.up()
-        print(f"cluster up: {NODES} nodes of {CPUS} CPUs; run (a) plain Slurm", flush=True)
-        static = Run(c, cal, site=False, restart_at=None).run()
+        print(f"cluster up: {NODES} nodes of {CPUS} CPUs; offered load {offered_load(jobs):.2f}; run (a) plain Slurm",
+              flush=True)
+        static = Run(c, cal, jobs, site=False, restart_at=None).run()
         print("run (b) Slurm + the reshape controller", flush=True)
-        reshape = Run(c, cal, site=True, restart_at=None if a.no_restart else a.restart_at).run()
+        reshape = Run(c, cal, jobs, site=True, restart_at=None if a.no_restart else a.restart_at * a.scale).run()
     finally:
         if not a.keep:
             c.down()
-    rows, summary = summarize(static, reshape)
+    rows, summary = summarize(static, reshape, jobs)
+    summary["scale"] = a.scale
     print(_common.table(rows, [("job", "job", ""), ("kind", "kind", ""), ("nodes", "nodes", "d"),
                                ("wait_static", "wait a", ".0f"), ("wait_reshape", "wait b", ".0f"),
                                ("run_static", "run a", ".0f"), ("run_reshape", "run b", ".0f"),
                                ("turnaround_static", "turn a", ".0f"), ("turnaround_reshape", "turn b", ".0f"),
                                ("ratio", "a/b", ".2f"), ("sizes", "sizes (b, CPUs)", "")]))
     print(json.dumps(summary, indent=1))
-    plot(static, reshape, FIGURE)
-    path = _common.write_result("slurm_workload", {
-        "workload": [j.__dict__ for j in WORKLOAD], "iterations": ITERATIONS, "rows": rows,
+    name = "slurm_workload" if a.scale == 1 else f"slurm_workload-x{a.scale:g}"
+    figure = FIGURE if a.scale == 1 else FIGURE.replace(".png", f"-x{a.scale:g}.png")
+    plot(static, reshape, jobs, figure)
+    path = _common.write_result(name, {
+        "workload": [j.__dict__ for j in jobs], "iterations": ITERATIONS, "rows": rows,
         "static": {k: v for k, v in static.items() if k != "history"},
         "reshape": {k: v for k, v in reshape.items() if k != "history"},
         "reshape_events": [e for e in reshape.get("history", {}).get("events", [])],
         "summary": summary})
-    print(f"wrote {path} and {FIGURE}")
+    print(f"wrote {path} and {figure}")
     return 0
 
 
