@@ -73,6 +73,8 @@ ABORT_ON_ERROR = "RESHAPE_ABORT_ON_ERROR"  # 0: an uncaught error does not MPI_A
 FAULT = "RESHAPE_FAULT"                    # WHERE:WHO:HOW fault injection (faults.py)
 WAIT = "RESHAPE_WAIT"                      # spin | poll while waiting on redistribution requests
 ONECOPY = "RESHAPE_ONECOPY"                # 0: no memfd arrays, no direct reads between ranks of a host (nodecopy.py)
+CHECKPOINT = "RESHAPE_CHECKPOINT"          # every:N | seconds:T: checkpoints of the registered arrays (checkpoint.py)
+CHECKPOINT_DIR = "RESHAPE_CHECKPOINT_DIR"  # where; a complete checkpoint there is resumed from at start
 
 # -- tools
 DAEMON = "RESHAPE_DAEMON"                  # the CLI's and node monitors' daemon endpoint

@@ -32,6 +32,7 @@ from reshape.mpiutil import mpi_type
 from reshape.redistribution import nodecopy
 from reshape.redistribution.layout import Layout, LayoutError
 from reshape.redistribution.redistribute import METHODS
+from reshape.runtime.checkpoint import parse_every
 from reshape.runtime.darray import layout_rule
 from reshape.runtime.watchdog import DEFAULT_TIMEOUT, resize_timeout
 
@@ -65,6 +66,8 @@ class JobSettings:
     relabel: bool = True
     reuse: bool = False
     standby: int = 0
+    checkpoint: tuple[str, float] | None = None  # ("every", N) or ("seconds", T)
+    checkpoint_dir: str | None = None
 
 
 # ---------------------------------------------------------------------- environment (pure)
@@ -152,8 +155,17 @@ def env_problems(env: Mapping[str, str] | None = None) -> tuple[JobSettings, lis
     sched = env.get(E.SCHEDULER)
     if sched is not None and not sched.startswith(("tcp://", "ipc://")):
         problems.append(f"{E.SCHEDULER}={sched!r}: expected a ZeroMQ endpoint, tcp://HOST:PORT or ipc://PATH")
+    checkpoint = None
+    if env.get(E.CHECKPOINT):
+        checkpoint = parse_every(env[E.CHECKPOINT])
+        if checkpoint is None:
+            problems.append(f"{E.CHECKPOINT}={env[E.CHECKPOINT]!r}: expected every:N (iterations, N >= 1) or "
+                            "seconds:T (T > 0)")
+    ckdir = env.get(E.CHECKPOINT_DIR)
+    if ckdir is not None and (not ckdir.strip() or "\0" in ckdir):
+        problems.append(f"{E.CHECKPOINT_DIR}={ckdir!r}: expected a directory path")
     return JobSettings(plan, max_procs, allow, method, background, timeout, job_id, relabel, reuse,
-                       standby), problems
+                       standby, checkpoint, ckdir or None), problems
 
 
 def plan_problems(plan: tuple[int, ...] | None, size: int) -> list[str]:
@@ -338,3 +350,34 @@ def collectively(comm, what: str, make: Callable):
         out, problem = None, f"{type(e).__name__}: {e}"
     agree(comm, problem, what)
     return out
+
+
+# ---------------------------------------------------------------------- resize targets
+def resize_problem(rt, q: int, action: str) -> str | None:
+    """Why job ``rt`` cannot ``action`` (expand or shrink) to ``q`` processes now, or None."""
+    p = rt.size
+    if not isinstance(q, int | np.integer) or q < 1:
+        return f"invalid target size {q!r}"
+    if action == "expand" and q <= p:
+        return f"expand to {q} is not larger than the current {p}"
+    if action == "shrink" and q >= p:
+        return f"shrink to {q} is not smaller than the current {p}"
+    if action == "shrink" and not rt.allow_new_sizes and q not in rt.history:
+        return (f"shrink to {q}: the job has only run on {sorted(set(rt.history))} processes "
+                f"(a job shrinks only to sizes it has run at; allow_new_sizes=True lifts this)")
+    return size_problem(rt, q)
+
+
+def size_problem(rt, q: int) -> str | None:
+    """Why job ``rt`` can never run on ``q`` processes (max_procs, the sizes test, an array's layout), or None."""
+    if rt.max_procs and q > rt.max_procs:
+        return f"{q} exceeds the job's maximum of {rt.max_procs} processes"
+    if rt.sizes and not rt.sizes(q):
+        return f"{q} processes is not a legal size for this job"
+    for reg in rt.arrays.values():
+        try:
+            reg.rule(q)
+        except LayoutError as e:
+            return f"array {reg.name!r} has no layout on {q} processes: {e}"
+    return None
+

@@ -70,10 +70,11 @@ from reshape.joblink.advice import Advisor, advisor_from_env
 from reshape.joblink.protocol import MAX_SIZES, Advice, ResizeReport
 from reshape.mpiutil import allreduce, barrier, bcast_obj
 from reshape.redistribution import placement
-from reshape.redistribution.layout import Layout, LayoutError, nearly_square_grid
+from reshape.redistribution.layout import Layout, nearly_square_grid
 from reshape.redistribution.redistribute import redistribute
-from reshape.runtime import checks
+from reshape.runtime import checkpoint, checks
 from reshape.runtime.background import Background, Pending
+from reshape.runtime.checkpoint import Checkpointer, Restored
 from reshape.runtime.darray import DistArray, LayoutRule, Registered, layout_rule
 from reshape.runtime.parking import CallBack, CalledBack, Parking, Reserve
 from reshape.runtime.results import EXPAND_PARTS, ResizeError, ResizeResult
@@ -134,6 +135,8 @@ class Resizer(Joining, Background, Parking):
     _started: tuple[float, float] | None = None  # spawned rank: (process start, runtime.init) epoch seconds
     _keys: list[placement.Seniority] = field(default_factory=list)  # seniority of every comm rank
     _reserve: Reserve = field(default_factory=Reserve)  # pools of parked ranks (reshape.runtime.parking)
+    _ckpt: Checkpointer | None = None  # periodic checkpoints (RESHAPE_CHECKPOINT, reshape.runtime.checkpoint)
+    _restored: Restored | None = None  # the checkpoint this run resumed from, filling the arrays registered
 
     # ------------------------------------------------------------ basics
     @property
@@ -193,6 +196,9 @@ class Resizer(Joining, Background, Parking):
             if tuple(lay.shape) != tuple(int(s) for s in shape):
                 raise ValueError(f"array {name!r}: shape {shape} differs from the running job's {lay.shape}")
             reg = Registered(name, rule, DistArray(lay, local, self.comm, tuple(range(lay.nprocs))), constant)
+        elif self._restored is not None and name in self._restored.meta["arrays"]:
+            reg = Registered(name, rule, checkpoint.restored_array(self._restored, self.comm, name, shape, dtype,
+                                                                   rule), constant)
         else:
             lay, fn = rule(self.size), checks.init_function(init)
             dist = checks.collectively(self.comm, f"register_array({name!r}): init",
@@ -368,7 +374,11 @@ class Resizer(Joining, Background, Parking):
         old = self.size
         if not self.history or self.history[-1] != old:
             self.history.append(old)
+        if self._ckpt is not None:
+            self._ckpt.at_iteration_end(self)
         try:
+            if self._pending is not None and self._ckpt is not None:
+                self._ckpt.settle(self.comm, wait=True)
             result = self._switch() if self._pending is not None else self._act(self.contact_scheduler(), old)
         except CalledBack as back:  # this rank was parked by a shrink and an expansion took it back
             result = back.result
@@ -400,6 +410,8 @@ class Resizer(Joining, Background, Parking):
         """
         if advice.action == "continue" or advice.nprocs == old:
             return ResizeResult("continue", old, old, reason=advice.reason)
+        if self._ckpt is not None:  # a checkpoint in flight completes on the communicator that writes it
+            self._ckpt.settle(self.comm, wait=True)
         what = f"{advice.action} {old}->{advice.nprocs}"
         self._arm(what)
         try:
@@ -433,6 +445,8 @@ class Resizer(Joining, Background, Parking):
         """
         if self._pending is not None:
             self.results.append(self._switch())
+        if self._ckpt is not None:
+            self._ckpt.settle(self.comm, wait=True)
         self._release_parked()
         barrier(self.comm)
         if self.rank == 0 and self.advisor:
@@ -454,30 +468,11 @@ class Resizer(Joining, Background, Parking):
 
     def _check_size(self, q: int, action: str) -> str | None:
         """Why the job cannot ``action`` (expand or shrink) to ``q`` processes now, or None."""
-        p = self.size
-        if not isinstance(q, int | np.integer) or q < 1:
-            return f"invalid target size {q!r}"
-        if action == "expand" and q <= p:
-            return f"expand to {q} is not larger than the current {p}"
-        if action == "shrink" and q >= p:
-            return f"shrink to {q} is not smaller than the current {p}"
-        if action == "shrink" and not self.allow_new_sizes and q not in self.history:
-            return (f"shrink to {q}: the job has only run on {sorted(set(self.history))} processes "
-                    f"(a job shrinks only to sizes it has run at; allow_new_sizes=True lifts this)")
-        return self._size_problem(q)
+        return checks.resize_problem(self, q, action)
 
     def _size_problem(self, q: int) -> str | None:
         """Why the job can never run on ``q`` processes (max_procs, the sizes test, an array's layout), or None."""
-        if self.max_procs and q > self.max_procs:
-            return f"{q} exceeds the job's maximum of {self.max_procs} processes"
-        if self.sizes and not self.sizes(q):
-            return f"{q} processes is not a legal size for this job"
-        for reg in self.arrays.values():
-            try:
-                reg.rule(q)
-            except LayoutError as e:
-                return f"array {reg.name!r} has no layout on {q} processes: {e}"
-        return None
+        return checks.size_problem(self, q)
 
     def legal_sizes(self, upto: int) -> list[int]:
         """The sizes in ``1..upto`` this job accepts, ascending.
@@ -594,5 +589,7 @@ def init(
             rt._start_standby(standby)
         if adv is not None and relabel:  # every method relabels (reshape.redistribution.placement)
             placement.prefetch()  # the solver's import (scipy) runs during the first iterations, not in a resize
+        checkpoint.resume(rt, cfg)
+    rt._ckpt = checkpoint.from_settings(rt.comm, cfg, job_id, spawned=rt.joined)
     _RUNTIME = rt
     return rt

@@ -1,0 +1,97 @@
+"""Checkpoints of a job's registered arrays while it iterates, and a restart from them at another size.
+
+The runs are ``examples/heat.py`` under real ``mpiexec``: a run cut short (or killed with ``kill -9``)
+with ``RESHAPE_CHECKPOINT`` set, resumed at another size from its last complete checkpoint, ends with
+the same bytes as a run that never stopped (the stencil is deterministic per iteration).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from reshape.joblink.launch import kill_session, mpiexec_path
+from reshape.runtime.checkpoint import latest, parse_every
+from tests.helpers import ROOT, wait_for
+
+HEAT = ["examples/heat.py", "--n", "64"]
+
+
+def digest(res) -> tuple[list[int], str]:
+    m = re.search(r"sizes \[([\d, ]+)\] sha256 (\w+)", res.stdout)
+    assert m, res.stdout + res.stderr
+    return [int(x) for x in m.group(1).split(",")], m.group(2)
+
+
+@pytest.mark.parametrize(("text", "want"), [("every:10", ("every", 10)), ("seconds:2.5", ("seconds", 2.5)),
+                                            ("every:0", None), ("every:x", None), ("minutes:3", None),
+                                            ("seconds:inf", None), ("every", None), ("", None)])
+def test_checkpoint_settings_parse(text, want):
+    assert parse_every(text) == want
+
+
+def test_only_a_complete_checkpoint_is_ever_read(tmp_path):
+    assert latest(str(tmp_path / "none")) is None
+    for name, meta in (("ckpt-00000004", True), ("ckpt-00000008", False), ("ckpt-00000012.part", True)):
+        (tmp_path / name).mkdir()
+        if meta:
+            (tmp_path / name / "meta.json").write_text("{}")
+    assert latest(str(tmp_path)) == str(tmp_path / "ckpt-00000004")
+
+
+@pytest.mark.procs
+def test_a_job_resumes_from_its_checkpoint_at_another_size_with_the_same_result(mpirun, tmp_path):
+    _, ref = digest(mpirun(2, [*HEAT, "--steps", "12"]))
+    env = {"RESHAPE_CHECKPOINT": "every:4", "RESHAPE_CHECKPOINT_DIR": str(tmp_path)}
+    mpirun(2, [*HEAT, "--steps", "10"], env=env)  # stops after 10: checkpoints after 4 and 8 iterations
+    assert sorted(os.listdir(tmp_path)) == ["ckpt-00000004", "ckpt-00000008"]
+    meta = json.loads((tmp_path / "ckpt-00000008" / "meta.json").read_text())
+    assert meta["iteration"] == 8 and meta["size"] == 2 and meta["arrays"]["T"]["shape"] == [64, 64]
+    res = mpirun(3, [*HEAT, "--steps", "12"], env=env)
+    assert "resuming at iteration 8" in res.stderr and digest(res)[1] == ref
+    # the run that resumed wrote a checkpoint after iteration 12 and kept the last two
+    assert sorted(os.listdir(tmp_path)) == ["ckpt-00000008", "ckpt-00000012"]
+    res = mpirun(1, [*HEAT, "--steps", "16"], env={**env, "RESHAPE_PLAN": "1,3,2", "RESHAPE_ALLOW_NEW_SIZES": "1"})
+    assert "resuming at iteration 12" in res.stderr and digest(res) == ([1, 3, 2], digest(
+        mpirun(2, [*HEAT, "--steps", "16"]))[1])
+
+
+@pytest.mark.procs
+def test_a_job_killed_mid_run_loses_at_most_the_iterations_since_its_last_checkpoint(mpirun, tmp_path):
+    _, ref = digest(mpirun(2, [*HEAT, "--steps", "30"]))
+    env = {**os.environ, "RESHAPE_CHECKPOINT": "every:5", "RESHAPE_CHECKPOINT_DIR": str(tmp_path),
+           "PYTHONPATH": ROOT}
+    p = subprocess.Popen([mpiexec_path(), "-n", "2", sys.executable, *HEAT, "--steps", "30", "--work", "3"],
+                         cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: latest(str(tmp_path)) is not None and latest(str(tmp_path)).endswith("00010"), 60,
+                 every=0.05)
+        kill_session(p.pid, grace=0.0)  # SIGTERM then SIGKILL at once: every rank dies mid-iteration
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait(10)
+    time.sleep(0.2)
+    assert p.returncode != 0
+    res = mpirun(4, [*HEAT, "--steps", "30"], env={"RESHAPE_CHECKPOINT": "every:5",
+                                                    "RESHAPE_CHECKPOINT_DIR": str(tmp_path)})
+    done = int(re.search(r"resuming at iteration (\d+)", res.stderr).group(1))
+    assert done >= 10 and digest(res)[1] == ref
+
+
+@pytest.mark.procs
+@pytest.mark.parametrize(("env", "why"), [
+    ({"RESHAPE_CHECKPOINT": "every:0"}, "RESHAPE_CHECKPOINT='every:0': expected every:N"),
+    ({"RESHAPE_CHECKPOINT": "every:2", "RESHAPE_CHECKPOINT_DIR": "/proc/self/no"},
+     "RESHAPE_CHECKPOINT_DIR='/proc/self/no'"),
+])
+def test_bad_checkpoint_settings_stop_every_rank_with_one_reason(mpirun, env, why):
+    res = mpirun(2, [*HEAT, "--steps", "3"], env=env, check=False)
+    assert res.returncode != 0 and why in res.stderr, res.stderr
