@@ -137,6 +137,7 @@ class Run:
         self.predicted: dict[str, float] = {}  # Slurm id -> first predicted start
         self.restarts = 0
         self.t0 = 0.0
+        self.records: dict[str, dict[str, str]] = {}  # Slurm id -> its record, read when it ended
 
     def sh(self, command: str, timeout: float = 60) -> str:
         return self.c.exec("head", command, timeout=timeout).stdout
@@ -155,6 +156,13 @@ class Run:
             self.ids[job.name] = json.loads(out)["slurm_job_ids"][0]
             return
         self.ids[job.name] = self.sh(cmd).strip().split(";")[0]
+
+    def record(self, jid: str) -> dict[str, str]:
+        """``scontrol show job -o``'s fields (Slurm forgets a job MinJobAge after it ends: read it at once)."""
+        if jid not in self.records:
+            line = self.sh(f"SLURM_TIME_FORMAT=%s scontrol show job -o {jid}").strip()
+            self.records[jid] = dict(x.split("=", 1) for x in _KEY.split(line) if "=" in x)
+        return self.records[jid]
 
     def look(self) -> list[list[str]]:
         out = self.sh("SLURM_TIME_FORMAT=%s squeue -h -o '%i|%j|%T|%S'")
@@ -191,7 +199,11 @@ class Run:
                 self.start_controller(fresh=False)
                 self.restarts = 1
             self.watch()
-            if not pending and not [r for r in self.look() if r[0] in self.ids.values() or r[1].startswith("rigid")]:
+            queued = {r[0] for r in self.look()}
+            for jid in self.ids.values():
+                if jid not in queued:
+                    self.record(jid)
+            if not pending and not queued & set(self.ids.values()):
                 break
             time.sleep(1.0)
         return self.collect()
@@ -199,8 +211,7 @@ class Run:
     def collect(self) -> dict:
         jobs = {}
         for job in self.jobs:
-            line = self.sh(f"SLURM_TIME_FORMAT=%s scontrol show job -o {self.ids[job.name]}").strip()
-            f = dict(x.split("=", 1) for x in _KEY.split(line) if "=" in x)
+            f = self.record(self.ids[job.name])
             jobs[job.name] = {"slurm_id": self.ids[job.name], "state": f.get("JobState"), "exit": f.get("ExitCode"),
                               "submit": float(f["SubmitTime"]), "start": float(f["StartTime"]),
                               "end": float(f["EndTime"]), "nodes": job.nodes, "rigid": job.app is None}

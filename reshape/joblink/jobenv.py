@@ -16,6 +16,8 @@ __all__ = [
     "ABORT_ON_ERROR",
     "ALLOW_NEW_SIZES",
     "BACKGROUND",
+    "CHECKPOINT",
+    "CHECKPOINT_DIR",
     "CLIENT_KEY",
     "DAEMON",
     "FAULT",
@@ -45,6 +47,7 @@ __all__ = [
     "WAIT",
     "default_state_dir",
     "flag",
+    "parse_every",
 ]
 
 # -- job environment (set by the daemon for every process of a job)
@@ -105,3 +108,15 @@ def flag(name: str, default: bool = False, env: dict[str, str] | None = None) ->
     if val in _NO:
         return False
     raise ValueError(f"{name}={raw!r}: expected 1/true/yes/on or 0/false/no/off")
+
+
+def parse_every(text: str) -> tuple[str, float] | None:
+    """``every:N`` -> ``("every", N)``, ``seconds:T`` -> ``("seconds", T)``; None if malformed."""
+    kind, _, value = text.partition(":")
+    try:
+        x = float(value) if kind == "seconds" else int(value)
+    except ValueError:
+        return None
+    if kind not in ("every", "seconds") or not 0 < x < float("inf"):
+        return None
+    return kind, x

@@ -97,7 +97,7 @@ _JOB_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "finished": {"status": (_STR, True), "error": (_STR + _NONE, False)},
     # node monitor on the job's first node -> System Monitor (seed 001 §3.1: job end / job error)
     "job_ended": {"node": (_STR, True), "incarnation": (_STR, True), "status": (_STR, True),
-                  "processes": (_INT, False), "detail": (_STR + _NONE, False)},
+                  "processes": (_INT, False), "detail": (_STR + _NONE, False), "attempt": (_INT, False)},
 }
 _NODE_CONTROL_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "node_register": {"node": (_STR, True), "incarnation": (_STR, True), "pid": (_INT, False),
@@ -133,6 +133,8 @@ NODE_TYPES = frozenset({*_NODE_CONTROL_BODIES, "job_ended"})  # sent by node mon
 _ALL = {**_JOB_BODIES, **_CONTROL_BODIES, **_REPLY_BODIES}
 _CLOSED = set(_JOB_BODIES) | {"advice", "error"} | set(_CONTROL_BODIES)  # no extra fields
 ADVICE_ACTIONS = ("expand", "shrink", "continue")
+# done; error: the program failed; lost: a process of the job was lost (a resize could not complete)
+FINISHED = ("done", "error", "lost")
 
 
 class ProtocolError(ValueError):
@@ -263,6 +265,7 @@ class JobEnded(Request):
     status: str
     processes: int | None = None
     detail: str | None = None
+    attempt: int | None = None  # of a job restarted after a loss (0: the first)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -536,8 +539,8 @@ def _check_values(t: str, body: dict[str, Any], seq: int) -> None:
             raise ProtocolError("bad_field", f"advice: action must be one of {ADVICE_ACTIONS}", seq)
         if not all(_is(h, _STR) for h in body.get("hosts", [])):
             raise ProtocolError("bad_field", "advice: 'hosts' must be strings", seq)
-    if t == "finished" and body["status"] not in ("done", "error"):
-        raise ProtocolError("bad_field", "finished: status must be 'done' or 'error'", seq)
+    if t == "finished" and body["status"] not in FINISHED:
+        raise ProtocolError("bad_field", f"finished: status must be one of {', '.join(FINISHED)}", seq)
     if t == "job_ended" and body["status"] not in ("end", "error"):
         raise ProtocolError("bad_field", "job_ended: status must be 'end' or 'error'", seq)
     if t in NODE_TYPES:

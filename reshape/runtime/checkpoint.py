@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
+from reshape.joblink.jobenv import parse_every
 from reshape.mpiutil import allreduce, bcast_obj
 from reshape.redistribution.layout import Layout
 from reshape.redistribution.schedule import make_plan
@@ -51,18 +52,6 @@ __all__ = ["Checkpointer", "Restored", "from_settings", "latest", "parse_every",
 
 KEEP = 2  # complete checkpoints kept
 DEFAULT_DIR = "reshape-checkpoints"
-
-
-def parse_every(text: str) -> tuple[str, float] | None:
-    """``every:N`` -> ``("every", N)``, ``seconds:T`` -> ``("seconds", T)``; None if malformed."""
-    kind, _, value = text.partition(":")
-    try:
-        x = float(value) if kind == "seconds" else int(value)
-    except ValueError:
-        return None
-    if kind not in ("every", "seconds") or not 0 < x < float("inf"):
-        return None
-    return kind, x
 
 
 def _name(iteration: int) -> str:

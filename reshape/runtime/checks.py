@@ -27,12 +27,12 @@ import numpy as np
 from reshape import faults
 from reshape.joblink import jobenv as E
 from reshape.joblink.advice import parse_plan
+from reshape.joblink.jobenv import parse_every
 from reshape.joblink.launchers import LAUNCHERS
 from reshape.mpiutil import mpi_type
 from reshape.redistribution import nodecopy
 from reshape.redistribution.layout import Layout, LayoutError
 from reshape.redistribution.redistribute import METHODS
-from reshape.runtime.checkpoint import parse_every
 from reshape.runtime.darray import layout_rule
 from reshape.runtime.watchdog import DEFAULT_TIMEOUT, resize_timeout
 

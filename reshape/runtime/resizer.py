@@ -456,15 +456,17 @@ class Resizer(Joining, Background, Parking):
                 print(f"[reshape] advisor error at finish: {e}", file=sys.stderr, flush=True)
 
     # ------------------------------------------------------------ internals
-    def _report_abort(self, reason: str) -> None:
-        """Tell the scheduler (any rank may) why the job is being aborted; bounded, best effort."""
+    def _report_abort(self, reason: str, lost: bool = False) -> None:
+        """Tell the scheduler (any rank may) why the job is being aborted; bounded, best effort.
+        ``lost``: a process was lost mid-resize (status ``lost``: the job may be restarted from its checkpoint)."""
+        status = "lost" if lost else "error"
         if os.environ.get(E.SCHEDULER):
             from reshape.joblink.client import SchedulerClient
 
             env = {**os.environ, E.SCHEDULER_TIMEOUT: "2.0"}
-            SchedulerClient.from_env(env).finished("error", reason)
+            SchedulerClient.from_env(env).finished(status, reason)
         elif self.advisor is not None:
-            self.advisor.finished("error", reason)
+            self.advisor.finished(status, reason)
 
     def _check_size(self, q: int, action: str) -> str | None:
         """Why the job cannot ``action`` (expand or shrink) to ``q`` processes now, or None."""

@@ -50,7 +50,7 @@ DEFAULT_TIMEOUT = 120.0  # seconds for one whole resize (spawn, merge, redistrib
 ABORT_CODE = 75
 ABORT_GRACE = 5.0  # seconds MPI_Abort gets before the process exits by itself
 
-Reporter = Callable[[str], None]
+Reporter = Callable[..., None]  # report(reason, lost=False); lost: a process was lost, not the program's error
 
 
 def resize_timeout(env: dict[str, str] | None = None) -> float:
@@ -68,12 +68,14 @@ def resize_timeout(env: dict[str, str] | None = None) -> float:
     return value
 
 
-def abort(reason: str, report: Reporter | None = None, code: int = ABORT_CODE) -> None:
-    """Print ``reason``, tell the scheduler (best effort, bounded), end the whole job. Does not return."""
+def abort(reason: str, report: Reporter | None = None, code: int = ABORT_CODE, lost: bool = False) -> None:
+    """Print ``reason``, tell the scheduler (best effort, bounded), end the whole job. Does not return.
+    ``lost``: a process of the job was lost (a resize could not complete): the scheduler may restart
+    the job from its checkpoint; otherwise the program failed."""
     print(f"[reshape] aborting the job: {reason}", file=sys.stderr, flush=True)
     if report is not None:
         try:
-            report(reason)
+            report(reason, lost=lost)
         except Exception as e:  # the scheduler may be gone too: the abort must happen anyway
             print(f"[reshape] could not report the abort: {e}", file=sys.stderr, flush=True)
     threading.Thread(target=_exit_later, name="reshape-abort-grace", daemon=True).start()
@@ -142,7 +144,7 @@ class Watchdog:
                 reason = (f"{self._what} did not complete within {self._timeout:g} s ({ENV_TIMEOUT}{step}); "
                           "a rank of the job is dead or unreachable")
                 break
-        abort(reason, self.report)
+        abort(reason, self.report, lost=True)
 
 
 class Guarded:
@@ -177,7 +179,8 @@ class Guarded:
 
     def _abort_resize(self, what: str, e: BaseException) -> None:
         """A resize failed once processes or data were in motion: abort the whole job, saying why (never returns)."""
-        abort(f"{what} failed on rank {self.rank} ({self._dog.step}): {type(e).__name__}: {e}", self._report_abort)
+        abort(f"{what} failed on rank {self.rank} ({self._dog.step}): {type(e).__name__}: {e}", self._report_abort,
+              lost=True)
         raise e  # not reached: abort ends the process
 
 

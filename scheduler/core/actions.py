@@ -37,6 +37,7 @@ class Launch:
 @dataclass(frozen=True, slots=True)
 class Kill:
     job_id: int
+    attempt: int | None = None  # the attempt whose processes end (None: the running one; scheduler.core.restarts)
 
 
 @dataclass(frozen=True, slots=True)

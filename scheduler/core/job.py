@@ -101,6 +101,12 @@ class Job:
     parked: list[str] = field(default_factory=list)  # hosts of its parked (reuse, standby) ranks, as last reported
     sizes: tuple[int, ...] | None = None  # legal sizes narrowed by what its program announced (hello)
     allocation: str | None = None  # the resource manager's allocation it runs in, if it was started there
+    restarts: int = 0  # attempts after a loss (scheduler.core.restarts); the attempt running is restarts + 1
+    failures: list[str] = field(default_factory=list)  # why each earlier attempt ended
+    iterations_lost: int = 0  # iterations done and lost to failures (redone after resuming from checkpoints)
+    iterations_lost_at: int | None = None  # iterations of the attempt that failed, until the next one reports
+    resumed_at: int | None = None  # the iteration the last restart resumed at
+    nprocs_override: int | None = None  # the size a restart starts at, where nodes were lost
     # caches for snapshots (one per request): the immutable spec, the last policy view
     _spec: JobSpec | None = field(default=None, init=False, repr=False, compare=False)
     _view: RunningJob | None = field(default=None, init=False, repr=False, compare=False)
@@ -114,8 +120,17 @@ class Job:
         """The policies' view of the job file, with the announced sizes (if any)."""
         if self._spec is None:
             spec = spec_from_dict(self.job_id, self.arrival_time, self.desc)
-            self._spec = spec if self.sizes is None else replace(spec, sizes=self.sizes)
+            if self.sizes is not None:
+                spec = replace(spec, sizes=self.sizes)
+            if self.nprocs_override is not None:
+                spec = replace(spec, nprocs=self.nprocs_override, min_procs=min(spec.min_procs, self.nprocs_override))
+            self._spec = spec
         return self._spec
+
+    def restart_at(self, nprocs: int) -> None:
+        """A restart starts at ``nprocs`` (fewer nodes are up than the job asked for)."""
+        self.nprocs_override = nprocs
+        self._spec = None
 
     def announce(self, sizes: tuple[int, ...]) -> None:
         """The sizes the job's program accepts, already narrowed against its job file."""
@@ -133,7 +148,9 @@ class Job:
                 "resizes": self.resizes, "redist_seconds": self.redist_seconds,
                 "deadline": self.deadline, "reservation": self.reservation, "point_time": self.point_time,
                 "parked": self.parked, "sizes": list(self.sizes) if self.sizes is not None else None,
-                "allocation": self.allocation}
+                "allocation": self.allocation, "restarts": self.restarts, "failures": self.failures,
+                "iterations_lost": self.iterations_lost, "iterations_lost_at": self.iterations_lost_at,
+                "resumed_at": self.resumed_at, "nprocs_override": self.nprocs_override}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Job:

@@ -18,6 +18,9 @@ The legal sizes these fields allow are :func:`scheduler.core.policy.legal_sizes`
     launch = "mpi"        # "mpi": mpiexec -n <size>; "single": one process emulating <size>
     resize_timeout = 120  # optional: seconds one resize may take; then the job is aborted
     iterations = 50       # optional: iteration count (with walltime: resizes keep the deadline)
+    checkpoint = "every:10"   # optional: checkpoints of the registered arrays (RESHAPE_CHECKPOINT)
+    checkpoint_dir = "ckpt"   # optional: where (default: the daemon's --checkpoint-root/job-ID)
+    max_restarts = 3      # with checkpoint: restarts after a lost rank, node or mpiexec (default 3)
     [env]                 # optional extra environment variables
     FOO = "1"
 
@@ -31,6 +34,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
+from reshape.joblink.jobenv import parse_every
 from reshape.joblink.protocol import MAX_SIZES
 from reshape.redistribution.layout import nearly_square_grid
 from reshape.runtime.watchdog import DEFAULT_TIMEOUT as DEFAULT_RESIZE_TIMEOUT
@@ -58,6 +62,10 @@ FIELDS = {
     "launch": '"mpi" (default): mpiexec -n SIZE; "single": one process emulating SIZE',
     "env": "table of extra environment variables",
     "resize_timeout": f"seconds one resize may take, then the job is aborted (default {DEFAULT_RESIZE_TIMEOUT:g})",
+    "checkpoint": '"every:N" (iterations) or "seconds:T": checkpoints of the registered arrays; a job that '
+                  "loses a rank, a node or mpiexec is restarted from the last one",
+    "checkpoint_dir": "where the checkpoints go (default: the daemon's --checkpoint-root/job-ID; shared by the nodes)",
+    "max_restarts": "restarts after such losses before the job fails (default 3; with checkpoint)",
 }
 _KEYS = set(FIELDS)
 
@@ -67,6 +75,7 @@ class JobFileError(ValueError):
 
 
 MAX_INT = 1 << 31  # sizes, counts: anything larger is a mistake, not a cluster
+DEFAULT_MAX_RESTARTS = 3
 MAX_SECONDS = 1e9  # about 31 years: delays, walltimes, timeouts
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -143,6 +152,14 @@ def validate_job(d: Any, pool_slots: int | None = None) -> dict[str, Any]:
     resize_timeout = _num(d, "resize_timeout")
     if resize_timeout is not None and not 0 < resize_timeout < 1e9:
         raise JobFileError(f"'resize_timeout' must be a number of seconds > 0, got {d['resize_timeout']!r}")
+    checkpoint = d.get("checkpoint")
+    if checkpoint is not None and (not isinstance(checkpoint, str) or parse_every(checkpoint) is None):
+        raise JobFileError(f"'checkpoint' must be \"every:N\" (iterations, N >= 1) or \"seconds:T\" (T > 0), "
+                           f"got {checkpoint!r}"[:300])
+    ckdir = d.get("checkpoint_dir")
+    if ckdir is not None and (not isinstance(ckdir, str) or not ckdir.strip() or not _text(ckdir)):
+        raise JobFileError(f"'checkpoint_dir' must be a directory path, got {ckdir!r}"[:300])
+    max_restarts = _int(d, "max_restarts", 0)
     if max_procs is not None and max_procs < min_procs:
         raise JobFileError(f"max_procs {max_procs} < min_procs {min_procs}")
     if not min_procs <= nprocs <= (max_procs or nprocs):
@@ -153,7 +170,9 @@ def validate_job(d: Any, pool_slots: int | None = None) -> dict[str, Any]:
            "max_procs": max_procs, "sizes": sizes, "divides": divides, "topology": topology,
            "resizable": resizable, "walltime": _num(d, "walltime"),
            "arrival_delay": _num(d, "arrival_delay") or 0.0, "launch": launch, "env": dict(env),
-           "iterations": iterations, "resize_timeout": resize_timeout or DEFAULT_RESIZE_TIMEOUT}
+           "iterations": iterations, "resize_timeout": resize_timeout or DEFAULT_RESIZE_TIMEOUT,
+           "checkpoint": checkpoint, "checkpoint_dir": ckdir,
+           "max_restarts": DEFAULT_MAX_RESTARTS if max_restarts is None else max_restarts}
     spec = spec_from_dict(0, 0.0, out)
     if not legal_sizes(spec, pool_slots or nprocs, (nprocs,)):
         if sizes and nprocs not in sizes:

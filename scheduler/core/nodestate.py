@@ -120,7 +120,9 @@ class NodeStates:
         self._node_event(now, rec, "down", reason)
         out: list[Launch | Kill] = []
         for j in self.running():
-            if host in j.hosts:
+            if host in j.hosts and self.restartable(j, None, loss=True):
+                out += self.restart(j, now, f"node {host} down ({reason})", attempt_killed=True)
+            elif host in j.hosts:
                 out.append(self._kill_failed(j, now, f"node {host} down ({reason})", f"node {host} down"))
             elif j.pending and j.pending.expands and host in j.pending.hosts:
                 self._abandon_resize(j, now, f"node {host} down")

@@ -79,7 +79,10 @@ class Resizes:
                 continue
             timeout = resize_timeout_of(j.desc)
             limit = timeout + RESIZE_GRACE[0] + RESIZE_GRACE[1] * timeout
-            if now - p.t > limit:
+            if now - p.t > limit and self.restartable(j, None, loss=True):
+                out += self.restart(j, now, f"{self._resize_name(j)} not confirmed within {limit:g} s",
+                                    attempt_killed=True)
+            elif now - p.t > limit:
                 why = f"{self._resize_name(j)} not confirmed within {limit:g} s; job killed"
                 out.append(self._kill_failed(j, now, why if not j.error else f"{j.error}; {why}", why))
         return out + (self.schedule(now) if out else [])
@@ -117,6 +120,7 @@ class Resizes:
         self._reconcile(j, n, now)
         if n != j.nprocs:
             raise StateError("bad_size", f"job {job_id} reports {n} processes, scheduler has {j.nprocs}")
+        self.resumed(j, ev.iteration)
         j.iterations = max(j.iterations, ev.iteration)
         j.point_time = now
         j.parked = list(ev.parked or ())  # processes it keeps on those hosts beyond its slots

@@ -68,13 +68,14 @@ from scheduler.core.policy import (
 )
 from scheduler.core.pool import Pool, PoolError
 from scheduler.core.resizes import RESIZE_GRACE, Resizes
+from scheduler.core.restarts import Restarts
 from scheduler.core.walltime import kill_time, start_deadline
 
 __all__ = ["RESIZE_GRACE", "ClusterState", "Job", "Kill", "Launch", "NodeRecord", "StateError"]
 
 
 
-class ClusterState(JobTable, NodeStates, Resizes):
+class ClusterState(JobTable, NodeStates, Resizes, Restarts):
     """Queue, running jobs, pool and profiles, driven by events (see module docstring).
 
     ``strict``: a policy decision that cannot be applied (a start of a job that
@@ -335,6 +336,9 @@ class ClusterState(JobTable, NodeStates, Resizes):
             return []
         during = f" during {self._resize_name(j)}" if j.pending else ""
         ok = self._ended_well(j, None if code is None else code == 0)
+        if not ok and self.restartable(j, code):
+            how = j.error or (f"exit code {code}" if code is not None else "process vanished")
+            return self.restart(j, now, f"{how}{during}")
         self._release_all(j)
         j.exit_code = code
         if ok:
@@ -390,9 +394,13 @@ class ClusterState(JobTable, NodeStates, Resizes):
             j.error = error
         self._mark(j)
 
-    def job_ended(self, job_id: int, host: str, status: str, detail: str | None, now: float) -> None:
-        """The monitor of the job's first node saw its processes there end (``status`` end or error)."""
+    def job_ended(self, job_id: int, host: str, status: str, detail: str | None, now: float,
+                  attempt: int = 0) -> None:
+        """The monitor of the job's first node saw its processes there end (``status`` end or error);
+        ``attempt``: of which attempt (an earlier one's end settles nothing: ``scheduler.core.restarts``)."""
         j = self._running(job_id)
+        if attempt != j.restarts:
+            return
         first = j.hosts[0] if j.hosts else None
         if host != first:
             raise StateError("not_first_node", f"job {job_id}'s first node is {first!r}, not {host!r} "
@@ -435,7 +443,8 @@ class ClusterState(JobTable, NodeStates, Resizes):
                     "submit_time": j.submit_time, "start_time": j.start_time,
                     "iterations": j.iterations, "connected": j.connected,
                     "pending": None if not j.pending else f"{j.pending.action} {j.pending.new}",
-                    "parked": dict(sorted(collections.Counter(j.parked).items())), "allocation": j.allocation}
+                    "parked": dict(sorted(collections.Counter(j.parked).items())), "allocation": j.allocation,
+                    "restarts": j.restarts, "resumed_at": j.resumed_at, "iterations_lost": j.iterations_lost}
 
         waiting = list(self._waiting.values()) if limit is None else \
             list(itertools.islice(self._waiting.values(), max(0, limit)))
@@ -534,7 +543,7 @@ def _finished(s: ClusterState, ev: Finished, now: float) -> tuple[Any, list]:
 
 
 def _job_ended(s: ClusterState, ev: JobEnded, now: float) -> tuple[Any, list]:
-    s.job_ended(ev.job_id, ev.node, ev.status, ev.detail, now)
+    s.job_ended(ev.job_id, ev.node, ev.status, ev.detail, now, ev.attempt or 0)
     return None, []
 
 

@@ -76,7 +76,8 @@ def cmd_daemon(args: argparse.Namespace) -> int:
             app_params={**(pre.app_params if not args.app_policy else {}), **dict(args.app_param)},
             remap_params={**(pre.remap_params if not args.remap_policy else {}), **dict(args.remap_param)},
             workdir=args.workdir, node_timeout=args.node_timeout, require_monitors=args.require_monitors,
-            keys=args.keys, launcher=args.launcher, overtime=args.overtime, dashboard=args.dashboard)
+            keys=args.keys, launcher=args.launcher, overtime=args.overtime, dashboard=args.dashboard,
+            checkpoint_root=args.checkpoint_root)
         d = Daemon(args.state_dir, args.endpoint, pool, settings, rm=from_args(args), listen=True)
     except (PoolError, ValueError) as e:
         print(f"reshape daemon: {e}", file=sys.stderr)
@@ -346,6 +347,9 @@ def _add_daemon(sub: argparse._SubParsersAction) -> None:
                    help="also serve a live web dashboard and Prometheus /metrics over HTTP (default host "
                         "127.0.0.1; port 0 picks a free one; a non-loopback host, or --keys, requires the token the "
                         "daemon writes to STATE_DIR/dashboard.token; docs/daemon.md)")
+    p.add_argument("--checkpoint-root", metavar="DIR",
+                   help="where jobs with 'checkpoint' in their job file write theirs, one directory per job "
+                        "(default STATE_DIR/checkpoints; on a cluster, a directory every node shares)")
     add_options(p)
     p.set_defaults(func=cmd_daemon)
 

@@ -77,6 +77,7 @@ class Settings:
     launcher: str | None = None
     overtime: float = 30.0
     dashboard: str | None = None
+    checkpoint_root: str | None = None  # where jobs with checkpoint write theirs (default STATE_DIR/checkpoints)
 
     def check(self) -> None:
         if not self.node_timeout > 0:
@@ -124,7 +125,7 @@ class Daemon:
         self.state.restore(jobs, meta.get("next_id", 1))
         self.rm.attach(self.state, now)  # after the journal: the manager reconciles it with what it holds
         self.supervisor = Supervisor(self.state, self.state_dir, cfg.workdir or os.getcwd(), self.launcher,
-                                     job_endpoint(endpoint), self.keys_dir, cfg.overtime)
+                                     job_endpoint(endpoint), self.keys_dir, cfg.overtime, cfg.checkpoint_root)
         self.supervisor.settle_unlaunched(now)
         self._init_counters()
         self.warnings: list[str] = [f"journal record set aside (table quarantine): {q}"

@@ -76,10 +76,11 @@ def _launcher(pid: str) -> bool:
         return True
 
 
-def local_jobs(tag_prefix: str, node: str) -> dict[int, int]:
-    """Job id -> number of processes in this node's network namespace, for jobs whose first node is ``node``."""
+def local_jobs(tag_prefix: str, node: str) -> dict[tuple[int, int], int]:
+    """(job id, attempt) -> number of processes in this node's network namespace, for jobs whose first node is
+    ``node`` (the attempt: 0, or the number after ``~`` in a restarted job's tag)."""
     mine, me, prefix = _netns("self"), str(os.getpid()), tag_prefix.encode()
-    out: dict[int, int] = {}
+    out: dict[tuple[int, int], int] = {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit() or pid == me or _netns(pid) != mine:
             continue
@@ -90,11 +91,12 @@ def local_jobs(tag_prefix: str, node: str) -> dict[int, int]:
         first = env.get(E.HOSTS.encode(), b"").split(b",")[0].decode(errors="replace")
         if first != node:
             continue
+        jid, _, attempt = tag[len(prefix):].partition(b"~")
         try:
-            jid = int(tag[len(prefix):])
+            key = (int(jid), int(attempt or 0))
         except ValueError:
             continue
-        out[jid] = out.get(jid, 0) + 1
+        out[key] = out.get(key, 0) + 1
     return out
 
 
@@ -111,9 +113,9 @@ class NodeMonitor:
         self.log = log or sys.stderr
         self.registered = False
         self.tag: str | None = None
-        self.seen: dict[int, int] = {}  # job -> processes at the last scan that found some
-        self.missing: dict[int, int] = {}  # job -> scans in a row without a process
-        self.reported: set[int] = set()
+        self.seen: dict[tuple[int, int], int] = {}  # (job, attempt) -> processes at the last scan that found some
+        self.missing: dict[tuple[int, int], int] = {}  # (job, attempt) -> scans in a row without a process
+        self.reported: set[tuple[int, int]] = set()
         self.stop = threading.Event()
         self.beat = interval or 1.0
 
@@ -147,20 +149,21 @@ class NodeMonitor:
                 if jid not in self.reported:
                     self.reported.add(jid)
                     self._ended(jid, n)
-        return sorted(now_jobs)
+        return sorted({jid for jid, _ in now_jobs})
 
-    def _ended(self, jid: int, n: int) -> None:
+    def _ended(self, key: tuple[int, int], n: int) -> None:
+        jid, attempt = key
+        body = {"node": self.node, "incarnation": self.incarnation, "status": "end", "processes": n,
+                "detail": f"its {n} process(es) on {self.node} ended"}
         try:
-            self.conn.request("job_ended", {"node": self.node, "incarnation": self.incarnation, "status": "end",
-                                            "processes": n, "detail": f"its {n} process(es) on {self.node} ended"},
-                              job_id=jid)
+            self.conn.request("job_ended", {**body, "attempt": attempt} if attempt else body, job_id=jid)
             self.say(f"job {jid}: ended here (reported)")
         except DaemonError as e:  # not_running: the daemon saw the end first
             self.say(f"job {jid}: ended here ({e.code})")
         except SchedulerUnavailable:
-            self.reported.discard(jid)  # try again at the next scan
-            self.seen[jid] = n
-            self.missing[jid] = 1
+            self.reported.discard(key)  # try again at the next scan
+            self.seen[key] = n
+            self.missing[key] = 1
 
     def step(self) -> None:
         """One round: (re)register if needed, scan, heartbeat."""

@@ -34,8 +34,9 @@ __all__ = ["job_argv", "job_pids", "job_tag", "kill_job", "kill_jobs", "read_exi
 TAG = E.JOB_TAG
 
 
-def job_tag(state_dir: str, job_id: int) -> str:
-    return f"{os.path.abspath(state_dir)}#{job_id}"
+def job_tag(state_dir: str, job_id: int, attempt: int = 0) -> str:
+    """The tag every process of a job's attempt carries (a restarted job's: ``#ID~ATTEMPT``)."""
+    return f"{os.path.abspath(state_dir)}#{job_id}" + (f"~{attempt}" if attempt else "")
 
 
 def job_pids(tag: str) -> list[int]:
@@ -75,13 +76,16 @@ def job_argv(desc: dict[str, Any], hosts: list[str]) -> list[str]:
 
 def start_job(job_id: int, desc: dict[str, Any], hosts: list[str], endpoint: str, launcher: Launcher,
               log_path: str, tag: str, cwd: str | None = None, exit_path: str | None = None,
-              run_as: int | None = None) -> subprocess.Popen:
+              run_as: int | None = None, checkpoint_dir: str | None = None) -> subprocess.Popen:
     """Launch the job with ``launcher`` (its environment reaches every rank); raises OSError if it
-    cannot start. ``run_as``: a uid to run it as (a root daemon runs each job as its owner)."""
+    cannot start. ``run_as``: a uid to run it as (a root daemon runs each job as its owner).
+    ``checkpoint_dir``: where a job with ``checkpoint`` writes and resumes (``RESHAPE_CHECKPOINT_DIR``)."""
+    ckdir = checkpoint_dir or desc.get("checkpoint_dir") or "reshape-checkpoints"
+    ckpt = {E.CHECKPOINT: desc["checkpoint"], E.CHECKPOINT_DIR: ckdir} if desc.get("checkpoint") else {}
     env = mpi_env({**launcher.env(), **desc.get("env", {}), TAG: tag, E.SCHEDULER: endpoint,
                    E.JOB_ID: str(job_id), E.NPROCS: str(len(hosts)),
                    E.HOSTS: ",".join(hosts),
-                   E.RESIZE_TIMEOUT: f"{resize_timeout_of(desc):g}"})
+                   E.RESIZE_TIMEOUT: f"{resize_timeout_of(desc):g}", **ckpt})
     env.pop(E.PLAN, None)
     os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
     argv = job_argv(desc, hosts)

@@ -60,8 +60,9 @@ class Supervisor:
     poll_all_up_to = 64  # with more running jobs, the kernel names the exited ones (:meth:`_exited`)
 
     def __init__(self, state: ClusterState, state_dir: str, workdir: str, launcher: Launcher,
-                 endpoint: str, keys_dir: str | None, overtime: float):
+                 endpoint: str, keys_dir: str | None, overtime: float, checkpoint_root: str | None = None):
         self.state, self.state_dir, self.workdir = state, state_dir, workdir
+        self.checkpoint_root = checkpoint_root or os.path.join(state_dir, "checkpoints")
         self.launcher, self.endpoint, self.keys_dir, self.overtime = launcher, endpoint, keys_dir, overtime
         self.procs: dict[int, subprocess.Popen] = {}
         self._reap: list[subprocess.Popen] = []  # killed jobs' mpiexec not yet reaped
@@ -76,8 +77,16 @@ class Supervisor:
     def exit_path(self, job_id: int) -> str:
         return os.path.join(self.state_dir, "logs", f"job-{job_id}.exit")
 
-    def tag(self, job_id: int) -> str:
-        return job_tag(self.state_dir, job_id)
+    def tag(self, job_id: int, attempt: int | None = None) -> str:
+        """The processes of the job's attempt (default: the one running; ``scheduler.core.restarts``)."""
+        j = self.state.jobs.get(job_id)
+        return job_tag(self.state_dir, job_id, (j.restarts if j else 0) if attempt is None else attempt)
+
+    def checkpoint_dir(self, job_id: int) -> str:
+        """Where the job's checkpoints go: its job file's ``checkpoint_dir``, else the daemon's root."""
+        d = self.state.jobs[job_id].desc.get("checkpoint_dir")
+        return os.path.abspath(os.path.join(self.workdir, d)) if d else os.path.join(self.checkpoint_root,
+                                                                                     f"job-{job_id}")
 
     # ------------------------------------------------------------------ reaper thread
     def start(self) -> None:
@@ -106,11 +115,11 @@ class Supervisor:
     # ------------------------------------------------------------------ actions
     def perform(self, actions: list, now: float) -> None:
         """Kills first (all at once: one grace period, whatever the number of jobs), then launches."""
-        kills = [a.job_id for a in actions if isinstance(a, Kill)]
+        kills = [a for a in actions if isinstance(a, Kill)]
         if kills:
-            kill_jobs([self.tag(jid) for jid in kills])
+            kill_jobs([self.tag(k.job_id, k.attempt) for k in kills])
             self._strays.put("")  # and sweep, off the loop, what ranks killed earlier left
-            for jid in kills:
+            for jid in (k.job_id for k in kills):
                 p = self.procs.pop(jid, None)
                 if p:  # reap it; a stray one is reaped by the System Monitor's poll later
                     with contextlib.suppress(subprocess.TimeoutExpired):
@@ -132,7 +141,7 @@ class Supervisor:
         try:
             p = start_job(j.job_id, desc, j.hosts, self.endpoint, self.launcher, self.log_path(j.job_id),
                           self.tag(j.job_id), cwd=self.workdir, exit_path=self.exit_path(j.job_id),
-                          run_as=run_as(j.owner))
+                          run_as=run_as(j.owner), checkpoint_dir=self.checkpoint_dir(j.job_id))
         except (OSError, ValueError) as e:  # ValueError: what the OS cannot take (e.g. NUL)
             return [a for a in self.state.exited(j.job_id, 127, now, f"cannot start: {e}") if isinstance(a, Launch)]
         self.procs[j.job_id] = p

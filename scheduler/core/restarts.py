@@ -1,0 +1,75 @@
+"""Recovery from lost processes (the core's half): a job with checkpoints that loses a rank, a node or its
+``mpiexec`` is queued again and resumes from its last checkpoint, at a size that fits the live nodes.
+
+:class:`Restarts` is mixed into ``scheduler.core.state.ClusterState``. A failure is a *loss* (the job is
+restarted, up to its job file's ``max_restarts``) when the job has ``checkpoint`` set and:
+
+* the job reported ``lost`` (``finished``: its runtime aborted a resize a process of it could not finish), or
+* it reported nothing and its ``mpiexec`` ended by a signal that kills from outside (``KILLED``: SIGKILL,
+  SIGTERM, SIGHUP, SIGINT, as Hydra reports them: the signal number, or 128 + it), or vanished (adopted
+  after a restart of the daemon, no exit status), or
+* its node went down, or a resize of it was never confirmed.
+
+A job that reported ``error`` (its program failed), ended with another status (a program's own exit code, a
+crash such as SIGSEGV), ran past its walltime or was cancelled is not restarted. Each attempt has its own
+process tag (``scheduler.service.startup.job_tag``), so what is left of a lost attempt is killed without
+touching the next one, and a node monitor's report of an attempt that ended settles only that attempt.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from scheduler.core.actions import Kill, Launch
+from scheduler.core.job import Job, JobState
+
+if TYPE_CHECKING:
+    from scheduler.core.pool import Pool
+
+__all__ = ["KILLED", "Restarts"]
+
+KILLED = frozenset({1, 2, 9, 15, 129, 130, 137, 143})  # SIGHUP, SIGINT, SIGKILL, SIGTERM (n or 128 + n)
+
+
+class Restarts:
+    """The restart half of the core; expects ``pool`` and the job helpers of ``ClusterState``."""
+
+    pool: Pool
+
+    @staticmethod
+    def restartable(j: Job, code: int | None, loss: bool = False) -> bool:
+        """Whether ``j``'s end is a loss it recovers from (module docstring). ``loss``: a node went down
+        or a resize was never confirmed."""
+        if not j.desc.get("checkpoint") or j.restarts >= j.desc.get("max_restarts", 0) or j.allocation is not None:
+            return False  # (a job a resource manager started is restarted there, e.g. by Slurm's requeue)
+        if j.reported == "lost":
+            return True
+        if j.reported is not None:
+            return False  # done, or the program's own error
+        return loss or code is None or code in KILLED
+
+    def restart(self, j: Job, now: float, why: str, attempt_killed: bool = False) -> list[Launch | Kill]:
+        """Queue ``j`` again to resume from its last checkpoint; its slots return. ``attempt_killed``:
+        its processes still run (a node down, a stuck resize): a kill of this attempt comes first."""
+        out: list[Launch | Kill] = [Kill(j.job_id, j.restarts)] if attempt_killed else []
+        self._release_all(j)
+        j.failures = [*j.failures, why]
+        j.iterations_lost_at = j.iterations
+        j.restarts += 1
+        j.sid = j.reported = j.node_report = j.error = j.exit_code = None
+        j.start_time = j.deadline = j.reservation = j.point_time = None
+        j.connected, j.iterations, j.parked = False, 0, []
+        fits = [p for p in range(min(j.spec.nprocs, self.pool.total), 0, -1) if self._legal(j.spec, p)]
+        if fits and fits[0] < j.spec.nprocs:  # nodes were lost: start at the largest legal size that fits
+            j.restart_at(fits[0])
+        self._set(j, JobState.QUEUED)
+        self._event(now, j, "restart", f"attempt {j.restarts + 1} after: {why}")
+        return out + self.schedule(now)
+
+    def resumed(self, j: Job, iteration: int) -> None:
+        """The first resize point after a restart: the job resumed at ``iteration`` (completed ones
+        before it); the iterations done since the last checkpoint are counted as lost."""
+        if j.iterations_lost_at is not None:
+            j.resumed_at = max(0, iteration - 1)
+            j.iterations_lost += max(0, j.iterations_lost_at - j.resumed_at)
+            j.iterations_lost_at = None

@@ -1,0 +1,96 @@
+"""Recovery from lost processes in the scheduler core (``scheduler.core.restarts``): events in, actions out.
+
+A job with ``checkpoint`` that loses a rank, ``mpiexec`` or a node is queued again and relaunched as a new
+attempt (its own process tag), resuming from its checkpoint; the iterations since the checkpoint are
+counted as lost; anything the program itself got wrong ends it as before.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from reshape.joblink import protocol as P
+from scheduler.core.jobfile import validate_job
+from scheduler.core.policy import app_policy, remap_policy
+from scheduler.core.pool import Node, Pool, default_pool
+from scheduler.core.restarts import KILLED
+from scheduler.core.state import ClusterState, Kill, Launch
+
+
+def make(pool=None) -> ClusterState:
+    return ClusterState(pool or default_pool(4), app_policy("easy"), remap_policy("static"))
+
+
+def job(**kw) -> dict:
+    return validate_job({"command": ["true"], "nprocs": 2, "checkpoint": "every:5", **kw})
+
+
+def started(st: ClusterState, **kw) -> int:
+    jid = st.submit(job(**kw), 0.0)
+    assert st.tick(0.0) == [Launch(jid)]
+    return jid
+
+
+@pytest.mark.parametrize("code", [*sorted(KILLED), None])
+def test_a_job_whose_processes_were_killed_is_relaunched_as_its_next_attempt(code):
+    st = make()
+    jid = started(st)
+    st.handle(P.ResizePoint(job_id=jid, iteration=12, nprocs=2, iter_time=1.0), 5.0)
+    acts = st.exited(jid, code, 6.0)
+    j = st.jobs[jid]
+    assert acts == [Launch(jid)] and j.state == "running" and j.restarts == 1 and j.iterations == 0
+    assert j.failures == [f"exit code {code}" if code is not None else "process vanished"]
+    st.handle(P.ResizePoint(job_id=jid, iteration=11, nprocs=2, iter_time=1.0), 9.0)  # resumed at 10
+    assert (j.resumed_at, j.iterations_lost) == (10, 2)
+    st.validate()
+
+
+@pytest.mark.parametrize(("report", "code"), [("error", 9), (None, 3), (None, 11), ("done", 9)])
+def test_what_the_program_got_wrong_or_finished_is_not_restarted(report, code):
+    st = make()
+    jid = started(st)
+    if report:
+        st.handle(P.Finished(job_id=jid, status=report), 1.0)
+    st.exited(jid, code, 2.0)
+    assert st.jobs[jid].restarts == 0 and st.jobs[jid].state in ("done", "failed")
+
+
+def test_a_job_that_reports_a_lost_process_is_restarted_until_max_restarts():
+    st = make()
+    jid = started(st, max_restarts=2)
+    for attempt in (1, 2):
+        st.handle(P.Finished(job_id=jid, status="lost", error="expand 2->4 did not complete within 60 s"), 1.0)
+        assert st.exited(jid, 75, 2.0) == [Launch(jid)] and st.jobs[jid].restarts == attempt
+    st.handle(P.Finished(job_id=jid, status="lost", error="again"), 3.0)
+    st.exited(jid, 75, 4.0)
+    j = st.jobs[jid]
+    assert j.state == "failed" and j.restarts == 2 and "again" in j.error and len(j.failures) == 2
+    without = make()
+    jid = without.submit(validate_job({"command": ["true"], "nprocs": 2}), 0.0)  # no checkpoint: fails as before
+    without.tick(0.0)
+    without.exited(jid, 9, 1.0)
+    assert without.jobs[jid].state == "failed" and without.jobs[jid].restarts == 0
+
+
+def test_a_node_down_restarts_the_job_on_the_nodes_left_killing_only_the_lost_attempt():
+    st = make(Pool([Node("a", 2), Node("b", 2)]))
+    for n in ("a", "b"):
+        st.node_register(n, "m1", 0.0)
+    jid = started(st, nprocs=4, min_procs=1, sizes=[1, 2, 4])
+    assert sorted(set(st.jobs[jid].hosts)) == ["a", "b"]
+    acts = st.node_down("b", 1.0, "no heartbeat")
+    assert acts[0] == Kill(jid, 0) and Launch(jid) in acts
+    j = st.jobs[jid]
+    assert j.restarts == 1 and j.nprocs == 2 and set(j.hosts) == {"a"} and j.spec.nprocs == 2
+    st.validate()
+
+
+def test_a_monitor_report_of_an_earlier_attempt_settles_nothing():
+    st = make(Pool([Node("a", 4)]))
+    st.node_register("a", "m1", 0.0)
+    jid = started(st)
+    st.exited(jid, 9, 1.0)
+    st.handle(P.JobEnded(job_id=jid, node="a", incarnation="m1", status="end"), 2.0)  # attempt 0 ended
+    assert st.jobs[jid].node_report is None
+    st.handle(P.JobEnded(job_id=jid, node="a", incarnation="m1", status="end", attempt=1), 3.0)
+    assert st.jobs[jid].node_report is not None
