@@ -95,3 +95,39 @@ def test_a_job_killed_mid_run_loses_at_most_the_iterations_since_its_last_checkp
 def test_bad_checkpoint_settings_stop_every_rank_with_one_reason(mpirun, env, why):
     res = mpirun(2, [*HEAT, "--steps", "3"], env=env, check=False)
     assert res.returncode != 0 and why in res.stderr, res.stderr
+
+
+@pytest.mark.procs
+def test_under_the_daemon_a_job_that_loses_a_rank_restarts_from_its_checkpoint_and_ends_done(daemon, mpirun):
+    """kill -9 of one rank of a running job: the daemon queues it again as its next attempt, which resumes
+    from the last complete checkpoint and ends ``done`` with the bytes of a run that never failed."""
+    from reshape.joblink.launch import tagged_pids
+    from scheduler.service.startup import job_tag
+
+    steps = 24
+    _, ref = digest(mpirun(2, [*HEAT, "--steps", str(steps)]))
+    d = daemon(4, remap="static")
+    jid = d.submit(name="heat", command=["python", *HEAT, "--steps", str(steps), "--work", "4"], nprocs=2,
+                   resizable=False, checkpoint="every:3", max_restarts=2)
+    ckdir = os.path.join(d.state_dir, "checkpoints", f"job-{jid}")
+    wait_for(lambda: (p := latest(ckdir)) is not None and not p.endswith("00003"), 60, every=0.1)
+    ranks = [p for p in tagged_pids(job_tag(d.state_dir, jid), "RESHAPE_JOB_TAG") if _is_rank(p)]
+    assert ranks, "no rank of the job found"
+    os.kill(ranks[-1], signal.SIGKILL)
+    j = wait_for(lambda: (j := d.job(jid))["state"] in ("done", "failed") and j, 120, every=0.5)
+    assert j["state"] == "done" and j["restarts"] == 1, j
+    assert j["resumed_at"] >= 6 and j["iterations_lost"] <= 3, j
+    kinds = [e["kind"] for e in d.req("history")["events"] if e["job_id"] == jid]
+    assert kinds.count("restart") == 1 and kinds.count("start") == 2, kinds
+    log = d.req("log", {"job_id": jid, "tail": 0})["text"]
+    assert "resuming at iteration" in log and f"sha256 {ref}" in log, log[-2000:]
+    assert not tagged_pids(job_tag(d.state_dir, jid, 0), "RESHAPE_JOB_TAG")
+
+
+def _is_rank(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+    except OSError:
+        return False
+    return any(a.endswith(b"examples/heat.py") for a in argv) and not any(a.endswith(b"mpiexec") for a in argv)

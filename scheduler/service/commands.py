@@ -144,13 +144,21 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"daemon: {sv['served']} requests served; service time p50 {sv['p50_ms']:.2f} ms, "
               f"p99 {sv['p99_ms']:.2f} ms (last {sv['window']})")
     site = any(j.get("allocation") for j in st["running"])  # a site controller: each job's Slurm job
+    again = any(j.get("restarts") for j in st["running"] + st["queue"])  # jobs restarted after a loss
+
+    def restarted(j: dict) -> list:
+        if not again:
+            return []
+        return [f"{j['restarts']} (at {j['resumed_at']}, lost {j['iterations_lost']})" if j.get("resumed_at")
+                is not None else j.get("restarts") or ""]
+
     rows = [[j["job_id"], *([j.get("allocation") or ""] if site else []), j["name"], j["state"], j["nprocs"],
-             j["requested"], j["iterations"], j["pending"], ",".join(j["hosts"]),
+             j["requested"], j["iterations"], *restarted(j), j["pending"], ",".join(j["hosts"]),
              ",".join(f"{h}:{k}" for h, k in j.get("parked", {}).items())] for j in st["running"]]
-    rows += [[j["job_id"], *([""] if site else []), j["name"], j["state"], "", j["requested"], "", "", "", ""]
-             for j in st["queue"] + st["waiting"]]
-    print(_table(rows, ["JOB", *(["SLURM"] if site else []), "NAME", "STATE", "PROCS", "REQ", "ITER", "PENDING",
-                        "HOSTS", "PARKED"]))
+    rows += [[j["job_id"], *([""] if site else []), j["name"], j["state"], "", j["requested"], "", *restarted(j),
+              "", "", ""] for j in st["queue"] + st["waiting"]]
+    print(_table(rows, ["JOB", *(["SLURM"] if site else []), "NAME", "STATE", "PROCS", "REQ", "ITER",
+                        *(["RESTARTS"] if again else []), "PENDING", "HOSTS", "PARKED"]))
     hidden = st.get("queued_total", 0) + st.get("waiting_total", 0) - len(st["queue"]) - len(st["waiting"])
     more_running = st.get("running_total", len(st["running"])) - len(st["running"])
     if more_running > 0:
