@@ -21,7 +21,8 @@ dictionary lookup per point).
 (sleep without calling MPI) or ``raise`` (a ``RuntimeError``, as an MPI error
 would).
 
-Each process injects at most once. When it does, it prints
+Each process injects at most once; with ``RESHAPE_FAULT_ONCE=FILE`` only the first process of all (of the
+job and of the attempts a restart makes) that gets there does, and makes ``FILE``. When it does, it prints
 ``[reshape] fault injected: WHERE:WHO:HOW at T`` (``T``: epoch seconds) on
 stderr, so tests can time what follows.
 """
@@ -108,6 +109,12 @@ def hit(where: str, rank: int, size: int, spawned_from: int | None = None) -> No
     if spec is None or _fired or spec.where != where or not _matches(spec.who, rank, size, spawned_from):
         return
     _fired = True
+    once = os.environ.get(E.FAULT_ONCE)
+    if once:
+        try:
+            os.close(os.open(once, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except OSError:
+            return  # another process (an earlier attempt) injected it already
     print(f"[reshape] fault injected: {':'.join(spec)} at {time.time():.3f} (rank {rank} of {size}, "
           f"pid {os.getpid()})", file=sys.stderr, flush=True)
     if spec.how == "kill":

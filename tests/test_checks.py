@@ -28,6 +28,7 @@ BAD = {
     E.ONECOPY: ("maybe", "expected one of auto, 1, 0"),
     E.CHECKPOINT: ("every:0", "expected every:N (iterations, N >= 1) or seconds:T (T > 0)"),
     E.CHECKPOINT_DIR: (" ", "expected a directory path"),
+    E.FAULT_ONCE: ("", "expected a file path"),
 }
 
 

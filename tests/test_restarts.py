@@ -94,3 +94,16 @@ def test_a_monitor_report_of_an_earlier_attempt_settles_nothing():
     assert st.jobs[jid].node_report is None
     st.handle(P.JobEnded(job_id=jid, node="a", incarnation="m1", status="end", attempt=1), 3.0)
     assert st.jobs[jid].node_report is not None
+
+
+@pytest.mark.parametrize("code", [0, 1, 255])
+def test_a_job_that_ends_with_a_resize_under_way_is_restarted_whatever_its_exit_status(code):
+    """A spawned rank killed mid-redistribution can leave Hydra exiting 0; the resize never confirmed means
+    the job did not end by itself."""
+    st = ClusterState(default_pool(4), app_policy("easy"), remap_policy("reshape"))
+    jid = started(st, max_procs=4)
+    reply = st.handle(P.ResizePoint(job_id=jid, iteration=6, nprocs=2, iter_time=1.0), 5.0)
+    assert st.jobs[jid].pending is not None, reply
+    assert st.exited(jid, code, 6.0) == [Launch(jid)]
+    assert st.jobs[jid].restarts == 1 and st.jobs[jid].pending is None
+    st.validate()

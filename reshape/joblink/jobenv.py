@@ -21,6 +21,7 @@ __all__ = [
     "CLIENT_KEY",
     "DAEMON",
     "FAULT",
+    "FAULT_ONCE",
     "HOSTS",
     "JOB_ENV",
     "JOB_ID",
@@ -74,6 +75,7 @@ STANDBY = "RESHAPE_STANDBY"                # K: spawn K ranks at start that park
 SCHEDULER_TIMEOUT = "RESHAPE_SCHEDULER_TIMEOUT"
 ABORT_ON_ERROR = "RESHAPE_ABORT_ON_ERROR"  # 0: an uncaught error does not MPI_Abort the job
 FAULT = "RESHAPE_FAULT"                    # WHERE:WHO:HOW fault injection (faults.py)
+FAULT_ONCE = "RESHAPE_FAULT_ONCE"          # a file: inject only if it does not exist, then make it (once per job)
 WAIT = "RESHAPE_WAIT"                      # spin | poll while waiting on redistribution requests
 ONECOPY = "RESHAPE_ONECOPY"                # 0: no memfd arrays, no direct reads between ranks of a host (nodecopy.py)
 CHECKPOINT = "RESHAPE_CHECKPOINT"          # every:N | seconds:T: checkpoints of the registered arrays (checkpoint.py)

@@ -161,6 +161,9 @@ def env_problems(env: Mapping[str, str] | None = None) -> tuple[JobSettings, lis
         if checkpoint is None:
             problems.append(f"{E.CHECKPOINT}={env[E.CHECKPOINT]!r}: expected every:N (iterations, N >= 1) or "
                             "seconds:T (T > 0)")
+    once = env.get(E.FAULT_ONCE)
+    if once is not None and (not once.strip() or "\0" in once):
+        problems.append(f"{E.FAULT_ONCE}={once!r}: expected a file path")
     ckdir = env.get(E.CHECKPOINT_DIR)
     if ckdir is not None and (not ckdir.strip() or "\0" in ckdir):
         problems.append(f"{E.CHECKPOINT_DIR}={ckdir!r}: expected a directory path")

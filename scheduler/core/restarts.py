@@ -5,9 +5,11 @@
 restarted, up to its job file's ``max_restarts``) when the job has ``checkpoint`` set and:
 
 * the job reported ``lost`` (``finished``: its runtime aborted a resize a process of it could not finish), or
-* it reported nothing and its ``mpiexec`` ended by a signal that kills from outside (``KILLED``: SIGKILL,
-  SIGTERM, SIGHUP, SIGINT, as Hydra reports them: the signal number, or 128 + it), or vanished (adopted
-  after a restart of the daemon, no exit status), or
+* it reported nothing and its ``mpiexec`` ended by a signal that kills from outside (``KILLED``: SIGKILL or
+  SIGTERM as Hydra reports a killed rank, the signal number; those and SIGHUP, SIGINT as a shell reports a
+  killed ``mpiexec``, 128 + the number; 255, Hydra's "process manager error" when a spawned rank is lost),
+  or ended with a resize under way (any exit status, 0 too: a spawned rank lost mid-resize can leave Hydra
+  exiting 0), or vanished (adopted after a restart of the daemon, no exit status), or
 * its node went down, or a resize of it was never confirmed.
 
 A job that reported ``error`` (its program failed), ended with another status (a program's own exit code, a
@@ -28,7 +30,10 @@ if TYPE_CHECKING:
 
 __all__ = ["KILLED", "Restarts"]
 
-KILLED = frozenset({1, 2, 9, 15, 129, 130, 137, 143})  # SIGHUP, SIGINT, SIGKILL, SIGTERM (n or 128 + n)
+# SIGKILL, SIGTERM as Hydra reports a killed rank (the signal number), and with SIGHUP, SIGINT as a shell reports
+# a killed mpiexec (128 + n); not 1 and 2, which programs exit with themselves; 255: Hydra's own "process manager
+# error", when a process it manages (a spawned rank) is lost
+KILLED = frozenset({9, 15, 129, 130, 137, 143, 255})
 
 
 class Restarts:
@@ -46,7 +51,7 @@ class Restarts:
             return True
         if j.reported is not None:
             return False  # done, or the program's own error
-        return loss or code is None or code in KILLED
+        return loss or code is None or code in KILLED or j.pending is not None
 
     def restart(self, j: Job, now: float, why: str, attempt_killed: bool = False) -> list[Launch | Kill]:
         """Queue ``j`` again to resume from its last checkpoint; its slots return. ``attempt_killed``:

@@ -175,7 +175,7 @@ def run_workload(jobs: list[dict], slots: int, remap: str, app: str = "easy",
         tmp = tempfile.TemporaryDirectory(prefix="reshape-workload-")
         state_dir = tmp.name
     endpoint = f"tcp://127.0.0.1:{free_port()}"
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
     with open(os.path.join(state_dir, "daemon.err"), "ab") as err:
         proc = subprocess.Popen(
             [sys.executable, "-m", "scheduler.cli", "daemon", "--endpoint", endpoint, "--state-dir",

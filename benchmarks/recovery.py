@@ -1,0 +1,198 @@
+"""Benchmark: what a lost process costs a job with checkpoints, under a real daemon, and what checkpoints cost.
+
+``python -m benchmarks.recovery [--runs 3] [--quick]``
+
+For LU, Jacobi (``apps.lu``, ``apps.jacobi``) and ``examples/heat.py``, each failure kind is run
+``--runs`` times on a fresh daemon (4 slots, the default policies, so jobs also resize):
+
+* ``rank``: ``kill -9`` of one rank of the job between resizes, once its second checkpoint is committed;
+* ``mpiexec``: ``kill -9`` of the job's ``mpiexec`` at the same point;
+* ``new-rank``: a rank spawned by an expansion kills itself in the middle of the redistribution
+  (``RESHAPE_FAULT=transfer:spawned:kill``, once per job: ``RESHAPE_FAULT_ONCE``).
+
+The job file asks for a checkpoint every :data:`EVERY` iterations; the daemon restarts the job from its
+last complete checkpoint. Per run: whether it ended ``done`` (``recovered``), whether its result is
+bit-identical to a run that never failed (the apps' ``--out`` array, heat's sha256 line), the iterations
+lost (``history``'s ``iterations_lost``) and the seconds from the failure to the new attempt's start.
+``checkpoint_overhead``: each app run directly (``mpiexec``, no daemon) with a checkpoint every 10
+iterations against without, alternating, the median and the worst of the pairs (time with / without - 1).
+Writes ``benchmarks/results/recovery.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import re
+import signal
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from benchmarks import _common
+from reshape.joblink import jobenv as E
+from reshape.joblink.launch import mpirun, tagged_pids
+from reshape.runtime.checkpoint import latest
+from scheduler.service.startup import job_tag
+from scheduler.service.workload import run_workload
+
+EVERY = 5  # checkpoint interval of the failure runs (iterations)
+OVERHEAD_EVERY = 10  # of the overhead runs
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: app -> (argv after python, iterations flag, iterations)
+APPS = {
+    "lu": (["-m", "apps.lu", "--n", "384", "--nb", "32", "--no-check", "--quiet"], "--iters", 30),
+    "jacobi": (["-m", "apps.jacobi", "--n", "480", "--no-check", "--quiet"], "--iters", 30),
+    "heat": ([os.path.join(ROOT, "examples", "heat.py"), "--n", "256", "--work", "3"], "--steps", 30),
+}
+KINDS = ("rank", "mpiexec", "new-rank")
+
+
+def _argv(app: str, out: str | None, iters: int | None = None) -> list[str]:
+    argv, flag, n = APPS[app]
+    return [*argv, flag, str(iters or n), *(["--out", out] if out and app != "heat" else [])]
+
+
+def _result(app: str, out: str, log: str) -> str | None:
+    """The run's final result: the digest of the apps' ``--out`` array, heat's sha256 line."""
+    if app == "heat":
+        m = re.search(r"sha256 (\w+)", log)
+        return m.group(1) if m else None
+    try:
+        return hashlib.sha256(np.load(out).tobytes()).hexdigest()[:16]
+    except OSError:
+        return None
+
+
+def reference(app: str, tmp: str) -> str:
+    out = os.path.join(tmp, f"{app}-ref.npy")
+    res = mpirun(2, _argv(app, out), timeout=600, cwd=ROOT)
+    return _result(app, out, res.stdout)
+
+
+def _ranks(state_dir: str, jid: int, attempt: int) -> list[int]:
+    return tagged_pids(job_tag(state_dir, jid, attempt), E.JOB_TAG)
+
+
+def failure_run(app: str, kind: str, tmp: str) -> dict:
+    """One run of ``app`` under a daemon with failure ``kind``; what it cost."""
+    state = tempfile.mkdtemp(prefix=f"{app}-{kind}-", dir=tmp)
+    out = os.path.join(state, "out.npy")
+    env = {}
+    if kind == "new-rank":
+        env = {E.FAULT: "transfer:spawned:kill", E.FAULT_ONCE: os.path.join(state, "fault-fired")}
+    job = {"name": f"{app}-{kind}", "command": ["python", *_argv(app, out)], "nprocs": 2, "max_procs": 4,
+           "checkpoint": f"every:{EVERY}", "max_restarts": 2, "resize_timeout": 20, "env": env,
+           **({"divides": 480} if app == "jacobi" else {})}
+    failed_at: list[float] = []
+
+    def watch(st: dict, events: list[dict]) -> None:
+        if kind == "new-rank" or failed_at:
+            return
+        ck = latest(os.path.join(state, "checkpoints", "job-1"))
+        if ck is None or int(ck[-8:]) < 2 * EVERY:
+            return
+        want = "python" if kind == "rank" else "mpiexec"  # a rank, or Hydra's mpiexec
+        victims = [p for p in _ranks(state, 1, 0) if want in os.path.basename(_cmdline(p).split(" ")[0])]
+        if victims:
+            failed_at.append(time.time())
+            os.kill(victims[-1], signal.SIGKILL)
+
+    res = run_workload([job], 4, "reshape", state_dir=state, logs=True, watch=watch, timeout=600)
+    (j,) = res["history"]["jobs"]
+    log = res["logs"].get(1, "")
+    if kind == "new-rank":
+        m = re.search(r"fault injected: \S+ at ([\d.]+)", _full_log(state))
+        failed_at = [float(m.group(1))] if m else []
+    starts = [e["t"] for e in res["history"]["events"] if e["kind"] == "start"]
+    relaunch = next((t for t in starts if failed_at and t > failed_at[0]), None)
+    return {"app": app, "kind": kind, "state": j["state"], "restarts": j["restarts"], "failed": bool(failed_at),
+            "iterations_lost": j["iterations_lost"], "resumed_at": j["resumed_at"],
+            "failure_to_running_s": relaunch - failed_at[0] if relaunch and failed_at else None,
+            "result": _result(app, out, _full_log(state) or log), "error": j["error"]}
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def _full_log(state: str) -> str:
+    try:
+        with open(os.path.join(state, "logs", "job-1.log"), errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def overhead(app: str, repeats: int, tmp: str) -> dict:
+    """Wall time with a checkpoint every OVERHEAD_EVERY iterations against without (alternating pairs)."""
+    ratios, times = [], {"with": [], "without": []}
+    for r in range(repeats):
+        pair = {}
+        for mode in ("without", "with") if r % 2 == 0 else ("with", "without"):
+            env = {E.CHECKPOINT: f"every:{OVERHEAD_EVERY}", E.CHECKPOINT_DIR: os.path.join(tmp, f"ov-{app}-{r}")} \
+                if mode == "with" else {}
+            t0 = time.perf_counter()
+            mpirun(2, _argv(app, None), timeout=600, env=env, cwd=ROOT)
+            pair[mode] = time.perf_counter() - t0
+            times[mode].append(pair[mode])
+        ratios.append(pair["with"] / pair["without"] - 1)
+    return {"app": app, "median": statistics.median(ratios), "worst": max(ratios),
+            "with_s": statistics.median(times["with"]), "without_s": statistics.median(times["without"])}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.recovery", description=__doc__.split("\n")[0])
+    ap.add_argument("--runs", type=int, default=3, help="runs per app and failure kind (default 3)")
+    ap.add_argument("--quick", action="store_true", help="one run of each, heat only, one overhead pair")
+    a = ap.parse_args(argv)
+    apps = ["heat"] if a.quick else list(APPS)
+    runs = 1 if a.quick else a.runs
+    rows, over = [], []
+    with tempfile.TemporaryDirectory(prefix="reshape-recovery-") as tmp:
+        for app in apps:
+            ref = reference(app, tmp)
+            for kind in KINDS:
+                for _ in range(runs):
+                    r = failure_run(app, kind, tmp)
+                    r["bit_identical"] = r["result"] == ref
+                    rows.append(r)
+                    print(f"{app:7} {kind:9} {r['state']:7} restarts {r['restarts']} lost {r['iterations_lost']} "
+                          f"failure->running {r['failure_to_running_s'] or float('nan'):.2f} s "
+                          f"bit-identical {r['bit_identical']}", flush=True)
+            if app != "heat" or a.quick:
+                over.append(overhead(app, 1 if a.quick else 4, tmp))
+    print(_common.table(rows, [("app", "app", ""), ("kind", "failure", ""), ("state", "end", ""),
+                               ("restarts", "restarts", "d"), ("iterations_lost", "lost", "d"),
+                               ("failure_to_running_s", "to running (s)", ".2f"),
+                               ("bit_identical", "identical", "")]))
+    print(_common.table(over, [("app", "app", ""), ("without_s", "without (s)", ".2f"),
+                               ("with_s", f"every {OVERHEAD_EVERY} (s)", ".2f"), ("median", "overhead", ".3f"),
+                               ("worst", "worst pair", ".3f")]))
+    times = [r["failure_to_running_s"] for r in rows if r["failure_to_running_s"] is not None]
+    summary = {"runs": len(rows), "recovered": sum(r["state"] == "done" for r in rows),
+               "failures_injected": sum(r["failed"] for r in rows),
+               "bit_identical": all(r["bit_identical"] for r in rows),
+               "max_iterations_lost": max((r["iterations_lost"] for r in rows), default=0),
+               "checkpoint_interval": EVERY,
+               "failure_to_running_s": {"median": statistics.median(times) if times else None,
+                                        "max": max(times, default=None)},
+               "checkpoint_overhead": {o["app"]: {"median": o["median"], "worst": o["worst"]} for o in over},
+               "checkpoint_overhead_worst": max((o["worst"] for o in over), default=None)}
+    print(summary)
+    path = _common.write_result("recovery" + ("-quick" if a.quick else ""),
+                                {"rows": rows, "overhead": over, "summary": summary})
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
