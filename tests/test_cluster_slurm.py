@@ -437,7 +437,8 @@ def test_the_site_controller_shares_the_cluster_between_two_malleable_jobs_and_a
     c = slurm
     with controller(c):
         t0 = time.monotonic()
-        a, b = submit_site(c, "site-a"), submit_site(c, "site-b")
+        # long enough that neither ends while the rigid job waits (nodes it frees would make a release superfluous)
+        a, b = submit_site(c, "site-a", iters=60), submit_site(c, "site-b", iters=60)
         st = wait_for(lambda: (s := site(c)) and all((r := by_slurm(s, x)) and r["nprocs"] >= 8 for x in (a, b))
                       and s, 90, every=0.5)
         TIMINGS["site: two jobs 2 -> 8 through their expanders"] = time.monotonic() - t0
@@ -456,7 +457,8 @@ def test_the_site_controller_shares_the_cluster_between_two_malleable_jobs_and_a
         given = [e for e in hist["node_events"] if e["kind"] == "released" and f"Slurm job {rigid} " in e["detail"]]
         assert len(given) <= max(0, 6 - idle), (given, idle)
         assert len({e["host"] for e in given}) == len(given)
-        assert set(got["hosts"]) >= {e["host"] for e in given} and len(ours | set(got["hosts"])) <= len(ALL)
+        assert set(got["hosts"]) >= {e["host"] for e in given} and len(ours | set(got["hosts"])) <= len(ALL), (
+            got, idle, hist["node_events"][-20:], [(j["name"], j["state"], j.get("end")) for j in hist["jobs"]])
         st = wait_for(lambda: (s := site(c)) and not s["running"] and s, 180, every=1.0)
         done = {j["name"]: j for j in st["ended"]}
         assert done["site-a"]["state"] == done["site-b"]["state"] == "done", st["ended"]

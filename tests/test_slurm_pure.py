@@ -170,6 +170,25 @@ def test_a_waiting_job_gets_free_nodes_first_then_shrinks_never_the_batch_host()
     assert b.step(3, [MAIN, job("8", X, "RUNNING", ["node4"]), started], 0, USED, [tenant(hosts[:4])], never) == []
 
 
+def test_a_node_given_back_and_not_yet_idle_in_slurm_counts_for_a_waiting_job_before_any_shrink():
+    b = broker()
+    jobs = [MAIN, job("8", X, "RUNNING", ["node3", "node4"])]
+    used = {**USED, "node3": 2, "node4": 0}
+    b.step(0, jobs, 0, used, [], never)  # granted
+    assert b.step(31, jobs, 0, used, [], never) == [Release("node4", "8", "unused for 30 s")]
+    b.released_host("node4")
+    # Slurm still lists node4 under the expander (completing), a job now waits for 1 node: node4 covers it
+    hosts = ["node1"] * 2 + ["node2"] * 2 + ["node3"] * 2
+    waiting = job("20", "rigid", "PENDING", reason="Resources", n=1)
+    ops = b.step(32, [*jobs, waiting], 0, used, [tenant(hosts, points=[2, 4])], never)
+    assert not [o for o in ops if isinstance(o, AskShrink | Drain | Release)], ops
+    # a second job waiting for 1 more: that one is a shrink, for node3 only
+    other = job("21", "rigid2", "PENDING", reason="Resources", n=1, prio=50)
+    ops = b.step(33, [*jobs, waiting, other], 0, used, [tenant(hosts, points=[2, 4])], never)
+    assert [o for o in ops if isinstance(o, AskShrink)] == [
+        AskShrink(1, 4, "Slurm job 21 is waiting for 1 node(s)", ("node3",))]
+
+
 def test_a_demand_we_cannot_meet_releases_nothing_and_two_jobs_never_release_for_one():
     b = broker()
     b.add_group("9", "node5", 0.0)

@@ -16,7 +16,8 @@ takes one look at Slurm and returns operations, applied by the adapters
    time limit) are :class:`Lost`, a main job that is gone from two looks in
    a row has :class:`Ended`.
 2. **Rigid jobs first.** Jobs waiting in Slurm's queue for nodes are served
-   in Slurm's priority order: the idle nodes are theirs first; where those
+   in Slurm's priority order: the idle nodes are theirs first, then those we
+   gave back that Slurm does not yet count idle; where those
    do not suffice and our free nodes plus what our jobs can release do, the
    shortfall is promised (:class:`Drain`), free nodes at once and busy ones
    by asking their jobs to shrink off them (:class:`AskShrink`), choosing
@@ -405,6 +406,10 @@ class Broker:
                     del self.draining[h]
                     ops.append(Drain(h, False))
         spare = [h for h in free if h not in self.draining]
+        # given back (idle release, a cancelled expander) and not yet idle in Slurm's eyes, promised to no one:
+        # on their way to the waiting jobs, so no job shrinks for what they will cover
+        claimed = set().union(*self.promised.values()) if self.promised else set()
+        coming = sorted(h for h in self.released if h not in claimed)
         plans: dict[int, tuple[int, tuple[str, ...], str]] = {}  # job id -> (size, hosts it leaves, why)
         served = False
         kept, until = 0, math.inf  # idle nodes Slurm keeps for jobs that cannot start yet, and until when
@@ -413,7 +418,9 @@ class Broker:
             mine = {h for h in self.promised.get(w.id, set()) if h in self.held or h in self.released}
             use = min(idle, w.num_nodes - len(mine))
             idle -= use
-            need = w.num_nodes - len(mine) - use
+            soon, coming = coming[:w.num_nodes - len(mine) - use], coming[w.num_nodes - len(mine) - use:]
+            self.promised.setdefault(w.id, set()).update(soon)
+            need = w.num_nodes - len(mine) - use - len(soon)
             if need <= 0:
                 continue
             why = f"Slurm job {w.id} is waiting for {w.num_nodes} node(s)"
