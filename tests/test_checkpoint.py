@@ -131,3 +131,13 @@ def _is_rank(pid: int) -> bool:
     except OSError:
         return False
     return any(a.endswith(b"examples/heat.py") for a in argv) and not any(a.endswith(b"mpiexec") for a in argv)
+
+
+def test_under_the_daemon_a_checkpointed_program_that_never_calls_finish_ends_done_once(daemon):
+    """Rank 0's normal exit reports done (the daemon restarts a checkpointed job that exits 0 without it:
+    Hydra's status after a killed rank), so a program that skips ``rt.finish()`` is done, not run again."""
+    d = daemon(2, remap="static")
+    jid = d.submit(name="nofinish", command=["python", "-m", "tests.mpi.resize_nofinish"], nprocs=2,
+                   checkpoint="every:2", max_restarts=2)
+    j = wait_for(lambda: (j := d.job(jid))["state"] in ("done", "failed") and j, 120, every=0.5)
+    assert j["state"] == "done" and j["restarts"] == 0, j

@@ -107,3 +107,28 @@ def test_a_job_that_ends_with_a_resize_under_way_is_restarted_whatever_its_exit_
     assert st.exited(jid, code, 6.0) == [Launch(jid)]
     assert st.jobs[jid].restarts == 1 and st.jobs[jid].pending is None
     st.validate()
+
+
+def test_a_checkpointed_job_that_exits_0_without_reporting_done_was_killed_and_is_restarted():
+    """Hydra can exit 0 after a rank was killed; the runtime reports done at every normal exit, so a job
+    that reached a resize point and exits 0 unannounced is a loss. Before any resize point, or with its
+    done report, exit 0 is done; without checkpoints it is done as before."""
+    st = make()
+    jid = started(st)
+    st.handle(P.ResizePoint(job_id=jid, iteration=12, nprocs=2, iter_time=1.0), 5.0)
+    assert st.exited(jid, 0, 6.0) == [Launch(jid)] and st.jobs[jid].restarts == 1
+    assert st.jobs[jid].failures == ["exit code 0 without a done report"]
+    st.handle(P.ResizePoint(job_id=jid, iteration=13, nprocs=2, iter_time=1.0), 7.0)
+    st.handle(P.Finished(job_id=jid, status="done"), 8.0)
+    st.exited(jid, 0, 9.0)
+    assert st.jobs[jid].state == "done" and st.jobs[jid].restarts == 1
+    quiet = make()
+    jid = started(quiet)
+    quiet.exited(jid, 0, 1.0)  # never reached a resize point: nothing to resume, a plain program's end
+    assert quiet.jobs[jid].state == "done"
+    plain = make()
+    jid = plain.submit(validate_job({"command": ["true"], "nprocs": 2}), 0.0)
+    plain.tick(0.0)
+    plain.handle(P.ResizePoint(job_id=jid, iteration=3, nprocs=2, iter_time=1.0), 1.0)
+    plain.exited(jid, 0, 2.0)
+    assert plain.jobs[jid].state == "done"

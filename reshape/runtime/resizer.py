@@ -133,6 +133,7 @@ class Resizer(Joining, Background, Parking):
     _parts: dict[str, float] = field(default_factory=dict)  # the parts of the expansion under way (EXPAND_PARTS)
     _called_back: int = 0  # of the expansion under way's new ranks, how many are parked ranks called back
     _started: tuple[float, float] | None = None  # spawned rank: (process start, runtime.init) epoch seconds
+    _finished: bool = False  # finish() was called (else rank 0 reports done at a normal exit: _done_at_exit)
     _keys: list[placement.Seniority] = field(default_factory=list)  # seniority of every comm rank
     _reserve: Reserve = field(default_factory=Reserve)  # pools of parked ranks (reshape.runtime.parking)
     _ckpt: Checkpointer | None = None  # periodic checkpoints (RESHAPE_CHECKPOINT, reshape.runtime.checkpoint)
@@ -443,6 +444,7 @@ class Resizer(Joining, Background, Parking):
         first, so the ranks it spawned are not left waiting (a shrink's retiring
         ranks retire here: they do not return).
         """
+        self._finished = True
         if self._pending is not None:
             self.results.append(self._switch())
         if self._ckpt is not None:
@@ -456,10 +458,22 @@ class Resizer(Joining, Background, Parking):
                 print(f"[reshape] advisor error at finish: {e}", file=sys.stderr, flush=True)
 
     # ------------------------------------------------------------ internals
+    def _done_at_exit(self) -> None:
+        """At a normal exit of rank 0 of a program that never called :meth:`finish`: tell the scheduler
+        ``done``. Without it a clean exit could not be told from one Hydra reports as 0 after a rank of
+        the job was killed (the scheduler restarts a checkpointed job that exits 0 unannounced)."""
+        if not self._finished and self.rank == 0 and self.advisor is not None:
+            self._finished = True
+            try:
+                self.advisor.finished("done")
+            except Exception as e:
+                print(f"[reshape] advisor error at exit: {e}", file=sys.stderr, flush=True)
+
     def _report_abort(self, reason: str, lost: bool = False) -> None:
         """Tell the scheduler (any rank may) why the job is being aborted; bounded, best effort.
         ``lost``: a process was lost mid-resize (status ``lost``: the job may be restarted from its checkpoint)."""
         status = "lost" if lost else "error"
+        self._finished = True  # no "done" at exit after this
         if os.environ.get(E.SCHEDULER):
             from reshape.joblink.client import SchedulerClient
 
@@ -587,6 +601,7 @@ def init(
         if reuse and comm.rank == 0:
             atexit.register(rt._release_parked)  # parked ranks must not outlive a program that skips finish()
         install_excepthook(rt._report_abort, lambda: rt.rank)
+        atexit.register(rt._done_at_exit)
         if standby:
             rt._start_standby(standby)
         if adv is not None and relabel:  # every method relabels (reshape.redistribution.placement)

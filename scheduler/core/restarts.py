@@ -9,7 +9,9 @@ restarted, up to its job file's ``max_restarts``) when the job has ``checkpoint`
   SIGTERM as Hydra reports a killed rank, the signal number; those and SIGHUP, SIGINT as a shell reports a
   killed ``mpiexec``, 128 + the number; 255, Hydra's "process manager error" when a spawned rank is lost),
   or ended with a resize under way (any exit status, 0 too: a spawned rank lost mid-resize can leave Hydra
-  exiting 0), or vanished (adopted after a restart of the daemon, no exit status), or
+  exiting 0), or exited 0 without reporting ``done`` after reaching a resize point (the runtime reports
+  ``done`` at every normal exit; Hydra can exit 0 after a rank was killed), or vanished (adopted after a
+  restart of the daemon, no exit status), or
 * its node went down, or a resize of it was never confirmed.
 
 A job that reported ``error`` (its program failed), ended with another status (a program's own exit code, a
@@ -51,7 +53,7 @@ class Restarts:
             return True
         if j.reported is not None:
             return False  # done, or the program's own error
-        return loss or code is None or code in KILLED or j.pending is not None
+        return loss or code is None or code in KILLED or j.pending is not None or (code == 0 and j.iterations > 0)
 
     def restart(self, j: Job, now: float, why: str, attempt_killed: bool = False) -> list[Launch | Kill]:
         """Queue ``j`` again to resume from its last checkpoint; its slots return. ``attempt_killed``:

@@ -338,6 +338,8 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
         ok = self._ended_well(j, None if code is None else code == 0)
         if not ok and self.restartable(j, code):
             how = j.error or (f"exit code {code}" if code is not None else "process vanished")
+            if code == 0:
+                how += " without a done report"
             return self.restart(j, now, f"{how}{during}")
         self._release_all(j)
         j.exit_code = code
@@ -348,6 +350,8 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
             how = f"exit code {code}" if code is not None else "process vanished"
             if code == 0 and during:  # Hydra sometimes exits 0 after a rank of the job was killed
                 how = "mpiexec exited 0 but the job never confirmed its resize"
+            elif code == 0:
+                how = "mpiexec exited 0 but the job never reported done"
             if error or not j.error:
                 j.error = f"{error or how}{during}"
             else:  # the job's own report (e.g. the runtime's abort reason) comes first
@@ -360,11 +364,14 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
         """Done or not. ``clean``: the exit looked clean (exit 0, the monitor's ``end``), did not,
         or is unknown (None: only the job's own ``done`` counts then). A clean exit with a resize
         under way and no ``done`` from the job is a failure: Hydra has exited 0 after one of the
-        job's ranks was killed mid-resize."""
+        job's ranks was killed mid-resize; so is one of a job with checkpoints that reached a resize
+        point (its runtime reports ``done`` at any normal exit, :meth:`Resizer._done_at_exit`)."""
         if j.reported == "error" or clean is False:
             return False
         if clean is None:
             return j.reported == "done"
+        if j.reported is None and j.desc.get("checkpoint") and j.iterations:
+            return False  # the runtime says done at every normal exit: this one was a rank killed (Hydra exits 0)
         return j.reported == "done" or not j.pending
 
     def _kill_failed(self, j: Job, now: float, error: str, detail: str) -> Kill:
