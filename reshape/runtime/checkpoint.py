@@ -29,6 +29,7 @@ dtype and layout rule (checked on every rank).
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import pickle
@@ -40,7 +41,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from mpi4py import MPI
 
 from reshape.joblink.jobenv import parse_every
 from reshape.mpiutil import allreduce, bcast_obj
@@ -157,9 +157,10 @@ class Checkpointer:
             return
         if wait and self._thread is not None:
             self._thread.join()
-        mine = 0.0 if self._thread is not None and self._thread.is_alive() else 2.0 if self._error else 1.0
-        least, most = allreduce(comm, mine, op=MPI.MIN), allreduce(comm, mine)
-        if least == 0.0:
+        # one reduction: 3 someone still writing, else 2 someone failed, else 1 every rank has written
+        mine = 3.0 if self._thread is not None and self._thread.is_alive() else 2.0 if self._error else 1.0
+        most = allreduce(comm, mine)
+        if most == 3.0:
             return  # someone is still writing: ask again at the next iteration's end
         resume_at, part, meta = self._pending
         self._pending = self._thread = None
@@ -209,6 +210,8 @@ def from_settings(comm, cfg, job_id: int, spawned: bool = False) -> Checkpointer
 
     if cfg.checkpoint is None:
         return None
+    # h5py's import (40-200 ms) in the background, during the first iterations, not in the first write
+    threading.Thread(target=importlib.import_module, args=("h5py",), name="reshape-h5py", daemon=True).start()
     directory = os.path.abspath(cfg.checkpoint_dir or DEFAULT_DIR)
     if spawned:
         return Checkpointer(directory, *cfg.checkpoint, job=str(job_id))
