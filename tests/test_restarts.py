@@ -90,6 +90,8 @@ def test_a_monitor_report_of_an_earlier_attempt_settles_nothing():
     st.node_register("a", "m1", 0.0)
     jid = started(st)
     st.exited(jid, 9, 1.0)
+    st.node_heartbeat("a", "m1", [], 1.5)  # heard from since the loss: the next attempt may start there
+    st.tick(1.5)
     st.handle(P.JobEnded(job_id=jid, node="a", incarnation="m1", status="end"), 2.0)  # attempt 0 ended
     assert st.jobs[jid].node_report is None
     st.handle(P.JobEnded(job_id=jid, node="a", incarnation="m1", status="end", attempt=1), 3.0)
@@ -132,3 +134,21 @@ def test_a_checkpointed_job_that_exits_0_without_reporting_done_was_killed_and_i
     plain.handle(P.ResizePoint(job_id=jid, iteration=3, nprocs=2, iter_time=1.0), 1.0)
     plain.exited(jid, 0, 2.0)
     assert plain.jobs[jid].state == "done"
+
+
+def test_a_lost_attempt_s_monitored_nodes_take_nothing_until_they_heartbeat_again():
+    """Its mpiexec exits before the node that died is known down (node timeout): the restart is placed only
+    on nodes heard from since, never on the dead one."""
+    st = make(Pool([Node("a", 2), Node("b", 2), Node("c", 2)]))
+    for n in ("a", "b", "c"):
+        st.node_register(n, "m1", 0.0)
+    jid = started(st, nprocs=4)
+    assert sorted(set(st.jobs[jid].hosts)) == ["a", "b"]
+    assert st.exited(jid, 255, 1.0) == []  # a and b suspect, c alone cannot hold 4
+    assert st.jobs[jid].state == "queued" and st.node_rows(1.5)[0]["state"] == "suspect"
+    st.node_heartbeat("a", "m1", [], 2.0)
+    assert st.tick(2.0) == [Launch(jid)] and sorted(set(st.jobs[jid].hosts)) == ["a", "c"]
+    st.node_down("b", 11.0, "no heartbeat")  # the dead node, known at last: nothing of the job was there
+    j = st.jobs[jid]
+    assert j.state == "running" and j.restarts == 1 and not st.suspect
+    st.validate()

@@ -70,6 +70,7 @@ class NodeStates:
         rec.state, rec.reason = "up", ""
         if was != "up":
             rec.since = now
+        self.suspect.pop(host, None)
         self.pool.set_up(host)
         if was == "up" and old == incarnation:
             return []  # the same monitor again (its first reply was lost)
@@ -85,6 +86,7 @@ class NodeStates:
             raise StateError("not_registered", f"node {host!r} is {rec.state}; monitor {incarnation} "
                              f"must register (node_register)")
         rec.last_seen = now
+        self.cleared(host, now)
         if jobs != rec.jobs:
             rec.jobs = list(jobs)
             self.dirty_nodes.add(host)
@@ -116,12 +118,13 @@ class NodeStates:
         if rec.state == "down":
             return []
         rec.state, rec.since, rec.reason = "down", now, reason
+        self.suspect.pop(host, None)
         self.pool.set_down(host)
         self._node_event(now, rec, "down", reason)
         out: list[Launch | Kill] = []
         for j in self.running():
             if host in j.hosts and self.restartable(j, None, loss=True):
-                out += self.restart(j, now, f"node {host} down ({reason})", attempt_killed=True)
+                out += self.restart(j, now, f"node {host} down ({reason})", attempt_killed=True, known_cause=True)
             elif host in j.hosts:
                 out.append(self._kill_failed(j, now, f"node {host} down ({reason})", f"node {host} down"))
             elif j.pending and j.pending.expands and host in j.pending.hosts:
@@ -176,7 +179,9 @@ class NodeStates:
         for d in self.pool.describe():
             rec = self.nodes[d["host"]]
             draining = d["host"] in self.pool.draining and rec.state != "down"
-            d |= {"state": "draining" if draining else rec.state, "since": rec.since, "reason": rec.reason,
+            # suspect: a lost attempt ran there, nothing new is placed until it heartbeats (core.restarts)
+            state = "suspect" if d["host"] in self.suspect else "draining" if draining else rec.state
+            d |= {"state": state, "since": rec.since, "reason": rec.reason,
                   "monitor": rec.monitor,
                   "seen_ago": None if rec.last_seen is None else round(now - rec.last_seen, 3),
                   "jobs": rec.jobs}

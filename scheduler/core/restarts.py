@@ -55,10 +55,14 @@ class Restarts:
             return False  # done, or the program's own error
         return loss or code is None or code in KILLED or j.pending is not None or (code == 0 and j.iterations > 0)
 
-    def restart(self, j: Job, now: float, why: str, attempt_killed: bool = False) -> list[Launch | Kill]:
+    def restart(self, j: Job, now: float, why: str, attempt_killed: bool = False,
+                known_cause: bool = False) -> list[Launch | Kill]:
         """Queue ``j`` again to resume from its last checkpoint; its slots return. ``attempt_killed``:
-        its processes still run (a node down, a stuck resize): a kill of this attempt comes first."""
+        its processes still run (a node down, a stuck resize): a kill of this attempt comes first.
+        ``known_cause``: the node lost is known (down), the others are not suspect."""
         out: list[Launch | Kill] = [Kill(j.job_id, j.restarts)] if attempt_killed else []
+        if not known_cause:
+            self._suspect(j.hosts, now)
         self._release_all(j)
         j.failures = [*j.failures, why]
         j.iterations_lost_at = j.iterations
@@ -72,6 +76,22 @@ class Restarts:
         self._set(j, JobState.QUEUED)
         self._event(now, j, "restart", f"attempt {j.restarts + 1} after: {why}")
         return out + self.schedule(now)
+
+    def _suspect(self, hosts: list[str], now: float) -> None:
+        """The monitored nodes of a lost attempt take nothing new until each heartbeats again: a node that
+        died is only known down after the node timeout, and a restart placed on it meanwhile would be lost too."""
+        for h in set(hosts):
+            rec = self.nodes.get(h)
+            if rec is not None and rec.state == "up" and rec.last_seen is not None and h not in self.pool.draining:
+                self.suspect[h] = now
+                self.pool.set_draining(h)
+
+    def cleared(self, host: str, now: float) -> None:
+        """``host`` heartbeated (or registered, or went down): no longer suspect."""
+        t = self.suspect.get(host)
+        if t is not None and now > t:
+            del self.suspect[host]
+            self.pool.set_draining(host, False)
 
     def resumed(self, j: Job, iteration: int) -> None:
         """The first resize point after a restart: the job resumed at ``iteration`` (completed ones

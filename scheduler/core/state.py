@@ -103,6 +103,7 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
         self.nodes: dict[str, NodeRecord] = {n.host: NodeRecord(n.host) for n in pool.nodes}
         self.node_events: list[dict[str, Any]] = []  # node history, appended to the journal
         self.dirty_nodes: set[str] = set()
+        self.suspect: dict[str, float] = {}  # host -> when an attempt on it was lost: no placement until it heartbeats
         self._last_node_check: float | None = None
         self.recent: collections.deque[int] = collections.deque(maxlen=RECENT)  # last ended jobs, newest last
         self.decisions: list[Decision] | None = [] if record else None
