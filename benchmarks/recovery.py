@@ -15,7 +15,10 @@ last complete checkpoint. Per run: whether it ended ``done`` (``recovered``), wh
 bit-identical to a run that never failed (the apps' ``--out`` array, heat's sha256 line), the iterations
 lost (``history``'s ``iterations_lost``) and the seconds from the failure to the new attempt's start.
 ``checkpoint_overhead``: each app run directly (``mpiexec``, no daemon) with a checkpoint every 10
-iterations against without, alternating, the median and the worst of the pairs (time with / without - 1).
+iterations against without, order rotating, the median and the worst of the pairs (time with / without -
+1); beside it, from runs with checkpoints on but never due, the fixed part (h5py's import, the directory
+check) and the seconds per checkpoint. The runs are short (30 iterations of 10-100 ms: ten checkpoints a
+second for Jacobi), so the fixed part weighs far more than in a job of minutes.
 Writes ``benchmarks/results/recovery.json``.
 """
 
@@ -133,20 +136,27 @@ def _full_log(state: str) -> str:
 
 
 def overhead(app: str, repeats: int, tmp: str) -> dict:
-    """Wall time with a checkpoint every OVERHEAD_EVERY iterations against without (alternating pairs)."""
-    ratios, times = [], {"with": [], "without": []}
+    """Wall time with a checkpoint every OVERHEAD_EVERY iterations against without (rotating order), and
+    with checkpoints on but never due (``every:1000000``): the fixed cost (h5py's import, the directory
+    check) apart from what each checkpoint costs."""
+    modes = {"without": None, "with": f"every:{OVERHEAD_EVERY}", "fixed": "every:1000000"}
+    ratios, times = [], {m: [] for m in modes}
     for r in range(repeats):
         pair = {}
-        for mode in ("without", "with") if r % 2 == 0 else ("with", "without"):
-            env = {E.CHECKPOINT: f"every:{OVERHEAD_EVERY}", E.CHECKPOINT_DIR: os.path.join(tmp, f"ov-{app}-{r}")} \
-                if mode == "with" else {}
+        order = list(modes)[r % 3:] + list(modes)[:r % 3]
+        for mode in order:
+            env = {E.CHECKPOINT: modes[mode], E.CHECKPOINT_DIR: os.path.join(tmp, f"ov-{app}-{mode}-{r}")} \
+                if modes[mode] else {}
             t0 = time.perf_counter()
             mpirun(2, _argv(app, None), timeout=600, env=env, cwd=ROOT)
             pair[mode] = time.perf_counter() - t0
             times[mode].append(pair[mode])
         ratios.append(pair["with"] / pair["without"] - 1)
+    med = {m: statistics.median(x) for m, x in times.items()}
+    checkpoints = APPS[app][2] // OVERHEAD_EVERY
     return {"app": app, "median": statistics.median(ratios), "worst": max(ratios),
-            "with_s": statistics.median(times["with"]), "without_s": statistics.median(times["without"])}
+            "with_s": med["with"], "without_s": med["without"], "fixed_s": med["fixed"] - med["without"],
+            "per_checkpoint_s": (med["with"] - med["fixed"]) / checkpoints, "checkpoints": checkpoints}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -169,14 +179,15 @@ def main(argv: list[str] | None = None) -> int:
                           f"failure->running {r['failure_to_running_s'] or float('nan'):.2f} s "
                           f"bit-identical {r['bit_identical']}", flush=True)
             if app != "heat" or a.quick:
-                over.append(overhead(app, 1 if a.quick else 4, tmp))
+                over.append(overhead(app, 1 if a.quick else 6, tmp))
     print(_common.table(rows, [("app", "app", ""), ("kind", "failure", ""), ("state", "end", ""),
                                ("restarts", "restarts", "d"), ("iterations_lost", "lost", "d"),
                                ("failure_to_running_s", "to running (s)", ".2f"),
                                ("bit_identical", "identical", "")]))
     print(_common.table(over, [("app", "app", ""), ("without_s", "without (s)", ".2f"),
                                ("with_s", f"every {OVERHEAD_EVERY} (s)", ".2f"), ("median", "overhead", ".3f"),
-                               ("worst", "worst pair", ".3f")]))
+                               ("worst", "worst pair", ".3f"), ("fixed_s", "fixed (s)", ".3f"),
+                               ("per_checkpoint_s", "per checkpoint (s)", ".3f")]))
     times = [r["failure_to_running_s"] for r in rows if r["failure_to_running_s"] is not None]
     summary = {"runs": len(rows), "recovered": sum(r["state"] == "done" for r in rows),
                "failures_injected": sum(r["failed"] for r in rows),
