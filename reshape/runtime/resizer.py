@@ -462,7 +462,7 @@ class Resizer(Joining, Background, Parking):
         """At a normal exit of rank 0 of a program that never called :meth:`finish`: tell the scheduler
         ``done``. Without it a clean exit could not be told from one Hydra reports as 0 after a rank of
         the job was killed (the scheduler restarts a checkpointed job that exits 0 unannounced)."""
-        if not self._finished and self.rank == 0 and self.advisor is not None:
+        if not self._finished and self.advisor is not None:  # only rank 0 has one; no MPI call (finalized)
             self._finished = True
             try:
                 self.advisor.finished("done")
