@@ -439,9 +439,11 @@ def test_the_site_controller_shares_the_cluster_between_two_malleable_jobs_and_a
         t0 = time.monotonic()
         # long enough that neither ends while the rigid job waits (nodes it frees would make a release superfluous)
         a, b = submit_site(c, "site-a", iters=60), submit_site(c, "site-b", iters=60)
-        st = wait_for(lambda: (s := site(c)) and all((r := by_slurm(s, x)) and r["nprocs"] >= 8 for x in (a, b))
-                      and s, 90, every=0.5)
-        TIMINGS["site: two jobs 2 -> 8 through their expanders"] = time.monotonic() - t0
+        # grown as far as they go (16 each: every node) with no expander waiting, so the rigid job's demand
+        # does not race a growth Slurm is granting at that moment
+        st = wait_for(lambda: (s := site(c)) and all((r := by_slurm(s, x)) and r["nprocs"] == 16 for x in (a, b))
+                      and not any(q["state"] == "PENDING" for q in squeue(c)) and s, 150, every=0.5)
+        TIMINGS["site: two jobs 2 -> 16 through their expanders"] = time.monotonic() - t0
         ours = {h for j in st["running"] for h in j["hosts"]}
         for x in (a, b):  # each job's hosts are its own Slurm jobs' nodes
             mine = {h for q in squeue(c) if q["id"] == x or q["name"] == f"reshape-expand-{x}" for h in q["hosts"]}
