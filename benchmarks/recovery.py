@@ -35,6 +35,7 @@ import tempfile
 import time
 
 import numpy as np
+import psutil
 
 from benchmarks import _common
 from reshape.joblink import jobenv as E
@@ -100,7 +101,7 @@ def failure_run(app: str, kind: str, tmp: str) -> dict:
         if ck is None or int(ck[-8:]) < 2 * EVERY:
             return
         want = "python" if kind == "rank" else "mpiexec"  # a rank, or Hydra's mpiexec
-        victims = [p for p in _ranks(state, 1, 0) if want in os.path.basename(_cmdline(p).split(" ")[0])]
+        victims = [p for p in _ranks(state, 1, 0) if want in _name(p)]
         if victims:
             failed_at.append(time.time())
             os.kill(victims[-1], signal.SIGKILL)
@@ -119,11 +120,11 @@ def failure_run(app: str, kind: str, tmp: str) -> dict:
             "result": _result(app, out, _full_log(state) or log), "error": j["error"]}
 
 
-def _cmdline(pid: int) -> str:
+def _name(pid: int) -> str:
+    """The process's executable name ("python3.11", "mpiexec.hydra"; "" if gone)."""
     try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:
+        return psutil.Process(pid).name()
+    except psutil.Error:
         return ""
 
 

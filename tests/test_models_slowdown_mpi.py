@@ -70,6 +70,23 @@ def _kernel_seconds(core: int, n: int = 3_000_000) -> float:
         os.sched_setaffinity(0, saved)
 
 
+def _loaded_ratio(core: int, spin_core: int, k: int) -> float:
+    """How much slower a loop pinned to ``core`` runs while ``k`` CPU-bound processes (each in its own
+    session) spin on ``spin_core``, best of a few runs each way."""
+    alone = min(_kernel_seconds(core) for _ in range(3))
+    spins = [subprocess.Popen([sys.executable, "-c", SPIN, str(spin_core)], start_new_session=True)
+             for _ in range(k)]
+    try:
+        time.sleep(0.2)
+        loaded = min(_kernel_seconds(core) for _ in range(3))
+    finally:
+        for p in spins:
+            p.kill()
+        for p in spins:
+            p.wait(timeout=10)
+    return loaded / alone
+
+
 def _shared_core(cores) -> float | None:
     """How much slower a loop on ``cores[0]`` runs while ``cores[1]`` is busy, if by more than 8%.
 
@@ -78,35 +95,16 @@ def _shared_core(cores) -> float | None:
     own: then the dedicated run is not dedicated (both ranks busy at once) while in the loaded run
     the rank with the idle partner speeds up, and the measured slowdown comes out below the model's.
     """
-    alone = min(_kernel_seconds(cores[0]) for _ in range(3))
-    spin = subprocess.Popen([sys.executable, "-c", SPIN, str(cores[1])], start_new_session=True)
-    try:
-        time.sleep(0.2)
-        busy = min(_kernel_seconds(cores[0]) for _ in range(3))
-    finally:
-        spin.kill()
-        spin.wait(timeout=10)
-    return busy / alone if busy / alone > 1.08 else None
+    ratio = _loaded_ratio(cores[0], cores[1], 1)
+    return ratio if ratio > 1.08 else None
 
 
 def _unfair_share(cores, competitors) -> str | None:
     """Whether a loop pinned to a core with ``k`` competitors (each in its own session) runs ``k + 1`` times
     slower, as the model's local slowdown assumes (Eq. 8), within 15%; if not, on which core by how much."""
     for core, k in zip(cores, competitors, strict=True):
-        if not k:
-            continue
-        alone = min(_kernel_seconds(core) for _ in range(2))
-        spins = [subprocess.Popen([sys.executable, "-c", SPIN, str(core)], start_new_session=True) for _ in range(k)]
-        try:
-            time.sleep(0.2)
-            loaded = min(_kernel_seconds(core) for _ in range(2))
-        finally:
-            for p in spins:
-                p.kill()
-            for p in spins:
-                p.wait(timeout=10)
-        if abs(loaded / alone - (k + 1)) / (k + 1) > 0.15:
-            return f"CPU {core} with {k} competitor(s): a loop ran {loaded / alone:.2f}x slower, not {k + 1}x"
+        if k and abs((ratio := _loaded_ratio(core, core, k)) - (k + 1)) / (k + 1) > 0.15:
+            return f"CPU {core} with {k} competitor(s): a loop ran {ratio:.2f}x slower, not {k + 1}x"
     return None
 
 

@@ -408,7 +408,7 @@ class Broker:
         spare = [h for h in free if h not in self.draining]
         # given back (idle release, a cancelled expander) and not yet idle in Slurm's eyes, promised to no one:
         # on their way to the waiting jobs, so no job shrinks for what they will cover
-        claimed = set().union(*self.promised.values()) if self.promised else set()
+        claimed = set().union(*self.promised.values())
         coming = sorted(h for h in self.released if h not in claimed)
         plans: dict[int, tuple[int, tuple[str, ...], str]] = {}  # job id -> (size, hosts it leaves, why)
         served = False

@@ -80,8 +80,9 @@ def start_job(job_id: int, desc: dict[str, Any], hosts: list[str], endpoint: str
     """Launch the job with ``launcher`` (its environment reaches every rank); raises OSError if it
     cannot start. ``run_as``: a uid to run it as (a root daemon runs each job as its owner).
     ``checkpoint_dir``: where a job with ``checkpoint`` writes and resumes (``RESHAPE_CHECKPOINT_DIR``)."""
-    ckdir = checkpoint_dir or desc.get("checkpoint_dir") or "reshape-checkpoints"
-    ckpt = {E.CHECKPOINT: desc["checkpoint"], E.CHECKPOINT_DIR: ckdir} if desc.get("checkpoint") else {}
+    ckdir = checkpoint_dir or desc.get("checkpoint_dir")  # none: the runtime's default directory
+    ckpt = {E.CHECKPOINT: desc["checkpoint"], **({E.CHECKPOINT_DIR: ckdir} if ckdir else {})} \
+        if desc.get("checkpoint") else {}
     env = mpi_env({**launcher.env(), **desc.get("env", {}), TAG: tag, E.SCHEDULER: endpoint,
                    E.JOB_ID: str(job_id), E.NPROCS: str(len(hosts)),
                    E.HOSTS: ",".join(hosts),
