@@ -13,19 +13,37 @@ long waits this way.
 
 from __future__ import annotations
 
+import functools
 import time
 
 import numpy as np
 from mpi4py import MPI
 from mpi4py.util import dtlib
 
-__all__ = ["CollectiveError", "allreduce", "barrier", "bcast_obj", "check_collectively", "mpi_type", "wait", "wait_all"]
+__all__ = ["CollectiveError", "allreduce", "barrier", "bcast_obj", "check_collectively", "mpi_type", "open_mpi",
+           "release", "wait", "wait_all"]
 
 MAX_SLEEP = 1e-3
 
 
 class CollectiveError(RuntimeError):
     """Raised identically on every rank when any rank found a problem."""
+
+
+@functools.cache
+def open_mpi() -> bool:
+    """True when the MPI library loaded is Open MPI (:mod:`reshape.joblink.mpis`; MPICH otherwise)."""
+    return MPI.Get_library_version().startswith("Open MPI")
+
+
+def release(comm: MPI.Comm) -> None:
+    """Let go of a communicator the job no longer uses: ``MPI_Comm_disconnect`` on MPICH (waits for
+    its pending messages); ``MPI_Comm_free`` on Open MPI, whose 5.0 disconnect of a communicator
+    joining ranks of several spawns hangs (every pending message is complete where this is called)."""
+    if open_mpi():
+        comm.Free()
+    else:
+        comm.Disconnect()
 
 
 def wait_all(reqs: list[MPI.Request], max_sleep: float = MAX_SLEEP) -> None:

@@ -29,6 +29,7 @@ __all__ = [
     "KEYS",
     "LAUNCHER",
     "MAX_PROCS",
+    "MPI",
     "NETNS_HOSTS",
     "NETNS_PREFIX",
     "NPROCS",
@@ -80,6 +81,7 @@ WAIT = "RESHAPE_WAIT"                      # spin | poll while waiting on redist
 ONECOPY = "RESHAPE_ONECOPY"                # 0: no memfd arrays, no direct reads between ranks of a host (nodecopy.py)
 CHECKPOINT = "RESHAPE_CHECKPOINT"          # every:N | seconds:T: checkpoints of the registered arrays (checkpoint.py)
 CHECKPOINT_DIR = "RESHAPE_CHECKPOINT_DIR"  # where; a complete checkpoint there is resumed from at start
+MPI = "RESHAPE_MPI"                        # mpich (default) | openmpi: the MPI a run uses (mpis.py)
 
 # -- tools
 DAEMON = "RESHAPE_DAEMON"                  # the CLI's and node monitors' daemon endpoint

@@ -13,19 +13,19 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import psutil
 
 from reshape.joblink import jobenv as E
+from reshape.joblink import mpis
 
 __all__ = [
     "TAG_VAR",
@@ -38,8 +38,10 @@ __all__ = [
     "mpirun",
     "new_tag",
     "relaunch",
+    "selected_mpi",
     "session_pids",
     "sweep_ipc",
+    "sweep_sessions",
     "tagged_pids",
     "under_mpiexec",
     "unheld_ipc_files",
@@ -52,28 +54,32 @@ class MPIRunError(RuntimeError):
     """An ``mpiexec`` run failed or timed out."""
 
 
-def mpiexec_path() -> str:
-    """The ``mpiexec`` next to this Python (the ``mpich`` wheel's), else the one on PATH."""
-    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    if os.access(here, os.X_OK):
-        return here
-    found = shutil.which("mpiexec")
-    if not found:
-        raise MPIRunError("no mpiexec found: install the 'mpich' package (pip install mpich)")
-    return found
+def mpiexec_path(env: Mapping[str, str] | None = None) -> str:
+    """The launcher of the MPI a run uses (``RESHAPE_MPI``, :mod:`reshape.joblink.mpis`)."""
+    return selected_mpi(env).launcher
+
+
+def selected_mpi(env: Mapping[str, str] | None = None) -> mpis.MPI:
+    """The MPI of a run with environment ``env`` (default: ours); MPIRunError if not installed."""
+    try:
+        return mpis.selected(os.environ if env is None else env)
+    except (ValueError, mpis.MPIUnavailable) as e:
+        raise MPIRunError(str(e)) from None
 
 
 def mpi_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """Environment for MPI ranks: one BLAS thread per rank, unbuffered output."""
+    """Environment for MPI ranks: the selected MPI's settings (:meth:`reshape.joblink.mpis.MPI.env`),
+    one BLAS thread per rank, unbuffered output."""
     env = dict(os.environ)
+    if extra:
+        env.update(extra)
+    env.update(selected_mpi(env).env(env))
     env.setdefault("OMP_NUM_THREADS", "1")
     env.setdefault("OPENBLAS_NUM_THREADS", "1")
     env.setdefault("MKL_NUM_THREADS", "1")
     env.setdefault("PYTHONUNBUFFERED", "1")
     # MPICH: yield early when polling (helps a little when oversubscribed).
     env.setdefault("MPIR_CVAR_POLLS_BEFORE_YIELD", "10")
-    if extra:
-        env.update(extra)
     return env
 
 
@@ -155,13 +161,16 @@ def kill_tagged(tag: str | Iterable[str], var: str = TAG_VAR, grace: float = 1.0
     return found
 
 
-IPC_PREFIXES = ("/dev/shm/mpich_shm_", os.path.join(tempfile.gettempdir(), "hydra_"))
+IPC_PREFIXES = ("/dev/shm/mpich_shm_", os.path.join(tempfile.gettempdir(), "hydra_"),
+                "/dev/shm/sm_segment.")  # Open MPI's shared-memory segments (mapped, not held open)
+SESSION_PREFIX = os.path.join(tempfile.gettempdir(), "ompi.")  # PRRTE's session directory, ompi.<prterun pid>
 
 
 def ipc_files(pids: Iterable[int]) -> set[str]:
-    """Files MPICH and Hydra leave behind when their processes are killed, held open by ``pids``:
-    the ranks' shared-memory segments (``/dev/shm/mpich_shm_*``) and the proxies' hwloc topology
-    files (``$TMPDIR/hydra_*``). Collected before a kill, removed after it (:func:`kill_tagged`)."""
+    """Files MPICH, Hydra and Open MPI leave behind when their processes are killed, held open or
+    mapped by ``pids``: the ranks' shared-memory segments (``/dev/shm/mpich_shm_*``,
+    ``/dev/shm/sm_segment.*``) and the proxies' hwloc topology files (``$TMPDIR/hydra_*``).
+    Collected before a kill, removed after it (:func:`kill_tagged`)."""
     out: set[str] = set()
     for pid in pids:
         try:
@@ -175,7 +184,39 @@ def ipc_files(pids: Iterable[int]) -> set[str]:
                 continue
             if path.startswith(IPC_PREFIXES) and not path.endswith(" (deleted)"):
                 out.add(path)
-    return out
+        try:
+            with open(f"/proc/{pid}/maps") as f:
+                out.update(p for p in (line.rstrip("\n").partition("/")[2] for line in f if "sm_segment." in line)
+                           if ("/" + p).startswith(IPC_PREFIXES) and not p.endswith(" (deleted)"))
+        except OSError:
+            continue
+    return {p if p.startswith("/") else "/" + p for p in out}
+
+
+def sweep_sessions() -> list[str]:
+    """Remove Open MPI's session directories (``$TMPDIR/ompi.<pid>``) whose ``prterun`` is gone: PRRTE
+    leaves them after a job that spawned, and always after a kill. Returns what it removed."""
+    import shutil
+
+    base, prefix = os.path.split(SESSION_PREFIX)
+    me, gone = os.getuid(), []
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return []
+    for n in names:
+        pid = n[len(prefix):]
+        if not n.startswith(prefix) or not pid.isdigit() or _alive(int(pid)):
+            continue
+        path = os.path.join(base, n)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if (st.st_uid == me or me == 0) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+            gone.append(path)
+    return gone
 
 
 SWEEP_AGE = 2.0  # seconds: younger unheld files may belong to a run that is starting
@@ -186,7 +227,7 @@ def sweep_ipc(min_age: float = SWEEP_AGE) -> list[str]:
     leave behind, which nothing held by a running job can be. Returns what it removed."""
     gone = unheld_ipc_files(min_age)
     remove_files(gone)
-    return gone
+    return gone + sweep_sessions()
 
 
 def unheld_ipc_files(min_age: float = 0.0) -> list[str]:
@@ -265,11 +306,12 @@ def mpirun(
 
     Raises MPIRunError on timeout, or on a non-zero exit when ``check``.
     """
-    cmd = [mpiexec_path(), "-n", str(n), *mpiexec_args, sys.executable, *argv]
     tag = new_tag()
+    run_env = mpi_env({**(env or {}), TAG_VAR: tag})
+    cmd = [*selected_mpi(run_env).argv(n), *mpiexec_args, sys.executable, *argv]
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=mpi_env({**(env or {}), TAG_VAR: tag}), cwd=cwd, start_new_session=True,
+        env=run_env, cwd=cwd, start_new_session=True,
     )
     sid = proc.pid
     try:

@@ -68,7 +68,7 @@ from reshape.joblink import jobenv as E
 from reshape.joblink import launchers
 from reshape.joblink.advice import Advisor, advisor_from_env
 from reshape.joblink.protocol import MAX_SIZES, Advice, ResizeReport
-from reshape.mpiutil import allreduce, barrier, bcast_obj
+from reshape.mpiutil import allreduce, barrier, bcast_obj, open_mpi, release
 from reshape.redistribution import placement
 from reshape.redistribution.layout import Layout, nearly_square_grid
 from reshape.redistribution.redistribute import redistribute
@@ -352,7 +352,7 @@ class Resizer(Joining, Background, Parking):
         hosts = self.comm.gather(socket.gethostname(), root=0) if self.reuse else None
         new_comm = placement.renumber(self.comm, ranks)
         if not self.reuse:
-            self.comm.Disconnect()
+            release(self.comm)
             if not keep:
                 self._retire()
         elif keep:  # the old communicator stays: the retired ranks wait on it (reshape.runtime.parking)
@@ -520,7 +520,7 @@ class Resizer(Joining, Background, Parking):
         self.comm = new
         for reg in self.arrays.values():
             reg.dist = DistArray(reg.dist.layout, reg.dist.local, new, reg.dist.ranks)
-        old.Disconnect()
+        release(old)
 
     def _retire(self) -> None:
         sys.stdout.flush()
@@ -529,6 +529,8 @@ class Resizer(Joining, Background, Parking):
         raise SystemExit(0)
 
 _RUNTIME: Resizer | None = None
+# Open MPI 5.0.11: a parked rank's MPI_Finalize, once the job ends, crashes in its dynamic-process teardown
+NO_PARKING_OPEN_MPI = "a parked rank's MPI_Finalize crashes in Open MPI 5.0 (docs/mpi.md)"
 
 
 def init(
@@ -578,10 +580,12 @@ def init(
     reuse = cfg.reuse if reuse is None else reuse
     standby = int(cfg.standby if standby is None else standby)
     launcher = launchers.from_env()
-    if reuse and launcher.no_parking:
+    no_parking = (f"the {launcher.name} launcher: {launcher.no_parking}" if launcher.no_parking else
+                  f"Open MPI: {NO_PARKING_OPEN_MPI}" if open_mpi() else None)
+    if reuse and no_parking:
         if MPI.COMM_WORLD.rank == 0 and parent == MPI.COMM_NULL:
-            print(f"[reshape] {E.REUSE}=1{' and standby ranks' if standby else ''} ignored under the "
-                  f"{launcher.name} launcher: {launcher.no_parking}", file=sys.stderr, flush=True)
+            print(f"[reshape] {E.REUSE}=1{' and standby ranks' if standby else ''} ignored under "
+                  f"{no_parking}", file=sys.stderr, flush=True)
         reuse, standby = False, 0
     if parent != MPI.COMM_NULL:
         called = time.time()

