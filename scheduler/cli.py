@@ -7,6 +7,7 @@ function that registers parsers whose ``func`` attribute runs the command:
 * ``scheduler.tools.netns`` -> ``netns`` (a network-namespace test cluster)
 * ``scheduler.service.commands`` -> the daemon, job and workload commands (``daemon``, ``submit``, ``demo``, ...)
 * ``scheduler.lab.simulate_cli`` -> ``simulate``
+* ``reshape.joblink.mpiexec_cli`` -> ``mpiexec`` (a program under MPICH or Open MPI)
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import re
 import sys
 
 PARTS = ("reshape.redistribution.demo", "scheduler.tools.netns", "scheduler.service.commands",
-         "scheduler.lab.simulate_cli")
+         "scheduler.lab.simulate_cli", "reshape.joblink.mpiexec_cli")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -130,7 +130,8 @@ def _is_rank(pid: int) -> bool:
             argv = f.read().split(b"\0")
     except OSError:
         return False
-    return any(a.endswith(b"examples/heat.py") for a in argv) and not any(a.endswith((b"mpiexec", b"mpiexec.hydra")) for a in argv)
+    launcher = (b"mpiexec", b"mpiexec.hydra")
+    return any(a.endswith(b"examples/heat.py") for a in argv) and not any(a.endswith(launcher) for a in argv)
 
 
 def test_under_the_daemon_a_checkpointed_program_that_never_calls_finish_ends_done_once(daemon):

@@ -6,6 +6,9 @@ import re
 import pytest
 
 pytestmark = pytest.mark.procs
+# .ci/run runs this file under Open MPI too; parking is off there (docs/mpi.md)
+parking = pytest.mark.skipif(os.environ.get("RESHAPE_MPI") == "openmpi",
+                             reason="parked ranks are not supported on Open MPI 5.0 (their MPI_Finalize crashes)")
 
 
 def run_plan(mpirun, start, plan, tmp_path, extra_env=None, iters=6):
@@ -92,6 +95,7 @@ def test_positions_go_to_the_ranks_holding_the_data_and_whole_groups_retire(mpir
     assert all(r == 0 for _, r in seqs[first])
 
 
+@parking
 def test_reuse_calls_parked_ranks_back_instead_of_spawning(mpirun, tmp_path):
     res, lines = run_plan(mpirun, 2, "2,4,2,4,2", tmp_path, {"RESHAPE_REUSE": "1"})
     assert "final size 2 sizes [4, 2, 4, 2, 2, 2] checksum 15 data OK" in res.stdout
@@ -107,6 +111,7 @@ def test_reuse_calls_parked_ranks_back_instead_of_spawning(mpirun, tmp_path):
     assert set(parked[4:]) == {("2", "2")}, parked
 
 
+@parking
 def test_standby_ranks_started_with_the_job_serve_its_first_expansion(mpirun, tmp_path):
     """A warm pool: RESHAPE_STANDBY=2 spawns two ranks at start that park at once; the first 2 -> 4
     calls them back (no spawn: four processes in all), and the second 2 -> 4 calls them back again."""
@@ -118,6 +123,7 @@ def test_standby_ranks_started_with_the_job_serve_its_first_expansion(mpirun, tm
     assert not res.leftovers
 
 
+@parking
 def test_parked_ranks_cover_part_of_an_expansion_and_the_rest_is_spawned(mpirun, tmp_path):
     """Two standbys, then 2 -> 6: the two are called back and two more are spawned over the communicator
     they joined (six processes in all); a shrink to 2 parks four, and 2 -> 4 calls back two of them."""
@@ -128,6 +134,7 @@ def test_parked_ranks_cover_part_of_an_expansion_and_the_rest_is_spawned(mpirun,
     assert parked[:4] == [("2", "2"), ("0", "0"), ("4", "4"), ("2", "2")], parked
 
 
+@parking
 def test_parked_ranks_of_two_shrinks_are_called_back_together(mpirun, tmp_path):
     """4 -> 3 -> 2 parks one rank at each shrink, in two pools; 2 -> 4 calls both back, pool by pool, and
     spawns nothing (four processes in all), the data right after every step."""
@@ -140,6 +147,7 @@ def test_parked_ranks_of_two_shrinks_are_called_back_together(mpirun, tmp_path):
     assert not res.leftovers
 
 
+@parking
 def test_parked_ranks_leave_when_the_program_ends_without_finish(mpirun):
     res = mpirun(2, ["-m", "tests.mpi.resize_nofinish"], env={"RESHAPE_REUSE": "1", "RESHAPE_PLAN": "2,4,2"},
                  timeout=60)

