@@ -61,13 +61,24 @@ def wait(req: MPI.Request, max_sleep: float = MAX_SLEEP) -> None:
 
 
 def barrier(comm: MPI.Comm, max_sleep: float = MAX_SLEEP) -> None:
-    """``MPI_Barrier`` that sleeps instead of spinning."""
+    """``MPI_Barrier`` that sleeps instead of spinning (blocking on Open MPI: see :func:`allreduce`)."""
+    if open_mpi():
+        comm.Barrier()
+        return
     wait(comm.Ibarrier(), max_sleep)
 
 
 def allreduce(comm: MPI.Comm, value: float, op: MPI.Op = MPI.MAX, max_sleep: float = MAX_SLEEP) -> float:
-    """A scalar ``MPI_Allreduce`` (float) that sleeps instead of spinning while waiting."""
+    """A scalar ``MPI_Allreduce`` (float) that sleeps instead of spinning while waiting.
+
+    On Open MPI the blocking call: its ranks yield while they wait (``mpi_yield_when_idle``,
+    :mod:`reshape.joblink.mpis`), and in ``apps.mm`` under Open MPI 5.0.11 about one run in five
+    had an ``MPI_Iallreduce`` here return its output buffer unwritten (every rank gave 1.0 to a
+    MIN, the result read 0.0); the blocking call never did in the same runs (docs/mpi.md)."""
     out = np.zeros(1)
+    if open_mpi():
+        comm.Allreduce(np.array([float(value)]), out, op)
+        return float(out[0])
     wait(comm.Iallreduce(np.array([float(value)]), out, op), max_sleep)
     return float(out[0])
 
@@ -98,6 +109,8 @@ def bcast_obj(comm: MPI.Comm, obj=None, root: int = 0, max_sleep: float = MAX_SL
     """``comm.bcast`` of a picklable object that sleeps instead of spinning while waiting."""
     import pickle
 
+    if open_mpi():  # blocking on Open MPI, as allreduce
+        return comm.bcast(obj, root)
     if comm.rank == root:
         data = np.frombuffer(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), dtype=np.uint8)
         n = np.array([data.size], dtype=np.int64)

@@ -15,7 +15,7 @@ import pytest
 
 @pytest.mark.parametrize("n", [1, 2, 4])
 def test_rank_tests_pass_on_every_rank(mpirun, n):
-    res = mpirun(n, ["-m", "pytest", "--with-mpi", "-q", "-p", "no:cacheprovider", "--timeout", "60",
+    res = mpirun(n, ["-m", "pytest", "--with-mpi", "-q", "--color=no", "-p", "no:cacheprovider", "--timeout", "60",
                      "tests/mpi_ranks"], timeout=240)
     summaries = re.findall(r"(\d+) passed(?:, (\d+) skipped)? in ", res.stdout)  # one line per rank
     assert len(summaries) == n and len(set(summaries)) == 1, res.stdout[-6000:]

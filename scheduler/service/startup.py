@@ -25,7 +25,7 @@ from typing import Any
 
 from reshape.joblink import jobenv as E
 from reshape.joblink.launch import MPIRunError, kill_tagged, mpi_env, selected_mpi, tagged_pids
-from reshape.joblink.launchers import Launcher
+from reshape.joblink.launchers import Launcher, is_local
 from scheduler.core.jobfile import resize_timeout_of
 
 __all__ = ["job_argv", "job_pids", "job_tag", "kill_job", "kill_jobs", "read_exit_status", "start_job"]
@@ -89,6 +89,9 @@ def start_job(job_id: int, desc: dict[str, Any], hosts: list[str], endpoint: str
     except MPIRunError as e:
         raise OSError(str(e)) from None
     env.pop(E.PLAN, None)
+    remote = sorted(h for h in set(hosts) if not is_local(h))
+    if env.get(E.MPI) == "openmpi" and remote:
+        raise OSError(f"a job on Open MPI runs on this machine only (docs/mpi.md); it was given {remote[:4]}")
     os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
     argv = job_argv(desc, hosts, env)
     ids: dict[str, Any] = {}
