@@ -70,3 +70,11 @@ def test_plan_larger_than_the_data_is_one_line_before_anything_is_spawned(mpirun
     res = mpirun(2, ["examples/heat.py"], env={"RESHAPE_PLAN": "2,99", "RESHAPE_DEBUG": "1"}, timeout=60,
                  check=False)
     assert res.returncode == 1 and "Traceback" in res.stderr and res.stderr.count("99 processes > 64 rows") == 1
+
+
+def test_refused_plan_step_names_the_size_asked_for_and_the_variable_that_lifts_it(mpirun):
+    res = mpirun(2, ["examples/heat.py", "--steps", "3"], env={"RESHAPE_PLAN": "2,4,3"}, timeout=120)
+    assert ("[reshape] resize 4 -> 3 refused: shrink to 3: the job has only run on [2, 4] processes (a job "
+            "shrinks only to sizes it has run at; RESHAPE_ALLOW_NEW_SIZES=1 or init(allow_new_sizes=True) lifts "
+            "this); continuing on 4 processes") in res.stderr, res.stderr
+    assert "sizes [2, 4] sha256" in res.stdout
