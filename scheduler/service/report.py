@@ -109,7 +109,7 @@ def plot_history(hist: dict[str, Any], path: str, title: str = "") -> None:
     a.set_yticks([k + 0.5 for k in range(len(lanes))],
                  [f"{j['job_id']} {j['name']}" for j in reversed(lanes)], fontsize=min(10, max(4, 28 * lane_h)))
     a.set_ylim(0, max(1, len(lanes)) + 0.05)
-    a.set_ylabel(f"jobs (band height: processors, full = {top})", fontsize=8)
+    a.set_ylabel(f"one lane per job; the band's height\nis its processors (a full lane = {top})", fontsize=8)
     a.grid(axis="x", color="0.9")
     a.legend(handles=[Patch(facecolor="none", edgecolor="0.6", hatch="///", label="waiting in the queue"),
                       Line2D([], [], ls="", marker="^", color="#137333", label="expand advised"),
