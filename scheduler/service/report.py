@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.core.metrics import JobRecord, Usage, metrics
+from scheduler.service.palette import job_color
 
 __all__ = ["allocation_series", "plot_history", "summarize"]
 
@@ -80,7 +81,7 @@ def plot_history(hist: dict[str, Any], path: str, title: str = "") -> None:
     t0 = min([e["t"] for e in events] + [j["arrival_time"] for j in jobs], default=0.0)
     t_end = max([e["t"] for e in events], default=t0) - t0
     series = allocation_series(events)
-    colors = {j["job_id"]: plt.get_cmap("tab10")(k % 10) for k, j in enumerate(jobs)}
+    colors = {j["job_id"]: job_color(j["job_id"]) for j in jobs}  # as on the dashboard
     lanes = [j for j in jobs if j["job_id"] in series or j["state"] in ("queued", "waiting")]
     lane_h = min(0.75, 10.0 / max(1, len(lanes)))  # inches: many jobs get thinner lanes, not a taller figure
     fig, (a, b) = plt.subplots(2, 1, figsize=(10, 2.2 + lane_h * len(lanes) + 2.4), sharex=True,
