@@ -115,3 +115,19 @@ def test_plan_entries_are_not_skipped():
                       (",2", "an empty entry at the start"), ("2,0,3", "0 is not a process count")):
         with pytest.raises(ValueError, match=msg):
             parse_plan(text)
+
+
+def test_docs_import_reshape_one_way_and_document_what_programs_use():
+    import glob
+    import os
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for path in [os.path.join(root, "README.md"), *glob.glob(os.path.join(root, "docs", "*.md")),
+                 *glob.glob(os.path.join(root, "examples", "*.py"))]:
+        with open(path) as f:
+            assert "import reshape.runtime as reshape" not in f.read(), path
+    with open(os.path.join(root, "docs", "resizable-programs.md")) as f:
+        doc = f.read()
+    for name in ("import reshape\n", "reshape.layout_rule(", "`DistArray`", "X.dist.redistribute(", "rt.history",
+                 "rt.results", "global_indices"):
+        assert name in doc, name
