@@ -442,7 +442,7 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--plot", default=None, metavar="FILE.png",
                    help="allocation plot to write ('' for none; default: reshape-demo.png in --state-dir, "
                    "else in ~/.reshape, $RESHAPE_STATE_DIR when set); the demo prints where it wrote it")
-    p.add_argument("--quick", action="store_true", help="three jobs, about 15 s")
+    p.add_argument("--quick", action="store_true", help="three jobs, about 30 s")
     p.add_argument("--state-dir", help="keep the daemon's journal and job logs here (default: temporary)")
     p.add_argument("--slots", type=_positive_int, default=8, help="virtual slots on localhost (default 8)")
     p.add_argument("--json", action="store_true")

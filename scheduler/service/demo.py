@@ -2,14 +2,15 @@
 
 A scaled-down W1 (seed 001 §4.2.1, Table 4) with the real, resizable
 applications of ``apps/`` run by ``mpiexec`` under a daemon on localhost:
-LU and MM start at once on two processes each; master-worker, Jacobi and FFT
-arrive later. With idle slots the jobs expand (``MPI_Comm_spawn``, real
-redistribution of their data); an expansion that does not pay returns to the
-previous size (sweet spot: on a two-core machine more ranks rarely pay); a
-queued job that does not fit makes running jobs shrink at their next resize
-point. Prints per-job turnaround, the sizes each job ran at and the
-utilization, and draws processors per job and busy processors over time
-(Fig. 4a/4b style).
+LU and MM start at once on two processes each, with half the slots idle, and
+expand into them; Jacobi (4 processes) is submitted once a job has expanded and
+it does not fit (``hold``, see :func:`scheduler.service.workload.run_workload`),
+so it queues and a running job shrinks to admit it whatever the machine's load;
+master-worker and FFT arrive later. An expansion that does not pay returns to
+the previous size (sweet spot: on a two-core machine more ranks rarely pay).
+Prints per-job turnaround, the sizes each job ran at, the utilization and the
+times of the first expansion and the first shrink to admit a queued job, and
+draws processors per job and busy processors over time (Fig. 4a/4b style).
 
 While it runs, a live view (:mod:`scheduler.service.live`) shows the jobs and their sizes, the
 queue and the scheduler's decisions with their reasons; ``--dashboard PORT`` also serves the
@@ -20,10 +21,10 @@ waiting job's reservation, so uniform, loose estimates (an earlier version gave 
 
 Our choices (the paper's W1 runs hours on 36 processors): 8 virtual slots on
 this machine, problem sizes and iteration counts so that an iteration takes
-about a second with two jobs sharing the cores, arrivals scaled from W1's
-450 s / 465 s (a tenth of LU's run) to 3 s / 4 s, while LU and MM are still
-expanded (about a minute in all). ``--quick`` runs
-three jobs with fewer iterations (about 15 s, for the end-to-end test). Every app checks its data
+about a second with two jobs sharing the cores, Jacobi held back until the
+machine is full (at the latest 20 s), master-worker and FFT at 20 s and 25 s
+(about 70 s in all). ``--quick`` runs the same opening with three jobs and
+fewer iterations (about 30 s, for the end-to-end test). Every app checks its data
 after every resize (``--check``); the demo reports each job's verdict.
 """
 
