@@ -142,8 +142,8 @@ def _many_jobs_state():
 
 
 def test_layout_at_1400x1000_with_many_jobs(tmp_path):
-    """The decision log is on screen without scrolling, running jobs' charts come first, and no two of
-    the jobs drawn share a colour."""
+    """The decision log and the nodes are on screen without scrolling, running jobs' charts come first,
+    and no two of the jobs drawn share a colour."""
     from scheduler.service.dashboard import Dashboard
     from scheduler.service.dashboard_view import snapshot
 
@@ -160,6 +160,8 @@ def test_layout_at_1400x1000_with_many_jobs(tmp_path):
             inner = b.execute_script("return window.innerHeight")
             box = b.execute_script("return document.getElementById('decisions-box').getBoundingClientRect().toJSON()")
             assert box["top"] < inner and box["bottom"] <= inner, (box, inner)
+            nodes = b.execute_script("return document.getElementById('nodes-box').getBoundingClientRect().toJSON()")
+            assert nodes["bottom"] <= inner, (nodes, inner)
             assert b.execute_script("return document.querySelectorAll('#decisions tbody tr').length") >= 5
             first = b.execute_script("return [...document.querySelectorAll('#curves svg')].map(e => e.dataset.jobId)")
             running = sorted(str(r["job_id"]) for r in st.status(now)["running"])
