@@ -9,7 +9,7 @@ from mpi4py import MPI
 import reshape
 
 ap = argparse.ArgumentParser(description=__doc__)
-ap.add_argument("--n", type=int, default=256, help="grid points per side")
+ap.add_argument("--n", type=int, default=64, help="grid points per side (default 64)")
 ap.add_argument("--steps", type=int, default=40, help="time steps (one resize point each)")
 ap.add_argument("--work", type=float, default=0.0,
                 help="extra seconds per step shared by the ranks (sleep work/p), as a larger grid would take")

@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-import reshape.runtime as reshape
+import reshape
 
 
 def neighbours(comm, lay, u, axis):

@@ -3,6 +3,8 @@
 Each run is bounded (``timeout``); the ``mpirun`` fixture fails a run that left a process behind.
 """
 
+import time
+
 import pytest
 
 pytestmark = pytest.mark.procs
@@ -41,6 +43,7 @@ def test_uncaught_error_ends_the_job_once_without_abort(mpirun):
     ({"RESHAPE_PLAN": "2,0,3"}, "RESHAPE_PLAN='2,0,3': 0 is not a process count; expected process counts >= 1"),
     ({"RESHAPE_PLAN": "2,-1"}, "RESHAPE_PLAN='2,-1': -1 is not a process count"),
     ({"RESHAPE_PLAN": "2,x"}, "RESHAPE_PLAN='2,x': 'x' is not a number"),
+    ({"RESHAPE_PLAN": "2,,4"}, "RESHAPE_PLAN='2,,4': an empty entry after 2; expected process counts >= 1"),
     ({"RESHAPE_PLAN": "3,4"}, "RESHAPE_PLAN=3,4: the plan starts at 3 processes but the job runs on 2"),
     ({"RESHAPE_MAX_PROCS": "abc"}, "RESHAPE_MAX_PROCS='abc': expected an integer >= 1"),
     ({"RESHAPE_STANDBY": "2"}, "RESHAPE_STANDBY=2: standby ranks are parked ranks; turn reuse on too"),
@@ -49,4 +52,29 @@ def test_bad_environment_fails_on_every_rank(mpirun, env, text):
     res = mpirun(2, ["examples/heat.py", "--n", "16", "--steps", "2"], env=env, timeout=60, check=False)
     assert res.returncode == 1, (res.returncode, res.stdout, res.stderr)
     assert res.stderr.count(f"UsageError: reshape.init(): {text}") == 1, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr, res.stderr  # one line
     assert "sha256" not in res.stdout and not res.leftovers
+
+
+def test_plan_larger_than_the_data_is_one_line_before_anything_is_spawned(mpirun):
+    """The README's heat example (a 64x64 grid, "rows") along a plan with a typo: refused at
+    register_array, naming both numbers, before any rank is spawned; RESHAPE_DEBUG=1 adds the traceback."""
+    t0 = time.monotonic()
+    res = mpirun(2, ["examples/heat.py"], env={"RESHAPE_PLAN": "2,99"}, timeout=60, check=False)
+    took = time.monotonic() - t0
+    assert res.returncode == 1 and took < 10, (res.returncode, took, res.stderr)
+    assert res.stderr.strip().splitlines() == [
+        "UsageError: register_array('T'): RESHAPE_PLAN=2,99: 99 processes > 64 rows of array 'T' (layout 'rows'): "
+        "some processes would hold no data (RESHAPE_DEBUG=1 shows the traceback)"], res.stderr
+    assert "sha256" not in res.stdout and "plan step" not in res.stderr and not res.leftovers
+    res = mpirun(2, ["examples/heat.py"], env={"RESHAPE_PLAN": "2,99", "RESHAPE_DEBUG": "1"}, timeout=60,
+                 check=False)
+    assert res.returncode == 1 and "Traceback" in res.stderr and res.stderr.count("99 processes > 64 rows") == 1
+
+
+def test_refused_plan_step_names_the_size_asked_for_and_the_variable_that_lifts_it(mpirun):
+    res = mpirun(2, ["examples/heat.py", "--steps", "3"], env={"RESHAPE_PLAN": "2,4,3"}, timeout=120)
+    assert ("[reshape] resize 4 -> 3 refused: shrink to 3: the job has only run on [2, 4] processes (a job "
+            "shrinks only to sizes it has run at; RESHAPE_ALLOW_NEW_SIZES=1 or init(allow_new_sizes=True) lifts "
+            "this); continuing on 4 processes") in res.stderr, res.stderr
+    assert "sizes [2, 4] sha256" in res.stdout

@@ -29,6 +29,7 @@ BAD = {
     E.CHECKPOINT: ("every:0", "expected every:N (iterations, N >= 1) or seconds:T (T > 0)"),
     E.CHECKPOINT_DIR: (" ", "expected a directory path"),
     E.FAULT_ONCE: ("", "expected a file path"),
+    E.DEBUG: ("verbose", "expected 1/true/yes/on or 0/false/no/off"),
 }
 
 
@@ -80,3 +81,53 @@ def test_job_settings_on_one_rank():
     with pytest.raises(UsageError, match="the plan starts at 2 processes but the job runs on 1"):
         job_settings(MPI.COMM_SELF, env={E.PLAN: "2,4"})
     assert job_settings(MPI.COMM_SELF, spawned=True, env={E.PLAN: "2,4"}).plan == (2, 4)  # a spawned group
+
+
+def test_sizes_are_checked_against_the_data():
+    """An expansion the scheduler offers beyond an array's blocks is refused naming both numbers, and such
+    sizes are not among those announced to the scheduler (legal_sizes uses the same check)."""
+    from types import SimpleNamespace
+
+    from reshape.runtime.checks import data_limit, plan_data_problem, resize_problem
+    from reshape.runtime.darray import layout_rule
+
+    rows = data_limit("T", (64, 64), "rows", None)
+    assert rows(64) is None and rows(99) == ("99 processes > 64 rows of array 'T' (layout 'rows'): "
+                                             "some processes would hold no data")
+    assert plan_data_problem((2, 4, 99, 3), rows).startswith("RESHAPE_PLAN=2,4,99,3: 99 processes > 64 rows")
+    assert plan_data_problem((2, 64), rows) is None and plan_data_problem(None, rows) is None
+    grid = data_limit("A", (512, 512), "2d", (64, 64))
+    assert grid(64) is None and "9x9 grid" in grid(81) and "8 blocks of 64 rows (512 rows)" in grid(81)
+    assert "3 blocks of 4 columns (10 columns)" in data_limit("x", (3, 10), "cols-cyclic", 4)(4)
+    assert data_limit("f", (4,), lambda p: None, None)(99) is None  # a layout function is not second-guessed
+    reg = SimpleNamespace(name="T", rule=layout_rule((64, 64), "rows"), limit=rows)
+    rt = SimpleNamespace(size=4, max_procs=None, sizes=None, arrays={"T": reg}, allow_new_sizes=False,
+                         history=[2, 4])
+    assert resize_problem(rt, 99, "expand") == rows(99) and resize_problem(rt, 64, "expand") is None
+    assert "RESHAPE_ALLOW_NEW_SIZES=1 or init(allow_new_sizes=True) lifts this" in resize_problem(rt, 3, "shrink")
+
+
+def test_plan_entries_are_not_skipped():
+    from reshape.joblink.advice import parse_plan
+
+    assert parse_plan("2,4,6") == parse_plan("2 -> 4 -> 6") == parse_plan("2, 4, 6") == [2, 4, 6]
+    for text, msg in (("2,,4", "an empty entry after 2"), ("2,4,", "an empty entry at the end"),
+                      (",2", "an empty entry at the start"), ("2,0,3", "0 is not a process count")):
+        with pytest.raises(ValueError, match=msg):
+            parse_plan(text)
+
+
+def test_docs_import_reshape_one_way_and_document_what_programs_use():
+    import glob
+    import os
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for path in [os.path.join(root, "README.md"), *glob.glob(os.path.join(root, "docs", "*.md")),
+                 *glob.glob(os.path.join(root, "examples", "*.py"))]:
+        with open(path) as f:
+            assert "import reshape.runtime as reshape" not in f.read(), path
+    with open(os.path.join(root, "docs", "resizable-programs.md")) as f:
+        doc = f.read()
+    for name in ("import reshape\n", "reshape.layout_rule(", "`DistArray`", "X.dist.redistribute(", "rt.history",
+                 "rt.results", "global_indices"):
+        assert name in doc, name

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -12,7 +13,7 @@ from itertools import pairwise
 import psutil
 import pytest
 
-from scheduler.service.demo import demo_jobs, resizes, shrink_reasons
+from scheduler.service.demo import demo_jobs, resizes, shrink_reasons, story_times
 from scheduler.service.startup import TAG, job_tag, kill_job
 
 pytestmark = pytest.mark.procs
@@ -51,15 +52,32 @@ def test_demo_jobs_are_valid_job_descriptions():
         jobs = demo_jobs(quick)
         assert {j["command"][2].split(".")[0] for j in jobs} == {"apps"}
         for j in jobs:
-            validate_job(j, 8)
+            validate_job({k: v for k, v in j.items() if k != "hold"}, 8)  # run_workload takes "hold" out
+        # the opening: two 2-process jobs with 4 slots idle, then a held 4-process job
+        assert [(j["nprocs"], j["arrival_delay"]) for j in jobs[:2]] == [(2, 0.0), (2, 0.0)]
+        assert jobs[2]["nprocs"] == 4 and jobs[2]["hold"]["after_expansions"] == 1
+
+
+def test_story_times_from_events():
+    ev = [{"t": 100.0, "job_id": 1, "kind": "start", "detail": ""},
+          {"t": 103.0, "job_id": 2, "kind": "advise", "detail": "expand 2->4: idle processors"},
+          {"t": 104.5, "job_id": 2, "kind": "expand", "detail": "2->4"},
+          {"t": 105.0, "job_id": 1, "kind": "advise", "detail": "shrink 4->2: sweet spot: 2 -> 4 did not help"},
+          {"t": 105.2, "job_id": 1, "kind": "shrink", "detail": "4->2"},
+          {"t": 106.0, "job_id": 2, "kind": "advise", "detail": "shrink 4->2: admit queued job 3"},
+          {"t": 106.4, "job_id": 2, "kind": "shrink", "detail": "4->2"}]
+    assert story_times(ev, 100.0) == {"first_expansion_s": 4.5, "first_admit_shrink_s": 6.4}
+    assert story_times(ev[:1], 100.0) == {"first_expansion_s": None, "first_admit_shrink_s": None}
 
 
 def test_quick_demo_resizes_real_apps_and_leaves_nothing(tmp_path):
+    """Also: the story within 30 s (an expansion into idle slots, a shrink to admit the queued job), the
+    dashboard's real port with --dashboard 0, and the plot beside the state, not in the current directory."""
     state = str(tmp_path / "state")
-    plot = str(tmp_path / "demo.png")
+    plot = os.path.join(state, "reshape-demo.png")
     try:
         # progress (plain lines, stdout is no terminal) on stderr while it runs, the result on stdout
-        p = subprocess.Popen([sys.executable, "-m", "scheduler.cli", "demo", "--quick", "--json", "--plot", plot,
+        p = subprocess.Popen([sys.executable, "-m", "scheduler.cli", "demo", "--quick", "--json", "--dashboard", "0",
                               "--state-dir", state], cwd=str(tmp_path), stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
         try:
@@ -76,7 +94,12 @@ def test_quick_demo_resizes_real_apps_and_leaves_nothing(tmp_path):
         assert "advised shrink" in text and "t = " in text and "running: " in text, text
         assert end - progress[0][0] > 5 and max(b[0] - a[0] for a, b in pairwise(progress)) < 15, \
             "the progress stalls"  # the output keeps coming while the jobs run
+        port = re.search(r"^dashboard: http://127\.0\.0\.1:(\d+)/$", text, re.M)
+        assert port and int(port.group(1)) > 0, text
         out = json.loads(stdout)
+        assert out["first_expansion_s"] is not None and out["first_expansion_s"] < 30, out
+        assert out["first_admit_shrink_s"] is not None and out["first_admit_shrink_s"] < 30, out
+        assert out["plot"] == plot and not os.path.exists(tmp_path / "reshape-demo.png")
         jobs = out["jobs"]
         assert [j["name"] for j in jobs] == [j["name"] for j in demo_jobs(True)]
         assert all(j["state"] == "done" and j["check"] == "OK" for j in jobs), jobs

@@ -144,3 +144,26 @@ def test_where_the_protocol_needs_curve_the_dashboard_needs_the_token(tmp_path, 
         assert _get(url + f"api/state?token={d.token}")[0] == 200
     finally:
         d.close()
+
+
+def test_page_and_history_plot_share_a_palette_that_does_not_repeat_for_many_jobs():
+    from scheduler.service import palette, report
+
+    colors = palette.palette()
+    assert len(set(colors)) == palette.COLORS >= 64  # job 11 is not job 1's colour again, nor job 21
+    assert json.dumps(colors) in page().decode()  # the dashboard colours job k with entry k - 1
+    assert report.job_color is palette.job_color and palette.job_color(1) == colors[0]
+    assert palette.job_color(palette.COLORS + 1) == colors[0]
+
+    def rgb(c):
+        return [int(c[i:i + 2], 16) for i in (1, 3, 5)]
+
+    close = min(sum((a - b) ** 2 for a, b in zip(rgb(x), rgb(y), strict=True)) ** 0.5
+                for i, x in enumerate(colors[:24]) for y in colors[i + 1:24])
+    assert close > 30, close  # the first 24 jobs' colours are told apart
+
+
+def test_queue_has_no_waiting_column():
+    html = page().decode()
+    head = html[html.index('<table id="queue">'):html.index("</thead>", html.index('<table id="queue">'))]
+    assert "<th>waiting</th>" not in head and "<th>submitted</th>" in head  # "waiting" is a state only

@@ -116,3 +116,59 @@ def test_dashboard_address_errors_name_the_value(tmp_path):
     assert p.returncode == 1, p.stdout + p.stderr
     assert f"cannot serve the dashboard on 127.0.0.1:{port}: address already in use" in p.stderr, p.stderr
     assert not (tmp_path / "state").exists()  # refused before anything was written
+
+
+def _many_jobs_state():
+    """24 jobs on 8 slots: 20 ended after resizing, 2 running (the two newest to start), 2 queued."""
+    from reshape.joblink import protocol as P
+    from scheduler.core.jobfile import validate_job
+    from scheduler.core.policy import app_policy, remap_policy
+    from scheduler.core.pool import default_pool
+    from scheduler.core.state import ClusterState
+
+    st = ClusterState(default_pool(8), app_policy("fcfs"), remap_policy("reshape"))
+    now = 0.0
+    for k in range(22):
+        jid = st.submit(validate_job({"name": f"j{k + 1}", "command": ["true"], "nprocs": 3, "max_procs": 4}), now)
+        st.tick(now)
+        st.handle(P.ResizePoint(job_id=jid, iteration=1, nprocs=3, iter_time=1.0), now + 0.5)
+        if k < 20:
+            st.exited(jid, 0, now + 1.0)
+        now += 1.0
+    for k in (22, 23):
+        st.submit(validate_job({"name": f"big{k + 1}", "command": ["true"], "nprocs": 6}), now)
+    st.tick(now)
+    return st, now
+
+
+def test_layout_at_1400x1000_with_many_jobs(tmp_path):
+    """The decision log and the nodes are on screen without scrolling, running jobs' charts come first,
+    and no two of the jobs drawn share a colour."""
+    from scheduler.service.dashboard import Dashboard
+    from scheduler.service.dashboard_view import snapshot
+
+    st, now = _many_jobs_state()
+    d = Dashboard("127.0.0.1:0")
+    try:
+        d.publish(snapshot(st, st.events, now))
+        d.start(str(tmp_path))
+        with browser() as b:
+            b.set_window_size(1400, 1000)
+            b.get(d.url)
+            _until(lambda: b.execute_script("return document.getElementById('updated').textContent") != "never",
+                   15, "the page's first update")
+            inner = b.execute_script("return window.innerHeight")
+            box = b.execute_script("return document.getElementById('decisions-box').getBoundingClientRect().toJSON()")
+            assert box["top"] < inner and box["bottom"] <= inner, (box, inner)
+            nodes = b.execute_script("return document.getElementById('nodes-box').getBoundingClientRect().toJSON()")
+            assert nodes["bottom"] <= inner, (nodes, inner)
+            assert b.execute_script("return document.querySelectorAll('#decisions tbody tr').length") >= 5
+            first = b.execute_script("return [...document.querySelectorAll('#curves svg')].map(e => e.dataset.jobId)")
+            running = sorted(str(r["job_id"]) for r in st.status(now)["running"])
+            assert len(first) >= 22 and sorted(first[:2]) == running, (first[:4], running)
+            fills = b.execute_script(
+                "return [...document.querySelectorAll('#alloc path')].map(e => e.getAttribute('fill'))")
+            assert len(fills) >= 22 and len(set(fills)) == len(fills), fills
+            b.save_screenshot(str(tmp_path / "dashboard.png"))
+    finally:
+        d.close()

@@ -96,3 +96,10 @@ def test_plot_has_one_lane_per_job_and_marks_decisions(tmp_path, monkeypatch):
     assert sorted(ln.get_marker() for ln in marks) == ["^", "v"]  # expand and shrink advice of LU
     assert path.stat().st_size > 10_000
     assert [t.get_text() for t in stack.get_legend().get_texts()] == ["1 LU", "2 Jacobi", "slots"]
+    # the dashboard's colours (scheduler.service.palette), by job id; a lane label that says what the band is
+    from matplotlib.colors import to_hex
+
+    from scheduler.service.palette import job_color
+
+    assert [to_hex(p.get_facecolor()) for p in stack.get_legend().get_patches()] == [job_color(1), job_color(2)]
+    assert "band's height" in lanes.get_ylabel() and "full =" not in lanes.get_ylabel()

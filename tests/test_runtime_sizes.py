@@ -111,3 +111,17 @@ def test_client_without_announced_sizes_sends_a_plain_hello():
     c.conn = conn = FakeConnection()
     c.advise(ResizeReport(7, 1, 4, (2, 2), 0.5))
     assert conn.sent[0].type == "hello" and "sizes" not in conn.sent[0].body
+
+
+def test_sizes_beyond_the_data_are_not_announced_and_an_offered_one_is_refused_naming_both_numbers():
+    """A 6-row array in "rows" takes at most 6 processes: the scheduler is told 1..6, and an expansion
+    it offers beyond that anyway is refused at the resize point with the reason."""
+    adv = Recorder()
+    rt = Resizer(MPI.COMM_SELF, adv)
+    rt.register_array("T", (6, 4), layout="rows")
+    rt.contact_scheduler(1.0)
+    assert adv.announced == [[1, 2, 3, 4, 5, 6]]
+    assert rt._check_size(7, "expand") == ("7 processes > 6 rows of array 'T' (layout 'rows'): some processes "
+                                           "would hold no data")
+    res = rt._act(Advice("expand", 7), 1)
+    assert res.action == "failed" and res.target == 7 and "7 processes > 6 rows" in res.error and rt.size == 1

@@ -21,6 +21,7 @@ Advisors:
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -63,16 +64,23 @@ class Static:
 
 
 def parse_plan(text: str, name: str = ENV_PLAN) -> list[int]:
-    """Parse ``"2,4,6,4"`` / ``"2->4->6"`` / ``"2 4 6"`` into sizes; ValueError naming ``name`` otherwise."""
-    cleaned = text.replace("->", ",").replace("→", ",").replace(" ", ",")
+    """Parse ``"2,4,6,4"`` / ``"2->4->6"`` / ``"2 4 6"`` into sizes; ValueError naming ``name`` otherwise.
+
+    An empty entry (``"2,,4"``, a trailing comma) is refused rather than skipped: it is a typo for a size.
+    """
     allowed = "expected process counts >= 1 separated by commas, e.g. 2,4,6,4"
-    try:
-        sizes = [int(x) for x in cleaned.split(",") if x.strip()]
-    except ValueError:
-        bad = next(x for x in cleaned.split(",") if x.strip() and not x.strip().lstrip("+-").isdigit())
-        raise ValueError(f"{name}={text!r}: {bad!r} is not a number; {allowed}") from None
-    if not sizes:
+    stripped = text.strip()
+    if not stripped:
         raise ValueError(f"{name}={text!r}: no sizes; {allowed}")
+    parts = re.split(r"\s*(?:,|->|\u2192)\s*|\s+", stripped)
+    if "" in parts:
+        k = parts.index("")
+        where = "at the start" if k == 0 else "at the end" if k == len(parts) - 1 else f"after {parts[k - 1]}"
+        raise ValueError(f"{name}={text!r}: an empty entry {where}; {allowed}")
+    bad = next((x for x in parts if not x.lstrip("+-").isdigit()), None)
+    if bad is not None:
+        raise ValueError(f"{name}={text!r}: {bad!r} is not a number; {allowed}")
+    sizes = [int(x) for x in parts]
     if any(s < 1 for s in sizes):
         raise ValueError(f"{name}={text!r}: {min(sizes)} is not a process count; {allowed}")
     return sizes

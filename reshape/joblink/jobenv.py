@@ -20,6 +20,7 @@ __all__ = [
     "CHECKPOINT_DIR",
     "CLIENT_KEY",
     "DAEMON",
+    "DEBUG",
     "FAULT",
     "FAULT_ONCE",
     "HOSTS",
@@ -78,6 +79,7 @@ ABORT_ON_ERROR = "RESHAPE_ABORT_ON_ERROR"  # 0: an uncaught error does not MPI_A
 FAULT = "RESHAPE_FAULT"                    # WHERE:WHO:HOW fault injection (faults.py)
 FAULT_ONCE = "RESHAPE_FAULT_ONCE"          # a file: inject only if it does not exist, then make it (once per job)
 WAIT = "RESHAPE_WAIT"                      # spin | poll while waiting on redistribution requests
+DEBUG = "RESHAPE_DEBUG"                    # 1: a reshape.UsageError prints its traceback, not one line
 ONECOPY = "RESHAPE_ONECOPY"                # 0: no memfd arrays, no direct reads between ranks of a host (nodecopy.py)
 CHECKPOINT = "RESHAPE_CHECKPOINT"          # every:N | seconds:T: checkpoints of the registered arrays (checkpoint.py)
 CHECKPOINT_DIR = "RESHAPE_CHECKPOINT_DIR"  # where; a complete checkpoint there is resumed from at start

@@ -181,7 +181,8 @@ class Background(Guarded):
             pend.thread.join()
             pend.spawn_comm.Free()
             if pend.refused:
-                return ResizeResult("failed", pend.old, self.size, error=pend.refused, reason=pend.reason)
+                return ResizeResult("failed", pend.old, self.size, error=pend.refused, reason=pend.reason,
+                                    target=pend.new)
             if pend.error:
                 raise RuntimeError(f"background expansion: {pend.error}")
             t0 = time.perf_counter()

@@ -8,9 +8,14 @@ agree (one ``allgather``), so that a problem found on any rank raises the
 same :class:`UsageError` on every rank, naming the value and what is
 allowed. No rank is left waiting in a collective the others never reach.
 
+Sizes are checked against the data too (:func:`data_limit`): a plan, or an
+expansion the scheduler offers, that asks for more processes than an array
+has blocks along its distributed axis is refused naming both numbers, the
+plan at ``register_array`` before anything is spawned.
+
 An agreed error that nobody catches ends the job with exit status 1: rank 0
-prints the traceback (the user's line and the message), the other ranks stay
-quiet, and every rank leaves through ``MPI_Finalize`` together (no
+prints it on one line (``UsageError: ...``; the traceback too with
+``RESHAPE_DEBUG=1``), the other ranks stay quiet, and every rank leaves through ``MPI_Finalize`` together (no
 ``MPI_Abort`` is needed, since no rank is waiting for another).
 """
 
@@ -31,13 +36,14 @@ from reshape.joblink.jobenv import parse_every
 from reshape.joblink.launchers import LAUNCHERS
 from reshape.mpiutil import mpi_type
 from reshape.redistribution import nodecopy
-from reshape.redistribution.layout import Layout, LayoutError
+from reshape.redistribution.layout import Layout, LayoutError, nearly_square_grid
 from reshape.redistribution.redistribute import METHODS
 from reshape.runtime.darray import layout_rule
 from reshape.runtime.watchdog import DEFAULT_TIMEOUT, resize_timeout
 
-__all__ = ["LAYOUTS", "JobSettings", "UsageError", "agree", "array_rule", "collectively", "env_problems",
-           "init_function", "job_settings", "plan_problems"]
+__all__ = ["LAYOUTS", "JobSettings", "UsageError", "agree", "array_rule", "collectively", "data_limit",
+           "env_problems", "init_function", "job_settings", "oversubscribed_warning", "plan_data_problem",
+           "plan_problems"]
 
 LAYOUTS = ("rows", "cols", "rows-cyclic", "cols-cyclic", "2d")
 WAITS = ("spin", "poll")
@@ -120,6 +126,7 @@ def env_problems(env: Mapping[str, str] | None = None) -> tuple[JobSettings, lis
     allow = _flag(env, E.ALLOW_NEW_SIZES, problems)
     background = _flag(env, E.BACKGROUND, problems)
     _flag(env, E.ABORT_ON_ERROR, problems, True)
+    _flag(env, E.DEBUG, problems)
     method = _choice(env, E.REDIST_METHOD, METHODS, problems, "circulant")
     _choice(env, E.WAIT, WAITS, problems)
     _choice(env, E.ONECOPY, nodecopy.MODES, problems)
@@ -187,11 +194,22 @@ def _cpus() -> int:
 
 
 # ---------------------------------------------------------------------- agreement (MPI)
+def _debug() -> bool:
+    try:
+        return E.flag(E.DEBUG, False, os.environ)
+    except ValueError:  # refused with the other variables at init()
+        return True
+
+
 def _quiet_hook(previous) -> Callable:
     def hook(kind, value, tb):
         if isinstance(value, UsageError) and value.agreed:  # raised on every rank: no abort, rank 0 speaks
             if value.rank == 0:
-                traceback.print_exception(kind, value, tb, file=sys.stderr)
+                if _debug():
+                    traceback.print_exception(kind, value, tb, file=sys.stderr)
+                else:
+                    print(f"{kind.__name__}: {value} ({E.DEBUG}=1 shows the traceback)", file=sys.stderr,
+                          flush=True)
             return
         previous(kind, value, tb)
 
@@ -222,9 +240,7 @@ def job_settings(comm, spawned: bool = False, env: Mapping[str, str] | None = No
 
     ``max_procs``, ``reuse``, ``standby``: ``init``'s arguments, checked too
     (standby ranks are parked ranks: they need reuse on). On the ranks ``mpiexec``
-    started, also: the plan starts at ``comm.size``;
-    rank 0 warns when a plan size exceeds this machine's CPUs (oversubscribed
-    ranks are slower, README "Notes for running on real clusters").
+    started, also: the plan starts at ``comm.size``.
     """
     settings, problems = env_problems(env)
     if max_procs is not None and not (isinstance(max_procs, int | np.integer) and max_procs >= 1):
@@ -239,11 +255,17 @@ def job_settings(comm, spawned: bool = False, env: Mapping[str, str] | None = No
     if not spawned:
         problems += plan_problems(settings.plan, comm.size)
     agree(comm, "; ".join(problems) or None, "reshape.init()")
-    if not spawned and comm.rank == 0 and settings.plan and max(settings.plan) > _cpus():
-        print(f"[reshape] warning: {E.PLAN}={','.join(map(str, settings.plan))} asks for up to "
-              f"{max(settings.plan)} processes on a machine with {_cpus()} CPUs: ranks will share cores "
-              "(slower, but correct)", file=sys.stderr, flush=True)
     return settings
+
+
+def oversubscribed_warning(plan: tuple[int, ...] | None) -> str | None:
+    """The warning rank 0 prints at the first resize point when a plan asks for more processes than this
+    machine's CPUs (oversubscribed ranks are slower, README "Notes for running on real clusters"); it waits
+    until then so that a plan refused against the data (:func:`plan_data_problem`) is one line alone."""
+    if plan and max(plan) > _cpus():
+        return (f"[reshape] warning: {E.PLAN}={','.join(map(str, plan))} asks for up to {max(plan)} processes "
+                f"on a machine with {_cpus()} CPUs: ranks will share cores (slower, but correct)")
+    return None
 
 
 # ---------------------------------------------------------------------- register_array
@@ -334,6 +356,46 @@ def array_rule(comm, size: int, name: str, shape, dtype, layout, block, init, ta
     return rule
 
 
+def data_limit(name: str, shape: tuple[int, ...], layout, block) -> Callable[[int], str | None]:
+    """``q -> why array ``name`` cannot be spread over q processes``, or None: more processes than the
+    array has blocks along a distributed axis (rows for "rows", blocks of ``block`` for the
+    cyclic and 2d layouts) would leave some with no data. A layout function is not checked."""
+    if callable(layout):
+        return lambda q: None
+    shape = tuple(int(s) for s in shape)
+    unit = {0: "rows", 1: "columns"}
+
+    def axis_limit(axis: int, nb: int) -> tuple[int, str]:
+        n = shape[axis] if axis < len(shape) else 1
+        blocks = -(-n // nb)
+        what = unit[axis] if nb == 1 else f"blocks of {nb} {unit[axis]}"
+        return blocks, f"{n} {unit[axis]}" if nb == 1 else f"{blocks} {what} ({n} {unit[axis]})"
+
+    if layout in ("rows", "cols"):
+        limits = [(None, *axis_limit(0 if layout == "rows" else 1, 1))]
+    elif layout in ("rows-cyclic", "cols-cyclic"):
+        nb = int(block if isinstance(block, int | np.integer) else (block or (1,))[0])
+        limits = [(None, *axis_limit(0 if layout == "rows-cyclic" else 1, nb))]
+    elif layout == "2d":
+        mb, nb = (block, block) if isinstance(block, int | np.integer) else (block or (64, 64))
+        limits = [(0, *axis_limit(0, int(mb))), (1, *axis_limit(1, int(nb)))]
+    else:
+        return lambda q: None
+
+    def problem(q: int) -> str | None:
+        grid = nearly_square_grid(q) if layout == "2d" else None
+        for axis, blocks, text in limits:
+            along = q if grid is None else grid[axis]
+            if along > blocks:
+                procs = (f"{q} processes" if grid is None else
+                         f"{q} processes (a {grid[0]}x{grid[1]} grid: {along} along the {unit[axis]})")
+                return (f"{procs} > {text} of array {name!r} (layout {layout!r}): some processes would "
+                        f"hold no data")
+        return None
+
+    return problem
+
+
 def init_function(init) -> Callable[..., np.ndarray]:
     """``register_array``'s ``init`` as a function of the global index grids."""
     if init is None:
@@ -367,7 +429,8 @@ def resize_problem(rt, q: int, action: str) -> str | None:
         return f"shrink to {q} is not smaller than the current {p}"
     if action == "shrink" and not rt.allow_new_sizes and q not in rt.history:
         return (f"shrink to {q}: the job has only run on {sorted(set(rt.history))} processes "
-                f"(a job shrinks only to sizes it has run at; allow_new_sizes=True lifts this)")
+                f"(a job shrinks only to sizes it has run at; {E.ALLOW_NEW_SIZES}=1 or "
+                f"init(allow_new_sizes=True) lifts this)")
     return size_problem(rt, q)
 
 
@@ -382,5 +445,17 @@ def size_problem(rt, q: int) -> str | None:
             reg.rule(q)
         except LayoutError as e:
             return f"array {reg.name!r} has no layout on {q} processes: {e}"
+        problem = reg.limit(q) if reg.limit is not None else None
+        if problem:
+            return problem
+    return None
+
+
+def plan_data_problem(plan: tuple[int, ...] | None, limit: Callable[[int], str | None]) -> str | None:
+    """The first size of a scripted plan the array cannot be spread over (see :func:`data_limit`), or None."""
+    for q in plan or ():
+        problem = limit(q)
+        if problem:
+            return f"{E.PLAN}={','.join(map(str, plan))}: {problem}"
     return None
 

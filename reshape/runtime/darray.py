@@ -136,13 +136,15 @@ class Registered:
     gives a block's global indices). ``dist``: the underlying
     :class:`reshape.runtime.darray.DistArray` (layout, local block, communicator and
     the ranks holding it), replaced at each resize. ``rule``: the function
-    ``p -> Layout`` giving the layout at any size.
+    ``p -> Layout`` giving the layout at any size; ``limit``: ``q -> None``, or why
+    the array cannot be spread over ``q`` processes (more than its blocks).
     """
 
     name: str
     rule: LayoutRule
     dist: DistArray
     constant: bool = False  # never written after init: may move in the background (Resizer.background)
+    limit: Callable[[int], str | None] | None = None  # q -> why the data cannot spread over q (checks.data_limit)
 
     @property
     def local(self) -> np.ndarray:

@@ -132,6 +132,7 @@ class Resizer(Joining, Background, Parking):
     _end: int | None = None  # the loop's iteration count, when the job uses iterations()
     _parts: dict[str, float] = field(default_factory=dict)  # the parts of the expansion under way (EXPAND_PARTS)
     _called_back: int = 0  # of the expansion under way's new ranks, how many are parked ranks called back
+    _plan: tuple[int, ...] | None = None  # RESHAPE_PLAN on the ranks mpiexec started: checked against the arrays
     _started: tuple[float, float] | None = None  # spawned rank: (process start, runtime.init) epoch seconds
     _finished: bool = False  # finish() was called (else rank 0 reports done at a normal exit: _done_at_exit)
     _keys: list[placement.Seniority] = field(default_factory=list)  # seniority of every comm rank
@@ -205,6 +206,9 @@ class Resizer(Joining, Background, Parking):
             dist = checks.collectively(self.comm, f"register_array({name!r}): init",
                                        lambda: DistArray.from_function(self.comm, lay, fn, dtype))
             reg = Registered(name, rule, dist, constant)
+        reg.limit = checks.data_limit(name, shape, layout, block)
+        if not spawned:  # a scripted plan is checked against the data before anything is spawned
+            checks.agree(self.comm, checks.plan_data_problem(self._plan, reg.limit), f"register_array({name!r})")
         self.arrays[name] = reg
         return reg
 
@@ -373,6 +377,10 @@ class Resizer(Joining, Background, Parking):
         size and the result (also sent to the advisor) says why.
         """
         old = self.size
+        if self._plan and self.rank == 0 and not self.joined and not self.results:
+            warning = checks.oversubscribed_warning(self._plan)
+            if warning:
+                print(warning, file=sys.stderr, flush=True)
         if not self.history or self.history[-1] != old:
             self.history.append(old)
         if self._ckpt is not None:
@@ -386,7 +394,8 @@ class Resizer(Joining, Background, Parking):
         self.results.append(result)
         if self.rank == 0:
             if result.error:
-                print(f"[reshape] resize {old} -> {result.new} refused: {result.error}; "
+                asked = result.new if result.target is None else result.target
+                print(f"[reshape] resize {old} -> {asked} refused: {result.error}; "
                       f"continuing on {self.size} processes", file=sys.stderr, flush=True)
             if self.advisor and result.action not in ("continue", "expanding", "shrinking"):
                 try:
@@ -431,7 +440,7 @@ class Resizer(Joining, Background, Parking):
                 return ResizeResult("shrink", old, self.size, secs, reason=advice.reason)
             raise ResizeError(f"unknown action {advice.action!r}")
         except ResizeError as e:
-            return ResizeResult("failed", old, self.size, error=str(e), reason=advice.reason)
+            return ResizeResult("failed", old, self.size, error=str(e), reason=advice.reason, target=advice.nprocs)
         except Exception as e:
             self._abort_resize(what, e)
         finally:
@@ -612,5 +621,6 @@ def init(
             placement.prefetch()  # the solver's import (scipy) runs during the first iterations, not in a resize
         checkpoint.resume(rt, cfg)
     rt._ckpt = checkpoint.from_settings(rt.comm, cfg, job_id, spawned=rt.joined)
+    rt._plan = None if rt.joined else cfg.plan
     _RUNTIME = rt
     return rt

@@ -28,6 +28,7 @@ class ResizeResult:
     launch_seconds: float = 0.0
     startup_seconds: float = 0.0
     ready_seconds: float = 0.0
+    target: int | None = None  # a refused resize ("failed"): the size it asked for
 
 
 EXPAND_PARTS = {

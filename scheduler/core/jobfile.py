@@ -30,7 +30,9 @@ interpreter so jobs run in the same environment.
 
 from __future__ import annotations
 
+import difflib
 import re
+import shlex
 from dataclasses import replace
 from typing import Any
 
@@ -86,9 +88,46 @@ def _int(d: dict, k: str, lo: int = 1) -> int | None:
     v = d.get(k)
     if v is None:
         return None
-    if not isinstance(v, int) or isinstance(v, bool) or not lo <= v < MAX_INT:
-        raise JobFileError(f"{k!r} must be an integer in [{lo}, {MAX_INT}), got {v!r}"[:300])
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise JobFileError(f"{k!r} must be an integer >= {lo}, got {_kind(v)} {v!r}"[:300])
+    if v < lo:
+        raise JobFileError(f"{k!r} must be an integer >= {lo}, got {v}")
+    if v >= MAX_INT:
+        raise JobFileError(f"{k!r} must be at most {MAX_INT - 1:,} (more is a mistake, not a cluster), got {v}"[:300])
     return v
+
+
+def _kind(v: Any) -> str:
+    """``v``'s type as a job file's author knows it (TOML's words)."""
+    return {bool: "the boolean", str: "the string", float: "the number", list: "the list",
+            dict: "the table"}.get(type(v), f"a {type(v).__name__}")
+
+
+def _unknown(fields: set) -> str:
+    """The message for unknown fields, with the nearest known name for each (a typo's fix)."""
+    parts = []
+    for k in sorted(map(str, fields)):
+        near = difflib.get_close_matches(k, sorted(_KEYS), n=1, cutoff=0.6)
+        parts.append(f"{k!r}" + (f" (did you mean {near[0]!r}?)" if near else ""))
+    return (f"unknown job field{'s' * (len(parts) > 1)} {', '.join(parts)}; known: {', '.join(sorted(_KEYS))}"
+            )[:600]
+
+
+def _command(d: dict) -> list[str]:
+    cmd = d.get("command")
+    if cmd is None:
+        raise JobFileError("'command' is required: the program and its arguments as a list of strings, "
+                           'e.g. command = ["python", "app.py"]')
+    if isinstance(cmd, str):
+        try:
+            words = shlex.split(cmd)
+        except ValueError:
+            words = cmd.split()
+        example = "[" + ", ".join(f'"{w}"' for w in words[:6]) + (", ..." if len(words) > 6 else "") + "]"
+        raise JobFileError(f"'command' must be a list of strings, not one string: write command = {example}"[:300])
+    if not isinstance(cmd, list) or not cmd or not all(isinstance(c, str) and c for c in cmd):
+        raise JobFileError(f"'command' must be a non-empty list of non-empty strings, got {cmd!r}"[:300])
+    return cmd
 
 
 def _num(d: dict, k: str) -> float | None:
@@ -111,10 +150,8 @@ def validate_job(d: Any, pool_slots: int | None = None) -> dict[str, Any]:
         raise JobFileError("a job must be a table of fields")
     unknown = set(d) - _KEYS
     if unknown:
-        raise JobFileError(f"unknown job fields {sorted(unknown)}; known: {sorted(_KEYS)}")
-    cmd = d.get("command")
-    if not isinstance(cmd, list) or not cmd or not all(isinstance(c, str) and c for c in cmd):
-        raise JobFileError("'command' must be a non-empty list of strings")
+        raise JobFileError(_unknown(unknown))
+    cmd = _command(d)
     if not all(_text(c) for c in cmd):
         raise JobFileError("'command' must not contain NUL bytes")
     name = d.get("name", cmd[-1] if len(cmd) == 1 else cmd[min(2, len(cmd) - 1)])
@@ -168,7 +205,8 @@ def validate_job(d: Any, pool_slots: int | None = None) -> dict[str, Any]:
     if max_procs is not None and max_procs < min_procs:
         raise JobFileError(f"max_procs {max_procs} < min_procs {min_procs}")
     if not min_procs <= nprocs <= (max_procs or nprocs):
-        raise JobFileError(f"nprocs {nprocs} outside [min_procs, max_procs]")
+        raise JobFileError(f"nprocs {nprocs} outside [min_procs={min_procs}, "
+                           f"max_procs={'the pool' if max_procs is None else max_procs}]")
     if pool_slots is not None and nprocs > pool_slots:
         raise JobFileError(f"nprocs {nprocs} exceeds the pool ({pool_slots} slots)")
     out = {"name": name, "command": list(cmd), "nprocs": nprocs, "min_procs": min_procs,

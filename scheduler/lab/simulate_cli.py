@@ -38,17 +38,35 @@ def format_table(rows: list[dict], title: str = "") -> str:
     return "\n".join(lines)
 
 
-class _Bar:
-    """A one-line progress bar on stderr, shown only for long traces."""
+LEGEND = """\
+util          slot-seconds held by jobs / (slots x makespan)
+useful        the same, each job's slots weighted by its parallel efficiency at its size
+TA, wait      turnaround (submit to end) and wait (submit to start), seconds
+bsld          mean bounded slowdown: max(1, turnaround / max(run time, 10 s))
+resizes       expansions and shrinks; redist: seconds spent redistributing data
+idle waiting  slot-seconds left idle while a job waited / (slots x makespan)
+late starts   queue heads started after the reservation EASY first made for them
+killed        jobs killed at their walltime"""
 
-    def __init__(self, enabled: bool):
+
+class _Bar:
+    """Progress on stderr for long traces: a bar redrawn in place on a terminal, one line per policy
+    when it is done otherwise (a log file gets no carriage returns)."""
+
+    def __init__(self, enabled: bool, tty: bool | None = None):
         self.enabled = enabled
+        self.tty = sys.stderr.isatty() if tty is None else tty
         self.last: tuple[str, int] | None = None
 
     def __call__(self, name: str, done: int, total: int) -> None:
         if not self.enabled or self.last == (name, done):
             return
         self.last = (name, done)
+        if not self.tty:
+            if done >= total:
+                sys.stderr.write(f"{name}: {done}/{total} jobs simulated\n")
+                sys.stderr.flush()
+            return
         frac = done / max(total, 1)
         n = int(30 * frac)
         end = "\n" if done >= total else ""
@@ -133,6 +151,8 @@ def run_simulate(args: argparse.Namespace) -> int:
         title = (f"{args.trace}: {len(jobs)} jobs on {total} slots, load x{args.load:g}, "
                  f"{args.malleable_fraction:.0%} malleable")
         print(format_table(rows, title))
+        if not args.quiet:
+            print("\n" + LEGEND)
     if args.plot:
         plot_comparison(results, args.plot, args.trace)
     return 0
@@ -149,6 +169,7 @@ def add_commands(subparsers) -> None:
         "several --policy options give one comparison table.\n\npolicies (application + remap):\n"
         f"{listing}\n  {'sp:K':<16} sp(k=K) + static: static partitioning into K partitions",
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="columns of the table:\n" + LEGEND,
     )
     p.add_argument("trace", help="SWF trace file (space or tab separated)")
     p.add_argument("--policy", action="append", metavar="NAME",
@@ -178,7 +199,7 @@ def add_commands(subparsers) -> None:
     p.add_argument("--max-jobs", type=int, default=None, help="only the first N jobs by submit time")
     p.add_argument("--plot", metavar="FILE.png", help="write a comparison plot")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true", help="no progress bar and no legend under the table")
     p.set_defaults(func=run_simulate)
 
     # seed 002's networks of multiprocessor nodes and seed 004's gang scheduler do not fit the

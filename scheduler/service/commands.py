@@ -275,7 +275,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
             return 2
     if args.state_dir:
         os.makedirs(args.state_dir, exist_ok=True)
-    return run_demo(plot=args.plot, quick=args.quick, json_out=args.json, slots=args.slots,
+    plot = args.plot
+    if plot is None:  # not in the current directory (a clone's root): beside the state
+        from reshape.joblink.jobenv import default_state_dir
+
+        where = args.state_dir or default_state_dir()
+        os.makedirs(where, exist_ok=True)
+        plot = os.path.join(where, "reshape-demo.png")
+    return run_demo(plot=plot, quick=args.quick, json_out=args.json, slots=args.slots,
                     state_dir=args.state_dir, dashboard=args.dashboard,
                     live=False if args.plain else None)
 
@@ -440,8 +447,10 @@ def _add_clients(sub: argparse._SubParsersAction) -> None:
 def _add_demo(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="start a local daemon and run the bundled resizable apps as a "
                                     "small workload like W1 (seed 001 §4.2)")
-    p.add_argument("--plot", default="reshape-demo.png", help="allocation plot to write ('' for none)")
-    p.add_argument("--quick", action="store_true", help="three jobs, about 15 s")
+    p.add_argument("--plot", default=None, metavar="FILE.png",
+                   help="allocation plot to write ('' for none; default: reshape-demo.png in --state-dir, "
+                   "else in ~/.reshape, $RESHAPE_STATE_DIR when set); the demo prints where it wrote it")
+    p.add_argument("--quick", action="store_true", help="three jobs, about 30 s")
     p.add_argument("--state-dir", help="keep the daemon's journal and job logs here (default: temporary)")
     p.add_argument("--slots", type=_positive_int, default=8, help="virtual slots on localhost (default 8)")
     p.add_argument("--json", action="store_true")

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import bisect
 import collections
+import json
 import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from scheduler.service.live import idle_note
+from scheduler.service.palette import palette
 
 __all__ = ["DECISION_KINDS", "LATENCY_BUCKETS", "LatencyHistogram", "metrics_text", "page", "snapshot"]
 
@@ -168,5 +170,6 @@ def page() -> bytes:
     global _PAGE
     if _PAGE is None:
         with open(os.path.join(os.path.dirname(__file__), "dashboard.html"), "rb") as f:
-            _PAGE = f.read()
+            # the job colours of reshape history --plot (scheduler.service.palette), one per job id
+            _PAGE = f.read().replace(b"/*PALETTE*/[]", json.dumps(palette()).encode())
     return _PAGE

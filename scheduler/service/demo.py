@@ -2,14 +2,15 @@
 
 A scaled-down W1 (seed 001 §4.2.1, Table 4) with the real, resizable
 applications of ``apps/`` run by ``mpiexec`` under a daemon on localhost:
-LU and MM start at once on two processes each; master-worker, Jacobi and FFT
-arrive later. With idle slots the jobs expand (``MPI_Comm_spawn``, real
-redistribution of their data); an expansion that does not pay returns to the
-previous size (sweet spot: on a two-core machine more ranks rarely pay); a
-queued job that does not fit makes running jobs shrink at their next resize
-point. Prints per-job turnaround, the sizes each job ran at and the
-utilization, and draws processors per job and busy processors over time
-(Fig. 4a/4b style).
+LU and MM start at once on two processes each, with half the slots idle, and
+expand into them; Jacobi (4 processes) is submitted once a job has expanded and
+it does not fit (``hold``, see :func:`scheduler.service.workload.run_workload`),
+so it queues and a running job shrinks to admit it whatever the machine's load;
+master-worker and FFT arrive later. An expansion that does not pay returns to
+the previous size (sweet spot: on a two-core machine more ranks rarely pay).
+Prints per-job turnaround, the sizes each job ran at, the utilization and the
+times of the first expansion and the first shrink to admit a queued job, and
+draws processors per job and busy processors over time (Fig. 4a/4b style).
 
 While it runs, a live view (:mod:`scheduler.service.live`) shows the jobs and their sizes, the
 queue and the scheduler's decisions with their reasons; ``--dashboard PORT`` also serves the
@@ -20,10 +21,10 @@ waiting job's reservation, so uniform, loose estimates (an earlier version gave 
 
 Our choices (the paper's W1 runs hours on 36 processors): 8 virtual slots on
 this machine, problem sizes and iteration counts so that an iteration takes
-about a second with two jobs sharing the cores, arrivals scaled from W1's
-450 s / 465 s (a tenth of LU's run) to 3 s / 4 s, while LU and MM are still
-expanded (about a minute in all). ``--quick`` runs
-three jobs with fewer iterations (about 15 s, for the end-to-end test). Every app checks its data
+about a second with two jobs sharing the cores, Jacobi held back until the
+machine is full (at the latest 20 s), master-worker and FFT at 20 s and 25 s
+(about 70 s in all). ``--quick`` runs the same opening with three jobs and
+fewer iterations (about 30 s, for the end-to-end test). Every app checks its data
 after every resize (``--check``); the demo reports each job's verdict.
 """
 
@@ -32,6 +33,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import time
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
@@ -40,7 +42,7 @@ from scheduler.service.live import LiveView
 from scheduler.service.report import plot_history
 from scheduler.service.workload import run_workload
 
-__all__ = ["DemoApp", "demo_jobs", "resizes", "run_demo", "shrink_reasons"]
+__all__ = ["DemoApp", "demo_jobs", "resizes", "run_demo", "shrink_reasons", "story_times"]
 
 SLOTS = 8
 
@@ -57,33 +59,40 @@ class DemoApp:
     divides: int | None = None
     max_procs: int = 6
     walltime: float = 120.0  # estimate for EASY backfill (a job is killed 30 s past it: generous)
+    hold: float | None = None  # submitted once a running job has expanded and it does not fit, or at this time
 
     def job(self, iters: int | None = None) -> dict[str, Any]:
         cmd = ["python", "-m", f"apps.{self.module}", *self.args, "--iters", str(iters or self.iters),
                "--check"]
-        return {"name": self.name, "command": cmd, "nprocs": self.nprocs, "max_procs": self.max_procs,
-                "topology": self.topology, "divides": self.divides, "walltime": self.walltime,
-                "arrival_delay": self.arrival}
+        out = {"name": self.name, "command": cmd, "nprocs": self.nprocs, "max_procs": self.max_procs,
+               "topology": self.topology, "divides": self.divides, "walltime": self.walltime,
+               "arrival_delay": self.arrival}
+        if self.hold is not None:  # scheduler.service.workload.run_workload submits it when the slots are full
+            out["hold"] = {"after_expansions": 1, "latest": self.hold}
+        return out
 
 
-# W1's mix and order: LU and MM at t=0; master-worker, then Jacobi and FFT arrive later
-# (W1: 450 s and 465 s into a 4,500 s LU run; here 3 s and 4 s into a ~30 s one).
-# Walltimes: about twice the run time measured here (LU 54 s, MM 35 s, master-worker 36 s,
-# Jacobi 25 s, FFT 23 s), so that EASY can prove a backfill safe.
+# W1's applications, arriving so that the story shows in the first seconds whatever the load: LU
+# and MM start on 2 processes each with 4 of the 8 slots idle and expand into them at their
+# first resize points; Jacobi (4 processes) is submitted as soon as a job has expanded and the
+# free slots cannot hold it (at the latest 20 s in), so it queues and a running job shrinks back
+# to admit it; master-worker and FFT arrive later, when LU, MM and Jacobi hold the machine.
+# Walltimes: about twice the run time measured here, so that EASY can prove a backfill safe.
 W1_DEMO = (
-    DemoApp("LU", ("--n", "1024", "--nb", "32"), "lu", 2, 0.0, 70, topology="2d", walltime=120.0),
-    DemoApp("MM", ("--n", "1024", "--nb", "64"), "mm", 2, 0.0, 90, topology="2d", walltime=90.0),
-    DemoApp("Master-worker", ("--units", "4000", "--unit-us", "150"), "master_worker", 2, 3.0, 10,
+    DemoApp("LU", ("--n", "1024", "--nb", "32"), "lu", 2, 0.0, 50, topology="2d", walltime=120.0),
+    DemoApp("MM", ("--n", "1024", "--nb", "64"), "mm", 2, 0.0, 60, topology="2d", walltime=90.0),
+    DemoApp("Jacobi", ("--n", "960", "--sweeps", "100"), "jacobi", 4, 0.0, 16, divides=960, walltime=60.0,
+            hold=20.0),
+    DemoApp("Master-worker", ("--units", "4000", "--unit-us", "150"), "master_worker", 2, 20.0, 10,
             walltime=90.0),
-    DemoApp("Jacobi", ("--n", "960", "--sweeps", "100"), "jacobi", 4, 4.0, 16, divides=960, walltime=60.0),
-    DemoApp("FFT", ("--n", "2048"), "fft2d", 2, 4.0, 5, divides=2048, walltime=50.0),
+    DemoApp("FFT", ("--n", "2048"), "fft2d", 2, 25.0, 5, divides=2048, walltime=50.0),
 )
-# --quick: LU and MM expand into the idle slots, then a 4-process Jacobi arrives and
-# waits until running jobs shrink (back from an expansion that did not pay, or to admit it).
+# --quick: the same opening with three jobs: LU and MM expand into the idle slots, then the
+# 4-process Jacobi is submitted, queues, and a running job shrinks to admit it.
 QUICK_DEMO = (
     DemoApp("LU", ("--n", "1024", "--nb", "32"), "lu", 2, 0.0, 20, topology="2d"),
     DemoApp("MM", ("--n", "1024", "--nb", "64"), "mm", 2, 0.0, 20, topology="2d"),
-    DemoApp("Jacobi", ("--n", "960", "--sweeps", "100"), "jacobi", 4, 5.0, 5, divides=960),
+    DemoApp("Jacobi", ("--n", "960", "--sweeps", "100"), "jacobi", 4, 0.0, 5, divides=960, hold=20.0),
 )
 
 
@@ -114,7 +123,23 @@ def resizes(sizes: list[int]) -> tuple[int, int]:
 _VERDICT = re.compile(r"result (OK|WRONG|unchecked)")
 
 
-def run_demo(plot: str | None = "reshape-demo.png", quick: bool = False, json_out: bool = False,
+def story_times(events: list[dict[str, Any]], t0: float) -> dict[str, float | None]:
+    """Seconds from ``t0`` to the first expansion and to the first shrink that admitted a queued job
+    (a ``shrink`` event of a job advised to shrink with "admit"), None when there was none."""
+    first_up = min((e["t"] for e in events if e["kind"] == "expand"), default=None)
+    admit_advised: set[int] = set()
+    first_admit = None
+    for e in sorted(events, key=lambda e: e["t"]):
+        if e["kind"] == "advise" and e["detail"].startswith("shrink") and "admit" in e["detail"]:
+            admit_advised.add(e["job_id"])
+        elif e["kind"] == "shrink" and e["job_id"] in admit_advised:
+            first_admit = e["t"]
+            break
+    return {"first_expansion_s": None if first_up is None else round(first_up - t0, 2),
+            "first_admit_shrink_s": None if first_admit is None else round(first_admit - t0, 2)}
+
+
+def run_demo(plot: str | None = None, quick: bool = False, json_out: bool = False,
              slots: int = SLOTS, state_dir: str | None = None, timeout: float = 600.0,
              dashboard: str | None = None, live: bool | None = None) -> int:
     """Run the demo; exit code 0 if every job finished with its data verified, else 1.
@@ -123,18 +148,23 @@ def run_demo(plot: str | None = "reshape-demo.png", quick: bool = False, json_ou
     lines). ``dashboard``: ``[HOST:]PORT`` for the daemon's web dashboard."""
     jobs = demo_jobs(quick)
     extra = ("--dashboard", dashboard) if dashboard else ()
+
+    def ready(status: dict) -> None:  # the URL the daemon bound (the real port when asked for port 0)
+        if dashboard:
+            print(f"dashboard: {status['daemon'].get('dashboard')}", file=sys.stderr if json_out else sys.stdout,
+                  flush=True)
+
+    t0 = time.time()
     if json_out:  # the result on stdout, the progress as plain lines on stderr
         with LiveView(out=sys.stderr, terminal=False) as view:
             res = run_workload(jobs, slots, remap="reshape", timeout=timeout, state_dir=state_dir, logs=True,
-                               watch=view, daemon_args=extra)
+                               watch=view, daemon_args=extra, ready=ready)
     else:
         names = ", ".join(f"{j['name']} ({j['nprocs']}p, +{j['arrival_delay']:g}s)" for j in jobs)
         print(f"starting a daemon on localhost with {slots} slots; jobs: {names}", flush=True)
-        if dashboard:
-            print(f"dashboard: http://{dashboard if ':' in dashboard else '127.0.0.1:' + dashboard}/", flush=True)
         with LiveView(terminal=live) as view:
             res = run_workload(jobs, slots, remap="reshape", timeout=timeout, state_dir=state_dir, logs=True,
-                               watch=view, daemon_args=extra)
+                               watch=view, daemon_args=extra, ready=ready)
     s = res["summary"]
     rows = []
     for r in s["jobs"]:
@@ -142,8 +172,9 @@ def run_demo(plot: str | None = "reshape-demo.png", quick: bool = False, json_ou
         found = _VERDICT.findall(res["logs"].get(r["job_id"], ""))
         rows.append({**r, "expansions": ups, "shrinks": downs, "check": found[-1] if found else "-"})
     why = shrink_reasons(res["history"]["events"])
+    story = story_times(res["history"]["events"], t0)
     out = {"slots": slots, "quick": quick, "utilization": s["utilization"], "makespan": s["makespan"],
-           "jobs": rows, "shrink_reasons": why, "clean_stop": res["clean_stop"]}
+           "jobs": rows, "shrink_reasons": why, "clean_stop": res["clean_stop"], **story}
     if plot:
         plot_history(res["history"], plot, title=f"reshape demo: {len(jobs)} resizable apps on {slots} slots")
         out["plot"] = plot
@@ -162,6 +193,9 @@ def run_demo(plot: str | None = "reshape-demo.png", quick: bool = False, json_ou
     reasons = ", ".join(f"{n} {k}" for k, n in why.items() if n)
     print(f"{ups} expansions, {downs} shrinks{' (advised: ' + reasons + ')' if reasons else ''}; "
           f"utilization {100 * s['utilization']:.1f}% of {slots} slots over {s['makespan']:.1f}s")
+    when = {k: "none" if v is None else f"at {v:.1f} s" for k, v in story.items()}
+    print(f"first expansion {when['first_expansion_s']}, first shrink to admit a queued job "
+          f"{when['first_admit_shrink_s']}")
     if plot:
         print(f"wrote {plot}")
     return 0 if ok else 1

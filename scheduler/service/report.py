@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.core.metrics import JobRecord, Usage, metrics
+from scheduler.service.palette import job_color
 
 __all__ = ["allocation_series", "plot_history", "summarize"]
 
@@ -80,7 +81,7 @@ def plot_history(hist: dict[str, Any], path: str, title: str = "") -> None:
     t0 = min([e["t"] for e in events] + [j["arrival_time"] for j in jobs], default=0.0)
     t_end = max([e["t"] for e in events], default=t0) - t0
     series = allocation_series(events)
-    colors = {j["job_id"]: plt.get_cmap("tab10")(k % 10) for k, j in enumerate(jobs)}
+    colors = {j["job_id"]: job_color(j["job_id"]) for j in jobs}  # as on the dashboard
     lanes = [j for j in jobs if j["job_id"] in series or j["state"] in ("queued", "waiting")]
     lane_h = min(0.75, 10.0 / max(1, len(lanes)))  # inches: many jobs get thinner lanes, not a taller figure
     fig, (a, b) = plt.subplots(2, 1, figsize=(10, 2.2 + lane_h * len(lanes) + 2.4), sharex=True,
@@ -109,7 +110,7 @@ def plot_history(hist: dict[str, Any], path: str, title: str = "") -> None:
     a.set_yticks([k + 0.5 for k in range(len(lanes))],
                  [f"{j['job_id']} {j['name']}" for j in reversed(lanes)], fontsize=min(10, max(4, 28 * lane_h)))
     a.set_ylim(0, max(1, len(lanes)) + 0.05)
-    a.set_ylabel(f"jobs (band height: processors, full = {top})", fontsize=8)
+    a.set_ylabel(f"one lane per job; the band's height\nis its processors (a full lane = {top})", fontsize=8)
     a.grid(axis="x", color="0.9")
     a.legend(handles=[Patch(facecolor="none", edgecolor="0.6", hatch="///", label="waiting in the queue"),
                       Line2D([], [], ls="", marker="^", color="#137333", label="expand advised"),

@@ -160,9 +160,19 @@ def _stacks(proc: subprocess.Popen, state_dir: str) -> str:
 def run_workload(jobs: list[dict], slots: int, remap: str, app: str = "easy",
                  timeout: float = 600.0, state_dir: str | None = None,
                  logs: bool = False, watch: Callable[[dict, list[dict]], None] | None = None,
-                 daemon_args: tuple[str, ...] = ()) -> dict[str, Any]:
+                 daemon_args: tuple[str, ...] = (), ready: Callable[[dict], None] | None = None,
+                 ) -> dict[str, Any]:
     """Run ``jobs`` on a fresh daemon; returns ``{"history": ..., "summary": ...}``.
 
+    ``ready(status)``: called once the daemon answers, before any job is submitted, with its
+    ``status`` reply (``status["daemon"]["dashboard"]``: the dashboard's URL, its real port).
+
+    A job may carry ``"hold": {"after_expansions": N, "latest": T}`` (taken out before it is
+    submitted): it is submitted once the running jobs have expanded N times in all and the free
+    slots cannot hold it (so it queues and running jobs shrink to admit it), or ``T`` seconds
+    after the first submission, whichever comes first. The demo uses it so that its story (grow
+    into idle slots, then shrink to admit a queued job) does not depend on how fast a loaded
+    machine reaches the first resize points.
     With ``logs``, also ``"logs"``: the last lines of every job's output, by job id.
     ``watch(status, new_events)`` is called about five times a second while the jobs run, with
     the daemon's ``status`` reply and the allocation events (decisions with their reasons)
@@ -193,21 +203,36 @@ def run_workload(jobs: list[dict], slots: int, remap: str, app: str = "easy",
                 if time.monotonic() > deadline or proc.poll() is not None:
                     why = _stacks(proc, state_dir).strip().splitlines()
                     raise RuntimeError("the daemon did not start" + (f": {why[-1]}" if why else "")) from None
+        if ready is not None:
+            ready(conn.request("status").body)
+        held = [j for j in jobs if "hold" in j]
         for job in jobs:
-            ids.append(conn.request("submit", {"job": job}).body["job_id"])
-        deadline = time.monotonic() + timeout
+            if "hold" not in job:
+                ids.append(conn.request("submit", {"job": job}).body["job_id"])
+        started = time.monotonic()
+        deadline = started + timeout
         seen: set[tuple] = set()
         since = None
+        expansions = 0
         while True:
             st = conn.request("status").body
-            if watch is not None:
+            if watch is not None or held:
                 events = conn.request("history", {"since": since} if since else {"limit": len(jobs)},
                                       timeout=30).body["events"]
                 new = [e for e in events if (e["t"], e["job_id"], e["kind"], e["detail"]) not in seen]
                 seen.update((e["t"], e["job_id"], e["kind"], e["detail"]) for e in new)
                 since = max((e["t"] for e in events), default=since)
-                watch(st, new)
-            if not st["running"] and not st["queue"] and not st["waiting"]:
+                expansions += sum(e["kind"] == "expand" for e in new)
+                if watch is not None:
+                    watch(st, new)
+            for job in list(held):
+                hold = job["hold"]
+                if ((expansions >= hold.get("after_expansions", 0) and st["free_slots"] < job["nprocs"])
+                        or time.monotonic() - started >= hold.get("latest", 0.0)):
+                    held.remove(job)
+                    body = {k: v for k, v in job.items() if k != "hold"}
+                    ids.append(conn.request("submit", {"job": body}).body["job_id"])
+            if not st["running"] and not st["queue"] and not st["waiting"] and not held:
                 break
             if time.monotonic() > deadline:
                 raise RuntimeError(f"workload did not finish in {timeout}s")
