@@ -30,6 +30,7 @@ from zmq.utils.monitor import recv_monitor_message
 from reshape.joblink import jobenv as E
 from reshape.joblink.auth import ClientKeys, keys_dir_for, load_client_keys, secure_client
 from reshape.joblink.protocol import (
+    MAX_MESSAGE_BYTES,
     MAX_REPLY_BYTES,
     MAX_SIZES,
     Advice,
@@ -40,7 +41,8 @@ from reshape.joblink.protocol import (
     encode,
 )
 
-__all__ = ["Connection", "DaemonError", "SchedulerClient", "SchedulerUnavailable", "contact_scheduler", "request"]
+__all__ = ["Connection", "DaemonError", "RequestTooLarge", "SchedulerClient", "SchedulerUnavailable",
+           "contact_scheduler", "request"]
 
 
 class SchedulerUnavailable(ConnectionError):
@@ -53,6 +55,14 @@ class DaemonError(RuntimeError):
     def __init__(self, code: str, message: str):
         super().__init__(f"{code}: {message}")
         self.code = code
+        self.message = message
+
+
+class RequestTooLarge(DaemonError):
+    """A request over the protocol's size limit: refused here, before it is sent."""
+
+    def __init__(self, size: int):
+        super().__init__("too_large", f"request too large: {size} bytes > {MAX_MESSAGE_BYTES // 1024} KiB")
 
 
 class Connection:
@@ -132,6 +142,8 @@ class Connection:
         self._seq += 1
         msg = Message(type_, self._seq, job_id, body or {})
         frame = encode(msg)
+        if len(frame) > MAX_MESSAGE_BYTES:  # the daemon would refuse it: say so now, send nothing
+            raise RequestTooLarge(len(frame))
         sock = self._socket()
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         left = max(1, int((deadline - time.monotonic()) * 1000))
@@ -167,8 +179,9 @@ class Connection:
             except ProtocolError as e:  # not a reply we can read: say so, do not wait it out
                 self.reset()
                 raise DaemonError("bad_reply", f"unreadable reply from {self.endpoint}: {e}") from None
-            if rep.seq != self._seq:
+            if rep.seq != self._seq and not (rep.seq == 0 and rep.type == "error"):
                 continue  # a late reply to an earlier, timed-out request
+            # seq 0: the daemon could not read the request's seq (too large, not JSON): it is ours
             if rep.type == "error":
                 raise DaemonError(rep.body.get("code", "error"), rep.body.get("message", ""))
             return rep

@@ -43,7 +43,9 @@ from scheduler.service.gatekeeper import Gatekeeper
 from scheduler.service.handlers import READS, answer
 from scheduler.service.journal import Journal
 from scheduler.service.loopstats import LoopStats, ServiceWindow
+from scheduler.service.peers import PeerIds
 from scheduler.service.periodic import Periodic
+from scheduler.service.quota import Quota
 from scheduler.service.supervisor import Supervisor
 
 __all__ = ["DEFAULT_ENDPOINT", "Daemon", "Settings", "job_endpoint"]
@@ -78,12 +80,24 @@ class Settings:
     overtime: float = 30.0
     dashboard: str | None = None
     checkpoint_root: str | None = None  # where jobs with checkpoint write theirs (default STATE_DIR/checkpoints)
+    max_peers: int | None = None  # connections held at most (None: endpoint.MAX_PEERS, at most half the file limit)
+    max_peers_per_user: int | None = None  # connections one user (not an admin) holds at most
+    max_queued_per_user: int = 1000  # queued and waiting jobs one user (not an admin) may have
+    submit_rate: float = 20.0  # submissions per second one user (not an admin) may make, on average
+    submit_burst: int = 200  # submissions one user may make at once before the rate applies
 
     def check(self) -> None:
         if not self.node_timeout > 0:
             raise ValueError(f"node timeout must be > 0 seconds, got {self.node_timeout}")
         if not 0 <= self.overtime < float("inf"):
             raise ValueError(f"overtime must be >= 0 seconds, got {self.overtime}")
+        for name in ("max_peers", "max_peers_per_user"):
+            v = getattr(self, name)
+            if v is not None and v < 1:
+                raise ValueError(f"{name.replace('_', '-')} must be >= 1, got {v}")
+        if self.max_queued_per_user < 1 or self.submit_burst < 1 or not 0 < self.submit_rate < float("inf"):
+            raise ValueError(f"per-user limits must be positive: max-queued-per-user {self.max_queued_per_user}, "
+                             f"submit-rate {self.submit_rate}, submit-burst {self.submit_burst}")
         if self.dashboard is not None:
             parse_bind(self.dashboard)  # a bad address fails before anything is created
 
@@ -105,6 +119,8 @@ class Daemon:
         self.keys_dir = os.path.abspath(keys_dir) if keys_dir else None
         self.endpoint, self.dashboard_bind = endpoint, cfg.dashboard
         self.gate: Gatekeeper | None = None
+        self.peer_ids = PeerIds()  # who sent a message, on a loopback TCP socket without CURVE
+        self.quota = Quota(cfg.max_queued_per_user, cfg.submit_rate, cfg.submit_burst)
         self._ctx: zmq.Context | None = None
         self._sock: zmq.Socket | None = None
         self.dash: Dashboard | None = None
@@ -249,7 +265,9 @@ class Daemon:
         """Bind the daemon's socket (:func:`scheduler.service.endpoint.bind`). ``reshape daemon`` calls this
         (``listen=True``) before anything is written to the state directory, so a second daemon on a
         busy endpoint leaves no trace; :meth:`serve` otherwise."""
-        self._ctx, self._sock, self.gate = bind(self.endpoint, self.server_keys)
+        cfg = self.settings
+        self._ctx, self._sock, self.gate = bind(self.endpoint, self.server_keys, cfg.max_peers,
+                                                cfg.max_peers_per_user)
 
     def _close_gate(self) -> None:
         if self.gate is not None:
@@ -312,7 +330,8 @@ class Daemon:
             except zmq.Again:
                 break
             t_in = clock()
-            who = user_id(parts[-1]) if self.gate is not None else None
+            # ZAP's word (uid on ipc, key with CURVE), else the kernel's (loopback TCP)
+            who = user_id(parts[-1]) if self.gate is not None and self.gate.zap else self.peer_ids.who(parts[-1])
             frames = [f.bytes for f in parts]
             if len(frames) != 2:
                 rep, a = P.error_reply("malformed", "expected exactly one frame per message"), []
@@ -448,7 +467,9 @@ class Daemon:
         """Requests served and the service time (request received -> reply sent) of recent ones;
         ``loop``: with the loop's statistics (:class:`scheduler.service.loopstats.LoopStats`)."""
         got = self.service.stats()
-        access = {"auth": "curve" if self.gate else "none", "refused": self.gate.refused if self.gate else 0,
+        access = {"auth": "curve" if self.server_keys else "uid" if self.endpoint.startswith("ipc://") else "none",
+                  "refused": self.gate.refused if self.gate else 0,
+                  "connections": self.gate.limits.info() if self.gate and self.gate.limits else {},
                   "max_loop_gap_ms": round(1e3 * self.max_gap, 1),
                   "policy_errors": self.state.policy_error_count,
                   "late_starts": self.state.late_start_count, "walltime_kills": self.state.walltime_kills,

@@ -13,6 +13,8 @@ and the rule for when they are needed: ``reshape.joblink.auth``.
 from __future__ import annotations
 
 import contextlib
+import itertools
+import struct
 import sys
 import threading
 import time
@@ -22,6 +24,7 @@ from zmq.utils import z85
 from zmq.utils.monitor import parse_monitor_message
 
 from reshape.joblink.auth import ServerKeys
+from scheduler.service.peers import ConnectionLimits, Valve, ipc_peer_uid, tcp_peer_uid
 
 __all__ = ["Gatekeeper"]
 
@@ -41,10 +44,21 @@ class Gatekeeper:
     written to ``log`` (the daemon's stderr) with the peer's address or key.
     """
 
-    def __init__(self, ctx: zmq.Context, sock: zmq.Socket, keys: ServerKeys | None, log=None):
+    def __init__(self, ctx: zmq.Context, sock: zmq.Socket, keys: ServerKeys | None, log=None,
+                 zap: bool = True, local: bool = True, limits: ConnectionLimits | None = None,
+                 valve: Valve | None = None):
         """``keys``: CURVE with these server keys; None: a local (``ipc://``) socket, whose peers are
-        identified by the kernel (``SO_PEERCRED``, which libzmq gives ZAP as ``localhost:UID:GID:PID``)."""
+        identified by the kernel (``SO_PEERCRED``, which libzmq gives ZAP as ``localhost:UID:GID:PID``).
+        ``zap``: answer ZAP requests (False: a loopback TCP socket without CURVE, whose peers are
+        identified per message, ``scheduler.service.peers.PeerIds``). ``local``: an ``ipc://`` socket.
+        ``limits``: connections per user and in all; ``valve``: closes an ipc socket to other users
+        while the open files near the limit (both ``scheduler.service.peers``)."""
         self.keys = keys
+        self.zap = zap
+        self.local = local
+        self.limits = limits
+        self.valve = valve
+        self._busy_until = 0.0  # connections arrived lately: the valve is checked often
         self.log = log or sys.stderr
         self.refused = 0
         self.accepted = 0
@@ -53,21 +67,25 @@ class Gatekeeper:
         self._lock = threading.Lock()
         self._ctx = ctx
         self._stop = threading.Event()
-        self._zap = ctx.socket(zmq.REP)
-        self._zap.linger = 0
-        self._zap.bind(ZAP_ENDPOINT)
+        self._zap: zmq.Socket | None = None
+        if zap:
+            self._zap = ctx.socket(zmq.REP)
+            self._zap.linger = 0
+            self._zap.bind(ZAP_ENDPOINT)
         self._mon_addr = f"inproc://reshape-gate-{id(self)}"
         sock.monitor(self._mon_addr, zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
-                     | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
+                     | zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED)
         self._mon = ctx.socket(zmq.PAIR)
         self._mon.linger = 0
+        self._mon.rcvhwm = 0  # no connection event may be dropped: the counts depend on every one
         self._mon.connect(self._mon_addr)
         self._sock = sock
         if keys is not None:
             sock.curve_server = True
             sock.curve_secretkey = keys.secret
             sock.curve_publickey = keys.public
-        sock.zap_domain = b"reshape"
+        if zap:
+            sock.zap_domain = b"reshape"
         self._thread = threading.Thread(target=self._run, name="gatekeeper", daemon=True)
         self._thread.start()
 
@@ -86,22 +104,55 @@ class Gatekeeper:
 
     def _run(self) -> None:
         poller = zmq.Poller()
-        poller.register(self._zap, zmq.POLLIN)
+        if self._zap is not None:
+            poller.register(self._zap, zmq.POLLIN)
         poller.register(self._mon, zmq.POLLIN)
         while not self._stop.is_set():
             with contextlib.suppress(zmq.ZMQError):
-                ready = dict(poller.poll(200))
-                if self._zap in ready:
+                busy = self.valve is not None and (self.valve.closed or time.monotonic() < self._busy_until)
+                ready = dict(poller.poll(10 if busy else 200))
+                self._check_valve()
+                if self._zap is not None and self._zap in ready:
                     self._answer(self._zap.recv_multipart())
-                if self._mon in ready:
-                    ev = parse_monitor_message(self._mon.recv_multipart())
+                for i in itertools.count():  # every connection event queued (a flood brings thousands)
+                    try:
+                        frames = self._mon.recv_multipart(zmq.NOBLOCK)
+                    except zmq.Again:
+                        break
+                    if i % 64 == 63:
+                        self._check_valve()
+                    event, value = struct.unpack("=HI", frames[0][:6])
+                    if event in (zmq.EVENT_ACCEPTED, zmq.EVENT_DISCONNECTED):
+                        self._count(event, value)
+                        continue
+                    ev = parse_monitor_message(frames)
                     what = _HANDSHAKE_FAILED.get(ev["event"])
                     # AUTH failures were logged with the key by the ZAP handler already
                     if what and ev["event"] != zmq.EVENT_HANDSHAKE_FAILED_AUTH:
                         self._note(f"a peer on {ev['endpoint'].decode(errors='replace')}: {what} "
                                    f"(errno {ev['value']})")
         for s in (self._zap, self._mon):
-            s.close(linger=0)
+            if s is not None:
+                s.close(linger=0)
+
+    def _check_valve(self) -> None:
+        if self.valve is not None:
+            did = self.valve.check(time.monotonic())
+            if did:
+                print(f"reshape daemon: {time.strftime('%H:%M:%S')} {did}", file=self.log, flush=True)
+
+    def _count(self, event: int, fd: int) -> None:
+        """A connection opened or closed: count it per user; one over a limit is shut down at once."""
+        if self.limits is None:
+            return
+        if event == zmq.EVENT_DISCONNECTED:
+            self.limits.closed(fd)
+            return
+        self._busy_until = time.monotonic() + 1.0
+        uid = ipc_peer_uid(fd) if self.local else tcp_peer_uid(fd)
+        over = self.limits.accepted(fd, uid)
+        if over:
+            self._note(f"a connection: {over}")
 
     def _answer(self, frames: list[bytes]) -> None:
         """One ZAP request (RFC 27): version, id, domain, address, identity, mechanism, credentials."""

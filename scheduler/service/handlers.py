@@ -24,6 +24,8 @@ from scheduler.core.state import ClusterState, StateError
 from scheduler.rm.base import ResourceManager
 from scheduler.service.journal import Journal
 from scheduler.service.loopstats import LoopStats
+from scheduler.service.peers import UNIDENTIFIED
+from scheduler.service.quota import Quota
 from scheduler.service.supervisor import Supervisor
 
 
@@ -37,6 +39,8 @@ class Daemon(Protocol):
     loop: LoopStats
     stopping: bool
     kill_on_stop: bool
+    quota: Quota
+    endpoint: str
 
     def service_stats(self, loop: bool = False) -> dict[str, Any]: ...
 
@@ -50,8 +54,9 @@ Handler = Callable[[Daemon, Any, float, "str | None"], "tuple[P.Message, list]"]
 
 
 def is_admin(who: str | None) -> bool:
-    """Unauthenticated endpoints trust everyone; else root, the daemon's own user, and CURVE keys
-    other than per-user (``user-*``) and per-node (``node-*``) ones (the cluster's shared keys)."""
+    """None (a caller inside the daemon's process) is trusted; else root, the daemon's own user, and
+    CURVE keys other than per-user (``user-*``) and per-node (``node-*``) ones (the cluster's shared
+    keys). A peer the daemon cannot identify (:data:`UNIDENTIFIED`) is nobody's admin."""
     if who is None:
         return True
     if who.startswith("uid:"):
@@ -62,7 +67,12 @@ def is_admin(who: str | None) -> bool:
 def check_access(d: Daemon, ev: P.Request, who: str | None) -> None:
     """Ownership (docs/cluster.md, "Access"): a job's owner or an admin may cancel it, read its
     log and speak for it; only an admin stops the daemon; only an admin or that node's key
-    (``node-HOST``) speaks for a node. Anyone authenticated may submit, ping, and read status."""
+    (``node-HOST``) speaks for a node. Anyone identified may submit, ping, and read status; a peer
+    the daemon cannot identify (a TCP socket without CURVE, and not a local peer on loopback) may
+    only ping and read status and history: nothing it sends is run, nor speaks for a job or a node."""
+    if who == UNIDENTIFIED and not isinstance(ev, P.Ping | P.Status | P.History):
+        raise StateError("forbidden", f"{ev.type!r} from a peer the daemon cannot identify on {d.endpoint} "
+                                      "(use its ipc:// socket, a loopback address, or CURVE keys)")
     if is_admin(who) or isinstance(ev, P.Submit | P.Ping | P.Status | P.History | P.Register):
         return
     if isinstance(ev, P.Stop):
@@ -125,7 +135,11 @@ def _submit(d: Daemon, ev: P.Submit, now: float, who: str | None) -> tuple[P.Mes
     s = d.state
     desc = validate_job(ev.job, s.pool.capacity)
     d.rm.check_submit(desc)
+    if not is_admin(who):
+        d.quota.admit(s, who, now)  # per-user limits (scheduler.service.quota)
     job_id = s.submit(desc, now, owner=who)
+    if not is_admin(who):
+        d.quota.note(who, job_id)
     # a job that cannot start now (not the head, its smallest size above the free slots) waits
     # for the next tick's pass: a submission costs no pass over a full machine
     return P.reply(ev, job_id=job_id), s.tick(now) if s.pass_needed(job_id) else []

@@ -1,0 +1,264 @@
+"""Who is at the other end of a connection, and how many connections each user may hold.
+
+Identity. On an ``ipc://`` socket the kernel names each peer's uid
+(``SO_PEERCRED``; libzmq hands it to the ZAP handler). On a loopback TCP
+socket without CURVE the kernel knows it too: the peer's end of the
+connection is a socket of this machine, listed in ``/proc/net/tcp`` with the
+uid that created it. :class:`PeerIds` finds it from the descriptor a message
+came in on (``ZMQ_SRCFD``), so a daemon on ``tcp://127.0.0.1:PORT`` knows
+who sent each request, as on its ``ipc://`` socket; a peer it cannot identify
+is :data:`UNIDENTIFIED` (``scheduler.service.handlers`` says what it may do).
+
+Connection limits. libzmq accepts every connection its listener sees, before
+any handshake, and asserts (aborting the daemon) when ``accept`` fails with
+``EMFILE`` on an ``ipc://`` listener (``src/ipc_listener.cpp``: the TCP
+listener tolerates it). So the number of open descriptors must never reach
+the process's limit: :func:`raise_fd_limit` raises the soft limit to the
+hard one, and :class:`ConnectionLimits` (fed by the gatekeeper's socket
+monitor: ``EVENT_ACCEPTED`` / ``EVENT_DISCONNECTED`` carry the descriptor)
+counts connections per uid and shuts down at once every connection beyond
+``per_user`` for one user (admins exempt) or beyond ``total`` for all. A
+shut-down descriptor is closed by libzmq's own I/O thread (it reads end of
+file), so nothing here closes a descriptor libzmq owns. Peers that connect
+and never complete the handshake are closed by libzmq after
+``ZMQ_HANDSHAKE_IVL`` (:data:`HANDSHAKE_SECONDS`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import resource
+import socket
+import struct
+import threading
+
+import zmq
+
+__all__ = ["HANDSHAKE_SECONDS", "UNIDENTIFIED", "ConnectionLimits", "PeerIds", "fd_limit", "ipc_peer_uid",
+           "raise_fd_limit", "tcp_peer_uid"]
+
+UNIDENTIFIED = "peer:unidentified"  # a sender the daemon cannot name (who may do what: handlers.check_access)
+HANDSHAKE_SECONDS = 5.0  # a connection that has not completed the ZMTP handshake by then is closed
+
+
+def raise_fd_limit() -> int:
+    """Raise the limit on open descriptors: the soft one to the hard one, and as root both to the
+    kernel's most (``fs.nr_open``, at most 2**20); the limit now in force. The daemon's file
+    descriptors are then far more than a flood can open before :class:`ConnectionLimits` closes
+    what is over the limits."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    inf = resource.RLIM_INFINITY
+    if os.geteuid() == 0:
+        try:
+            with open("/proc/sys/fs/nr_open") as f:
+                top = min(int(f.read()), 1 << 20)
+        except (OSError, ValueError):
+            top = 1 << 16
+        if hard != inf and hard < top:
+            with contextlib.suppress(ValueError, OSError):
+                resource.setrlimit(resource.RLIMIT_NOFILE, (soft, top))
+                hard = top
+    want = hard if hard != inf else 1 << 16
+    if soft != inf and soft < want:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    return fd_limit()
+
+
+def fd_limit() -> int:
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return soft if soft != resource.RLIM_INFINITY else 1 << 20
+
+
+def _on(fd: int) -> socket.socket:
+    """A socket object on ``fd`` (not owned: :meth:`socket.socket.detach` before it is dropped)."""
+    return socket.socket(fileno=fd)
+
+
+def ipc_peer_uid(fd: int) -> int | None:
+    """The uid of the process at the other end of a Unix socket (the kernel's word)."""
+    s = None
+    try:
+        s = _on(fd)
+        if s.family != socket.AF_UNIX:
+            return None
+        _pid, uid, _gid = struct.unpack("3i", s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+        return uid
+    except OSError:
+        return None
+    finally:
+        if s is not None:
+            s.detach()
+
+
+def _proc_hex(ip: str, port: int) -> str:
+    """An address as ``/proc/net/tcp{,6}`` writes it: each 32-bit word in host (little-endian) order."""
+    raw = ipaddress.ip_address(ip).packed
+    words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+    return f"{words.hex().upper()}:{port:04X}"
+
+
+def tcp_peer_uid(fd: int) -> int | None:
+    """The uid owning the other end of a loopback TCP connection (``/proc/net/tcp``), else None."""
+    s = None
+    try:
+        s = _on(fd)
+        family = s.family
+        if family not in (socket.AF_INET, socket.AF_INET6):
+            return None
+        peer, mine = s.getpeername(), s.getsockname()
+    except OSError:
+        return None
+    finally:
+        if s is not None:
+            s.detach()
+    addr = ipaddress.ip_address(peer[0].split("%")[0])
+    mapped = getattr(addr, "ipv4_mapped", None)
+    if not (addr.is_loopback or (mapped is not None and mapped.is_loopback)):
+        return None
+    # the peer's socket: local address = its end, remote address = ours
+    key = f" {_proc_hex(peer[0].split('%')[0], peer[1])} {_proc_hex(mine[0].split('%')[0], mine[1])} "
+    table = "/proc/net/tcp6" if family == socket.AF_INET6 else "/proc/net/tcp"
+    try:
+        with open(table) as f:
+            text = f.read()
+    except OSError:
+        return None
+    at = text.find(key)
+    if at < 0:
+        return None
+    fields = text[at:text.find("\n", at)].split()
+    try:
+        return int(fields[6])  # local rem st tx:rx tr:when retrnsmt uid
+    except (IndexError, ValueError):
+        return None
+
+
+class PeerIds:
+    """The sender of each message on a TCP socket without CURVE: ``uid:N``, or :data:`UNIDENTIFIED`.
+
+    Looked up once per connection (descriptor and peer port), then cached."""
+
+    def __init__(self, limit: int = 4096):
+        self._known: dict[tuple[int, object], str] = {}
+        self._limit = limit
+
+    def who(self, frame: zmq.Frame) -> str:
+        try:
+            fd = frame.get(zmq.SRCFD)
+        except (zmq.ZMQError, AttributeError):
+            return UNIDENTIFIED
+        s = None
+        try:
+            s = _on(fd)
+            peer = s.getpeername()
+        except OSError:
+            return UNIDENTIFIED
+        finally:
+            if s is not None:
+                s.detach()
+        key = (fd, peer)
+        got = self._known.get(key)
+        if got is None:
+            uid = tcp_peer_uid(fd)
+            got = UNIDENTIFIED if uid is None else f"uid:{uid}"
+            if len(self._known) >= self._limit:
+                self._known.clear()
+            self._known[key] = got
+        return got
+
+
+class ConnectionLimits:
+    """Open connections per uid, with a cap per user (admins exempt) and one for everybody.
+
+    ``admins``: uids never held to ``per_user`` (root and the daemon's user)."""
+
+    def __init__(self, total: int, per_user: int, admins: frozenset[int] = frozenset()):
+        self.total, self.per_user, self.admins = total, per_user, admins
+        self.open: dict[int, int | None] = {}  # fd -> uid (None: unknown)
+        self.by_uid: dict[int | None, int] = {}
+        self.shut = 0  # connections shut down over a limit
+        self.peak = 0
+        self._lock = threading.RLock()
+
+    def accepted(self, fd: int, uid: int | None) -> str | None:
+        """Count a new connection; the limit it breaks (then it is shut down), or None."""
+        with self._lock:
+            self.closed(fd)
+            n = self.by_uid.get(uid, 0)
+            over = None
+            if len(self.open) >= self.total and uid not in self.admins:
+                over = f"{len(self.open)} connections open >= the daemon's limit {self.total} (--max-peers)"
+            elif n >= self.per_user and uid not in self.admins:
+                who = f"uid {uid}" if uid is not None else "unidentified peers"
+                over = f"{who}: {n} connections open >= the limit {self.per_user} per user (--max-peers-per-user)"
+            if over is None:
+                self.open[fd] = uid
+                self.by_uid[uid] = n + 1
+                self.peak = max(self.peak, len(self.open))
+                return None
+            self.shut += 1
+        with contextlib.suppress(OSError):
+            s = _on(fd)
+            try:
+                s.shutdown(socket.SHUT_RDWR)  # libzmq reads end of file and closes it
+            finally:
+                s.detach()
+        return over
+
+    def closed(self, fd: int) -> None:
+        with self._lock:
+            if fd in self.open:
+                uid = self.open.pop(fd)
+                left = self.by_uid.get(uid, 1) - 1
+                if left > 0:
+                    self.by_uid[uid] = left
+                else:
+                    self.by_uid.pop(uid, None)
+
+    def info(self) -> dict:
+        return {"open": len(self.open), "peak": self.peak, "shut": self.shut, "total": self.total,
+                "per_user": self.per_user}
+
+
+def open_files() -> int:
+    """Descriptors this process has open."""
+    try:
+        return len(os.listdir("/proc/self/fd")) - 1  # the listing's own
+    except OSError:
+        return 0
+
+
+class Valve:
+    """An ``ipc://`` socket closed to everyone but its owner and root while the daemon's open files
+    near its limit: new connections of other users are then refused by the kernel (``EACCES`` at
+    ``connect``), so a flood faster than :class:`ConnectionLimits` can close connections never
+    brings libzmq's listener to ``EMFILE``. Reopened once the count is down by half."""
+
+    def __init__(self, path: str, mode: int, limit: int, every: float = 0.01):
+        self.path, self.mode, self.every = path, mode, every
+        self.high, self.low = limit // 2, limit // 4
+        self.closed = False
+        self.closings = 0
+        self._next = 0.0
+
+    def check(self, now: float) -> str | None:
+        """Count the open files (at most every ``every`` seconds); close or reopen; what it did, if anything."""
+        if now < self._next:
+            return None
+        self._next = now + self.every
+        n = open_files()
+        try:
+            if not self.closed and n >= self.high:
+                os.chmod(self.path, 0o600)
+                self.closed, self.closings = True, self.closings + 1
+                return f"{n} files open >= {self.high} (half the limit): {self.path} closed to other users"
+            if self.closed and n <= self.low:
+                os.chmod(self.path, self.mode)
+                self.closed = False
+                return f"{n} files open: {self.path} open again"
+        except OSError:
+            pass
+        return None
