@@ -109,7 +109,7 @@ _CONTROL_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "submit": {"job": (_DICT, True)},
     "status": {"limit": (_INT, False)},
     "cancel": {"job_id": (_INT, True)},
-    "history": {"limit": (_INT, False), "since": (_NUM, False)},
+    "history": {"limit": (_INT, False), "since": (_NUM, False), "after": (_INT, False)},
     "log": {"job_id": (_INT, True), "tail": (_INT, False)},
     "stop": {"kill_jobs": (_BOOL, False)},
     # a job a resource manager started registers with a site controller (docs/slurm.md, "Site mode")
@@ -314,6 +314,7 @@ class History(Request):
     type: ClassVar[str] = "history"
     limit: int | None = None
     since: float | None = None
+    after: int | None = None  # a page: the first ``limit`` jobs with a larger id
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -514,7 +515,7 @@ def _check_values(t: str, body: dict[str, Any], seq: int) -> None:
     for name in ("nprocs", "old", "new", "redist_from"):
         positive(name)
     for name in ("iteration", "iter_time", "redist_time", "seconds", "job_id", "tail", "processes", "pid",
-                 "limit", "since"):
+                 "limit", "since", "after"):
         nonneg(name)
     if t == "resize_point" and "grid" in body:
         g = body["grid"]

@@ -135,7 +135,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     st = request(args.endpoint, "status", {"limit": args.limit} if args.limit is not None else {}, keys=args.keys)
     if args.all:  # every ended job, newest first: the journal's, through the history request
-        hist = request(args.endpoint, "history", {}, timeout=30, keys=args.keys)
+        hist = read_history(args.endpoint, {}, args.keys)
         st["ended"] = sorted(({"job_id": j["job_id"], "name": j["name"], "state": j["state"],
                                "end_time": j["end_time"], "sizes": j["profile"]["history"], "error": j["error"]}
                               for j in hist["jobs"] if j["state"] in FINAL),
@@ -211,7 +211,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     # a ping first: a dead daemon is reported as fast as by the other commands; the history
     # itself (a long journal) may take longer to assemble
     request(args.endpoint, "ping", keys=args.keys)
-    hist = request(args.endpoint, "history", body, timeout=30, keys=args.keys)
+    hist = read_history(args.endpoint, body, args.keys)
     summ = summarize(hist)
     if args.plot:
         plot_history(hist, args.plot)
@@ -227,6 +227,31 @@ def cmd_history(args: argparse.Namespace) -> int:
     if args.plot:
         print(f"wrote {args.plot}")
     return 0
+
+
+HISTORY_PAGE = 2000  # jobs per history reply (a few MB at most): any history is read in pages
+
+
+def read_history(endpoint: str, body: dict[str, Any], keys: str | None = None, page: int = HISTORY_PAGE) -> dict:
+    """The daemon's ``history`` in pages of ``page`` jobs (``after``: docs/protocol.md) merged into
+    one: no reply grows with the journal. The last N jobs (``limit``) come in one reply."""
+    if "limit" in body:
+        return request(endpoint, "history", body, timeout=30, keys=keys)
+    out: dict[str, Any] | None = None
+    after = 0
+    while True:
+        rep = request(endpoint, "history", {**body, "after": after, "limit": page}, timeout=30, keys=keys)
+        if out is None:
+            out = rep
+        else:
+            out["jobs"] += rep["jobs"]
+            out["events"] += rep["events"]
+            out["now"] = rep["now"]
+        if len(rep["jobs"]) < page:
+            break
+        after = rep["jobs"][-1]["job_id"]
+    out["events"].sort(key=lambda e: e["t"])  # pages come by job, the history by time
+    return out
 
 
 def _point_to_logs(failed) -> None:

@@ -36,6 +36,7 @@ from scheduler.core.pool import Pool
 from scheduler.core.state import ClusterState, Kill, Launch
 from scheduler.rm.base import ResourceManager
 from scheduler.rm.fixed import fixed_pool
+from scheduler.service import statedir
 from scheduler.service.dashboard import Dashboard, parse_bind
 from scheduler.service.dashboard_view import LatencyHistogram, snapshot
 from scheduler.service.endpoint import DEFAULT_ENDPOINT, bind, job_endpoint, user_id
@@ -124,12 +125,13 @@ class Daemon:
         self._ctx: zmq.Context | None = None
         self._sock: zmq.Socket | None = None
         self.dash: Dashboard | None = None
+        self.state_dir = os.path.abspath(state_dir)
+        statedir.check(self.state_dir)  # someone else's, or open to others: refused before anything is bound
         if listen:
             self.listen()
             if cfg.dashboard is not None:
                 self._bind_dashboard()
-        self.state_dir = os.path.abspath(state_dir)
-        os.makedirs(os.path.join(self.state_dir, "logs"), exist_ok=True)
+        statedir.prepare(self.state_dir)
         self.journal = Journal(os.path.join(self.state_dir, "journal.sqlite"))
         jobs, meta = self.journal.load()
         pool = self.rm.pool(meta.get("slots"))
@@ -300,7 +302,9 @@ class Daemon:
                 self._bind_dashboard()
             self._start_dashboard()
             self.periodic.every(0.0, "dashboard", self._publish_if_due)
-        with open(os.path.join(self.state_dir, "daemon.pid"), "w") as f:
+        fd = statedir.open_private(os.path.join(self.state_dir, "daemon.pid"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+                                   0o644)
+        with os.fdopen(fd, "w") as f:
             f.write(f"{os.getpid()}\n{self.endpoint}\n")
         signal.signal(signal.SIGTERM, self._on_sigterm)
         with contextlib.suppress(ValueError, OSError, AttributeError):

@@ -160,7 +160,7 @@ def _cancel(d: Daemon, ev: P.Cancel, now: float, who: str | None) -> tuple[P.Mes
 
 
 def _history(d: Daemon, ev: P.History, now: float, who: str | None) -> tuple[P.Message, list]:
-    return P.reply(ev, **history(d, now, ev.limit, ev.since)), []
+    return P.reply(ev, **history(d, now, ev.limit, ev.since, ev.after)), []
 
 
 def _log(d: Daemon, ev: P.Log, now: float, who: str | None) -> tuple[P.Message, list]:
@@ -176,17 +176,34 @@ def _stop(d: Daemon, ev: P.Stop, now: float, who: str | None) -> tuple[P.Message
     return P.reply(ev), []
 
 
-def history(d: Daemon, now: float, limit: int | None, since: float | None) -> dict[str, Any]:
+def history(d: Daemon, now: float, limit: int | None, since: float | None,
+            after: int | None = None) -> dict[str, Any]:
     """Jobs with their events: all, or the last ``limit`` jobs, or those active at or after the
-    time ``since`` (both: the last ``limit`` of those); node events likewise from ``since``."""
+    time ``since`` (both: the last ``limit`` of those); node events likewise from ``since``.
+    ``after``: a page, the first ``limit`` of those jobs with a larger id (node events on the
+    first page only, ``after`` 0), so a client reads any history in replies of bounded size."""
     s = d.state
-    sel = [j for j in s.jobs.values() if since is None or j.end_time is None or j.end_time >= since]
-    if limit is not None:
+    def active(j) -> bool:
+        return since is None or j.end_time is None or j.end_time >= since
+
+    if after is not None:  # a page costs its jobs, not the journal: ids ascend from ``after``
+        sel = []
+        for i in range(after + 1, s.next_id):
+            j = s.jobs.get(i)
+            if j is not None and active(j):
+                sel.append(j)
+                if limit is not None and len(sel) >= limit:
+                    break
+    else:
+        sel = [j for j in s.jobs.values() if active(j)]
+    if after is None and limit is not None:
         sel = sorted(sel, key=lambda j: j.job_id)[-limit:] if limit else []
     ids = {j.job_id for j in sel}
-    events = [e for e in d.journal.history() + s.events
+    span = (min(ids), max(ids)) if ids and after is not None else None  # a page: only its jobs' events
+    events = [e for e in d.journal.history(span) + s.events
               if e["job_id"] in ids and (since is None or e["t"] >= since)]
-    nodes = [e for e in d.journal.node_history() + s.node_events if since is None or e["t"] >= since]
+    nodes = [] if after else [e for e in d.journal.node_history() + s.node_events
+                              if since is None or e["t"] >= since]
     jobs = [{k: v for k, v in j.to_dict().items() if k != "desc"} | {"name": j.desc["name"],
              "requested": j.desc["nprocs"], "arrival_time": j.arrival_time} for j in sel]
     return {"total_slots": s.pool.capacity, "now": now, "jobs": jobs, "events": events,

@@ -27,6 +27,7 @@ from reshape.joblink.launch import sweep_ipc
 from reshape.joblink.launchers import Launcher
 from scheduler.core.job import JobState
 from scheduler.core.state import ClusterState, Kill, Launch
+from scheduler.service.proxies import ProxyWatch
 from scheduler.service.startup import job_tag, kill_job, kill_jobs, read_exit_status, start_job
 
 __all__ = ["MONITOR_GRACE", "Supervisor"]
@@ -69,6 +70,7 @@ class Supervisor:
         self._strays: queue.SimpleQueue[str | None] = queue.SimpleQueue()  # tags for the reaper thread
         self._reaper: threading.Thread | None = None
         self._last_adopted_check = 0.0
+        self.proxies = ProxyWatch()  # lost Hydra proxies (scheduler.service.proxies)
 
     # ------------------------------------------------------------------ paths
     def log_path(self, job_id: int) -> str:
@@ -92,8 +94,10 @@ class Supervisor:
     def start(self) -> None:
         self._reaper = threading.Thread(target=self._reap_strays, name="reaper", daemon=True)
         self._reaper.start()
+        self.proxies.start()
 
     def stop(self) -> None:
+        self.proxies.stop()
         self._strays.put(None)
         if self._reaper is not None:
             self._reaper.join(timeout=3.0)
@@ -139,6 +143,8 @@ class Supervisor:
         if self.keys_dir:  # what the job's client needs to authenticate
             desc = {**desc, "env": {**desc.get("env", {}), ENV_KEYS: self.keys_dir}}
         try:
+            if desc.get("checkpoint") and not desc.get("checkpoint_dir"):
+                self._job_dir(self.checkpoint_dir(j.job_id), run_as(j.owner))
             p = start_job(j.job_id, desc, j.hosts, self.endpoint, self.launcher, self.log_path(j.job_id),
                           self.tag(j.job_id), cwd=self.workdir, exit_path=self.exit_path(j.job_id),
                           run_as=run_as(j.owner), checkpoint_dir=self.checkpoint_dir(j.job_id))
@@ -147,6 +153,14 @@ class Supervisor:
         self.procs[j.job_id] = p
         self.state.launched(j.job_id, p.pid)
         return []
+
+    @staticmethod
+    def _job_dir(path: str, uid: int | None) -> None:
+        """A job's own directory in the daemon's (0700, its owner's): the job's user could not make it."""
+        if not os.path.isdir(path):
+            os.makedirs(path, mode=0o700, exist_ok=True)
+            if uid is not None:
+                os.chown(path, uid, -1, follow_symlinks=False)
 
     # ------------------------------------------------------------------ System Monitor
     def monitor(self, now: float) -> list:
@@ -162,9 +176,28 @@ class Supervisor:
         acts += self.state.check_resizes(now)
         acts += self.state.expire(now, self.overtime)
         acts += self._reported_ends(now)
+        acts += self._lost_proxies(now)
         if now - self._last_adopted_check >= 0.5:
             self._last_adopted_check = now
             acts += self._adopted_ends(now)
+        return acts
+
+    def _lost_proxies(self, now: float) -> list:
+        """Jobs that lost a Hydra proxy (:class:`ProxyWatch`): failed, their processes killed."""
+        acts: list = []
+        while not self.proxies.lost.empty():
+            jid, why = self.proxies.lost.get()
+            j = self.state.jobs.get(jid)
+            if j is None or j.state != JobState.RUNNING:
+                continue
+            p = self.procs.pop(jid, None)
+            if p is not None:
+                self._reap.append(p)  # killed below with the rest of the job, reaped by a later poll
+            self._strays.put(self.tag(jid))
+            acts += self.state.exited(jid, None, now, why)
+        # the jobs to watch: our children, and adopted jobs by their session (the wrapper's pid)
+        self.proxies.roots = {j.job_id: (self.procs[j.job_id].pid if j.job_id in self.procs else j.sid)
+                              for j in self.state.running() if j.job_id in self.procs or j.sid}
         return acts
 
     def _reported_ends(self, now: float) -> list:
