@@ -61,8 +61,26 @@ class DaemonError(RuntimeError):
 class RequestTooLarge(DaemonError):
     """A request over the protocol's size limit: refused here, before it is sent."""
 
-    def __init__(self, size: int):
-        super().__init__("too_large", f"request too large: {size} bytes > {MAX_MESSAGE_BYTES // 1024} KiB")
+    def __init__(self, size: int, at_least: bool = False):
+        super().__init__("too_large", f"request too large: {'at least ' if at_least else ''}{size} bytes > "
+                                      f"{MAX_MESSAGE_BYTES // 1024} KiB")
+
+
+def _size_floor(x: Any, limit: int) -> int:
+    """A lower bound on the JSON size of ``x`` (its strings' lengths), stopping once over ``limit``:
+    a request of megabytes is refused without encoding it (which takes seconds at 100 MB)."""
+    if isinstance(x, str):
+        return len(x) + 2
+    total = 0
+    items = x.values() if isinstance(x, dict) else x if isinstance(x, list | tuple) else ()
+    keys = x.keys() if isinstance(x, dict) else ()
+    for k in keys:
+        total += len(k) + 3
+    for v in items:
+        total += _size_floor(v, limit - total) + 1
+        if total > limit:
+            break
+    return total
 
 
 class Connection:
@@ -141,6 +159,9 @@ class Connection:
         """Send one message and return the reply; raises SchedulerUnavailable or DaemonError."""
         self._seq += 1
         msg = Message(type_, self._seq, job_id, body or {})
+        floor = _size_floor(msg.body, MAX_MESSAGE_BYTES)
+        if floor > MAX_MESSAGE_BYTES:
+            raise RequestTooLarge(floor, at_least=True)
         frame = encode(msg)
         if len(frame) > MAX_MESSAGE_BYTES:  # the daemon would refuse it: say so now, send nothing
             raise RequestTooLarge(len(frame))
