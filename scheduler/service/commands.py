@@ -94,7 +94,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     params = " ".join(f"{k}={v}" for kind in ("app", "remap") for k, v in info["params"][kind].items())
     access = (f"CURVE keys in {info['keys']}" if info["keys"] else
               "local users identified by uid" if info["endpoint"].startswith("ipc://") else
-              "no authentication (loopback: every local user is trusted)")
+              "loopback: local users identified by uid, others may only read")
     print(f"reshape daemon on {info['endpoint']}: {info['slots']} slots, policies "
           f"{info['app']}/{info['remap']}{' (' + params + ')' if params else ''}, "
           f"state in {info['state_dir']}, {access}, node timeout {info['node_timeout']:g} s", flush=True)

@@ -9,7 +9,10 @@ The edges are parts of their own: the jobs' processes
 (``scheduler.service.supervisor``), the nodes (a resource manager,
 ``scheduler.rm``), the journal, the dashboard. When the daemon listens beyond
 loopback (or is given keys), every peer must authenticate with CURVE
-(``reshape.joblink.auth``, ``scheduler.service.gatekeeper``).
+(``reshape.joblink.auth``, ``scheduler.service.gatekeeper``); on loopback TCP without keys
+the kernel names each sender's uid, and connections are limited per user
+(``scheduler.service.peers``). The state directory is checked before use and kept private
+(``scheduler.service.statedir``).
 """
 
 from __future__ import annotations
@@ -180,9 +183,9 @@ class Daemon:
                reads: list[P.Request] | None = None) -> tuple[P.Message | None, list]:
         """One request frame from ``who`` -> (reply, actions). Never raises on bad input.
 
-        ``who``: the authenticated sender (``uid:N`` on an ``ipc://`` endpoint, ``key:NAME`` with
-        CURVE), or None on an endpoint without authentication (loopback TCP: every local user
-        is trusted there); ``scheduler.service.handlers`` says who may do what. ``reads``: a read-only
+        ``who``: the sender (``uid:N`` on an ``ipc://`` endpoint and on loopback TCP, ``key:NAME``
+        with CURVE, ``peer:unidentified`` when the daemon cannot tell), or None for a caller in
+        this process (trusted); ``scheduler.service.handlers`` says who may do what. ``reads``: a read-only
         request (``handlers.READS``) is appended there and answered later (:meth:`answer`), reply None."""
         try:
             ev = P.decode(frame)

@@ -4,8 +4,10 @@ Access (docs/protocol.md, "Access"): an ``ipc://`` socket identifies each local
 peer by its uid (the kernel's word, ``SO_PEERCRED``, through a ZAP handler);
 a daemon with keys, or one listening beyond loopback, is a CURVE server and
 accepts only the clients its key directory authorizes
-(``scheduler.service.gatekeeper``). A second daemon on a busy endpoint fails
-before writing anything.
+(``scheduler.service.gatekeeper``); a loopback TCP socket without keys identifies each sender
+by uid per message (``scheduler.service.peers.PeerIds``). Every socket has the connection limits
+of ``scheduler.service.peers`` and a 5 s handshake timeout. A second daemon on a busy endpoint
+fails before writing anything.
 """
 
 from __future__ import annotations
