@@ -20,6 +20,7 @@ daemon that refuses the key never answers: the request times out.
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 import time
 from typing import Any
@@ -83,6 +84,16 @@ def _size_floor(x: Any, limit: int) -> int:
     return total
 
 
+def _from_own_address(endpoint: str) -> str:
+    """A loopback IPv4 endpoint as ZeroMQ's ``tcp://SOURCE;DEST``, from an address of its own in
+    127.0.0.0/8: a daemon without keys names the uid behind each source address (docs/cluster.md,
+    "Who may do what"), which it can only do while users do not share one."""
+    if not endpoint.startswith("tcp://127.") or ";" in endpoint:
+        return endpoint
+    r = secrets.randbits(24)
+    return f"tcp://127.{r >> 16 & 255}.{r >> 8 & 255}.{max(1, r & 255)}:0;{endpoint[len('tcp://'):]}"
+
+
 class Connection:
     """One DEALER socket to the daemon; ``request`` = send + bounded wait for the matching reply."""
 
@@ -125,7 +136,7 @@ class Connection:
             if self.fail_fast is not None:
                 self._mon = s.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_CONNECT_RETRIED)
                 self._connected, self._refused_since = False, None
-            s.connect(self.endpoint)
+            s.connect(_from_own_address(self.endpoint) if self.keys is None else self.endpoint)
             self._sock = s
         return self._sock
 

@@ -47,7 +47,6 @@ from scheduler.service.gatekeeper import Gatekeeper
 from scheduler.service.handlers import READS, answer
 from scheduler.service.journal import Journal
 from scheduler.service.loopstats import LoopStats, ServiceWindow
-from scheduler.service.peers import PeerIds
 from scheduler.service.periodic import Periodic
 from scheduler.service.quota import Quota
 from scheduler.service.supervisor import Supervisor
@@ -123,7 +122,6 @@ class Daemon:
         self.keys_dir = os.path.abspath(keys_dir) if keys_dir else None
         self.endpoint, self.dashboard_bind = endpoint, cfg.dashboard
         self.gate: Gatekeeper | None = None
-        self.peer_ids = PeerIds()  # who sent a message, on a loopback TCP socket without CURVE
         self.quota = Quota(cfg.max_queued_per_user, cfg.submit_rate, cfg.submit_burst)
         self._ctx: zmq.Context | None = None
         self._sock: zmq.Socket | None = None
@@ -337,8 +335,8 @@ class Daemon:
             except zmq.Again:
                 break
             t_in = clock()
-            # ZAP's word (uid on ipc, key with CURVE), else the kernel's (loopback TCP)
-            who = user_id(parts[-1]) if self.gate is not None and self.gate.zap else self.peer_ids.who(parts[-1])
+            # ZAP's word: uid on ipc and loopback TCP (the kernel's), key with CURVE
+            who = user_id(parts[-1]) if self.gate is not None else None
             frames = [f.bytes for f in parts]
             if len(frames) != 2:
                 rep, a = P.error_reply("malformed", "expected exactly one frame per message"), []

@@ -4,8 +4,8 @@ Access (docs/protocol.md, "Access"): an ``ipc://`` socket identifies each local
 peer by its uid (the kernel's word, ``SO_PEERCRED``, through a ZAP handler);
 a daemon with keys, or one listening beyond loopback, is a CURVE server and
 accepts only the clients its key directory authorizes
-(``scheduler.service.gatekeeper``); a loopback TCP socket without keys identifies each sender
-by uid per message (``scheduler.service.peers.PeerIds``). Every socket has the connection limits
+(``scheduler.service.gatekeeper``); a loopback TCP socket without keys identifies each peer by
+uid at its handshake (``scheduler.service.peers.loopback_uid``). Every socket has the connection limits
 of ``scheduler.service.peers`` and a 5 s handshake timeout. A second daemon on a busy endpoint
 fails before writing anything.
 """
@@ -93,13 +93,15 @@ def bind(endpoint: str, server_keys, max_peers: int | None = None,
     try:
         if local:
             claim_socket(endpoint[len("ipc://"):])
-        # CURVE keys, or the kernel's word on local peers (ZAP); always the connection limits
         path = endpoint[len("ipc://"):] if local else ""
         # every local user may connect (and is identified), unless the daemon is running short of files
         valve = Valve(path, SOCKET_MODE, limit) if local and server_keys is None else None
-        gate = Gatekeeper(ctx, sock, server_keys, zap=server_keys is not None or local, local=local,
-                          limits=ConnectionLimits(total, mine, admins), valve=valve)
+        # ZAP for every peer: CURVE keys, or the kernel's word on local peers (ipc, loopback TCP)
+        gate = Gatekeeper(ctx, sock, server_keys, local=local, limits=ConnectionLimits(total, mine, admins),
+                          valve=valve)
         sock.bind(endpoint)
+        if not local:
+            gate.port = int(sock.getsockopt_string(zmq.LAST_ENDPOINT).rsplit(":", 1)[1])
     except (OSError, zmq.ZMQError) as e:
         if gate is not None:
             gate.close()

@@ -8,6 +8,12 @@ hung up mid-handshake (e.g. a node monitor whose request timed out while the
 daemon was starting) both show as a reset or a broken pipe, so both count.
 A refused peer never reaches the request loop, so nobody else notices. Keys
 and the rule for when they are needed: ``reshape.joblink.auth``.
+
+Without keys the ZAP handler names local peers: on ``ipc://`` by the uid
+libzmq reads from the kernel, on loopback TCP by the uid owning the peer's
+connections (``scheduler.service.peers.loopback_uid``). The same thread
+counts connections per user from the socket's monitor events and shuts
+those over the limits (``scheduler.service.peers``).
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from zmq.utils import z85
 from zmq.utils.monitor import parse_monitor_message
 
 from reshape.joblink.auth import ServerKeys
-from scheduler.service.peers import ConnectionLimits, Valve, ipc_peer_uid, tcp_peer_uid
+from scheduler.service.peers import UNIDENTIFIED, ConnectionLimits, Valve, ipc_peer_uid, loopback_uid, tcp_peer_uid
 
 __all__ = ["Gatekeeper"]
 
@@ -45,19 +51,19 @@ class Gatekeeper:
     """
 
     def __init__(self, ctx: zmq.Context, sock: zmq.Socket, keys: ServerKeys | None, log=None,
-                 zap: bool = True, local: bool = True, limits: ConnectionLimits | None = None,
+                 local: bool = True, limits: ConnectionLimits | None = None,
                  valve: Valve | None = None):
         """``keys``: CURVE with these server keys; None: a local (``ipc://``) socket, whose peers are
         identified by the kernel (``SO_PEERCRED``, which libzmq gives ZAP as ``localhost:UID:GID:PID``).
-        ``zap``: answer ZAP requests (False: a loopback TCP socket without CURVE, whose peers are
-        identified per message, ``scheduler.service.peers.PeerIds``). ``local``: an ``ipc://`` socket.
+        ``local``: an ``ipc://`` socket (else TCP: without keys, a loopback socket whose peers are
+        identified by ``scheduler.service.peers.loopback_uid``, on :attr:`port`).
         ``limits``: connections per user and in all; ``valve``: closes an ipc socket to other users
         while the open files near the limit (both ``scheduler.service.peers``)."""
         self.keys = keys
-        self.zap = zap
         self.local = local
         self.limits = limits
         self.valve = valve
+        self.port: int | None = None  # the TCP port bound (set once bound): loopback peers' identity
         self._busy_until = 0.0  # connections arrived lately: the valve is checked often
         self.log = log or sys.stderr
         self.refused = 0
@@ -67,11 +73,9 @@ class Gatekeeper:
         self._lock = threading.Lock()
         self._ctx = ctx
         self._stop = threading.Event()
-        self._zap: zmq.Socket | None = None
-        if zap:
-            self._zap = ctx.socket(zmq.REP)
-            self._zap.linger = 0
-            self._zap.bind(ZAP_ENDPOINT)
+        self._zap = ctx.socket(zmq.REP)
+        self._zap.linger = 0
+        self._zap.bind(ZAP_ENDPOINT)
         self._mon_addr = f"inproc://reshape-gate-{id(self)}"
         sock.monitor(self._mon_addr, zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
                      | zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED)
@@ -84,8 +88,7 @@ class Gatekeeper:
             sock.curve_server = True
             sock.curve_secretkey = keys.secret
             sock.curve_publickey = keys.public
-        if zap:
-            sock.zap_domain = b"reshape"
+        sock.zap_domain = b"reshape"
         self._thread = threading.Thread(target=self._run, name="gatekeeper", daemon=True)
         self._thread.start()
 
@@ -104,15 +107,14 @@ class Gatekeeper:
 
     def _run(self) -> None:
         poller = zmq.Poller()
-        if self._zap is not None:
-            poller.register(self._zap, zmq.POLLIN)
+        poller.register(self._zap, zmq.POLLIN)
         poller.register(self._mon, zmq.POLLIN)
         while not self._stop.is_set():
             with contextlib.suppress(zmq.ZMQError):
                 busy = self.valve is not None and (self.valve.closed or time.monotonic() < self._busy_until)
                 ready = dict(poller.poll(10 if busy else 200))
                 self._check_valve()
-                if self._zap is not None and self._zap in ready:
+                if self._zap in ready:
                     self._answer(self._zap.recv_multipart())
                 for i in itertools.count():  # every connection event queued (a flood brings thousands)
                     try:
@@ -132,8 +134,7 @@ class Gatekeeper:
                         self._note(f"a peer on {ev['endpoint'].decode(errors='replace')}: {what} "
                                    f"(errno {ev['value']})")
         for s in (self._zap, self._mon):
-            if s is not None:
-                s.close(linger=0)
+            s.close(linger=0)
 
     def _check_valve(self) -> None:
         if self.valve is not None:
@@ -163,6 +164,9 @@ class Gatekeeper:
         uid = address.split(b":")[1] if address.startswith(b"localhost:") and address.count(b":") == 3 else b""
         if self.keys is None and mechanism == b"NULL" and uid.isdigit():
             ok, text, user = True, b"OK", b"uid:" + uid  # the peer's uid, from the kernel
+        elif self.keys is None and not self.local and mechanism == b"NULL":  # loopback TCP: the kernel's table
+            found = loopback_uid(address.decode(errors="replace"), self.port)
+            ok, text, user = True, b"OK", (f"uid:{found}" if found is not None else UNIDENTIFIED).encode()
         elif self.keys is None:
             self._note(f"client {address.decode(errors='replace')}: no peer credentials")
         elif mechanism == b"CURVE" and len(frames) >= 7:

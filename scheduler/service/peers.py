@@ -4,10 +4,15 @@ Identity. On an ``ipc://`` socket the kernel names each peer's uid
 (``SO_PEERCRED``; libzmq hands it to the ZAP handler). On a loopback TCP
 socket without CURVE the kernel knows it too: the peer's end of the
 connection is a socket of this machine, listed in ``/proc/net/tcp`` with the
-uid that created it. :class:`PeerIds` finds it from the descriptor a message
-came in on (``ZMQ_SRCFD``), so a daemon on ``tcp://127.0.0.1:PORT`` knows
-who sent each request, as on its ``ipc://`` socket; a peer it cannot identify
-is :data:`UNIDENTIFIED` (``scheduler.service.handlers`` says what it may do).
+uid that created it. The ZAP handler gets the peer's address without its
+port, so :func:`loopback_uid` takes every established connection from that
+address to the daemon's port: one uid among them is the peer's (its own
+connection is one of them, waiting for the handler's answer); several uids
+make it :data:`UNIDENTIFIED`. Clients connect from an address of their own
+in ``127.0.0.0/8`` (``reshape.joblink.client``), so connections of different
+users do not share one. The answer is bound to the connection at its
+handshake (ZAP's User-Id), never looked up again from a descriptor that
+may since belong to another connection.
 
 Connection limits. libzmq accepts every connection its listener sees, before
 any handshake, and asserts (aborting the daemon) when ``accept`` fails with
@@ -34,10 +39,8 @@ import socket
 import struct
 import threading
 
-import zmq
-
-__all__ = ["HANDSHAKE_SECONDS", "UNIDENTIFIED", "ConnectionLimits", "PeerIds", "fd_limit", "ipc_peer_uid",
-           "raise_fd_limit", "tcp_peer_uid"]
+__all__ = ["HANDSHAKE_SECONDS", "UNIDENTIFIED", "ConnectionLimits", "Valve", "fd_limit", "ipc_peer_uid",
+           "loopback_uid", "raise_fd_limit", "tcp_peer_uid"]
 
 UNIDENTIFIED = "peer:unidentified"  # a sender the daemon cannot name (who may do what: handlers.check_access)
 HANDSHAKE_SECONDS = 5.0  # a connection that has not completed the ZMTP handshake by then is closed
@@ -136,38 +139,32 @@ def tcp_peer_uid(fd: int) -> int | None:
         return None
 
 
-class PeerIds:
-    """The sender of each message on a TCP socket without CURVE: ``uid:N``, or :data:`UNIDENTIFIED`.
-
-    Looked up once per connection (descriptor and peer port), then cached."""
-
-    def __init__(self, limit: int = 4096):
-        self._known: dict[tuple[int, object], str] = {}
-        self._limit = limit
-
-    def who(self, frame: zmq.Frame) -> str:
+def loopback_uid(address: str, port: int | None) -> int | None:
+    """The one uid owning every established connection from ``address`` (a loopback address) to
+    local port ``port`` (``/proc/net/tcp{,6}``); None when there is none, or several uids."""
+    try:
+        addr = ipaddress.ip_address(address.strip("[]").split("%")[0])
+    except ValueError:
+        return None
+    mapped = getattr(addr, "ipv4_mapped", None)
+    if port is None or not (addr.is_loopback or (mapped is not None and mapped.is_loopback)):
+        return None
+    uids: set[int] = set()
+    for table, ip in (("/proc/net/tcp", mapped or addr), ("/proc/net/tcp6", addr)):
+        if (table == "/proc/net/tcp") != (ip.version == 4):
+            continue
+        mine = _proc_hex(str(ip), 0)[:-4]  # its address, any port
         try:
-            fd = frame.get(zmq.SRCFD)
-        except (zmq.ZMQError, AttributeError):
-            return UNIDENTIFIED
-        s = None
-        try:
-            s = _on(fd)
-            peer = s.getpeername()
+            with open(table) as f:
+                lines = f.readlines()[1:]
         except OSError:
-            return UNIDENTIFIED
-        finally:
-            if s is not None:
-                s.detach()
-        key = (fd, peer)
-        got = self._known.get(key)
-        if got is None:
-            uid = tcp_peer_uid(fd)
-            got = UNIDENTIFIED if uid is None else f"uid:{uid}"
-            if len(self._known) >= self._limit:
-                self._known.clear()
-            self._known[key] = got
-        return got
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 7 and fields[3] == "01" and fields[1].startswith(mine) \
+                    and int(fields[2].rsplit(":", 1)[1], 16) == port:
+                uids.add(int(fields[7]))
+    return uids.pop() if len(uids) == 1 else None
 
 
 class ConnectionLimits:
