@@ -189,9 +189,10 @@ def in_child(uid: int, fn, *args):
     return json.loads(data)
 
 
-def flood(uid: int, path: str, n: int) -> tuple[int, dict, int]:
-    """A child as ``uid`` opening ``n`` raw connections to the Unix socket ``path`` (no ZMTP handshake)
-    and holding them: (its pid, {"opened", "refused"}, the descriptor whose closing releases it)."""
+def flood(uid: int, path, n: int) -> tuple[int, dict, int]:
+    """A child as ``uid`` opening ``n`` raw connections to ``path`` (a Unix socket's path, or a TCP
+    ``(host, port)``; no ZMTP handshake) and holding them: (its pid, {"opened", "refused"}, the
+    descriptor whose closing releases it)."""
     import socket
 
     r, w = os.pipe()
@@ -205,7 +206,7 @@ def flood(uid: int, path: str, n: int) -> tuple[int, dict, int]:
             os.setuid(uid)
             socks, refused = [], 0
             for _ in range(n):
-                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s = socket.socket(socket.AF_UNIX if isinstance(path, str) else socket.AF_INET, socket.SOCK_STREAM)
                 try:
                     s.connect(path)
                     socks.append(s)
@@ -224,15 +225,20 @@ def flood(uid: int, path: str, n: int) -> tuple[int, dict, int]:
     return pid, got, hold_w
 
 
-def test_a_connection_flood_by_another_user_never_stops_the_daemon(tmp_path):
+@pytest.mark.parametrize("transport", ["ipc", "tcp"])
+def test_a_connection_flood_by_another_user_never_stops_the_daemon(tmp_path, transport):
     """uid 65534 opens 3,000 raw connections (no handshake) to a daemon whose file limit is 1,024
     (libzmq's ipc listener aborts the process when accept() fails with EMFILE): connections over
-    the per-user limit are shut as they open, the socket closes to other users while files run
+    the per-user limit are shut as they open, an ipc socket closes to other users while files run
     short, and root is served all along; the flooder itself is served again once it lets go."""
+    from tests.helpers import free_port
+
     sockdir = tempfile.mkdtemp(prefix="reshape-flood-", dir="/tmp")
     os.chmod(sockdir, 0o711)
-    path = f"{sockdir}/daemon.sock"
-    d = DaemonProc(str(tmp_path), 2, endpoint=f"ipc://{path}", prefix=("prlimit", "--nofile=1024:1024"))
+    port = free_port()
+    path = f"{sockdir}/daemon.sock" if transport == "ipc" else ("127.0.0.1", port)
+    endpoint = f"ipc://{path}" if transport == "ipc" else f"tcp://127.0.0.1:{port}"
+    d = DaemonProc(str(tmp_path), 2, endpoint=endpoint, prefix=("prlimit", "--nofile=1024:1024"))
     pid = hold = None
     try:
         t0 = time.monotonic()
@@ -241,8 +247,8 @@ def test_a_connection_flood_by_another_user_never_stops_the_daemon(tmp_path):
         for _ in range(5):  # fresh connections of root's while the flood holds its own
             assert d.req("ping", timeout=15)["version"] == P.VERSION
         conns = d.req("status", timeout=15)["daemon"]["connections"]
-        print(f"\nflood: {got['opened']} connections accepted by the kernel in {took:.1f} s, {got['refused']} "
-              f"refused; daemon: {conns}")
+        print(f"\nflood ({transport}): {got['opened']} connections accepted by the kernel in {took:.1f} s, "
+              f"{got['refused']} refused; daemon: {conns}")
         assert conns["shut"] > 0 and conns["open"] <= conns["per_user"] + 8, conns
         os.close(hold)
         hold = None
@@ -284,6 +290,16 @@ def test_loopback_tcp_peers_are_identified_by_uid(daemon):
 
     assert run_as(owners[sub["body"]["job_id"]]) == NOBODY
     assert d.proc.poll() is None and d.job(mine)["state"] == "waiting"
+    # two users' connections from one address: neither can be told from the other, both may only read
+    host, port = d.endpoint[len("tcp://"):].rsplit(":", 1)
+    pid, _, hold = flood(NOBODY, (host, int(port)), 1)
+    try:
+        ping, submit = as_user(0, d.endpoint, [("ping", {}), ("submit", {"job": job("shared-address")})])
+    finally:
+        os.close(hold)
+        os.waitpid(pid, 0)
+    assert ping["type"] == "ok" and submit["type"] == "error" and "cannot identify" in submit["body"]["message"], \
+        submit
 
 
 def test_an_unidentified_peer_may_only_read(tmp_path):

@@ -38,6 +38,7 @@ import resource
 import socket
 import struct
 import threading
+import time
 
 __all__ = ["HANDSHAKE_SECONDS", "UNIDENTIFIED", "ConnectionLimits", "Valve", "fd_limit", "ipc_peer_uid",
            "loopback_uid", "raise_fd_limit", "tcp_peer_uid"]
@@ -122,21 +123,36 @@ def tcp_peer_uid(fd: int) -> int | None:
     if not (addr.is_loopback or (mapped is not None and mapped.is_loopback)):
         return None
     # the peer's socket: local address = its end, remote address = ours
-    key = f" {_proc_hex(peer[0].split('%')[0], peer[1])} {_proc_hex(mine[0].split('%')[0], mine[1])} "
-    table = "/proc/net/tcp6" if family == socket.AF_INET6 else "/proc/net/tcp"
-    try:
-        with open(table) as f:
-            text = f.read()
-    except OSError:
-        return None
-    at = text.find(key)
-    if at < 0:
-        return None
-    fields = text[at:text.find("\n", at)].split()
-    try:
-        return int(fields[6])  # local rem st tx:rx tr:when retrnsmt uid
-    except (IndexError, ValueError):
-        return None
+    key = f"{_proc_hex(peer[0].split('%')[0], peer[1])} {_proc_hex(mine[0].split('%')[0], mine[1])}"
+    return _SOCKETS.uid(key, "/proc/net/tcp6" if family == socket.AF_INET6 else "/proc/net/tcp")
+
+
+class _SocketTable:
+    """``/proc/net/tcp{,6}`` as {"LOCAL REMOTE": uid}, read again on a miss, at most once every
+    ``every`` seconds: a flood of connections costs a few readings a second, not one per connection."""
+
+    def __init__(self, every: float = 0.05):
+        self.every = every
+        self._tables: dict[str, tuple[float, dict[str, int]]] = {}
+
+    def uid(self, key: str, table: str) -> int | None:
+        when, rows = self._tables.get(table, (-1e9, {}))
+        if key not in rows:  # a connection newer than the reading: read again (waiting out ``every``)
+            time.sleep(max(0.0, when + self.every - time.monotonic()))
+            rows = {}
+            try:
+                with open(table) as f:
+                    for line in f.readlines()[1:]:
+                        fields = line.split()  # sl local rem st tx:rx tr:when retrnsmt uid ...
+                        if len(fields) > 7:
+                            rows[f"{fields[1]} {fields[2]}"] = int(fields[7])
+            except (OSError, ValueError):
+                return None
+            self._tables[table] = (time.monotonic(), rows)
+        return rows.get(key)
+
+
+_SOCKETS = _SocketTable()
 
 
 def loopback_uid(address: str, port: int | None) -> int | None:
