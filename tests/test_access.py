@@ -344,6 +344,11 @@ def test_state_files_are_private(tmp_path):
     os.chmod(base, 0o755)  # so the state directory's own modes are what protects it
     state = os.path.join(base, "state")
     os.mkdir(state, 0o700)
+    os.mkdir(os.path.join(state, "logs"), 0o755)  # as an earlier version left it, with a log others could read
+    old = os.path.join(state, "logs", "job-99.log")
+    with open(old, "w") as f:
+        f.write("an old job's output\n")
+    os.chmod(old, 0o644)
     d = DaemonProc(state, 2, endpoint=f"ipc://{state}/daemon.sock")
     try:
         quick = {"command": ["true"], "nprocs": 1, "resizable": False}
@@ -357,6 +362,7 @@ def test_state_files_are_private(tmp_path):
         assert mode[state] == (0o711, 0) and mode[os.path.join(state, "logs")] == (0o711, 0), mode
         assert mode[os.path.join(state, "journal.sqlite")] == (0o600, 0), mode
         assert mode[logs[mine]] == (0o600, 0) and mode[logs[theirs]] == (0o600, NOBODY), mode
+        assert os.stat(old).st_mode & 0o777 == 0o600
         seen = in_child(NOBODY, _try_read, [logs[mine], os.path.join(state, "journal.sqlite"), logs[theirs]])
         assert seen == {logs[mine]: "PermissionError", os.path.join(state, "journal.sqlite"): "PermissionError",
                         logs[theirs]: "read"}, seen

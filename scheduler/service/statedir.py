@@ -76,14 +76,29 @@ def prepare(state_dir: str) -> None:
         path = os.path.join(state_dir, rel) if rel else state_dir
         if not os.path.lexists(path):
             os.mkdir(path, mode)
-        _check_node(path, True)  # made by someone else meanwhile
-        os.chmod(path, mode)
+        st = _check_node(path, True)  # made by someone else meanwhile
+        if st is not None and stat.S_IMODE(st.st_mode) != mode:
+            os.chmod(path, mode)
+            if rel == "logs":  # written by an earlier version (0644): private now
+                _tighten(path)
     for name in ("journal.sqlite", "journal.sqlite-wal", "journal.sqlite-shm"):
         path = os.path.join(state_dir, name)
         if name == "journal.sqlite" and not os.path.lexists(path):
             os.close(open_private(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL))  # SQLite's files take its mode
         if os.path.lexists(path):
             os.chmod(path, 0o600)
+
+
+def _tighten(logs: str) -> None:
+    """Every job log and exit file in ``logs`` readable by its owner only (links left alone)."""
+    with os.scandir(logs) as entries:
+        for e in entries:
+            if e.is_file(follow_symlinks=False) and e.stat(follow_symlinks=False).st_mode & 0o077:
+                fd = os.open(e.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                try:
+                    os.fchmod(fd, 0o600)
+                finally:
+                    os.close(fd)
 
 
 def open_private(path: str, flags: int, mode: int = 0o600, owner: int | None = None) -> int:
