@@ -44,11 +44,10 @@ from scheduler.service.dashboard import Dashboard, parse_bind
 from scheduler.service.dashboard_view import LatencyHistogram, snapshot
 from scheduler.service.endpoint import DEFAULT_ENDPOINT, bind, job_endpoint, user_id
 from scheduler.service.gatekeeper import Gatekeeper
-from scheduler.service.handlers import READS, answer
+from scheduler.service.handlers import READS, Quota, answer
 from scheduler.service.journal import Journal
 from scheduler.service.loopstats import LoopStats, ServiceWindow
 from scheduler.service.periodic import Periodic
-from scheduler.service.quota import Quota
 from scheduler.service.supervisor import Supervisor
 
 __all__ = ["DEFAULT_ENDPOINT", "Daemon", "Settings", "job_endpoint"]

@@ -19,14 +19,59 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from reshape.joblink import protocol as P
+from scheduler.core.job import JobState
 from scheduler.core.jobfile import JobFileError, validate_job
 from scheduler.core.state import ClusterState, StateError
 from scheduler.rm.base import ResourceManager
 from scheduler.service.journal import Journal
 from scheduler.service.loopstats import LoopStats
 from scheduler.service.peers import UNIDENTIFIED
-from scheduler.service.quota import Quota
 from scheduler.service.supervisor import Supervisor
+
+# ---------------------------------------------------------------------- per-user limits on submissions
+_WAITING = (JobState.QUEUED, JobState.WAITING)
+
+
+class Quota:
+    """Per-user limits on submissions: jobs waiting to run, and submissions per second.
+
+    A user who is not an admin (:func:`is_admin`) may have at most ``max_queued`` jobs queued or
+    waiting, and may submit ``rate`` jobs per second on average, ``burst`` at once (a token
+    bucket). A submission over either is refused with ``error`` ``over_limit`` naming the limit
+    and the option that sets it (``reshape daemon --max-queued-per-user``, ``--submit-rate``,
+    ``--submit-burst``). Counting a user's waiting jobs costs the jobs that user submitted, not
+    the queue: each user's not-yet-started jobs are kept in a set, pruned at the next submission
+    (built from the job table the first time a user submits after a restart)."""
+
+    def __init__(self, max_queued: int = 1000, rate: float = 20.0, burst: int = 200):
+        self.max_queued, self.rate, self.burst = max_queued, rate, burst
+        self._pending: dict[str | None, set[int]] = {}
+        self._tokens: dict[str | None, tuple[float, float]] = {}  # who -> (tokens, when)
+        self.refused = 0
+
+    def admit(self, state: ClusterState, who: str | None, now: float) -> None:
+        """Raise ``StateError('over_limit')`` if ``who`` may not submit one more job now."""
+        mine = self._pending.get(who)
+        if mine is None:
+            mine = self._pending[who] = {j.job_id for j in state.jobs.values()
+                                        if j.owner == who and j.state in _WAITING}
+        else:
+            mine -= {i for i in mine if (j := state.jobs.get(i)) is None or j.state not in _WAITING}
+        if len(mine) >= self.max_queued:
+            self.refused += 1
+            raise StateError("over_limit", f"{who} has {len(mine)} jobs queued or waiting: the limit per user is "
+                                           f"{self.max_queued} (reshape daemon --max-queued-per-user)")
+        tokens, then = self._tokens.get(who, (float(self.burst), now))
+        tokens = min(float(self.burst), tokens + max(0.0, now - then) * self.rate)
+        if tokens < 1.0:
+            self.refused += 1
+            raise StateError("over_limit", f"{who} submits faster than the limit of {self.rate:g} jobs per second "
+                                           f"(burst {self.burst}; reshape daemon --submit-rate, --submit-burst)")
+        self._tokens[who] = (tokens - 1.0, now)
+
+    def note(self, who: str | None, job_id: int) -> None:
+        """A job ``who`` submitted (admitted by :meth:`admit`)."""
+        self._pending.setdefault(who, set()).add(job_id)
 
 
 class Daemon(Protocol):
@@ -44,7 +89,7 @@ class Daemon(Protocol):
 
     def service_stats(self, loop: bool = False) -> dict[str, Any]: ...
 
-__all__ = ["HANDLERS", "READS", "answer", "is_admin"]
+__all__ = ["HANDLERS", "READS", "Quota", "answer", "is_admin"]
 
 # read-only requests, answered after the turn's other requests (their replies can take milliseconds
 # to build and encode: a status page; nothing else in the turn waits for them)
@@ -136,7 +181,7 @@ def _submit(d: Daemon, ev: P.Submit, now: float, who: str | None) -> tuple[P.Mes
     desc = validate_job(ev.job, s.pool.capacity)
     d.rm.check_submit(desc)
     if not is_admin(who):
-        d.quota.admit(s, who, now)  # per-user limits (scheduler.service.quota)
+        d.quota.admit(s, who, now)  # per-user limits (:class:`Quota`)
     job_id = s.submit(desc, now, owner=who)
     if not is_admin(who):
         d.quota.note(who, job_id)
