@@ -63,7 +63,7 @@ def kill_journaled_jobs(state_dir: str) -> None:
 class DaemonProc:
     def __init__(self, state_dir: str, slots: int, app: str = "easy", remap: str = "reshape",
                  extra: tuple[str, ...] = (), endpoint: str | None = None, prefix: tuple[str, ...] = ()):
-        """``prefix``: a command the daemon runs under (e.g. ``prlimit --nofile=1024:1024``)."""
+        """``prefix``: a command the daemon's command line is given to (e.g. one that limits its files)."""
         self.state_dir = state_dir
         self.prefix = list(prefix)
         self.endpoint = endpoint or f"tcp://127.0.0.1:{free_port()}"

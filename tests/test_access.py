@@ -12,6 +12,7 @@ import json
 import os
 import pwd
 import shutil
+import sys
 import tempfile
 import time
 
@@ -106,7 +107,6 @@ def test_the_default_endpoint_is_a_local_socket_and_one_daemon_holds_it(tmp_path
     """Without --endpoint the daemon listens on ipc://$RESHAPE_STATE_DIR/daemon.sock (local users only,
     identified); the CLI finds it by the same default; a second daemon refuses to take it over."""
     import subprocess
-    import sys
     import time
 
     from tests.helpers import ROOT, wait_for
@@ -225,6 +225,11 @@ def flood(uid: int, path, n: int) -> tuple[int, dict, int]:
     return pid, got, hold_w
 
 
+# runs the daemon's command with an open-file limit of 1,024, soft and hard (what prlimit(1) does)
+LIMIT_FILES_1024 = (sys.executable, "-c", "import os, resource, sys; resource.setrlimit(resource.RLIMIT_NOFILE, "
+                    "(1024, 1024)); os.execv(sys.argv[1], sys.argv[1:])")
+
+
 @pytest.mark.parametrize("transport", ["ipc", "tcp"])
 def test_a_connection_flood_by_another_user_never_stops_the_daemon(tmp_path, transport):
     """uid 65534 opens 3,000 raw connections (no handshake) to a daemon whose file limit is 1,024
@@ -238,7 +243,7 @@ def test_a_connection_flood_by_another_user_never_stops_the_daemon(tmp_path, tra
     port = free_port()
     path = f"{sockdir}/daemon.sock" if transport == "ipc" else ("127.0.0.1", port)
     endpoint = f"ipc://{path}" if transport == "ipc" else f"tcp://127.0.0.1:{port}"
-    d = DaemonProc(str(tmp_path), 2, endpoint=endpoint, prefix=("prlimit", "--nofile=1024:1024"))
+    d = DaemonProc(str(tmp_path), 2, endpoint=endpoint, prefix=LIMIT_FILES_1024)
     pid = hold = None
     try:
         t0 = time.monotonic()
@@ -377,7 +382,6 @@ def test_a_state_directory_someone_else_prepared_is_refused(tmp_path):
     others' writes, or one holding a link where the daemon writes: refused in one line, nothing
     written through it."""
     import subprocess
-    import sys
 
     from tests.helpers import ROOT, free_port
 
@@ -441,7 +445,6 @@ def test_history_and_status_all_come_in_pages(daemon):
     """'reshape history' and 'status --all' read the history in pages ('after'): every job once,
     each reply bounded, whatever the journal's size."""
     import subprocess
-    import sys
 
     from scheduler.service.commands import read_history
     from tests.helpers import ROOT
