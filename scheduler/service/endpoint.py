@@ -20,7 +20,14 @@ import zmq
 
 from reshape.joblink import jobenv as E
 from scheduler.service.gatekeeper import Gatekeeper
-from scheduler.service.peers import HANDSHAKE_SECONDS, ConnectionLimits, Valve, fd_limit, raise_fd_limit
+from scheduler.service.peers import (
+    HANDSHAKE_SECONDS,
+    ConnectionLimits,
+    Valve,
+    chmod_socket,
+    fd_limit,
+    raise_fd_limit,
+)
 
 __all__ = ["DEFAULT_ENDPOINT", "bind", "default_limits", "job_endpoint", "user_id"]
 
@@ -112,5 +119,5 @@ def bind(endpoint: str, server_keys, max_peers: int | None = None,
         raise OSError(f"cannot listen on {endpoint}: {why}") from None
     if local and server_keys is None:  # every local user may connect, and is identified
         with contextlib.suppress(OSError):
-            os.chmod(endpoint[len("ipc://"):], SOCKET_MODE)
+            chmod_socket(endpoint[len("ipc://"):], SOCKET_MODE)
     return ctx, sock, gate

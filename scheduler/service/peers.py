@@ -36,6 +36,7 @@ import ipaddress
 import os
 import resource
 import socket
+import stat
 import struct
 import threading
 import time
@@ -244,6 +245,19 @@ def open_files() -> int:
         return 0
 
 
+def chmod_socket(path: str, mode: int) -> None:
+    """chmod the daemon's own Unix socket ``path``, never through a link or onto another file (its
+    directory may be one others write to): OSError otherwise."""
+    fd = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.geteuid():
+            raise OSError(f"{path} is not the daemon's socket")
+        os.chmod(f"/proc/self/fd/{fd}", mode)
+    finally:
+        os.close(fd)
+
+
 class Valve:
     """An ``ipc://`` socket closed to everyone but its owner and root while the daemon's open files
     near its limit: new connections of other users are then refused by the kernel (``EACCES`` at
@@ -265,11 +279,11 @@ class Valve:
         n = open_files()
         try:
             if not self.closed and n >= self.high:
-                os.chmod(self.path, 0o600)
+                chmod_socket(self.path, 0o600)
                 self.closed, self.closings = True, self.closings + 1
                 return f"{n} files open >= {self.high} (half the limit): {self.path} closed to other users"
             if self.closed and n <= self.low:
-                os.chmod(self.path, self.mode)
+                chmod_socket(self.path, self.mode)
                 self.closed = False
                 return f"{n} files open: {self.path} open again"
         except OSError:
