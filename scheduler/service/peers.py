@@ -132,7 +132,7 @@ class _SocketTable:
     """``/proc/net/tcp{,6}`` as {"LOCAL REMOTE": uid}, read again on a miss, at most once every
     ``every`` seconds: a flood of connections costs a few readings a second, not one per connection."""
 
-    def __init__(self, every: float = 0.05):
+    def __init__(self, every: float = 0.02):
         self.every = every
         self._tables: dict[str, tuple[float, dict[str, int]]] = {}
 
