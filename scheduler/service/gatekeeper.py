@@ -115,14 +115,15 @@ class Gatekeeper:
                 ready = dict(poller.poll(10 if busy else 200))
                 self._check_valve()
                 if self._zap in ready:
-                    self._answer(self._zap.recv_multipart())
+                    self._serve_zap()
                 for i in itertools.count():  # every connection event queued (a flood brings thousands)
                     try:
                         frames = self._mon.recv_multipart(zmq.NOBLOCK)
                     except zmq.Again:
                         break
-                    if i % 64 == 63:
+                    if i % 64 == 63:  # and, meanwhile, the others' handshakes and the file count
                         self._check_valve()
+                        self._serve_zap()
                     event, value = struct.unpack("=HI", frames[0][:6])
                     if event in (zmq.EVENT_ACCEPTED, zmq.EVENT_DISCONNECTED):
                         self._count(event, value)
@@ -135,6 +136,15 @@ class Gatekeeper:
                                    f"(errno {ev['value']})")
         for s in (self._zap, self._mon):
             s.close(linger=0)
+
+    def _serve_zap(self) -> None:
+        """Answer every ZAP request waiting (a handshake waits for its answer)."""
+        while True:
+            try:
+                frames = self._zap.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            self._answer(frames)
 
     def _check_valve(self) -> None:
         if self.valve is not None:
