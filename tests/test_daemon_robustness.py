@@ -348,6 +348,9 @@ def test_a_request_over_the_limit_is_refused_at_once_by_the_client(daemon, monke
         with pytest.raises(DaemonError) as e:
             c.request("submit", {"job": {"name": "big", "command": ["x" * 200_000], "nprocs": 1}})
         assert e.value.code == "too_large" and time.monotonic() - t0 < 2.0, e.value
+        assert e.value.message.startswith("request too large: 200") and e.value.message.endswith(" > 64 KiB")
+        rep = raw(d, b"x" * 100_000)  # nothing to read a seq from: seq 0, which a client takes as its answer
+        assert rep["seq"] == 0 and rep["body"]["code"] == "too_large", rep
     finally:
         c.close()
     job = tmp = None

@@ -20,6 +20,7 @@ scheduler core exchange them.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Literal
 
@@ -372,8 +373,11 @@ def decode(frame: bytes, limit: int = MAX_MESSAGE_BYTES) -> Request | Message:
     peer sends can exhaust the parser's stack, or reach the journal as a value
     that cannot be written back (``1e999`` is infinity, which JSON cannot carry).
     """
-    if len(frame) > limit:
-        raise ProtocolError("too_large", f"{len(frame)} bytes > {limit}")
+    if len(frame) > limit:  # not parsed; its seq, if it comes first as our encoder writes it, is echoed
+        seq = _LEADING_SEQ.match(frame[:200])
+        what = "request" if limit <= MAX_MESSAGE_BYTES else "message"
+        raise ProtocolError("too_large", f"{what} too large: {len(frame)} bytes > {limit // 1024} KiB",
+                            int(seq.group(1)) if seq else None)
     if frame.count(b"[") + frame.count(b"{") > MAX_DEPTH and _depth(frame) > MAX_DEPTH:
         raise ProtocolError("malformed", f"JSON nested more than {MAX_DEPTH} levels deep")
     try:
@@ -388,6 +392,9 @@ def decode(frame: bytes, limit: int = MAX_MESSAGE_BYTES) -> Request | Message:
     if env["type"] in REQUESTS:
         return _request(env)
     return Message(env["type"], env["seq"], env.get("job_id"), env.get("body") or {}, env["v"])
+
+
+_LEADING_SEQ = re.compile(rb'\{"v":\s*1,\s*"type":\s*"[a-z_]{1,32}",\s*"seq":\s*(\d{1,15})[,}]')
 
 
 def reply(request: Message | Request, type_: str = "ok", **body: Any) -> Message:
