@@ -20,6 +20,7 @@ import queue
 import re
 import subprocess
 import threading
+import time
 
 import psutil
 
@@ -108,9 +109,14 @@ class ProxyWatch:
             self._thread.join(timeout=3.0)
 
     def _run(self) -> None:
-        while not self._stop.wait(self.every):
+        wait = self.every
+        while not self._stop.wait(wait):
+            t0 = time.monotonic()
             with contextlib.suppress(Exception):  # a scan that fails is tried again next time
                 self.scan()
+            # at most 5% of a CPU (and of the interpreter the loop shares): a machine with many
+            # processes is scanned less often
+            wait = max(self.every, 20 * (time.monotonic() - t0))
 
     def scan(self, table: dict[int, tuple[int, str, int]] | None = None) -> None:
         roots = self.roots
