@@ -438,7 +438,8 @@ def test_per_user_limits_on_queued_jobs_and_submissions(daemon):
         d.submit(**job(f"r{i}"))
     refused = len(burst) - 4 + 1
     print(f"\nquota: {refused} of {len(burst) + 2} submissions of uid {NOBODY} refused; root's 12 accepted")
-    assert d.req("status")["waiting_total"] == 5 + 12
+    st = d.req("status")
+    assert st["waiting_total"] == 5 + 12 and st["daemon"]["over_limit"] == refused, st["daemon"]
 
 
 def test_history_and_status_all_come_in_pages(daemon):

@@ -474,6 +474,7 @@ class Daemon:
         access = {"auth": "curve" if self.server_keys else "uid" if self.endpoint.startswith("ipc://") else "none",
                   "refused": self.gate.refused if self.gate else 0,
                   "connections": self.gate.limits.info() if self.gate and self.gate.limits else {},
+                  "over_limit": self.quota.refused,
                   "max_loop_gap_ms": round(1e3 * self.max_gap, 1),
                   "policy_errors": self.state.policy_error_count,
                   "late_starts": self.state.late_start_count, "walltime_kills": self.state.walltime_kills,
