@@ -62,8 +62,10 @@ def kill_journaled_jobs(state_dir: str) -> None:
 
 class DaemonProc:
     def __init__(self, state_dir: str, slots: int, app: str = "easy", remap: str = "reshape",
-                 extra: tuple[str, ...] = (), endpoint: str | None = None):
+                 extra: tuple[str, ...] = (), endpoint: str | None = None, prefix: tuple[str, ...] = ()):
+        """``prefix``: a command the daemon's command line is given to (e.g. one that limits its files)."""
         self.state_dir = state_dir
+        self.prefix = list(prefix)
         self.endpoint = endpoint or f"tcp://127.0.0.1:{free_port()}"
         self.args = ["--slots", str(slots), "--app-policy", app, "--remap-policy", remap, *extra]
         self.proc: subprocess.Popen | None = None
@@ -72,7 +74,7 @@ class DaemonProc:
     def start(self) -> None:
         with open(os.path.join(self.state_dir, "daemon.err"), "ab") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "scheduler.cli", "daemon", "--endpoint", self.endpoint,
+                [*self.prefix, sys.executable, "-m", "scheduler.cli", "daemon", "--endpoint", self.endpoint,
                  "--state-dir", self.state_dir, *self.args],
                 cwd=ROOT, start_new_session=True, stdout=subprocess.DEVNULL, stderr=err)
         wait_for(lambda: self.ping(), 15)

@@ -7,6 +7,7 @@ and the fuzz test sends thousands of generated frames to one.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import sqlite3
@@ -315,3 +316,95 @@ def test_exited_jobs_are_found_without_polling_every_job(tmp_path):
     finally:
         kill_jobs([job_tag(str(tmp_path), i) for i in ids])
         d.journal.close()
+
+
+def test_a_request_over_the_limit_is_refused_at_once_by_the_client(daemon, monkeypatch):
+    """A 100 MB request is refused by the client before sending, naming its size and the limit, in well
+    under a second; a too-large request the daemon refuses (its reply carries seq 0) is not taken for
+    a stale reply."""
+    import subprocess
+    import sys
+
+    import reshape.joblink.client as client
+    from reshape.joblink.client import RequestTooLarge
+    from tests.helpers import ROOT
+
+    d = daemon(2)
+    big = {"job": {"name": "big", "command": ["x" * 100_000_000], "nprocs": 1}}
+    c = Connection(d.endpoint, timeout=20)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(RequestTooLarge) as e:
+            c.request("submit", big)
+        took = time.monotonic() - t0
+        assert e.value.message == "request too large: at least 100000043 bytes > 64 KiB", e.value.message
+        assert took < 1.0, took
+        print(f"\nlarge request: refused by the client in {took * 1e3:.0f} ms")
+        with pytest.raises(RequestTooLarge) as e:  # just over: found by encoding it
+            c.request("submit", {"job": {"name": "big", "command": ["\n" * 40_000], "nprocs": 1}})
+        assert e.value.message == "request too large: 80101 bytes > 64 KiB", e.value.message
+        monkeypatch.setattr(client, "MAX_MESSAGE_BYTES", 1 << 30)  # the client sends it: the daemon refuses
+        t0 = time.monotonic()
+        with pytest.raises(DaemonError) as e:
+            c.request("submit", {"job": {"name": "big", "command": ["x" * 200_000], "nprocs": 1}})
+        assert e.value.code == "too_large" and time.monotonic() - t0 < 2.0, e.value
+        assert e.value.message.startswith("request too large: 200") and e.value.message.endswith(" > 64 KiB")
+        rep = raw(d, b"x" * 100_000)  # nothing to read a seq from: seq 0, which a client takes as its answer
+        assert rep["seq"] == 0 and rep["body"]["code"] == "too_large", rep
+    finally:
+        c.close()
+    job = tmp = None
+    try:
+        import tempfile
+
+        tmp = tempfile.mkdtemp()
+        job = f"{tmp}/big.toml"
+        with open(job, "w") as f:
+            f.write(f'name = "big"\ncommand = ["{"x" * 100_000}"]\nnprocs = 1\n')
+        t0 = time.monotonic()
+        r = subprocess.run([sys.executable, "-m", "scheduler.cli", "submit", job, "--endpoint", d.endpoint],
+                           cwd=ROOT, capture_output=True, text=True, timeout=30)
+        assert r.returncode == 1 and "request too large:" in r.stderr and "> 64 KiB" in r.stderr, r
+        assert "no reply" not in r.stderr and time.monotonic() - t0 < 10
+    finally:
+        if tmp:
+            import shutil
+
+            shutil.rmtree(tmp, ignore_errors=True)
+    alive(d)
+
+
+def test_a_lost_hydra_proxy_fails_the_job_and_frees_its_slots(daemon):
+    """kill -9 of a running job's hydra_pmi_proxy (its ranks run on, mpiexec waits on): the job ends
+    'lost' naming the proxy within seconds, its slots are free, and none of its processes is left."""
+    import os
+    import signal
+
+    import psutil
+
+    from scheduler.service.startup import job_pids, job_tag
+
+    d = daemon(4)
+    jid = d.submit(name="victim", command=["sleep", "120"], nprocs=2, resizable=False)
+    tag = job_tag(d.state_dir, jid)
+
+    def proxy():
+        for pid in job_pids(tag):
+            with contextlib.suppress(psutil.Error):
+                if psutil.Process(pid).name().startswith("hydra_pmi_prox") and \
+                        len(psutil.Process(pid).children()) == 2:
+                    return pid
+        return None
+
+    pid = wait_for(proxy, 30, every=0.2)
+    time.sleep(1.5)  # seen by a scan with its ranks
+    t0 = time.monotonic()
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: d.req("status")["free_slots"] == 4, 15, every=0.1)
+    took = time.monotonic() - t0
+    j = d.job(jid)
+    assert j["state"] == "lost" and "Hydra proxy" in j["error"] and str(pid) in j["error"], j
+    wait_for(lambda: not job_pids(tag), 10, every=0.2)
+    print(f"\nlost proxy: noticed and slots freed in {took:.1f} s")
+    assert took < 6.0, took
+    alive(d)

@@ -20,6 +20,7 @@ daemon that refuses the key never answers: the request times out.
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 import time
 from typing import Any
@@ -30,6 +31,7 @@ from zmq.utils.monitor import recv_monitor_message
 from reshape.joblink import jobenv as E
 from reshape.joblink.auth import ClientKeys, keys_dir_for, load_client_keys, secure_client
 from reshape.joblink.protocol import (
+    MAX_MESSAGE_BYTES,
     MAX_REPLY_BYTES,
     MAX_SIZES,
     Advice,
@@ -40,7 +42,8 @@ from reshape.joblink.protocol import (
     encode,
 )
 
-__all__ = ["Connection", "DaemonError", "SchedulerClient", "SchedulerUnavailable", "contact_scheduler", "request"]
+__all__ = ["Connection", "DaemonError", "RequestTooLarge", "SchedulerClient", "SchedulerUnavailable",
+           "contact_scheduler", "request"]
 
 
 class SchedulerUnavailable(ConnectionError):
@@ -53,6 +56,42 @@ class DaemonError(RuntimeError):
     def __init__(self, code: str, message: str):
         super().__init__(f"{code}: {message}")
         self.code = code
+        self.message = message
+
+
+class RequestTooLarge(DaemonError):
+    """A request over the protocol's size limit: refused here, before it is sent."""
+
+    def __init__(self, size: int, at_least: bool = False):
+        super().__init__("too_large", f"request too large: {'at least ' if at_least else ''}{size} bytes > "
+                                      f"{MAX_MESSAGE_BYTES // 1024} KiB")
+
+
+def _size_floor(x: Any, limit: int) -> int:
+    """A lower bound on the JSON size of ``x`` (its strings' lengths), stopping once over ``limit``:
+    a request of megabytes is refused without encoding it (which takes seconds at 100 MB)."""
+    if isinstance(x, str):
+        return len(x) + 2
+    total = 0
+    items = x.values() if isinstance(x, dict) else x if isinstance(x, list | tuple) else ()
+    keys = x.keys() if isinstance(x, dict) else ()
+    for k in keys:
+        total += len(k) + 3
+    for v in items:
+        total += _size_floor(v, limit - total) + 1
+        if total > limit:
+            break
+    return total
+
+
+def _from_own_address(endpoint: str) -> str:
+    """A loopback IPv4 endpoint as ZeroMQ's ``tcp://SOURCE;DEST``, from an address of its own in
+    127.0.0.0/8: a daemon without keys names the uid behind each source address (docs/cluster.md,
+    "Who may do what"), which it can only do while users do not share one."""
+    if not endpoint.startswith("tcp://127.") or ";" in endpoint:
+        return endpoint
+    r = secrets.randbits(24)
+    return f"tcp://127.{r >> 16 & 255}.{r >> 8 & 255}.{max(1, r & 255)}:0;{endpoint[len('tcp://'):]}"
 
 
 class Connection:
@@ -97,7 +136,7 @@ class Connection:
             if self.fail_fast is not None:
                 self._mon = s.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_CONNECT_RETRIED)
                 self._connected, self._refused_since = False, None
-            s.connect(self.endpoint)
+            s.connect(_from_own_address(self.endpoint) if self.keys is None else self.endpoint)
             self._sock = s
         return self._sock
 
@@ -131,7 +170,12 @@ class Connection:
         """Send one message and return the reply; raises SchedulerUnavailable or DaemonError."""
         self._seq += 1
         msg = Message(type_, self._seq, job_id, body or {})
+        floor = _size_floor(msg.body, MAX_MESSAGE_BYTES)
+        if floor > MAX_MESSAGE_BYTES:
+            raise RequestTooLarge(floor, at_least=True)
         frame = encode(msg)
+        if len(frame) > MAX_MESSAGE_BYTES:  # the daemon would refuse it: say so now, send nothing
+            raise RequestTooLarge(len(frame))
         sock = self._socket()
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         left = max(1, int((deadline - time.monotonic()) * 1000))
@@ -167,8 +211,9 @@ class Connection:
             except ProtocolError as e:  # not a reply we can read: say so, do not wait it out
                 self.reset()
                 raise DaemonError("bad_reply", f"unreadable reply from {self.endpoint}: {e}") from None
-            if rep.seq != self._seq:
+            if rep.seq != self._seq and not (rep.seq == 0 and rep.type == "error"):
                 continue  # a late reply to an earlier, timed-out request
+            # seq 0: the daemon could not read the request's seq (too large, not JSON): it is ours
             if rep.type == "error":
                 raise DaemonError(rep.body.get("code", "error"), rep.body.get("message", ""))
             return rep

@@ -20,6 +20,7 @@ scheduler core exchange them.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Literal
 
@@ -109,7 +110,7 @@ _CONTROL_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "submit": {"job": (_DICT, True)},
     "status": {"limit": (_INT, False)},
     "cancel": {"job_id": (_INT, True)},
-    "history": {"limit": (_INT, False), "since": (_NUM, False)},
+    "history": {"limit": (_INT, False), "since": (_NUM, False), "after": (_INT, False)},
     "log": {"job_id": (_INT, True), "tail": (_INT, False)},
     "stop": {"kill_jobs": (_BOOL, False)},
     # a job a resource manager started registers with a site controller (docs/slurm.md, "Site mode")
@@ -314,6 +315,7 @@ class History(Request):
     type: ClassVar[str] = "history"
     limit: int | None = None
     since: float | None = None
+    after: int | None = None  # a page: the first ``limit`` jobs with a larger id
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -371,8 +373,11 @@ def decode(frame: bytes, limit: int = MAX_MESSAGE_BYTES) -> Request | Message:
     peer sends can exhaust the parser's stack, or reach the journal as a value
     that cannot be written back (``1e999`` is infinity, which JSON cannot carry).
     """
-    if len(frame) > limit:
-        raise ProtocolError("too_large", f"{len(frame)} bytes > {limit}")
+    if len(frame) > limit:  # not parsed; its seq, if it comes first as our encoder writes it, is echoed
+        seq = _LEADING_SEQ.match(frame[:200])
+        what = "request" if limit <= MAX_MESSAGE_BYTES else "message"
+        raise ProtocolError("too_large", f"{what} too large: {len(frame)} bytes > {limit // 1024} KiB",
+                            int(seq.group(1)) if seq else None)
     if frame.count(b"[") + frame.count(b"{") > MAX_DEPTH and _depth(frame) > MAX_DEPTH:
         raise ProtocolError("malformed", f"JSON nested more than {MAX_DEPTH} levels deep")
     try:
@@ -387,6 +392,9 @@ def decode(frame: bytes, limit: int = MAX_MESSAGE_BYTES) -> Request | Message:
     if env["type"] in REQUESTS:
         return _request(env)
     return Message(env["type"], env["seq"], env.get("job_id"), env.get("body") or {}, env["v"])
+
+
+_LEADING_SEQ = re.compile(rb'\{"v":\s*1,\s*"type":\s*"[a-z_]{1,32}",\s*"seq":\s*(\d{1,15})[,}]')
 
 
 def reply(request: Message | Request, type_: str = "ok", **body: Any) -> Message:
@@ -514,7 +522,7 @@ def _check_values(t: str, body: dict[str, Any], seq: int) -> None:
     for name in ("nprocs", "old", "new", "redist_from"):
         positive(name)
     for name in ("iteration", "iter_time", "redist_time", "seconds", "job_id", "tail", "processes", "pid",
-                 "limit", "since"):
+                 "limit", "since", "after"):
         nonneg(name)
     if t == "resize_point" and "grid" in body:
         g = body["grid"]

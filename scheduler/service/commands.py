@@ -13,7 +13,7 @@ from typing import Any
 import zmq
 
 from reshape.joblink import jobenv as E
-from reshape.joblink.client import DaemonError, SchedulerUnavailable, request
+from reshape.joblink.client import DaemonError, RequestTooLarge, SchedulerUnavailable, request
 from reshape.joblink.launchers import LAUNCHERS
 from scheduler.core.jobtable import FINAL
 from scheduler.rm.slurm_view import SlurmError
@@ -44,6 +44,9 @@ def _client(fn):
             return fn(args)
         except SchedulerUnavailable as e:
             print(f"reshape: {e} (is 'reshape daemon' running? use --endpoint)", file=sys.stderr)
+            return 1
+        except RequestTooLarge as e:  # refused before sending
+            print(f"reshape: {e.message}", file=sys.stderr)
             return 1
         except DaemonError as e:
             print(f"reshape: the daemon refused: {e}", file=sys.stderr)
@@ -82,7 +85,9 @@ def cmd_daemon(args: argparse.Namespace) -> int:
             remap_params={**(pre.remap_params if not args.remap_policy else {}), **dict(args.remap_param)},
             workdir=args.workdir, node_timeout=args.node_timeout, require_monitors=args.require_monitors,
             keys=args.keys, launcher=args.launcher, overtime=args.overtime, dashboard=args.dashboard,
-            checkpoint_root=args.checkpoint_root)
+            checkpoint_root=args.checkpoint_root, max_peers=args.max_peers,
+            max_peers_per_user=args.max_peers_per_user, max_queued_per_user=args.max_queued_per_user,
+            submit_rate=args.submit_rate, submit_burst=args.submit_burst)
         d = Daemon(args.state_dir, args.endpoint, pool, settings, rm=from_args(args), listen=True)
     except (PoolError, ValueError, MPIUnavailable) as e:
         print(f"reshape daemon: {e}", file=sys.stderr)
@@ -94,7 +99,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     params = " ".join(f"{k}={v}" for kind in ("app", "remap") for k, v in info["params"][kind].items())
     access = (f"CURVE keys in {info['keys']}" if info["keys"] else
               "local users identified by uid" if info["endpoint"].startswith("ipc://") else
-              "no authentication (loopback: every local user is trusted)")
+              "loopback: local users identified by uid, others may only read")
     print(f"reshape daemon on {info['endpoint']}: {info['slots']} slots, policies "
           f"{info['app']}/{info['remap']}{' (' + params + ')' if params else ''}, "
           f"state in {info['state_dir']}, {access}, node timeout {info['node_timeout']:g} s", flush=True)
@@ -135,7 +140,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     st = request(args.endpoint, "status", {"limit": args.limit} if args.limit is not None else {}, keys=args.keys)
     if args.all:  # every ended job, newest first: the journal's, through the history request
-        hist = request(args.endpoint, "history", {}, timeout=30, keys=args.keys)
+        hist = read_history(args.endpoint, {}, args.keys)
         st["ended"] = sorted(({"job_id": j["job_id"], "name": j["name"], "state": j["state"],
                                "end_time": j["end_time"], "sizes": j["profile"]["history"], "error": j["error"]}
                               for j in hist["jobs"] if j["state"] in FINAL),
@@ -211,7 +216,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     # a ping first: a dead daemon is reported as fast as by the other commands; the history
     # itself (a long journal) may take longer to assemble
     request(args.endpoint, "ping", keys=args.keys)
-    hist = request(args.endpoint, "history", body, timeout=30, keys=args.keys)
+    hist = read_history(args.endpoint, body, args.keys)
     summ = summarize(hist)
     if args.plot:
         plot_history(hist, args.plot)
@@ -227,6 +232,31 @@ def cmd_history(args: argparse.Namespace) -> int:
     if args.plot:
         print(f"wrote {args.plot}")
     return 0
+
+
+HISTORY_PAGE = 2000  # jobs per history reply (a few MB at most): any history is read in pages
+
+
+def read_history(endpoint: str, body: dict[str, Any], keys: str | None = None, page: int = HISTORY_PAGE) -> dict:
+    """The daemon's ``history`` in pages of ``page`` jobs (``after``: docs/protocol.md) merged into
+    one: no reply grows with the journal. The last N jobs (``limit``) come in one reply."""
+    if "limit" in body:
+        return request(endpoint, "history", body, timeout=30, keys=keys)
+    out: dict[str, Any] | None = None
+    after = 0
+    while True:
+        rep = request(endpoint, "history", {**body, "after": after, "limit": page}, timeout=30, keys=keys)
+        if out is None:
+            out = rep
+        else:
+            out["jobs"] += rep["jobs"]
+            out["events"] += rep["events"]
+            out["now"] = rep["now"]
+        if len(rep["jobs"]) < page:
+            break
+        after = rep["jobs"][-1]["job_id"]
+    out["events"].sort(key=lambda e: e["t"])  # pages come by job, the history by time
+    return out
 
 
 def _point_to_logs(failed) -> None:
@@ -373,8 +403,27 @@ def _add_daemon(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--checkpoint-root", metavar="DIR",
                    help="where jobs with 'checkpoint' in their job file write theirs, one directory per job "
                         "(default STATE_DIR/checkpoints; on a cluster, a directory every node shares)")
+    _add_limits(p)
     add_options(p)
     p.set_defaults(func=cmd_daemon)
+
+
+def _add_limits(p: argparse.ArgumentParser) -> None:
+    """The daemon's limits on users other than admins (docs/cluster.md, "Who may do what")."""
+    from scheduler.service.endpoint import MAX_PEERS, MAX_PEERS_PER_USER
+
+    g = p.add_argument_group("limits", "what one user (not root, not the daemon's user) may hold")
+    g.add_argument("--max-peers", type=_positive_int, metavar="N",
+                   help=f"connections the daemon holds at most (default {MAX_PEERS}, and at most half its "
+                        "open-file limit); more are closed as they open")
+    g.add_argument("--max-peers-per-user", type=_positive_int, metavar="N",
+                   help=f"connections one user holds at most (default {MAX_PEERS_PER_USER})")
+    g.add_argument("--max-queued-per-user", type=_positive_int, default=1000, metavar="N",
+                   help="jobs one user may have queued or waiting (default 1000)")
+    g.add_argument("--submit-rate", type=_rate, default=20.0, metavar="PER_SECOND",
+                   help="submissions per second one user may make on average (default 20)")
+    g.add_argument("--submit-burst", type=_positive_int, default=200, metavar="N",
+                   help="submissions one user may make at once before --submit-rate applies (default 200)")
 
 
 def _add_keys(sub: argparse._SubParsersAction) -> None:
@@ -486,6 +535,17 @@ def _int_at_least(low: int):
 
 
 _count, _positive_int = _int_at_least(0), _int_at_least(1)
+
+
+def _rate(text: str) -> float:
+    """A finite number > 0 (argparse type)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < v < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return v
 
 
 def _seconds(text: str) -> float:

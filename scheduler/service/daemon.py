@@ -9,7 +9,10 @@ The edges are parts of their own: the jobs' processes
 (``scheduler.service.supervisor``), the nodes (a resource manager,
 ``scheduler.rm``), the journal, the dashboard. When the daemon listens beyond
 loopback (or is given keys), every peer must authenticate with CURVE
-(``reshape.joblink.auth``, ``scheduler.service.gatekeeper``).
+(``reshape.joblink.auth``, ``scheduler.service.gatekeeper``); on loopback TCP without keys
+the kernel names each sender's uid, and connections are limited per user
+(``scheduler.service.peers``). The state directory is checked before use and kept private
+(``scheduler.service.statedir``).
 """
 
 from __future__ import annotations
@@ -36,11 +39,12 @@ from scheduler.core.pool import Pool
 from scheduler.core.state import ClusterState, Kill, Launch
 from scheduler.rm.base import ResourceManager
 from scheduler.rm.fixed import fixed_pool
+from scheduler.service import statedir
 from scheduler.service.dashboard import Dashboard, parse_bind
 from scheduler.service.dashboard_view import LatencyHistogram, snapshot
 from scheduler.service.endpoint import DEFAULT_ENDPOINT, bind, job_endpoint, user_id
 from scheduler.service.gatekeeper import Gatekeeper
-from scheduler.service.handlers import READS, answer
+from scheduler.service.handlers import READS, Quota, answer
 from scheduler.service.journal import Journal
 from scheduler.service.loopstats import LoopStats, ServiceWindow
 from scheduler.service.periodic import Periodic
@@ -78,12 +82,24 @@ class Settings:
     overtime: float = 30.0
     dashboard: str | None = None
     checkpoint_root: str | None = None  # where jobs with checkpoint write theirs (default STATE_DIR/checkpoints)
+    max_peers: int | None = None  # connections held at most (None: endpoint.MAX_PEERS, at most half the file limit)
+    max_peers_per_user: int | None = None  # connections one user (not an admin) holds at most
+    max_queued_per_user: int = 1000  # queued and waiting jobs one user (not an admin) may have
+    submit_rate: float = 20.0  # submissions per second one user (not an admin) may make, on average
+    submit_burst: int = 200  # submissions one user may make at once before the rate applies
 
     def check(self) -> None:
         if not self.node_timeout > 0:
             raise ValueError(f"node timeout must be > 0 seconds, got {self.node_timeout}")
         if not 0 <= self.overtime < float("inf"):
             raise ValueError(f"overtime must be >= 0 seconds, got {self.overtime}")
+        for name in ("max_peers", "max_peers_per_user"):
+            v = getattr(self, name)
+            if v is not None and v < 1:
+                raise ValueError(f"{name.replace('_', '-')} must be >= 1, got {v}")
+        if self.max_queued_per_user < 1 or self.submit_burst < 1 or not 0 < self.submit_rate < float("inf"):
+            raise ValueError(f"per-user limits must be positive: max-queued-per-user {self.max_queued_per_user}, "
+                             f"submit-rate {self.submit_rate}, submit-burst {self.submit_burst}")
         if self.dashboard is not None:
             parse_bind(self.dashboard)  # a bad address fails before anything is created
 
@@ -105,15 +121,17 @@ class Daemon:
         self.keys_dir = os.path.abspath(keys_dir) if keys_dir else None
         self.endpoint, self.dashboard_bind = endpoint, cfg.dashboard
         self.gate: Gatekeeper | None = None
+        self.quota = Quota(cfg.max_queued_per_user, cfg.submit_rate, cfg.submit_burst)
         self._ctx: zmq.Context | None = None
         self._sock: zmq.Socket | None = None
         self.dash: Dashboard | None = None
+        self.state_dir = os.path.abspath(state_dir)
+        statedir.check(self.state_dir)  # someone else's, or open to others: refused before anything is bound
         if listen:
             self.listen()
             if cfg.dashboard is not None:
                 self._bind_dashboard()
-        self.state_dir = os.path.abspath(state_dir)
-        os.makedirs(os.path.join(self.state_dir, "logs"), exist_ok=True)
+        statedir.prepare(self.state_dir)
         self.journal = Journal(os.path.join(self.state_dir, "journal.sqlite"))
         jobs, meta = self.journal.load()
         pool = self.rm.pool(meta.get("slots"))
@@ -162,9 +180,9 @@ class Daemon:
                reads: list[P.Request] | None = None) -> tuple[P.Message | None, list]:
         """One request frame from ``who`` -> (reply, actions). Never raises on bad input.
 
-        ``who``: the authenticated sender (``uid:N`` on an ``ipc://`` endpoint, ``key:NAME`` with
-        CURVE), or None on an endpoint without authentication (loopback TCP: every local user
-        is trusted there); ``scheduler.service.handlers`` says who may do what. ``reads``: a read-only
+        ``who``: the sender (``uid:N`` on an ``ipc://`` endpoint and on loopback TCP, ``key:NAME``
+        with CURVE, ``peer:unidentified`` when the daemon cannot tell), or None for a caller in
+        this process (trusted); ``scheduler.service.handlers`` says who may do what. ``reads``: a read-only
         request (``handlers.READS``) is appended there and answered later (:meth:`answer`), reply None."""
         try:
             ev = P.decode(frame)
@@ -249,7 +267,9 @@ class Daemon:
         """Bind the daemon's socket (:func:`scheduler.service.endpoint.bind`). ``reshape daemon`` calls this
         (``listen=True``) before anything is written to the state directory, so a second daemon on a
         busy endpoint leaves no trace; :meth:`serve` otherwise."""
-        self._ctx, self._sock, self.gate = bind(self.endpoint, self.server_keys)
+        cfg = self.settings
+        self._ctx, self._sock, self.gate = bind(self.endpoint, self.server_keys, cfg.max_peers,
+                                                cfg.max_peers_per_user)
 
     def _close_gate(self) -> None:
         if self.gate is not None:
@@ -282,7 +302,9 @@ class Daemon:
                 self._bind_dashboard()
             self._start_dashboard()
             self.periodic.every(0.0, "dashboard", self._publish_if_due)
-        with open(os.path.join(self.state_dir, "daemon.pid"), "w") as f:
+        fd = statedir.open_private(os.path.join(self.state_dir, "daemon.pid"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+                                   0o644)
+        with os.fdopen(fd, "w") as f:
             f.write(f"{os.getpid()}\n{self.endpoint}\n")
         signal.signal(signal.SIGTERM, self._on_sigterm)
         with contextlib.suppress(ValueError, OSError, AttributeError):
@@ -312,6 +334,7 @@ class Daemon:
             except zmq.Again:
                 break
             t_in = clock()
+            # ZAP's word: uid on ipc and loopback TCP (the kernel's), key with CURVE
             who = user_id(parts[-1]) if self.gate is not None else None
             frames = [f.bytes for f in parts]
             if len(frames) != 2:
@@ -448,7 +471,10 @@ class Daemon:
         """Requests served and the service time (request received -> reply sent) of recent ones;
         ``loop``: with the loop's statistics (:class:`scheduler.service.loopstats.LoopStats`)."""
         got = self.service.stats()
-        access = {"auth": "curve" if self.gate else "none", "refused": self.gate.refused if self.gate else 0,
+        access = {"auth": "curve" if self.server_keys else "uid" if self.endpoint.startswith("ipc://") else "none",
+                  "refused": self.gate.refused if self.gate else 0,
+                  "connections": self.gate.limits.info() if self.gate and self.gate.limits else {},
+                  "over_limit": self.quota.refused,
                   "max_loop_gap_ms": round(1e3 * self.max_gap, 1),
                   "policy_errors": self.state.policy_error_count,
                   "late_starts": self.state.late_start_count, "walltime_kills": self.state.walltime_kills,

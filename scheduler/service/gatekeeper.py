@@ -8,11 +8,19 @@ hung up mid-handshake (e.g. a node monitor whose request timed out while the
 daemon was starting) both show as a reset or a broken pipe, so both count.
 A refused peer never reaches the request loop, so nobody else notices. Keys
 and the rule for when they are needed: ``reshape.joblink.auth``.
+
+Without keys the ZAP handler names local peers: on ``ipc://`` by the uid
+libzmq reads from the kernel, on loopback TCP by the uid owning the peer's
+connections (``scheduler.service.peers.loopback_uid``). The same thread
+counts connections per user from the socket's monitor events and shuts
+those over the limits (``scheduler.service.peers``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
+import struct
 import sys
 import threading
 import time
@@ -22,6 +30,7 @@ from zmq.utils import z85
 from zmq.utils.monitor import parse_monitor_message
 
 from reshape.joblink.auth import ServerKeys
+from scheduler.service.peers import UNIDENTIFIED, ConnectionLimits, Valve, ipc_peer_uid, loopback_uid, tcp_peer_uid
 
 __all__ = ["Gatekeeper"]
 
@@ -41,10 +50,21 @@ class Gatekeeper:
     written to ``log`` (the daemon's stderr) with the peer's address or key.
     """
 
-    def __init__(self, ctx: zmq.Context, sock: zmq.Socket, keys: ServerKeys | None, log=None):
+    def __init__(self, ctx: zmq.Context, sock: zmq.Socket, keys: ServerKeys | None, log=None,
+                 local: bool = True, limits: ConnectionLimits | None = None,
+                 valve: Valve | None = None):
         """``keys``: CURVE with these server keys; None: a local (``ipc://``) socket, whose peers are
-        identified by the kernel (``SO_PEERCRED``, which libzmq gives ZAP as ``localhost:UID:GID:PID``)."""
+        identified by the kernel (``SO_PEERCRED``, which libzmq gives ZAP as ``localhost:UID:GID:PID``).
+        ``local``: an ``ipc://`` socket (else TCP: without keys, a loopback socket whose peers are
+        identified by ``scheduler.service.peers.loopback_uid``, on :attr:`port`).
+        ``limits``: connections per user and in all; ``valve``: closes an ipc socket to other users
+        while the open files near the limit (both ``scheduler.service.peers``)."""
         self.keys = keys
+        self.local = local
+        self.limits = limits
+        self.valve = valve
+        self.port: int | None = None  # the TCP port bound (set once bound): loopback peers' identity
+        self._busy_until = 0.0  # connections arrived lately: the valve is checked often
         self.log = log or sys.stderr
         self.refused = 0
         self.accepted = 0
@@ -58,9 +78,10 @@ class Gatekeeper:
         self._zap.bind(ZAP_ENDPOINT)
         self._mon_addr = f"inproc://reshape-gate-{id(self)}"
         sock.monitor(self._mon_addr, zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
-                     | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
+                     | zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED)
         self._mon = ctx.socket(zmq.PAIR)
         self._mon.linger = 0
+        self._mon.rcvhwm = 0  # no connection event may be dropped: the counts depend on every one
         self._mon.connect(self._mon_addr)
         self._sock = sock
         if keys is not None:
@@ -90,11 +111,24 @@ class Gatekeeper:
         poller.register(self._mon, zmq.POLLIN)
         while not self._stop.is_set():
             with contextlib.suppress(zmq.ZMQError):
-                ready = dict(poller.poll(200))
+                busy = self.valve is not None and (self.valve.closed or time.monotonic() < self._busy_until)
+                ready = dict(poller.poll(10 if busy else 200))
+                self._check_valve()
                 if self._zap in ready:
-                    self._answer(self._zap.recv_multipart())
-                if self._mon in ready:
-                    ev = parse_monitor_message(self._mon.recv_multipart())
+                    self._serve_zap()
+                for i in itertools.count():  # every connection event queued (a flood brings thousands)
+                    try:
+                        frames = self._mon.recv_multipart(zmq.NOBLOCK)
+                    except zmq.Again:
+                        break
+                    if i % 64 == 63:  # and, meanwhile, the others' handshakes and the file count
+                        self._check_valve()
+                        self._serve_zap()
+                    event, value = struct.unpack("=HI", frames[0][:6])
+                    if event in (zmq.EVENT_ACCEPTED, zmq.EVENT_DISCONNECTED):
+                        self._count(event, value)
+                        continue
+                    ev = parse_monitor_message(frames)
                     what = _HANDSHAKE_FAILED.get(ev["event"])
                     # AUTH failures were logged with the key by the ZAP handler already
                     if what and ev["event"] != zmq.EVENT_HANDSHAKE_FAILED_AUTH:
@@ -102,6 +136,34 @@ class Gatekeeper:
                                    f"(errno {ev['value']})")
         for s in (self._zap, self._mon):
             s.close(linger=0)
+
+    def _serve_zap(self) -> None:
+        """Answer every ZAP request waiting (a handshake waits for its answer)."""
+        while True:
+            try:
+                frames = self._zap.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            self._answer(frames)
+
+    def _check_valve(self) -> None:
+        if self.valve is not None:
+            did = self.valve.check(time.monotonic())
+            if did:
+                print(f"reshape daemon: {time.strftime('%H:%M:%S')} {did}", file=self.log, flush=True)
+
+    def _count(self, event: int, fd: int) -> None:
+        """A connection opened or closed: count it per user; one over a limit is shut down at once."""
+        if self.limits is None:
+            return
+        if event == zmq.EVENT_DISCONNECTED:
+            self.limits.closed(fd)
+            return
+        self._busy_until = time.monotonic() + 1.0
+        uid = ipc_peer_uid(fd) if self.local else tcp_peer_uid(fd)
+        over = self.limits.accepted(fd, uid)
+        if over:
+            self._note(f"a connection: {over}")
 
     def _answer(self, frames: list[bytes]) -> None:
         """One ZAP request (RFC 27): version, id, domain, address, identity, mechanism, credentials."""
@@ -112,6 +174,9 @@ class Gatekeeper:
         uid = address.split(b":")[1] if address.startswith(b"localhost:") and address.count(b":") == 3 else b""
         if self.keys is None and mechanism == b"NULL" and uid.isdigit():
             ok, text, user = True, b"OK", b"uid:" + uid  # the peer's uid, from the kernel
+        elif self.keys is None and not self.local and mechanism == b"NULL":  # loopback TCP: the kernel's table
+            found = loopback_uid(address.decode(errors="replace"), self.port)
+            ok, text, user = True, b"OK", (f"uid:{found}" if found is not None else UNIDENTIFIED).encode()
         elif self.keys is None:
             self._note(f"client {address.decode(errors='replace')}: no peer credentials")
         elif mechanism == b"CURVE" and len(frames) >= 7:

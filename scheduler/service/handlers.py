@@ -19,12 +19,59 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from reshape.joblink import protocol as P
+from scheduler.core.job import JobState
 from scheduler.core.jobfile import JobFileError, validate_job
 from scheduler.core.state import ClusterState, StateError
 from scheduler.rm.base import ResourceManager
 from scheduler.service.journal import Journal
 from scheduler.service.loopstats import LoopStats
+from scheduler.service.peers import UNIDENTIFIED
 from scheduler.service.supervisor import Supervisor
+
+# ---------------------------------------------------------------------- per-user limits on submissions
+_WAITING = (JobState.QUEUED, JobState.WAITING)
+
+
+class Quota:
+    """Per-user limits on submissions: jobs waiting to run, and submissions per second.
+
+    A user who is not an admin (:func:`is_admin`) may have at most ``max_queued`` jobs queued or
+    waiting, and may submit ``rate`` jobs per second on average, ``burst`` at once (a token
+    bucket). A submission over either is refused with ``error`` ``over_limit`` naming the limit
+    and the option that sets it (``reshape daemon --max-queued-per-user``, ``--submit-rate``,
+    ``--submit-burst``). Counting a user's waiting jobs costs the jobs that user submitted, not
+    the queue: each user's not-yet-started jobs are kept in a set, pruned at the next submission
+    (built from the job table the first time a user submits after a restart)."""
+
+    def __init__(self, max_queued: int = 1000, rate: float = 20.0, burst: int = 200):
+        self.max_queued, self.rate, self.burst = max_queued, rate, burst
+        self._pending: dict[str | None, set[int]] = {}
+        self._tokens: dict[str | None, tuple[float, float]] = {}  # who -> (tokens, when)
+        self.refused = 0
+
+    def admit(self, state: ClusterState, who: str | None, now: float) -> None:
+        """Raise ``StateError('over_limit')`` if ``who`` may not submit one more job now."""
+        mine = self._pending.get(who)
+        if mine is None:
+            mine = self._pending[who] = {j.job_id for j in state.jobs.values()
+                                        if j.owner == who and j.state in _WAITING}
+        else:
+            mine -= {i for i in mine if (j := state.jobs.get(i)) is None or j.state not in _WAITING}
+        if len(mine) >= self.max_queued:
+            self.refused += 1
+            raise StateError("over_limit", f"{who} has {len(mine)} jobs queued or waiting: the limit per user is "
+                                           f"{self.max_queued} (reshape daemon --max-queued-per-user)")
+        tokens, then = self._tokens.get(who, (float(self.burst), now))
+        tokens = min(float(self.burst), tokens + max(0.0, now - then) * self.rate)
+        if tokens < 1.0:
+            self.refused += 1
+            raise StateError("over_limit", f"{who} submits faster than the limit of {self.rate:g} jobs per second "
+                                           f"(burst {self.burst}; reshape daemon --submit-rate, --submit-burst)")
+        self._tokens[who] = (tokens - 1.0, now)
+
+    def note(self, who: str | None, job_id: int) -> None:
+        """A job ``who`` submitted (admitted by :meth:`admit`)."""
+        self._pending.setdefault(who, set()).add(job_id)
 
 
 class Daemon(Protocol):
@@ -37,10 +84,12 @@ class Daemon(Protocol):
     loop: LoopStats
     stopping: bool
     kill_on_stop: bool
+    quota: Quota
+    endpoint: str
 
     def service_stats(self, loop: bool = False) -> dict[str, Any]: ...
 
-__all__ = ["HANDLERS", "READS", "answer", "is_admin"]
+__all__ = ["HANDLERS", "READS", "Quota", "answer", "is_admin"]
 
 # read-only requests, answered after the turn's other requests (their replies can take milliseconds
 # to build and encode: a status page; nothing else in the turn waits for them)
@@ -50,8 +99,9 @@ Handler = Callable[[Daemon, Any, float, "str | None"], "tuple[P.Message, list]"]
 
 
 def is_admin(who: str | None) -> bool:
-    """Unauthenticated endpoints trust everyone; else root, the daemon's own user, and CURVE keys
-    other than per-user (``user-*``) and per-node (``node-*``) ones (the cluster's shared keys)."""
+    """None (a caller inside the daemon's process) is trusted; else root, the daemon's own user, and
+    CURVE keys other than per-user (``user-*``) and per-node (``node-*``) ones (the cluster's shared
+    keys). A peer the daemon cannot identify (:data:`UNIDENTIFIED`) is nobody's admin."""
     if who is None:
         return True
     if who.startswith("uid:"):
@@ -62,7 +112,12 @@ def is_admin(who: str | None) -> bool:
 def check_access(d: Daemon, ev: P.Request, who: str | None) -> None:
     """Ownership (docs/cluster.md, "Access"): a job's owner or an admin may cancel it, read its
     log and speak for it; only an admin stops the daemon; only an admin or that node's key
-    (``node-HOST``) speaks for a node. Anyone authenticated may submit, ping, and read status."""
+    (``node-HOST``) speaks for a node. Anyone identified may submit, ping, and read status; a peer
+    the daemon cannot identify (a TCP socket without CURVE, and not a local peer on loopback) may
+    only ping and read status and history: nothing it sends is run, nor speaks for a job or a node."""
+    if who == UNIDENTIFIED and not isinstance(ev, P.Ping | P.Status | P.History):
+        raise StateError("forbidden", f"{ev.type!r} from a peer the daemon cannot identify on {d.endpoint} "
+                                      "(use its ipc:// socket, a loopback address, or CURVE keys)")
     if is_admin(who) or isinstance(ev, P.Submit | P.Ping | P.Status | P.History | P.Register):
         return
     if isinstance(ev, P.Stop):
@@ -125,7 +180,11 @@ def _submit(d: Daemon, ev: P.Submit, now: float, who: str | None) -> tuple[P.Mes
     s = d.state
     desc = validate_job(ev.job, s.pool.capacity)
     d.rm.check_submit(desc)
+    if not is_admin(who):
+        d.quota.admit(s, who, now)  # per-user limits (:class:`Quota`)
     job_id = s.submit(desc, now, owner=who)
+    if not is_admin(who):
+        d.quota.note(who, job_id)
     # a job that cannot start now (not the head, its smallest size above the free slots) waits
     # for the next tick's pass: a submission costs no pass over a full machine
     return P.reply(ev, job_id=job_id), s.tick(now) if s.pass_needed(job_id) else []
@@ -146,7 +205,7 @@ def _cancel(d: Daemon, ev: P.Cancel, now: float, who: str | None) -> tuple[P.Mes
 
 
 def _history(d: Daemon, ev: P.History, now: float, who: str | None) -> tuple[P.Message, list]:
-    return P.reply(ev, **history(d, now, ev.limit, ev.since)), []
+    return P.reply(ev, **history(d, now, ev.limit, ev.since, ev.after)), []
 
 
 def _log(d: Daemon, ev: P.Log, now: float, who: str | None) -> tuple[P.Message, list]:
@@ -162,17 +221,34 @@ def _stop(d: Daemon, ev: P.Stop, now: float, who: str | None) -> tuple[P.Message
     return P.reply(ev), []
 
 
-def history(d: Daemon, now: float, limit: int | None, since: float | None) -> dict[str, Any]:
+def history(d: Daemon, now: float, limit: int | None, since: float | None,
+            after: int | None = None) -> dict[str, Any]:
     """Jobs with their events: all, or the last ``limit`` jobs, or those active at or after the
-    time ``since`` (both: the last ``limit`` of those); node events likewise from ``since``."""
+    time ``since`` (both: the last ``limit`` of those); node events likewise from ``since``.
+    ``after``: a page, the first ``limit`` of those jobs with a larger id (node events on the
+    first page only, ``after`` 0), so a client reads any history in replies of bounded size."""
     s = d.state
-    sel = [j for j in s.jobs.values() if since is None or j.end_time is None or j.end_time >= since]
-    if limit is not None:
+    def active(j) -> bool:
+        return since is None or j.end_time is None or j.end_time >= since
+
+    if after is not None:  # a page costs its jobs, not the journal: ids ascend from ``after``
+        sel = []
+        for i in range(after + 1, s.next_id):
+            j = s.jobs.get(i)
+            if j is not None and active(j):
+                sel.append(j)
+                if limit is not None and len(sel) >= limit:
+                    break
+    else:
+        sel = [j for j in s.jobs.values() if active(j)]
+    if after is None and limit is not None:
         sel = sorted(sel, key=lambda j: j.job_id)[-limit:] if limit else []
     ids = {j.job_id for j in sel}
-    events = [e for e in d.journal.history() + s.events
+    span = (min(ids), max(ids)) if ids and after is not None else None  # a page: only its jobs' events
+    events = [e for e in d.journal.history(span) + s.events
               if e["job_id"] in ids and (since is None or e["t"] >= since)]
-    nodes = [e for e in d.journal.node_history() + s.node_events if since is None or e["t"] >= since]
+    nodes = [] if after else [e for e in d.journal.node_history() + s.node_events
+                              if since is None or e["t"] >= since]
     jobs = [{k: v for k, v in j.to_dict().items() if k != "desc"} | {"name": j.desc["name"],
              "requested": j.desc["nprocs"], "arrival_time": j.arrival_time} for j in sel]
     return {"total_slots": s.pool.capacity, "now": now, "jobs": jobs, "events": events,

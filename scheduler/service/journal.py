@@ -184,7 +184,9 @@ class Journal:
         return [dict(zip(cols, r, strict=True)) for r in self.db.execute(
             "SELECT t, host, kind, total, detail FROM node_events ORDER BY seq")]
 
-    def history(self) -> list[dict[str, Any]]:
+    def history(self, jobs: tuple[int, int] | None = None) -> list[dict[str, Any]]:
+        """Every allocation event, or those of the jobs with ids in ``jobs`` (first, last)."""
         cols = ("t", "job_id", "kind", "nprocs", "busy", "detail")
+        where, args = ("WHERE job_id BETWEEN ? AND ? ", jobs) if jobs else ("", ())
         return [dict(zip(cols, r, strict=True)) for r in self.db.execute(
-            "SELECT t, job_id, kind, nprocs, busy, detail FROM events ORDER BY seq")]
+            f"SELECT t, job_id, kind, nprocs, busy, detail FROM events {where}ORDER BY seq", args)]

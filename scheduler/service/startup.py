@@ -27,6 +27,7 @@ from reshape.joblink import jobenv as E
 from reshape.joblink.launch import MPIRunError, kill_tagged, mpi_env, selected_mpi, tagged_pids
 from reshape.joblink.launchers import Launcher, is_local
 from scheduler.core.jobfile import resize_timeout_of
+from scheduler.service.statedir import open_private
 
 __all__ = ["job_argv", "job_pids", "job_tag", "kill_job", "kill_jobs", "read_exit_status", "start_job"]
 
@@ -104,16 +105,20 @@ def start_job(job_id: int, desc: dict[str, Any], hosts: list[str], endpoint: str
         ids = {"user": run_as, "group": pw.pw_gid, "extra_groups": os.getgrouplist(pw.pw_name, pw.pw_gid)}
     # the wrapper gets the status file as its standard input, opened for writing: no path the
     # job's user would need to reach; mpiexec gets /dev/null as before
-    status = open(exit_path, "w") if exit_path else subprocess.DEVNULL  # noqa: SIM115 - closed below
+    # both never through a link (statedir.open_private); the log is the job's owner's (0600)
+    status = open_private(exit_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC) if exit_path else subprocess.DEVNULL
     if exit_path:
         argv = ["/bin/sh", "-c", EXIT_WRAPPER, WRAPPER_NAME, *argv]
     try:
-        with open(log_path, "ab") as log:
+        log = open_private(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600, owner=run_as)
+        try:
             return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                     stdin=status, env=env, cwd=cwd, start_new_session=True, **ids)
+        finally:
+            os.close(log)
     finally:
         if exit_path:
-            status.close()
+            os.close(status)
 
 
 # Runs the job's mpiexec and writes its exit status to its standard input (logs/job-N.exit, opened

@@ -6,8 +6,9 @@ starts the job's ``mpiexec`` (``scheduler.service.startup``), a
 the System Monitor's poll: a job whose ``mpiexec`` exited (or, for jobs
 adopted after a restart, whose session has no process left) returns its
 slots to the pool; a job its first node's monitor saw end is settled;
-silent nodes, stuck resizes and walltimes are checked. Killing a crashed
-job's stray ranks needs process-table scans (tens of milliseconds, more when
+silent nodes, stuck resizes and walltimes are checked; a job that lost a
+Hydra proxy (its ranks orphaned, its ``mpiexec`` waiting on) fails
+(:class:`ProxyWatch`). Killing a crashed job's stray ranks needs process-table scans (tens of milliseconds, more when
 ``/proc`` reads stall); a reaper thread does them so the loop keeps answering.
 """
 
@@ -19,6 +20,7 @@ import queue
 import re
 import subprocess
 import threading
+import time
 
 import psutil
 
@@ -29,7 +31,7 @@ from scheduler.core.job import JobState
 from scheduler.core.state import ClusterState, Kill, Launch
 from scheduler.service.startup import job_tag, kill_job, kill_jobs, read_exit_status, start_job
 
-__all__ = ["MONITOR_GRACE", "Supervisor"]
+__all__ = ["MONITOR_GRACE", "ProxyWatch", "Supervisor", "process_table"]
 
 MONITOR_GRACE = 3.0  # seconds a watched mpiexec gets to exit after its first node's monitor saw the job end
 _ERROR_LINE = re.compile(r"^[\w.]*(Error|Exception|Exit)\b.*: ")  # Python's last traceback line
@@ -43,6 +45,120 @@ def _alive(pid: int | None) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
+
+
+Proc = tuple[int, int]  # (pid, start time in clock ticks): a process, not a reused pid
+
+
+def process_table() -> dict[int, tuple[int, str, int]]:
+    """Every process: pid -> (parent pid, command name, start time)."""
+    out: dict[int, tuple[int, str, int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        head, _, rest = data.rpartition(b")")
+        fields = rest.split()
+        with contextlib.suppress(IndexError, ValueError):
+            out[int(name)] = (int(fields[1]), head.partition(b"(")[2].decode(errors="replace"), int(fields[19]))
+    return out
+
+
+class ProxyWatch:
+    """Noticing a lost Hydra proxy: its ranks still run, its ``mpiexec`` never exits.
+
+    A job the daemon launched runs as ``sh`` (the exit-status wrapper) ->
+    ``mpiexec`` -> one ``hydra_pmi_proxy`` per host -> the ranks. When a proxy is
+    killed (``kill -9``, the OOM killer), Hydra does not notice: ``mpiexec`` waits
+    on, the orphaned ranks keep running, and the job's slots stay held until the
+    ranks end or the walltime kills them. This scans the process table once a
+    second (in its own thread: a scan reads ``/proc/*/stat``, a few milliseconds
+    per thousand processes) and remembers, for every job, each local proxy with
+    the ranks under it. A proxy that is gone while ``mpiexec`` still runs and one
+    of its ranks is still alive, at two scans in a row, was lost: a proxy that
+    ends normally ends after its ranks (the job's end, or a shrink retiring a
+    spawned group). The System Monitor then fails the job (``lost``, naming the
+    proxy) and kills what is left of it (:meth:`Supervisor.monitor`). Proxies on other
+    hosts are ``ssh`` processes here, with no local ranks: not watched (their
+    node's monitor sees the ranks end, docs/cluster.md).
+
+    Watches the jobs in :attr:`roots` (job id -> pid of its launch wrapper).
+    """
+
+    def __init__(self, every: float = 1.0):
+        self.every = every
+        self.roots: dict[int, int] = {}  # replaced (not changed) by the daemon's loop
+        self.lost: queue.SimpleQueue[tuple[int, str]] = queue.SimpleQueue()  # (job id, why) for the loop
+        self._seen: dict[int, dict[Proc, set[Proc]]] = {}  # job -> proxy -> its ranks
+        self._told: set[int] = set()
+        self._suspect: dict[int, tuple[int, set[Proc]]] = {}  # job -> (proxy gone, its ranks) at the last scan
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="proxy-watch", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=3.0)
+
+    def _run(self) -> None:
+        wait = self.every
+        while not self._stop.wait(wait):
+            t0 = time.monotonic()
+            with contextlib.suppress(Exception):  # a scan that fails is tried again next time
+                self.scan()
+            # at most 5% of a CPU (and of the interpreter the loop shares): a machine with many
+            # processes is scanned less often
+            wait = max(self.every, 20 * (time.monotonic() - t0))
+
+    def scan(self, table: dict[int, tuple[int, str, int]] | None = None) -> None:
+        roots = self.roots
+        if not roots:
+            self._seen.clear()
+            return
+        table = process_table() if table is None else table
+        kids: dict[int, list[int]] = {}
+        for pid, (ppid, _, _) in table.items():
+            kids.setdefault(ppid, []).append(pid)
+        for jid in [j for j in self._seen if j not in roots]:
+            del self._seen[jid]
+            self._suspect.pop(jid, None)
+        self._told &= set(roots)
+        for jid, root in roots.items():
+            mpiexec = [p for p in kids.get(root, []) if table[p][1].startswith("mpiexec")]
+            if not mpiexec or jid in self._told:
+                continue
+            now: dict[Proc, set[Proc]] = {}
+            for m in mpiexec:
+                for proxy in kids.get(m, []):
+                    if table[proxy][1].startswith("hydra_pmi_prox"):
+                        now[(proxy, table[proxy][2])] = {(r, table[r][2]) for r in kids.get(proxy, [])}
+            seen = self._seen.setdefault(jid, {})
+            suspect = self._suspect.pop(jid, None)
+            if suspect is not None:  # gone with ranks alive a second ago: still so, not an ending
+                proxy, ranks = suspect
+                alive = [r for r, t in ranks if r in table and table[r][2] == t]
+                if alive:
+                    self._told.add(jid)
+                    self.lost.put((jid, f"its Hydra proxy (pid {proxy}) was lost while {len(alive)} of its ranks "
+                                        f"still ran (pids {', '.join(map(str, alive[:8]))}); mpiexec did not "
+                                        "notice"))
+                    continue
+            for proxy, ranks in seen.items():
+                if proxy not in now and any(r in table and table[r][2] == t for r, t in ranks):
+                    self._suspect[jid] = (proxy[0], ranks)
+                    break
+            for proxy, ranks in now.items():
+                seen[proxy] = seen.get(proxy, set()) | ranks
+            for proxy in [p for p in seen if p not in now]:
+                del seen[proxy]
 
 
 def run_as(owner: str | None) -> int | None:
@@ -69,6 +185,7 @@ class Supervisor:
         self._strays: queue.SimpleQueue[str | None] = queue.SimpleQueue()  # tags for the reaper thread
         self._reaper: threading.Thread | None = None
         self._last_adopted_check = 0.0
+        self.proxies = ProxyWatch()  # lost Hydra proxies
 
     # ------------------------------------------------------------------ paths
     def log_path(self, job_id: int) -> str:
@@ -92,8 +209,10 @@ class Supervisor:
     def start(self) -> None:
         self._reaper = threading.Thread(target=self._reap_strays, name="reaper", daemon=True)
         self._reaper.start()
+        self.proxies.start()
 
     def stop(self) -> None:
+        self.proxies.stop()
         self._strays.put(None)
         if self._reaper is not None:
             self._reaper.join(timeout=3.0)
@@ -139,6 +258,8 @@ class Supervisor:
         if self.keys_dir:  # what the job's client needs to authenticate
             desc = {**desc, "env": {**desc.get("env", {}), ENV_KEYS: self.keys_dir}}
         try:
+            if desc.get("checkpoint") and not desc.get("checkpoint_dir"):
+                self._job_dir(self.checkpoint_dir(j.job_id), run_as(j.owner))
             p = start_job(j.job_id, desc, j.hosts, self.endpoint, self.launcher, self.log_path(j.job_id),
                           self.tag(j.job_id), cwd=self.workdir, exit_path=self.exit_path(j.job_id),
                           run_as=run_as(j.owner), checkpoint_dir=self.checkpoint_dir(j.job_id))
@@ -147,6 +268,14 @@ class Supervisor:
         self.procs[j.job_id] = p
         self.state.launched(j.job_id, p.pid)
         return []
+
+    @staticmethod
+    def _job_dir(path: str, uid: int | None) -> None:
+        """A job's own directory in the daemon's (0700, its owner's): the job's user could not make it."""
+        if not os.path.isdir(path):
+            os.makedirs(path, mode=0o700, exist_ok=True)
+            if uid is not None:
+                os.chown(path, uid, -1, follow_symlinks=False)
 
     # ------------------------------------------------------------------ System Monitor
     def monitor(self, now: float) -> list:
@@ -162,9 +291,28 @@ class Supervisor:
         acts += self.state.check_resizes(now)
         acts += self.state.expire(now, self.overtime)
         acts += self._reported_ends(now)
+        acts += self._lost_proxies(now)
         if now - self._last_adopted_check >= 0.5:
             self._last_adopted_check = now
             acts += self._adopted_ends(now)
+        return acts
+
+    def _lost_proxies(self, now: float) -> list:
+        """Jobs that lost a Hydra proxy (:class:`ProxyWatch`): failed, their processes killed."""
+        acts: list = []
+        while not self.proxies.lost.empty():
+            jid, why = self.proxies.lost.get()
+            j = self.state.jobs.get(jid)
+            if j is None or j.state != JobState.RUNNING:
+                continue
+            p = self.procs.pop(jid, None)
+            if p is not None:
+                self._reap.append(p)  # killed below with the rest of the job, reaped by a later poll
+            self._strays.put(self.tag(jid))
+            acts += self.state.exited(jid, None, now, why)
+        # the jobs to watch: our children, and adopted jobs by their session (the wrapper's pid)
+        self.proxies.roots = {j.job_id: (self.procs[j.job_id].pid if j.job_id in self.procs else j.sid)
+                              for j in self.state.running() if j.job_id in self.procs or j.sid}
         return acts
 
     def _reported_ends(self, now: float) -> list:
