@@ -83,7 +83,6 @@ DEBUG = "RESHAPE_DEBUG"                    # 1: a reshape.UsageError prints its 
 ONECOPY = "RESHAPE_ONECOPY"                # 0: no memfd arrays, no direct reads between ranks of a host (nodecopy.py)
 CHECKPOINT = "RESHAPE_CHECKPOINT"          # every:N | seconds:T: checkpoints of the registered arrays (checkpoint.py)
 CHECKPOINT_DIR = "RESHAPE_CHECKPOINT_DIR"  # where; a complete checkpoint there is resumed from at start
-MPI = "RESHAPE_MPI"                        # mpich (default) | openmpi: the MPI a run uses (mpis.py)
 
 # -- tools
 DAEMON = "RESHAPE_DAEMON"                  # the CLI's and node monitors' daemon endpoint
@@ -92,6 +91,7 @@ CLIENT_KEY = "RESHAPE_CLIENT_KEY"
 RUN_TAG = "RESHAPE_RUN_TAG"                # tags processes of a run started by reshape.joblink.launch.mpirun
 NETNS_HOSTS = "RESHAPE_NETNS_HOSTS"        # the namespace cluster's hosts file (netns-launch)
 NETNS_PREFIX = "RESHAPE_NETNS_PREFIX"
+MPI = "RESHAPE_MPI"                        # mpich (default) | openmpi: the MPI launchers start (mpis.py)
 TRACES = "RESHAPE_TRACES"                  # where benchmarks find SWF traces
 
 
