@@ -133,6 +133,8 @@ def test_background_resizes_agree_with_static(mpirun, tmp_path, app):
     assert len({p for p, _, _, tag in pids if tag == "join"}) == 3
 
 
+@pytest.mark.skipif(os.environ.get("RESHAPE_MPI") == "openmpi",
+                    reason="parked ranks are not supported on Open MPI 5.0 (docs/mpi.md)")
 @pytest.mark.parametrize("plan, procs", [("2,4,2,4", 4), ("2,4,2,6", 6)])
 def test_background_expansion_calls_parked_ranks_back(mpirun, tmp_path, plan, procs):
     """RESHAPE_BACKGROUND=1 with RESHAPE_REUSE=1: the second expansion calls the pair the shrink parked
