@@ -63,7 +63,8 @@ def test_the_default_is_the_size_linked_model():
     assert statistics.median(sig) == pytest.approx(1.41, abs=0.1)
     for j in jobs:  # the run time at the trace size is the trace's, whatever the curve
         assert j.model.run_time(j.spec.nprocs) == pytest.approx(j.run_time)
-    assert sigma_cirne_berman(0.0) == pytest.approx(0.0, abs=1e-9) and sigma_cirne_berman(0.5) == pytest.approx(1.413, abs=0.005)
+    assert sigma_cirne_berman(0.0) == pytest.approx(0.0, abs=1e-9)
+    assert sigma_cirne_berman(0.5) == pytest.approx(1.413, abs=0.005)
 
 
 def test_independent_parallelism_does_not_follow_the_trace_size():

@@ -75,8 +75,8 @@ from __future__ import annotations
 
 import math
 import random
-from statistics import NormalDist
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Protocol
 
 from scheduler.core.policy import JobSpec
