@@ -121,6 +121,7 @@ from scheduler.core.policy import (
     legal_sizes,
     register_remap_policy,
 )
+from scheduler.core.speedup import predicted_iter_time, safe_iter_time
 from scheduler.core.walltime import deadline_after, expected_redist, job_fits
 
 #: The default noise guard: a gain counts only if larger than this (relative); not in the paper.
@@ -190,7 +191,7 @@ class ReshapeRemap(RemapPolicy):
     name = "reshape"
 
     def __init__(self, min_gain: float = NOISE_GUARD, new_sizes: bool = False, reserve: float = 0,
-                 request_shrinks: bool = False, borrow: bool = False):
+                 request_shrinks: bool = False, borrow: bool = False, prior: bool = False):
         if isinstance(min_gain, bool) or not isinstance(min_gain, int | float) or not 0 <= min_gain < 1:
             raise ValueError(f"min_gain must be a number in [0, 1), got {min_gain!r}")
         if isinstance(reserve, bool) or not isinstance(reserve, int | float) or reserve < 0 \
@@ -201,6 +202,7 @@ class ReshapeRemap(RemapPolicy):
         self.reserve = reserve
         self.request_shrinks = request_shrinks
         self.borrow = borrow
+        self.prior = prior
 
     def _improved(self, r: RunningJob, p: int, q: int) -> bool:
         """Was ``q`` faster than ``p`` (fastest iterations)? The paper: any gain; with the noise
@@ -209,6 +211,36 @@ class ReshapeRemap(RemapPolicy):
         if tp is None or tq is None:
             return True  # not measured yet: no evidence against
         return tq < tp * (1 - self.min_gain)
+
+    def _predicted(self, r: RunningJob, q: int) -> float | None:
+        """With ``prior``: the iteration time at ``q`` the fastest one measured there says, else the
+        prior curve (:func:`scheduler.core.speedup.predicted_iter_time`) predicts from the current
+        size; None without ``prior`` or before any iteration at the current size."""
+        if not self.prior:
+            return None
+        t_p = r.profile.best(r.nprocs)
+        if t_p is None:
+            return None
+        return r.profile.best(q) or predicted_iter_time(t_p, r.nprocs, q, r.spec.nprocs)
+
+    def _pays(self, r: RunningJob, q: int, now: float, trips: int = 1) -> bool:
+        """With ``prior``, for an expansion to ``q``: is the predicted gain larger than the noise
+        guard, and do the remaining iterations save more than ``trips`` redistributions cost? Then
+        the walltime check counts the predicted time at ``q`` (:func:`walltime.job_fits`), not
+        "no gain" but the least gain a plausible curve allows (:func:`safe_iter_time`); the walltime
+        rule still holds. Without ``prior``: the walltime check alone."""
+        t_q = self._predicted(r, q)
+        if t_q is None:
+            return job_fits(r, q, now)
+        t_p = r.profile.best(r.nprocs)
+        if not t_q < t_p * (1 - self.min_gain):
+            return False
+        if r.spec.iterations:
+            left = r.spec.iterations - r.iterations_done
+            if left * (t_p - t_q) <= trips * expected_redist(r, q):
+                return False
+        safe = max(t_q, safe_iter_time(t_p, r.nprocs, q, r.spec.nprocs)) if r.profile.best(q) is None else t_q
+        return job_fits(r, q, now, predicted=safe)
 
     def _may_expand(self, r: RunningJob, q: int, exp: tuple[int, int] | None) -> bool:
         """Rule 4's evidence for growing to ``q``: measured there and faster, or unmeasured
@@ -296,7 +328,7 @@ class ReshapeRemap(RemapPolicy):
                 and job_fits(r, cur, snap.now, 2 * back):  # a round trip at today's speed fits
             hi = min(cur + snap.free_slots, r.spec.max_procs or snap.total_slots)
             q = next_size(r.spec, cur, hi)
-            if q is not None and self._may_expand(r, q, exp):
+            if q is not None and self._may_expand(r, q, exp) and (not self.prior or self._pays(r, q, snap.now, 2)):
                 return Expand(jid, q, f"idle slots until t={shadow:g}, queued job "
                                       f"{snap.queue[0].job_id}'s reservation")
         if cur > base:
@@ -332,7 +364,7 @@ class ReshapeRemap(RemapPolicy):
         if room > 0 and not snap.queue:
             limit = min(cur + room, spec.max_procs or snap.total_slots)
             q = next_size(spec, cur, limit)
-            if q is not None and self._may_expand(r, q, exp) and job_fits(r, q, snap.now):
+            if q is not None and self._may_expand(r, q, exp) and self._pays(r, q, snap.now):
                 return Expand(job_id, q, "idle processors")
         return Continue(job_id, "")
 
@@ -372,7 +404,7 @@ register_remap_policy("reshape-paper")(partial(ReshapeRemap, **PAPER))
 
 #: The tuned variant under its own registry name, so the daemon (which takes a
 #: policy name, not parameters) can run it: the same class, other parameters.
-PLUS = {"borrow": True, "reserve": 0.2}
+PLUS = {"borrow": True, "reserve": 0.2, "prior": True}
 register_remap_policy("reshape-plus")(partial(ReshapeRemap, **PLUS))
 
 
