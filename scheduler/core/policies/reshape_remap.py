@@ -223,24 +223,61 @@ class ReshapeRemap(RemapPolicy):
             return None
         return r.profile.best(q) or predicted_iter_time(t_p, r.nprocs, q, r.spec.nprocs)
 
-    def _pays(self, r: RunningJob, q: int, now: float, trips: int = 1) -> bool:
-        """With ``prior``, for an expansion to ``q``: is the predicted gain larger than the noise
-        guard, and do the remaining iterations save more than ``trips`` redistributions cost? Then
-        the walltime check counts the predicted time at ``q`` (:func:`walltime.job_fits`), not
-        "no gain" but the least gain a plausible curve allows (:func:`safe_iter_time`); the walltime
-        rule still holds. Without ``prior``: the walltime check alone."""
+    def _pays(self, r: RunningJob, q: int, now: float, trips: int = 1, until: float = math.inf) -> float | None:
+        """With ``prior``, for an expansion to ``q``: the seconds it is predicted to save net of
+        ``trips`` redistributions, counting the iterations at ``q`` before ``until`` (a borrower's
+        give-back) and at most the job's remaining ones; None when it saves nothing, when the
+        predicted gain is within the noise guard, or when the job would not fit its walltime. The
+        walltime check counts not "no gain" but the least gain a plausible curve allows
+        (:func:`scheduler.core.speedup.safe_iter_time`); the walltime rule still holds. Without
+        ``prior``: 0.0 if the walltime check (no gain assumed) passes, else None."""
         t_q = self._predicted(r, q)
         if t_q is None:
-            return job_fits(r, q, now)
+            return 0.0 if job_fits(r, q, now) else None
         t_p = r.profile.best(r.nprocs)
         if not t_q < t_p * (1 - self.min_gain):
-            return False
-        if r.spec.iterations:
-            left = r.spec.iterations - r.iterations_done
-            if left * (t_p - t_q) <= trips * expected_redist(r, q):
-                return False
+            return None
+        cost = trips * expected_redist(r, q)
+        n = math.inf if not r.spec.iterations else r.spec.iterations - r.iterations_done
+        if not math.isinf(until):
+            n = min(n, max(0.0, (until - now - cost) // t_q))
+        if math.isinf(n):
+            n = 1
+        gain = n * (t_p - t_q) - cost
+        if gain <= 0:
+            return None
         safe = max(t_q, safe_iter_time(t_p, r.nprocs, q, r.spec.nprocs)) if r.profile.best(q) is None else t_q
-        return job_fits(r, q, now, predicted=safe)
+        return gain if job_fits(r, q, now, predicted=safe) else None
+
+    def _grow_to(self, r: RunningJob, hi: int, now: float, exp: tuple[int, int] | None, trips: int = 1,
+                 until: float = math.inf) -> int | None:
+        """The size to expand ``r`` to, at most ``hi``: without ``prior`` the next legal size
+        (rule 4's one step) if the evidence allows and the job fits its walltime; with ``prior``
+        the size among a few candidates (the next legal size and the first legal sizes at 1.25,
+        1.5, 2, 3 and 4 times the current one, and ``hi``) the prior predicts saves the most
+        (:meth:`_pays`), the smallest on a tie."""
+        cur = r.nprocs
+        q = next_size(r.spec, cur, hi)
+        if q is None:
+            return None
+        if not self.prior:
+            return q if self._may_expand(r, q, exp) and self._pays(r, q, now) is not None else None
+        cands = {q}
+        for k in (1.25, 1.5, 2.0, 3.0, 4.0):
+            c = next_size(r.spec, max(cur, math.ceil(k * cur) - 1), hi)
+            if c is not None:
+                cands.add(c)
+        last = next_size(r.spec, max(cur, hi - 1), hi)
+        if last is not None:
+            cands.add(last)
+        best, best_gain = None, 0.0
+        for c in sorted(cands):
+            if not self._may_expand(r, c, exp):
+                continue
+            g = self._pays(r, c, now, trips, until)
+            if g is not None and g > best_gain:
+                best, best_gain = c, g
+        return best
 
     def _may_expand(self, r: RunningJob, q: int, exp: tuple[int, int] | None) -> bool:
         """Rule 4's evidence for growing to ``q``: measured there and faster, or unmeasured
@@ -327,8 +364,12 @@ class ReshapeRemap(RemapPolicy):
         if snap.free_slots > 0 and snap.now + t_iter + 2 * back <= shadow \
                 and job_fits(r, cur, snap.now, 2 * back):  # a round trip at today's speed fits
             hi = min(cur + snap.free_slots, r.spec.max_procs or snap.total_slots)
-            q = next_size(r.spec, cur, hi)
-            if q is not None and self._may_expand(r, q, exp) and (not self.prior or self._pays(r, q, snap.now, 2)):
+            if self.prior:
+                q = self._grow_to(r, hi, snap.now, exp, trips=2, until=shadow)
+            else:
+                q = next_size(r.spec, cur, hi)
+                q = q if q is not None and self._may_expand(r, q, exp) else None
+            if q is not None:
                 return Expand(jid, q, f"idle slots until t={shadow:g}, queued job "
                                       f"{snap.queue[0].job_id}'s reservation")
         if cur > base:
@@ -363,8 +404,8 @@ class ReshapeRemap(RemapPolicy):
         room = snap.free_slots - self._reserve(snap.total_slots)
         if room > 0 and not snap.queue:
             limit = min(cur + room, spec.max_procs or snap.total_slots)
-            q = next_size(spec, cur, limit)
-            if q is not None and self._may_expand(r, q, exp) and self._pays(r, q, snap.now):
+            q = self._grow_to(r, limit, snap.now, exp)
+            if q is not None:
                 return Expand(job_id, q, "idle processors")
         return Continue(job_id, "")
 
