@@ -223,7 +223,8 @@ class ReshapeRemap(RemapPolicy):
             return None
         return r.profile.best(q) or predicted_iter_time(t_p, r.nprocs, q, r.spec.nprocs)
 
-    def _pays(self, r: RunningJob, q: int, now: float, trips: int = 1, until: float = math.inf) -> float | None:
+    def _pays(self, r: RunningJob, q: int, now: float, trips: int = 1, until: float = math.inf,
+              check: bool = True) -> float | None:
         """With ``prior``, for an expansion to ``q``: the seconds it is predicted to save net of
         ``trips`` redistributions, counting the iterations at ``q`` before ``until`` (a borrower's
         give-back) and at most the job's remaining ones; None when it saves nothing, when the
@@ -246,8 +247,18 @@ class ReshapeRemap(RemapPolicy):
         gain = n * (t_p - t_q) - cost
         if gain <= 0:
             return None
-        safe = max(t_q, safe_iter_time(t_p, r.nprocs, q, r.spec.nprocs)) if r.profile.best(q) is None else t_q
-        return gain if job_fits(r, q, now, predicted=safe) else None
+        return gain if not check or self._fits_safely(r, q, now) else None
+
+    def _fits_safely(self, r: RunningJob, q: int, now: float) -> bool:
+        """The walltime check of an expansion to ``q`` charged with the measured time there, else
+        the least gain a plausible curve allows (:func:`scheduler.core.speedup.safe_iter_time`)."""
+        t_q = r.profile.best(q)
+        if t_q is None:
+            t_p = r.profile.best(r.nprocs)
+            if t_p is None:
+                return job_fits(r, q, now)
+            t_q = safe_iter_time(t_p, r.nprocs, q, r.spec.nprocs)
+        return job_fits(r, q, now, predicted=t_q)
 
     def _grow_to(self, r: RunningJob, hi: int, now: float, exp: tuple[int, int] | None, trips: int = 1,
                  until: float = math.inf) -> int | None:
@@ -270,14 +281,16 @@ class ReshapeRemap(RemapPolicy):
         last = next_size(r.spec, max(cur, hi - 1), hi)
         if last is not None:
             cands.add(last)
-        best, best_gain = None, 0.0
+        gains = []
         for c in sorted(cands):
-            if not self._may_expand(r, c, exp):
-                continue
-            g = self._pays(r, c, now, trips, until)
-            if g is not None and g > best_gain:
-                best, best_gain = c, g
-        return best
+            if self._may_expand(r, c, exp):
+                g = self._pays(r, c, now, trips, until, check=False)
+                if g is not None:
+                    gains.append((-g, c))
+        for _, c in sorted(gains):  # the walltime check (the costlier part) from the best down
+            if self._fits_safely(r, c, now):
+                return c
+        return None
 
     def _may_expand(self, r: RunningJob, q: int, exp: tuple[int, int] | None) -> bool:
         """Rule 4's evidence for growing to ``q``: measured there and faster, or unmeasured
