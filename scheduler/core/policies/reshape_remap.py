@@ -58,7 +58,7 @@ nothing.
 
 With ``min_gain=0`` and the other defaults :class:`ReshapeRemap` is exactly
 the above. Parameters add rules the paper does not have (registered preset ``"reshape-plus"`` =
-``borrow=True, reserve=0.2``, same class; it is meant to run with the EASY
+``borrow=True, reserve=0.2, prior=True``, same class; it is meant to run with the EASY
 preset ``"easy-plus"``, which squeezes resizable heads into free slots and
 computes reservations in the same give-back view):
 
@@ -99,6 +99,24 @@ computes reservations in the same give-back view):
   not fit; a request still pending when nobody waits any more is dropped at
   the resize point. Off in the preset: in the simulator a job shrinks at its
   next resize point either way, so it only changes *which* job shrinks.
+* ``prior`` (in ``reshape-plus``): a prediction for the sizes a job has not
+  run at, from a prior curve (:mod:`scheduler.core.speedup`: Downey's model
+  with ``A`` = the requested size, ``sigma`` = 1, anchored at the fastest
+  iteration measured at the current size; a measured size uses its
+  measurement). An expansion (rule 4, and ``borrow``'s) is made only where
+  the predicted gain beats ``min_gain`` and the iterations the job will run
+  at the new size (a borrower's: those before the head's shadow time) save
+  more than its redistributions cost (two for a borrower: there and back,
+  :func:`scheduler.core.walltime.expected_redist`); the size is, among the
+  next legal size, the first legal sizes at 1.25, 1.5, 2, 3 and 4 times the
+  current one and all the room, the one predicted to save the most. The
+  walltime check charges not the prior's hope but
+  :func:`scheduler.core.speedup.safe_iter_time`, the least gain a Downey
+  curve with ``A`` at least half the requested size allows (before: no gain
+  at all, so a job whose walltime is its run time never expanded). A program
+  whose parallelism is below half its size can still overrun, and is counted
+  as a kill. The sweet-spot rule still undoes an expansion the measurement
+  does not confirm.
 """
 
 from __future__ import annotations
