@@ -10,7 +10,9 @@ so a job has a sweet spot (seed 001 §4.1.1).
 
 The traces carry no speedup information, and what :func:`from_trace` assumes
 in their place decides how much resizing can gain; the assumptions are its
-parameters, with defaults that do not favour resizing:
+parameters, with defaults taken from the literature where it has one (the
+speedup model) and chosen not to favour resizing where it does not
+(estimates):
 
 * ``parallelism`` (:data:`DEFAULT_PARALLELISM`, ``"size-linked"``): the
   literature's model. Downey fitted his log-uniform distribution of average
