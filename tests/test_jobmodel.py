@@ -11,7 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler.core.policy import legal_sizes
-from scheduler.lab.jobmodel import ROUND_LIMITS, from_trace, round_limit, user_estimate
+from scheduler.lab.jobmodel import (
+    DEFAULT_PARALLELISM,
+    ROUND_LIMITS,
+    from_trace,
+    round_limit,
+    sigma_cirne_berman,
+    user_estimate,
+)
 from scheduler.lab.swf import SwfJob, SwfTrace
 
 
@@ -36,8 +43,32 @@ def _is_round(t):
     return t in ROUND_LIMITS or t % 86400 == 0
 
 
+def test_the_default_is_the_size_linked_model():
+    """The default (the literature's): A tied to the trace size, log2(A/size) uniform on [-1, 1], sigma a
+    normal law truncated at 0 (Cirne and Berman, as recalled: mean 1.209, sd 1.132)."""
+    tr = _mixed()
+    jobs, _ = from_trace(tr, malleable_fraction=0.5, seed=3)
+    named, _ = from_trace(tr, malleable_fraction=0.5, seed=3, parallelism=DEFAULT_PARALLELISM)
+    assert DEFAULT_PARALLELISM == "size-linked" and [j.model for j in jobs] == [j.model for j in named]
+    rel = [math.log2(j.model.A / j.spec.nprocs) for j in jobs if j.spec.nprocs >= 2]
+    assert min(rel) >= -1 - 1e-9 and max(rel) <= 1 + 1e-9
+    assert statistics.mean(rel) == pytest.approx(0, abs=0.1)
+    xs = [math.log2(j.spec.nprocs) for j in jobs]
+    ys = [math.log2(j.model.A) for j in jobs]
+    assert statistics.correlation(xs, ys) > 0.9
+    sig = [j.model.sigma for j in jobs]
+    assert min(sig) >= 0
+    # a normal(1.209, 1.132) truncated at 0 has mean ~1.51, median ~1.41
+    assert statistics.mean(sig) == pytest.approx(1.51, abs=0.08)
+    assert statistics.median(sig) == pytest.approx(1.41, abs=0.1)
+    for j in jobs:  # the run time at the trace size is the trace's, whatever the curve
+        assert j.model.run_time(j.spec.nprocs) == pytest.approx(j.run_time)
+    assert sigma_cirne_berman(0.0) == pytest.approx(0.0, abs=1e-9)
+    assert sigma_cirne_berman(0.5) == pytest.approx(1.413, abs=0.005)
+
+
 def test_independent_parallelism_does_not_follow_the_trace_size():
-    jobs, total = from_trace(_mixed(), malleable_fraction=0.5, seed=3)
+    jobs, total = from_trace(_mixed(), malleable_fraction=0.5, seed=3, parallelism="independent")
     assert total == 256
     small = [math.log2(j.model.A) for j in jobs if j.spec.nprocs <= 4]
     big = [math.log2(j.model.A) for j in jobs if j.spec.nprocs >= 64]
@@ -54,14 +85,17 @@ def test_independent_parallelism_does_not_follow_the_trace_size():
     assert 0.3 < below < 0.6
 
 
-def test_relative_parallelism_is_the_former_model_on_the_same_draws():
+def test_the_models_share_their_draws():
     tr = _mixed(500)
-    ind, _ = from_trace(tr, seed=7)
+    ind, _ = from_trace(tr, seed=7, parallelism="independent")
     rel, _ = from_trace(tr, seed=7, parallelism="relative:0:2")
-    for a, b in zip(ind, rel, strict=True):
+    lin, _ = from_trace(tr, seed=7)
+    for a, b, c in zip(ind, rel, lin, strict=True):
         x = math.log2(b.model.A / b.spec.nprocs) / 2  # A = size * 2**U(0, 2)
         assert 0 <= x <= 1
         assert x == pytest.approx(math.log2(a.model.A) / 8)  # the same uniform draw
+        if c.model.A > 1:
+            assert math.log2(c.model.A / c.spec.nprocs) == pytest.approx(2 * x - 1)  # and again
         assert a.model.sigma == b.model.sigma and 0 <= a.model.sigma <= 2
         # the run time at the trace size is the trace's, whatever the curve
         assert b.model.run_time(b.spec.nprocs) == pytest.approx(b.run_time)
@@ -70,6 +104,7 @@ def test_relative_parallelism_is_the_former_model_on_the_same_draws():
         pytest.approx(1, abs=0.1)
     shifted, _ = from_trace(tr, seed=7, parallelism="relative:-1:1")
     assert [s.model.A for s in shifted] == pytest.approx([max(1.0, r.model.A / 2) for r in rel])
+    assert [s.model.A for s in shifted] == pytest.approx([c.model.A for c in lin])
 
 
 @pytest.mark.parametrize("bad", ["", "relative", "relative:2", "relative:2:1", "relative:a:b",
@@ -78,6 +113,7 @@ def test_bad_parallelism_is_refused_naming_the_value(bad):
     with pytest.raises(ValueError) as e:
         from_trace(_mixed(10), parallelism=bad)
     assert repr(bad) in str(e.value) and "independent" in str(e.value) and "relative:LO:HI" in str(e.value)
+    assert "size-linked" in str(e.value)
 
 
 def test_other_bad_arguments():
@@ -139,7 +175,7 @@ def test_the_malleable_set_does_not_depend_on_the_other_assumptions():
     base, _ = from_trace(tr, malleable_fraction=0.4, seed=11)
     mall = [j.spec.resizable for j in base]
     assert 0.3 < sum(mall) / len(mall) < 0.5
-    for kw in ({"estimates": "exact"}, {"parallelism": "relative:0:2"}, {"step": 4},
+    for kw in ({"estimates": "exact"}, {"parallelism": "relative:0:2"}, {"parallelism": "independent"}, {"step": 4},
                {"parallelism": "relative:1:3", "estimates": "exact", "step": 2}):
         jobs, _ = from_trace(tr, malleable_fraction=0.4, seed=11, **kw)
         assert [j.spec.resizable for j in jobs] == mall

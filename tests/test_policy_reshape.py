@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -386,3 +387,60 @@ def test_a_job_shrunk_to_admit_another_grows_back_to_a_size_it_ran_faster_at_and
     assert R.at_resize_point(snap(6, [r]), 1) == Expand(1, 4, "idle processors")
     r = running(1, 4, times, (*hist, 4), initial=2, sizes=(2, 4, 8))
     assert isinstance(R.at_resize_point(snap(4, [r]), 1), Continue)
+
+
+# --------------------------------------------------------------------------
+# the prior speedup curve (``prior=True``, in the preset reshape-plus)
+# --------------------------------------------------------------------------
+
+P = remap_policy("reshape", prior=True)
+
+
+def prior_case(n, p, t_iter, left, budget, free, total=64, history=None):
+    """A job sized ``n`` running at ``p`` with ``left`` iterations of ``t_iter`` to go and ``budget``
+    walltime seconds left (its deadline under the walltime rule), ``free`` slots idle, nobody waiting."""
+    s = JobSpec(1, "j1", 0.0, n, walltime=1e9, iterations=10)
+    dl = 10.0 + budget / min(1.0, p / n)
+    r = RunningJob(s, p, 0.0, Profile({p: t_iter}, {}, tuple(history or (p,))), iterations_done=10 - left,
+                   deadline=dl)
+    return Snapshot(10.0, total, free, (), (r,))
+
+
+def test_prior_predicts_with_downey_at_the_requested_size_and_charges_the_safe_curve():
+    from scheduler.core.speedup import downey_speedup, predicted_iter_time, safe_iter_time
+
+    assert predicted_iter_time(10.0, 4, 8, 8) == pytest.approx(10.0 * downey_speedup(4, 8, 1) / downey_speedup(8, 8, 1))
+    # safe: the slowest curve with A >= half the size; above A = n/2 no gain at all
+    assert safe_iter_time(10.0, 8, 12, 8) == 10.0 and safe_iter_time(10.0, 2, 2, 2) == 10.0
+    for n, p, q in ((8, 2, 3), (64, 16, 30), (64, 8, 64), (256, 1, 128), (6, 4, 5)):
+        safe = safe_iter_time(1.0, p, q, n)
+        assert predicted_iter_time(1.0, p, q, n) <= safe <= 1.0
+        for A in (n / 2, n * 0.7, n, 2 * n):  # any curve the size-linked model draws is at least as fast
+            for sigma in (0.0, 0.3, 1.0, 1.7, 2.5, 5.0, 20.0):
+                assert downey_speedup(p, A, sigma) / downey_speedup(q, A, sigma) <= safe * (1 + 1e-9)
+
+
+def test_prior_expands_where_the_prior_predicts_a_gain_and_not_past_it():
+    # plenty of walltime, 32 idle slots: without the prior one step (5); with it the size the prior
+    # predicts saves the most among its candidates (5, 6, 8, 12, 16, 36): 8, as Downey's curve
+    # (A = 4, sigma = 1) is flat from 2A - 1 = 7 on
+    s = prior_case(4, 4, 100.0, 9, 1e6, 32)
+    assert R.at_resize_point(s, 1) == Expand(1, 5, "idle processors")
+    d = P.at_resize_point(s, 1)
+    assert d == Expand(1, 8, "idle processors")
+    # already at twice its size: the prior predicts nothing more, the paper's rule would probe on
+    s = prior_case(4, 8, 100.0, 9, 1e6, 32)
+    assert isinstance(P.at_resize_point(s, 1), Continue)
+    assert R.at_resize_point(s, 1) == Expand(1, 9, "idle processors")
+    # a gain that does not pay for its redistribution (one iteration of 1 s left, the 10 s prior)
+    assert isinstance(P.at_resize_point(prior_case(4, 4, 1.0, 1, 1e6, 32), 1), Continue)
+
+
+def test_prior_allows_a_first_expansion_an_exact_walltime_can_afford():
+    # sized 8, squeezed to 2, 10 iterations of 10 s left, 42 budget seconds: going to 3 with no gain
+    # (the old check) needs 47.5 s, with the safe curve's (A = 4) least gain 40 s
+    s = prior_case(8, 2, 10.0, 10, 42.0, 1)
+    assert isinstance(R.at_resize_point(s, 1), Continue)
+    assert P.at_resize_point(s, 1) == Expand(1, 3, "idle processors")
+    # at its requested size with no slack, nothing is safe: a program may not use more than it asked
+    assert isinstance(P.at_resize_point(prior_case(8, 8, 10.0, 10, 100.0, 8), 1), Continue)

@@ -104,14 +104,17 @@ def expected_redist(r: RunningJob, q: int | None = None) -> float:
     return max(r.profile.iter_time.get(p, 0.0), REDIST_PRIOR) * p / lo
 
 
-def job_fits(r: RunningJob, q: int, now: float, redist: float | None = None) -> bool:
+def job_fits(r: RunningJob, q: int, now: float, redist: float | None = None,
+             predicted: float | None = None) -> bool:
     """:func:`fits` for a running job going to ``q`` now: the time per iteration at ``q`` is the
-    fastest measured there, else the current one (expansion) or scaled by ``p / q`` (shrink);
-    ``redist`` defaults to :func:`expected_redist`. True without a measurement or iteration count."""
+    fastest measured there, else ``predicted`` if given (a policy's prediction for a size not
+    measured, e.g. :func:`scheduler.core.speedup.predicted_iter_time`), else the current one
+    (expansion: no gain assumed) or scaled by ``p / q`` (shrink); ``redist`` defaults to
+    :func:`expected_redist`. True without a measurement or iteration count."""
     p, spec = r.nprocs, r.spec
     t_p = r.profile.iter_time.get(p)
     if t_p is None or not spec.iterations:
         return True
-    t_q = r.profile.best(q) or (t_p if q >= p else t_p * p / q)
+    t_q = r.profile.best(q) or predicted or (t_p if q >= p else t_p * p / q)
     return fits(r.deadline, spec.nprocs, p, q, now, spec.iterations - r.iterations_done, t_q,
                 expected_redist(r, q) if redist is None else redist)

@@ -10,14 +10,33 @@ so a job has a sweet spot (seed 001 §4.1.1).
 
 The traces carry no speedup information, and what :func:`from_trace` assumes
 in their place decides how much resizing can gain; the assumptions are its
-parameters, with defaults that do not favour resizing:
+parameters, with defaults taken from the literature where it has one (the
+speedup model) and chosen not to favour resizing where it does not
+(estimates):
 
-* ``parallelism``: by default ``A`` is log-uniform on ``[1, total slots]``,
-  *independent* of the job's trace size: a job's size is what its user asked
-  for, not what its program could use, so many jobs gain nothing from more
-  processors and some do not even use their own size well. The former model,
-  ``A = size * 2**U(0, 2)`` (every job scales to between 1 and 4 times its
-  size), is ``parallelism="relative:0:2"``. ``sigma = U(0, 2)`` in both.
+* ``parallelism`` (:data:`DEFAULT_PARALLELISM`, ``"size-linked"``): the
+  literature's model. Downey fitted his log-uniform distribution of average
+  parallelism to the processor counts jobs used (the Parallel Workloads
+  Archive's summary of "The Downey 1997 Model": the log-uniform degree of
+  parallelism "is interpreted as the average parallelism in the job"), so a
+  job's ``A`` is tied to its own size: ``A = size * 2**U(-1, 1)``, log-uniform
+  between half and twice the size, median the size. ``sigma`` follows Cirne
+  and Berman ("A model for moldability of supercomputer jobs", 2001), who
+  proposed distributions for Downey's parameters (the Archive's summary:
+  "Distributions from which the parameters can be selected were later
+  proposed by Cirne and Berman"): a normal distribution, here with mean
+  :data:`SIGMA_MEAN` (1.209) and standard deviation :data:`SIGMA_SD` (1.132),
+  truncated to ``sigma >= 0`` (Downey's model needs it; inverse transform of
+  one uniform draw). **Not verified against the source**: the paper's text was
+  not available when this was written; the normal law and its two numbers are
+  as recalled from it, and the spread of ``A`` around the size (a factor 2 each
+  way) is this module's choice, not a fitted value. Both are constants here,
+  to be corrected if the paper says otherwise. Sensitivity rows:
+  ``"independent"`` (``A`` log-uniform on ``[1, total slots]`` whatever the
+  job's size, the former default; ``sigma = U(0, 2)``) and ``"relative:LO:HI"``
+  (``A = size * 2**U(LO, HI)``, ``sigma = U(0, 2)``; ``"relative:0:2"`` is the
+  model before that, in which every job scales past its size). All three use
+  the same uniform draw per job for ``A``, so they differ only in the mapping.
 * ``estimates``: the walltime backfilling sees, for jobs whose trace has no
   requested time (none in Lublin's model, 4,262 of Mira's jobs). The default
   ``"model"`` imitates real users (D. Tsafrir, Y. Etsion, D. G. Feitelson,
@@ -59,11 +78,14 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Protocol
 
 from scheduler.core.policy import JobSpec
+from scheduler.core.speedup import downey_speedup
 
 __all__ = [
+    "DEFAULT_PARALLELISM",
     "ROUND_LIMITS",
     "JobModel",
     "RedistModel",
@@ -72,9 +94,13 @@ __all__ = [
     "from_trace",
     "parse_parallelism",
     "round_limit",
+    "sigma_cirne_berman",
     "user_estimate",
 ]
 
+DEFAULT_PARALLELISM = "size-linked"  # the literature's model (module docstring)
+SIZE_SPREAD = 1.0  # size-linked: log2(A / size) ~ U(-SIZE_SPREAD, SIZE_SPREAD) (a choice)
+SIGMA_MEAN, SIGMA_SD = 1.209, 1.132  # size-linked: sigma ~ N(mean, sd) truncated to >= 0 (Cirne & Berman, as recalled)
 EXACT_SHARE = 0.1  # estimates="model": share of jobs whose estimate is their run time rounded up
 MAX_FACTOR_LOG2 = 3.0  # the others overestimate by 2**U(0, 3)
 MAX_SECONDS = 1e9  # the longest walltime a job file accepts
@@ -84,23 +110,6 @@ ROUND_LIMITS = (
     1 * _H, 1.5 * _H, 2 * _H, 3 * _H, 4 * _H, 6 * _H, 8 * _H, 12 * _H, 18 * _H,
     24 * _H, 36 * _H, 48 * _H, 72 * _H,
 )  # the usual walltime limits users pick; beyond 72 h, whole days
-
-
-def downey_speedup(n: float, A: float, sigma: float) -> float:
-    """Downey's speedup S(n) for average parallelism ``A`` and variance ``sigma``."""
-    if n <= 0:
-        raise ValueError("processor count must be positive")
-    if A <= 1:
-        return 1.0
-    if sigma <= 1:
-        if n <= A:
-            return A * n / (A + sigma * (n - 1) / 2)
-        if n <= 2 * A - 1:
-            return A * n / (sigma * (A - 0.5) + n * (1 - sigma / 2))
-        return A
-    if n <= A + A * sigma - sigma:
-        return n * A * (sigma + 1) / (sigma * (n + A - 1) + A)
-    return A
 
 
 class RedistCost(Protocol):
@@ -171,10 +180,10 @@ def user_estimate(run_time: float, rng: random.Random, limit: float = math.inf) 
     return max(run_time, min(est, limit, MAX_SECONDS))
 
 
-def parse_parallelism(value: str) -> tuple[float, float] | None:
-    """``None`` for ``"independent"``, ``(LO, HI)`` for ``"relative:LO:HI"``; else ValueError."""
-    if value == "independent":
-        return None
+def parse_parallelism(value: str) -> tuple[float, float] | str:
+    """``"size-linked"`` or ``"independent"`` as such, ``(LO, HI)`` for ``"relative:LO:HI"``; else ValueError."""
+    if value in ("size-linked", "independent"):
+        return value
     kind, _, rest = value.partition(":") if isinstance(value, str) else ("", "", "")
     if kind == "relative":
         try:
@@ -185,9 +194,21 @@ def parse_parallelism(value: str) -> tuple[float, float] | None:
             if math.isfinite(lo) and math.isfinite(hi) and lo <= hi:
                 return lo, hi
     raise ValueError(
-        f"parallelism must be 'independent' (A log-uniform on [1, slots]) or 'relative:LO:HI' "
+        f"parallelism must be 'size-linked' (the default: A = size * 2**U(-1, 1), sigma after Cirne and "
+        f"Berman), 'independent' (A log-uniform on [1, slots]) or 'relative:LO:HI' "
         f"(A = size * 2**U(LO, HI), LO <= HI, e.g. 'relative:0:2'), got {value!r}"
     )
+
+
+_NORMAL = NormalDist(SIGMA_MEAN, SIGMA_SD)
+_BELOW_ZERO = _NORMAL.cdf(0.0)
+
+
+def sigma_cirne_berman(u: float) -> float:
+    """Downey's ``sigma`` for a uniform draw ``u`` in [0, 1): ``N(SIGMA_MEAN, SIGMA_SD)`` truncated to
+    ``>= 0`` by inverse transform (one draw, so the random streams stay aligned)."""
+    v = _BELOW_ZERO + u * (1.0 - _BELOW_ZERO)
+    return max(0.0, _NORMAL.inv_cdf(min(max(v, 1e-12), 1.0 - 1e-12)))
 
 
 def make_model(size: int, run_time: float, A: float, sigma: float, iterations: int) -> JobModel:
@@ -207,7 +228,7 @@ def from_trace(
     iterations: int = 10,
     min_fraction: float = 0.25,
     max_jobs: int | None = None,
-    parallelism: str = "independent",
+    parallelism: str = DEFAULT_PARALLELISM,
     estimates: str = "model",
     step: int | None = None,
 ) -> tuple[list[SimInput], int]:
@@ -221,13 +242,15 @@ def from_trace(
 
     The model's assumptions (module docstring), defaults first:
 
-    * ``parallelism="independent"``: each job's Downey average parallelism
-      ``A`` is log-uniform on ``[1, total_slots]``, independent of its trace
-      size, since a user's request says nothing sure about what the program
-      can use. ``"relative:LO:HI"``: ``A = size * 2**U(LO, HI)``;
-      ``"relative:0:2"`` is the former model, where every job scales past its
-      size. Both use the same uniform draw per job (and ``sigma = U(0, 2)``),
-      so they differ only in the mapping.
+    * ``parallelism="size-linked"``: each job's Downey average parallelism
+      ``A = size * 2**U(-1, 1)`` and ``sigma`` from a normal law truncated at
+      0 (:func:`sigma_cirne_berman`), the literature's model (module
+      docstring, with what is not verified). ``"independent"``: ``A``
+      log-uniform on ``[1, total_slots]``, independent of its trace size.
+      ``"relative:LO:HI"``: ``A = size * 2**U(LO, HI)``; ``"relative:0:2"``
+      is the model before that, where every job scales past its size. The
+      last two draw ``sigma = U(0, 2)``. All use the same uniform draw per job
+      for ``A``, so they differ only in the mapping.
     * ``estimates="model"``: jobs without a requested time in the trace get a
       modelled user estimate (:func:`user_estimate`: overestimated by a broad
       factor, rounded up to a usual limit, capped by the site's limit, never
@@ -286,12 +309,17 @@ def from_trace(
         size = min(total, max(1, math.ceil(j.procs / u)))
         malleable = r_mall.random() < malleable_fraction
         x = r_speed.random()
-        sigma = r_speed.uniform(0.0, 2.0)
-        if relative is None:
+        y = r_speed.random()
+        if relative == "size-linked":
+            A = max(1.0, size * 2 ** (SIZE_SPREAD * (2 * x - 1)))
+            sigma = sigma_cirne_berman(y)
+        elif relative == "independent":
             A = 2 ** (x * log_total)
+            sigma = 2.0 * y
         else:
             lo, hi = relative
             A = max(1.0, size * 2 ** (lo + (hi - lo) * x))
+            sigma = 2.0 * y
         model = make_model(size, j.run_time, A, sigma, iterations)
         guess = user_estimate(j.run_time, r_est, limit)  # drawn for every job: streams stay aligned
         walltime = j.req_time if j.req_time is not None else (

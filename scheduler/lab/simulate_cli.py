@@ -183,11 +183,13 @@ def add_commands(subparsers) -> None:
     p.add_argument("--iterations", type=int, default=10, help="iterations (resize points) per job")
     p.add_argument("--unit", type=int, default=None,
                    help="processors per slot (default: the trace's allocation unit)")
-    p.add_argument("--parallelism", default="independent", metavar="MODEL",
+    p.add_argument("--parallelism", default="size-linked", metavar="MODEL",
                    help="how each job's average parallelism A (Downey's speedup model) is drawn: "
+                   "'size-linked': the literature's model, A tied to the job's trace size "
+                   "(A = size * 2**U(-1, 1)) and sigma normal, truncated at 0, after Cirne and Berman; "
                    "'independent': log-uniform on [1, slots], unrelated to the job's trace size; "
                    "'relative:LO:HI': A = size * 2**U(LO, HI), every job scaling past its size "
-                   "for LO >= 0 (the former model is relative:0:2) (default: independent)")
+                   "for LO >= 0 (the model before 'independent' is relative:0:2) (default: size-linked)")
     p.add_argument("--estimates", choices=("model", "exact"), default="model",
                    help="walltime of jobs without a requested time in the trace: 'model': a user's "
                    "estimate, overestimated by a broad factor and rounded up to a usual limit; "

@@ -28,7 +28,7 @@ where ``reshape`` stops at 6 (:mod:`scheduler.core.policies.reshape_remap`).
 ``easy-squeeze`` is EASY plus seed 001's "squeeze a resizable job into the
 available processors, add more later"; ``easy-plus`` is EASY with
 ``squeeze=True, give_back=True`` and ``reshape-plus`` the Remap Scheduler
-with ``borrow=True, reserve=0.2`` (:mod:`scheduler.core.policies.easy`,
+with ``borrow=True, reserve=0.2, prior=True`` (:mod:`scheduler.core.policies.easy`,
 :mod:`scheduler.core.policies.reshape_remap`).
 """
 

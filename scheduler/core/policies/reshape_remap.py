@@ -58,7 +58,7 @@ nothing.
 
 With ``min_gain=0`` and the other defaults :class:`ReshapeRemap` is exactly
 the above. Parameters add rules the paper does not have (registered preset ``"reshape-plus"`` =
-``borrow=True, reserve=0.2``, same class; it is meant to run with the EASY
+``borrow=True, reserve=0.2, prior=True``, same class; it is meant to run with the EASY
 preset ``"easy-plus"``, which squeezes resizable heads into free slots and
 computes reservations in the same give-back view):
 
@@ -99,6 +99,24 @@ computes reservations in the same give-back view):
   not fit; a request still pending when nobody waits any more is dropped at
   the resize point. Off in the preset: in the simulator a job shrinks at its
   next resize point either way, so it only changes *which* job shrinks.
+* ``prior`` (in ``reshape-plus``): a prediction for the sizes a job has not
+  run at, from a prior curve (:mod:`scheduler.core.speedup`: Downey's model
+  with ``A`` = the requested size, ``sigma`` = 1, anchored at the fastest
+  iteration measured at the current size; a measured size uses its
+  measurement). An expansion (rule 4, and ``borrow``'s) is made only where
+  the predicted gain beats ``min_gain`` and the iterations the job will run
+  at the new size (a borrower's: those before the head's shadow time) save
+  more than its redistributions cost (two for a borrower: there and back,
+  :func:`scheduler.core.walltime.expected_redist`); the size is, among the
+  next legal size, the first legal sizes at 1.25, 1.5, 2, 3 and 4 times the
+  current one and all the room, the one predicted to save the most. The
+  walltime check charges not the prior's hope but
+  :func:`scheduler.core.speedup.safe_iter_time`, the least gain a Downey
+  curve with ``A`` at least half the requested size allows (before: no gain
+  at all, so a job whose walltime is its run time never expanded). A program
+  whose parallelism is below half its size can still overrun, and is counted
+  as a kill. The sweet-spot rule still undoes an expansion the measurement
+  does not confirm.
 """
 
 from __future__ import annotations
@@ -121,6 +139,7 @@ from scheduler.core.policy import (
     legal_sizes,
     register_remap_policy,
 )
+from scheduler.core.speedup import predicted_iter_time, safe_iter_time
 from scheduler.core.walltime import deadline_after, expected_redist, job_fits
 
 #: The default noise guard: a gain counts only if larger than this (relative); not in the paper.
@@ -190,7 +209,7 @@ class ReshapeRemap(RemapPolicy):
     name = "reshape"
 
     def __init__(self, min_gain: float = NOISE_GUARD, new_sizes: bool = False, reserve: float = 0,
-                 request_shrinks: bool = False, borrow: bool = False):
+                 request_shrinks: bool = False, borrow: bool = False, prior: bool = False):
         if isinstance(min_gain, bool) or not isinstance(min_gain, int | float) or not 0 <= min_gain < 1:
             raise ValueError(f"min_gain must be a number in [0, 1), got {min_gain!r}")
         if isinstance(reserve, bool) or not isinstance(reserve, int | float) or reserve < 0 \
@@ -201,6 +220,7 @@ class ReshapeRemap(RemapPolicy):
         self.reserve = reserve
         self.request_shrinks = request_shrinks
         self.borrow = borrow
+        self.prior = prior
 
     def _improved(self, r: RunningJob, p: int, q: int) -> bool:
         """Was ``q`` faster than ``p`` (fastest iterations)? The paper: any gain; with the noise
@@ -209,6 +229,86 @@ class ReshapeRemap(RemapPolicy):
         if tp is None or tq is None:
             return True  # not measured yet: no evidence against
         return tq < tp * (1 - self.min_gain)
+
+    def _predicted(self, r: RunningJob, q: int) -> float | None:
+        """With ``prior``: the iteration time at ``q`` the fastest one measured there says, else the
+        prior curve (:func:`scheduler.core.speedup.predicted_iter_time`) predicts from the current
+        size; None without ``prior`` or before any iteration at the current size."""
+        if not self.prior:
+            return None
+        t_p = r.profile.best(r.nprocs)
+        if t_p is None:
+            return None
+        return r.profile.best(q) or predicted_iter_time(t_p, r.nprocs, q, r.spec.nprocs)
+
+    def _pays(self, r: RunningJob, q: int, now: float, trips: int = 1, until: float = math.inf,
+              check: bool = True) -> float | None:
+        """With ``prior``, for an expansion to ``q``: the seconds it is predicted to save net of
+        ``trips`` redistributions, counting the iterations at ``q`` before ``until`` (a borrower's
+        give-back) and at most the job's remaining ones; None when it saves nothing, when the
+        predicted gain is within the noise guard, or when the job would not fit its walltime. The
+        walltime check counts not "no gain" but the least gain a plausible curve allows
+        (:func:`scheduler.core.speedup.safe_iter_time`); the walltime rule still holds. Without
+        ``prior``: 0.0 if the walltime check (no gain assumed) passes, else None."""
+        t_q = self._predicted(r, q)
+        if t_q is None:
+            return 0.0 if job_fits(r, q, now) else None
+        t_p = r.profile.best(r.nprocs)
+        if not t_q < t_p * (1 - self.min_gain):
+            return None
+        cost = trips * expected_redist(r, q)
+        n = math.inf if not r.spec.iterations else r.spec.iterations - r.iterations_done
+        if not math.isinf(until):
+            n = min(n, max(0.0, (until - now - cost) // t_q))
+        if math.isinf(n):
+            n = 1
+        gain = n * (t_p - t_q) - cost
+        if gain <= 0:
+            return None
+        return gain if not check or self._fits_safely(r, q, now) else None
+
+    def _fits_safely(self, r: RunningJob, q: int, now: float) -> bool:
+        """The walltime check of an expansion to ``q`` charged with the measured time there, else
+        the least gain a plausible curve allows (:func:`scheduler.core.speedup.safe_iter_time`)."""
+        t_q = r.profile.best(q)
+        if t_q is None:
+            t_p = r.profile.best(r.nprocs)
+            if t_p is None:
+                return job_fits(r, q, now)
+            t_q = safe_iter_time(t_p, r.nprocs, q, r.spec.nprocs)
+        return job_fits(r, q, now, predicted=t_q)
+
+    def _grow_to(self, r: RunningJob, hi: int, now: float, exp: tuple[int, int] | None, trips: int = 1,
+                 until: float = math.inf) -> int | None:
+        """The size to expand ``r`` to, at most ``hi``: without ``prior`` the next legal size
+        (rule 4's one step) if the evidence allows and the job fits its walltime; with ``prior``
+        the size among a few candidates (the next legal size and the first legal sizes at 1.25,
+        1.5, 2, 3 and 4 times the current one, and ``hi``) the prior predicts saves the most
+        (:meth:`_pays`), the smallest on a tie."""
+        cur = r.nprocs
+        q = next_size(r.spec, cur, hi)
+        if q is None:
+            return None
+        if not self.prior:
+            return q if self._may_expand(r, q, exp) and self._pays(r, q, now) is not None else None
+        cands = {q}
+        for k in (1.25, 1.5, 2.0, 3.0, 4.0):
+            c = next_size(r.spec, max(cur, math.ceil(k * cur) - 1), hi)
+            if c is not None:
+                cands.add(c)
+        last = next_size(r.spec, max(cur, hi - 1), hi)
+        if last is not None:
+            cands.add(last)
+        gains = []
+        for c in sorted(cands):
+            if self._may_expand(r, c, exp):
+                g = self._pays(r, c, now, trips, until, check=False)
+                if g is not None:
+                    gains.append((-g, c))
+        for _, c in sorted(gains):  # the walltime check (the costlier part) from the best down
+            if self._fits_safely(r, c, now):
+                return c
+        return None
 
     def _may_expand(self, r: RunningJob, q: int, exp: tuple[int, int] | None) -> bool:
         """Rule 4's evidence for growing to ``q``: measured there and faster, or unmeasured
@@ -295,8 +395,12 @@ class ReshapeRemap(RemapPolicy):
         if snap.free_slots > 0 and snap.now + t_iter + 2 * back <= shadow \
                 and job_fits(r, cur, snap.now, 2 * back):  # a round trip at today's speed fits
             hi = min(cur + snap.free_slots, r.spec.max_procs or snap.total_slots)
-            q = next_size(r.spec, cur, hi)
-            if q is not None and self._may_expand(r, q, exp):
+            if self.prior:
+                q = self._grow_to(r, hi, snap.now, exp, trips=2, until=shadow)
+            else:
+                q = next_size(r.spec, cur, hi)
+                q = q if q is not None and self._may_expand(r, q, exp) else None
+            if q is not None:
                 return Expand(jid, q, f"idle slots until t={shadow:g}, queued job "
                                       f"{snap.queue[0].job_id}'s reservation")
         if cur > base:
@@ -331,8 +435,8 @@ class ReshapeRemap(RemapPolicy):
         room = snap.free_slots - self._reserve(snap.total_slots)
         if room > 0 and not snap.queue:
             limit = min(cur + room, spec.max_procs or snap.total_slots)
-            q = next_size(spec, cur, limit)
-            if q is not None and self._may_expand(r, q, exp) and job_fits(r, q, snap.now):
+            q = self._grow_to(r, limit, snap.now, exp)
+            if q is not None:
                 return Expand(job_id, q, "idle processors")
         return Continue(job_id, "")
 
@@ -372,7 +476,7 @@ register_remap_policy("reshape-paper")(partial(ReshapeRemap, **PAPER))
 
 #: The tuned variant under its own registry name, so the daemon (which takes a
 #: policy name, not parameters) can run it: the same class, other parameters.
-PLUS = {"borrow": True, "reserve": 0.2}
+PLUS = {"borrow": True, "reserve": 0.2, "prior": True}
 register_remap_policy("reshape-plus")(partial(ReshapeRemap, **PLUS))
 
 
