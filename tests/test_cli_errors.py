@@ -49,8 +49,8 @@ def test_failed_job_shows_its_reason_and_where_its_log_is(daemon):
                    env={"RESHAPE_MAX_PROCS": "abc"})
     job = wait_for(lambda: (j := d.job(jid))["state"] in ("done", "failed") and j, 60)
     assert job["state"] == "failed"
-    why = ("exit code 1: reshape.runtime.checks.UsageError: reshape.init(): RESHAPE_MAX_PROCS='abc': "
-           "expected an integer >= 1")
+    why = ("exit code 1: UsageError: reshape.init(): RESHAPE_MAX_PROCS='abc': expected an integer >= 1 "
+           "(RESHAPE_DEBUG=1 shows the traceback)")
     assert job["error"] == why
     hist = cli("history", "--endpoint", d.endpoint)
     assert why[:60] in hist.stdout and f"failed: job {jid}; 'reshape log {jid}' shows a job's output" in hist.stdout
