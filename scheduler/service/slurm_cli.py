@@ -185,7 +185,8 @@ def _run_registered(args: argparse.Namespace, desc: dict, main: str, controller:
     tag = job_tag(state_dir, job_id)
     print(f"reshape: job {desc['name']} is reshape job {job_id} of the site controller {controller}, "
           f"in Slurm job {main} on {','.join(dict.fromkeys(hosts))}", flush=True)
-    p = start_job(job_id, desc, hosts, controller, launcher("slurm"), "/dev/stdout", tag, cwd=os.getcwd())
+    # the job's output is the Slurm job's own (no log file: ours would be a link, which start_job refuses)
+    p = start_job(job_id, desc, hosts, controller, launcher("slurm"), None, tag, cwd=os.getcwd())
     while p.poll() is None and sigs.sig is None:
         time.sleep(0.2)
     if sigs.sig is not None:

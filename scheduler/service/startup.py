@@ -73,10 +73,11 @@ def job_argv(desc: dict[str, Any], hosts: list[str], env: dict[str, str] | None 
 
 
 def start_job(job_id: int, desc: dict[str, Any], hosts: list[str], endpoint: str, launcher: Launcher,
-              log_path: str, tag: str, cwd: str | None = None, exit_path: str | None = None,
+              log_path: str | None, tag: str, cwd: str | None = None, exit_path: str | None = None,
               run_as: int | None = None, checkpoint_dir: str | None = None) -> subprocess.Popen:
     """Launch the job with ``launcher`` (its environment reaches every rank); raises OSError if it
-    cannot start. ``run_as``: a uid to run it as (a root daemon runs each job as its owner).
+    cannot start. ``log_path``: the job's output file (None: this process's standard output). ``run_as``: a uid
+    to run it as (a root daemon runs each job as its owner).
     ``checkpoint_dir``: where a job with ``checkpoint`` writes and resumes (``RESHAPE_CHECKPOINT_DIR``)."""
     ckdir = checkpoint_dir or desc.get("checkpoint_dir")  # none: the runtime's default directory
     ckpt = {E.CHECKPOINT: desc["checkpoint"], **({E.CHECKPOINT_DIR: ckdir} if ckdir else {})} \
@@ -93,7 +94,8 @@ def start_job(job_id: int, desc: dict[str, Any], hosts: list[str], endpoint: str
     remote = sorted(h for h in set(hosts) if not is_local(h))
     if env.get(E.MPI) == "openmpi" and remote:
         raise OSError(f"a job on Open MPI runs on this machine only (docs/mpi.md); it was given {remote[:4]}")
-    os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
+    if log_path is not None:
+        os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
     argv = job_argv(desc, hosts, env)
     ids: dict[str, Any] = {}
     if run_as is not None:
@@ -110,12 +112,14 @@ def start_job(job_id: int, desc: dict[str, Any], hosts: list[str], endpoint: str
     if exit_path:
         argv = ["/bin/sh", "-c", EXIT_WRAPPER, WRAPPER_NAME, *argv]
     try:
-        log = open_private(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600, owner=run_as)
+        log = open_private(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600, owner=run_as) \
+            if log_path is not None else None
         try:
             return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                     stdin=status, env=env, cwd=cwd, start_new_session=True, **ids)
         finally:
-            os.close(log)
+            if log is not None:
+                os.close(log)
     finally:
         if exit_path:
             os.close(status)
