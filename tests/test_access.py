@@ -29,22 +29,35 @@ NOBODY = 65534
 
 
 def as_user(uid: int, endpoint: str, requests: list[tuple[str, dict]]) -> list[dict]:
-    """Send ``requests`` as ``uid`` from a forked child; the reply bodies (or errors) in order."""
+    """Send ``requests`` as ``uid`` from a forked child (:func:`in_child`); the reply bodies (or errors) in order."""
+    return in_child(uid, _send, endpoint, requests)
+
+
+def _send(endpoint: str, requests: list[tuple[str, dict]]) -> list[dict]:
+    """A fresh context, one DEALER: each request's reply, in order."""
+    s = zmq.Context().socket(zmq.DEALER)
+    s.setsockopt(zmq.LINGER, 0)
+    s.connect(endpoint)
+    out = []
+    for i, (t, body) in enumerate(requests, 1):
+        s.send(P.encode(P.Message(t, i, body.pop("_job_id", None), body)))
+        out.append(json.loads(s.recv()) if s.poll(5000) else {"type": "timeout"})
+    return out
+
+
+def in_child(uid: int, fn, *args):
+    """``fn(*args)`` as ``uid`` in a forked child; its JSON-able result (or ``{"raised": ...}``)."""
     r, w = os.pipe()
     pid = os.fork()
-    if pid == 0:  # child: drop to uid, fresh context, one DEALER
+    if pid == 0:
         try:
             os.close(r)
             os.setgid(uid)
             os.setuid(uid)
-            ctx = zmq.Context()
-            s = ctx.socket(zmq.DEALER)
-            s.setsockopt(zmq.LINGER, 0)
-            s.connect(endpoint)
-            out = []
-            for i, (t, body) in enumerate(requests, 1):
-                s.send(P.encode(P.Message(t, i, body.pop("_job_id", None), body)))
-                out.append(json.loads(s.recv()) if s.poll(5000) else {"type": "timeout"})
+            try:
+                out = fn(*args)
+            except Exception as e:
+                out = {"raised": f"{type(e).__name__}: {e}"}
             os.write(w, json.dumps(out).encode())
         finally:
             os._exit(0)
@@ -164,31 +177,6 @@ def test_a_root_daemon_runs_each_job_as_its_owner(local_daemon):
 
 
 # ---------------------------------------------------------------------- a shared head node (issue 32)
-def in_child(uid: int, fn, *args):
-    """``fn(*args)`` as ``uid`` in a forked child; its JSON-able result (or ``{"raised": ...}``)."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.close(r)
-            os.setgid(uid)
-            os.setuid(uid)
-            try:
-                out = fn(*args)
-            except Exception as e:
-                out = {"raised": f"{type(e).__name__}: {e}"}
-            os.write(w, json.dumps(out).encode())
-        finally:
-            os._exit(0)
-    os.close(w)
-    data = b""
-    while chunk := os.read(r, 65536):
-        data += chunk
-    os.close(r)
-    os.waitpid(pid, 0)
-    return json.loads(data)
-
-
 def flood(uid: int, path, n: int) -> tuple[int, dict, int]:
     """A child as ``uid`` opening ``n`` raw connections to ``path`` (a Unix socket's path, or a TCP
     ``(host, port)``; no ZMTP handshake) and holding them: (its pid, {"opened", "refused"}, the

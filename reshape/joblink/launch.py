@@ -186,11 +186,11 @@ def ipc_files(pids: Iterable[int]) -> set[str]:
                 out.add(path)
         try:
             with open(f"/proc/{pid}/maps") as f:
-                out.update(p for p in (line.rstrip("\n").partition("/")[2] for line in f if "sm_segment." in line)
-                           if ("/" + p).startswith(IPC_PREFIXES) and not p.endswith(" (deleted)"))
+                mapped = [line[line.index("/"):].rstrip("\n") for line in f if "sm_segment." in line]
         except OSError:
             continue
-    return {p if p.startswith("/") else "/" + p for p in out}
+        out.update(p for p in mapped if p.startswith(IPC_PREFIXES) and not p.endswith(" (deleted)"))
+    return out
 
 
 def sweep_sessions() -> list[str]:

@@ -37,6 +37,9 @@ __all__ = ["FLAVOURS", "MPI", "MPIUnavailable", "find", "selected", "selected_na
 
 FLAVOURS = ("mpich", "openmpi")
 DEFAULT = "mpich"
+# the files only each MPI installs (the generic names are shared: module docstring)
+SONAME = {"mpich": "libmpi.so.12", "openmpi": "libmpi.so.40"}
+LAUNCHERS = {"mpich": ("mpiexec.hydra",), "openmpi": ("ompirun_wrapper", "prterun")}
 # interface name prefixes of container and virtual bridges: never used for MPI traffic by default
 BRIDGES = ("docker", "br-", "veth", "virbr", "cni", "flannel", "cali", "ifb")
 
@@ -125,13 +128,11 @@ def _prefixes() -> list[str]:
 
 def _find_in(prefix: str, name: str) -> MPI | None:
     bindir, libdir = os.path.join(prefix, "bin"), os.path.join(prefix, "lib")
-    lib_candidates = [os.path.join(libdir, "libmpi.so.12" if name == "mpich" else "libmpi.so.40"),
-                      os.path.join(libdir, "x86_64-linux-gnu", "libmpi.so.12" if name == "mpich" else "libmpi.so.40")]
-    lib = next((p for p in lib_candidates if os.path.exists(p)), None)
+    lib = next((p for p in (os.path.join(libdir, SONAME[name]), os.path.join(libdir, "x86_64-linux-gnu", SONAME[name]))
+                if os.path.exists(p)), None)
     if lib is None:
         return None
-    launchers = ("mpiexec.hydra",) if name == "mpich" else ("ompirun_wrapper", "prterun")
-    for exe in launchers:
+    for exe in LAUNCHERS[name]:
         path = os.path.join(bindir, exe)
         if os.access(path, os.X_OK):
             return MPI(name, path, lib, prefix)
