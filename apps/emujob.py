@@ -78,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
             return 3
         if it == a.iterations:
             break
-        adv = advisor.advise(ResizeReport(job_id, it, p, nearly_square_grid(p), t, redist_t, redist_from))
+        adv = advisor.advise(ResizeReport(job_id, it, p, nearly_square_grid(p), t, redist_t, redist_from,
+                                          total=a.iterations))
         redist_t = redist_from = None
         if adv.action in ("expand", "shrink") and adv.nprocs != p:
             cost = resize_time(a.redist, p, adv.nprocs)

@@ -284,3 +284,17 @@ def test_an_expansion_is_placed_where_the_job_has_parked_ranks():
     assert expand_hosts([]) == ("b",)  # first fit
     assert expand_hosts(["c", "c"]) == ("c",)
     assert expand_hosts(["gone", "c"]) == ("c",)  # a host not in the pool is ignored
+
+
+def test_the_count_a_program_reports_reaches_the_policies_view_and_its_job_file_wins():
+    st = make(16, app="easy-plus", remap="reshape-plus")
+    a = st.submit(job(4, max_procs=16), 0.0)
+    b = st.submit(job(2, max_procs=16, iterations=50), 0.0)
+    st.tick(0.0)
+    assert st.jobs[a].spec.iterations is None
+    adv = st.handle(P.ResizePoint(job_id=a, iteration=1, nprocs=4, iter_time=20.0, total=10), 0.0)[0]
+    assert st.jobs[a].spec.iterations == 10
+    assert adv.action == "expand"  # 9 iterations left pay for a first redistribution (one iteration assumed)
+    st.handle(P.ResizePoint(job_id=b, iteration=1, nprocs=2, iter_time=1.0, total=10), 0.0)
+    assert st.jobs[b].spec.iterations == 50
+    st.validate()

@@ -444,3 +444,18 @@ def test_prior_allows_a_first_expansion_an_exact_walltime_can_afford():
     assert P.at_resize_point(s, 1) == Expand(1, 3, "idle processors")
     # at its requested size with no slack, nothing is safe: a program may not use more than it asked
     assert isinstance(P.at_resize_point(prior_case(8, 8, 10.0, 10, 100.0, 8), 1), Continue)
+
+
+def test_prior_weighs_the_iterations_left_the_program_reported_else_as_many_as_it_has_done():
+    """On a daemon a job's count comes from its program (``resize_point``'s ``total``) or not at all: a
+    first expansion (no redistribution measured: one iteration of 20 s assumed) pays over 9 iterations
+    left, not over one; without a count, the iterations left are taken to be as many as were done."""
+    def case(iterations, done):
+        s = JobSpec(1, "j1", 0.0, 4, iterations=iterations)
+        r = RunningJob(s, 4, 0.0, Profile({4: 20.0}, {}, (4,)), iterations_done=done)
+        return Snapshot(10.0, 16, 12, (), (r,))
+
+    assert P.at_resize_point(case(10, 1), 1) == Expand(1, 8, "idle processors")
+    assert isinstance(P.at_resize_point(case(None, 1), 1), Continue)  # one iteration cannot pay for one
+    assert P.at_resize_point(case(None, 9), 1) == Expand(1, 8, "idle processors")
+

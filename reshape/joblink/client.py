@@ -301,6 +301,8 @@ class SchedulerClient:
         }
         if report.parked:
             body["parked"] = list(report.parked)
+        if report.total is not None:
+            body["total"] = int(report.total)
         rep = self._send("resize_point", body, nprocs=report.nprocs)
         if rep is None or rep.type != "advice":
             return Advice("continue", report.nprocs, reason="scheduler unavailable")

@@ -88,6 +88,7 @@ _JOB_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "redist_from": (_INT + _NONE, False),
         "host": (_STR, False),
         "parked": (_LIST, False),
+        "total": (_INT + _NONE, False),
     },
     "resized": {
         "old": (_INT, True),
@@ -173,6 +174,7 @@ class ResizeReport:
     redist_from: int | None = None  # size before that resize
     host: str = ""
     parked: tuple[str, ...] = ()  # hosts of the ranks parked for reuse, one per rank (reshape.runtime.parking)
+    total: int | None = None  # iterations the job runs in all, if it knows (``rt.iterations(n)``)
 
 
 @dataclass(frozen=True)
@@ -238,6 +240,7 @@ class ResizePoint(Request):
     redist_from: int | None = None
     host: str | None = None
     parked: tuple[str, ...] | None = None
+    total: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

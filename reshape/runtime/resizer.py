@@ -230,7 +230,7 @@ class Resizer(Joining, Background, Parking):
                 job_id=self.job_id, iteration=self.iteration + (1 if self._in_body else 0),
                 nprocs=self.size, grid=self.grid, iter_time=t,
                 redist_time=prev[1] if prev else None, redist_from=prev[0] if prev else None,
-                host=socket.gethostname(), parked=self._reserve.parked_hosts(),
+                host=socket.gethostname(), parked=self._reserve.parked_hosts(), total=self._end,
             )
             self._announce_sizes()
             try:

@@ -107,6 +107,7 @@ class Job:
     iterations_lost_at: int | None = None  # iterations of the attempt that failed, until the next one reports
     resumed_at: int | None = None  # the iteration the last restart resumed at
     nprocs_override: int | None = None  # the size a restart starts at, where nodes were lost
+    total: int | None = None  # iterations in all, as the program reported (its job file's ``iterations`` wins)
     # caches for snapshots (one per request): the immutable spec, the last policy view
     _spec: JobSpec | None = field(default=None, init=False, repr=False, compare=False)
     _view: RunningJob | None = field(default=None, init=False, repr=False, compare=False)
@@ -122,6 +123,8 @@ class Job:
             spec = spec_from_dict(self.job_id, self.arrival_time, self.desc)
             if self.sizes is not None:
                 spec = replace(spec, sizes=self.sizes)
+            if spec.iterations is None and self.total is not None:
+                spec = replace(spec, iterations=self.total)
             if self.nprocs_override is not None:
                 spec = replace(spec, nprocs=self.nprocs_override, min_procs=min(spec.min_procs, self.nprocs_override))
             self._spec = spec
@@ -131,6 +134,12 @@ class Job:
         """A restart starts at ``nprocs`` (fewer nodes are up than the job asked for)."""
         self.nprocs_override = nprocs
         self._spec = None
+
+    def report_total(self, total: int) -> None:
+        """The program's own count of its iterations (``resize_point``'s ``total``)."""
+        if total != self.total:
+            self.total = total
+            self._spec = None
 
     def announce(self, sizes: tuple[int, ...]) -> None:
         """The sizes the job's program accepts, already narrowed against its job file."""

@@ -122,6 +122,8 @@ class Resizes:
             raise StateError("bad_size", f"job {job_id} reports {n} processes, scheduler has {j.nprocs}")
         self.resumed(j, ev.iteration)
         j.iterations = max(j.iterations, ev.iteration)
+        if ev.total is not None:
+            j.report_total(ev.total)
         j.point_time = now
         j.parked = list(ev.parked or ())  # processes it keeps on those hosts beyond its slots
         j.profile.record_iteration(n, ev.iter_time)

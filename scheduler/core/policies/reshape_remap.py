@@ -257,11 +257,11 @@ class ReshapeRemap(RemapPolicy):
         if not t_q < t_p * (1 - self.min_gain):
             return None
         cost = trips * expected_redist(r, q)
-        n = math.inf if not r.spec.iterations else r.spec.iterations - r.iterations_done
+        # the iterations left: the known count (job file, or the program's report), else as many as it has
+        # done (Downey 1997: a job's remaining lifetime is about its age), at least one
+        n = r.spec.iterations - r.iterations_done if r.spec.iterations else max(1, r.iterations_done)
         if not math.isinf(until):
             n = min(n, max(0.0, (until - now - cost) // t_q))
-        if math.isinf(n):
-            n = 1
         gain = n * (t_p - t_q) - cost
         if gain <= 0:
             return None
