@@ -318,6 +318,30 @@ def test_restarting_the_head_keeps_queue_history_and_profiles_and_its_job_resume
     assert idle(c, 60)["free_slots"] == 8
 
 
+def test_a_job_on_open_mpi_grows_across_nodes_and_gives_mpichs_bits(cluster):
+    """docker/jobs/heat-openmpi.toml: PRRTE starts the ranks over ssh (with daemons on every pool node,
+    where the job may grow), a resize spawns onto another node, and the field is MPICH's to the bit; no
+    PRRTE daemon or session directory stays behind on any node."""
+    c = cluster
+    idle(c)
+    t0 = time.monotonic()
+    jid = c.submit("docker/jobs/heat-openmpi.toml")
+    job = finished(c, jid, 240)
+    TIMINGS["heat-openmpi.toml"] = time.monotonic() - t0
+    sizes = job["profile"]["history"]
+    NOTES["heat-openmpi.toml sizes"] = "->".join(map(str, sizes))
+    text = log(c, jid)
+    assert job["state"] == "done", (job, text[-3000:])
+    assert max(sizes) >= 4, sizes  # it grew onto a second node
+    # and no further while its spawned ranks run (Open MPI 5.0 cannot connect a second spawn over TCP)
+    assert max(sizes) == 4 and job["sizes"] == [1, 2, 4], (sizes, job["sizes"])
+    static = c.exec("head", "mpiexec -n 2 python examples/heat.py --n 512 --steps 60", timeout=120).stdout
+    assert sha(text) == sha(static)
+    for n in ("head", *NODES):
+        left = c.exec(n, "pgrep -a prted; ls -d /tmp/ompi.* /tmp/prte.* 2>/dev/null; true").stdout.strip()
+        assert left == "", (n, left)
+
+
 def test_compose_down_leaves_nothing_running(cluster):
     c = cluster
     t0 = time.monotonic()

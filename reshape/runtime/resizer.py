@@ -83,6 +83,13 @@ from reshape.runtime.watchdog import DEFAULT_TIMEOUT, Watchdog, install_exceptho
 
 __all__ = ["EXPAND_PARTS", "Registered", "ResizeError", "ResizeResult", "Resizer", "init", "layout_rule"]
 
+#: Open MPI 5.0.11 across hosts: a rank of the job's first spawn cannot be reached by the ranks of a second
+#: one (their PMIx data is not found; the TCP transport aborts the job), docs/mpi.md
+SECOND_SPAWN_OPEN_MPI = ("on Open MPI across hosts a job grows by one spawn at a time: it grows again once it "
+                         "is back at its starting size (Open MPI 5.0 cannot connect two spawned groups over TCP; "
+                         "docs/mpi.md)")
+
+
 @dataclass
 class Resizer(Joining, Background, Parking):
     """The per-process handle of a resizable job (see module docstring); :func:`init` makes it.
@@ -263,6 +270,8 @@ class Resizer(Joining, Background, Parking):
         on and a parked rank fits: :meth:`Reserve.pick`), or ``None`` to spawn them all; ResizeError on
         every rank if refused (hosts to spawn on are probed now, before anything changes)."""
         problem = self._check_size(nprocs, "expand") if self.rank == 0 else None
+        if problem is None and self.rank == 0 and self._growth_cap() is not None:
+            problem = SECOND_SPAWN_OPEN_MPI
         back = None
         if self.rank == 0 and problem is None:
             back = self._reserve.pick(nprocs - self.size, hosts) if self.reuse else None
@@ -515,14 +524,23 @@ class Resizer(Joining, Background, Parking):
     def _announce_sizes(self) -> None:
         """Rank 0: give the advisor the sizes this job accepts, again when arrays or ``max_procs`` changed."""
         announce = getattr(self.advisor, "announce_sizes", None)
-        key = (tuple(self.arrays), self.max_procs, self.sizes)
+        cap = self._growth_cap()
+        key = (tuple(self.arrays), self.max_procs, self.sizes, cap)
         if announce is None or key == self._announced:
             return
         self._announced = key
         try:
-            announce(self.legal_sizes(min(self.max_procs or MAX_SIZES, MAX_SIZES)))
+            announce(self.legal_sizes(min(cap or self.max_procs or MAX_SIZES, MAX_SIZES)))
         except Exception as e:  # a sizes test that fails on some size must not stop the job
             print(f"[reshape] cannot announce the job's sizes: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+
+    def _growth_cap(self) -> int | None:
+        """The size this job may not grow past for now (:data:`SECOND_SPAWN_OPEN_MPI`: on Open MPI, with a
+        launcher that reaches other hosts, while ranks of a spawn are in the job), else None."""
+        start = self.history[0] if self.history else self.size
+        if self.size > start and open_mpi() and launchers.from_env().remote:
+            return self.size
+        return None
 
     def _replace_comm(self, new: MPI.Intracomm) -> None:
         old = self.comm
