@@ -12,6 +12,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 
 import psutil
@@ -148,3 +149,34 @@ def test_a_run_killed_on_its_node_is_a_loss_and_the_job_restarts_from_its_checkp
     assert job["state"] == "done" and job["restarts"] == 1, job
     assert "exit code 137" in job["failures"][0], job
     assert sha(c.job_log(jid)) == reference(steps)
+
+
+def test_bad_node_reports_are_refused_with_a_reason(nodes):
+    c = nodes
+    from reshape.joblink.client import Connection, DaemonError
+
+    conn = Connection(c.endpoint, 5.0)
+    body = {"node": "localhost", "incarnation": "x", "attempt": 0, "offset": 0}
+    try:
+        with pytest.raises(DaemonError) as e:
+            conn.request("job_output", {**body, "data": "not base64!"}, job_id=1)
+        assert e.value.code == "bad_field" and "not base64" in str(e.value)
+        with pytest.raises(DaemonError) as e:
+            conn.request("job_output", {**body, "data": ""}, job_id=99)
+        assert e.value.code == "unknown_job"
+        jid = c.submit(heat(400, 0.2))
+        wait_for(lambda: c.job(jid)["runner"] == "localhost" and c.job(jid)["sid"], 20)
+        with pytest.raises(DaemonError) as e:  # a monitor that does not run the job may not give its exit status
+            conn.request("job_ended", {"node": "elsewhere", "incarnation": "x", "status": "end", "code": 0},
+                         job_id=jid)
+        assert e.value.code == "not_first_node" and "only its monitor reports its exit status" in str(e.value)
+        assert c.job(jid)["state"] == "running"
+        c.req("cancel", {"job_id": jid})
+    finally:
+        conn.close()
+
+
+def test_a_bad_mpiexec_on_is_refused_in_one_line():
+    r = subprocess.run([sys.executable, "-m", "scheduler.cli", "daemon", "--mpiexec-on", "nowhere"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--mpiexec-on: invalid choice: 'nowhere'" in r.stderr, r.stderr
