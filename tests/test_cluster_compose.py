@@ -294,15 +294,15 @@ def test_restarting_the_head_leaves_its_job_running_and_the_restarted_daemon_ado
     The queue, the history and the profiles survive in the journal."""
     c = cluster
     idle(c)
-    steps = 150
+    steps = 300  # about 75 s of iterations: the head restarts well before the end, even on a loaded machine
     runner = c.submit_text("runner", 'name = "runner"\nnprocs = 2\nresizable = false\ncheckpoint = "every:10"\n'
-                           f'command = {json.dumps([*HEAT, "--steps", str(steps), "--work", "0.2"])}\n')
-    wait_for(lambda: any(r["job_id"] == runner and r["iterations"] >= 5 for r in c.status()["running"]), 60,
-             every=0.3)
+                           f'command = {json.dumps([*HEAT, "--steps", str(steps), "--work", "0.25"])}\n')
     big = c.submit_text("big", 'name = "big"\nnprocs = 8\nresizable = false\n'
                         'command = ["python", "examples/heat.py", "--steps", "5"]\n')
     later = c.submit_text("later", 'name = "later"\nnprocs = 2\narrival_delay = 3600\n'
                           'command = ["python", "examples/heat.py"]\n')
+    wait_for(lambda: any(r["job_id"] == runner and r["iterations"] >= 5 for r in c.status()["running"]), 60,
+             every=0.3)
     try:
         adopted(c, runner, big, later, steps)
     finally:
@@ -361,7 +361,7 @@ def test_a_head_restart_during_which_the_jobs_mpiexec_dies_resumes_it_from_its_c
     bit-identical to a run that never failed."""
     c = cluster
     idle(c)
-    steps = 150
+    steps = 300
     jid = c.submit_text("phoenix", 'name = "phoenix"\nnprocs = 2\nresizable = false\ncheckpoint = "every:10"\n'
                         f'command = {json.dumps([*HEAT, "--steps", str(steps), "--work", "0.2"])}\n')
     try:
