@@ -236,11 +236,14 @@ class NodeMonitor:
             self.registered = False
             self.register()
             return
-        orders = rep.body.get("orders") or []
+        orders = rep.body.get("orders")
         for order in orders if isinstance(orders, list) else []:
+            if not isinstance(order, dict):
+                self.say(f"ignored a malformed order: {str(order)[:200]}")
+                continue
             self.runner.order(order)
-        if any(isinstance(o, dict) and o.get("op") == "start" for o in orders if isinstance(orders, list)):
-            self.wake.set()  # confirm the start at once (the next heartbeat lists it)
+            if order.get("op") == "start":
+                self.wake.set()  # confirm the start at once (the next heartbeat lists it)
 
     def run(self) -> int:
         while not self.stop.is_set():
