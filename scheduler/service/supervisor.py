@@ -36,6 +36,7 @@ import time
 
 import psutil
 
+from reshape.joblink import jobenv as E
 from reshape.joblink.auth import ENV_KEYS
 from reshape.joblink.launch import sweep_ipc
 from reshape.joblink.launchers import Launcher
@@ -290,13 +291,16 @@ class Supervisor:
         try:
             if desc.get("checkpoint") and not desc.get("checkpoint_dir"):
                 self._job_dir(self.checkpoint_dir(j.job_id), run_as(j.owner))
-            if node is not None:
-                self.orders.setdefault(node, {})[j.job_id] = self._start_order(j, desc)
+            order = self._start_order(j, desc) if node is not None else None
+            if order is not None:
+                self.orders.setdefault(node, {})[j.job_id] = order
                 self.state.run_on(j.job_id, node)
                 return []
             p = start_job(j.job_id, desc, j.hosts, self.endpoint, self.launcher, self.log_path(j.job_id),
                           self.tag(j.job_id), cwd=self.workdir, exit_path=self.exit_path(j.job_id),
-                          run_as=run_as(j.owner), checkpoint_dir=self.checkpoint_dir(j.job_id))
+                          run_as=run_as(j.owner), checkpoint_dir=self.checkpoint_dir(j.job_id),
+                          reachable={n.host: n.slots for n in self.state.pool.nodes
+                                     if n.host not in self.state.pool.down})
         except (OSError, ValueError) as e:  # ValueError: what the OS cannot take (e.g. NUL)
             return [a for a in self.state.exited(j.job_id, 127, now, f"cannot start: {e}") if isinstance(a, Launch)]
         self.procs[j.job_id] = p
@@ -315,13 +319,14 @@ class Supervisor:
                 return None
         return hosts[0]
 
-    def _start_order(self, j, desc: dict) -> dict:
-        """What the monitor of the job's first node needs to run its ``mpiexec`` (docs/protocol.md)."""
+    def _start_order(self, j, desc: dict) -> dict | None:
+        """What the monitor of the job's first node needs to run its ``mpiexec`` (docs/protocol.md); None
+        for a job on Open MPI, whose ``mpiexec`` runs here as before (only MPICH's runs on nodes)."""
         extra = job_env(j.job_id, desc, j.hosts, self.endpoint, self.launcher, self.tag(j.job_id),
                         self.checkpoint_dir(j.job_id))
         env = full_env(extra)
-        if env.get("RESHAPE_MPI") == "openmpi":
-            raise OSError("a job on Open MPI runs on this machine only (docs/mpi.md), not on a node's monitor")
+        if env.get(E.MPI) == "openmpi":
+            return None
         return {"op": "start", "job_id": j.job_id, "attempt": j.restarts, "argv": job_argv(desc, j.hosts, env),
                 "env": extra, "cwd": self.workdir, "uid": run_as(j.owner)}
 
@@ -484,7 +489,8 @@ class Supervisor:
             with open(self.log_path(job_id), "rb") as f:
                 f.seek(0, os.SEEK_END)
                 f.seek(max(0, f.tell() - 32768))
-                lines = f.read().decode("utf-8", "replace").splitlines()
+                # as text the protocol carries: undecodable bytes and NULs (a program's binary output) as U+FFFD
+                lines = f.read().decode("utf-8", "replace").replace("\0", "\ufffd").splitlines()
         except FileNotFoundError:
             return ""
         return "\n".join(lines[-tail:] if tail else lines)
