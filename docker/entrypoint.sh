@@ -83,6 +83,9 @@ case "$role" in
         ;;
     compute)
         /usr/sbin/sshd -e
+        # the jobs whose first node this is run their mpiexec here (reshape daemon --mpiexec-on first-node):
+        # Hydra tells their proxies to call back to this node's address on the cluster network
+        export HYDRA_IFACE=${HYDRA_IFACE:-eth0}
         # the monitor retries until the head's daemon answers; if it ends, the container restarts
         exec reshape nodemon --daemon "${RESHAPE_DAEMON:-tcp://head:5555}" --node "$(hostname)" "$@"
         ;;

@@ -29,6 +29,7 @@ __all__ = [
     "JOB_TYPES",
     "MAX_DEPTH",
     "MAX_MESSAGE_BYTES",
+    "MAX_OUTPUT_BYTES",
     "MAX_REPLY_BYTES",
     "MAX_SIZES",
     "NODE_TYPES",
@@ -42,6 +43,7 @@ __all__ = [
     "Hello",
     "History",
     "JobEnded",
+    "JobOutput",
     "Log",
     "Message",
     "NodeRegister",
@@ -99,12 +101,17 @@ _JOB_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "finished": {"status": (_STR, True), "error": (_STR + _NONE, False)},
     # node monitor on the job's first node -> System Monitor (seed 001 §3.1: job end / job error)
     "job_ended": {"node": (_STR, True), "incarnation": (_STR, True), "status": (_STR, True),
-                  "processes": (_INT, False), "detail": (_STR + _NONE, False), "attempt": (_INT, False)},
+                  "processes": (_INT, False), "detail": (_STR + _NONE, False), "attempt": (_INT, False),
+                  "code": (_INT, False)},
+    # the node monitor that runs a job's mpiexec -> the job's log on the head (docs/protocol.md, "Jobs on nodes")
+    "job_output": {"node": (_STR, True), "incarnation": (_STR, True), "attempt": (_INT, True),
+                   "offset": (_INT, True), "data": (_STR, True)},
 }
 _NODE_CONTROL_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "node_register": {"node": (_STR, True), "incarnation": (_STR, True), "pid": (_INT, False),
                       "host": (_STR, False)},
-    "heartbeat": {"node": (_STR, True), "incarnation": (_STR, True), "jobs": (_LIST, False)},
+    "heartbeat": {"node": (_STR, True), "incarnation": (_STR, True), "jobs": (_LIST, False),
+                  "runs": (_LIST, False)},
 }
 _CONTROL_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "ping": {},
@@ -131,7 +138,9 @@ _REPLY_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
 JOB_TYPES = frozenset(_JOB_BODIES)
 CONTROL_TYPES = frozenset(_CONTROL_BODIES)
 REPLY_TYPES = frozenset(_REPLY_BODIES)
-NODE_TYPES = frozenset({*_NODE_CONTROL_BODIES, "job_ended"})  # sent by node monitors (job_ended is a job message)
+NODE_TYPES = frozenset({*_NODE_CONTROL_BODIES, "job_ended", "job_output"})  # sent by node monitors (the last two
+# are job messages)
+MAX_OUTPUT_BYTES = 32 * 1024  # a job_output's data, decoded (base64 makes it 4/3 as long: within a request)
 _ALL = {**_JOB_BODIES, **_CONTROL_BODIES, **_REPLY_BODIES}
 _CLOSED = set(_JOB_BODIES) | {"advice", "error"} | set(_CONTROL_BODIES)  # no extra fields
 ADVICE_ACTIONS = ("expand", "shrink", "continue")
@@ -270,6 +279,20 @@ class JobEnded(Request):
     processes: int | None = None
     detail: str | None = None
     attempt: int | None = None  # of a job restarted after a loss (0: the first)
+    code: int | None = None  # the exit status of the job's mpiexec, when this monitor ran it
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class JobOutput(Request):
+    """Output of a job's ``mpiexec`` run by the monitor of ``node``: bytes ``offset``.. of this attempt's
+    output, base64 in ``data`` (at most :data:`MAX_OUTPUT_BYTES` decoded)."""
+
+    type: ClassVar[str] = "job_output"
+    node: str
+    incarnation: str
+    attempt: int
+    offset: int
+    data: str
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -287,6 +310,7 @@ class Heartbeat(Request):
     node: str
     incarnation: str
     jobs: tuple[int, ...] = ()
+    runs: tuple[dict, ...] | None = None  # the jobs whose mpiexec this monitor runs: {job_id, attempt, pid}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -346,7 +370,7 @@ class Stop(Request):
 
 
 REQUESTS: dict[str, type[Request]] = {c.type: c for c in (
-    Hello, ResizePoint, Resized, Finished, JobEnded, NodeRegister, Heartbeat,
+    Hello, ResizePoint, Resized, Finished, JobEnded, JobOutput, NodeRegister, Heartbeat,
     Ping, Submit, Status, Cancel, History, Log, Stop, Register)}
 
 
@@ -525,7 +549,7 @@ def _check_values(t: str, body: dict[str, Any], seq: int) -> None:
     for name in ("nprocs", "old", "new", "redist_from"):
         positive(name)
     for name in ("iteration", "iter_time", "redist_time", "seconds", "job_id", "tail", "processes", "pid",
-                 "limit", "since", "after"):
+                 "limit", "since", "after", "attempt", "offset"):
         nonneg(name)
     if t == "resize_point" and "grid" in body:
         g = body["grid"]
@@ -560,6 +584,14 @@ def _check_values(t: str, body: dict[str, Any], seq: int) -> None:
                 raise ProtocolError("bad_field", f"{t}: {name!r} must be 1-255 characters", seq)
     if t == "heartbeat" and not all(_is(x, _INT) and x >= 0 for x in body.get("jobs", [])):
         raise ProtocolError("bad_field", "heartbeat: 'jobs' must list job ids", seq)
+    if t == "heartbeat" and not all(isinstance(r, dict) and set(r) == {"job_id", "attempt", "pid"}
+                                    and all(_is(v, _INT) and v >= 0 for v in r.values())
+                                    for r in body.get("runs", [])):
+        raise ProtocolError("bad_field", "heartbeat: 'runs' must list objects {job_id, attempt, pid} of "
+                                         "non-negative integers", seq)
+    if t == "job_output" and len(body["data"]) > (MAX_OUTPUT_BYTES * 4) // 3 + 4:
+        raise ProtocolError("bad_field", f"job_output: 'data' must hold at most {MAX_OUTPUT_BYTES} bytes "
+                                         "(base64)", seq)
 
 
 def _check_sizes(sizes: list, seq: int) -> None:

@@ -108,6 +108,8 @@ class Job:
     resumed_at: int | None = None  # the iteration the last restart resumed at
     nprocs_override: int | None = None  # the size a restart starts at, where nodes were lost
     total: int | None = None  # iterations in all, as the program reported (its job file's ``iterations`` wins)
+    runner: str | None = None  # the node whose monitor runs this attempt's mpiexec (None: the daemon does)
+    out_at: int = 0  # bytes of this attempt's output the daemon holds (jobs run by a node monitor)
     # caches for snapshots (one per request): the immutable spec, the last policy view
     _spec: JobSpec | None = field(default=None, init=False, repr=False, compare=False)
     _view: RunningJob | None = field(default=None, init=False, repr=False, compare=False)
@@ -159,7 +161,8 @@ class Job:
                 "parked": self.parked, "sizes": list(self.sizes) if self.sizes is not None else None,
                 "allocation": self.allocation, "restarts": self.restarts, "failures": self.failures,
                 "iterations_lost": self.iterations_lost, "iterations_lost_at": self.iterations_lost_at,
-                "resumed_at": self.resumed_at, "nprocs_override": self.nprocs_override}
+                "resumed_at": self.resumed_at, "nprocs_override": self.nprocs_override,
+                "runner": self.runner, "out_at": self.out_at}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Job:

@@ -327,6 +327,30 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
         j.sid = sid
         self._mark(j)
 
+    def run_on(self, job_id: int, node: str) -> None:
+        """The job's ``mpiexec`` is to run on ``node``, started by its monitor (not by the daemon)."""
+        j = self._job(job_id)
+        j.runner = node
+        self._mark(j)
+
+    def run_started(self, job_id: int, node: str, attempt: int, pid: int) -> bool:
+        """The monitor of ``node`` runs this attempt's ``mpiexec`` as ``pid``: the launch is confirmed.
+        False when that is not this job's current run (ended, restarted, or run elsewhere): kill it."""
+        j = self.jobs.get(job_id)
+        if j is None or j.state != JobState.RUNNING or j.restarts != attempt or j.runner != node:
+            return False
+        if j.sid is None:
+            j.sid = pid
+            self._mark(j)
+        return True
+
+    def output_received(self, job_id: int, upto: int) -> None:
+        """The daemon holds the first ``upto`` bytes of the current attempt's output."""
+        j = self._job(job_id)
+        if upto != j.out_at:
+            j.out_at = upto
+            self._mark(j)
+
     def exited(self, job_id: int, code: int | None, now: float, error: str | None = None) -> list[Launch | Kill]:
         """The job's processes are gone (exit code, or None if it vanished); its slots return.
 
@@ -403,18 +427,23 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
         self._mark(j)
 
     def job_ended(self, job_id: int, host: str, status: str, detail: str | None, now: float,
-                  attempt: int = 0) -> None:
+                  attempt: int = 0, code: int | None = None) -> None:
         """The monitor of the job's first node saw its processes there end (``status`` end or error);
-        ``attempt``: of which attempt (an earlier one's end settles nothing: ``scheduler.core.restarts``)."""
+        ``attempt``: of which attempt (an earlier one's end settles nothing: ``scheduler.core.restarts``);
+        ``code``: the exit status of the job's ``mpiexec``, from the monitor that ran it (``runner``)."""
         j = self._running(job_id)
         if attempt != j.restarts:
             return
         first = j.hosts[0] if j.hosts else None
-        if host != first:
+        if code is not None and host != j.runner:
+            raise StateError("not_first_node", f"job {job_id}'s mpiexec runs on {j.runner or 'the head'}, not "
+                             f"{host!r}: only its monitor reports its exit status")
+        if host != first and host != j.runner:
             raise StateError("not_first_node", f"job {job_id}'s first node is {first!r}, not {host!r} "
                              "(only the first node's monitor reports a job)")
-        if j.node_report is None:
-            j.node_report = {"status": status, "t": now, "node": host, "detail": detail}
+        if j.node_report is None or (code is not None and "code" not in j.node_report):
+            j.node_report = {"status": status, "t": now, "node": host, "detail": detail,
+                             **({"code": code} if code is not None else {})}
             self._mark(j)
 
     def ended_on_node(self, job_id: int, now: float, why: str | None = None) -> list[Launch | Kill]:
@@ -551,7 +580,7 @@ def _finished(s: ClusterState, ev: Finished, now: float) -> tuple[Any, list]:
 
 
 def _job_ended(s: ClusterState, ev: JobEnded, now: float) -> tuple[Any, list]:
-    s.job_ended(ev.job_id, ev.node, ev.status, ev.detail, now, ev.attempt or 0)
+    s.job_ended(ev.job_id, ev.node, ev.status, ev.detail, now, ev.attempt or 0, ev.code)
     return None, []
 
 

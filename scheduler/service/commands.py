@@ -85,7 +85,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
             remap_params={**(pre.remap_params if not args.remap_policy else {}), **dict(args.remap_param)},
             workdir=args.workdir, node_timeout=args.node_timeout, require_monitors=args.require_monitors,
             keys=args.keys, launcher=args.launcher, overtime=args.overtime, dashboard=args.dashboard,
-            checkpoint_root=args.checkpoint_root, max_peers=args.max_peers,
+            checkpoint_root=args.checkpoint_root, mpiexec_on=args.mpiexec_on, max_peers=args.max_peers,
             max_peers_per_user=args.max_peers_per_user, max_queued_per_user=args.max_queued_per_user,
             submit_rate=args.submit_rate, submit_burst=args.submit_burst)
         d = Daemon(args.state_dir, args.endpoint, pool, settings, rm=from_args(args), listen=True)
@@ -388,6 +388,10 @@ def _add_daemon(sub: argparse._SubParsersAction) -> None:
                    "requested size is charged in proportion)")
     p.add_argument("--require-monitors", action="store_true",
                    help="a node's slots join the pool only once its node monitor registers")
+    p.add_argument("--mpiexec-on", choices=("head", "first-node"), default="head",
+                   help="where a job's mpiexec runs: here (head, the default), or on the job's first node, started "
+                        "by its node monitor when every node of the job has one (first-node: jobs then outlive a "
+                        "restart of the daemon; docs/daemon.md, 'Failures')")
     p.add_argument("--keys", help="CURVE key directory; authentication is on when given, and always when the "
                                   "endpoint is not loopback (then default $RESHAPE_KEYS or ~/.reshape/keys)")
     p.add_argument("--launcher", choices=sorted(LAUNCHERS),

@@ -48,7 +48,7 @@ from scheduler.service.handlers import READS, Quota, answer
 from scheduler.service.journal import Journal
 from scheduler.service.loopstats import LoopStats, ServiceWindow
 from scheduler.service.periodic import Periodic
-from scheduler.service.supervisor import Supervisor
+from scheduler.service.supervisor import ON_NODES, Supervisor
 
 __all__ = ["DEFAULT_ENDPOINT", "Daemon", "Settings", "job_endpoint"]
 
@@ -82,6 +82,7 @@ class Settings:
     overtime: float = 30.0
     dashboard: str | None = None
     checkpoint_root: str | None = None  # where jobs with checkpoint write theirs (default STATE_DIR/checkpoints)
+    mpiexec_on: str = "head"  # or "first-node": run by the job's first node's monitor (supervisor.ON_NODES)
     max_peers: int | None = None  # connections held at most (None: endpoint.MAX_PEERS, at most half the file limit)
     max_peers_per_user: int | None = None  # connections one user (not an admin) holds at most
     max_queued_per_user: int = 1000  # queued and waiting jobs one user (not an admin) may have
@@ -100,6 +101,8 @@ class Settings:
         if self.max_queued_per_user < 1 or self.submit_burst < 1 or not 0 < self.submit_rate < float("inf"):
             raise ValueError(f"per-user limits must be positive: max-queued-per-user {self.max_queued_per_user}, "
                              f"submit-rate {self.submit_rate}, submit-burst {self.submit_burst}")
+        if self.mpiexec_on not in ON_NODES:
+            raise ValueError(f"mpiexec-on must be one of {', '.join(ON_NODES)}, got {self.mpiexec_on!r}")
         if self.dashboard is not None:
             parse_bind(self.dashboard)  # a bad address fails before anything is created
 
@@ -143,7 +146,8 @@ class Daemon:
         self.state.restore(jobs, meta.get("next_id", 1))
         self.rm.attach(self.state, now)  # after the journal: the manager reconciles it with what it holds
         self.supervisor = Supervisor(self.state, self.state_dir, cfg.workdir or os.getcwd(), self.launcher,
-                                     job_endpoint(endpoint), self.keys_dir, cfg.overtime, cfg.checkpoint_root)
+                                     job_endpoint(endpoint), self.keys_dir, cfg.overtime, cfg.checkpoint_root,
+                                     cfg.mpiexec_on)
         self.supervisor.settle_unlaunched(now)
         self._init_counters()
         self.warnings: list[str] = [f"journal record set aside (table quarantine): {q}"
@@ -495,4 +499,5 @@ class Daemon:
                 "slots": self.state.pool.capacity, "app": self.state.app.name,
                 "remap": self.state.remap.name,
                 "params": {"app": dict(cfg.app_params), "remap": dict(cfg.remap_params)},
-                "keys": self.keys_dir, "node_timeout": self.state.node_timeout, "warnings": self.warnings}
+                "keys": self.keys_dir, "node_timeout": self.state.node_timeout, "mpiexec_on": cfg.mpiexec_on,
+                "warnings": self.warnings}

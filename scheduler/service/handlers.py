@@ -11,6 +11,8 @@ answered ``internal``: a bug costs one request, never the daemon.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 import sys
 import time
@@ -168,7 +170,26 @@ def _node_register(d: Daemon, ev: P.NodeRegister, now: float, who: str | None) -
     _, acts = d.state.handle(ev, now)
     timeout = d.state.node_timeout
     beat = min(5.0, max(0.05, timeout / 4))
+    if d.supervisor.on_nodes:  # its heartbeats' replies carry the orders to start and kill jobs: often
+        beat = min(beat, 0.5)
     return P.reply(ev, node=ev.node, heartbeat=beat, timeout=timeout, tag=d.supervisor.tag(0)[:-1]), acts
+
+
+def _heartbeat(d: Daemon, ev: P.Heartbeat, now: float, who: str | None) -> tuple[P.Message, list]:
+    """A monitor's heartbeat; its reply carries the monitor's orders (jobs on nodes: start, kill)."""
+    _, acts = d.state.handle(ev, now)
+    orders = d.supervisor.node_orders(ev.node, list(ev.runs or ()), now)
+    return P.reply(ev, **({"orders": orders} if orders else {})), acts
+
+
+def _job_output(d: Daemon, ev: P.JobOutput, now: float, who: str | None) -> tuple[P.Message, list]:
+    try:
+        data = base64.b64decode(ev.data, validate=True)
+    except (binascii.Error, ValueError):
+        raise StateError("bad_field", "job_output: 'data' is not base64") from None
+    if len(data) > P.MAX_OUTPUT_BYTES:
+        raise StateError("bad_field", f"job_output: 'data' holds {len(data)} bytes > {P.MAX_OUTPUT_BYTES}")
+    return P.reply(ev, at=d.supervisor.output(ev.job_id, ev.node, ev.attempt, ev.offset, data)), []
 
 
 # ---------------------------------------------------------------------- control requests
@@ -257,7 +278,7 @@ def history(d: Daemon, now: float, limit: int | None, since: float | None,
 
 HANDLERS: dict[type[P.Request], Handler] = {
     P.ResizePoint: _resize_point, P.Hello: _core, P.Resized: _core, P.Finished: _core, P.JobEnded: _core,
-    P.Heartbeat: _core, P.NodeRegister: _node_register,
+    P.Heartbeat: _heartbeat, P.JobOutput: _job_output, P.NodeRegister: _node_register,
     P.Ping: _ping, P.Submit: _submit, P.Status: _status, P.Cancel: _cancel, P.History: _history,
     P.Log: _log, P.Stop: _stop, P.Register: _register,
 }

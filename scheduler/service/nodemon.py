@@ -19,11 +19,22 @@ sends ``job_ended`` with status ``end``. The monitor cannot see exit codes
 (the ranks are not its children), so it never claims ``error`` itself; the
 daemon decides done or failed from the job's own ``finished`` report and the
 exit status of its ``mpiexec`` (``scheduler.core.state.ClusterState.ended_on_node``).
+
+Jobs on nodes. With a daemon that runs jobs on their first node (``reshape daemon
+--mpiexec-on first-node``), a heartbeat's reply may carry ``orders``: start a job's
+``mpiexec`` here, or kill a run the daemon does not expect. :class:`scheduler.service.noderun.NodeRunner`
+carries them out; each round sends the runs' output (``job_output``) and, once a run's
+``mpiexec`` exited and its output is all sent, ``job_ended`` with its exit status
+(``code``), repeated until the daemon answers (also across a restart of the daemon). The
+heartbeat lists the runs still going (``runs``), which confirms a start. Such a run
+keeps going whatever happens to the daemon; the scan above does not report it (its exit
+status does).
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import os
 import signal
 import socket
@@ -34,6 +45,8 @@ import uuid
 from reshape.joblink import jobenv as E
 from reshape.joblink.client import Connection, DaemonError, SchedulerUnavailable
 from reshape.joblink.launch import sweep_ipc
+from reshape.joblink.protocol import MAX_OUTPUT_BYTES
+from scheduler.service.noderun import NodeRunner, Run
 from scheduler.service.startup import WRAPPER_NAME
 
 __all__ = ["NodeMonitor", "add_commands", "local_jobs"]
@@ -104,7 +117,7 @@ class NodeMonitor:
     """Registration, heartbeats and job-end detection for one node (see the module docstring)."""
 
     def __init__(self, endpoint: str, node: str, keys: str | None = None, interval: float | None = None,
-                 timeout: float = 2.0, log=None):
+                 timeout: float = 2.0, log=None, spool: str | None = None):
         self.endpoint = endpoint
         self.node = node
         self.incarnation = uuid.uuid4().hex[:16]
@@ -117,7 +130,10 @@ class NodeMonitor:
         self.missing: dict[tuple[int, int], int] = {}  # (job, attempt) -> scans in a row without a process
         self.reported: set[tuple[int, int]] = set()
         self.stop = threading.Event()
+        self.wake = threading.Event()  # set by stop and by a run that ended: the next round starts at once
         self.beat = interval or 1.0
+        self.runner = NodeRunner(spool or os.path.join(E.default_state_dir(), f"nodemon-{node}"), self.wake,
+                                 self.say)
 
     def say(self, text: str) -> None:
         print(f"reshape nodemon {self.node}: {text}", file=self.log, flush=True)
@@ -137,6 +153,9 @@ class NodeMonitor:
         """Update the job view; send ``job_ended`` for this node's jobs whose processes are gone."""
         assert self.tag is not None
         now_jobs = local_jobs(self.tag, self.node)
+        for key in [k for k in now_jobs if self.runner.owns(k)]:
+            del now_jobs[key]  # run here: its exit status reports it (:meth:`flush`)
+        listed = {jid for jid, _ in now_jobs} | {r["job_id"] for r in self.runner.running()}
         for jid, n in now_jobs.items():
             self.seen[jid] = n
             self.missing.pop(jid, None)
@@ -149,7 +168,7 @@ class NodeMonitor:
                 if jid not in self.reported:
                     self.reported.add(jid)
                     self._ended(jid, n)
-        return sorted({jid for jid, _ in now_jobs})
+        return sorted(listed)
 
     def _ended(self, key: tuple[int, int], n: int) -> None:
         jid, attempt = key
@@ -165,19 +184,66 @@ class NodeMonitor:
             self.seen[key] = n
             self.missing[key] = 1
 
+    def flush(self) -> None:
+        """Send the output of the runs here, then the exit status of those that ended (all their output
+        sent). Raises SchedulerUnavailable: the rest waits for the next round."""
+        for run in list(self.runner.runs.values()):
+            ended = run.ended.is_set()  # before reading: output written before the exit is read below
+            while not run.dropped:
+                offset, data = self.runner.unsent(run, MAX_OUTPUT_BYTES)
+                if not data:
+                    break
+                self._send_output(run, offset, data)
+            if ended:
+                self._send_exit(run)
+
+    def _send_output(self, run: Run, offset: int, data: bytes) -> None:
+        body = {"node": self.node, "incarnation": self.incarnation, "attempt": run.attempt, "offset": offset,
+                "data": base64.b64encode(data).decode()}
+        try:
+            run.sent = int(self.conn.request("job_output", body, job_id=run.job_id).body["at"])
+        except DaemonError as e:  # not_running: the job ended at the daemon (cancelled, its node lost, ...)
+            self.say(f"job {run.job_id}: output not taken ({e.code}); dropped")
+            run.dropped = True
+
+    def _send_exit(self, run: Run) -> None:
+        assert run.code is not None
+        body = {"node": self.node, "incarnation": self.incarnation, "status": "end" if run.code == 0 else "error",
+                "code": run.code, "detail": f"mpiexec on {self.node} exited with status {run.code}"}
+        try:
+            self.conn.request("job_ended", {**body, "attempt": run.attempt} if run.attempt else body,
+                              job_id=run.job_id)
+            self.say(f"job {run.job_id}: mpiexec exited {run.code} (reported)")
+        except DaemonError as e:  # not_running: the daemon ended it already
+            self.say(f"job {run.job_id}: mpiexec exited {run.code} ({e.code})")
+        self.runner.forget(run)
+
     def step(self) -> None:
-        """One round: (re)register if needed, scan, heartbeat."""
+        """One round: (re)register if needed, scan, send the runs' output and ends, heartbeat (its reply:
+        orders to carry out)."""
         if not self.registered:
             self.register()
         jobs = self.scan()
+        self.flush()
+        body = {"node": self.node, "incarnation": self.incarnation, "jobs": jobs}
+        runs = self.runner.running()
         try:
-            self.conn.request("heartbeat", {"node": self.node, "incarnation": self.incarnation, "jobs": jobs})
+            rep = self.conn.request("heartbeat", {**body, "runs": runs} if runs else body)
         except DaemonError as e:
             if e.code != "not_registered":
                 raise
             self.say("the daemon does not know this monitor (node marked down?): registering again")
             self.registered = False
             self.register()
+            return
+        orders = rep.body.get("orders")
+        for order in orders if isinstance(orders, list) else []:
+            if not isinstance(order, dict):
+                self.say(f"ignored a malformed order: {str(order)[:200]}")
+                continue
+            self.runner.order(order)
+            if order.get("op") == "start":
+                self.wake.set()  # confirm the start at once (the next heartbeat lists it)
 
     def run(self) -> int:
         while not self.stop.is_set():
@@ -190,9 +256,14 @@ class NodeMonitor:
                     self.say(f"the daemon refused this node: {e}")
                     return 2
                 self.say(f"daemon error {e}; retrying")
-            self.stop.wait(self.beat)
+            self.wake.wait(self.beat)
+            self.wake.clear()
         self.conn.close()
         return 0
+
+    def halt(self) -> None:
+        self.stop.set()
+        self.wake.set()
 
 
 # ---------------------------------------------------------------- command line
@@ -204,6 +275,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--node", default=socket.gethostname(), help="this node's host name in the pool (default: hostname)")
     p.add_argument("--interval", type=float, help="heartbeat period in seconds (default: the daemon's)")
     p.add_argument("--keys", help="key directory (default: see 'reshape keys')")
+    p.add_argument("--spool", metavar="DIR",
+                   help="where the output of the jobs this monitor runs is kept until the daemon has it "
+                        "(default $RESHAPE_STATE_DIR/nodemon-NODE)")
     p.set_defaults(func=cmd_nodemon)
 
 
@@ -212,10 +286,10 @@ def cmd_nodemon(args: argparse.Namespace) -> int:
         print(f"reshape nodemon: --interval must be > 0, got {args.interval}", file=sys.stderr)
         return 2
     try:
-        mon = NodeMonitor(args.daemon, args.node, keys=args.keys, interval=args.interval)
+        mon = NodeMonitor(args.daemon, args.node, keys=args.keys, interval=args.interval, spool=args.spool)
     except ValueError as e:
         print(f"reshape nodemon: {e}", file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, lambda *_: mon.stop.set())
-    signal.signal(signal.SIGINT, lambda *_: mon.stop.set())
+    signal.signal(signal.SIGTERM, lambda *_: mon.halt())
+    signal.signal(signal.SIGINT, lambda *_: mon.halt())
     return mon.run()

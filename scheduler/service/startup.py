@@ -29,7 +29,8 @@ from reshape.joblink.launchers import Launcher, is_local
 from scheduler.core.jobfile import resize_timeout_of
 from scheduler.service.statedir import open_private
 
-__all__ = ["job_argv", "job_pids", "job_tag", "kill_job", "kill_jobs", "read_exit_status", "start_job"]
+__all__ = ["full_env", "job_argv", "job_env", "job_pids", "job_tag", "kill_job", "kill_jobs", "read_exit_status",
+           "start_job", "user_ids"]
 
 TAG = E.JOB_TAG
 
@@ -75,6 +76,44 @@ def job_argv(desc: dict[str, Any], hosts: list[str], env: dict[str, str] | None 
     return selected_mpi(env).argv(n, hosts if remote else (), env, reachable if remote else None) + cmd
 
 
+def job_env(job_id: int, desc: dict[str, Any], hosts: list[str], endpoint: str, launcher: Launcher, tag: str,
+            checkpoint_dir: str | None = None) -> dict[str, str]:
+    """The variables Job Startup gives a job on top of the environment it starts in (docs/protocol.md,
+    "Job environment"): the launcher's, the job file's ``mpi`` and ``env``, the daemon's group."""
+    ckdir = checkpoint_dir or desc.get("checkpoint_dir")  # none: the runtime's default directory
+    ckpt = {E.CHECKPOINT: desc["checkpoint"], **({E.CHECKPOINT_DIR: ckdir} if ckdir else {})} \
+        if desc.get("checkpoint") else {}
+    return {**launcher.env(), **({E.MPI: desc["mpi"]} if desc.get("mpi") else {}),
+            **desc.get("env", {}), TAG: tag, E.SCHEDULER: endpoint,
+            E.JOB_ID: str(job_id), E.NPROCS: str(len(hosts)),
+            E.HOSTS: ",".join(hosts),
+            E.RESIZE_TIMEOUT: f"{resize_timeout_of(desc):g}", **ckpt}
+
+
+def full_env(extra: dict[str, str]) -> dict[str, str]:
+    """This process's environment with the job's variables and its MPI's settings; OSError when the
+    job's MPI (``RESHAPE_MPI``) is not installed here."""
+    try:
+        env = mpi_env(extra)
+    except MPIRunError as e:
+        raise OSError(str(e)) from None
+    env.pop(E.PLAN, None)
+    return env
+
+
+def user_ids(run_as: int | None, env: dict[str, str]) -> dict[str, Any]:
+    """``subprocess.Popen`` arguments that run a process as ``run_as`` (None: as this process), with
+    that user's ``HOME``, ``USER``, ``LOGNAME`` set in ``env``; OSError for a uid with no account."""
+    if run_as is None:
+        return {}
+    try:
+        pw = pwd.getpwuid(run_as)
+    except KeyError:
+        raise OSError(f"the job's owner, uid {run_as}, has no account here") from None
+    env.update(HOME=pw.pw_dir, USER=pw.pw_name, LOGNAME=pw.pw_name)
+    return {"user": run_as, "group": pw.pw_gid, "extra_groups": os.getgrouplist(pw.pw_name, pw.pw_gid)}
+
+
 def start_job(job_id: int, desc: dict[str, Any], hosts: list[str], endpoint: str, launcher: Launcher,
               log_path: str | None, tag: str, cwd: str | None = None, exit_path: str | None = None,
               run_as: int | None = None, checkpoint_dir: str | None = None,
@@ -84,18 +123,7 @@ def start_job(job_id: int, desc: dict[str, Any], hosts: list[str], endpoint: str
     to run it as (a root daemon runs each job as its owner).
     ``checkpoint_dir``: where a job with ``checkpoint`` writes and resumes (``RESHAPE_CHECKPOINT_DIR``).
     ``reachable``: the pool's hosts and slots, where the job may grow (:func:`job_argv`)."""
-    ckdir = checkpoint_dir or desc.get("checkpoint_dir")  # none: the runtime's default directory
-    ckpt = {E.CHECKPOINT: desc["checkpoint"], **({E.CHECKPOINT_DIR: ckdir} if ckdir else {})} \
-        if desc.get("checkpoint") else {}
-    try:  # the job's MPI (RESHAPE_MPI) must be installed here
-        env = mpi_env({**launcher.env(), **({E.MPI: desc["mpi"]} if desc.get("mpi") else {}),
-                       **desc.get("env", {}), TAG: tag, E.SCHEDULER: endpoint,
-                       E.JOB_ID: str(job_id), E.NPROCS: str(len(hosts)),
-                       E.HOSTS: ",".join(hosts),
-                       E.RESIZE_TIMEOUT: f"{resize_timeout_of(desc):g}", **ckpt})
-    except MPIRunError as e:
-        raise OSError(str(e)) from None
-    env.pop(E.PLAN, None)
+    env = full_env(job_env(job_id, desc, hosts, endpoint, launcher, tag, checkpoint_dir))
     remote = sorted(h for h in set(hosts) if not is_local(h))
     if env.get(E.MPI) == "openmpi" and remote and launcher.name != "ssh":
         raise OSError(f"a job on Open MPI reaches other hosts over ssh only, not with the {launcher.name!r} "
@@ -103,14 +131,7 @@ def start_job(job_id: int, desc: dict[str, Any], hosts: list[str], endpoint: str
     if log_path is not None:
         os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
     argv = job_argv(desc, hosts, env, reachable)
-    ids: dict[str, Any] = {}
-    if run_as is not None:
-        try:
-            pw = pwd.getpwuid(run_as)
-        except KeyError:
-            raise OSError(f"the job's owner, uid {run_as}, has no account here") from None
-        env.update(HOME=pw.pw_dir, USER=pw.pw_name, LOGNAME=pw.pw_name)
-        ids = {"user": run_as, "group": pw.pw_gid, "extra_groups": os.getgrouplist(pw.pw_name, pw.pw_gid)}
+    ids = user_ids(run_as, env)
     # the wrapper gets the status file as its standard input, opened for writing: no path the
     # job's user would need to reach; mpiexec gets /dev/null as before
     # both never through a link (statedir.open_private); the log is the job's owner's (0600)

@@ -8,7 +8,19 @@ adopted after a restart, whose session has no process left) returns its
 slots to the pool; a job its first node's monitor saw end is settled;
 silent nodes, stuck resizes and walltimes are checked; a job that lost a
 Hydra proxy (its ranks orphaned, its ``mpiexec`` waiting on) fails
-(:class:`ProxyWatch`). Killing a crashed job's stray ranks needs process-table scans (tens of milliseconds, more when
+(:class:`ProxyWatch`).
+
+Jobs on nodes (``reshape daemon --mpiexec-on first-node``): a job whose hosts all have a
+registered node monitor does not run its ``mpiexec`` here. The monitor of its first node
+gets a start order in its next heartbeat's reply (:meth:`Supervisor.node_orders`, repeated
+until the monitor lists the run in a heartbeat), runs ``mpiexec`` there
+(``scheduler.service.noderun``), streams its output back (``job_output``, appended to the
+job's log here) and reports its exit status (``job_ended`` with ``code``), which settles the
+job as an exit of the daemon's own child would. A run the daemon does not expect (the job
+ended or was restarted meanwhile) gets a kill order. Such a job outlives the daemon: a
+restarted daemon finds it in the journal and the monitor's heartbeats (docs/daemon.md, "Failures").
+
+Killing a crashed job's stray ranks needs process-table scans (tens of milliseconds, more when
 ``/proc`` reads stall); a reaper thread does them so the loop keeps answering.
 """
 
@@ -24,16 +36,29 @@ import time
 
 import psutil
 
+from reshape.joblink import jobenv as E
 from reshape.joblink.auth import ENV_KEYS
 from reshape.joblink.launch import sweep_ipc
 from reshape.joblink.launchers import Launcher
 from scheduler.core.job import JobState
-from scheduler.core.state import ClusterState, Kill, Launch
-from scheduler.service.startup import job_tag, kill_job, kill_jobs, read_exit_status, start_job
+from scheduler.core.state import ClusterState, Kill, Launch, StateError
+from scheduler.service.startup import (
+    full_env,
+    job_argv,
+    job_env,
+    job_tag,
+    kill_job,
+    kill_jobs,
+    read_exit_status,
+    start_job,
+)
+from scheduler.service.statedir import open_private
 
-__all__ = ["MONITOR_GRACE", "ProxyWatch", "Supervisor", "process_table"]
+__all__ = ["MONITOR_GRACE", "ON_NODES", "ProxyWatch", "Supervisor", "process_table"]
 
 MONITOR_GRACE = 3.0  # seconds a watched mpiexec gets to exit after its first node's monitor saw the job end
+RUNNER_GRACE = 10.0  # seconds a job run by a node monitor waits for its exit status after an end seen by a scan
+ON_NODES = ("head", "first-node")  # where jobs' mpiexec runs (reshape daemon --mpiexec-on)
 _ERROR_LINE = re.compile(r"^[\w.]*(Error|Exception|Exit)\b.*: ")  # Python's last traceback line
 
 
@@ -176,7 +201,8 @@ class Supervisor:
     poll_all_up_to = 64  # with more running jobs, the kernel names the exited ones (:meth:`_exited`)
 
     def __init__(self, state: ClusterState, state_dir: str, workdir: str, launcher: Launcher,
-                 endpoint: str, keys_dir: str | None, overtime: float, checkpoint_root: str | None = None):
+                 endpoint: str, keys_dir: str | None, overtime: float, checkpoint_root: str | None = None,
+                 mpiexec_on: str = "head"):
         self.state, self.state_dir, self.workdir = state, state_dir, workdir
         self.checkpoint_root = checkpoint_root or os.path.join(state_dir, "checkpoints")
         self.launcher, self.endpoint, self.keys_dir, self.overtime = launcher, endpoint, keys_dir, overtime
@@ -186,6 +212,10 @@ class Supervisor:
         self._reaper: threading.Thread | None = None
         self._last_adopted_check = 0.0
         self.proxies = ProxyWatch()  # lost Hydra proxies
+        if mpiexec_on not in ON_NODES:
+            raise ValueError(f"mpiexec-on must be one of {', '.join(ON_NODES)}, got {mpiexec_on!r}")
+        self.on_nodes = mpiexec_on == "first-node"
+        self.orders: dict[str, dict[int, dict]] = {}  # node -> job id -> start order its monitor has not confirmed
 
     # ------------------------------------------------------------------ paths
     def log_path(self, job_id: int) -> str:
@@ -257,9 +287,15 @@ class Supervisor:
         desc = j.desc
         if self.keys_dir:  # what the job's client needs to authenticate
             desc = {**desc, "env": {**desc.get("env", {}), ENV_KEYS: self.keys_dir}}
+        node = self.runner_for(j.hosts)
         try:
             if desc.get("checkpoint") and not desc.get("checkpoint_dir"):
                 self._job_dir(self.checkpoint_dir(j.job_id), run_as(j.owner))
+            order = self._start_order(j, desc) if node is not None else None
+            if order is not None:
+                self.orders.setdefault(node, {})[j.job_id] = order
+                self.state.run_on(j.job_id, node)
+                return []
             p = start_job(j.job_id, desc, j.hosts, self.endpoint, self.launcher, self.log_path(j.job_id),
                           self.tag(j.job_id), cwd=self.workdir, exit_path=self.exit_path(j.job_id),
                           run_as=run_as(j.owner), checkpoint_dir=self.checkpoint_dir(j.job_id),
@@ -270,6 +306,69 @@ class Supervisor:
         self.procs[j.job_id] = p
         self.state.launched(j.job_id, p.pid)
         return []
+
+    # ------------------------------------------------------------------ jobs on nodes
+    def runner_for(self, hosts: list[str]) -> str | None:
+        """The node whose monitor is to run a job on ``hosts``: its first, when every one of them has a
+        registered monitor and the daemon runs jobs on nodes; else None (the daemon runs it)."""
+        if not self.on_nodes or not hosts:
+            return None
+        for h in set(hosts):
+            rec = self.state.nodes.get(h)
+            if rec is None or rec.state != "up" or rec.incarnation is None:
+                return None
+        return hosts[0]
+
+    def _start_order(self, j, desc: dict) -> dict | None:
+        """What the monitor of the job's first node needs to run its ``mpiexec`` (docs/protocol.md); None
+        for a job on Open MPI, whose ``mpiexec`` runs here as before (only MPICH's runs on nodes)."""
+        extra = job_env(j.job_id, desc, j.hosts, self.endpoint, self.launcher, self.tag(j.job_id),
+                        self.checkpoint_dir(j.job_id))
+        env = full_env(extra)
+        if env.get(E.MPI) == "openmpi":
+            return None
+        return {"op": "start", "job_id": j.job_id, "attempt": j.restarts, "argv": job_argv(desc, j.hosts, env),
+                "env": extra, "cwd": self.workdir, "uid": run_as(j.owner)}
+
+    def node_orders(self, node: str, runs: list[dict], now: float) -> list[dict]:
+        """The reply to a heartbeat of ``node``'s monitor that runs ``runs``: start orders it has not
+        confirmed yet, and a kill order for each run that is not a running job's current attempt there."""
+        out: list[dict] = []
+        listed = set()
+        for r in runs:
+            jid, attempt = r["job_id"], r["attempt"]
+            listed.add((jid, attempt))
+            if not self.state.run_started(jid, node, attempt, r["pid"]):
+                out.append({"op": "kill", "job_id": jid, "attempt": attempt})
+        mine = self.orders.get(node, {})
+        for jid, order in list(mine.items()):
+            j = self.state.jobs.get(jid)
+            if j is None or j.state != JobState.RUNNING or j.restarts != order["attempt"] or j.runner != node \
+                    or (jid, order["attempt"]) in listed:
+                del mine[jid]  # confirmed, or no longer wanted
+            else:
+                out.append(order)
+        return out
+
+    def output(self, job_id: int, node: str, attempt: int, offset: int, data: bytes) -> int:
+        """Output of a job run by ``node``'s monitor, bytes ``offset``.. of its attempt: appended to the job's
+        log where it continues what the daemon holds; returns how much the daemon holds now (a chunk sent
+        twice is written once; one beyond a gap is not written, and the monitor sends again from there)."""
+        j = self.state.jobs.get(job_id)
+        if j is None:
+            raise StateError("unknown_job", f"no job {job_id}")
+        if j.state != JobState.RUNNING or j.restarts != attempt or j.runner != node:
+            raise StateError("not_running", f"job {job_id} attempt {attempt} does not run on {node}")
+        at = j.out_at
+        if offset <= at < offset + len(data):
+            fd = open_private(self.log_path(job_id), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600,
+                              owner=run_as(j.owner))
+            try:
+                os.write(fd, data[at - offset:])
+            finally:
+                os.close(fd)
+            self.state.output_received(job_id, offset + len(data))
+        return j.out_at
 
     @staticmethod
     def _job_dir(path: str, uid: int | None) -> None:
@@ -314,7 +413,7 @@ class Supervisor:
             acts += self.state.exited(jid, None, now, why)
         # the jobs to watch: our children, and adopted jobs by their session (the wrapper's pid)
         self.proxies.roots = {j.job_id: (self.procs[j.job_id].pid if j.job_id in self.procs else j.sid)
-                              for j in self.state.running() if j.job_id in self.procs or j.sid}
+                              for j in self.state.running() if j.job_id in self.procs or (j.sid and not j.runner)}
         return acts
 
     def _reported_ends(self, now: float) -> list:
@@ -324,7 +423,14 @@ class Supervisor:
             r = j.node_report
             if r is None:
                 continue
-            if j.job_id not in self.procs:  # not our child (adopted): the monitor's word settles it
+            if j.runner is not None:  # its monitor ran mpiexec: the exit status settles it, as for our child
+                if "code" in r:
+                    rc = r["code"]
+                    acts += self.state.exited(j.job_id, rc, now, self.last_words(j.job_id, rc) if not j.error
+                                              else None)
+                elif now - r["t"] > RUNNER_GRACE:  # seen ended by a scan, no exit status (its monitor restarted)
+                    acts += self.state.ended_on_node(j.job_id, now)
+            elif j.job_id not in self.procs:  # not our child (adopted): the monitor's word settles it
                 acts += self.state.ended_on_node(j.job_id, now)
             elif now - r["t"] > MONITOR_GRACE:  # our mpiexec should have exited by now
                 acts += self.state.ended_on_node(
@@ -337,7 +443,7 @@ class Supervisor:
         acts: list = []
         for j in self.state.running():
             # sid None: started by this daemon in this batch, not launched yet
-            if j.job_id not in self.procs and j.sid is not None and not _alive(j.sid):
+            if j.job_id not in self.procs and j.runner is None and j.sid is not None and not _alive(j.sid):
                 self._strays.put(self.tag(j.job_id))
                 acts += self.state.exited(j.job_id, read_exit_status(self.exit_path(j.job_id)), now)
         return acts

@@ -1,0 +1,182 @@
+"""Jobs on nodes (``reshape daemon --mpiexec-on first-node``) against the real daemon on loopback: the node
+monitor of a job's first node runs its ``mpiexec``, streams its output to the job's log and reports its exit
+status; a ``kill -9`` of the daemon mid-job leaves the job running, and the restarted daemon re-adopts it:
+it ends ``done`` with no restart and the same result as a run that never saw a failure.
+
+The same in the compose cluster, with ``docker-compose restart head``: ``tests/test_cluster_compose.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from reshape.joblink.launch import mpi_env
+from scheduler.service.startup import job_argv, job_pids, job_tag
+from tests.helpers import ROOT, wait_for
+from tests.test_nodemon import Cluster
+
+pytestmark = pytest.mark.procs
+
+HEAT = ["python", "examples/heat.py", "--n", "64"]
+
+
+class NodeCluster(Cluster):
+    """A daemon that runs jobs on their first node, and one node monitor (``localhost``)."""
+
+    def __init__(self, tmp, **kw):
+        self.args = ("--mpiexec-on", "first-node")
+        super().__init__(tmp, extra=self.args, **kw)
+        self.mon = self.monitor("localhost", "--spool", os.path.join(self.dir, "spool"))
+        wait_for(lambda: self.node()["state"] == "up", 15)
+
+    def restart_daemon(self) -> None:
+        """``kill -9`` of the daemon, and a new one on the same state directory and endpoint."""
+        self.daemon.send_signal(signal.SIGKILL)
+        self.daemon.wait(10)
+        self.daemon = self._spawn("daemon.err", "daemon", "--endpoint", self.endpoint, "--state-dir", self.dir,
+                                  "--slots", "2", "--node-timeout", "1.0", *self.args)
+        wait_for(self.ping, 15)
+
+    def submit(self, desc: dict) -> int:
+        return self.req("submit", {"job": desc})["job_id"]
+
+    def finished(self, jid: int, timeout: float) -> dict:
+        return wait_for(lambda: (j := self.job(jid))["state"] not in ("queued", "waiting", "running") and j,
+                        timeout, every=0.2)
+
+    def job_log(self, jid: int) -> str:
+        return self.req("log", {"job_id": jid, "tail": 0})["text"]
+
+
+@pytest.fixture
+def nodes(tmp_path):
+    c = NodeCluster(tmp_path, slots=2, timeout=1.0)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def sha(text: str) -> str:
+    m = re.search(r"sha256 ([0-9a-f]{16})", text)
+    assert m, text[-2000:]
+    return m.group(1)
+
+
+def reference(steps: int) -> str:
+    """The field of a run of heat with no daemon and no failure."""
+    env = mpi_env()
+    argv = job_argv({"command": [*HEAT, "--steps", str(steps)]}, ["localhost"] * 2, env)
+    r = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return sha(r.stdout)
+
+
+def heat(steps: int, work: float, **extra) -> dict:
+    return {"name": "heat", "command": [*HEAT, "--steps", str(steps), "--work", str(work)], "nprocs": 2,
+            "resizable": False, **extra}
+
+
+def test_the_first_nodes_monitor_runs_the_job_and_its_output_reaches_the_log(nodes):
+    c = nodes
+    jid = c.submit(heat(12, 0.05))
+    tag = job_tag(c.dir, jid)
+    pids = wait_for(lambda: job_pids(tag), 20)
+    parents = {psutil.Process(p).ppid() for p in pids}
+    assert c.mon.pid in parents  # mpiexec is the monitor's child, not the daemon's
+    assert c.daemon.pid not in parents
+    job = c.finished(jid, 60)
+    assert job["state"] == "done" and job["runner"] == "localhost" and job["restarts"] == 0, job
+    assert sha(c.job_log(jid)) == reference(12)
+    assert job["exit_code"] == 0
+    assert os.listdir(os.path.join(c.dir, "spool")) == []  # the spool file went once the daemon had it all
+    assert "mpiexec exited 0 (reported)" in c.log("nodemon-localhost.log")
+
+
+def test_a_kill_9_of_the_daemon_leaves_the_job_running_and_the_new_daemon_adopts_it(nodes):
+    c = nodes
+    steps = 40
+    jid = c.submit(heat(steps, 0.25))
+    wait_for(lambda: c.job(jid)["iterations"] >= 3, 60, every=0.2)
+    t0 = time.monotonic()
+    c.restart_daemon()
+    t_back = time.monotonic() - t0
+    again = wait_for(lambda: next((r for r in c.status()["running"] if r["job_id"] == jid and r["connected"]),
+                                  None), 30, every=0.1)
+    t_reporting = time.monotonic() - t0
+    job = c.finished(jid, 120)
+    assert job["state"] == "done" and job["restarts"] == 0 and job["iterations_lost"] == 0, job
+    assert job["failures"] == [], job
+    text = c.job_log(jid)
+    assert sha(text) == reference(steps)
+    assert text.count("sha256") == 1  # one run, its output once
+    print(f"\ndaemon kill -9 -> new daemon answering {t_back:.2f} s, job reporting again {t_reporting:.2f} s "
+          f"(iteration {again['iterations']})")
+
+
+def test_cancel_goes_through_the_monitor(nodes):
+    c = nodes
+    jid = c.submit(heat(400, 0.2))
+    tag = job_tag(c.dir, jid)
+    wait_for(lambda: job_pids(tag), 20)
+    t0 = time.monotonic()
+    c.req("cancel", {"job_id": jid})
+    wait_for(lambda: not job_pids(tag), 15)
+    print(f"\ncancel -> no process of the job left: {time.monotonic() - t0:.2f} s")
+    assert c.job(jid)["state"] == "cancelled"
+    assert c.status()["free_slots"] == 2
+
+
+def test_a_run_killed_on_its_node_is_a_loss_and_the_job_restarts_from_its_checkpoint(nodes):
+    """The exit status the monitor reports classifies the end as the daemon's own child's would
+    (``scheduler.core.restarts``): mpiexec killed by SIGKILL (137) of a job with checkpoints is a loss."""
+    c = nodes
+    steps = 40
+    jid = c.submit(heat(steps, 0.15, checkpoint="every:5"))
+    wait_for(lambda: c.job(jid)["iterations"] >= 12, 60, every=0.2)
+    mpiexec = [p for p in job_pids(job_tag(c.dir, jid)) if psutil.Process(p).name().startswith("mpiexec")]
+    assert mpiexec
+    os.kill(mpiexec[0], signal.SIGKILL)
+    job = c.finished(jid, 120)
+    assert job["state"] == "done" and job["restarts"] == 1, job
+    assert "exit code 137" in job["failures"][0], job
+    assert sha(c.job_log(jid)) == reference(steps)
+
+
+def test_bad_node_reports_are_refused_with_a_reason(nodes):
+    c = nodes
+    from reshape.joblink.client import Connection, DaemonError
+
+    conn = Connection(c.endpoint, 5.0)
+    body = {"node": "localhost", "incarnation": "x", "attempt": 0, "offset": 0}
+    try:
+        with pytest.raises(DaemonError) as e:
+            conn.request("job_output", {**body, "data": "not base64!"}, job_id=1)
+        assert e.value.code == "bad_field" and "not base64" in str(e.value)
+        with pytest.raises(DaemonError) as e:
+            conn.request("job_output", {**body, "data": ""}, job_id=99)
+        assert e.value.code == "unknown_job"
+        jid = c.submit(heat(400, 0.2))
+        wait_for(lambda: c.job(jid)["runner"] == "localhost" and c.job(jid)["sid"], 20)
+        with pytest.raises(DaemonError) as e:  # a monitor that does not run the job may not give its exit status
+            conn.request("job_ended", {"node": "elsewhere", "incarnation": "x", "status": "end", "code": 0},
+                         job_id=jid)
+        assert e.value.code == "not_first_node" and "only its monitor reports its exit status" in str(e.value)
+        assert c.job(jid)["state"] == "running"
+        c.req("cancel", {"job_id": jid})
+    finally:
+        conn.close()
+
+
+def test_a_bad_mpiexec_on_is_refused_in_one_line():
+    r = subprocess.run([sys.executable, "-m", "scheduler.cli", "daemon", "--mpiexec-on", "nowhere"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--mpiexec-on: invalid choice: 'nowhere'" in r.stderr, r.stderr
