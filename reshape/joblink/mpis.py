@@ -61,10 +61,14 @@ class MPI:
     def hydra(self) -> bool:
         return self.name == "mpich"
 
-    def argv(self, n: int, hosts: Iterable[str] = ()) -> list[str]:
-        """``LAUNCHER -n N [hosts]``: the start of a run's command line (``hosts``: one name per rank)."""
+    def argv(self, n: int, hosts: Iterable[str] = (), env: Mapping[str, str] | None = None) -> list[str]:
+        """``LAUNCHER -n N [hosts]``: the start of a run's command line (``hosts``: one name per rank).
+        With ``RESHAPE_INPLACE=1`` in ``env``, Open MPI's runs get ``--with-ft ulfm`` (a lost rank then
+        leaves the others running: :mod:`reshape.runtime.inplace`)."""
         counts = Counter(hosts)
         out = [self.launcher, "-n", str(n)]
+        if self.name == "openmpi" and inplace(os.environ if env is None else env):
+            out += ["--with-ft", "ulfm"]
         if counts:
             spec = ",".join(f"{h}:{k}" for h, k in counts.items())
             out += ["-hosts", spec] if self.hydra else ["--host", spec]
@@ -91,6 +95,14 @@ class MPI:
                 out["OMPI_MCA_btl_tcp_if_include"] = ",".join(ifaces)
                 out["PRTE_MCA_oob_tcp_if_include"] = ",".join(ifaces)
         return {k: v for k, v in out.items() if k not in base or k in (E.MPI, "MPI4PY_LIBMPI")}
+
+
+def inplace(env: Mapping[str, str]) -> bool:
+    """``RESHAPE_INPLACE`` is on (a malformed value is refused by the job itself, on every rank)."""
+    try:
+        return E.flag(E.INPLACE, False, dict(env))
+    except ValueError:
+        return False
 
 
 def tcp_interfaces() -> list[str]:

@@ -69,7 +69,7 @@ def job_argv(desc: dict[str, Any], hosts: list[str], env: dict[str, str] | None 
         cmd[0] = sys.executable
     n = 1 if desc.get("launch") == "single" else len(hosts)
     remote = bool(set(hosts) - LOCAL)
-    return selected_mpi(env).argv(n, hosts if remote else ()) + cmd
+    return selected_mpi(env).argv(n, hosts if remote else (), env) + cmd
 
 
 def start_job(job_id: int, desc: dict[str, Any], hosts: list[str], endpoint: str, launcher: Launcher,
