@@ -17,8 +17,9 @@ dictionary lookup per point).
   communicate (``raise`` is not available there).
 
 ``WHO``: ``spawned`` (the highest-ranked spawned process at that point),
-``old`` (rank 1 of the ranks started by ``mpiexec``, rank 0 when alone) or
-``rankN`` (rank N of the communicator at that point).
+``old`` (rank 1 of the ranks started by ``mpiexec``, rank 0 when alone),
+``rankN`` (rank N of the communicator at that point) or ``rankN+M+...`` (each of them; with
+``RESHAPE_FAULT_ONCE=FILE``, once per rank number: ``FILE.rankN``).
 
 ``HOW``: ``kill`` (SIGKILL itself), ``exit`` (``os._exit(3)``), ``hang``
 (sleep without calling MPI) or ``raise`` (a ``RuntimeError``, as an MPI error
@@ -70,8 +71,9 @@ def parse(text: str) -> FaultSpec:
     numbered = where.startswith("iteration") and where[9:].isdigit()
     if where not in WHERE and not numbered:
         raise ValueError(f"{ENV_FAULT}={text!r}: WHERE {where!r} is not one of {', '.join(WHERE)} or iterationN")
-    if who not in ("spawned", "old") and not (who.startswith("rank") and who[4:].isdigit()):
-        raise ValueError(f"{ENV_FAULT}={text!r}: WHO {who!r} is not spawned, old or rankN")
+    if who not in ("spawned", "old") and not (who.startswith("rank") and
+                                              all(n.isdigit() for n in who[4:].split("+"))):
+        raise ValueError(f"{ENV_FAULT}={text!r}: WHO {who!r} is not spawned, old, rankN or rankN+M")
     if how not in HOW:
         raise ValueError(f"{ENV_FAULT}={text!r}: HOW {how!r} is not one of {', '.join(HOW)}")
     if numbered and how == "raise":
@@ -104,7 +106,7 @@ def _matches(who: str, rank: int, size: int, spawned_from: int | None) -> bool:
         return _spawned and rank == size - 1
     if who == "old":
         return not _spawned and rank == (1 if (spawned_from or size) > 1 else 0)
-    return rank == int(who[4:])
+    return rank in {int(n) for n in who[4:].split("+")}
 
 
 def hit(where: str, rank: int, size: int, spawned_from: int | None = None) -> None:
@@ -119,6 +121,8 @@ def hit(where: str, rank: int, size: int, spawned_from: int | None = None) -> No
         return
     _fired = True
     once = os.environ.get(E.FAULT_ONCE)
+    if once and "+" in spec.who:  # several ranks: once per rank number
+        once = f"{once}.rank{rank}"
     if once:
         try:
             os.close(os.open(once, os.O_CREAT | os.O_EXCL | os.O_WRONLY))

@@ -76,7 +76,10 @@ def failure(e: BaseException) -> bool:
     """True for an MPI error that says a peer was lost or the communicator was revoked (ULFM)."""
     if not isinstance(e, MPI.Exception):
         return False
-    codes = {getattr(MPI, n, None) for n in ("ERR_PROC_FAILED", "ERR_PROC_FAILED_PENDING", "ERR_REVOKED")}
+    # ERR_IN_STATUS: a Waitall of the program's with a lost peer among its requests; a recovery in which
+    # no rank turns out lost re-raises it (recover)
+    codes = {getattr(MPI, n, None) for n in ("ERR_PROC_FAILED", "ERR_PROC_FAILED_PENDING", "ERR_REVOKED",
+                                             "ERR_IN_STATUS")}
     try:
         return e.Get_error_class() in codes
     except MPI.Exception:
@@ -319,6 +322,8 @@ def recover(rt, err: BaseException) -> None:
     q = new.size
     olds = new.allgather(old.rank)
     lost = sorted(set(range(p)) - set(olds))
+    if not lost:  # an MPI error that was no lost rank
+        raise RankLost(f"{type(err).__name__}: {err} (no rank of the job was lost)") from err
     b = rt._buddies
     usable = b is not None and b.generation is old
     holdings = new.allgather(b.holdings() if usable else {"own": [], "kept": {}})
