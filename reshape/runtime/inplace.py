@@ -178,9 +178,17 @@ class Buddies:
     def due(self, rt) -> bool:
         return self.generation is not rt.comm or rt.iteration % self.every == 0
 
-    def refresh(self, rt) -> None:
+    def cover(self, rt, at: int) -> None:
+        """At a resize point, before data moves: copies of the state to resume at ``at``, complete on every
+        keeper (a rank lost in the resize then costs no iteration)."""
+        self.refresh(rt, at)
+        self.poll(wait=True)
+
+    def refresh(self, rt, at: int | None = None) -> None:
         """Copy this rank's blocks and send them to its keeper; post the receives of its partners'.
-        On a new communicator also one ``allgather`` of host names (collective); else messages only."""
+        On a new communicator also one ``allgather`` of host names (collective); else messages only.
+        ``at``: the iteration the copies resume at (default ``rt.iteration``)."""
+        at = rt.iteration if at is None else at
         t0 = time.perf_counter()
         comm, me = rt.comm, rt.rank
         fresh = self.generation is not comm
@@ -200,7 +208,7 @@ class Buddies:
             if reg.local is not None:  # a constant array's block is never written: no copy needed
                 blocks[n] = reg.local if reg.constant else np.array(reg.local, copy=True)
         self.dtypes.update({n: b.dtype for n, b in blocks.items()})
-        self.own.append(Copy(rt.iteration, blocks, pickle.dumps(rt.values, protocol=pickle.HIGHEST_PROTOCOL)))
+        self.own.append(Copy(at, blocks, pickle.dumps(rt.values, protocol=pickle.HIGHEST_PROTOCOL)))
         del self.own[:-KEEP]
         self.refreshes += 1
         if comm.size > 1:
@@ -212,7 +220,7 @@ class Buddies:
             copies: dict[int, Copy] = {}
             consts: dict[int, dict[str, np.ndarray]] = {}
             for r in self.partners(me):
-                c = copies[r] = Copy(rt.iteration, {})
+                c = copies[r] = Copy(at, {})
                 for i, n in enumerate(names):
                     reg = rt.arrays[n]
                     lay = reg.rule(comm.size)

@@ -199,9 +199,7 @@ class Resizer(Joining, Background, Parking):
                 self._in_body = False
                 if (self._buddies is not None and result.action == "shrink"
                         and self._buddies.generation is not self.comm):  # covered again before after()
-                    self.iteration += 1
-                    self._buddies.refresh(self)
-                    self.iteration -= 1
+                    self._buddies.refresh(self, self.iteration + 1)
                 if after is not None:
                     after(self.iteration, result)
                 self.iteration += 1
@@ -466,6 +464,8 @@ class Resizer(Joining, Background, Parking):
             return ResizeResult("continue", old, old, reason=advice.reason)
         if self._ckpt is not None:  # a checkpoint in flight completes on the communicator that writes it
             self._ckpt.settle(self.comm, wait=True)
+        if self._buddies is not None and self.size > 1:  # reshape.runtime.inplace: a resize point is covered
+            self._buddies.cover(self, self.iteration + (1 if self._in_body else 0))
         what = f"{advice.action} {old}->{advice.nprocs}"
         self._arm(what)
         try:
