@@ -386,7 +386,7 @@ def recover(rt, err: BaseException) -> None:
     rt.recoveries.append({"old": p, "new": q, "lost": lost, "iteration": s, "rewound": back, "source": source,
                           "seconds": secs, "failed_seen_at": wall})
     if new.rank == 0:
-        say(f"{reason} ({secs:.3f} s); continuing on {q} process{'es' * (q > 1)}")
+        say(f"{reason} ({secs:.3f} s); continuing on {q} process{'es' * (q > 1)} at {time.time():.3f}")
         if rt.advisor is None:  # rank 0 was lost: this rank speaks to the scheduler from now on
             from reshape.joblink.advice import advisor_from_env
 
