@@ -14,9 +14,10 @@ ranks (a node or a process that dies, ``kill -9``) without a restart:
 2. **Shrink.** The survivors ``MPI_Comm_shrink`` the revoked communicator (old rank order kept).
 3. **Recovery data.** Every rank keeps an in-memory copy of the registered arrays' blocks of one
    partner (its *buddy*), refreshed every N iterations (``RESHAPE_BUDDY=every:N``, default
-   ``every:10``) and at the first iteration after every resize or recovery, sent with non-blocking
-   messages while the job iterates: the blocks of rank ``r`` are kept by ``r - 1`` (mod p), or by
-   the nearest rank before it on another host when the hosts differ. Arrays registered
+   ``every:10``), at every resize point, and at the first iteration after every resize or recovery (at
+   a resize point and on a new size the copies complete before the job goes on; the periodic ones are
+   sent with non-blocking messages while the job iterates): the blocks of rank ``r`` are kept by
+   ``r - 1`` (mod p), or by the nearest rank before it on another host when the hosts differ. Arrays registered
    ``constant=True`` are sent once per size. A copy counts once it has fully arrived (tested at
    each iteration's start); each rank keeps its own copy of the same iteration to send from and
    the last two of each. The survivors agree (one ``allgather``) on the newest iteration ``S``
@@ -230,6 +231,8 @@ class Buddies:
                     (consts.setdefault(r, {}) if reg.constant else c.blocks)[n] = buf
                     reqs.append(comm.Irecv(buf, r, TAG + i))
             self._inflight = (reqs, copies, consts)
+            if fresh:  # the first copies of a size (at the start, after a resize or a recovery) are the only
+                self.poll(wait=True)  # ones: complete them now, so that a rank lost at once is covered
         self.seconds += time.perf_counter() - t0
 
     def holdings(self) -> dict:

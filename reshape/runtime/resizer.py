@@ -143,6 +143,7 @@ class Resizer(Joining, Background, Parking):
     inplace: bool = False  # a lost rank is recovered in place (RESHAPE_INPLACE, reshape.runtime.inplace)
     _buddies: Buddies | None = None  # the in-memory copies in-place recovery reads (reshape.runtime.inplace)
     recoveries: list[dict] = field(default_factory=list)  # one per in-place recovery on this rank
+    _status: str | None = None  # what finish() was told
 
     # ------------------------------------------------------------ basics
     @property
@@ -500,6 +501,7 @@ class Resizer(Joining, Background, Parking):
         ranks retire here: they do not return).
         """
         self._finished = True
+        self._status = status
         if self._pending is not None:
             self.results.append(self._switch())
         if self._ckpt is not None:
@@ -523,6 +525,16 @@ class Resizer(Joining, Background, Parking):
                 self.advisor.finished("done")
             except Exception as e:
                 print(f"[reshape] advisor error at exit: {e}", file=sys.stderr, flush=True)
+
+    def _exit_after_recovery(self) -> None:
+        """At the exit of a process that recovered from a lost rank (reshape.runtime.inplace): leave without
+        ``MPI_Finalize``, whose fence in Open MPI 5.0.11 sometimes never completes once a rank of the job
+        was lost (docs/mpi.md); ``mpirun --with-ft ulfm`` takes such an exit as a normal one. The exit
+        status is the one :meth:`finish` was told (0 for ``done``)."""
+        if self.recoveries:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0 if self._status in (None, "done") else 1)
 
     def _report_abort(self, reason: str, lost: bool = False) -> None:
         """Tell the scheduler (any rank may) why the job is being aborted; bounded, best effort.
@@ -669,6 +681,7 @@ def init(
     rt._ckpt = checkpoint.from_settings(rt.comm, cfg, job_id, spawned=rt.joined)
     if cfg.inplace:  # reshape.runtime.inplace: errors come back as exceptions, copies refreshed by run()
         rt.inplace = True
+        atexit.register(rt._exit_after_recovery)  # first registered: runs after every other exit handler
         rt.comm.Set_errhandler(MPI.ERRORS_RETURN)
         mpiutil.watch(rt.comm)
         rt._buddies = Buddies(cfg.buddy_every)
