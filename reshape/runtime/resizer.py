@@ -44,7 +44,9 @@ data. A failure after that point (a rank that dies or raises, a spawn,
 merge or transfer that does not complete within ``RESHAPE_RESIZE_TIMEOUT``)
 aborts the whole job at once, with the reason reported to the scheduler
 (:mod:`reshape.runtime.watchdog`): MPICH cannot shrink a communicator around a lost
-rank, and waiting would leave the job holding its slots forever.
+rank, and waiting would leave the job holding its slots forever. On Open MPI with
+``RESHAPE_INPLACE=1`` a job looping with :meth:`Resizer.run` instead recovers from a lost rank in
+place, as a shrink (:mod:`reshape.runtime.inplace`).
 
 The redistribution time of each resize is measured (slowest rank) and sent
 with the next resize point's report, as the paper does.
