@@ -13,19 +13,19 @@ ranks (a node or a process that dies, ``kill -9``) without a restart:
    collectives or in a resize's data motion: :meth:`Resizer.run` catches it in all three.
 2. **Shrink.** The survivors ``MPI_Comm_shrink`` the revoked communicator (old rank order kept).
 3. **Recovery data.** Every rank keeps an in-memory copy of the registered arrays' blocks of one
-   partner (its *buddy*), refreshed every N iterations (``RESHAPE_BUDDY=every:N``, default
-   ``every:10``), at every resize point, and at the first iteration after every resize or recovery (at
-   a resize point and on a new size the copies complete before the job goes on; the periodic ones are
-   sent with non-blocking messages while the job iterates): the blocks of rank ``r`` are kept by
-   ``r - 1`` (mod p), or by the nearest rank before it on another host when the hosts differ. Arrays registered
-   ``constant=True`` are sent once per size. A copy counts once it has fully arrived (tested at
-   each iteration's start); each rank keeps its own copy of the same iteration to send from and
-   the last two of each. The survivors agree (one ``allgather``) on the newest iteration ``S``
-   for which every lost rank's keeper survived with a complete copy; where no such iteration
-   exists (a rank and its keeper both lost), the newest complete checkpoint
-   (``RESHAPE_CHECKPOINT``, :mod:`reshape.runtime.checkpoint`) is read instead; with neither the
-   job aborts with the reason reported (status ``lost``: the daemon may restart it from a
-   checkpoint).
+   partner (its *buddy*): the blocks of rank ``r`` are kept by ``r - 1`` (mod p), or by the nearest
+   rank before it on another host when the hosts differ. Copies are made every N iterations
+   (``RESHAPE_BUDDY=every:N``, default ``every:10``), at every resize point, and at the first
+   iteration on a new size (after a resize or a recovery). At a resize point and at the start of a
+   size (but for the one after a recovery) they complete before the job goes on; the others travel
+   with non-blocking messages while the job iterates. Arrays registered ``constant=True`` are sent
+   once per size. A copy counts once it has fully arrived (tested at each iteration's start); each
+   rank keeps its own copy of the same iteration to send from, and the last two of each. The
+   survivors agree (one ``allgather``) on the newest iteration ``S`` for which every lost rank's
+   keeper survived with a complete copy; where no such iteration exists (a rank and its keeper both
+   lost), the newest complete checkpoint (``RESHAPE_CHECKPOINT``, :mod:`reshape.runtime.checkpoint`)
+   is read instead; with neither the job aborts with the reason reported (status ``lost``: the
+   daemon may restart it from a checkpoint).
 4. **Redistribution.** The blocks of iteration ``S`` (the survivors' own copies and the copies
    of the lost ranks' blocks) move from each array's layout at the old size to its layout at the
    new one (:func:`reshape.redistribution.schedule.make_plan`: any P -> Q).
@@ -155,6 +155,7 @@ class Buddies:
     _inflight: tuple[list[MPI.Request], dict[int, Copy], dict[int, dict[str, np.ndarray]]] | None = None
     dtypes: dict[str, np.dtype] = field(default_factory=dict)  # each array's dtype (set by the runtime)
     refreshes: int = 0
+    recovered: bool = False  # a recovery just ended: its first copies travel while the job iterates again
     seconds: float = 0.0  # time spent posting and completing copies on this rank
 
     def partners(self, me: int) -> list[int]:
@@ -231,8 +232,9 @@ class Buddies:
                     (consts.setdefault(r, {}) if reg.constant else c.blocks)[n] = buf
                     reqs.append(comm.Irecv(buf, r, TAG + i))
             self._inflight = (reqs, copies, consts)
-            if fresh:  # the first copies of a size (at the start, after a resize or a recovery) are the only
-                self.poll(wait=True)  # ones: complete them now, so that a rank lost at once is covered
+            if fresh and not self.recovered:  # the first copies of a size (at the start, after a resize) are the
+                self.poll(wait=True)  # only ones: complete them now, so that a rank lost at once is covered
+        self.recovered = False
         self.seconds += time.perf_counter() - t0
 
     def holdings(self) -> dict:
@@ -328,6 +330,7 @@ def recover(rt, err: BaseException) -> None:
     with contextlib.suppress(MPI.Exception):
         old.Revoke()  # the others' next call on it fails too
     new = old.Shrink()
+    t_shrunk = time.perf_counter()
     new.Set_errhandler(MPI.ERRORS_RETURN)
     mpiutil.watch(new)
     q = new.size
@@ -344,13 +347,16 @@ def recover(rt, err: BaseException) -> None:
         alive = {o: i for i, o in enumerate(olds)}
         holder = {i: alive[i] if i in alive else alive[b.keepers[i]] for i in range(p)}
         me_old = old.rank
+        t_moving = time.perf_counter()
         moved = move(new, rt.arrays, p, q, holder, lambda i, name: b.blocks(me_old, i, s, name))
+        t_moved = time.perf_counter()
         values = b.values(s) if new.rank == 0 else None
         values = new.bcast(values, 0)
         for name, reg in rt.arrays.items():
             lay = reg.rule(q)
             reg.dist = DistArray(lay, moved[name], new, tuple(range(lay.nprocs)))
     else:
+        t_moving = t_moved = time.perf_counter()
         got = None
         if rt._ckpt is not None:
             rt._ckpt.forget()
@@ -369,6 +375,8 @@ def recover(rt, err: BaseException) -> None:
         values = got.values
     if rt._ckpt is not None:
         rt._ckpt.forget()
+    if b is not None:
+        b.recovered = True
     with contextlib.suppress(MPI.Exception):
         old.Free()
     rt.comm = new
@@ -382,14 +390,18 @@ def recover(rt, err: BaseException) -> None:
     rt._pending_join = None
     if not rt.history or rt.history[-1] != q:
         rt.history.append(q)
-    secs = float(new.allreduce(time.perf_counter() - t0, op=MPI.MAX))
+    parts = np.zeros(3)
+    new.Allreduce(np.array([time.perf_counter() - t0, t_shrunk - t0, t_moved - t_moving]), parts, op=MPI.MAX)
+    secs = float(parts[0])
     reason = (f"lost rank{'s' * (len(lost) > 1)} {', '.join(map(str, lost))} of {p}; resumed at iteration {s} "
               f"from {source}")
     rt.results.append(ResizeResult("lost", p, q, secs, reason=reason))
     rt.recoveries.append({"old": p, "new": q, "lost": lost, "iteration": s, "rewound": back, "source": source,
-                          "seconds": secs, "failed_seen_at": wall})
+                          "seconds": secs, "shrink_seconds": float(parts[1]), "data_seconds": float(parts[2]),
+                          "failed_seen_at": wall})
     if new.rank == 0:
-        say(f"{reason} ({secs:.3f} s); continuing on {q} process{'es' * (q > 1)} at {time.time():.3f}")
+        say(f"{reason} ({secs:.3f} s: revoke and shrink {parts[1]:.3f} s, data {parts[2]:.3f} s); "
+            f"continuing on {q} process{'es' * (q > 1)} at {time.time():.3f}")
         if rt.advisor is None:  # rank 0 was lost: this rank speaks to the scheduler from now on
             from reshape.joblink.advice import advisor_from_env
 
