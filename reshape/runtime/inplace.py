@@ -274,8 +274,11 @@ def choose(holdings: list[dict], olds: list[int], p: int, keepers_: list[int]) -
 
 def move(comm, arrays: dict, p: int, q: int, holder: dict[int, int], blocks_of) -> dict[str, np.ndarray | None]:
     """Each array's blocks at layout ``rule(p)`` (block of old process ``i`` held by new rank
-    ``holder[i]``, ``blocks_of(i, name)`` there) to layout ``rule(q)`` on ranks ``0..q-1``."""
-    from reshape.redistribution import nodecopy
+    ``holder[i]``, ``blocks_of(i, name)`` there) to layout ``rule(q)`` on ranks ``0..q-1``. Messages
+    go straight from and into the blocks through MPI vector types, local pieces through strided views
+    (as the redistribution engine does: :mod:`reshape.redistribution.runcopy`)."""
+    from reshape.redistribution import nodecopy, runcopy
+    from reshape.redistribution.redistribute import _Types
 
     me = comm.rank
     out: dict[str, np.ndarray | None] = {}
@@ -289,28 +292,22 @@ def move(comm, arrays: dict, p: int, q: int, holder: dict[int, int], blocks_of) 
                 dtype = blocks_of(i, name).dtype.str
                 break
         dtype = np.dtype(next((d for d in comm.allgather(dtype) if d), "f8"))
+        base = mpiutil.mpi_type(dtype)
         local = nodecopy.empty(new.local_shape(me), dtype) if me < new.nprocs else None
         plan = make_plan(old, new, tuple(range(old.nprocs)), tuple(range(new.nprocs)))
-        reqs, keep = [], []
-        for k, t in enumerate(plan.transfers):
-            src = holder[t.src]
-            if src == me:
-                data = np.ascontiguousarray(blocks_of(t.src, name)[np.ix_(*(r.index() for r in t.send))])
-                if t.dst == me:
-                    local[np.ix_(*(r.index() for r in t.recv))] = data
-                else:
-                    keep.append(data)
-                    reqs.append(comm.Isend(data, t.dst, tag + k))
-        recvs = []
-        for k, t in enumerate(plan.transfers):
-            src = holder[t.src]
-            if t.dst == me and src != me:
-                buf = np.empty(tuple(len(r.index()) for r in t.recv), dtype)
-                recvs.append((buf, t))
-                reqs.append(comm.Irecv(buf, src, tag + k))
-        MPI.Request.Waitall(reqs)
-        for buf, t in recvs:
-            local[np.ix_(*(r.index() for r in t.recv))] = buf
+        types, reqs = _Types(), []
+        try:
+            for k, t in enumerate(plan.transfers):
+                src = holder[t.src]
+                if src == me and t.dst == me:
+                    runcopy.copy(blocks_of(t.src, name), t.send, local, t.recv)
+                elif src == me:
+                    reqs.append(comm.Isend(types.buffer(blocks_of(t.src, name), t, base, 0), t.dst, tag + k))
+                elif t.dst == me:
+                    reqs.append(comm.Irecv(types.buffer(local, t, base, 1), src, tag + k))
+            mpiutil.wait_all(reqs)
+        finally:
+            types.free()
         out[name] = local
         tag += len(plan.transfers) + 1
     return out
