@@ -29,8 +29,11 @@ bit-identical to a run that never failed, the seconds from the kill to the survi
 (the time rank 0 of the survivors prints with its ``lost rank`` line), the iterations run again.
 ``buddy_overhead``: the run with buddy copies every 10 iterations (``RESHAPE_BUDDY=every:10``)
 against the same run without in-place recovery, order rotating, median of the pairs (time with /
-without - 1). The figures go into the same JSON file beside the MPICH ones, under ``inplace`` and as
-``inplace_*`` / ``buddy_overhead`` keys of ``summary`` (the other keys are kept).
+without - 1); beside it the same from the CPU time of the runs (``buddy_overhead_cpu``), and the
+share of the run the copies took on the slowest rank by the runtime's own count
+(``buddy_copy_share``): on a shared, loaded machine the wall-clock pairs vary by tens of percent.
+The figures go into the same JSON file beside the MPICH ones, under ``inplace`` and as
+``inplace_*`` / ``buddy_*`` keys of ``summary`` (the other keys are kept).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import argparse
 import hashlib
 import os
 import re
+import resource
 import signal
 import statistics
 import sys
@@ -186,6 +190,7 @@ def _lu_inplace(tmp: str, tag: str, env: dict, iters: int, kill_after: float | N
     out, pidlog = os.path.join(tmp, f"{tag}.npy"), os.path.join(tmp, f"{tag}.pids")
     argv = [*INPLACE_ARGV, "--iters", str(iters), "--out", out, "--pidlog", pidlog]
     box: list = []
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     th = threading.Thread(target=lambda: box.append(mpirun(INPLACE_PROCS, argv, timeout=1800, env=env, cwd=ROOT,
                                                            check=False)))
@@ -208,11 +213,17 @@ def _lu_inplace(tmp: str, tag: str, env: dict, iters: int, kill_after: float | N
                 os.kill(starts[2], signal.SIGKILL)
     th.join()
     wall = time.perf_counter() - t0
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
     res = box[0]
+    copies = re.search(r"\[reshape\] buddy copies: (\d+) made, ([\d.]+) s", res.stderr)
     m = re.search(r"\[reshape\] lost rank 2 of 4; resumed at iteration (\d+) .* continuing on (\d+) processes "
                   r"at ([\d.]+)", res.stderr)
     size = re.search(r"final size (\d+)", res.stdout)
-    return {"tag": tag, "returncode": res.returncode, "wall_s": wall, "killed": killed_at is not None,
+    return {"tag": tag, "returncode": res.returncode, "wall_s": wall, "cpu_s": cpu, "killed": killed_at is not None,
+            "buddy_copies": int(copies.group(1)) if copies else None,
+            "buddy_seconds": float(copies.group(2)) if copies else None,
+            "recovery_line": next((ln for ln in res.stderr.splitlines() if "[reshape] lost rank" in ln), None),
             "final_size": int(size.group(1)) if size else None,
             "resumed_at": int(m.group(1)) if m else None,
             "failure_to_iterating_s": float(m.group(3)) - killed_at if m and killed_at else None,
@@ -234,20 +245,29 @@ def inplace_benchmark(runs: int, mpi: str, tmp: str) -> dict:
               f"failure->iterating {row['failure_to_iterating_s'] or float('nan'):.2f} s "
               f"bit-identical {row['bit_identical']}", flush=True)
     pairs = []
-    for r in range(max(2, runs - 1)):
+    for r in range(max(3, runs)):
         order = [("without", base), ("with", on)][:: 1 if r % 2 == 0 else -1]
-        pair = {mode: _lu_inplace(tmp, f"ov-{mode}-{r}", env, OVERHEAD_ITERS)["wall_s"] for mode, env in order}
+        got = {mode: _lu_inplace(tmp, f"ov-{mode}-{r}", env, OVERHEAD_ITERS) for mode, env in order}
+        pair = {mode: got[mode]["wall_s"] for mode in got}
+        pair.update({f"{mode}_cpu": got[mode]["cpu_s"] for mode in got})
         pair["ratio"] = pair["with"] / pair["without"] - 1
+        pair["cpu_ratio"] = pair["with_cpu"] / pair["without_cpu"] - 1
+        pair["buddy_seconds"] = got["with"]["buddy_seconds"]
+        pair["buddy_share"] = (got["with"]["buddy_seconds"] or 0.0) / pair["with"]
         pairs.append(pair)
         print(f"buddy overhead pair {r}: without {pair['without']:.1f} s with {pair['with']:.1f} s "
-              f"-> {pair['ratio']:+.3f}", flush=True)
+              f"-> {pair['ratio']:+.3f} (cpu {pair['cpu_ratio']:+.3f}; copies {pair['buddy_seconds']} s "
+              f"= {pair['buddy_share']:.3f} of the run)", flush=True)
     times = [x["failure_to_iterating_s"] for x in rows if x["failure_to_iterating_s"] is not None]
     summary = {"inplace_runs": len(rows), "inplace_recovered": sum(x["recovered"] for x in rows),
                "inplace_bit_identical": bool(rows) and all(x["bit_identical"] for x in rows),
                "inplace_recovery_s": {"median": statistics.median(times) if times else None,
                                       "max": max(times, default=None)},
                "buddy_overhead": statistics.median(p["ratio"] for p in pairs),
-               "buddy_overhead_worst": max(p["ratio"] for p in pairs), "inplace_mpi": mpi,
+               "buddy_overhead_worst": max(p["ratio"] for p in pairs),
+               "buddy_overhead_cpu": statistics.median(p["cpu_ratio"] for p in pairs),
+               "buddy_copy_share": statistics.median(p["buddy_share"] for p in pairs),
+               "load_average": os.getloadavg()[0], "inplace_mpi": mpi,
                "inplace_app": f"lu n 2560 nb 64 on {INPLACE_PROCS} ranks"}
     return {"rows": rows, "overhead_pairs": pairs, "reference": ref, "summary": summary}
 

@@ -509,6 +509,11 @@ class Resizer(Joining, Background, Parking):
         if self._ckpt is not None:
             self._ckpt.settle(self.comm, wait=True)
         self._release_parked()
+        if self._buddies is not None:  # what the buddy copies cost (reshape.runtime.inplace), slowest rank
+            secs = allreduce(self.comm, self._buddies.seconds)
+            if self.rank == 0:
+                print(f"[reshape] buddy copies: {self._buddies.refreshes} made, {secs:.3f} s on the slowest rank",
+                      file=sys.stderr, flush=True)
         barrier(self.comm)
         if self.rank == 0 and self.advisor:
             try:
