@@ -27,16 +27,17 @@ MAX_SLEEP = 1e-3
 _WATCHED: list = [None]  # the job's communicator when lost ranks are recovered in place (watch)
 
 
-def watch(comm: MPI.Comm | None) -> None:
+def watch(holder) -> None:
     """With in-place recovery (:mod:`reshape.runtime.inplace`): :func:`wait_all` raises
-    ``MPI_ERR_REVOKED`` once ``comm`` is revoked, so that a rank waiting on a communicator of its
-    own (split from ``comm``) learns that another rank saw a peer fail."""
-    _WATCHED[0] = comm
+    ``MPI_ERR_REVOKED`` once ``holder.comm`` (the job's communicator of the moment: read at each
+    check, as a resize replaces it) is revoked, so that a rank waiting on a communicator of its own
+    (split from it) learns that another rank saw a peer fail. ``None`` stops watching."""
+    _WATCHED[0] = holder
 
 
 def _revoked() -> None:
-    comm = _WATCHED[0]
-    if comm is not None and comm.Is_revoked():
+    comm = getattr(_WATCHED[0], "comm", None)
+    if comm is not None and comm != MPI.COMM_NULL and comm.Is_revoked():
         raise MPI.Exception(MPI.ERR_REVOKED)
 
 

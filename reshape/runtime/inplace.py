@@ -329,7 +329,7 @@ def recover(rt, err: BaseException) -> None:
     new = old.Shrink()
     t_shrunk = time.perf_counter()
     new.Set_errhandler(MPI.ERRORS_RETURN)
-    mpiutil.watch(new)
+    mpiutil.watch(None)  # rt.comm is the revoked one until the recovery ends
     q = new.size
     olds = new.allgather(old.rank)
     lost = sorted(set(range(p)) - set(olds))
@@ -377,6 +377,7 @@ def recover(rt, err: BaseException) -> None:
     with contextlib.suppress(MPI.Exception):
         old.Free()
     rt.comm = new
+    mpiutil.watch(rt)
     rt.values.clear()
     rt.values.update(values)
     back = rt.iteration - s

@@ -690,7 +690,7 @@ def init(
         rt.inplace = True
         atexit.register(rt._exit_after_recovery)  # first registered: runs after every other exit handler
         rt.comm.Set_errhandler(MPI.ERRORS_RETURN)
-        mpiutil.watch(rt.comm)
+        mpiutil.watch(rt)
         rt._buddies = Buddies(cfg.buddy_every)
     rt._plan = None if rt.joined else cfg.plan
     _RUNTIME = rt
