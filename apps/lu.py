@@ -41,7 +41,7 @@ from mpi4py import MPI
 
 import reshape.runtime as runtime
 from apps.common import add_options, finish, positive, rand, run, want_check
-from reshape.mpiutil import wait
+from reshape.mpiutil import wait, watched
 from reshape.redistribution.layout import Layout
 
 __all__ = ["factor", "serial_lu", "unpack"]
@@ -94,46 +94,52 @@ def factor(comm: MPI.Intracomm, layout: Layout, f: np.ndarray) -> tuple[np.ndarr
     if cd.nb != nb or cd.n != n:
         raise ValueError("LU needs a square matrix with square blocks")
     myr, myc = layout.coords(comm.rank)
-    rowcomm, colcomm = _lines(comm, myr, myc)
+    cached = watched()  # in-place recovery on: split once per communicator (_lines)
+    rowcomm, colcomm = _lines(comm, myr, myc) if cached else (comm.Split(myr, myc), comm.Split(myc, myr))
     gi = rd.global_indices(myr)
     gj = cd.global_indices(myc)
     piv = np.zeros(n, dtype=np.int64)
     info = 0
-    for k0 in range(0, n, nb):
-        k1 = min(k0 + nb, n)
-        jb = k1 - k0
-        pcol, prow = cd.owner(k0), rd.owner(k0)
-        r0 = int(np.searchsorted(gi, k0))  # first local row >= k0
-        r1 = int(np.searchsorted(gi, k1))  # first local row >= k1
-        c1 = int(np.searchsorted(gj, k1))  # first local column >= k1
-        # 1. panel factorization down process column pcol
-        panel = np.empty((gi.size - r0, jb))
-        kpiv = np.empty(jb, dtype=np.int64)
-        if myc == pcol:
-            c0 = int(np.searchsorted(gj, k0))
-            panel[...] = f[r0:, c0:c0 + jb]
-            info = _panel(colcomm, rd, gi[r0:], panel, k0, kpiv, info)
-            f[r0:, c0:c0 + jb] = panel
-        # 2. panel and pivots along the process rows
-        _bcast(rowcomm, panel, pcol)
-        _bcast(rowcomm, kpiv, pcol)
-        piv[k0:k1] = kpiv
-        # 3. row interchanges on every column outside the panel
-        cols = np.ones(gj.size, dtype=bool)
-        if myc == pcol:
-            cols[c0:c0 + jb] = False
-        _swap_rows(colcomm, rd, gi, f, cols, k0, kpiv)
-        # 4. U12 = L11^-1 A12 in process row prow, then down the process columns
-        u12 = np.empty((jb, gj.size - c1))
-        if myr == prow:
-            l11 = np.tril(panel[:jb], -1) + np.eye(jb)
-            if u12.size:
-                u12[...] = np.linalg.solve(l11, f[r0:r0 + jb, c1:])
-            f[r0:r0 + jb, c1:] = u12
-        _bcast(colcomm, u12, prow)
-        # 5. trailing update
-        if u12.size and r1 < gi.size:
-            f[r1:, c1:] -= panel[r1 - r0:] @ u12
+    try:
+        for k0 in range(0, n, nb):
+            k1 = min(k0 + nb, n)
+            jb = k1 - k0
+            pcol, prow = cd.owner(k0), rd.owner(k0)
+            r0 = int(np.searchsorted(gi, k0))  # first local row >= k0
+            r1 = int(np.searchsorted(gi, k1))  # first local row >= k1
+            c1 = int(np.searchsorted(gj, k1))  # first local column >= k1
+            # 1. panel factorization down process column pcol
+            panel = np.empty((gi.size - r0, jb))
+            kpiv = np.empty(jb, dtype=np.int64)
+            if myc == pcol:
+                c0 = int(np.searchsorted(gj, k0))
+                panel[...] = f[r0:, c0:c0 + jb]
+                info = _panel(colcomm, rd, gi[r0:], panel, k0, kpiv, info)
+                f[r0:, c0:c0 + jb] = panel
+            # 2. panel and pivots along the process rows
+            _bcast(rowcomm, panel, pcol)
+            _bcast(rowcomm, kpiv, pcol)
+            piv[k0:k1] = kpiv
+            # 3. row interchanges on every column outside the panel
+            cols = np.ones(gj.size, dtype=bool)
+            if myc == pcol:
+                cols[c0:c0 + jb] = False
+            _swap_rows(colcomm, rd, gi, f, cols, k0, kpiv)
+            # 4. U12 = L11^-1 A12 in process row prow, then down the process columns
+            u12 = np.empty((jb, gj.size - c1))
+            if myr == prow:
+                l11 = np.tril(panel[:jb], -1) + np.eye(jb)
+                if u12.size:
+                    u12[...] = np.linalg.solve(l11, f[r0:r0 + jb, c1:])
+                f[r0:r0 + jb, c1:] = u12
+            _bcast(colcomm, u12, prow)
+            # 5. trailing update
+            if u12.size and r1 < gi.size:
+                f[r1:, c1:] -= panel[r1 - r0:] @ u12
+    finally:
+        if not cached:
+            rowcomm.Free()
+            colcomm.Free()
     return piv, info
 
 
@@ -141,9 +147,11 @@ _LINES: list = []  # [comm, row, column, row communicator, column communicator] 
 
 
 def _lines(comm: MPI.Intracomm, myr: int, myc: int) -> tuple[MPI.Intracomm, MPI.Intracomm]:
-    """This process's row and column communicators (``MPI_Comm_split`` of ``comm``), made once per
-    communicator and kept: split every iteration, a rank lost while the others split crashed Open MPI
-    5.0's ULFM (docs/mpi.md); a new ``comm`` (after a resize) frees the old pair."""
+    """With in-place recovery on: this process's row and column communicators (``MPI_Comm_split`` of
+    ``comm``), made once per communicator and kept: split at every factorization, a rank lost while the
+    others split crashed Open MPI 5.0's ULFM (docs/mpi.md); a new ``comm`` (after a resize or a
+    recovery) frees the old pair. Otherwise each factorization splits and frees its own (a rank a
+    shrink retires must hold no communicator shared with the ranks that stay)."""
     if not (_LINES and _LINES[0] is comm and _LINES[1:3] == [myr, myc]):
         for c in _LINES[3:]:
             with contextlib.suppress(MPI.Exception):

@@ -21,7 +21,7 @@ from mpi4py import MPI
 from mpi4py.util import dtlib
 
 __all__ = ["CollectiveError", "allreduce", "barrier", "bcast_obj", "check_collectively", "mpi_type", "open_mpi",
-           "release", "wait", "wait_all", "watch"]
+           "release", "wait", "wait_all", "watch", "watched"]
 
 MAX_SLEEP = 1e-3
 _WATCHED: list = [None]  # the job's communicator when lost ranks are recovered in place (watch)
@@ -33,6 +33,11 @@ def watch(holder) -> None:
     check, as a resize replaces it) is revoked, so that a rank waiting on a communicator of its own
     (split from it) learns that another rank saw a peer fail. ``None`` stops watching."""
     _WATCHED[0] = holder
+
+
+def watched() -> bool:
+    """Whether in-place recovery watches the job's communicator in this process (:func:`watch`)."""
+    return _WATCHED[0] is not None
 
 
 def _revoked() -> None:
