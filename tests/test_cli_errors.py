@@ -64,6 +64,16 @@ def test_failed_job_shows_its_reason_and_where_its_log_is(daemon):
     assert "RESHAPE_MAX_PROCS='abc'" in log.stdout
 
 
+def test_a_log_with_binary_output_is_shown_with_its_nul_bytes_replaced(daemon):
+    """A job that writes NUL bytes (an MPI's diagnostics can) still has a log the protocol carries."""
+    d = daemon(1)
+    jid = d.submit(name="nul", command=["python", "-c", "import sys; sys.stdout.write('a\\0b\\xff\\n')"],
+                   nprocs=1, resizable=False)
+    wait_for(lambda: d.job(jid)["state"] == "done", 30)
+    log = cli("log", str(jid), "--endpoint", d.endpoint)
+    assert log.returncode == 0 and "a\ufffdb\u00ff" in log.stdout, log
+
+
 def test_a_command_waits_for_a_daemon_that_is_starting(daemon, tmp_path):
     import threading
 

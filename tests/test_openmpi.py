@@ -116,3 +116,20 @@ def test_a_job_file_names_an_mpi_reshape_knows():
     with pytest.raises(JobFileError, match="'mpi' must be one of 'mpich', 'openmpi', got 'intel'"):
         validate_job({"command": ["python", "x.py"], "nprocs": 2, "mpi": "intel"})
     assert "mpi" not in validate_job({"command": ["python", "x.py"], "nprocs": 2})  # the daemon's default
+
+
+def test_an_open_mpi_command_line_across_hosts_names_every_reachable_host_and_forwards_the_jobs_variables():
+    """PRRTE starts remote ranks with its daemon's environment and spawns only onto hosts it started a
+    daemon on: ``-x`` for the job's variables (never another process's identity), and the pool's other
+    hosts after the job's own; Hydra needs neither."""
+    env = {"PATH": "/v/bin", "RESHAPE_JOB_ID": "3", "OMPI_MCA_btl_tcp_if_include": "eth0",
+           "OMPI_COMM_WORLD_RANK": "0", "PMIX_RANK": "0", "PRTE_MCA_x": "1", "HOSTNAME": "head", "SLURM_JOB_ID": "9"}
+    assert mpis.forwarded(env) == ["OMPI_MCA_btl_tcp_if_include", "PATH", "RESHAPE_JOB_ID"]
+    ompi = mpis.MPI("openmpi", "/v/bin/prterun", "/v/lib/libmpi.so.40", "/v")
+    argv = ompi.argv(3, ["node1", "node1", "node2"], env, {"node1": 2, "node2": 2, "node3": 2})
+    assert argv == ["/v/bin/prterun", "-n", "3", "--host", "node1:2,node2:1,node3:2",
+                    "-x", "OMPI_MCA_btl_tcp_if_include", "-x", "PATH", "-x", "RESHAPE_JOB_ID"]
+    assert ompi.argv(2, (), env, {"node3": 2}) == ["/v/bin/prterun", "-n", "2"]  # this machine only
+    hydra = mpis.MPI("mpich", "/v/bin/mpiexec.hydra", "/v/lib/libmpi.so.12", "/v")
+    assert hydra.argv(3, ["node1", "node1", "node2"], env, {"node3": 2}) == [
+        "/v/bin/mpiexec.hydra", "-n", "3", "-hosts", "node1:2,node2:1"]

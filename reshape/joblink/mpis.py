@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from reshape.joblink import jobenv as E
 
-__all__ = ["FLAVOURS", "MPI", "MPIUnavailable", "find", "selected", "selected_name"]
+__all__ = ["FLAVOURS", "MPI", "MPIUnavailable", "find", "forwarded", "selected", "selected_name"]
 
 FLAVOURS = ("mpich", "openmpi")
 DEFAULT = "mpich"
@@ -61,17 +61,31 @@ class MPI:
     def hydra(self) -> bool:
         return self.name == "mpich"
 
-    def argv(self, n: int, hosts: Iterable[str] = (), env: Mapping[str, str] | None = None) -> list[str]:
+    def argv(self, n: int, hosts: Iterable[str] = (), env: Mapping[str, str] | None = None,
+             reachable: Mapping[str, int] | None = None) -> list[str]:
         """``LAUNCHER -n N [hosts]``: the start of a run's command line (``hosts``: one name per rank).
-        With ``RESHAPE_INPLACE=1`` in ``env``, Open MPI's runs get ``--with-ft ulfm`` (a lost rank then
-        leaves the others running: :mod:`reshape.runtime.inplace`)."""
+
+        Open MPI differs in two ways (docs/mpi.md). Hydra passes its whole environment to every rank;
+        PRRTE passes only what it is told, so every variable of ``env`` that :func:`forwarded` keeps gets
+        a ``-x NAME``. And a rank that is not on the launcher's host can spawn only onto hosts PRRTE
+        started a daemon on at launch (one added at the spawn loses its daemon), so the ``reachable``
+        hosts (those the job may grow onto, with their slots) follow the job's own in ``--host``: the
+        ranks fill the job's hosts' slots first, as listed. With ``RESHAPE_INPLACE=1`` in ``env`` (or,
+        without ``env``, in this process's environment), Open MPI's runs get ``--with-ft ulfm``: a lost
+        rank then leaves the others running (:mod:`reshape.runtime.inplace`)."""
         counts = Counter(hosts)
         out = [self.launcher, "-n", str(n)]
         if self.name == "openmpi" and inplace(os.environ if env is None else env):
             out += ["--with-ft", "ulfm"]
         if counts:
+            if not self.hydra and reachable:
+                for h, k in reachable.items():
+                    counts.setdefault(h, k)
             spec = ",".join(f"{h}:{k}" for h, k in counts.items())
             out += ["-hosts", spec] if self.hydra else ["--host", spec]
+            if not self.hydra and env:
+                for name in forwarded(env):
+                    out += ["-x", name]
         return out
 
     def env(self, base: Mapping[str, str] = os.environ) -> dict[str, str]:
@@ -103,6 +117,21 @@ def inplace(env: Mapping[str, str]) -> bool:
         return E.flag(E.INPLACE, False, dict(env))
     except ValueError:
         return False
+
+
+# what a rank's environment holds that must not reach another process: Open MPI's and PMIx's per-process
+# identity (its MCA settings, OMPI_MCA_*, are job-wide and do pass), other MPIs' launch variables, the shell's own
+_NOT_FORWARDED = ("OMPI_", "PMIX_", "PRTE_", "PMI_", "HYDRA_", "MPIR_CVAR_CH4_", "SLURM_")
+_SHELL = {"HOSTNAME", "PWD", "OLDPWD", "SHLVL", "_", "TERM", "DISPLAY", "LS_COLORS", "MAIL", "SSH_CLIENT",
+          "SSH_CONNECTION", "SSH_TTY", "SSH_AUTH_SOCK"}
+
+
+def forwarded(env: Mapping[str, str]) -> list[str]:
+    """The variables of ``env`` a rank on another host needs on Open MPI, which (unlike Hydra) starts remote
+    ranks and ranks spawned there with the environment of its daemon only: everything but per-process and
+    per-shell variables (``-x`` at launch; at a spawn, :func:`reshape.runtime.spawning.remote_env`)."""
+    return sorted(k for k in env if k not in _SHELL and "=" not in k
+                  and (k.startswith("OMPI_MCA_") or not k.startswith(_NOT_FORWARDED)))
 
 
 def tcp_interfaces() -> list[str]:

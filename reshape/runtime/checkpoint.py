@@ -11,7 +11,7 @@ only when every rank has written it: at a later iteration end the ranks
 agree (one reduction) that their writes are complete, and rank 0 writes
 ``meta.json`` (the iteration to resume at, the size, each array's shape, dtype
 and layout) and renames the directory to ``DIR/ckpt-ITER`` (one atomic
-rename), then removes all but the last two complete ones. A checkpoint cut
+rename, in a helper thread of rank 0), then removes all but the last two complete ones. A checkpoint cut
 off mid-write stays a ``.part`` directory and is never read. A write that
 fails (disk full, permissions) is reported once and skipped; the job goes
 on. Before a resize and at ``finish`` the pending checkpoint is completed
@@ -100,6 +100,7 @@ class Checkpointer:
     interval: float
     job: str = ""
     _thread: threading.Thread | None = None
+    _committer: threading.Thread | None = None  # rank 0's commit of the last checkpoint every rank wrote
     _pending: tuple[int, str, dict[str, Any]] | None = None  # (iteration to resume at, .part path, meta)
     _error: list[str] = field(default_factory=list)
     _last: float = field(default_factory=time.monotonic)
@@ -122,10 +123,8 @@ class Checkpointer:
         """Copy every local block and value now; write them in a helper thread (one checkpoint in flight)."""
         self.settle(comm, wait=True)
         part = os.path.join(self.directory, _name(resume_at) + ".part")
-        if comm.rank == 0:
-            shutil.rmtree(part, ignore_errors=True)
-            os.makedirs(part, exist_ok=True)
-        bcast_obj(comm, None)  # the directory exists before anyone writes into it
+        # every rank makes the directory (no barrier); a stale one of an attempt cut off at the same
+        # iteration is written over, rank file by rank file, and is never read (no meta.json before commit)
         blocks = {n: np.array(a.local, copy=True) for n, a in arrays.items() if a.local is not None}
         meta = {"iteration": resume_at, "size": comm.size, "job": self.job, "time": time.time(),
                 "arrays": {n: {"shape": list(a.layout.shape), "dtype": str(a.dist.dtype or a.local.dtype),
@@ -148,6 +147,7 @@ class Checkpointer:
         try:
             import h5py
 
+            os.makedirs(part, exist_ok=True)
             with h5py.File(os.path.join(part, f"rank-{rank:05d}.h5"), "w") as f:
                 for n, b in blocks.items():
                     f.create_dataset(n, data=b)
@@ -171,19 +171,38 @@ class Checkpointer:
         resume_at, part, meta = self._pending
         self._pending = self._thread = None
         if comm.rank == 0:
-            if most == 2.0:
-                why = "; ".join(self._error) or "a rank failed"
-                print(f"[reshape] checkpoint at iteration {resume_at} not written ({why}); the job goes on "
-                      "without it", file=sys.stderr, flush=True)
-                shutil.rmtree(part, ignore_errors=True)
-            else:
-                with open(os.path.join(part, "meta.json"), "w") as f:
-                    json.dump(meta, f)
-                final = part[:-len(".part")]
-                shutil.rmtree(final, ignore_errors=True)
-                os.rename(part, final)  # the checkpoint counts from here on
-                self.written.append(resume_at)
-                self._prune()
+            # rank 0 commits in the background too (meta.json, the rename, pruning): not on the job's path
+            self._join_commit()
+            self._committer = threading.Thread(target=self._commit, args=(resume_at, part, meta, most == 2.0),
+                                               name="reshape-checkpoint-commit", daemon=True)
+            self._committer.start()
+        if wait:
+            self._join_commit()
+
+    def _join_commit(self) -> None:
+        if self._committer is not None:
+            self._committer.join()
+            self._committer = None
+
+    def _commit(self, resume_at: int, part: str, meta: dict[str, Any], failed: bool) -> None:
+        if failed:
+            why = "; ".join(self._error) or "a rank failed"
+            print(f"[reshape] checkpoint at iteration {resume_at} not written ({why}); the job goes on "
+                  "without it", file=sys.stderr, flush=True)
+            shutil.rmtree(part, ignore_errors=True)
+            return
+        try:
+            with open(os.path.join(part, "meta.json"), "w") as f:
+                json.dump(meta, f)
+            final = part[:-len(".part")]
+            shutil.rmtree(final, ignore_errors=True)
+            os.rename(part, final)  # the checkpoint counts from here on
+        except OSError as e:
+            print(f"[reshape] checkpoint at iteration {resume_at} not committed ({e}); the job goes on "
+                  "without it", file=sys.stderr, flush=True)
+            return
+        self.written.append(resume_at)
+        self._prune()
 
     def _prune(self) -> None:
         names = sorted(n for n in os.listdir(self.directory) if n.startswith("ckpt-") and not n.endswith(".part"))

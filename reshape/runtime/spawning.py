@@ -27,6 +27,8 @@ from mpi4py import MPI
 
 from reshape import faults
 from reshape.joblink import launchers
+from reshape.joblink.launchers import is_local
+from reshape.joblink.mpis import forwarded
 from reshape.mpiutil import allreduce, barrier, bcast_obj, open_mpi, release, wait, wait_all
 from reshape.redistribution import placement
 from reshape.redistribution.layout import Layout
@@ -440,10 +442,31 @@ def spawn_commands(n: int, hosts) -> tuple[list[str], list[list[str]], list[int]
             order.append(h)
             count[h] = 0
         count[h] += 1
-    infos = []
+    infos, cmds, argvs = [], [], []
+    ompi = open_mpi()
     for h in order:
         info = MPI.Info.Create()
         info.Set("host", h)
         info.Set("wdir", os.getcwd())
+        if ompi and not is_local(h):
+            # Open MPI spawns only onto hosts of the job's allocation, and a rank there gets the environment
+            # of PRRTE's daemon on that host: the host is added (with the slots asked for), and the job's
+            # variables go on env's command line (an info value holds 255 characters; env execs Python, so
+            # the rank is the process PRRTE started)
+            info.Set("PMIX_ADD_HOST", f"{h}:{count[h]}")
+            cmds.append(ENV)
+            argvs.append([*remote_env(), sys.executable, *argv])
+        else:
+            cmds.append(sys.executable)
+            argvs.append(argv)
         infos.append(info)
-    return [sys.executable] * len(order), [argv] * len(order), [count[h] for h in order], infos
+    return cmds, argvs, [count[h] for h in order], infos
+
+
+ENV = "/usr/bin/env"
+
+
+def remote_env() -> list[str]:
+    """``NAME=value`` for each variable a rank spawned on another host needs on Open MPI
+    (:func:`reshape.joblink.mpis.forwarded`)."""
+    return [f"{k}={os.environ[k]}" for k in forwarded(os.environ)]

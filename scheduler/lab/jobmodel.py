@@ -21,14 +21,15 @@ speedup model) and chosen not to favour resizing where it does not
   parallelism "is interpreted as the average parallelism in the job"), so a
   job's ``A`` is tied to its own size: ``A = size * 2**U(-1, 1)``, log-uniform
   between half and twice the size, median the size. ``sigma`` follows Cirne
-  and Berman ("A model for moldability of supercomputer jobs", 2001), who
+  and Berman ("A model for moldable supercomputer jobs", IPDPS 2001), who
   proposed distributions for Downey's parameters (the Archive's summary:
   "Distributions from which the parameters can be selected were later
   proposed by Cirne and Berman"): a normal distribution, here with mean
   :data:`SIGMA_MEAN` (1.209) and standard deviation :data:`SIGMA_SD` (1.132),
   truncated to ``sigma >= 0`` (Downey's model needs it; inverse transform of
-  one uniform draw). **Not verified against the source**: the paper's text was
-  not available when this was written; the normal law and its two numbers are
+  one uniform draw). **The distributions are not verified against the
+  source** (the speedup function is: docs/simulator.md says against what):
+  the paper's text was not reachable; the normal law and its two numbers are
   as recalled from it, and the spread of ``A`` around the size (a factor 2 each
   way) is this module's choice, not a fitted value. Both are constants here,
   to be corrected if the paper says otherwise. Sensitivity rows:

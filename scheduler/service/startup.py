@@ -61,24 +61,29 @@ def kill_jobs(tags: Iterable[str], grace: float = 1.0) -> list[int]:
 LOCAL = {"localhost", "127.0.0.1", "::1"}
 
 
-def job_argv(desc: dict[str, Any], hosts: list[str], env: dict[str, str] | None = None) -> list[str]:
+def job_argv(desc: dict[str, Any], hosts: list[str], env: dict[str, str] | None = None,
+             reachable: dict[str, int] | None = None) -> list[str]:
     """``mpiexec -n K [-hosts h:n,...] command...`` for a job allocated ``hosts`` (one per slot), with
-    the launcher of the MPI ``env`` selects (``RESHAPE_MPI``; :mod:`reshape.joblink.mpis`)."""
+    the launcher of the MPI ``env`` selects (``RESHAPE_MPI``; :mod:`reshape.joblink.mpis`).
+    ``reachable``: the other hosts the job may grow onto, with their slots (only Open MPI needs them at
+    start: :meth:`reshape.joblink.mpis.MPI.argv`)."""
     cmd = list(desc["command"])
     if cmd[0] in ("python", "python3"):
         cmd[0] = sys.executable
     n = 1 if desc.get("launch") == "single" else len(hosts)
     remote = bool(set(hosts) - LOCAL)
-    return selected_mpi(env).argv(n, hosts if remote else (), env) + cmd
+    return selected_mpi(env).argv(n, hosts if remote else (), env, reachable if remote else None) + cmd
 
 
 def start_job(job_id: int, desc: dict[str, Any], hosts: list[str], endpoint: str, launcher: Launcher,
               log_path: str | None, tag: str, cwd: str | None = None, exit_path: str | None = None,
-              run_as: int | None = None, checkpoint_dir: str | None = None) -> subprocess.Popen:
+              run_as: int | None = None, checkpoint_dir: str | None = None,
+              reachable: dict[str, int] | None = None) -> subprocess.Popen:
     """Launch the job with ``launcher`` (its environment reaches every rank); raises OSError if it
     cannot start. ``log_path``: the job's output file (None: this process's standard output). ``run_as``: a uid
     to run it as (a root daemon runs each job as its owner).
-    ``checkpoint_dir``: where a job with ``checkpoint`` writes and resumes (``RESHAPE_CHECKPOINT_DIR``)."""
+    ``checkpoint_dir``: where a job with ``checkpoint`` writes and resumes (``RESHAPE_CHECKPOINT_DIR``).
+    ``reachable``: the pool's hosts and slots, where the job may grow (:func:`job_argv`)."""
     ckdir = checkpoint_dir or desc.get("checkpoint_dir")  # none: the runtime's default directory
     ckpt = {E.CHECKPOINT: desc["checkpoint"], **({E.CHECKPOINT_DIR: ckdir} if ckdir else {})} \
         if desc.get("checkpoint") else {}
@@ -92,11 +97,12 @@ def start_job(job_id: int, desc: dict[str, Any], hosts: list[str], endpoint: str
         raise OSError(str(e)) from None
     env.pop(E.PLAN, None)
     remote = sorted(h for h in set(hosts) if not is_local(h))
-    if env.get(E.MPI) == "openmpi" and remote:
-        raise OSError(f"a job on Open MPI runs on this machine only (docs/mpi.md); it was given {remote[:4]}")
+    if env.get(E.MPI) == "openmpi" and remote and launcher.name != "ssh":
+        raise OSError(f"a job on Open MPI reaches other hosts over ssh only, not with the {launcher.name!r} "
+                      f"launcher (docs/mpi.md); it was given {remote[:4]}")
     if log_path is not None:
         os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
-    argv = job_argv(desc, hosts, env)
+    argv = job_argv(desc, hosts, env, reachable)
     ids: dict[str, Any] = {}
     if run_as is not None:
         try:

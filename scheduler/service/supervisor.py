@@ -262,7 +262,9 @@ class Supervisor:
                 self._job_dir(self.checkpoint_dir(j.job_id), run_as(j.owner))
             p = start_job(j.job_id, desc, j.hosts, self.endpoint, self.launcher, self.log_path(j.job_id),
                           self.tag(j.job_id), cwd=self.workdir, exit_path=self.exit_path(j.job_id),
-                          run_as=run_as(j.owner), checkpoint_dir=self.checkpoint_dir(j.job_id))
+                          run_as=run_as(j.owner), checkpoint_dir=self.checkpoint_dir(j.job_id),
+                          reachable={n.host: n.slots for n in self.state.pool.nodes
+                                     if n.host not in self.state.pool.down})
         except (OSError, ValueError) as e:  # ValueError: what the OS cannot take (e.g. NUL)
             return [a for a in self.state.exited(j.job_id, 127, now, f"cannot start: {e}") if isinstance(a, Launch)]
         self.procs[j.job_id] = p
@@ -381,7 +383,8 @@ class Supervisor:
             with open(self.log_path(job_id), "rb") as f:
                 f.seek(0, os.SEEK_END)
                 f.seek(max(0, f.tell() - 32768))
-                lines = f.read().decode("utf-8", "replace").splitlines()
+                # as text the protocol carries: undecodable bytes and NULs (a program's binary output) as U+FFFD
+                lines = f.read().decode("utf-8", "replace").replace("\0", "\ufffd").splitlines()
         except FileNotFoundError:
             return ""
         return "\n".join(lines[-tail:] if tail else lines)
