@@ -22,6 +22,7 @@ from scheduler.core.jobfile import validate_job
 from scheduler.core.policy import app_policy, remap_policy
 from scheduler.core.pool import default_pool
 from scheduler.core.state import ClusterState
+from tests.helpers import wait_for
 
 pytestmark = pytest.mark.procs
 
@@ -160,3 +161,19 @@ def test_the_buddy_of_a_rank_is_the_nearest_rank_before_it_on_another_host():
     assert keepers(["a", "a", "b", "b"]) == [3, 3, 1, 1]
     assert keepers(["a", "b", "a", "b"]) == [3, 0, 1, 2]
 
+
+
+@needs_ompi
+def test_the_daemon_hears_of_the_lost_rank_frees_its_slot_and_the_job_ends_done(daemon, tmp_path, clean):
+    """A job the daemon started on Open MPI with RESHAPE_INPLACE=1 loses rank 2: it carries on, the daemon
+    records a ``lost`` event with the reason and ends the job ``done`` (it may grow it back meanwhile)."""
+    d = daemon(4, remap="reshape")
+    jid = d.submit(name="lu-lost", command=["python", *LU[:-4], "--iters", "12", "--no-check", "--quiet"],
+                   nprocs=4, min_procs=1, max_procs=4, mpi="openmpi",
+                   env={"RESHAPE_INPLACE": "1", "RESHAPE_BUDDY": "every:2", "RESHAPE_FAULT": "iteration5:rank2:kill",
+                        **_once(tmp_path)})
+    wait_for(lambda: d.job(jid)["state"] in ("done", "failed"), 240)
+    job, log = d.job(jid), d.req("log", {"job_id": jid, "tail": 0})["text"]
+    assert job["state"] == "done", (job, log[-3000:])
+    lost = [e for e in d.req("history")["events"] if e["job_id"] == jid and e["kind"] == "lost"]
+    assert len(lost) == 1 and lost[0]["detail"].startswith("4->3: lost rank 2 of 4"), lost
