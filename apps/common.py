@@ -109,23 +109,30 @@ def run(rt: Resizer, iters: int, step: Callable[[int], None], verify: Callable[[
     rows: list[Row] = []
     ok = _verdict(rt, verify, rt.iteration, "after joining" if rt.joined else "at start")
     _pidlog(args, rt, "join" if rt.joined else "start")
-    for it in rt.iterations(iters):
+    last: dict[str, float] = {}
+
+    def body(it: int) -> None:
         t0 = time.perf_counter()
         step(it)
-        dt = allreduce(rt.comm, time.perf_counter() - t0)
+        last["dt"] = dt = allreduce(rt.comm, time.perf_counter() - t0)
+        last["old"] = rt.size
         rt.log(dt)
-        old = rt.size
-        t1 = time.perf_counter()
-        res = rt.resize()
-        t_resize = time.perf_counter() - t1
+        last["t1"] = time.perf_counter()
+
+    def after(it: int, res) -> None:
+        nonlocal ok
+        t_resize = time.perf_counter() - last["t1"]
         good = _verdict(rt, verify, it + 1, f"after iteration {it} and resize {res.old}->{res.new}")
         ok &= good
         if res.action != "continue":
             _pidlog(args, rt, res.action)
         if rt.rank == 0:
-            rows.append(Row(it, old, dt, res.action, res.new, res.seconds, res.spawn_seconds,
+            rows[:] = [r for r in rows if r.iteration < it]  # iterations run again after a lost rank
+            rows.append(Row(it, int(last["old"]), last["dt"], res.action, res.new, res.seconds, res.spawn_seconds,
                             "-" if verify is None else ("ok" if good else "WRONG"), res.error, t_resize,
                             **{k: getattr(res, k) for k in EXPAND_PARTS}, called_back=res.called_back))
+
+    rt.run(body, iters, after)  # rt.run: a lost rank is recovered in place with RESHAPE_INPLACE=1
     return ok, rows
 
 

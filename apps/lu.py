@@ -33,6 +33,7 @@ Run: ``mpiexec -n 4 python -m apps.lu --n 512 --nb 32 --iters 10``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 
 import numpy as np
@@ -40,7 +41,7 @@ from mpi4py import MPI
 
 import reshape.runtime as runtime
 from apps.common import add_options, finish, positive, rand, run, want_check
-from reshape.mpiutil import wait
+from reshape.mpiutil import wait, watched
 from reshape.redistribution.layout import Layout
 
 __all__ = ["factor", "serial_lu", "unpack"]
@@ -93,8 +94,8 @@ def factor(comm: MPI.Intracomm, layout: Layout, f: np.ndarray) -> tuple[np.ndarr
     if cd.nb != nb or cd.n != n:
         raise ValueError("LU needs a square matrix with square blocks")
     myr, myc = layout.coords(comm.rank)
-    rowcomm = comm.Split(myr, myc)  # my process row, ranked by column
-    colcomm = comm.Split(myc, myr)  # my process column, ranked by row
+    cached = watched()  # in-place recovery on: split once per communicator (_lines)
+    rowcomm, colcomm = _lines(comm, myr, myc) if cached else (comm.Split(myr, myc), comm.Split(myc, myr))
     gi = rd.global_indices(myr)
     gj = cd.global_indices(myc)
     piv = np.zeros(n, dtype=np.int64)
@@ -136,9 +137,27 @@ def factor(comm: MPI.Intracomm, layout: Layout, f: np.ndarray) -> tuple[np.ndarr
             if u12.size and r1 < gi.size:
                 f[r1:, c1:] -= panel[r1 - r0:] @ u12
     finally:
-        rowcomm.Free()
-        colcomm.Free()
+        if not cached:
+            rowcomm.Free()
+            colcomm.Free()
     return piv, info
+
+
+_LINES: list = []  # [comm, row, column, row communicator, column communicator] of the last factorization
+
+
+def _lines(comm: MPI.Intracomm, myr: int, myc: int) -> tuple[MPI.Intracomm, MPI.Intracomm]:
+    """With in-place recovery on: this process's row and column communicators (``MPI_Comm_split`` of
+    ``comm``), made once per communicator and kept: split at every factorization, a rank lost while the
+    others split crashed Open MPI 5.0's ULFM (docs/mpi.md); a new ``comm`` (after a resize or a
+    recovery) frees the old pair. Otherwise each factorization splits and frees its own (a rank a
+    shrink retires must hold no communicator shared with the ranks that stay)."""
+    if not (_LINES and _LINES[0] is comm and _LINES[1:3] == [myr, myc]):
+        for c in _LINES[3:]:
+            with contextlib.suppress(MPI.Exception):
+                c.Free()
+        _LINES[:] = [comm, myr, myc, comm.Split(myr, myc), comm.Split(myc, myr)]  # row by column, column by row
+    return _LINES[3], _LINES[4]
 
 
 def _panel(colcomm, rd, grows: np.ndarray, panel: np.ndarray, k0: int, kpiv: np.ndarray, info: int) -> int:

@@ -20,6 +20,20 @@ iterations against without, order rotating, the median and the worst of the pair
 check) and the seconds per checkpoint. The runs are short (30 iterations of 10-100 ms: ten checkpoints a
 second for Jacobi), so the fixed part weighs far more than in a job of minutes.
 Writes ``benchmarks/results/recovery.json``.
+
+``python -m benchmarks.recovery --mpi openmpi --inplace [--runs 3]``: in-place recovery instead
+(``RESHAPE_INPLACE=1``, :mod:`reshape.runtime.inplace`, Open MPI's ULFM), LU n = 2560 on 4 ranks
+started by ``mpirun`` (no daemon): per run, ``kill -9`` of rank 2 at a different point of an early
+iteration; whether the job ended on 3 ranks with exit status 0 (``recovered``), whether its factors are
+bit-identical to a run that never failed, the seconds from the kill to the survivors iterating again
+(the time rank 0 of the survivors prints with its ``lost rank`` line), the iterations run again.
+``buddy_overhead``: the run with buddy copies every 10 iterations (``RESHAPE_BUDDY=every:10``)
+against the same run without in-place recovery, order rotating, median of the pairs (time with /
+without - 1); beside it the same from the CPU time of the runs (``buddy_overhead_cpu``), and the
+share of the run the copies took on the slowest rank by the runtime's own count
+(``buddy_copy_share``): on a shared, loaded machine the wall-clock pairs vary by tens of percent.
+The figures go into the same JSON file beside the MPICH ones, under ``inplace`` and as
+``inplace_*`` / ``buddy_*`` keys of ``summary`` (the other keys are kept).
 """
 
 from __future__ import annotations
@@ -28,6 +42,7 @@ import argparse
 import hashlib
 import os
 import re
+import resource
 import signal
 import statistics
 import sys
@@ -160,11 +175,113 @@ def overhead(app: str, repeats: int, tmp: str) -> dict:
             "per_checkpoint_s": (med["with"] - med["fixed"]) / checkpoints, "checkpoints": checkpoints}
 
 
+INPLACE_ARGV = ["-m", "apps.lu", "--n", "2560", "--nb", "64", "--no-check", "--quiet"]
+INPLACE_PROCS = 4
+INPLACE_ITERS = 6  # of a failure run (about 10 s each on the 2-core test machine)
+OVERHEAD_ITERS = 10  # of an overhead run: one buddy copy in it (every:10)
+INPLACE_KILL_AFTER = (12.0, 19.0, 26.0)  # seconds after the ranks started: inside iterations 1 to 3
+
+
+def _lu_inplace(tmp: str, tag: str, env: dict, iters: int, kill_after: float | None = None) -> dict:
+    """One LU run under ``mpirun`` (Open MPI with ULFM when ``env`` turns in-place recovery on); with
+    ``kill_after``, rank 2 is killed that many seconds after the ranks logged their start."""
+    import threading
+
+    out, pidlog = os.path.join(tmp, f"{tag}.npy"), os.path.join(tmp, f"{tag}.pids")
+    argv = [*INPLACE_ARGV, "--iters", str(iters), "--out", out, "--pidlog", pidlog]
+    box: list = []
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    th = threading.Thread(target=lambda: box.append(mpirun(INPLACE_PROCS, argv, timeout=1800, env=env, cwd=ROOT,
+                                                           check=False)))
+    th.start()
+    killed_at = None
+    if kill_after is not None:
+        started = None
+        while th.is_alive() and killed_at is None:
+            time.sleep(0.05)
+            try:
+                with open(pidlog) as f:
+                    lines = [ln.split() for ln in f if ln.strip()]
+            except OSError:
+                continue
+            starts = {int(r): int(pid) for pid, _, r, tag_ in lines if tag_ == "start"}
+            if len(starts) == INPLACE_PROCS and started is None:
+                started = time.time()
+            if started is not None and time.time() - started >= kill_after:
+                killed_at = time.time()
+                os.kill(starts[2], signal.SIGKILL)
+    th.join()
+    wall = time.perf_counter() - t0
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
+    res = box[0]
+    copies = re.search(r"\[reshape\] buddy copies: (\d+) made, ([\d.]+) s", res.stderr)
+    m = re.search(r"\[reshape\] lost rank 2 of 4; resumed at iteration (\d+) .* continuing on (\d+) processes "
+                  r"at ([\d.]+)", res.stderr)
+    size = re.search(r"final size (\d+)", res.stdout)
+    return {"tag": tag, "returncode": res.returncode, "wall_s": wall, "cpu_s": cpu, "killed": killed_at is not None,
+            "buddy_copies": int(copies.group(1)) if copies else None,
+            "buddy_seconds": float(copies.group(2)) if copies else None,
+            "recovery_line": next((ln for ln in res.stderr.splitlines() if "[reshape] lost rank" in ln), None),
+            "final_size": int(size.group(1)) if size else None,
+            "resumed_at": int(m.group(1)) if m else None,
+            "failure_to_iterating_s": float(m.group(3)) - killed_at if m and killed_at else None,
+            "result": _result("lu", out, ""), "stderr_tail": None if res.returncode == 0 else res.stderr[-2000:]}
+
+
+def inplace_benchmark(runs: int, mpi: str, tmp: str) -> dict:
+    """The in-place recovery figures (module docstring): failure runs and the buddy copies' overhead."""
+    base = {E.MPI: mpi}
+    on = {**base, E.INPLACE: "1", E.BUDDY: "every:10"}
+    ref = _lu_inplace(tmp, "ref", base, INPLACE_ITERS)
+    rows = []
+    for r in range(runs):
+        row = _lu_inplace(tmp, f"lost-{r}", on, INPLACE_ITERS, INPLACE_KILL_AFTER[r % len(INPLACE_KILL_AFTER)])
+        row["recovered"] = row["returncode"] == 0 and row["final_size"] == INPLACE_PROCS - 1
+        row["bit_identical"] = row["result"] is not None and row["result"] == ref["result"]
+        rows.append(row)
+        print(f"lu inplace run {r}: recovered {row['recovered']} resumed at {row['resumed_at']} "
+              f"failure->iterating {row['failure_to_iterating_s'] or float('nan'):.2f} s "
+              f"bit-identical {row['bit_identical']}", flush=True)
+    pairs = []
+    for r in range(max(3, runs)):
+        order = [("without", base), ("with", on)][:: 1 if r % 2 == 0 else -1]
+        got = {mode: _lu_inplace(tmp, f"ov-{mode}-{r}", env, OVERHEAD_ITERS) for mode, env in order}
+        pair = {mode: got[mode]["wall_s"] for mode in got}
+        pair.update({f"{mode}_cpu": got[mode]["cpu_s"] for mode in got})
+        pair["ratio"] = pair["with"] / pair["without"] - 1
+        pair["cpu_ratio"] = pair["with_cpu"] / pair["without_cpu"] - 1
+        pair["buddy_seconds"] = got["with"]["buddy_seconds"]
+        pair["buddy_share"] = (got["with"]["buddy_seconds"] or 0.0) / pair["with"]
+        pairs.append(pair)
+        print(f"buddy overhead pair {r}: without {pair['without']:.1f} s with {pair['with']:.1f} s "
+              f"-> {pair['ratio']:+.3f} (cpu {pair['cpu_ratio']:+.3f}; copies {pair['buddy_seconds']} s "
+              f"= {pair['buddy_share']:.3f} of the run)", flush=True)
+    times = [x["failure_to_iterating_s"] for x in rows if x["failure_to_iterating_s"] is not None]
+    summary = {"inplace_runs": len(rows), "inplace_recovered": sum(x["recovered"] for x in rows),
+               "inplace_bit_identical": bool(rows) and all(x["bit_identical"] for x in rows),
+               "inplace_recovery_s": {"median": statistics.median(times) if times else None,
+                                      "max": max(times, default=None)},
+               "buddy_overhead": statistics.median(p["ratio"] for p in pairs),
+               "buddy_overhead_worst": max(p["ratio"] for p in pairs),
+               "buddy_overhead_cpu": statistics.median(p["cpu_ratio"] for p in pairs),
+               "buddy_copy_share": statistics.median(p["buddy_share"] for p in pairs),
+               "load_average": os.getloadavg()[0], "inplace_mpi": mpi,
+               "inplace_app": f"lu n 2560 nb 64 on {INPLACE_PROCS} ranks"}
+    return {"rows": rows, "overhead_pairs": pairs, "reference": ref, "summary": summary}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.recovery", description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=3, help="runs per app and failure kind (default 3)")
     ap.add_argument("--quick", action="store_true", help="one run of each, heat only, one overhead pair")
+    ap.add_argument("--inplace", action="store_true",
+                    help="measure in-place recovery (RESHAPE_INPLACE=1) instead; needs --mpi openmpi")
+    ap.add_argument("--mpi", default=None, help="the MPI of the --inplace runs (openmpi)")
     a = ap.parse_args(argv)
+    if a.inplace:
+        return main_inplace(a)
     apps = ["heat"] if a.quick else list(APPS)
     runs = 1 if a.quick else a.runs
     rows, over = [], []
@@ -202,6 +319,30 @@ def main(argv: list[str] | None = None) -> int:
     print(summary)
     path = _common.write_result("recovery" + ("-quick" if a.quick else ""),
                                 {"rows": rows, "overhead": over, "summary": summary})
+    print(f"wrote {path}")
+    return 0
+
+
+def main_inplace(a: argparse.Namespace) -> int:
+    """``--inplace``: measure, then add the figures to recovery.json keeping its other keys."""
+    import json
+
+    mpi = a.mpi or os.environ.get(E.MPI) or "openmpi"
+    with tempfile.TemporaryDirectory(prefix="reshape-inplace-") as tmp:
+        got = inplace_benchmark(a.runs, mpi, tmp)
+    print(got["summary"])
+    path = os.path.join(_common.RESULTS, "recovery.json")
+    try:
+        with open(path) as f:
+            old = json.load(f)
+    except (OSError, ValueError):
+        old = {"summary": {}}
+    old["inplace"] = {"when": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "rows": got["rows"],
+                      "overhead_pairs": got["overhead_pairs"], "reference": got["reference"]}
+    old.setdefault("summary", {}).update(got["summary"])
+    os.makedirs(_common.RESULTS, exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(old, f, indent=2, default=float)
     print(f"wrote {path}")
     return 0
 

@@ -11,11 +11,15 @@ dictionary lookup per point).
   (a new rank that crashes at start, or never joins);
 * ``transfer``: inside a redistribution (expansion or shrink) once the first
   message step is posted (mid-transfer);
-* ``retire``: a rank leaving in a shrink, after its data moved.
+* ``retire``: a rank leaving in a shrink, after its data moved;
+* ``iterationN``: ``ITERATION_DELAY`` seconds into iteration N's step (a job looping with
+  ``rt.run``, :mod:`reshape.runtime.inplace`), from a helper thread, while the ranks compute and
+  communicate (``raise`` is not available there).
 
 ``WHO``: ``spawned`` (the highest-ranked spawned process at that point),
-``old`` (rank 1 of the ranks started by ``mpiexec``, rank 0 when alone) or
-``rankN`` (rank N of the communicator at that point).
+``old`` (rank 1 of the ranks started by ``mpiexec``, rank 0 when alone),
+``rankN`` (rank N of the communicator at that point) or ``rankN+M+...`` (each of them; with
+``RESHAPE_FAULT_ONCE=FILE``, once per rank number: ``FILE.rankN``).
 
 ``HOW``: ``kill`` (SIGKILL itself), ``exit`` (``os._exit(3)``), ``hang``
 (sleep without calling MPI) or ``raise`` (a ``RuntimeError``, as an MPI error
@@ -32,16 +36,18 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 import time
 from typing import NamedTuple
 
 from reshape.joblink import jobenv as E
 
-__all__ = ["ENV_FAULT", "FaultSpec", "check", "hit", "parse", "set_spawned"]
+__all__ = ["ENV_FAULT", "FaultSpec", "check", "hit", "iteration", "parse", "set_spawned"]
 
 ENV_FAULT = E.FAULT
 WHERE = ("join", "transfer", "retire")
 HOW = ("kill", "exit", "hang", "raise")
+ITERATION_DELAY = 0.05  # seconds into the step an iterationN fault fires
 
 _spawned = False
 _fired = False
@@ -62,12 +68,17 @@ def parse(text: str) -> FaultSpec:
     if len(parts) != 3:
         raise ValueError(f"{ENV_FAULT}={text!r}: expected WHERE:WHO:HOW, e.g. transfer:spawned:kill")
     where, who, how = parts
-    if where not in WHERE:
-        raise ValueError(f"{ENV_FAULT}={text!r}: WHERE {where!r} is not one of {', '.join(WHERE)}")
-    if who not in ("spawned", "old") and not (who.startswith("rank") and who[4:].isdigit()):
-        raise ValueError(f"{ENV_FAULT}={text!r}: WHO {who!r} is not spawned, old or rankN")
+    numbered = where.startswith("iteration") and where[9:].isdigit()
+    if where not in WHERE and not numbered:
+        raise ValueError(f"{ENV_FAULT}={text!r}: WHERE {where!r} is not one of {', '.join(WHERE)} or iterationN")
+    if who not in ("spawned", "old") and not (who.startswith("rank") and
+                                              all(n.isdigit() for n in who[4:].split("+"))):
+        raise ValueError(f"{ENV_FAULT}={text!r}: WHO {who!r} is not spawned, old, rankN or rankN+M")
     if how not in HOW:
         raise ValueError(f"{ENV_FAULT}={text!r}: HOW {how!r} is not one of {', '.join(HOW)}")
+    if numbered and how == "raise":
+        raise ValueError(f"{ENV_FAULT}={text!r}: an iterationN fault fires in a helper thread: use kill, exit or "
+                         "hang")
     return FaultSpec(where, who, how)
 
 
@@ -95,7 +106,7 @@ def _matches(who: str, rank: int, size: int, spawned_from: int | None) -> bool:
         return _spawned and rank == size - 1
     if who == "old":
         return not _spawned and rank == (1 if (spawned_from or size) > 1 else 0)
-    return rank == int(who[4:])
+    return rank in {int(n) for n in who[4:].split("+")}
 
 
 def hit(where: str, rank: int, size: int, spawned_from: int | None = None) -> None:
@@ -110,6 +121,8 @@ def hit(where: str, rank: int, size: int, spawned_from: int | None = None) -> No
         return
     _fired = True
     once = os.environ.get(E.FAULT_ONCE)
+    if once and "+" in spec.who:  # several ranks: once per rank number
+        once = f"{once}.rank{rank}"
     if once:
         try:
             os.close(os.open(once, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
@@ -125,3 +138,13 @@ def hit(where: str, rank: int, size: int, spawned_from: int | None = None) -> No
         while True:
             time.sleep(3600)
     raise RuntimeError(f"injected fault {':'.join(spec)}")
+
+
+def iteration(it: int, rank: int, size: int) -> None:
+    """At the start of iteration ``it``'s step: arm the ``iterationN`` fault for this process, if named."""
+    spec = _spec()
+    if spec is None or _fired or spec.where != f"iteration{it}" or not _matches(spec.who, rank, size, None):
+        return
+    timer = threading.Timer(ITERATION_DELAY, hit, args=(spec.where, rank, size))
+    timer.daemon = True
+    timer.start()

@@ -21,9 +21,29 @@ from mpi4py import MPI
 from mpi4py.util import dtlib
 
 __all__ = ["CollectiveError", "allreduce", "barrier", "bcast_obj", "check_collectively", "mpi_type", "open_mpi",
-           "release", "wait", "wait_all"]
+           "release", "wait", "wait_all", "watch", "watched"]
 
 MAX_SLEEP = 1e-3
+_WATCHED: list = [None]  # the job's communicator when lost ranks are recovered in place (watch)
+
+
+def watch(holder) -> None:
+    """With in-place recovery (:mod:`reshape.runtime.inplace`): :func:`wait_all` raises
+    ``MPI_ERR_REVOKED`` once ``holder.comm`` (the job's communicator of the moment: read at each
+    check, as a resize replaces it) is revoked, so that a rank waiting on a communicator of its own
+    (split from it) learns that another rank saw a peer fail. ``None`` stops watching."""
+    _WATCHED[0] = holder
+
+
+def watched() -> bool:
+    """Whether in-place recovery watches the job's communicator in this process (:func:`watch`)."""
+    return _WATCHED[0] is not None
+
+
+def _revoked() -> None:
+    comm = getattr(_WATCHED[0], "comm", None)
+    if comm is not None and comm != MPI.COMM_NULL and comm.Is_revoked():
+        raise MPI.Exception(MPI.ERR_REVOKED)
 
 
 class CollectiveError(RuntimeError):
@@ -46,12 +66,28 @@ def release(comm: MPI.Comm) -> None:
         comm.Disconnect()
 
 
+def _testall(reqs: list[MPI.Request]) -> bool:
+    """``MPI_Testall``; an ``MPI_ERR_IN_STATUS`` is raised as the first request's own error (a lost
+    peer's ``MPI_ERR_PROC_FAILED``, for :mod:`reshape.runtime.inplace`)."""
+    statuses = [MPI.Status() for _ in reqs]
+    try:
+        return MPI.Request.Testall(reqs, statuses)
+    except MPI.Exception as e:
+        if e.Get_error_class() != MPI.ERR_IN_STATUS:
+            raise
+        codes = [st.Get_error() for st in statuses]
+        raise MPI.Exception(next((c for c in codes if c not in (MPI.SUCCESS, MPI.ERR_PENDING)),
+                                 MPI.ERR_IN_STATUS)) from None
+
+
 def wait_all(reqs: list[MPI.Request], max_sleep: float = MAX_SLEEP) -> None:
     """``MPI_Waitall`` that sleeps instead of spinning."""
-    if not reqs or MPI.Request.Testall(reqs):
+    if not reqs or _testall(reqs):
         return
     delay = 1e-6
-    while not MPI.Request.Testall(reqs):
+    while not _testall(reqs):
+        if _WATCHED[0] is not None:
+            _revoked()
         time.sleep(delay)
         delay = min(delay * 2, max_sleep)
 

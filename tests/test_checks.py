@@ -30,6 +30,8 @@ BAD = {
     E.CHECKPOINT_DIR: (" ", "expected a directory path"),
     E.FAULT_ONCE: ("", "expected a file path"),
     E.DEBUG: ("verbose", "expected 1/true/yes/on or 0/false/no/off"),
+    E.INPLACE: ("maybe", "expected 1/true/yes/on or 0/false/no/off"),
+    E.BUDDY: ("every:0", "expected every:N (iterations, N >= 1)"),
 }
 
 

@@ -123,6 +123,10 @@ class ScriptedPlan:
     def finished(self, status: str = "done", error: str | None = None) -> None:
         pass
 
+    def lost(self, old: int, new: int, ranks: list[int], reason: str, seconds: float | None = None) -> None:
+        """A lost rank recovered in place (reshape.runtime.inplace): the plan goes on from the new size."""
+        self.log.append(f"{old}->{new} lost {ranks}")
+
 
 def advisor_from_env(env: dict[str, str] | None = None) -> Advisor:
     """The daemon client if the daemon started us, else ``RESHAPE_PLAN``, else static."""

@@ -312,6 +312,11 @@ class SchedulerClient:
     def resized(self, old: int, new: int, seconds: float, error: str | None = None) -> None:
         self._send("resized", {"old": old, "new": new, "seconds": float(seconds), "error": error})
 
+    def lost(self, old: int, new: int, ranks: list[int], reason: str, seconds: float | None = None) -> None:
+        """The job lost ``ranks`` of its ``old`` and carries on on ``new`` (reshape.runtime.inplace)."""
+        self._send("lost", {"old": old, "new": new, "ranks": list(ranks), "reason": reason,
+                            "seconds": None if seconds is None else float(seconds)})
+
     def finished(self, status: str = "done", error: str | None = None) -> None:
         self._send("finished", {"status": status, "error": error})
         if self.conn is not None:

@@ -16,6 +16,7 @@ __all__ = [
     "ABORT_ON_ERROR",
     "ALLOW_NEW_SIZES",
     "BACKGROUND",
+    "BUDDY",
     "CHECKPOINT",
     "CHECKPOINT_DIR",
     "CLIENT_KEY",
@@ -24,6 +25,7 @@ __all__ = [
     "FAULT",
     "FAULT_ONCE",
     "HOSTS",
+    "INPLACE",
     "JOB_ENV",
     "JOB_ID",
     "JOB_TAG",
@@ -83,6 +85,8 @@ DEBUG = "RESHAPE_DEBUG"                    # 1: a reshape.UsageError prints its 
 ONECOPY = "RESHAPE_ONECOPY"                # 0: no memfd arrays, no direct reads between ranks of a host (nodecopy.py)
 CHECKPOINT = "RESHAPE_CHECKPOINT"          # every:N | seconds:T: checkpoints of the registered arrays (checkpoint.py)
 CHECKPOINT_DIR = "RESHAPE_CHECKPOINT_DIR"  # where; a complete checkpoint there is resumed from at start
+INPLACE = "RESHAPE_INPLACE"                # 1: a lost rank is recovered in place with ULFM (Open MPI; inplace.py)
+BUDDY = "RESHAPE_BUDDY"                    # every:N: in-memory copies of a partner's blocks (default every:10)
 
 # -- tools
 DAEMON = "RESHAPE_DAEMON"                  # the CLI's and node monitors' daemon endpoint

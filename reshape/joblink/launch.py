@@ -308,7 +308,7 @@ def mpirun(
     """
     tag = new_tag()
     run_env = mpi_env({**(env or {}), TAG_VAR: tag})
-    cmd = [*selected_mpi(run_env).argv(n), *mpiexec_args, sys.executable, *argv]
+    cmd = [*selected_mpi(run_env).argv(n, env=run_env), *mpiexec_args, sys.executable, *argv]
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=run_env, cwd=cwd, start_new_session=True,

@@ -51,5 +51,5 @@ def cmd_mpiexec(args: argparse.Namespace) -> int:
     os.environ.update(base)
     env = mpi_env()
     prog = [sys.executable if args.program[0] in ("python", "python3") else args.program[0], *args.program[1:]]
-    os.execve(mpi.launcher, [*mpi.argv(args.np), *prog], env)
+    os.execve(mpi.launcher, [*mpi.argv(args.np, env=env), *prog], env)
     return 1  # not reached

@@ -70,9 +70,13 @@ class MPI:
         a ``-x NAME``. And a rank that is not on the launcher's host can spawn only onto hosts PRRTE
         started a daemon on at launch (one added at the spawn loses its daemon), so the ``reachable``
         hosts (those the job may grow onto, with their slots) follow the job's own in ``--host``: the
-        ranks fill the job's hosts' slots first, as listed."""
+        ranks fill the job's hosts' slots first, as listed. With ``RESHAPE_INPLACE=1`` in ``env`` (or,
+        without ``env``, in this process's environment), Open MPI's runs get ``--with-ft ulfm``: a lost
+        rank then leaves the others running (:mod:`reshape.runtime.inplace`)."""
         counts = Counter(hosts)
         out = [self.launcher, "-n", str(n)]
+        if self.name == "openmpi" and inplace(os.environ if env is None else env):
+            out += ["--with-ft", "ulfm"]
         if counts:
             if not self.hydra and reachable:
                 for h, k in reachable.items():
@@ -105,6 +109,14 @@ class MPI:
                 out["OMPI_MCA_btl_tcp_if_include"] = ",".join(ifaces)
                 out["PRTE_MCA_oob_tcp_if_include"] = ",".join(ifaces)
         return {k: v for k, v in out.items() if k not in base or k in (E.MPI, "MPI4PY_LIBMPI")}
+
+
+def inplace(env: Mapping[str, str]) -> bool:
+    """``RESHAPE_INPLACE`` is on (a malformed value is refused by the job itself, on every rank)."""
+    try:
+        return E.flag(E.INPLACE, False, dict(env))
+    except ValueError:
+        return False
 
 
 # what a rank's environment holds that must not reach another process: Open MPI's and PMIx's per-process

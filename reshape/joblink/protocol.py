@@ -45,6 +45,7 @@ __all__ = [
     "JobEnded",
     "JobOutput",
     "Log",
+    "Lost",
     "Message",
     "NodeRegister",
     "Ping",
@@ -99,6 +100,9 @@ _JOB_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "error": (_STR + _NONE, False),
     },
     "finished": {"status": (_STR, True), "error": (_STR + _NONE, False)},
+    # the job lost ranks and carried on without them (in-place recovery, reshape.runtime.inplace)
+    "lost": {"old": (_INT, True), "new": (_INT, True), "ranks": (_LIST, True), "reason": (_STR, True),
+             "seconds": (_NUM + _NONE, False)},
     # node monitor on the job's first node -> System Monitor (seed 001 §3.1: job end / job error)
     "job_ended": {"node": (_STR, True), "incarnation": (_STR, True), "status": (_STR, True),
                   "processes": (_INT, False), "detail": (_STR + _NONE, False), "attempt": (_INT, False),
@@ -262,6 +266,18 @@ class Resized(Request):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Lost(Request):
+    """The job lost ranks ``ranks`` (of ``old``) and carried on, in place, on the ``new`` survivors."""
+
+    type: ClassVar[str] = "lost"
+    old: int
+    new: int
+    ranks: tuple[int, ...]
+    reason: str
+    seconds: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Finished(Request):
     type: ClassVar[str] = "finished"
     status: str
@@ -370,7 +386,7 @@ class Stop(Request):
 
 
 REQUESTS: dict[str, type[Request]] = {c.type: c for c in (
-    Hello, ResizePoint, Resized, Finished, JobEnded, JobOutput, NodeRegister, Heartbeat,
+    Hello, ResizePoint, Resized, Lost, Finished, JobEnded, JobOutput, NodeRegister, Heartbeat,
     Ping, Submit, Status, Cancel, History, Log, Stop, Register)}
 
 

@@ -137,6 +137,12 @@ class Checkpointer:
         self._pending = (resume_at, part, meta)
         self._last = time.monotonic()
 
+    def forget(self) -> None:
+        """Drop the checkpoint in flight (its ranks' communicator is gone: a rank was lost). Local."""
+        if self._thread is not None:
+            self._thread.join()
+        self._pending = self._thread = None
+
     def _write(self, part: str, rank: int, blocks: dict[str, np.ndarray], payload: bytes | None) -> None:
         try:
             import h5py

@@ -74,6 +74,8 @@ class JobSettings:
     standby: int = 0
     checkpoint: tuple[str, float] | None = None  # ("every", N) or ("seconds", T)
     checkpoint_dir: str | None = None
+    inplace: bool = False  # RESHAPE_INPLACE: lost ranks recovered in place (reshape.runtime.inplace)
+    buddy_every: int = 10  # RESHAPE_BUDDY=every:N
 
 
 # ---------------------------------------------------------------------- environment (pure)
@@ -174,8 +176,12 @@ def env_problems(env: Mapping[str, str] | None = None) -> tuple[JobSettings, lis
     ckdir = env.get(E.CHECKPOINT_DIR)
     if ckdir is not None and (not ckdir.strip() or "\0" in ckdir):
         problems.append(f"{E.CHECKPOINT_DIR}={ckdir!r}: expected a directory path")
+    from reshape.runtime import inplace
+
+    on, every, more = inplace.settings_problem(env)
+    problems += more
     return JobSettings(plan, max_procs, allow, method, background, timeout, job_id, relabel, reuse,
-                       standby, checkpoint, ckdir or None), problems
+                       standby, checkpoint, ckdir or None, on, every or inplace.DEFAULT_EVERY), problems
 
 
 def plan_problems(plan: tuple[int, ...] | None, size: int) -> list[str]:
@@ -254,6 +260,10 @@ def job_settings(comm, spawned: bool = False, env: Mapping[str, str] | None = No
                         "init(reuse=True))")
     if not spawned:
         problems += plan_problems(settings.plan, comm.size)
+    if settings.inplace:
+        from reshape.runtime.inplace import ulfm_problem
+
+        problems += [p for p in [ulfm_problem()] if p]
     agree(comm, "; ".join(problems) or None, "reshape.init()")
     return settings
 

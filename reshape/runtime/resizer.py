@@ -44,7 +44,9 @@ data. A failure after that point (a rank that dies or raises, a spawn,
 merge or transfer that does not complete within ``RESHAPE_RESIZE_TIMEOUT``)
 aborts the whole job at once, with the reason reported to the scheduler
 (:mod:`reshape.runtime.watchdog`): MPICH cannot shrink a communicator around a lost
-rank, and waiting would leave the job holding its slots forever.
+rank, and waiting would leave the job holding its slots forever. On Open MPI with
+``RESHAPE_INPLACE=1`` a job looping with :meth:`Resizer.run` instead recovers from a lost rank in
+place, as a shrink (:mod:`reshape.runtime.inplace`).
 
 The redistribution time of each resize is measured (slowest rank) and sent
 with the next resize point's report, as the paper does.
@@ -63,7 +65,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from mpi4py import MPI
 
-from reshape import faults
+from reshape import faults, mpiutil
 from reshape.joblink import jobenv as E
 from reshape.joblink import launchers
 from reshape.joblink.advice import Advisor, advisor_from_env
@@ -76,6 +78,7 @@ from reshape.runtime import checkpoint, checks
 from reshape.runtime.background import Background, Pending
 from reshape.runtime.checkpoint import Checkpointer, Restored
 from reshape.runtime.darray import DistArray, LayoutRule, Registered, layout_rule
+from reshape.runtime.inplace import Buddies, failure, recover
 from reshape.runtime.parking import CallBack, CalledBack, Parking, Reserve
 from reshape.runtime.results import EXPAND_PARTS, ResizeError, ResizeResult
 from reshape.runtime.spawning import Joining, check_hosts, process_start
@@ -146,6 +149,10 @@ class Resizer(Joining, Background, Parking):
     _reserve: Reserve = field(default_factory=Reserve)  # pools of parked ranks (reshape.runtime.parking)
     _ckpt: Checkpointer | None = None  # periodic checkpoints (RESHAPE_CHECKPOINT, reshape.runtime.checkpoint)
     _restored: Restored | None = None  # the checkpoint this run resumed from, filling the arrays registered
+    inplace: bool = False  # a lost rank is recovered in place (RESHAPE_INPLACE, reshape.runtime.inplace)
+    _buddies: Buddies | None = None  # the in-memory copies in-place recovery reads (reshape.runtime.inplace)
+    recoveries: list[dict] = field(default_factory=list)  # one per in-place recovery on this rank
+    _status: str | None = None  # what finish() was told
 
     # ------------------------------------------------------------ basics
     @property
@@ -173,6 +180,44 @@ class Resizer(Joining, Background, Parking):
             yield self.iteration
             self._in_body = False
             self.iteration += 1
+
+    def run(self, step: Callable[[int], None], n: int,
+            after: Callable[[int, ResizeResult], None] | None = None) -> None:
+        """The job's loop as a step function: for each iteration ``it`` from ``iteration`` to ``n - 1``,
+        ``step(it)``, then :meth:`resize`, then ``after(it, result)`` if given. Collective.
+
+        The same as ``for it in rt.iterations(n): step(it); rt.resize()``, and needed for in-place
+        recovery (``RESHAPE_INPLACE=1``, :mod:`reshape.runtime.inplace`): a rank lost anywhere in
+        ``step``, in ``resize`` or in ``after`` makes the survivors shrink the communicator, rebuild
+        the registered arrays and values at the newest iteration they hold a copy of, and call
+        ``step`` again from there, on fewer ranks (read ``rt.comm``, ``A.local`` and ``A.layout``
+        afresh in every step). ``step`` must leave the program's own state in the registered
+        arrays and values only (or rebuild the rest from them), so that an iteration can be run again.
+        Ranks spawned by an expansion call ``run`` with the same arguments and carry on where the job is.
+        """
+        self._end = n
+        while self.iteration < n:
+            try:
+                if self._buddies is not None:
+                    self._buddies.poll()
+                    if self._buddies.due(self):
+                        self._buddies.refresh(self)
+                faults.iteration(self.iteration, self.rank, self.size)
+                self._in_body = True
+                step(self.iteration)
+                result = self.resize()
+                self._in_body = False
+                if (self._buddies is not None and result.action == "shrink"
+                        and self._buddies.generation is not self.comm):  # covered again before after()
+                    self._buddies.refresh(self, self.iteration + 1)
+                if after is not None:
+                    after(self.iteration, result)
+                self.iteration += 1
+            except Exception as e:
+                self._in_body = False
+                if not (self.inplace and failure(e)):
+                    raise
+                recover(self, e)
 
     # ------------------------------------------------------------ registration
     def register_array(
@@ -431,6 +476,8 @@ class Resizer(Joining, Background, Parking):
             return ResizeResult("continue", old, old, reason=advice.reason)
         if self._ckpt is not None:  # a checkpoint in flight completes on the communicator that writes it
             self._ckpt.settle(self.comm, wait=True)
+        if self._buddies is not None and self.size > 1:  # reshape.runtime.inplace: a resize point is covered
+            self._buddies.cover(self, self.iteration + (1 if self._in_body else 0))
         what = f"{advice.action} {old}->{advice.nprocs}"
         self._arm(what)
         try:
@@ -451,6 +498,8 @@ class Resizer(Joining, Background, Parking):
         except ResizeError as e:
             return ResizeResult("failed", old, self.size, error=str(e), reason=advice.reason, target=advice.nprocs)
         except Exception as e:
+            if self.inplace and failure(e) and self.comm is self._buddies.generation:
+                raise  # a rank lost in the data motion: recovered in place by run() (reshape.runtime.inplace)
             self._abort_resize(what, e)
         finally:
             self._disarm()
@@ -463,11 +512,17 @@ class Resizer(Joining, Background, Parking):
         ranks retire here: they do not return).
         """
         self._finished = True
+        self._status = status
         if self._pending is not None:
             self.results.append(self._switch())
         if self._ckpt is not None:
             self._ckpt.settle(self.comm, wait=True)
         self._release_parked()
+        if self._buddies is not None:  # what the buddy copies cost (reshape.runtime.inplace), slowest rank
+            secs = allreduce(self.comm, self._buddies.seconds)
+            if self.rank == 0:
+                print(f"[reshape] buddy copies: {self._buddies.refreshes} made, {secs:.3f} s on the slowest rank",
+                      file=sys.stderr, flush=True)
         barrier(self.comm)
         if self.rank == 0 and self.advisor:
             try:
@@ -486,6 +541,16 @@ class Resizer(Joining, Background, Parking):
                 self.advisor.finished("done")
             except Exception as e:
                 print(f"[reshape] advisor error at exit: {e}", file=sys.stderr, flush=True)
+
+    def _exit_after_recovery(self) -> None:
+        """At the exit of a process that recovered from a lost rank (reshape.runtime.inplace): leave without
+        ``MPI_Finalize``, whose fence in Open MPI 5.0.11 sometimes never completes once a rank of the job
+        was lost (docs/mpi.md); ``mpirun --with-ft ulfm`` takes such an exit as a normal one. The exit
+        status is the one :meth:`finish` was told (0 for ``done``)."""
+        if self.recoveries:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0 if self._status in (None, "done") else 1)
 
     def _report_abort(self, reason: str, lost: bool = False) -> None:
         """Tell the scheduler (any rank may) why the job is being aborted; bounded, best effort.
@@ -639,6 +704,12 @@ def init(
             placement.prefetch()  # the solver's import (scipy) runs during the first iterations, not in a resize
         checkpoint.resume(rt, cfg)
     rt._ckpt = checkpoint.from_settings(rt.comm, cfg, job_id, spawned=rt.joined)
+    if cfg.inplace:  # reshape.runtime.inplace: errors come back as exceptions, copies refreshed by run()
+        rt.inplace = True
+        atexit.register(rt._exit_after_recovery)  # first registered: runs after every other exit handler
+        rt.comm.Set_errhandler(MPI.ERRORS_RETURN)
+        mpiutil.watch(rt)
+        rt._buddies = Buddies(cfg.buddy_every)
     rt._plan = None if rt.joined else cfg.plan
     _RUNTIME = rt
     return rt

