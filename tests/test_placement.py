@@ -6,7 +6,8 @@ from hypothesis import strategies as st
 
 from reshape.redistribution import placement
 from reshape.redistribution.layout import block, block_cyclic_2d, nearly_square_grid
-from reshape.redistribution.relabel import kept_elements
+from reshape.redistribution.relabel import cost, kept_elements, loads, relabel_many
+from reshape.redistribution.schedule import make_plan
 
 
 @st.composite
@@ -59,3 +60,46 @@ def test_relabel_flag_is_parsed_strictly():
     assert placement.enabled({}) and not placement.enabled({"RESHAPE_RELABEL": "0"})
     with pytest.raises(ValueError, match="RESHAPE_RELABEL='maybe'"):
         placement.enabled({"RESHAPE_RELABEL": "maybe"})
+
+
+@settings(max_examples=60, deadline=None)
+@given(shapes, st.integers(1, 6), st.integers(1, 6), st.sampled_from(["1d", "2d4", "2d7"]), st.integers(0, 2))
+def test_the_placement_relabels_only_where_its_plan_is_cheaper(shape, p, q, kind, extra):
+    nb = 4 if kind == "2d4" else 7
+    lay = (lambda n: block(shape, n)) if kind == "1d" else (lambda n: block_cyclic_2d(shape, nearly_square_grid(n),
+                                                                                      (nb, nb)))
+    cands = list(range(max(p, q) + extra))
+    pairs = [(lay(p), lay(q), None, 8)]
+    ranks = placement.choose([(lay(p), lay(q), 8)], cands)
+    identity = tuple(cands[:q])
+    best = relabel_many(pairs, cands, fixed={0: 0})
+    assert ranks in (identity, best)
+    assert cost(pairs, ranks) <= cost(pairs, identity)
+    if ranks != identity:
+        assert cost(pairs, ranks) < cost(pairs, identity)
+    elif best != identity:
+        assert cost(pairs, best) >= cost(pairs, identity)
+
+
+@settings(max_examples=60, deadline=None)
+@given(shapes, st.integers(1, 6), st.integers(1, 6), st.booleans(), st.data())
+def test_the_copy_loads_are_the_plans(shape, p, q, two_d, data):
+    lay = (lambda n: block_cyclic_2d(shape, nearly_square_grid(n), (4, 4))) if two_d else (lambda n: block(shape, n))
+    size = max(p, q)
+    src_ranks = tuple(data.draw(st.permutations(range(size)))[:p])
+    dst_ranks = tuple(data.draw(st.permutations(range(size)))[:q])
+    plan = make_plan(lay(p), lay(q), src_ranks, dst_ranks)
+    want: dict[int, int] = {}
+    for t in plan.transfers:  # a kept element is copied once, a moved one by both sides
+        want[t.src] = want.get(t.src, 0) + 8 * t.count
+        if not t.local:
+            want[t.dst] = want.get(t.dst, 0) + 8 * t.count
+    got = {r: v for r, v in loads([(lay(p), lay(q), src_ranks, 8)], dst_ranks).items() if v}
+    assert got == {r: v for r, v in want.items() if v}
+
+
+def test_block_3_to_4_relabels_only_when_cheaper():
+    src, dst = block((4000, 4000), 3), block((4000, 4000), 4)
+    ranks = placement.choose([(src, dst, 8)], range(4))
+    pairs = [(src, dst, None, 8)]
+    assert ranks == (0, 1, 2, 3) or cost(pairs, ranks) < cost(pairs, (0, 1, 2, 3))

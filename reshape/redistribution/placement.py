@@ -11,7 +11,11 @@ overlap matrix of every registered array together
 communicator (``MPI_Comm_split`` keyed by position) so that, as before, comm
 rank ``j`` holds position ``j`` of every layout. What changes for the
 application is only that a rank's number may change at a resize; rank 0 (the
-rank that talks to the scheduler) always stays rank 0. ``RESHAPE_RELABEL=0``
+rank that talks to the scheduler) always stays rank 0. The relabelling is
+taken only where its plan is cheaper than the fixed mapping's
+(:func:`reshape.redistribution.relabel.cost`: the busiest rank's copy load,
+then the total): keeping the most bytes in place can pile the copying onto
+fewer ranks, and then the move takes longer. ``RESHAPE_RELABEL=0``
 keeps the fixed mapping (position ``j`` on the ``j``-th senior rank).
 
 Seniority is a rank's ``(expansion, rank in that expansion's spawn)``; the
@@ -76,16 +80,20 @@ def choose(
     ``arrays`` holds ``(src, dst, itemsize)`` per registered array, the source on
     comm ranks ``0..P-1``; every ``dst`` has the same process count ``Q <=
     len(candidates)``. Position 0 stays on ``candidates[0]``. Without arrays, or
-    with ``relabel`` off, the mapping is ``candidates[:Q]``.
+    with ``relabel`` off, the mapping is ``candidates[:Q]``; so it is when the
+    relabelling's :func:`~reshape.redistribution.relabel.cost` is not strictly lower.
     """
     arrays = list(arrays)
     cands = [int(r) for r in candidates]
     if not arrays or not relabel:
         q = arrays[0][1].nprocs if arrays else len(cands)
         return tuple(cands[:q])
-    from reshape.redistribution.relabel import relabel_many
+    from reshape.redistribution.relabel import cost, relabel_many
 
-    return relabel_many([(s, d, None, size) for s, d, size in arrays], cands, fixed={0: cands[0]})
+    pairs = [(s, d, None, size) for s, d, size in arrays]
+    out = relabel_many(pairs, cands, fixed={0: cands[0]})
+    identity = tuple(cands[: arrays[0][1].nprocs])
+    return out if cost(pairs, out) < cost(pairs, identity) else identity
 
 
 def renumber(comm: MPI.Intracomm, ranks: Sequence[int]) -> MPI.Intracomm:

@@ -11,7 +11,11 @@ Kozhevnikov & VandeVondele, "COSTA", ISC 2021), solved exactly by
 :func:`scipy.optimize.linear_sum_assignment`.
 
 When relabelling gains nothing, the identity (position ``j`` -> candidate
-``j``) is returned, so callers see no change in that case.
+``j``) is returned, so callers see no change in that case. Keeping the most
+bytes in place is not always the fastest plan: it can pile the copying onto
+fewer ranks. :func:`cost` prices a placement (the busiest rank's copy load,
+then the total); the runtime takes the relabelling only where it is strictly
+cheaper than the identity (:func:`reshape.redistribution.placement.choose`).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import numpy as np
 from reshape.redistribution.layout import _NP_ORDER, Layout, LayoutError
 from reshape.redistribution.schedule import axis_pieces
 
-__all__ = ["kept_elements", "overlap", "relabel", "relabel_many"]
+__all__ = ["cost", "kept_elements", "loads", "overlap", "relabel", "relabel_many"]
 
 
 def _coords(lay: Layout) -> tuple[np.ndarray, ...]:
@@ -119,11 +123,11 @@ def relabel_many(
     sub = g[np.ix_(free_rows, free_cols)]
     # Break ties towards the identity exactly: scale by Q+1 and add 1 per identity cell (at most Q < Q+1
     # in total), as long as float64 represents the result exactly; the identity check below covers the rest.
-    cost = sub.astype(np.float64)
+    weight = sub.astype(np.float64)
     if sub.size and int(sub.max()) * (q + 1) + q < 2**53:
-        cost *= q + 1
-        cost += np.equal.outer(free_rows, free_cols)
-    r_idx, c_idx = linear_sum_assignment(cost, maximize=True)
+        weight *= q + 1
+        weight += np.equal.outer(free_rows, free_cols)
+    r_idx, c_idx = linear_sum_assignment(weight, maximize=True)
     choice = dict(fixed)
     for r, c in zip(r_idx, c_idx, strict=True):
         choice[free_rows[r]] = cands[free_cols[c]]
@@ -135,6 +139,41 @@ def relabel_many(
         if int(g[np.arange(q), np.arange(q)].sum()) >= kept:
             return identity
     return out
+
+
+def loads(
+    pairs: Iterable[tuple[Layout, Layout, Sequence[int] | None, int]], dst_ranks: Sequence[int]
+) -> dict[int, int]:
+    """Bytes each comm rank copies when every array of ``pairs`` moves to ``dst_ranks``.
+
+    A rank's load is what it keeps (copied locally), what it sends and what it
+    receives: each crossing byte is copied on both sides on the MPI path (the
+    sender packs, the receiver copies out), each kept byte once. The same
+    counts as the plan's transfers (:func:`~reshape.redistribution.schedule.make_plan`),
+    from the overlap matrix without building the plan.
+    """
+    out: dict[int, int] = {}
+    for src, dst, src_ranks, itemsize in pairs:
+        src_ranks = range(src.nprocs) if src_ranks is None else src_ranks
+        o = overlap(src, dst) * int(itemsize)
+        rows, cols = o.sum(axis=1), o.sum(axis=0)
+        where = {int(r): j for j, r in enumerate(dst_ranks)}
+        for i, r in enumerate(src_ranks):
+            j = where.get(int(r))
+            out[int(r)] = out.get(int(r), 0) + int(rows[i]) - (0 if j is None else int(o[i, j]))
+        for j, r in enumerate(dst_ranks):
+            out[int(r)] = out.get(int(r), 0) + int(cols[j])
+    return out
+
+
+def cost(pairs, dst_ranks: Sequence[int]) -> tuple[int, int]:
+    """A plan's cost for choosing between placements: ``(busiest rank's load, total load)`` (:func:`loads`).
+
+    The busiest rank bounds the time when ranks have cores of their own; the
+    total (which falls with every byte kept in place) when they share them.
+    """
+    per = loads(list(pairs), dst_ranks)
+    return max(per.values(), default=0), sum(per.values())
 
 
 def solver():
