@@ -43,10 +43,28 @@ METHODS = ("circulant", "alltoallv", "checkpoint")
 TAG = 0x5E5  # point-to-point tag used by redistribution messages
 NOTE_TAG = 0x6000  # + 2 * (exchange number % 4096): a reader's note to a source; + 1: data it asked for
 DONE, NEED = 1, 0  # a note: "I read your block directly" / "I could not map it: send it"
-# Waiting for receives: "spin" (default, MPI_Waitall) or "poll" (Test + 20 us sleeps),
-# for nodes so oversubscribed that spinning ranks starve the copying ones.
-_SPIN = os.environ.get(E.WAIT, "spin") != "poll"
 _DATA_SLEEP = 2e-5
+
+
+def spins(ranks_here: int, env=None) -> bool:
+    """Whether a rank waiting for its receives spins in ``MPI_Waitall`` (else ``MPI_Test`` + 20 us sleeps).
+
+    ``RESHAPE_WAIT``: ``spin``, ``poll``, or ``auto`` (unset): spin while the
+    exchange's ranks on this host (``ranks_here``) fit its cores, poll when they
+    outnumber them. With CMA a receiver copies in its own progress calls, so
+    spinning is fastest when it has a core to itself; on an oversubscribed node
+    the spinning ranks take the cores from the ranks packing and copying
+    (measured here, 2 cores, 3-9 ranks, N = 4000, every case in one run:
+    polling 0-30% faster in 10 of 11 cases, 15% slower in one).
+    """
+    text = (os.environ if env is None else env).get(E.WAIT, "") or "auto"
+    if text != "auto":
+        return text != "poll"
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return ranks_here <= cores
 
 
 class RedistributionError(CollectiveError):
@@ -283,6 +301,8 @@ class Exchange:
         self._notes: list[tuple[Transfer, MPI.Request, np.ndarray]] = []  # as a source: one per direct reader
         self._window = window
         self._done = False
+        host = None if peers is None else peers.hosts[comm.rank]
+        self._spin = spins(comm.size if host is None else peers.hosts.count(host))
         self.stats = {"direct": 0, "fallback": 0, "mpi": 0}
         me = comm.rank
         base = mpi_type(dtype)
@@ -435,10 +455,10 @@ class Exchange:
             # Notes first: every reader sends its notes before waiting for anything, so a rank
             # both waiting for data it asked for and owing data never blocks the other way round.
             self._serve(block=True)
-            # Receiving ranks spin: with CMA the receiver copies the data in its own
-            # progress calls. Ranks left with sends only sleep between tests so as not
-            # to take the core from the ranks copying (unless RESHAPE_WAIT=poll, sleep always).
-            if _SPIN:
+            # Receiving ranks spin where they have cores of their own (spins()): with CMA the
+            # receiver copies the data in its own progress calls. Ranks left with sends only
+            # sleep between tests so as not to take the core from the ranks copying.
+            if self._spin:
                 MPI.Request.Waitall(self._recvs)
             else:
                 wait_all(self._recvs, max_sleep=_DATA_SLEEP)
