@@ -1,5 +1,6 @@
 """Placement at a resize: which ranks stay on a shrink, which rank takes which position (pure, hypothesis)."""
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -7,7 +8,7 @@ from hypothesis import strategies as st
 from reshape.redistribution import placement
 from reshape.redistribution.layout import block, block_cyclic_2d, nearly_square_grid
 from reshape.redistribution.relabel import cost, kept_elements, loads, relabel_many
-from reshape.redistribution.schedule import make_plan
+from reshape.redistribution.schedule import contiguous, make_plan
 
 
 @st.composite
@@ -82,20 +83,41 @@ def test_the_placement_relabels_only_where_its_plan_is_cheaper(shape, p, q, kind
 
 
 @settings(max_examples=60, deadline=None)
-@given(shapes, st.integers(1, 6), st.integers(1, 6), st.booleans(), st.data())
-def test_the_copy_loads_are_the_plans(shape, p, q, two_d, data):
+@given(shapes, st.integers(1, 6), st.integers(1, 6), st.booleans(), st.booleans(), st.data())
+def test_the_copy_loads_are_the_engines(shape, p, q, two_d, direct, data):
     lay = (lambda n: block_cyclic_2d(shape, nearly_square_grid(n), (4, 4))) if two_d else (lambda n: block(shape, n))
     size = max(p, q)
     src_ranks = tuple(data.draw(st.permutations(range(size)))[:p])
     dst_ranks = tuple(data.draw(st.permutations(range(size)))[:q])
     plan = make_plan(lay(p), lay(q), src_ranks, dst_ranks)
     want: dict[int, int] = {}
-    for t in plan.transfers:  # a kept element is copied once, a moved one by both sides
-        want[t.src] = want.get(t.src, 0) + 8 * t.count
-        if not t.local:
-            want[t.dst] = want.get(t.dst, 0) + 8 * t.count
-    got = {r: v for r, v in loads([(lay(p), lay(q), src_ranks, 8)], dst_ranks).items() if v}
+    for t in plan.transfers:  # the receiver (or owner) copies each element; a packed send is a second copy
+        want[t.dst] = want.get(t.dst, 0) + 8 * t.count
+        blk = np.arange(np.prod(lay(p).local_shape(src_ranks.index(t.src)))).reshape(
+            lay(p).local_shape(src_ranks.index(t.src)))
+        cont = contiguous(t.send, blk.shape)  # the engine sends in place only what this finds contiguous
+        if cont is not None:
+            assert np.array_equal(blk[np.ix_(*(r.index() for r in t.send))].ravel(),
+                                  np.arange(cont[0], cont[0] + cont[1]))
+        elif not t.local and not direct:
+            want[t.src] = want.get(t.src, 0) + 8 * t.count
+    got = {r: v for r, v in loads([(lay(p), lay(q), src_ranks, 8)], dst_ranks, direct).items() if v}
     assert got == {r: v for r, v in want.items() if v}
+    assert sum(got.values()) >= 8 * int(np.prod(shape))  # every element is copied at least once
+
+
+def test_row_blocks_keep_the_fixed_mapping():
+    # every 1-D BLOCK transfer is contiguous: a kept row costs the engine what a received one does
+    for p, q in [(2, 4), (3, 4), (4, 3), (4, 2)]:
+        src, dst = block((4000, 4000), p), block((4000, 4000), q)
+        assert placement.choose([(src, dst, 8)], range(q)) == tuple(range(q))
+
+
+def test_grids_relabel_where_packing_is_saved():
+    lay = lambda n: block_cyclic_2d((4000, 4000), nearly_square_grid(n), (64, 64))  # noqa: E731
+    ranks = placement.choose([(lay(4), lay(6), 8)], range(6))
+    assert ranks != tuple(range(6))
+    assert cost([(lay(4), lay(6), None, 8)], ranks) < cost([(lay(4), lay(6), None, 8)], range(6))
 
 
 def test_block_3_to_4_relabels_only_when_cheaper():

@@ -13,9 +13,11 @@ rank ``j`` holds position ``j`` of every layout. What changes for the
 application is only that a rank's number may change at a resize; rank 0 (the
 rank that talks to the scheduler) always stays rank 0. The relabelling is
 taken only where its plan is cheaper than the fixed mapping's
-(:func:`reshape.redistribution.relabel.cost`: the busiest rank's copy load,
-then the total): keeping the most bytes in place can pile the copying onto
-fewer ranks, and then the move takes longer. ``RESHAPE_RELABEL=0``
+(:func:`reshape.redistribution.relabel.cost`: the copies the engine makes,
+the busiest rank's, then the total): keeping the most bytes in place can
+pile the copying onto fewer ranks, and with 1-D row blocks a kept byte costs
+one copy as a received one does (measured, 1-D BLOCK 2->4 and 3->4,
+relabelled 1.6x slower than the fixed mapping in one run). ``RESHAPE_RELABEL=0``
 keeps the fixed mapping (position ``j`` on the ``j``-th senior rank).
 
 Seniority is a rank's ``(expansion, rank in that expansion's spawn)``; the
@@ -88,12 +90,14 @@ def choose(
     if not arrays or not relabel:
         q = arrays[0][1].nprocs if arrays else len(cands)
         return tuple(cands[:q])
+    from reshape.redistribution.nodecopy import allocating
     from reshape.redistribution.relabel import cost, relabel_many
 
     pairs = [(s, d, None, size) for s, d, size in arrays]
     out = relabel_many(pairs, cands, fixed={0: cands[0]})
     identity = tuple(cands[: arrays[0][1].nprocs])
-    return out if cost(pairs, out) < cost(pairs, identity) else identity
+    direct = allocating()  # the arrays are memfd-backed: peers read moved bytes directly, nothing is packed
+    return out if cost(pairs, out, direct) < cost(pairs, identity, direct) else identity
 
 
 def renumber(comm: MPI.Intracomm, ranks: Sequence[int]) -> MPI.Intracomm:

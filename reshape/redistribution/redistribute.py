@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import math
 import os
 import time
 from typing import NamedTuple
@@ -35,7 +34,7 @@ from reshape.joblink import jobenv as E
 from reshape.mpiutil import MAX_SLEEP, CollectiveError, mpi_type, wait_all
 from reshape.redistribution import baselines, nodecopy, runcopy
 from reshape.redistribution.layout import Layout
-from reshape.redistribution.schedule import Plan, Runs, Transfer, make_plan, run_groups
+from reshape.redistribution.schedule import Plan, Transfer, contiguous, make_plan, run_groups
 
 __all__ = ["METHODS", "Exchange", "RedistributionError", "redistribute", "start"]
 
@@ -177,23 +176,6 @@ def _validate(comm, src, src_local, dst, src_ranks, dst_ranks, out, method) -> t
 # --------------------------------------------------------------------------
 
 
-def _contiguous(runs: tuple[Runs, ...], lshape: tuple[int, ...]) -> tuple[int, int] | None:
-    """``(offset, count)`` in elements when the run product is one contiguous range."""
-    ndim = len(runs)
-    for r in runs:
-        if len(r.starts) != 1:
-            return None
-    j = ndim - 1
-    while j > 0 and int(runs[j].starts[0]) == 0 and int(runs[j].lens[0]) == lshape[j]:
-        j -= 1
-    if any(int(runs[k].lens[0]) != 1 for k in range(j)):
-        return None
-    strides = [math.prod(lshape[k + 1 :]) for k in range(ndim)]
-    offset = sum(int(runs[k].starts[0]) * strides[k] for k in range(ndim))
-    count = math.prod(int(r.lens[0]) for r in runs)
-    return offset, count
-
-
 def _pack_typed(arr: np.ndarray, t: Transfer, buf: np.ndarray) -> None:
     """Pack the send side of ``t`` in the element order of the receiver's datatype (:meth:`_Types.buffer`)."""
     groups = runcopy.sides([run_groups(a, b) for a, b in zip(t.send, t.recv, strict=True)], 0)
@@ -217,7 +199,7 @@ class _Types:
     def buffer(self, arr: np.ndarray, t: Transfer, base: MPI.Datatype, side: int):
         """MPI buffer spec for one side of a transfer: a slice when contiguous, else vector types."""
         runs = t.send if side == 0 else t.recv
-        cont = _contiguous(runs, arr.shape)
+        cont = contiguous(runs, arr.shape)
         flat = arr.reshape(-1)
         if cont is not None:
             off, cnt = cont
@@ -390,7 +372,7 @@ class Exchange:
 
     def _message(self, t: Transfer) -> np.ndarray:
         """The send side of ``t`` as one contiguous buffer: in place when it is contiguous, else packed."""
-        cont = _contiguous(t.send, self._src.shape)
+        cont = contiguous(t.send, self._src.shape)
         if cont is not None:
             off, cnt = cont
             return self._src.reshape(-1)[off : off + cnt]

@@ -13,9 +13,11 @@ Kozhevnikov & VandeVondele, "COSTA", ISC 2021), solved exactly by
 When relabelling gains nothing, the identity (position ``j`` -> candidate
 ``j``) is returned, so callers see no change in that case. Keeping the most
 bytes in place is not always the fastest plan: it can pile the copying onto
-fewer ranks. :func:`cost` prices a placement (the busiest rank's copy load,
-then the total); the runtime takes the relabelling only where it is strictly
-cheaper than the identity (:func:`reshape.redistribution.placement.choose`).
+fewer ranks, and where every transfer is contiguous (1-D row blocks) a kept
+byte costs the engine one copy, as a moved one does. :func:`cost` prices a
+placement by the engine's copies (the busiest rank's, then the total); the
+runtime takes the relabelling only where it is strictly cheaper than the
+identity (:func:`reshape.redistribution.placement.choose`).
 """
 
 from __future__ import annotations
@@ -142,37 +144,43 @@ def relabel_many(
 
 
 def loads(
-    pairs: Iterable[tuple[Layout, Layout, Sequence[int] | None, int]], dst_ranks: Sequence[int]
+    pairs: Iterable[tuple[Layout, Layout, Sequence[int] | None, int]], dst_ranks: Sequence[int],
+    direct: bool = False,
 ) -> dict[int, int]:
-    """Bytes each comm rank copies when every array of ``pairs`` moves to ``dst_ranks``.
+    """Bytes each comm rank copies when every array of ``pairs`` moves to ``dst_ranks``, as the engine copies.
 
-    A rank's load is what it keeps (copied locally), what it sends and what it
-    receives: each crossing byte is copied on both sides on the MPI path (the
-    sender packs, the receiver copies out), each kept byte once. The same
-    counts as the plan's transfers (:func:`~reshape.redistribution.schedule.make_plan`),
-    from the overlap matrix without building the plan.
+    From the plan (:func:`~reshape.redistribution.schedule.make_plan`): a kept
+    byte is copied once, by its rank; a moved byte once by its receiver (the
+    receiver's copy out of the sender's memory: CMA, or a direct read of a
+    memfd block when ``direct``), and once more by its sender when the
+    transfer is not contiguous in the sender's block and goes over MPI (the
+    sender packs it). So relabelling 1-D row blocks gains no copies (every
+    transfer is contiguous: a kept row costs what a received one does), while
+    2-D block-cyclic moves are packed and keeping bytes in place saves two
+    copies each.
     """
+    from reshape.redistribution.schedule import contiguous, make_plan
+
     out: dict[int, int] = {}
     for src, dst, src_ranks, itemsize in pairs:
-        src_ranks = range(src.nprocs) if src_ranks is None else src_ranks
-        o = overlap(src, dst) * int(itemsize)
-        rows, cols = o.sum(axis=1), o.sum(axis=0)
-        where = {int(r): j for j, r in enumerate(dst_ranks)}
-        for i, r in enumerate(src_ranks):
-            j = where.get(int(r))
-            out[int(r)] = out.get(int(r), 0) + int(rows[i]) - (0 if j is None else int(o[i, j]))
-        for j, r in enumerate(dst_ranks):
-            out[int(r)] = out.get(int(r), 0) + int(cols[j])
+        plan = make_plan(src, dst, None if src_ranks is None else tuple(src_ranks), tuple(dst_ranks))
+        for t in plan.transfers:
+            b = int(itemsize) * t.count
+            out[t.dst] = out.get(t.dst, 0) + b
+            if not t.local and not direct:
+                i = plan.src_ranks.index(t.src)
+                if contiguous(t.send, src.local_shape(i)) is None:
+                    out[t.src] = out.get(t.src, 0) + b
     return out
 
 
-def cost(pairs, dst_ranks: Sequence[int]) -> tuple[int, int]:
-    """A plan's cost for choosing between placements: ``(busiest rank's load, total load)`` (:func:`loads`).
+def cost(pairs, dst_ranks: Sequence[int], direct: bool = False) -> tuple[int, int]:
+    """A placement's cost for choosing between placements: ``(busiest rank's load, total load)`` (:func:`loads`).
 
     The busiest rank bounds the time when ranks have cores of their own; the
-    total (which falls with every byte kept in place) when they share them.
+    total when they share them.
     """
-    per = loads(list(pairs), dst_ranks)
+    per = loads(list(pairs), dst_ranks, direct)
     return max(per.values(), default=0), sum(per.values())
 
 
