@@ -1,4 +1,4 @@
-"""Redistribution benchmark: circulant engine vs. Alltoallv vs. checkpoint/restart (seed 001 Fig. 3b).
+"""Redistribution benchmark: what a resize gets by default, against Alltoallv, pdgemr2d and checkpoint/restart.
 
 ``python -m benchmarks.redistribution [--quick]`` relaunches itself under
 ``mpiexec -n 9`` and redistributes an N x N float64 matrix from P to Q
@@ -6,48 +6,62 @@ processes with every method in the same run, case by case:
 
 * 1-D row blocks (BLOCK): 1->2, 2->4, 4->2, 3->4, 4->3;
 * 2-D block-cyclic on nearly-square grids (ScaLAPACK style), blocks 32, 64
-  and 128: the same pairs plus 2x2 <-> 2x3 <-> 3x3 (4->6, 6->4, 6->9, 9->6).
+  and 128: the same pairs plus 2x2 <-> 2x3 <-> 3x3 (4->6, 6->4, 6->9, 9->6);
+  1x3 <-> 2x2 (3->4, 4->3) and 2x2 <-> 2x3 change both grid sides.
 
 Each case runs on a communicator of max(P, Q) ranks, as a resize would; the
-other ranks wait in a sleeping barrier that polls every 20 ms (a resize has
-no idle ranks; polling every millisecond, each idle rank took 2% of a core,
-every 20 ms 0.4%). Times are the slowest rank's; each
-case reports the median and the best of its repeats, output allocation
-included; the slowest rank's time is taken with a sleeping reduction (a rank
-done early must not spin on a core the copying ranks need). ``warm-out`` is
-the circulant engine into a preallocated, already-touched output block
-allocated as the engine allocates one (page-aligned): the memory-bound figure compared with the
-bandwidth of a warm one-process numpy copy of the same array, measured
-again next to each case (``copy GB/s``), since other load on the machine
-changes both; ``worst rep`` is the same fraction from the case's slowest
-repeat (the host's memory bandwidth swings by up to 2x within seconds here:
-one copy took 31-79 ms over 40 tries in a row). The arrays are memfd-backed as the runtime's are, so ranks
-read each other's blocks directly (one copy, :mod:`reshape.redistribution.nodecopy`;
-``direct`` / ``remote`` count the transfers); a reader keeps its mapping of
-a peer's block between repeats, as the one-process copy keeps its pages.
-``fresh-map`` is the same with every mapping dropped first (the page-table
-entries faulted in again, as in a resize, where each block is read once);
-``warm mpi`` the same over MPI only (``RESHAPE_ONECOPY=0``: packed by the
-sender, copied again by the receiver), the two-copy baseline; ``1copy x``
-= warm mpi / warm-out. ``first`` is the first circulant repeat (fresh
-mappings and a fresh output block). ``relabel``
-runs the circulant engine with the destination positions chosen to keep the
-most data in place (:mod:`reshape.redistribution.relabel`); ``moved`` / ``moved rl`` are the
-fractions of the array that cross ranks without and with it. The checkpoint
-writes the whole array through rank 0 to an HDF5 file, fsyncs it and reads
-it back. Every method's result is compared bit for bit with the circulant one.
+other ranks wait in a sleeping barrier that polls every 20 ms. Times are the
+slowest rank's, taken with a sleeping reduction (a rank done early must not
+spin on a core the copying ranks need).
 
-Summary (``benchmarks/results/redistribution.json``), ratios of per-case medians:
-  min_alltoallv_over_circulant       worst case at the largest N (target >= 1.0)
-  min_fraction_of_copy_bandwidth     worst case at the largest N (target >= 0.5)
-  min_fraction_of_copy_bandwidth_worst_repeat: the same from each case's slowest repeat (no target)
-  min_checkpoint_over_circulant      worst case at the largest N (target >= 5)
-  min_fraction_of_copy_bandwidth_fresh_mappings, _mpi_path, min_onecopy_speedup: the same for fresh-map,
-                                     warm mpi and their ratio (no target)
-  *_median                           the same ratios' medians over those cases
+**The default path** (the headline) is what an application gets with no
+``RESHAPE_*`` setting: each source block allocated as the runtime allocates
+arrays (:func:`reshape.redistribution.nodecopy.empty`, ``RESHAPE_ONECOPY=auto``:
+memfd only where shmem has transparent huge pages, plain page-aligned memory
+here), a fresh destination block allocated by the engine in every repeat
+(its first touch is part of the move), no peer mapping kept from an earlier
+repeat, and the positions placed as the runtime places them at a resize
+(:func:`reshape.redistribution.placement.choose` over the Q ranks of the
+new size: relabelled only where the plan's copy cost is lower). Not
+reproduced: the ranks are not spawned anew for every repeat (a spawned rank's
+first exchange is measured by ``benchmarks.resize_apps``). ``alltoallv`` (one
+``MPI_Alltoallv``, packed and unpacked, same placement) and, where the
+placement relabels, the ``fixed map`` (position j on rank j) run interleaved
+with it, repeat by repeat. ``pdgemr2d`` is ScaLAPACK's redistribution on the
+same N, blocks and grids (2-D cases), a C program built at run time and run
+under Debian's ``mpiexec.mpich`` while the Python ranks sleep
+(:mod:`benchmarks.scalapack`; skipped with one line where the library is
+missing). ``checkpoint`` writes the whole array through rank 0 to an HDF5
+file, fsyncs it and reads it back. Every method's result is compared bit for
+bit with the default path's. Repeats (``--repeats``, default 5): the default
+path, Alltoallv, the fixed map and pdgemr2d each that many; the secondary
+rows two fewer; the checkpoint once.
+
+Fractions of copy bandwidth divide the array's bytes by the move's time and
+by the bandwidth of a warm one-process numpy copy of the same array, measured
+again next to each case (``copy GB/s``: the host's load changes both).
+
+Secondary rows, as the previous headline: ``warm 1copy`` is the one-copy path
+(memfd sources as with ``RESHAPE_ONECOPY=1``, peers reading blocks directly,
+:mod:`reshape.redistribution.nodecopy`) into a preallocated, already-touched
+output block, each reader keeping its mappings between repeats;
+``fresh-map`` the same with every mapping dropped first; ``mpi`` the same
+over MPI only (``RESHAPE_ONECOPY=0``: packed by the sender, copied again by
+the receiver); ``1copy x`` = mpi / warm 1copy.
+
+Summary (``benchmarks/results/redistribution.json``), at the largest N, over
+every case (pdgemr2d: the 2-D ones):
+  min_fraction_default_path          worst case's median fraction of copy bandwidth (target >= 0.5)
+  min_alltoallv_over_default         Alltoallv / default path, worst case (target >= 1.0)
+  min_pdgemr2d_over_default          pdgemr2d / default path, worst case (target >= 2.0)
+  min_relabel_speedup                fixed map / default path, worst case (target >= 0.95; 1 where the
+                                     runtime keeps the fixed map: it then does exactly that)
+  min_*_worst_repeat                 the same with the default path's slowest repeat (baselines' medians)
+  *_median                           the median over the cases of the per-case median ratio
+  min_checkpoint_over_default, min_fraction_warm_onecopy, min_fraction_fresh_mappings,
+  min_fraction_mpi_path, min_onecopy_speedup: the secondary rows (no target)
   worst_cases                        which case gave each minimum
   steal_fraction_max                 the largest share of the CPUs the hypervisor took during a case
-                                     (``steal`` column: /proc/stat, 0 on bare metal)
 """
 
 from __future__ import annotations
@@ -226,7 +240,7 @@ def one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw, pdg) -> dict:
             elif name != "default":
                 check(name, out, ref, kw.get("dst_ranks", identity))
             del out
-    for _ in range(max(1, reps // 2)):
+    for _ in range(1):  # seconds per repeat at N = 8000, and far from every other method
         dt, out = timed(local, dst_ranks=ranks, method="checkpoint")
         res.setdefault("checkpoint", []).append(dt)
         check("checkpoint", out, ref, ranks)
@@ -243,16 +257,17 @@ def one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw, pdg) -> dict:
     if me < q:
         warm = nodecopy.empty(dst.local_shape(me))
         warm[...] = 0
-    for _ in range(reps):
+    sec = max(2, reps - 2)  # fewer repeats for the secondary rows: the run stays within ~15 min
+    for _ in range(sec):
         res.setdefault("warm", []).append(timed(local, out=warm)[0])
     direct = comm.allreduce(stats.get("direct", 0))
     check("warm one-copy", warm, ref, identity)
-    for _ in range(reps):
+    for _ in range(sec):
         res.setdefault("warm_fresh", []).append(timed(local, fresh=True, out=warm)[0])
     # the same into the same warm buffer over MPI only (pack + the receiver's copy): the two-copy path
     os.environ[E.ONECOPY] = "0"
     try:
-        for _ in range(reps):
+        for _ in range(sec):
             res.setdefault("warm_mpi", []).append(timed(local, out=warm)[0])
     finally:
         del os.environ[E.ONECOPY]

@@ -17,7 +17,7 @@ taken only where its plan is cheaper than the fixed mapping's
 the busiest rank's, then the total): keeping the most bytes in place can
 pile the copying onto fewer ranks, and with 1-D row blocks a kept byte costs
 one copy as a received one does (measured, 1-D BLOCK 2->4 and 3->4,
-relabelled 1.6x slower than the fixed mapping in one run). ``RESHAPE_RELABEL=0``
+relabelled 1.5-1.6x slower than the fixed mapping in one run). ``RESHAPE_RELABEL=0``
 keeps the fixed mapping (position ``j`` on the ``j``-th senior rank).
 
 Seniority is a rank's ``(expansion, rank in that expansion's spawn)``; the
