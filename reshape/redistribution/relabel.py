@@ -16,8 +16,8 @@ bytes in place is not always the fastest plan: it can pile the copying onto
 fewer ranks, and where every transfer is contiguous (1-D row blocks) a kept
 byte costs the engine one copy, as a moved one does. :func:`cost` prices a
 placement by the engine's copies (the busiest rank's, then the total); the
-runtime takes the relabelling only where it is strictly cheaper than the
-identity (:func:`reshape.redistribution.placement.choose`).
+runtime takes the relabelling only where it is cheaper than the identity by
+more than :data:`MARGIN` (:func:`cheaper`) (:func:`reshape.redistribution.placement.choose`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import numpy as np
 from reshape.redistribution.layout import _NP_ORDER, Layout, LayoutError
 from reshape.redistribution.schedule import axis_pieces
 
-__all__ = ["cost", "kept_elements", "loads", "overlap", "relabel", "relabel_many"]
+__all__ = ["MARGIN", "cheaper", "cost", "kept_elements", "loads", "overlap", "relabel", "relabel_many"]
 
 
 def _coords(lay: Layout) -> tuple[np.ndarray, ...]:
@@ -182,6 +182,16 @@ def cost(pairs, dst_ranks: Sequence[int], direct: bool = False) -> tuple[int, in
     """
     per = loads(list(pairs), dst_ranks, direct)
     return max(per.values(), default=0), sum(per.values())
+
+
+MARGIN = 0.05  # a placement must save this share of the cost to be taken (see cheaper)
+
+
+def cheaper(a: tuple[int, int], b: tuple[int, int], margin: float = MARGIN) -> bool:
+    """Whether cost ``a`` beats cost ``b`` by more than ``margin``: on the busiest rank, or on the total
+    with the busiest rank no worse. A gain of a few per cent is within the run-to-run noise of a move
+    and does not pay for renumbering the communicator (2-D 64 x 64 6 -> 4: 2% less, measured 0.91-1.07x)."""
+    return a[0] < (1 - margin) * b[0] or (a[0] <= b[0] and a[1] < (1 - margin) * b[1])
 
 
 def solver():
