@@ -139,8 +139,8 @@ def _fig2(r: Results) -> tuple[str, bool]:
 
 def _redistribution(r: Results) -> tuple[str, bool]:
     s = r.json("redistribution")["summary"]
-    return (f"checkpoint/circulant median {_f(s['checkpoint_over_circulant_median'], 1)}x "
-            f"(min {_f(s['min_checkpoint_over_circulant'], 1)}x)", s["min_checkpoint_over_circulant"] > 1)
+    return (f"checkpoint/default path median {_f(s['checkpoint_over_default_median'], 1)}x "
+            f"(min {_f(s['min_checkpoint_over_default'], 1)}x)", s["min_checkpoint_over_default"] > 1)
 
 
 def _workload(name: str) -> Callable[[Results], tuple[str, bool]]:

@@ -13,7 +13,7 @@ BAD = {
     E.BACKGROUND: ("2", "expected 1/true/yes/on or 0/false/no/off"),
     E.ABORT_ON_ERROR: ("sometimes", "expected 1/true/yes/on or 0/false/no/off"),
     E.REDIST_METHOD: ("mpi", "expected one of circulant, alltoallv, checkpoint"),
-    E.WAIT: ("sleep", "expected one of spin, poll"),
+    E.WAIT: ("sleep", "expected one of auto, spin, poll"),
     E.LAUNCHER: ("rsh", "expected one of"),
     E.RESIZE_TIMEOUT: ("-1", "expected a number of seconds > 0"),
     E.SCHEDULER_TIMEOUT: ("soon", "expected a number of seconds > 0"),

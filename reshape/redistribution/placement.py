@@ -11,7 +11,14 @@ overlap matrix of every registered array together
 communicator (``MPI_Comm_split`` keyed by position) so that, as before, comm
 rank ``j`` holds position ``j`` of every layout. What changes for the
 application is only that a rank's number may change at a resize; rank 0 (the
-rank that talks to the scheduler) always stays rank 0. ``RESHAPE_RELABEL=0``
+rank that talks to the scheduler) always stays rank 0. The relabelling is
+taken only where its plan is cheaper than the fixed mapping's by more than
+5% (:func:`reshape.redistribution.relabel.cheaper`; the cost counts the
+copies the engine makes, the busiest rank's, then the total): keeping the
+most bytes in place can pile the copying onto fewer ranks, and with 1-D row
+blocks a kept byte costs one copy as a received one does (measured, 1-D
+BLOCK 2->4 and 3->4 relabelled ran 1.5-1.6x slower than the fixed mapping in
+one run). ``RESHAPE_RELABEL=0``
 keeps the fixed mapping (position ``j`` on the ``j``-th senior rank).
 
 Seniority is a rank's ``(expansion, rank in that expansion's spawn)``; the
@@ -76,16 +83,22 @@ def choose(
     ``arrays`` holds ``(src, dst, itemsize)`` per registered array, the source on
     comm ranks ``0..P-1``; every ``dst`` has the same process count ``Q <=
     len(candidates)``. Position 0 stays on ``candidates[0]``. Without arrays, or
-    with ``relabel`` off, the mapping is ``candidates[:Q]``.
+    with ``relabel`` off, the mapping is ``candidates[:Q]``; so it is when the
+    relabelling is not :func:`~reshape.redistribution.relabel.cheaper`.
     """
     arrays = list(arrays)
     cands = [int(r) for r in candidates]
     if not arrays or not relabel:
         q = arrays[0][1].nprocs if arrays else len(cands)
         return tuple(cands[:q])
-    from reshape.redistribution.relabel import relabel_many
+    from reshape.redistribution.nodecopy import allocating
+    from reshape.redistribution.relabel import cheaper, cost, relabel_many
 
-    return relabel_many([(s, d, None, size) for s, d, size in arrays], cands, fixed={0: cands[0]})
+    pairs = [(s, d, None, size) for s, d, size in arrays]
+    out = relabel_many(pairs, cands, fixed={0: cands[0]})
+    identity = tuple(cands[: arrays[0][1].nprocs])
+    direct = allocating()  # the arrays are memfd-backed: peers read moved bytes directly, nothing is packed
+    return out if cheaper(cost(pairs, out, direct), cost(pairs, identity, direct)) else identity
 
 
 def renumber(comm: MPI.Intracomm, ranks: Sequence[int]) -> MPI.Intracomm:

@@ -37,7 +37,7 @@ import numpy as np
 
 from reshape.redistribution.layout import BlockCyclic, Dist, Layout, LayoutError
 
-__all__ = ["Plan", "RunGroup", "Runs", "Transfer", "axis_pieces", "make_plan", "run_groups"]
+__all__ = ["Plan", "RunGroup", "Runs", "Transfer", "axis_pieces", "contiguous", "make_plan", "run_groups"]
 
 
 @dataclass(frozen=True)
@@ -155,6 +155,23 @@ def axis_pieces(a: Dist, b: Dist) -> dict[tuple[int, int], tuple[Runs, Runs]]:
             Runs(rsb[i0:i1], run_lens[i0:i1]),
         )
     return out
+
+
+def contiguous(runs: tuple[Runs, ...], lshape: tuple[int, ...]) -> tuple[int, int] | None:
+    """``(offset, count)`` in elements when the run product is one contiguous range."""
+    ndim = len(runs)
+    for r in runs:
+        if len(r.starts) != 1:
+            return None
+    j = ndim - 1
+    while j > 0 and int(runs[j].starts[0]) == 0 and int(runs[j].lens[0]) == lshape[j]:
+        j -= 1
+    if any(int(runs[k].lens[0]) != 1 for k in range(j)):
+        return None
+    strides = [math.prod(lshape[k + 1 :]) for k in range(ndim)]
+    offset = sum(int(runs[k].starts[0]) * strides[k] for k in range(ndim))
+    count = math.prod(int(r.lens[0]) for r in runs)
+    return offset, count
 
 
 @dataclass

@@ -46,7 +46,7 @@ __all__ = ["LAYOUTS", "JobSettings", "UsageError", "agree", "array_rule", "colle
            "plan_problems"]
 
 LAYOUTS = ("rows", "cols", "rows-cyclic", "cols-cyclic", "2d")
-WAITS = ("spin", "poll")
+WAITS = ("auto", "spin", "poll")
 
 
 class UsageError(ValueError):
