@@ -86,6 +86,11 @@ from reshape.runtime.watchdog import DEFAULT_TIMEOUT, Watchdog, install_exceptho
 
 __all__ = ["EXPAND_PARTS", "Registered", "ResizeError", "ResizeResult", "Resizer", "init", "layout_rule"]
 
+def _started_across_hosts() -> bool:
+    """Whether the job started on hosts other than this one (``RESHAPE_HOSTS``)."""
+    return any(not launchers.is_local(h) for h in os.environ.get(E.HOSTS, "").split(",") if h)
+
+
 #: Open MPI 5.0.11 across hosts: a rank of the job's first spawn cannot be reached by the ranks of a second
 #: one (their PMIx data is not found; the TCP transport aborts the job), docs/mpi.md
 SECOND_SPAWN_OPEN_MPI = ("on Open MPI across hosts a job grows by one spawn at a time: it grows again once it "
@@ -140,6 +145,7 @@ class Resizer(Joining, Background, Parking):
     _announced: tuple | None = None  # what the sizes last announced to the advisor were computed from
     _pending: Pending | None = None  # a background expansion waiting for its switch
     _end: int | None = None  # the loop's iteration count, when the job uses iterations()
+    _spawned_remote: bool = False  # an expansion of this job spawned onto another host (rank 0's view)
     _parts: dict[str, float] = field(default_factory=dict)  # the parts of the expansion under way (EXPAND_PARTS)
     _called_back: int = 0  # of the expansion under way's new ranks, how many are parked ranks called back
     _plan: tuple[int, ...] | None = None  # RESHAPE_PLAN on the ranks mpiexec started: checked against the arrays
@@ -300,6 +306,7 @@ class Resizer(Joining, Background, Parking):
         """
         old = self.size
         back = self._new_ranks_from(nprocs, hosts)
+        self._spawned_remote = self._spawned_remote or any(not launchers.is_local(h) for h in hosts)
         t0 = time.perf_counter()
         self._parts = {"_wall": time.time()}
         self._called_back = len(back.members) if back is not None else 0
@@ -600,10 +607,10 @@ class Resizer(Joining, Background, Parking):
             print(f"[reshape] cannot announce the job's sizes: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
 
     def _growth_cap(self) -> int | None:
-        """The size this job may not grow past for now (:data:`SECOND_SPAWN_OPEN_MPI`: on Open MPI, with a
-        launcher that reaches other hosts, while ranks of a spawn are in the job), else None."""
+        """The size this job may not grow past for now (:data:`SECOND_SPAWN_OPEN_MPI`: on Open MPI, while
+        ranks of a spawn are in a job that spans hosts or spawned onto another host), else None."""
         start = self.history[0] if self.history else self.size
-        if self.size > start and open_mpi() and launchers.from_env().remote:
+        if self.size > start and open_mpi() and (self._spawned_remote or _started_across_hosts()):
             return self.size
         return None
 
