@@ -17,8 +17,8 @@ lost (``history``'s ``iterations_lost``) and the seconds from the failure to the
 ``checkpoint_overhead``: each app run directly (``mpiexec``, no daemon) with a checkpoint every 10
 iterations against without, order rotating, the median and the worst of the pairs (time with / without -
 1); beside it, from runs with checkpoints on but never due, the fixed part (h5py's import, the directory
-check) and the seconds per checkpoint. The runs are short (30 iterations of 10-100 ms: ten checkpoints a
-second for Jacobi), so the fixed part weighs far more than in a job of minutes.
+check) and the seconds per checkpoint. The runs have 120 iterations of 10-100 ms (12 checkpoints; for
+Jacobi ten a second), still short enough that the fixed part weighs more than in a job of minutes.
 Writes ``benchmarks/results/recovery.json``.
 
 ``python -m benchmarks.recovery --mpi openmpi --inplace [--runs 3]``: in-place recovery instead
@@ -61,6 +61,7 @@ from scheduler.service.workload import run_workload
 
 EVERY = 5  # checkpoint interval of the failure runs (iterations)
 OVERHEAD_EVERY = 10  # of the overhead runs
+CKPT_OVERHEAD_ITERS = 120  # of a checkpoint overhead run: 12 checkpoints, seconds of work beside start-up noise
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: app -> (argv after python, iterations flag, iterations)
 APPS = {
@@ -164,12 +165,12 @@ def overhead(app: str, repeats: int, tmp: str) -> dict:
             env = {E.CHECKPOINT: modes[mode], E.CHECKPOINT_DIR: os.path.join(tmp, f"ov-{app}-{mode}-{r}")} \
                 if modes[mode] else {}
             t0 = time.perf_counter()
-            mpirun(2, _argv(app, None), timeout=600, env=env, cwd=ROOT)
+            mpirun(2, _argv(app, None, CKPT_OVERHEAD_ITERS), timeout=600, env=env, cwd=ROOT)
             pair[mode] = time.perf_counter() - t0
             times[mode].append(pair[mode])
         ratios.append(pair["with"] / pair["without"] - 1)
     med = {m: statistics.median(x) for m, x in times.items()}
-    checkpoints = APPS[app][2] // OVERHEAD_EVERY
+    checkpoints = CKPT_OVERHEAD_ITERS // OVERHEAD_EVERY
     return {"app": app, "median": statistics.median(ratios), "worst": max(ratios),
             "with_s": med["with"], "without_s": med["without"], "fixed_s": med["fixed"] - med["without"],
             "per_checkpoint_s": (med["with"] - med["fixed"]) / checkpoints, "checkpoints": checkpoints}
@@ -279,9 +280,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--inplace", action="store_true",
                     help="measure in-place recovery (RESHAPE_INPLACE=1) instead; needs --mpi openmpi")
     ap.add_argument("--mpi", default=None, help="the MPI of the --inplace runs (openmpi)")
+    ap.add_argument("--overhead", action="store_true",
+                    help="only the checkpoint overhead of LU and Jacobi (6 pairs each), into recovery.json's summary")
     a = ap.parse_args(argv)
     if a.inplace:
         return main_inplace(a)
+    if a.overhead:
+        with tempfile.TemporaryDirectory(prefix="reshape-recovery-") as tmp:
+            over = [overhead(app, 6, tmp) for app in APPS if app != "heat"]
+        return _update({"overhead": over},
+                       {"checkpoint_overhead": {o["app"]: {"median": o["median"], "worst": o["worst"]} for o in over},
+                        "checkpoint_overhead_worst": max(o["worst"] for o in over)})
     apps = ["heat"] if a.quick else list(APPS)
     runs = 1 if a.quick else a.runs
     rows, over = [], []
@@ -325,21 +334,28 @@ def main(argv: list[str] | None = None) -> int:
 
 def main_inplace(a: argparse.Namespace) -> int:
     """``--inplace``: measure, then add the figures to recovery.json keeping its other keys."""
-    import json
 
     mpi = a.mpi or os.environ.get(E.MPI) or "openmpi"
     with tempfile.TemporaryDirectory(prefix="reshape-inplace-") as tmp:
         got = inplace_benchmark(a.runs, mpi, tmp)
-    print(got["summary"])
+    return _update({"inplace": {"when": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "rows": got["rows"],
+                                "overhead_pairs": got["overhead_pairs"], "reference": got["reference"]}},
+                   got["summary"])
+
+
+def _update(parts: dict, summary: dict) -> int:
+    """Replace ``parts`` and these ``summary`` keys of recovery.json, keeping the others."""
+    import json
+
+    print(summary)
     path = os.path.join(_common.RESULTS, "recovery.json")
     try:
         with open(path) as f:
             old = json.load(f)
     except (OSError, ValueError):
         old = {"summary": {}}
-    old["inplace"] = {"when": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "rows": got["rows"],
-                      "overhead_pairs": got["overhead_pairs"], "reference": got["reference"]}
-    old.setdefault("summary", {}).update(got["summary"])
+    old.update(parts)
+    old.setdefault("summary", {}).update(summary)
     os.makedirs(_common.RESULTS, exist_ok=True)
     with open(path, "w") as f:
         json.dump(old, f, indent=2, default=float)
