@@ -180,7 +180,7 @@ INPLACE_ARGV = ["-m", "apps.lu", "--n", "2560", "--nb", "64", "--no-check", "--q
 INPLACE_PROCS = 4
 INPLACE_ITERS = 6  # of a failure run (about 10 s each on the 2-core test machine)
 OVERHEAD_ITERS = 10  # of an overhead run: one buddy copy in it (every:10)
-INPLACE_KILL_AFTER = (12.0, 19.0, 26.0)  # seconds after the ranks started: inside iterations 1 to 3
+INPLACE_KILL_AT = (0.3, 0.5, 0.7)  # when rank 2 is killed: this fraction of the reference run's iterating time
 
 
 def _lu_inplace(tmp: str, tag: str, env: dict, iters: int, kill_after: float | None = None) -> dict:
@@ -196,23 +196,22 @@ def _lu_inplace(tmp: str, tag: str, env: dict, iters: int, kill_after: float | N
     th = threading.Thread(target=lambda: box.append(mpirun(INPLACE_PROCS, argv, timeout=1800, env=env, cwd=ROOT,
                                                            check=False)))
     th.start()
-    killed_at = None
-    if kill_after is not None:
-        started = None
-        while th.is_alive() and killed_at is None:
-            time.sleep(0.05)
-            try:
-                with open(pidlog) as f:
-                    lines = [ln.split() for ln in f if ln.strip()]
-            except OSError:
-                continue
-            starts = {int(r): int(pid) for pid, _, r, tag_ in lines if tag_ == "start"}
-            if len(starts) == INPLACE_PROCS and started is None:
-                started = time.time()
-            if started is not None and time.time() - started >= kill_after:
-                killed_at = time.time()
-                os.kill(starts[2], signal.SIGKILL)
+    killed_at = started = None
+    while th.is_alive() and killed_at is None and (started is None or kill_after is not None):
+        time.sleep(0.05)
+        try:
+            with open(pidlog) as f:
+                lines = [ln.split() for ln in f if ln.strip()]
+        except OSError:
+            continue
+        starts = {int(r): int(pid) for pid, _, r, tag_ in lines if tag_ == "start"}
+        if len(starts) == INPLACE_PROCS and started is None:
+            started = time.time()
+        if kill_after is not None and started is not None and time.time() - started >= kill_after:
+            killed_at = time.time()
+            os.kill(starts[2], signal.SIGKILL)
     th.join()
+    iterating = time.time() - started if started is not None else None
     wall = time.perf_counter() - t0
     cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
@@ -222,6 +221,7 @@ def _lu_inplace(tmp: str, tag: str, env: dict, iters: int, kill_after: float | N
                   r"at ([\d.]+)", res.stderr)
     size = re.search(r"final size (\d+)", res.stdout)
     return {"tag": tag, "returncode": res.returncode, "wall_s": wall, "cpu_s": cpu, "killed": killed_at is not None,
+            "iterating_s": iterating,
             "buddy_copies": int(copies.group(1)) if copies else None,
             "buddy_seconds": float(copies.group(2)) if copies else None,
             "recovery_line": next((ln for ln in res.stderr.splitlines() if "[reshape] lost rank" in ln), None),
@@ -238,7 +238,8 @@ def inplace_benchmark(runs: int, mpi: str, tmp: str) -> dict:
     ref = _lu_inplace(tmp, "ref", base, INPLACE_ITERS)
     rows = []
     for r in range(runs):
-        row = _lu_inplace(tmp, f"lost-{r}", on, INPLACE_ITERS, INPLACE_KILL_AFTER[r % len(INPLACE_KILL_AFTER)])
+        at = INPLACE_KILL_AT[r % len(INPLACE_KILL_AT)] * (ref["iterating_s"] or ref["wall_s"])
+        row = _lu_inplace(tmp, f"lost-{r}", on, INPLACE_ITERS, at)
         row["recovered"] = row["returncode"] == 0 and row["final_size"] == INPLACE_PROCS - 1
         row["bit_identical"] = row["result"] is not None and row["result"] == ref["result"]
         rows.append(row)
