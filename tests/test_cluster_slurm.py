@@ -432,8 +432,9 @@ def by_slurm(st: dict, sid: str) -> dict | None:
 
 def test_the_site_controller_shares_the_cluster_between_two_malleable_jobs_and_a_rigid_one(slurm):
     """Two malleable jobs register with one controller and grow into the idle nodes through their own
-    expanders; a rigid job then waits for 6 nodes: it gets what it lacks, no more (never two jobs
-    releasing for one demand), starts no later than Slurm predicted, and both malleable jobs finish."""
+    expanders; a rigid job then waits for 6 nodes: the controller releases what it lacks, no more (never
+    two jobs releasing for one demand), it starts no later than Slurm predicted, and both malleable jobs
+    finish."""
     c = slurm
     with controller(c):
         t0 = time.monotonic()
@@ -459,8 +460,13 @@ def test_the_site_controller_shares_the_cluster_between_two_malleable_jobs_and_a
         given = [e for e in hist["node_events"] if e["kind"] == "released" and f"Slurm job {rigid} " in e["detail"]]
         assert len(given) <= max(0, 6 - idle), (given, idle)
         assert len({e["host"] for e in given}) == len(given)
-        assert set(got["hosts"]) >= {e["host"] for e in given} and len(ours | set(got["hosts"])) <= len(ALL), (
+        # Slurm picks the rigid job's nodes: where other nodes freed up meanwhile (a job's own resize point,
+        # an idle release) it may start it on those and leave a released one idle, so which nodes it got is
+        # recorded, not asserted; that our jobs and it never share a node is
+        assert len(ours | set(got["hosts"])) <= len(ALL), (
             got, idle, hist["node_events"][-20:], [(j["name"], j["state"], j.get("end")) for j in hist["jobs"]])
+        NOTES["site: nodes released for the rigid job / used by it"] = (
+            f"{len(given)} / {len({e['host'] for e in given} & set(got['hosts']))}")
         st = wait_for(lambda: (s := site(c)) and not s["running"] and s, 180, every=1.0)
         done = {j["name"]: j for j in st["ended"]}
         assert done["site-a"]["state"] == done["site-b"]["state"] == "done", st["ended"]
