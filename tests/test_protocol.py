@@ -143,26 +143,16 @@ def test_hello_sizes_rejected_with_a_reason(sizes, why):
         P.encode(P.Message("hello", 1, 3, {"nprocs": 4, "sizes": sizes}))
 
 
-@pytest.mark.parametrize(("body", "why"), [
-    ('"runs": [{"job_id": 1, "attempt": 0}]', "'runs' must list objects {job_id, attempt, pid}"),
-    ('"runs": [{"job_id": 1, "attempt": -1, "pid": 5}]', "'runs' must list objects"),
-    ('"runs": [[1, 0, 5]]', "'runs' must list objects"),
-])
-def test_heartbeat_runs_rejected_with_a_reason(body, why):
-    frame = ('{"v": 1, "type": "heartbeat", "seq": 1, "job_id": null, '
-             '"body": {"node": "n1", "incarnation": "i", ' + body + '}}').encode()
-    with pytest.raises(P.ProtocolError) as e:
-        P.decode(frame)
-    assert e.value.code == "bad_field" and why in e.value.message
-
-
-@pytest.mark.parametrize(("body", "why"), [
-    ('"attempt": 0, "offset": -1, "data": ""', "'offset' must be >= 0"),
-    ('"attempt": 0, "offset": 0', "missing field 'data'"),
-    ('"attempt": 0, "offset": 0, "data": "' + "A" * 50000 + '"', "at most 32768 bytes"),
-])
-def test_job_output_rejected_with_a_reason(body, why):
-    frame = ('{"v": 1, "type": "job_output", "seq": 1, "job_id": 3, '
+@pytest.mark.parametrize(("kind", "job", "body", "why"), [
+    ("heartbeat", "null", '"runs": [{"job_id": 1, "attempt": 0}]', "'runs' must list objects {job_id, attempt, pid}"),
+    ("heartbeat", "null", '"runs": [{"job_id": 1, "attempt": -1, "pid": 5}]', "'runs' must list objects"),
+    ("heartbeat", "null", '"runs": [[1, 0, 5]]', "'runs' must list objects"),
+    ("job_output", "3", '"attempt": 0, "offset": -1, "data": ""', "'offset' must be >= 0"),
+    ("job_output", "3", '"attempt": 0, "offset": 0', "missing field 'data'"),
+    ("job_output", "3", '"attempt": 0, "offset": 0, "data": "' + "A" * 50000 + '"', "at most 32768 bytes"),
+], ids=["runs-no-pid", "runs-negative", "runs-list", "output-offset", "output-no-data", "output-too-long"])
+def test_heartbeat_runs_and_job_output_rejected_with_a_reason(kind, job, body, why):
+    frame = (f'{{"v": 1, "type": "{kind}", "seq": 1, "job_id": {job}, '
              '"body": {"node": "n1", "incarnation": "i", ' + body + '}}').encode()
     with pytest.raises(P.ProtocolError) as e:
         P.decode(frame)

@@ -55,6 +55,7 @@ with the next resize point's report, as the paper does.
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import socket
 import sys
@@ -86,6 +87,7 @@ from reshape.runtime.watchdog import DEFAULT_TIMEOUT, Watchdog, install_exceptho
 
 __all__ = ["EXPAND_PARTS", "Registered", "ResizeError", "ResizeResult", "Resizer", "init", "layout_rule"]
 
+@functools.cache
 def _started_across_hosts() -> bool:
     """Whether the job started on hosts other than this one (``RESHAPE_HOSTS``)."""
     return any(not launchers.is_local(h) for h in os.environ.get(E.HOSTS, "").split(",") if h)
