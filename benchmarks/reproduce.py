@@ -38,7 +38,8 @@ QUICK_RUNS: dict[str, list[str]] = {
     "tests": ["-m", "pytest", "-q", "-p", "no:cacheprovider", "--junitxml", "{out}/tests.xml",
               "tests/test_seed001_repro.py", "tests/test_seed000_dep.py", "tests/test_models_dep_sp.py",
               "tests/test_seed002_hetero.py", "tests/test_models_slowdown.py", "tests/test_seed004_gang.py",
-              "tests/test_shared_search.py", "tests/test_models_slowdown_mpi.py"],
+              "tests/test_shared_search.py"],
+    "slowdown": ["-m", "benchmarks.slowdown", "--quick"],
     "gang": ["-m", "scheduler.cli", "gang", "--json", "--scenario", "baseline", "--scenario", "cn-half",
              "--scenario", "cn-twice", "--scenario", "io-half", "--scenario", "io-double"],
     "hetero_sigma": ["-m", "scheduler.cli", "hetero", "--json", "--network", "13", "--policy", "ss",
@@ -188,6 +189,15 @@ def _mheta(name: str, lo: float) -> Callable[[Results], tuple[str, bool]]:
     return f
 
 
+def _slowdown(r: Results) -> tuple[str, bool]:
+    s = r.json("slowdown")["summary"]
+    text = (f"best round per case within {100 * s['max_error_best_round']:.0f}% ({s['cases_within_15pct']} of "
+            f"{s['cases']} cases within 15%), every round: median {100 * s['median_error']:.0f}%, worst "
+            f"{100 * s['max_error']:.0f}%; measured order as predicted: {s['ordering_holds']}")
+    # a quick run is one round on a shared machine: its check is the order, the 15% rests on the committed run
+    return text, s["ordering_holds"] and (s.get("quick", False) or s["max_error_best_round"] <= s["target"])
+
+
 def _mheta_eval(r: Results) -> tuple[str, bool]:
     s = r.json("mheta")["summary"]
     return f"{s['eval_ms']:.2f} ms per evaluation at 8 nodes", s["eval_ms"] < 5.4
@@ -312,11 +322,10 @@ ROWS = [
         _hetero, "differs", "see docs/reproduction.md, 'Spanning factor'"),
     Row(S3, "Tables 1-15, Figs. 1-3: aggregate slowdown", "pytest tests/test_models_slowdown.py",
         "15 published values", _tested("all 15 to the paper's rounding", "test_models_slowdown::"), "agrees"),
-    Row(S3, "§5: model within 15% of real contended runs", "pytest tests/test_models_slowdown_mpi.py",
-        "within 15%", _tested("within 15%: uniform partition with 1 or 2 competitors on one core, imbalanced "
-                              "competitors (2 and 1), load-dependent partition", "test_models_slowdown_mpi::"),
-        "agrees", "2 MPI ranks on one host; the heterogeneous-node cases are not run live; the tests skip on a busy "
-        "machine (dedicated times are then not dedicated) or on CPUs that are not independent"),
+    Row(S3, "§5: model within 15% of real contended runs", "python -m benchmarks.slowdown",
+        "within 15%", _slowdown, "agrees",
+        "2 MPI ranks on one host with real competitor processes; the heterogeneous-node cases are not run live; "
+        "a timing claim, so it is a benchmark: the test suite checks only the order of the slowdowns"),
     Row(S4, "Table 3.3: gang scheduling, baseline", "reshape gang --scenario baseline",
         "ATT schark p 15912 / c 3074, enhanced c 2597 (best); c vs p 5.2x / 5.4x", _gang("baseline"),
         "agrees in shape", "same ordering, ratios within 10%; the job model's constants are read from the thesis"),
@@ -414,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.reproduce", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="run every row in small form first")
     ap.add_argument("--leave-out", action="append", default=[], metavar="MODULE",
-                    help="a test module of the quick run (e.g. test_models_slowdown_mpi) that the caller runs "
+                    help="a test module of the quick run (e.g. test_shared_search) that the caller runs "
                          "itself: not run again, its rows read 'not checked in this run'")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()

@@ -16,10 +16,7 @@ pytestmark = [pytest.mark.procs, pytest.mark.slow]
 
 @pytest.mark.timeout(1200)
 def test_every_reproduction_row_keeps_its_verdict():
-    # the live contention tests run in this suite already (tests/test_models_slowdown_mpi.py), each round
-    # guarded against a busy machine: running them again here would double their time and their exposure
-    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.reproduce", "--quick",
-                             "--leave-out", "test_models_slowdown_mpi"], cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.reproduce", "--quick"], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         out, err = proc.communicate(timeout=1100)

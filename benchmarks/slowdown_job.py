@@ -3,7 +3,7 @@
 Each rank pins itself to core ``rank % ncores``, runs ``ITERS`` iterations of
 a fixed compute kernel followed by an allreduce (waited on politely, so a rank
 that finishes early does not steal its core), and rank 0 prints the elapsed
-time of the iteration loop as JSON. Usage: ``python -m tests.mpi.slowdown_job ITERS [F0,F1,...]``:
+time of the iteration loop as JSON. Usage: ``python -m benchmarks.slowdown_job ITERS [F0,F1,...]``:
 with fractions, rank ``r`` does ``size * F_r`` times the uniform work (a load-dependent or
 constraint-based partition of the same total work).
 """
