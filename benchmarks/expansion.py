@@ -142,9 +142,9 @@ def one_run(n: int, env: dict[str, str]) -> list[dict]:
     return got["steps"]
 
 
-def ratio(steps: list[dict], key: str) -> float:
-    """Per-new-rank ``key`` of the largest step over that of the first (2 -> 4)."""
-    first, last = steps[0], steps[-1]
+def ratio(steps: list[dict], key: str, k: int = -1) -> float:
+    """Per-new-rank ``key`` of step ``k`` (default the largest) over that of the first (2 -> 4)."""
+    first, last = steps[0], steps[k]
     return (last[key] / (last["new"] - last["old"])) / (first[key] / (first["new"] - first["old"]))
 
 
@@ -167,6 +167,9 @@ def summarize(runs: list[list[dict]]) -> tuple[list[dict], dict]:
         "spawn_per_new_rank_ratio": statistics.median(spawns),
         "spawn_per_new_rank_ratio_worst": max(spawns),
         "ratios_per_run": {"total": totals, "spawn": spawns},
+        "per_new_rank_ratio_per_step": {  # every step over 2 -> 4, median over the runs (the headline is the last)
+            r["step"]: {key: statistics.median(ratio(run, key, k) for run in runs) for key in ("total", "spawn")}
+            for k, r in enumerate(rows)},
         "largest_step": rows[-1]["step"],
         "target_ratio": TARGET_RATIO,
         "met": statistics.median(totals) <= TARGET_RATIO,

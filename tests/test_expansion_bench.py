@@ -35,4 +35,6 @@ def test_the_headline_is_the_median_run_and_the_worst_run_is_beside_it():
     assert summary["expand_cost_per_new_rank_ratio"] == pytest.approx(2.0)
     assert summary["expand_cost_per_new_rank_ratio_worst"] == pytest.approx(3.0)
     assert summary["largest_step"] == "16->32" and not summary["met"]
+    assert summary["per_new_rank_ratio_per_step"]["8->16"]["total"] == pytest.approx(1.0)
+    assert summary["per_new_rank_ratio_per_step"]["16->32"]["total"] == pytest.approx(2.0)
     assert summary["per_step_median_s"]["16->32"]["total"] == pytest.approx(0.2 * 16 * len(expansion.PHASES))
