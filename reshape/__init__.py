@@ -22,7 +22,7 @@ __version__ = "0.1.0"
 
 # name -> module holding it; resolved on first access (PEP 562)
 _LAZY = {
-    "init": "reshape.runtime.resizer", "Resizer": "reshape.runtime.resizer", "Registered": "reshape.runtime.darray",
+    "init": "reshape.runtime.start", "Resizer": "reshape.runtime.resizer", "Registered": "reshape.runtime.darray",
     "ResizeError": "reshape.runtime.results", "ResizeResult": "reshape.runtime.results",
     "layout_rule": "reshape.runtime.darray", "UsageError": "reshape.runtime.checks",
 }

@@ -77,7 +77,7 @@ def test_import_reshape_exports_the_runtime_lazily():
     code = ("import sys, reshape.redistribution.layout; assert 'mpi4py.MPI' not in sys.modules; import reshape; "
             "assert 'reshape.runtime' not in sys.modules; print(reshape.init.__module__, reshape.UsageError.__name__)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
-    assert res.returncode == 0 and res.stdout.split() == ["reshape.runtime.resizer", "UsageError"], res.stderr
+    assert res.returncode == 0 and res.stdout.split() == ["reshape.runtime.start", "UsageError"], res.stderr
 
 
 NOT_RUN = {  # section -> why its shell blocks are not pasted here (see the module docstring)

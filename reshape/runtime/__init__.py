@@ -4,8 +4,9 @@
 runtime; runtime.init()``): the names below are imported on first use, so that
 ``python -m reshape.runtime.spawned`` initialises MPI before anything heavy.
 
-* ``resizer``: :func:`init` and :class:`Resizer`, the job's handle (register
-  arrays, ``resize()``, expand, shrink, ``finish()``);
+* ``start``: :func:`init`, which makes the job's handle; ``resizer``: :class:`Resizer`,
+  the handle (register arrays, ``resize()``, expand, shrink, ``finish()``); ``sizing``: the
+  sizes a job accepts;
 * ``spawning``: an expansion's steps (host probes, ``MPI_Comm_spawn_multiple``,
   merging, handing new ranks the job's state); ``spawned``: the entry point of a
   spawned rank (``MPI_Init`` before the imports);
@@ -19,7 +20,7 @@ runtime; runtime.init()``): the names below are imported on first use, so that
 from reshape import lazy_exports
 
 _LAZY = {
-    "init": "reshape.runtime.resizer", "Resizer": "reshape.runtime.resizer",
+    "init": "reshape.runtime.start", "Resizer": "reshape.runtime.resizer",
     "Registered": "reshape.runtime.darray", "layout_rule": "reshape.runtime.darray",
     "ResizeError": "reshape.runtime.results", "ResizeResult": "reshape.runtime.results",
     "EXPAND_PARTS": "reshape.runtime.results",

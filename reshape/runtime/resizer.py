@@ -54,8 +54,6 @@ with the next resize point's report, as the paper does.
 
 from __future__ import annotations
 
-import atexit
-import functools
 import os
 import socket
 import sys
@@ -66,12 +64,12 @@ from dataclasses import dataclass, field
 import numpy as np
 from mpi4py import MPI
 
-from reshape import faults, mpiutil
+from reshape import faults
 from reshape.joblink import jobenv as E
 from reshape.joblink import launchers
-from reshape.joblink.advice import Advisor, advisor_from_env
-from reshape.joblink.protocol import MAX_SIZES, Advice, ResizeReport
-from reshape.mpiutil import allreduce, barrier, bcast_obj, open_mpi, release
+from reshape.joblink.advice import Advisor
+from reshape.joblink.protocol import Advice, ResizeReport
+from reshape.mpiutil import allreduce, barrier, bcast_obj, release
 from reshape.redistribution import placement
 from reshape.redistribution.layout import Layout, nearly_square_grid
 from reshape.redistribution.redistribute import redistribute
@@ -82,27 +80,17 @@ from reshape.runtime.darray import DistArray, LayoutRule, Registered, layout_rul
 from reshape.runtime.inplace import Buddies, failure, recover
 from reshape.runtime.parking import CallBack, CalledBack, Parking, Reserve
 from reshape.runtime.results import EXPAND_PARTS, ResizeError, ResizeResult
-from reshape.runtime.spawning import Joining, check_hosts, process_start
-from reshape.runtime.watchdog import DEFAULT_TIMEOUT, Watchdog, install_excepthook
+from reshape.runtime.sizing import SECOND_SPAWN_OPEN_MPI, Sizing
+from reshape.runtime.spawning import Joining, check_hosts
+from reshape.runtime.watchdog import DEFAULT_TIMEOUT, Watchdog
 
-__all__ = ["EXPAND_PARTS", "Registered", "ResizeError", "ResizeResult", "Resizer", "init", "layout_rule"]
-
-@functools.cache
-def _started_across_hosts() -> bool:
-    """Whether the job started on hosts other than this one (``RESHAPE_HOSTS``)."""
-    return any(not launchers.is_local(h) for h in os.environ.get(E.HOSTS, "").split(",") if h)
-
-
-#: Open MPI 5.0.11 across hosts: a rank of the job's first spawn cannot be reached by the ranks of a second
-#: one (their PMIx data is not found; the TCP transport aborts the job), docs/mpi.md
-SECOND_SPAWN_OPEN_MPI = ("on Open MPI across hosts a job grows by one spawn at a time: it grows again once it "
-                         "is back at its starting size (Open MPI 5.0 cannot connect two spawned groups over TCP; "
-                         "docs/mpi.md)")
+__all__ = ["EXPAND_PARTS", "Registered", "ResizeError", "ResizeResult", "Resizer", "layout_rule"]
 
 
 @dataclass
-class Resizer(Joining, Background, Parking):
-    """The per-process handle of a resizable job (see module docstring); :func:`init` makes it.
+class Resizer(Joining, Background, Parking, Sizing):
+    """The per-process handle of a resizable job (see module docstring); :func:`reshape.runtime.start.init`
+    makes it.
 
     ``comm`` is the job's communicator (a new one after every resize), ``rank``
     and ``size`` this process's place in it. ``history`` lists the sizes the
@@ -117,7 +105,8 @@ class Resizer(Joining, Background, Parking):
     it shares: :class:`~reshape.runtime.spawning.Joining` (expansions, new
     ranks joining), :class:`~reshape.runtime.background.Background` (resizes
     behind the next iteration), :class:`~reshape.runtime.parking.Parking`
-    (retired ranks kept for reuse), and under all of them
+    (retired ranks kept for reuse), :class:`~reshape.runtime.sizing.Sizing` (the sizes the job
+    accepts), and under all of them
     :class:`~reshape.runtime.watchdog.Guarded` (the resize deadline).
     """
 
@@ -574,48 +563,6 @@ class Resizer(Joining, Background, Parking):
         elif self.advisor is not None:
             self.advisor.finished(status, reason)
 
-    def _check_size(self, q: int, action: str) -> str | None:
-        """Why the job cannot ``action`` (expand or shrink) to ``q`` processes now, or None."""
-        return checks.resize_problem(self, q, action)
-
-    def _size_problem(self, q: int) -> str | None:
-        """Why the job can never run on ``q`` processes (max_procs, the sizes test, an array's layout), or None."""
-        return checks.size_problem(self, q)
-
-    def legal_sizes(self, upto: int) -> list[int]:
-        """The sizes in ``1..upto`` this job accepts, ascending.
-
-        The checks a resize makes that do not depend on the moment: ``max_procs``,
-        the ``sizes`` test and a layout for every registered array. Left out:
-        the direction (an expansion must grow, a shrink must shrink) and the
-        rule that a job shrinks only to sizes it has run at. Local, no
-        communication. Rank 0 announces the result to the scheduler
-        (``hello``'s ``sizes``, up to ``reshape.joblink.protocol.MAX_SIZES``), which
-        then advises only sizes the job accepts.
-        """
-        return [q for q in range(1, upto + 1) if self._size_problem(q) is None]
-
-    def _announce_sizes(self) -> None:
-        """Rank 0: give the advisor the sizes this job accepts, again when arrays or ``max_procs`` changed."""
-        announce = getattr(self.advisor, "announce_sizes", None)
-        cap = self._growth_cap()
-        key = (tuple(self.arrays), self.max_procs, self.sizes, cap)
-        if announce is None or key == self._announced:
-            return
-        self._announced = key
-        try:
-            announce(self.legal_sizes(min(cap or self.max_procs or MAX_SIZES, MAX_SIZES)))
-        except Exception as e:  # a sizes test that fails on some size must not stop the job
-            print(f"[reshape] cannot announce the job's sizes: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
-
-    def _growth_cap(self) -> int | None:
-        """The size this job may not grow past for now (:data:`SECOND_SPAWN_OPEN_MPI`: on Open MPI, while
-        ranks of a spawn are in a job that spans hosts or spawned onto another host), else None."""
-        start = self.history[0] if self.history else self.size
-        if self.size > start and open_mpi() and (self._spawned_remote or _started_across_hosts()):
-            return self.size
-        return None
-
     def _replace_comm(self, new: MPI.Intracomm) -> None:
         old = self.comm
         self.comm = new
@@ -628,97 +575,3 @@ class Resizer(Joining, Background, Parking):
         sys.stderr.flush()
         MPI.Finalize()
         raise SystemExit(0)
-
-_RUNTIME: Resizer | None = None
-# Open MPI 5.0.11: a parked rank's MPI_Finalize, once the job ends, crashes in its dynamic-process teardown
-NO_PARKING_OPEN_MPI = "a parked rank's MPI_Finalize crashes in Open MPI 5.0 (docs/mpi.md)"
-
-
-def init(
-    advisor: Advisor | None = None,
-    *,
-    allow_new_sizes: bool | None = None,
-    sizes: Callable[[int], bool] | None = None,
-    max_procs: int | None = None,
-    background: bool | None = None,
-    reuse: bool | None = None,
-    standby: int | None = None,
-) -> Resizer:
-    """Start (or, on a spawned rank, join) the resizable job. Call once per process.
-
-    ``advisor`` defaults to :func:`reshape.joblink.advice.advisor_from_env` (the daemon
-    when it started the job, else ``RESHAPE_PLAN``, else static).
-    ``allow_new_sizes`` (default from ``RESHAPE_ALLOW_NEW_SIZES=1``) lets a job
-    shrink to sizes it has not run at; ``max_procs`` (default from
-    ``RESHAPE_MAX_PROCS``) caps expansions; ``sizes`` is an extra legality test.
-    ``RESHAPE_REDIST_METHOD`` picks the redistribution method (default
-    ``circulant``; ``checkpoint`` and ``alltoallv`` are the baselines).
-    ``background`` (default from ``RESHAPE_BACKGROUND=1``) moves the arrays
-    registered ``constant=True`` while the job keeps iterating on its old
-    ranks after an expansion (:meth:`Resizer.resize`). ``reuse`` (default from
-    ``RESHAPE_REUSE=1``) parks the ranks a shrink retires and calls them back at
-    a later expansion instead of spawning (:mod:`reshape.runtime.parking`).
-    ``standby`` (default from ``RESHAPE_STANDBY``, 0; needs reuse) spawns that
-    many ranks at start that park at once, so that the first expansion calls
-    them back too.
-    ``RESHAPE_RESIZE_TIMEOUT`` bounds each resize (seconds, default 120): a
-    resize still under way then aborts the job with the reason reported, as
-    does an uncaught exception on any rank (``RESHAPE_ABORT_ON_ERROR=0``
-    keeps Python's default); see :mod:`reshape.runtime.watchdog`.
-    """
-    global _RUNTIME
-    if _RUNTIME is not None:
-        return _RUNTIME
-    parent = MPI.Comm.Get_parent()
-    if parent != MPI.COMM_NULL:  # new ranks arrive one by one (reshape.runtime.spawned): the first ones sleep
-        barrier(MPI.COMM_WORLD)
-    cfg = checks.job_settings(MPI.COMM_WORLD, parent != MPI.COMM_NULL, max_procs=max_procs, reuse=reuse,
-                              standby=standby)  # and RESHAPE_*
-    allow_new_sizes = cfg.allow_new_sizes if allow_new_sizes is None else allow_new_sizes
-    max_procs = cfg.max_procs if max_procs is None else max_procs
-    method, timeout, job_id, relabel = cfg.method, cfg.resize_timeout, cfg.job_id, cfg.relabel
-    background = cfg.background if background is None else background
-    reuse = cfg.reuse if reuse is None else reuse
-    standby = int(cfg.standby if standby is None else standby)
-    launcher = launchers.from_env()
-    no_parking = (f"the {launcher.name} launcher: {launcher.no_parking}" if launcher.no_parking else
-                  f"Open MPI: {NO_PARKING_OPEN_MPI}" if open_mpi() else None)
-    if reuse and no_parking:
-        if MPI.COMM_WORLD.rank == 0 and parent == MPI.COMM_NULL:
-            print(f"[reshape] {E.REUSE}=1{' and standby ranks' if standby else ''} ignored under "
-                  f"{no_parking}", file=sys.stderr, flush=True)
-        reuse, standby = False, 0
-    if parent != MPI.COMM_NULL:
-        called = time.time()
-        rt = Resizer(MPI.COMM_WORLD, None, job_id, allow_new_sizes, sizes, max_procs, method, timeout, background,
-                     relabel, reuse)
-        install_excepthook(rt._report_abort, lambda: rt.rank)
-        rt._started = (process_start(), called)
-        rt._join(parent)
-    else:
-        comm = MPI.COMM_WORLD.Dup()
-        adv = None
-        if comm.rank == 0:
-            adv = advisor if advisor is not None else advisor_from_env()
-        rt = Resizer(comm, adv, job_id, allow_new_sizes, sizes, max_procs, method, timeout, background, relabel,
-                     reuse)
-        rt._keys = [(0, r) for r in range(comm.size)]
-        if reuse and comm.rank == 0:
-            atexit.register(rt._release_parked)  # parked ranks must not outlive a program that skips finish()
-        install_excepthook(rt._report_abort, lambda: rt.rank)
-        atexit.register(rt._done_at_exit)
-        if standby:
-            rt._start_standby(standby)
-        if adv is not None and relabel:  # every method relabels (reshape.redistribution.placement)
-            placement.prefetch()  # the solver's import (scipy) runs during the first iterations, not in a resize
-        checkpoint.resume(rt, cfg)
-    rt._ckpt = checkpoint.from_settings(rt.comm, cfg, job_id, spawned=rt.joined)
-    if cfg.inplace:  # reshape.runtime.inplace: errors come back as exceptions, copies refreshed by run()
-        rt.inplace = True
-        atexit.register(rt._exit_after_recovery)  # first registered: runs after every other exit handler
-        rt.comm.Set_errhandler(MPI.ERRORS_RETURN)
-        mpiutil.watch(rt)
-        rt._buddies = Buddies(cfg.buddy_every)
-    rt._plan = None if rt.joined else cfg.plan
-    _RUNTIME = rt
-    return rt

@@ -19,7 +19,7 @@ import runpy
 import sys
 
 # in this order: MPI_Init (the running ranks' spawn call returns), then the heavy imports, while they sleep
-FIRST = ("mpi4py.MPI", "numpy", "reshape.runtime.resizer")
+FIRST = ("mpi4py.MPI", "numpy", "reshape.runtime.start")
 
 
 def main(argv: list[str]) -> None:
