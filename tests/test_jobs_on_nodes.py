@@ -1,16 +1,20 @@
 """Jobs on nodes (``reshape daemon --mpiexec-on first-node``) against the real daemon on loopback: the node
 monitor of a job's first node runs its ``mpiexec``, streams its output to the job's log and reports its exit
 status; a ``kill -9`` of the daemon mid-job leaves the job running, and the restarted daemon re-adopts it:
-it ends ``done`` with no restart and the same result as a run that never saw a failure.
+it ends ``done`` with no restart and the same result as a run that never saw a failure; a chunk of output
+the daemon wrote but did not journal is not written twice.
 
 The same in the compose cluster, with ``docker-compose restart head``: ``tests/test_cluster_compose.py``.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -37,10 +41,13 @@ class NodeCluster(Cluster):
         self.mon = self.monitor("localhost", "--spool", os.path.join(self.dir, "spool"))
         wait_for(lambda: self.node()["state"] == "up", 15)
 
-    def restart_daemon(self) -> None:
-        """``kill -9`` of the daemon, and a new one on the same state directory and endpoint."""
+    def restart_daemon(self, meanwhile=None) -> None:
+        """``kill -9`` of the daemon (``meanwhile()`` runs while it is down), and a new one on the same state
+        directory and endpoint."""
         self.daemon.send_signal(signal.SIGKILL)
         self.daemon.wait(10)
+        if meanwhile is not None:
+            meanwhile()
         self.daemon = self._spawn("daemon.err", "daemon", "--endpoint", self.endpoint, "--state-dir", self.dir,
                                   "--slots", "2", "--node-timeout", "1.0", *self.args)
         wait_for(self.ping, 15)
@@ -135,6 +142,14 @@ def test_cancel_goes_through_the_monitor(nodes):
     assert c.status()["free_slots"] == 2
 
 
+def journaled(c, jid: int) -> dict:
+    db = sqlite3.connect(os.path.join(c.dir, "journal.sqlite"))
+    try:
+        return json.loads(db.execute("SELECT record FROM jobs WHERE job_id = ?", (jid,)).fetchone()[0])
+    finally:
+        db.close()
+
+
 def test_a_run_killed_on_its_node_is_a_loss_and_the_job_restarts_from_its_checkpoint(nodes):
     """The exit status the monitor reports classifies the end as the daemon's own child's would
     (``scheduler.core.restarts``): mpiexec killed by SIGKILL (137) of a job with checkpoints is a loss."""
@@ -180,3 +195,53 @@ def test_a_bad_mpiexec_on_is_refused_in_one_line():
     r = subprocess.run([sys.executable, "-m", "scheduler.cli", "daemon", "--mpiexec-on", "nowhere"], cwd=ROOT,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--mpiexec-on: invalid choice: 'nowhere'" in r.stderr, r.stderr
+
+
+def test_a_chunk_written_but_not_journaled_before_a_daemon_crash_is_not_written_twice(nodes):
+    """The daemon is killed after writing a chunk to the job's log and before journaling how much it holds
+    (here: its journal is set back to that moment while it is down); the monitor sends the chunk again
+    from the old offset (here: replayed by hand). The log holds every byte once."""
+    from reshape.joblink.client import Connection
+
+    c = nodes
+    code = ("import os, sys, time; r = os.environ.get('PMI_RANK'); print('early', r, flush=True); "
+            "time.sleep(6); print('late', r, flush=True)")
+    jid = c.submit({"name": "talk", "command": [sys.executable, "-c", code], "nprocs": 2, "resizable": False})
+    path = os.path.join(c.dir, "logs", f"job-{jid}.log")
+
+    def early() -> bytes | None:
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return None
+        return data if data.count(b"early") == 2 else None
+
+    written = wait_for(early, 30, every=0.1)
+    wait_for(lambda: journaled(c, jid)["out_at"] == len(written), 10, every=0.1)
+
+    def lose_the_commit():
+        db = sqlite3.connect(os.path.join(c.dir, "journal.sqlite"))
+        try:
+            rec = json.loads(db.execute("SELECT record FROM jobs WHERE job_id = ?", (jid,)).fetchone()[0])
+            rec["out_at"] = 0
+            db.execute("UPDATE jobs SET record = ? WHERE job_id = ?", (json.dumps(rec), jid))
+            db.commit()
+        finally:
+            db.close()
+
+    c.restart_daemon(meanwhile=lose_the_commit)
+    conn = Connection(c.endpoint, 5.0)
+    try:
+        body = {"node": "localhost", "incarnation": "replay", "attempt": 0, "offset": 0,
+                "data": base64.b64encode(written).decode()}
+        at = conn.request("job_output", body, job_id=jid).body["at"]
+    finally:
+        conn.close()
+    assert at == len(written)
+    with open(path, "rb") as f:
+        assert f.read() == written  # not written again
+    job = c.finished(jid, 60)
+    assert job["state"] == "done", job
+    text = c.job_log(jid)
+    assert [text.count(w) for w in ("early 0", "early 1", "late 0", "late 1")] == [1, 1, 1, 1], text

@@ -110,6 +110,7 @@ class Job:
     total: int | None = None  # iterations in all, as the program reported (its job file's ``iterations`` wins)
     runner: str | None = None  # the node whose monitor runs this attempt's mpiexec (None: the daemon does)
     out_at: int = 0  # bytes of this attempt's output the daemon holds (jobs run by a node monitor)
+    out_base: int | None = None  # size of the job's log when this attempt was ordered to start on its node
     # caches for snapshots (one per request): the immutable spec, the last policy view
     _spec: JobSpec | None = field(default=None, init=False, repr=False, compare=False)
     _view: RunningJob | None = field(default=None, init=False, repr=False, compare=False)
@@ -162,7 +163,7 @@ class Job:
                 "allocation": self.allocation, "restarts": self.restarts, "failures": self.failures,
                 "iterations_lost": self.iterations_lost, "iterations_lost_at": self.iterations_lost_at,
                 "resumed_at": self.resumed_at, "nprocs_override": self.nprocs_override,
-                "runner": self.runner, "out_at": self.out_at}
+                "runner": self.runner, "out_at": self.out_at, "out_base": self.out_base}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Job:

@@ -328,11 +328,21 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
         j.sid = sid
         self._mark(j)
 
-    def run_on(self, job_id: int, node: str) -> None:
-        """The job's ``mpiexec`` is to run on ``node``, started by its monitor (not by the daemon)."""
+    def run_on(self, job_id: int, node: str, log_size: int = 0) -> None:
+        """The job's ``mpiexec`` is to run on ``node``, started by its monitor (not by the daemon); its log
+        holds ``log_size`` bytes before this attempt's output (:meth:`output_base`)."""
         j = self._job(job_id)
         j.runner = node
+        j.out_base = log_size
         self._mark(j)
+
+    def output_base(self, job_id: int, base: int) -> None:
+        """The job's log holds this attempt's output from byte ``base`` on (its size when the attempt was
+        ordered to start): what the log holds of the attempt is its size less ``base``."""
+        j = self._job(job_id)
+        if base != j.out_base:
+            j.out_base = base
+            self._mark(j)
 
     def run_started(self, job_id: int, node: str, attempt: int, pid: int) -> bool:
         """The monitor of ``node`` runs this attempt's ``mpiexec`` as ``pid``: the launch is confirmed.
@@ -346,7 +356,8 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
         return True
 
     def output_received(self, job_id: int, upto: int) -> None:
-        """The daemon holds the first ``upto`` bytes of the current attempt's output."""
+        """The daemon holds the first ``upto`` bytes of the current attempt's output (as the status shows it;
+        the log file's size is the truth: :meth:`output_base`)."""
         j = self._job(job_id)
         if upto != j.out_at:
             j.out_at = upto

@@ -20,6 +20,13 @@ job as an exit of the daemon's own child would. A run the daemon does not expect
 ended or was restarted meanwhile) gets a kill order. Such a job outlives the daemon: a
 restarted daemon finds it in the journal and the monitor's heartbeats (docs/daemon.md, "Failures").
 
+Its output is appended to the job's log idempotently by offset: when the attempt is ordered
+to start, the core records the log's size then (``out_base``, journaled before the order can
+reach the monitor); a chunk of bytes ``offset``.. is written from ``size of the log -
+out_base``, the bytes the log file itself holds of this attempt. A daemon killed between
+writing a chunk and journaling how much it holds therefore skips that chunk when the monitor
+sends it again, instead of writing it twice.
+
 Killing a crashed job's stray ranks needs process-table scans (tens of milliseconds, more when
 ``/proc`` reads stall); a reaper thread does them so the loop keeps answering.
 """
@@ -294,7 +301,7 @@ class Supervisor:
             order = self._start_order(j, desc) if node is not None else None
             if order is not None:
                 self.orders.setdefault(node, {})[j.job_id] = order
-                self.state.run_on(j.job_id, node)
+                self.state.run_on(j.job_id, node, self._log_size(j.job_id))
                 return []
             p = start_job(j.job_id, desc, j.hosts, self.endpoint, self.launcher, self.log_path(j.job_id),
                           self.tag(j.job_id), cwd=self.workdir, exit_path=self.exit_path(j.job_id),
@@ -350,25 +357,39 @@ class Supervisor:
                 out.append(order)
         return out
 
+    def _log_size(self, job_id: int) -> int:
+        try:
+            return os.stat(self.log_path(job_id)).st_size
+        except FileNotFoundError:
+            return 0
+
     def output(self, job_id: int, node: str, attempt: int, offset: int, data: bytes) -> int:
         """Output of a job run by ``node``'s monitor, bytes ``offset``.. of its attempt: appended to the job's
-        log where it continues what the daemon holds; returns how much the daemon holds now (a chunk sent
-        twice is written once; one beyond a gap is not written, and the monitor sends again from there)."""
+        log where it continues what the log holds of this attempt (its size less ``out_base``, the size it
+        had when the attempt was ordered to start: module docstring); returns how much the daemon holds now
+        (a chunk sent twice is written once, also after a restart of the daemon between writing it and
+        journaling it; one beyond a gap is not written, and the monitor sends again from there)."""
         j = self.state.jobs.get(job_id)
         if j is None:
             raise StateError("unknown_job", f"no job {job_id}")
         if j.state != JobState.RUNNING or j.restarts != attempt or j.runner != node:
             raise StateError("not_running", f"job {job_id} attempt {attempt} does not run on {node}")
-        at = j.out_at
-        if offset <= at < offset + len(data):
-            fd = open_private(self.log_path(job_id), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600,
-                              owner=run_as(j.owner))
-            try:
+        fd = open_private(self.log_path(job_id), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600,
+                          owner=run_as(j.owner))
+        try:
+            size = os.fstat(fd).st_size
+            base = j.out_base
+            if base is None or base > size:  # journaled by an older daemon, or the log was cut: trust the file
+                base = max(0, size - j.out_at) if base is None else size
+                self.state.output_base(job_id, base)
+            at = size - base  # what the log holds of this attempt
+            if offset <= at < offset + len(data):
                 os.write(fd, data[at - offset:])
-            finally:
-                os.close(fd)
-            self.state.output_received(job_id, offset + len(data))
-        return j.out_at
+                at = offset + len(data)
+        finally:
+            os.close(fd)
+        self.state.output_received(job_id, at)
+        return at
 
     @staticmethod
     def _job_dir(path: str, uid: int | None) -> None:
