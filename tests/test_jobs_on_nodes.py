@@ -1,8 +1,9 @@
 """Jobs on nodes (``reshape daemon --mpiexec-on first-node``) against the real daemon on loopback: the node
 monitor of a job's first node runs its ``mpiexec``, streams its output to the job's log and reports its exit
 status; a ``kill -9`` of the daemon mid-job leaves the job running, and the restarted daemon re-adopts it:
-it ends ``done`` with no restart and the same result as a run that never saw a failure; a chunk of output
-the daemon wrote but did not journal is not written twice.
+it ends ``done`` with no restart and the same result as a run that never saw a failure. A cancelled job is
+``cancelling`` (its slots held) until the monitor confirms its processes are gone; ``stop --kill-jobs`` waits
+for those confirmations; a chunk of output the daemon wrote but did not journal is not written twice.
 
 The same in the compose cluster, with ``docker-compose restart head``: ``tests/test_cluster_compose.py``.
 """
@@ -129,16 +130,42 @@ def test_a_kill_9_of_the_daemon_leaves_the_job_running_and_the_new_daemon_adopts
           f"(iteration {again['iterations']})")
 
 
-def test_cancel_goes_through_the_monitor(nodes):
+def test_cancel_goes_through_the_monitor_and_the_job_is_cancelled_only_once_its_processes_are_gone(nodes):
+    """The daemon kills nothing itself: the monitor gets the kill; until it confirms, the job is
+    ``cancelling`` and holds its slots (the job queued behind it does not start)."""
     c = nodes
     jid = c.submit(heat(400, 0.2))
+    nxt = c.submit(heat(400, 0.2))  # needs the same 2 slots: waits for them
     tag = job_tag(c.dir, jid)
     wait_for(lambda: job_pids(tag), 20)
     t0 = time.monotonic()
-    c.req("cancel", {"job_id": jid})
-    wait_for(lambda: not job_pids(tag), 15)
-    print(f"\ncancel -> no process of the job left: {time.monotonic() - t0:.2f} s")
-    assert c.job(jid)["state"] == "cancelled"
+    rep = c.req("cancel", {"job_id": jid})
+    assert rep == {"job_id": jid, "state": "cancelling", "runner": "localhost"}, rep
+    states = []
+
+    def cancelled() -> bool:
+        st = c.status()  # first the state, then the processes: once it is not cancelling, none may be left
+        row = next((r for r in st["running"] if r["job_id"] == jid), None)
+        if row is not None:
+            states.append(row["state"])
+            assert row["state"] == "cancelling", row
+            assert "not yet confirmed by the monitor of localhost" in row["detail"], row
+            assert st["free_slots"] == 0 and not any(r["job_id"] == nxt for r in st["running"]), st
+            return False
+        state, alive = c.job(jid)["state"], job_pids(tag)
+        assert state == "cancelled", state
+        assert not alive, f"job {jid} shows cancelled while its processes {alive} still run"
+        return True
+
+    wait_for(cancelled, 20, every=0.05)
+    print(f"\ncancel -> job cancelled, no process of it left: {time.monotonic() - t0:.2f} s "
+          f"({states.count('cancelling')} polls saw it cancelling)")
+    job = c.job(jid)
+    assert job["error"] is None, job
+    wait_for(lambda: c.job(nxt)["state"] == "running", 20)  # the freed slots go to the next job
+    c.req("cancel", {"job_id": nxt})
+    wait_for(lambda: c.job(nxt)["state"] == "cancelled", 20)
+    assert not job_pids(job_tag(c.dir, nxt))
     assert c.status()["free_slots"] == 2
 
 
@@ -148,6 +175,49 @@ def journaled(c, jid: int) -> dict:
         return json.loads(db.execute("SELECT record FROM jobs WHERE job_id = ?", (jid,)).fetchone()[0])
     finally:
         db.close()
+
+
+def test_stop_kill_jobs_exits_once_the_monitor_confirmed_the_kills(nodes):
+    c = nodes
+    jid = c.submit(heat(400, 0.2))
+    tag = job_tag(c.dir, jid)
+    wait_for(lambda: job_pids(tag), 20)
+    t0 = time.monotonic()
+    c.req("stop", {"kill_jobs": True})
+    c.daemon.wait(30)
+    alive = job_pids(tag)
+    print(f"\nstop --kill-jobs -> daemon exited {time.monotonic() - t0:.2f} s later")
+    assert not alive, f"the daemon exited while the job's processes {alive} still ran"
+    assert "every kill confirmed" in c.log("daemon.err")
+    assert journaled(c, jid)["state"] == "cancelled"
+
+
+def test_stop_kill_jobs_names_the_kills_an_unreachable_monitor_did_not_confirm(nodes):
+    """A monitor that does not answer (stopped) cannot confirm: the daemon stops after a bounded wait, names
+    the job, and leaves it ``cancelling``; a daemon started again has the monitor kill it and confirm."""
+    c = nodes
+    jid = c.submit(heat(400, 0.2))
+    tag = job_tag(c.dir, jid)
+    wait_for(lambda: job_pids(tag), 20)
+    c.mon.send_signal(signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        c.req("stop", {"kill_jobs": True})
+        c.daemon.wait(30)
+        took = time.monotonic() - t0
+    finally:
+        c.mon.send_signal(signal.SIGCONT)
+    err = c.log("daemon.err")
+    assert f"job {jid}'s kill was not confirmed by the monitor of localhost" in err, err[-2000:]
+    assert 1.0 + 3.0 - 0.5 <= took < 20, took  # node timeout + KILL_CONFIRM_GRACE, bounded
+    assert job_pids(tag)  # nobody killed it: the daemon said so
+    assert journaled(c, jid)["state"] == "cancelling"
+    c.daemon = c._spawn("daemon.err", "daemon", "--endpoint", c.endpoint, "--state-dir", c.dir, "--slots", "2",
+                        "--node-timeout", "1.0", *c.args)
+    wait_for(c.ping, 15)
+    wait_for(lambda: c.job(jid)["state"] == "cancelled", 30, every=0.2)
+    assert not job_pids(tag)
+    assert c.status()["free_slots"] == 2
 
 
 def test_a_run_killed_on_its_node_is_a_loss_and_the_job_restarts_from_its_checkpoint(nodes):

@@ -17,6 +17,15 @@ on this node (its tag) and wakes the monitor, which sends the rest of the output
 ``job_ended`` with the exit status (``code``: as a shell reports it, 128 + N for a
 signal N), again until the daemon answers. A spool file is removed once the daemon
 acknowledged the exit.
+
+Kill. A kill order (a cancelled job, or a run the daemon does not expect) ends every process
+of the run on this node (its tag: SIGTERM, SIGKILL after a grace period); its ``mpiexec``
+exiting then ends the run as above, and its ``job_ended`` (sent after the waiter killed what
+was left of the run here) is what confirms the kill to the daemon: a cancelled job stays
+``cancelling`` there, holding its slots, until then (``scheduler.core.state``, "Ending a job
+run on a node"). The daemon takes the output of such a run until that confirmation; it
+writes each byte of it to the job's log once, counting what the log file holds (a chunk
+sent again after a restart of the daemon is not written twice).
 """
 
 from __future__ import annotations

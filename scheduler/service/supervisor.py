@@ -20,6 +20,10 @@ job as an exit of the daemon's own child would. A run the daemon does not expect
 ended or was restarted meanwhile) gets a kill order. Such a job outlives the daemon: a
 restarted daemon finds it in the journal and the monitor's heartbeats (docs/daemon.md, "Failures").
 
+Cancelling such a job kills nothing here: the core makes it ``cancelling`` (its slots held)
+and the kill goes to its monitor as an order; the job is ``cancelled`` once the monitor
+confirms the run ended (``scheduler.core.state``, "Ending a job run on a node").
+
 Its output is appended to the job's log idempotently by offset: when the attempt is ordered
 to start, the core records the log's size then (``out_base``, journaled before the order can
 reach the monitor); a chunk of bytes ``offset``.. is written from ``size of the log -
@@ -271,7 +275,9 @@ class Supervisor:
     # ------------------------------------------------------------------ actions
     def perform(self, actions: list, now: float) -> None:
         """Kills first (all at once: one grace period, whatever the number of jobs), then launches."""
-        kills = [a for a in actions if isinstance(a, Kill)]
+        # a cancelling job's processes are its node monitor's to kill (an order in its next heartbeat reply)
+        kills = [a for a in actions if isinstance(a, Kill)
+                 and not ((j := self.state.jobs.get(a.job_id)) is not None and j.state == JobState.CANCELLING)]
         if kills:
             kill_jobs([self.tag(k.job_id, k.attempt) for k in kills])
             self._strays.put("")  # and sweep, off the loop, what ranks killed earlier left
@@ -368,11 +374,12 @@ class Supervisor:
         log where it continues what the log holds of this attempt (its size less ``out_base``, the size it
         had when the attempt was ordered to start: module docstring); returns how much the daemon holds now
         (a chunk sent twice is written once, also after a restart of the daemon between writing it and
-        journaling it; one beyond a gap is not written, and the monitor sends again from there)."""
+        journaling it; one beyond a gap is not written, and the monitor sends again from there). A
+        cancelling job's output is still taken, until its monitor confirms the run ended."""
         j = self.state.jobs.get(job_id)
         if j is None:
             raise StateError("unknown_job", f"no job {job_id}")
-        if j.state != JobState.RUNNING or j.restarts != attempt or j.runner != node:
+        if j.state not in (JobState.RUNNING, JobState.CANCELLING) or j.restarts != attempt or j.runner != node:
             raise StateError("not_running", f"job {job_id} attempt {attempt} does not run on {node}")
         fd = open_private(self.log_path(job_id), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600,
                           owner=run_as(j.owner))
