@@ -315,3 +315,31 @@ def test_a_chunk_written_but_not_journaled_before_a_daemon_crash_is_not_written_
     assert job["state"] == "done", job
     text = c.job_log(jid)
     assert [text.count(w) for w in ("early 0", "early 1", "late 0", "late 1")] == [1, 1, 1, 1], text
+
+
+def test_a_cancelled_job_started_by_a_monitor_that_restarted_since_is_killed_by_the_new_one(tmp_path):
+    """The monitor that started the job dies (``kill -9``; the job runs on) and a new one takes the node: the
+    kill order reaches the new monitor, which kills the run by its tag; cancelled once no process is left."""
+    c = NodeCluster(tmp_path, slots=2, timeout=5.0)  # the node stays up while its monitor restarts
+    try:
+        jid = c.submit(heat(400, 0.2))
+        tag = job_tag(c.dir, jid)
+        wait_for(lambda: job_pids(tag) and c.job(jid)["sid"], 20)
+        c.mon.send_signal(signal.SIGKILL)
+        c.mon.wait(10)
+        assert job_pids(tag)
+        c.mon = c.monitor("localhost", "--spool", os.path.join(c.dir, "spool"))
+        assert c.req("cancel", {"job_id": jid})["state"] == "cancelling"
+
+        def cancelled() -> bool:
+            if c.job(jid)["state"] == "cancelling":
+                return False
+            alive = job_pids(tag)
+            assert not alive, f"job {jid} shows cancelled while its processes {alive} still run"
+            return True
+
+        wait_for(cancelled, 30, every=0.1)
+        assert c.job(jid)["state"] == "cancelled" and c.status()["free_slots"] == 2
+        assert "started before this monitor (the daemon's order)" in c.log("nodemon-localhost.log")
+    finally:
+        c.close()

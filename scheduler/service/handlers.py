@@ -184,7 +184,7 @@ def _node_register(d: Daemon, ev: P.NodeRegister, now: float, who: str | None) -
 def _heartbeat(d: Daemon, ev: P.Heartbeat, now: float, who: str | None) -> tuple[P.Message, list]:
     """A monitor's heartbeat; its reply carries the monitor's orders (jobs on nodes: start, kill)."""
     _, acts = d.state.handle(ev, now)
-    orders = d.supervisor.node_orders(ev.node, list(ev.runs or ()), now)
+    orders = d.supervisor.node_orders(ev.node, list(ev.runs or ()), now, list(ev.jobs))
     return P.reply(ev, **({"orders": orders} if orders else {})), acts
 
 

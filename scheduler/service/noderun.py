@@ -76,6 +76,8 @@ class NodeRunner:
         self.say = say
         self.runs: dict[tuple[int, int], Run] = {}
         self.done: set[tuple[int, int]] = set()  # runs reported and forgotten: a repeated start order is ignored
+        self.tag_prefix: str | None = None  # the daemon's job tags' prefix (registration): for runs not known here
+        self._killing: dict[tuple[int, int], threading.Thread] = {}  # kills by tag of runs not known here
 
     def running(self) -> list[dict]:
         """The runs whose ``mpiexec`` still runs, as a heartbeat lists them."""
@@ -151,9 +153,19 @@ class NodeRunner:
 
     def kill(self, key: tuple[int, int]) -> None:
         """End a run the daemon does not want (any more): every process of it on this node, in a thread
-        (a grace period of SIGTERM before SIGKILL); its exit is reported as any other."""
+        (a grace period of SIGTERM before SIGKILL); its exit is reported as any other. A run an earlier
+        monitor of this node started is killed by its tag; the process scan reports its end."""
         run = self.runs.get(key)
-        if run is None or run.ended.is_set():
+        if run is None:  # started by an earlier monitor of this node (this one restarted): by its tag
+            t = self._killing.get(key)
+            if self.tag_prefix is None or key in self.done or (t is not None and t.is_alive()):
+                return
+            tag = f"{self.tag_prefix}{key[0]}" + (f"~{key[1]}" if key[1] else "")
+            self.say(f"job {key[0]}: killing attempt {key[1]}, started before this monitor (the daemon's order)")
+            t = self._killing[key] = threading.Thread(target=kill_tagged, args=([tag], E.JOB_TAG, 1.0), daemon=True)
+            t.start()
+            return
+        if run.ended.is_set():
             return
         self.say(f"job {key[0]}: killing attempt {key[1]} (the daemon's order)")
         threading.Thread(target=kill_tagged, args=([run.tag], E.JOB_TAG, 1.0), daemon=True).start()

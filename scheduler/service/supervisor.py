@@ -343,9 +343,11 @@ class Supervisor:
         return {"op": "start", "job_id": j.job_id, "attempt": j.restarts, "argv": job_argv(desc, j.hosts, env),
                 "env": extra, "cwd": self.workdir, "uid": run_as(j.owner)}
 
-    def node_orders(self, node: str, runs: list[dict], now: float) -> list[dict]:
-        """The reply to a heartbeat of ``node``'s monitor that runs ``runs``: start orders it has not
-        confirmed yet, and a kill order for each run that is not a running job's current attempt there."""
+    def node_orders(self, node: str, runs: list[dict], now: float, jobs: list[int] = ()) -> list[dict]:
+        """The reply to a heartbeat of ``node``'s monitor that runs ``runs`` and whose scan sees ``jobs``:
+        start orders it has not confirmed yet, a kill order for each run that is not a running job's current
+        attempt there, and one for each cancelling job run there that its scan still sees (started by an
+        earlier monitor of the node, which restarted since)."""
         out: list[dict] = []
         listed = set()
         for r in runs:
@@ -353,6 +355,10 @@ class Supervisor:
             listed.add((jid, attempt))
             if not self.state.run_started(jid, node, attempt, r["pid"]):
                 out.append({"op": "kill", "job_id": jid, "attempt": attempt})
+        seen = set(jobs)
+        for j in self.state.cancelling():
+            if j.runner == node and j.job_id in seen and (j.job_id, j.restarts) not in listed:
+                out.append({"op": "kill", "job_id": j.job_id, "attempt": j.restarts})
         mine = self.orders.get(node, {})
         for jid, order in list(mine.items()):
             j = self.state.jobs.get(jid)
