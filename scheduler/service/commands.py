@@ -292,7 +292,9 @@ def cmd_log(args: argparse.Namespace) -> int:
 @_client
 def cmd_stop(args: argparse.Namespace) -> int:
     request(args.endpoint, "stop", {"kill_jobs": args.kill_jobs}, keys=args.keys)
-    print("daemon stopping" + (" (running jobs killed)" if args.kill_jobs else ""))
+    print("daemon stopping" + (" (running jobs killed; jobs run by node monitors once those confirm the kills: "
+                               "the daemon names on its standard error any it could not confirm)"
+                               if args.kill_jobs else ""))
     return 0
 
 

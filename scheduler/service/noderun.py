@@ -23,9 +23,11 @@ of the run on this node (its tag: SIGTERM, SIGKILL after a grace period); its ``
 exiting then ends the run as above, and its ``job_ended`` (sent after the waiter killed what
 was left of the run here) is what confirms the kill to the daemon: a cancelled job stays
 ``cancelling`` there, holding its slots, until then (``scheduler.core.state``, "Ending a job
-run on a node"). The daemon takes the output of such a run until that confirmation; it
-writes each byte of it to the job's log once, counting what the log file holds (a chunk
-sent again after a restart of the daemon is not written twice).
+run on a node"). A run an earlier monitor of this node started (this one restarted since) is
+killed by its tag; the process scan then reports its end. The daemon takes the output of
+such a run until that confirmation; it writes each byte of it to the job's log once,
+counting what the log file holds (a chunk sent again after a restart of the daemon is not
+written twice).
 """
 
 from __future__ import annotations
