@@ -1,16 +1,21 @@
 """Jobs on nodes (``reshape daemon --mpiexec-on first-node``) against the real daemon on loopback: the node
 monitor of a job's first node runs its ``mpiexec``, streams its output to the job's log and reports its exit
 status; a ``kill -9`` of the daemon mid-job leaves the job running, and the restarted daemon re-adopts it:
-it ends ``done`` with no restart and the same result as a run that never saw a failure.
+it ends ``done`` with no restart and the same result as a run that never saw a failure. A cancelled job is
+``cancelling`` (its slots held) until the monitor confirms its processes are gone; ``stop --kill-jobs`` waits
+for those confirmations; a chunk of output the daemon wrote but did not journal is not written twice.
 
 The same in the compose cluster, with ``docker-compose restart head``: ``tests/test_cluster_compose.py``.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -37,10 +42,13 @@ class NodeCluster(Cluster):
         self.mon = self.monitor("localhost", "--spool", os.path.join(self.dir, "spool"))
         wait_for(lambda: self.node()["state"] == "up", 15)
 
-    def restart_daemon(self) -> None:
-        """``kill -9`` of the daemon, and a new one on the same state directory and endpoint."""
+    def restart_daemon(self, meanwhile=None) -> None:
+        """``kill -9`` of the daemon (``meanwhile()`` runs while it is down), and a new one on the same state
+        directory and endpoint."""
         self.daemon.send_signal(signal.SIGKILL)
         self.daemon.wait(10)
+        if meanwhile is not None:
+            meanwhile()
         self.daemon = self._spawn("daemon.err", "daemon", "--endpoint", self.endpoint, "--state-dir", self.dir,
                                   "--slots", "2", "--node-timeout", "1.0", *self.args)
         wait_for(self.ping, 15)
@@ -122,16 +130,93 @@ def test_a_kill_9_of_the_daemon_leaves_the_job_running_and_the_new_daemon_adopts
           f"(iteration {again['iterations']})")
 
 
-def test_cancel_goes_through_the_monitor(nodes):
+def test_cancel_goes_through_the_monitor_and_the_job_is_cancelled_only_once_its_processes_are_gone(nodes):
+    """The daemon kills nothing itself: the monitor gets the kill; until it confirms, the job is
+    ``cancelling`` and holds its slots (the job queued behind it does not start)."""
+    c = nodes
+    jid = c.submit(heat(400, 0.2))
+    nxt = c.submit(heat(400, 0.2))  # needs the same 2 slots: waits for them
+    tag = job_tag(c.dir, jid)
+    wait_for(lambda: job_pids(tag), 20)
+    t0 = time.monotonic()
+    rep = c.req("cancel", {"job_id": jid})
+    assert rep == {"job_id": jid, "state": "cancelling", "runner": "localhost"}, rep
+    states = []
+
+    def cancelled() -> bool:
+        st = c.status()  # first the state, then the processes: once it is not cancelling, none may be left
+        row = next((r for r in st["running"] if r["job_id"] == jid), None)
+        if row is not None:
+            states.append(row["state"])
+            assert row["state"] == "cancelling", row
+            assert "not yet confirmed by the monitor of localhost" in row["detail"], row
+            assert st["free_slots"] == 0 and not any(r["job_id"] == nxt for r in st["running"]), st
+            return False
+        state, alive = c.job(jid)["state"], job_pids(tag)
+        assert state == "cancelled", state
+        assert not alive, f"job {jid} shows cancelled while its processes {alive} still run"
+        return True
+
+    wait_for(cancelled, 20, every=0.05)
+    print(f"\ncancel -> job cancelled, no process of it left: {time.monotonic() - t0:.2f} s "
+          f"({states.count('cancelling')} polls saw it cancelling)")
+    job = c.job(jid)
+    assert job["error"] is None, job
+    wait_for(lambda: c.job(nxt)["state"] == "running", 20)  # the freed slots go to the next job
+    c.req("cancel", {"job_id": nxt})
+    wait_for(lambda: c.job(nxt)["state"] == "cancelled", 20)
+    assert not job_pids(job_tag(c.dir, nxt))
+    assert c.status()["free_slots"] == 2
+
+
+def journaled(c, jid: int) -> dict:
+    db = sqlite3.connect(os.path.join(c.dir, "journal.sqlite"))
+    try:
+        return json.loads(db.execute("SELECT record FROM jobs WHERE job_id = ?", (jid,)).fetchone()[0])
+    finally:
+        db.close()
+
+
+def test_stop_kill_jobs_exits_once_the_monitor_confirmed_the_kills(nodes):
     c = nodes
     jid = c.submit(heat(400, 0.2))
     tag = job_tag(c.dir, jid)
     wait_for(lambda: job_pids(tag), 20)
     t0 = time.monotonic()
-    c.req("cancel", {"job_id": jid})
-    wait_for(lambda: not job_pids(tag), 15)
-    print(f"\ncancel -> no process of the job left: {time.monotonic() - t0:.2f} s")
-    assert c.job(jid)["state"] == "cancelled"
+    c.req("stop", {"kill_jobs": True})
+    c.daemon.wait(30)
+    alive = job_pids(tag)
+    print(f"\nstop --kill-jobs -> daemon exited {time.monotonic() - t0:.2f} s later")
+    assert not alive, f"the daemon exited while the job's processes {alive} still ran"
+    assert "every kill confirmed" in c.log("daemon.err")
+    assert journaled(c, jid)["state"] == "cancelled"
+
+
+def test_stop_kill_jobs_names_the_kills_an_unreachable_monitor_did_not_confirm(nodes):
+    """A monitor that does not answer (stopped) cannot confirm: the daemon stops after a bounded wait, names
+    the job, and leaves it ``cancelling``; a daemon started again has the monitor kill it and confirm."""
+    c = nodes
+    jid = c.submit(heat(400, 0.2))
+    tag = job_tag(c.dir, jid)
+    wait_for(lambda: job_pids(tag), 20)
+    c.mon.send_signal(signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        c.req("stop", {"kill_jobs": True})
+        c.daemon.wait(30)
+        took = time.monotonic() - t0
+    finally:
+        c.mon.send_signal(signal.SIGCONT)
+    err = c.log("daemon.err")
+    assert f"job {jid}'s kill was not confirmed by the monitor of localhost" in err, err[-2000:]
+    assert 1.0 + 3.0 - 0.5 <= took < 20, took  # node timeout + KILL_CONFIRM_GRACE, bounded
+    assert job_pids(tag)  # nobody killed it: the daemon said so
+    assert journaled(c, jid)["state"] == "cancelling"
+    c.daemon = c._spawn("daemon.err", "daemon", "--endpoint", c.endpoint, "--state-dir", c.dir, "--slots", "2",
+                        "--node-timeout", "1.0", *c.args)
+    wait_for(c.ping, 15)
+    wait_for(lambda: c.job(jid)["state"] == "cancelled", 30, every=0.2)
+    assert not job_pids(tag)
     assert c.status()["free_slots"] == 2
 
 
@@ -180,3 +265,81 @@ def test_a_bad_mpiexec_on_is_refused_in_one_line():
     r = subprocess.run([sys.executable, "-m", "scheduler.cli", "daemon", "--mpiexec-on", "nowhere"], cwd=ROOT,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--mpiexec-on: invalid choice: 'nowhere'" in r.stderr, r.stderr
+
+
+def test_a_chunk_written_but_not_journaled_before_a_daemon_crash_is_not_written_twice(nodes):
+    """The daemon is killed after writing a chunk to the job's log and before journaling how much it holds
+    (here: its journal is set back to that moment while it is down); the monitor sends the chunk again
+    from the old offset (here: replayed by hand). The log holds every byte once."""
+    from reshape.joblink.client import Connection
+
+    c = nodes
+    code = ("import os, sys, time; r = os.environ.get('PMI_RANK'); print('early', r, flush=True); "
+            "time.sleep(6); print('late', r, flush=True)")
+    jid = c.submit({"name": "talk", "command": [sys.executable, "-c", code], "nprocs": 2, "resizable": False})
+    path = os.path.join(c.dir, "logs", f"job-{jid}.log")
+
+    def early() -> bytes | None:
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return None
+        return data if data.count(b"early") == 2 else None
+
+    written = wait_for(early, 30, every=0.1)
+    wait_for(lambda: journaled(c, jid)["out_at"] == len(written), 10, every=0.1)
+
+    def lose_the_commit():
+        db = sqlite3.connect(os.path.join(c.dir, "journal.sqlite"))
+        try:
+            rec = json.loads(db.execute("SELECT record FROM jobs WHERE job_id = ?", (jid,)).fetchone()[0])
+            rec["out_at"] = 0
+            db.execute("UPDATE jobs SET record = ? WHERE job_id = ?", (json.dumps(rec), jid))
+            db.commit()
+        finally:
+            db.close()
+
+    c.restart_daemon(meanwhile=lose_the_commit)
+    conn = Connection(c.endpoint, 5.0)
+    try:
+        body = {"node": "localhost", "incarnation": "replay", "attempt": 0, "offset": 0,
+                "data": base64.b64encode(written).decode()}
+        at = conn.request("job_output", body, job_id=jid).body["at"]
+    finally:
+        conn.close()
+    assert at == len(written)
+    with open(path, "rb") as f:
+        assert f.read() == written  # not written again
+    job = c.finished(jid, 60)
+    assert job["state"] == "done", job
+    text = c.job_log(jid)
+    assert [text.count(w) for w in ("early 0", "early 1", "late 0", "late 1")] == [1, 1, 1, 1], text
+
+
+def test_a_cancelled_job_started_by_a_monitor_that_restarted_since_is_killed_by_the_new_one(tmp_path):
+    """The monitor that started the job dies (``kill -9``; the job runs on) and a new one takes the node: the
+    kill order reaches the new monitor, which kills the run by its tag; cancelled once no process is left."""
+    c = NodeCluster(tmp_path, slots=2, timeout=5.0)  # the node stays up while its monitor restarts
+    try:
+        jid = c.submit(heat(400, 0.2))
+        tag = job_tag(c.dir, jid)
+        wait_for(lambda: job_pids(tag) and c.job(jid)["sid"], 20)
+        c.mon.send_signal(signal.SIGKILL)
+        c.mon.wait(10)
+        assert job_pids(tag)
+        c.mon = c.monitor("localhost", "--spool", os.path.join(c.dir, "spool"))
+        assert c.req("cancel", {"job_id": jid})["state"] == "cancelling"
+
+        def cancelled() -> bool:
+            if c.job(jid)["state"] == "cancelling":
+                return False
+            alive = job_pids(tag)
+            assert not alive, f"job {jid} shows cancelled while its processes {alive} still run"
+            return True
+
+        wait_for(cancelled, 30, every=0.1)
+        assert c.job(jid)["state"] == "cancelled" and c.status()["free_slots"] == 2
+        assert "started before this monitor (the daemon's order)" in c.log("nodemon-localhost.log")
+    finally:
+        c.close()

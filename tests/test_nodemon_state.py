@@ -13,7 +13,7 @@ from reshape.joblink import protocol as P
 from scheduler.core.jobfile import validate_job
 from scheduler.core.policy import app_policy, remap_policy
 from scheduler.core.pool import Node, Pool
-from scheduler.core.state import ClusterState, Kill, Launch, StateError
+from scheduler.core.state import ClusterState, Job, Kill, Launch, StateError
 from scheduler.service.journal import Journal
 
 
@@ -218,3 +218,70 @@ def test_node_messages_validate():
         P.encode(P.Message("job_ended", 1, 3, {"node": "n1", "incarnation": "x", "status": "fine"}))
     with pytest.raises(P.ProtocolError):  # job_ended is about a job
         P.encode(P.Message("job_ended", 1, None, {"node": "n1", "incarnation": "x", "status": "end"}))
+
+
+def test_a_job_run_on_its_node_is_cancelling_holding_its_slots_until_its_monitor_confirms_the_kill():
+    """``scheduler.core.state``, "Ending a job run on a node": cancelled only once the runner confirms."""
+    s = make(remap="static")
+    up_all(s)
+    a = s.submit(job(6), 0.0)
+    b = s.submit(job(6), 0.0)
+    assert s.tick(0.0) == [Launch(a)]
+    s.run_on(a, "n1", 0)
+    s.handle(P.Heartbeat(node="n1", incarnation="m-n1", jobs=(a,), runs=({"job_id": a, "attempt": 0, "pid": 7},)),
+             0.5)
+    assert s.cancel(a, 1.0) == [Kill(a)]  # nothing scheduled: its slots are still held
+    s.validate()
+    assert s.jobs[a].state == "cancelling" and s.pool.free == 0 and s.jobs[b].state == "queued"
+    assert s.cancel(a, 1.1) == [Kill(a)]  # a second cancel: still cancelling
+    row = next(r for r in s.status(1.5)["running"] if r["job_id"] == a)
+    assert row["state"] == "cancelling" and "not yet confirmed by the monitor of n1" in row["detail"], row
+    # a heartbeat still listing the run, or another node's, confirm nothing; nor does another attempt's end
+    for ev in (P.Heartbeat(node="n1", incarnation="m-n1", jobs=(a,), runs=({"job_id": a, "attempt": 0, "pid": 7},)),
+               P.Heartbeat(node="n2", incarnation="m-n2", jobs=())):
+        assert s.handle(ev, 2.0) == (None, [])
+        assert s.jobs[a].state == "cancelling"
+    with pytest.raises(StateError):
+        s.handle(P.JobEnded(job_id=a, node="n1", incarnation="m-n1", status="error", attempt=1, code=143), 2.0)
+    assert s.jobs[a].state == "cancelling"
+    with pytest.raises(StateError):  # nor does a job's own report any more
+        s.finished(a, "done", None, 2.0)
+    # the runner's exit status does: cancelled, slots free, the next job starts
+    _, acts = s.handle(P.JobEnded(job_id=a, node="n1", incarnation="m-n1", status="error", code=143), 2.5)
+    assert acts == [Launch(b)] and s.jobs[a].state == "cancelled" and s.jobs[a].error is None
+    s.validate()
+    with pytest.raises(StateError):
+        s.cancel(a, 3.0)
+
+
+def test_a_cancelling_job_is_confirmed_by_a_heartbeat_without_it_or_ends_unconfirmed_when_its_node_goes_down():
+    s = make(remap="static", timeout=1.0)
+    up_all(s)
+    a, b = s.submit(job(2), 0.0), s.submit(job(2), 0.0)
+    assert s.tick(0.0) == [Launch(a), Launch(b)]
+    s.run_on(a, "n1", 0)
+    s.run_on(b, "n2", 0)
+    s.cancel(a, 0.5)
+    s.cancel(b, 0.5)
+    assert s.handle(P.Heartbeat(node="n1", incarnation="m-n1", jobs=()), 0.6) == (None, [])  # no run, no process
+    assert s.jobs[a].state == "cancelled" and s.jobs[a].error is None
+    s.validate()
+    s.node_heartbeat("n1", "m-n1", [], 1.0)
+    s.node_heartbeat("n3", "m-n3", [], 1.0)
+    s.check_nodes(1.0)
+    s.node_heartbeat("n1", "m-n1", [], 1.8)
+    s.node_heartbeat("n3", "m-n3", [], 1.8)
+    s.check_nodes(1.8)  # n2 silent since 0.0
+    j = s.jobs[b]
+    assert j.state == "cancelled" and "never confirmed: node n2 went down" in j.error, j.error
+    s.validate()
+    assert s.pool.free == 4
+    # journaled and restored: a cancelling job keeps its slots
+    c = s.submit(job(2), 2.0)
+    s.tick(2.0)
+    s.run_on(c, "n1", 0)
+    s.cancel(c, 2.5)
+    s2 = make(remap="static")
+    s2.restore([Job.from_dict(x.to_dict()) for x in s.jobs.values()], s.next_id)
+    s2.validate()
+    assert s2.jobs[c].state == "cancelling" and s2.pool.free == 4

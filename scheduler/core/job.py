@@ -3,7 +3,9 @@
 States: ``waiting`` (submitted with an arrival delay) -> ``queued`` ->
 ``running`` -> ``done`` | ``failed`` | ``cancelled`` | ``lost`` (the process
 vanished without saying it finished); ``new`` only while a submission is
-being recorded. The submitted description (``desc``, validated by
+being recorded. A cancelled job whose ``mpiexec`` a node monitor runs is
+``cancelling`` (holding its slots) until that monitor confirms its run ended,
+then ``cancelled`` (``scheduler.core.state.ClusterState.cancel``). The submitted description (``desc``, validated by
 :func:`scheduler.core.jobfile.validate_job`) is never rewritten: what the job
 announces later (the sizes its program accepts, ``hello``) is a field of its
 own, and the policies see both through :attr:`Job.spec`.
@@ -29,6 +31,7 @@ class JobState(StrEnum):
     WAITING = "waiting"
     QUEUED = "queued"
     RUNNING = "running"
+    CANCELLING = "cancelling"  # kill ordered to the node monitor that runs it, not yet confirmed
     DONE = "done"
     FAILED = "failed"
     CANCELLED = "cancelled"
@@ -110,6 +113,8 @@ class Job:
     total: int | None = None  # iterations in all, as the program reported (its job file's ``iterations`` wins)
     runner: str | None = None  # the node whose monitor runs this attempt's mpiexec (None: the daemon does)
     out_at: int = 0  # bytes of this attempt's output the daemon holds (jobs run by a node monitor)
+    out_base: int | None = None  # size of the job's log when this attempt was ordered to start on its node
+    cancel_time: float | None = None  # when a cancel was ordered (``cancelling``: not yet confirmed)
     # caches for snapshots (one per request): the immutable spec, the last policy view
     _spec: JobSpec | None = field(default=None, init=False, repr=False, compare=False)
     _view: RunningJob | None = field(default=None, init=False, repr=False, compare=False)
@@ -162,7 +167,8 @@ class Job:
                 "allocation": self.allocation, "restarts": self.restarts, "failures": self.failures,
                 "iterations_lost": self.iterations_lost, "iterations_lost_at": self.iterations_lost_at,
                 "resumed_at": self.resumed_at, "nprocs_override": self.nprocs_override,
-                "runner": self.runner, "out_at": self.out_at}
+                "runner": self.runner, "out_at": self.out_at, "out_base": self.out_base,
+                "cancel_time": self.cancel_time}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Job:

@@ -162,6 +162,7 @@ class JobTable:
         self._stale: set[int] = set()  # running jobs whose view must be rebuilt
         self._pos: dict[int, int] | None = {}  # job id -> its index in the running tuple (None: to rebuild)
         self._waiting: dict[int, Job] = {}
+        self._cancelling: dict[int, Job] = {}  # cancelled, their kill not yet confirmed (they hold their slots)
         self._snap: Snapshot | None = None  # the last snapshot, reused while nothing it shows changed
 
     # ---------------------------------------------------------------- helpers
@@ -210,6 +211,8 @@ class JobTable:
             self._run_t = self._pos = None
         elif j.state == JobState.WAITING:
             self._waiting.pop(j.job_id, None)
+        elif j.state == JobState.CANCELLING:
+            self._cancelling.pop(j.job_id, None)
 
     def _index(self, j: Job) -> None:
         if j.state == JobState.QUEUED:
@@ -227,6 +230,8 @@ class JobTable:
             self._run_t = self._pos = None
         elif j.state == JobState.WAITING:
             self._waiting[j.job_id] = j
+        elif j.state == JobState.CANCELLING:
+            self._cancelling[j.job_id] = j
         if j.state in FINAL:
             self.live.pop(j.job_id, None)
         else:
@@ -248,6 +253,10 @@ class JobTable:
     def running(self) -> list[Job]:
         """Running jobs in the order they started."""
         return list(self._run.values())
+
+    def cancelling(self) -> list[Job]:
+        """Cancelled jobs whose kill their node's monitor has not confirmed yet (they hold their slots)."""
+        return list(self._cancelling.values())
 
     def _end(self, j: Job, state: str, now: float) -> None:
         self._set(j, state)

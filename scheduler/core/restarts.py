@@ -69,6 +69,7 @@ class Restarts:
         j.restarts += 1
         j.sid = j.reported = j.node_report = j.error = j.exit_code = j.runner = None
         j.out_at = 0
+        j.out_base = None
         j.start_time = j.deadline = j.reservation = j.point_time = None
         j.connected, j.iterations, j.parked = False, 0, []
         fits = [p for p in range(min(j.spec.nprocs, self.pool.total), 0, -1) if self._legal(j.spec, p)]

@@ -9,6 +9,18 @@ Job states: ``waiting`` (submitted with an arrival delay) -> ``queued`` ->
 ``running`` -> ``done`` | ``failed`` | ``cancelled`` | ``lost`` (the process
 vanished without saying it finished).
 
+Ending a job run on a node. A cancel ends a job the daemon runs itself at once
+(the shell kills its processes before it replies). A job whose ``mpiexec`` a
+node monitor runs (``runner``) cannot be killed from here: the kill is an
+order in that monitor's next heartbeat reply. Such a job becomes
+``cancelling`` and keeps its slots, as a shrink keeps the dropped ranks' slots
+until the job confirms it, so no other job is placed on ranks that may still
+run; it becomes ``cancelled`` (slots freed) when the monitor confirms the run
+ended (:meth:`ClusterState.kill_confirmed`): its ``job_ended`` for that
+attempt, or a heartbeat that lists the job neither among its runs nor among
+the jobs its process scan sees. If that node goes down first, the job is
+``cancelled`` with an ``error`` saying the kill was never confirmed.
+
 Resize handshake (seed 001 §3.1, §3.2.1): at a resize point the Remap
 Scheduler's decision becomes a *pending* resize; an expansion reserves its
 new slots at once, a shrink releases the dropped ranks' slots when the job
@@ -314,13 +326,57 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
         j = self._job(job_id)
         if j.state in FINAL:
             raise StateError("not_active", f"job {job_id} already {j.state}")
+        if j.state == JobState.CANCELLING:
+            return [Kill(job_id)]  # still not confirmed (its monitor gets the kill order while it lists the run)
         out: list[Launch | Kill] = []
         if j.state == JobState.RUNNING:
             out.append(Kill(job_id))
+            if j.runner is not None:  # its node's monitor kills it: cancelled once it confirms (module docstring)
+                self._hold(j)
+                self._set(j, JobState.CANCELLING)
+                j.cancel_time = now
+                self._event(now, j, "cancelling", f"kill ordered to the monitor of {j.runner}, not yet confirmed")
+                return out
             self._release_all(j)
         self._end(j, JobState.CANCELLED, now)
         self._event(now, j, "cancel")
         return out + self.schedule(now) if reschedule else out
+
+    def _hold(self, j: Job) -> None:
+        """A job whose processes may still run keeps every slot it had, a pending expansion's too."""
+        if j.pending and j.pending.expands:
+            j.hosts = [*j.hosts, *j.pending.hosts]
+        j.pending = None
+        j.shrink_request = None
+        j.nprocs = len(j.hosts)
+
+    def kill_confirmed(self, job_id: int, node: str, now: float, how: str,
+                       error: str | None = None) -> list[Launch | Kill]:
+        """The monitor of ``node`` confirmed that the cancelling job's run ended (``how``): cancelled, its
+        slots free. ``error``: the kill could not be confirmed (its node went down): cancelled all the same,
+        saying so."""
+        j = self._job(job_id)
+        if j.state != JobState.CANCELLING or j.runner != node:
+            return []
+        self._release_all(j)
+        self._end(j, JobState.CANCELLED, now)
+        if error:
+            j.error = error
+        self._event(now, j, "end", f"cancelled: {error or how}")
+        return self.schedule(now)
+
+    def runs_seen(self, node: str, jobs: list[int], runs: list[dict], now: float) -> list[Launch | Kill]:
+        """A heartbeat of ``node``'s monitor: the cancelling jobs it runs that it lists neither among its runs
+        nor among the jobs of its process scan have ended there. (A monitor carries out a reply's orders
+        before its next heartbeat, so a start order sent before the cancel shows in any heartbeat after it.)"""
+        out: list[Launch | Kill] = []
+        if not self._cancelling:
+            return out
+        listed = set(jobs) | {r["job_id"] for r in runs}
+        for j in self.cancelling():
+            if j.runner == node and j.job_id not in listed:
+                out += self.kill_confirmed(j.job_id, node, now, f"no process of it left on {node}")
+        return out
 
     # ---------------------------------------------------------------- System Monitor
     def launched(self, job_id: int, sid: int) -> None:
@@ -328,11 +384,21 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
         j.sid = sid
         self._mark(j)
 
-    def run_on(self, job_id: int, node: str) -> None:
-        """The job's ``mpiexec`` is to run on ``node``, started by its monitor (not by the daemon)."""
+    def run_on(self, job_id: int, node: str, log_size: int = 0) -> None:
+        """The job's ``mpiexec`` is to run on ``node``, started by its monitor (not by the daemon); its log
+        holds ``log_size`` bytes before this attempt's output (:meth:`output_base`)."""
         j = self._job(job_id)
         j.runner = node
+        j.out_base = log_size
         self._mark(j)
+
+    def output_base(self, job_id: int, base: int) -> None:
+        """The job's log holds this attempt's output from byte ``base`` on (its size when the attempt was
+        ordered to start): what the log holds of the attempt is its size less ``base``."""
+        j = self._job(job_id)
+        if base != j.out_base:
+            j.out_base = base
+            self._mark(j)
 
     def run_started(self, job_id: int, node: str, attempt: int, pid: int) -> bool:
         """The monitor of ``node`` runs this attempt's ``mpiexec`` as ``pid``: the launch is confirmed.
@@ -346,7 +412,8 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
         return True
 
     def output_received(self, job_id: int, upto: int) -> None:
-        """The daemon holds the first ``upto`` bytes of the current attempt's output."""
+        """The daemon holds the first ``upto`` bytes of the current attempt's output (as the status shows it;
+        the log file's size is the truth: :meth:`output_base`)."""
         j = self._job(job_id)
         if upto != j.out_at:
             j.out_at = upto
@@ -428,13 +495,18 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
         self._mark(j)
 
     def job_ended(self, job_id: int, host: str, status: str, detail: str | None, now: float,
-                  attempt: int = 0, code: int | None = None) -> None:
+                  attempt: int = 0, code: int | None = None) -> list[Launch | Kill]:
         """The monitor of the job's first node saw its processes there end (``status`` end or error);
         ``attempt``: of which attempt (an earlier one's end settles nothing: ``scheduler.core.restarts``);
-        ``code``: the exit status of the job's ``mpiexec``, from the monitor that ran it (``runner``)."""
+        ``code``: the exit status of the job's ``mpiexec``, from the monitor that ran it (``runner``).
+        For a ``cancelling`` job, its runner's report confirms the kill."""
+        j = self._job(job_id)
+        if j.state == JobState.CANCELLING and attempt == j.restarts and host == j.runner:
+            how = f"mpiexec on {host} exited with status {code}" if code is not None else (detail or status)
+            return self.kill_confirmed(job_id, host, now, how)
         j = self._running(job_id)
         if attempt != j.restarts:
-            return
+            return []
         first = j.hosts[0] if j.hosts else None
         if code is not None and host != j.runner:
             raise StateError("not_first_node", f"job {job_id}'s mpiexec runs on {j.runner or 'the head'}, not "
@@ -446,6 +518,7 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
             j.node_report = {"status": status, "t": now, "node": host, "detail": detail,
                              **({"code": code} if code is not None else {})}
             self._mark(j)
+        return []
 
     def ended_on_node(self, job_id: int, now: float, why: str | None = None) -> list[Launch | Kill]:
         """Settle a job by its monitor's report (its ``mpiexec`` cannot be watched or did not exit).
@@ -484,13 +557,19 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
                     "parked": dict(sorted(collections.Counter(j.parked).items())), "allocation": j.allocation,
                     "restarts": j.restarts, "resumed_at": j.resumed_at, "iterations_lost": j.iterations_lost}
 
+        def ending(j: Job) -> dict[str, Any]:
+            since = f" {max(0.0, now - j.cancel_time):.1f} s ago" if now is not None and j.cancel_time else ""
+            return row(j) | {"detail": f"kill ordered{since}, not yet confirmed by the monitor of {j.runner}"}
+
         waiting = list(self._waiting.values()) if limit is None else \
             list(itertools.islice(self._waiting.values(), max(0, limit)))
         return {"total_slots": self.pool.total, "free_slots": self.pool.free,
                 "capacity_slots": self.pool.capacity,
+                # cancelling jobs hold their slots: listed with the running ones, their state says which
                 "running": [row(j) for j in (self._run.values() if running_limit is None
-                                             else itertools.islice(self._run.values(), max(0, running_limit)))],
-                "running_total": len(self._run),
+                                             else itertools.islice(self._run.values(), max(0, running_limit)))]
+                           + [ending(j) for j in self._cancelling.values()],
+                "running_total": len(self._run) + len(self._cancelling),
                 "queue": [row(j) for j in self.queue(limit)], "queued_total": len(self._queued),
                 "waiting": [row(j) for j in waiting], "waiting_total": len(self._waiting),
                 "ended": [{"job_id": j.job_id, "name": j.desc["name"], "state": j.state,
@@ -516,7 +595,7 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
             j.connected = False
             self.jobs[j.job_id] = j
             self._index(j)
-            if j.state == JobState.RUNNING:
+            if j.state in (JobState.RUNNING, JobState.CANCELLING):
                 self.pool.claim(j.hosts)
                 if j.pending and j.pending.expands:
                     self.pool.claim(j.pending.hosts)
@@ -525,7 +604,7 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
     def validate(self) -> None:
         """Invariants (tests call this after every event)."""
         used = sum(len(j.hosts) + (len(j.pending.hosts) if j.pending and j.pending.expands else 0)
-                   for j in self.running())
+                   for j in self.running()) + sum(len(j.hosts) for j in self.cancelling())
         assert used == sum(self.pool.used.values()), (used, dict(self.pool.used))
         assert self.pool.free == sum(max(0, n.slots - self.pool.used[n.host]) for n in self.pool.nodes
                                      if n.host not in self.pool.down and n.host not in self.pool.draining)
@@ -543,6 +622,7 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
         assert list(self._run) == [i for i in self._run if self.jobs[i].state == JobState.RUNNING]
         assert set(self._run) == {i for i, j in self.live.items() if j.state == JobState.RUNNING}
         assert set(self._waiting) == {i for i, j in self.live.items() if j.state == JobState.WAITING}
+        assert set(self._cancelling) == {i for i, j in self.live.items() if j.state == JobState.CANCELLING}
         assert list(self._views) == list(self._run) and self._stale <= set(self._run)
         assert self._pos is None or self._pos == {i: k for k, i in enumerate(self._run)}
         if self._run_t is not None:  # the cached view is the fresh one
@@ -553,6 +633,8 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
             assert (j.state not in FINAL) == (j.job_id in self.live), (j.job_id, j.state)
             if j.state == JobState.RUNNING:
                 assert j.nprocs == len(j.hosts) >= 1
+            elif j.state == JobState.CANCELLING:
+                assert j.runner is not None and j.nprocs == len(j.hosts) and j.pending is None
             else:
                 assert not j.hosts and j.pending is None
 
@@ -585,8 +667,7 @@ def _finished(s: ClusterState, ev: Finished, now: float) -> tuple[Any, list]:
 
 
 def _job_ended(s: ClusterState, ev: JobEnded, now: float) -> tuple[Any, list]:
-    s.job_ended(ev.job_id, ev.node, ev.status, ev.detail, now, ev.attempt or 0, ev.code)
-    return None, []
+    return None, s.job_ended(ev.job_id, ev.node, ev.status, ev.detail, now, ev.attempt or 0, ev.code)
 
 
 def _node_register(s: ClusterState, ev: NodeRegister, now: float) -> tuple[Any, list]:
@@ -596,7 +677,7 @@ def _node_register(s: ClusterState, ev: NodeRegister, now: float) -> tuple[Any, 
 
 def _heartbeat(s: ClusterState, ev: Heartbeat, now: float) -> tuple[Any, list]:
     s.node_heartbeat(ev.node, ev.incarnation, list(ev.jobs), now)
-    return None, []
+    return None, s.runs_seen(ev.node, list(ev.jobs), list(ev.runs or ()), now)
 
 
 _HANDLERS: dict[type, Callable[[ClusterState, Any, float], tuple[Any, list]]] = {

@@ -202,8 +202,12 @@ def cmd_status(args: argparse.Namespace) -> int:
 @_client
 def cmd_cancel(args: argparse.Namespace) -> int:
     for jid in args.job_ids:
-        request(args.endpoint, "cancel", {"job_id": jid}, keys=args.keys)
-        print(f"cancelled job {jid}")
+        rep = request(args.endpoint, "cancel", {"job_id": jid}, keys=args.keys)
+        if rep.get("state") == "cancelling":
+            print(f"cancelling job {jid}: kill ordered to the monitor of {rep.get('runner')}, not yet "
+                  "confirmed (reshape status shows it cancelled once its processes are gone)")
+        else:
+            print(f"cancelled job {jid}")
     return 0
 
 
@@ -288,7 +292,9 @@ def cmd_log(args: argparse.Namespace) -> int:
 @_client
 def cmd_stop(args: argparse.Namespace) -> int:
     request(args.endpoint, "stop", {"kill_jobs": args.kill_jobs}, keys=args.keys)
-    print("daemon stopping" + (" (running jobs killed)" if args.kill_jobs else ""))
+    print("daemon stopping" + (" (running jobs killed; jobs run by node monitors once those confirm the kills: "
+                               "the daemon names on its standard error any it could not confirm)"
+                               if args.kill_jobs else ""))
     return 0
 
 

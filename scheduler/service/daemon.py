@@ -55,6 +55,7 @@ __all__ = ["DEFAULT_ENDPOINT", "Daemon", "Settings", "job_endpoint"]
 DASH_EVENTS = 5000  # allocation events the dashboard keeps for its charts and decision log
 FREEZE_EVERY = 1000  # jobs submitted between two gc.freeze() calls of the loop
 BATCH = 512  # requests read in one turn at most
+KILL_CONFIRM_GRACE = 3.0  # seconds beyond the node timeout a stop --kill-jobs waits for monitors to confirm kills
 
 
 def _policy(make, name: str, params: dict[str, Any] | None):
@@ -285,7 +286,14 @@ class Daemon:
         """The loop: a batch of requests -> one journal commit -> the replies -> launches.
 
         Kills (cancel, ``stop --kill-jobs``) are done before the reply, so a
-        cancelled job is gone when its requester hears back; launches (a fork
+        cancelled job is gone when its requester hears back, except a job whose
+        ``mpiexec`` a node monitor runs: it is ``cancelling`` until that monitor
+        confirms the kill (``scheduler.core.state``), and a ``stop --kill-jobs``
+        keeps answering the monitors until every such kill is confirmed, for at
+        most the node timeout plus :data:`KILL_CONFIRM_GRACE` seconds, then names
+        the kills left unconfirmed on its standard error (those jobs stay
+        ``cancelling`` in the journal: a daemon started again settles them from
+        the monitors' reports). Launches (a fork
         and exec each) after the replies, so nobody waits for them. The state
         they depend on (allocations) is committed before any reply; their
         session ids are committed after. ``SIGUSR1`` dumps every thread's stack
@@ -295,6 +303,7 @@ class Daemon:
         try:
             while not self.stopping:
                 self._turn()
+            self._confirm_kills()
         finally:
             self._shutdown()
 
@@ -409,6 +418,22 @@ class Daemon:
         self.periodic.run(now, ("dashboard",))
         if replies or deferred or ticked:  # not a poll that timed out between two ticks
             stats.end(clock() - t0, len(replies) + len(deferred))
+
+    def _confirm_kills(self) -> None:
+        """After ``stop --kill-jobs``: serve on until the monitors confirmed every kill ordered to them, for
+        a bounded time (:meth:`serve`); say which were not confirmed."""
+        if not self.kill_on_stop:
+            return
+        end = time.monotonic() + self.state.node_timeout + KILL_CONFIRM_GRACE
+        while self.state.cancelling() and time.monotonic() < end:
+            self._turn()
+        now = time.time()
+        for j in self.state.cancelling():
+            print(f"reshape daemon: stopping; job {j.job_id}'s kill was not confirmed by the monitor of {j.runner} "
+                  f"within {now - (j.cancel_time or now):.1f} s: its processes may still run there (the job "
+                  "stays cancelling until a daemon hears from that monitor)", file=sys.stderr, flush=True)
+        if not self.state.cancelling():
+            print("reshape daemon: every kill confirmed; stopping", file=sys.stderr, flush=True)
 
     def _freeze(self) -> None:
         """Jobs are kept for the daemon's life: out of the collector's full scans, which cost ~20 ms

@@ -7,6 +7,12 @@ core as they are (``ClusterState.handle``); the control requests (submit,
 status, cancel, history, log, stop, register) are answered here. Errors the core or
 the job file raise become ``error`` replies; anything else is logged and
 answered ``internal``: a bug costs one request, never the daemon.
+
+``cancel`` answers the job's ``state``: ``cancelled``, or ``cancelling`` with the
+``runner`` node when a node monitor runs the job's ``mpiexec`` (the kill rides on that
+monitor's next heartbeat reply, and the job is cancelled when the monitor confirms it:
+``scheduler.core.state``, "Ending a job run on a node"). A heartbeat's reply carries the
+monitor's orders; the heartbeat itself may confirm such kills.
 """
 
 from __future__ import annotations
@@ -178,7 +184,7 @@ def _node_register(d: Daemon, ev: P.NodeRegister, now: float, who: str | None) -
 def _heartbeat(d: Daemon, ev: P.Heartbeat, now: float, who: str | None) -> tuple[P.Message, list]:
     """A monitor's heartbeat; its reply carries the monitor's orders (jobs on nodes: start, kill)."""
     _, acts = d.state.handle(ev, now)
-    orders = d.supervisor.node_orders(ev.node, list(ev.runs or ()), now)
+    orders = d.supervisor.node_orders(ev.node, list(ev.runs or ()), now, list(ev.jobs))
     return P.reply(ev, **({"orders": orders} if orders else {})), acts
 
 
@@ -222,7 +228,10 @@ def _status(d: Daemon, ev: P.Status, now: float, who: str | None) -> tuple[P.Mes
 
 
 def _cancel(d: Daemon, ev: P.Cancel, now: float, who: str | None) -> tuple[P.Message, list]:
-    return P.reply(ev, job_id=ev.target), d.state.cancel(ev.target, now)
+    acts = d.state.cancel(ev.target, now)
+    j = d.state.jobs[ev.target]  # cancelled, or cancelling: its node's monitor has the kill to confirm
+    extra = {"runner": j.runner} if j.state == JobState.CANCELLING else {}
+    return P.reply(ev, job_id=ev.target, state=str(j.state), **extra), acts
 
 
 def _history(d: Daemon, ev: P.History, now: float, who: str | None) -> tuple[P.Message, list]:

@@ -144,6 +144,7 @@ class NodeMonitor:
                                                   "pid": os.getpid(), "host": socket.gethostname()})
         b = rep.body
         self.tag = b["tag"]
+        self.runner.tag_prefix = self.tag
         self.beat = self.interval or float(b["heartbeat"])
         self.registered = True
         self.say(f"registered with {self.endpoint} (monitor {self.incarnation}, heartbeat {self.beat:g} s, "

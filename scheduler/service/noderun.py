@@ -17,6 +17,17 @@ on this node (its tag) and wakes the monitor, which sends the rest of the output
 ``job_ended`` with the exit status (``code``: as a shell reports it, 128 + N for a
 signal N), again until the daemon answers. A spool file is removed once the daemon
 acknowledged the exit.
+
+Kill. A kill order (a cancelled job, or a run the daemon does not expect) ends every process
+of the run on this node (its tag: SIGTERM, SIGKILL after a grace period); its ``mpiexec``
+exiting then ends the run as above, and its ``job_ended`` (sent after the waiter killed what
+was left of the run here) is what confirms the kill to the daemon: a cancelled job stays
+``cancelling`` there, holding its slots, until then (``scheduler.core.state``, "Ending a job
+run on a node"). A run an earlier monitor of this node started (this one restarted since) is
+killed by its tag; the process scan then reports its end. The daemon takes the output of
+such a run until that confirmation; it writes each byte of it to the job's log once,
+counting what the log file holds (a chunk sent again after a restart of the daemon is not
+written twice).
 """
 
 from __future__ import annotations
@@ -67,6 +78,8 @@ class NodeRunner:
         self.say = say
         self.runs: dict[tuple[int, int], Run] = {}
         self.done: set[tuple[int, int]] = set()  # runs reported and forgotten: a repeated start order is ignored
+        self.tag_prefix: str | None = None  # the daemon's job tags' prefix (registration): for runs not known here
+        self._killing: dict[tuple[int, int], threading.Thread] = {}  # kills by tag of runs not known here
 
     def running(self) -> list[dict]:
         """The runs whose ``mpiexec`` still runs, as a heartbeat lists them."""
@@ -142,9 +155,19 @@ class NodeRunner:
 
     def kill(self, key: tuple[int, int]) -> None:
         """End a run the daemon does not want (any more): every process of it on this node, in a thread
-        (a grace period of SIGTERM before SIGKILL); its exit is reported as any other."""
+        (a grace period of SIGTERM before SIGKILL); its exit is reported as any other. A run an earlier
+        monitor of this node started is killed by its tag; the process scan reports its end."""
         run = self.runs.get(key)
-        if run is None or run.ended.is_set():
+        if run is None:  # started by an earlier monitor of this node (this one restarted): by its tag
+            t = self._killing.get(key)
+            if self.tag_prefix is None or key in self.done or (t is not None and t.is_alive()):
+                return
+            tag = f"{self.tag_prefix}{key[0]}" + (f"~{key[1]}" if key[1] else "")
+            self.say(f"job {key[0]}: killing attempt {key[1]}, started before this monitor (the daemon's order)")
+            t = self._killing[key] = threading.Thread(target=kill_tagged, args=([tag], E.JOB_TAG, 1.0), daemon=True)
+            t.start()
+            return
+        if run.ended.is_set():
             return
         self.say(f"job {key[0]}: killing attempt {key[1]} (the daemon's order)")
         threading.Thread(target=kill_tagged, args=([run.tag], E.JOB_TAG, 1.0), daemon=True).start()

@@ -20,6 +20,17 @@ job as an exit of the daemon's own child would. A run the daemon does not expect
 ended or was restarted meanwhile) gets a kill order. Such a job outlives the daemon: a
 restarted daemon finds it in the journal and the monitor's heartbeats (docs/daemon.md, "Failures").
 
+Cancelling such a job kills nothing here: the core makes it ``cancelling`` (its slots held)
+and the kill goes to its monitor as an order; the job is ``cancelled`` once the monitor
+confirms the run ended (``scheduler.core.state``, "Ending a job run on a node").
+
+Its output is appended to the job's log idempotently by offset: when the attempt is ordered
+to start, the core records the log's size then (``out_base``, journaled before the order can
+reach the monitor); a chunk of bytes ``offset``.. is written from ``size of the log -
+out_base``, the bytes the log file itself holds of this attempt. A daemon killed between
+writing a chunk and journaling how much it holds therefore skips that chunk when the monitor
+sends it again, instead of writing it twice.
+
 Killing a crashed job's stray ranks needs process-table scans (tens of milliseconds, more when
 ``/proc`` reads stall); a reaper thread does them so the loop keeps answering.
 """
@@ -264,7 +275,9 @@ class Supervisor:
     # ------------------------------------------------------------------ actions
     def perform(self, actions: list, now: float) -> None:
         """Kills first (all at once: one grace period, whatever the number of jobs), then launches."""
-        kills = [a for a in actions if isinstance(a, Kill)]
+        # a cancelling job's processes are its node monitor's to kill (an order in its next heartbeat reply)
+        kills = [a for a in actions if isinstance(a, Kill)
+                 and not ((j := self.state.jobs.get(a.job_id)) is not None and j.state == JobState.CANCELLING)]
         if kills:
             kill_jobs([self.tag(k.job_id, k.attempt) for k in kills])
             self._strays.put("")  # and sweep, off the loop, what ranks killed earlier left
@@ -294,7 +307,7 @@ class Supervisor:
             order = self._start_order(j, desc) if node is not None else None
             if order is not None:
                 self.orders.setdefault(node, {})[j.job_id] = order
-                self.state.run_on(j.job_id, node)
+                self.state.run_on(j.job_id, node, self._log_size(j.job_id))
                 return []
             p = start_job(j.job_id, desc, j.hosts, self.endpoint, self.launcher, self.log_path(j.job_id),
                           self.tag(j.job_id), cwd=self.workdir, exit_path=self.exit_path(j.job_id),
@@ -330,9 +343,11 @@ class Supervisor:
         return {"op": "start", "job_id": j.job_id, "attempt": j.restarts, "argv": job_argv(desc, j.hosts, env),
                 "env": extra, "cwd": self.workdir, "uid": run_as(j.owner)}
 
-    def node_orders(self, node: str, runs: list[dict], now: float) -> list[dict]:
-        """The reply to a heartbeat of ``node``'s monitor that runs ``runs``: start orders it has not
-        confirmed yet, and a kill order for each run that is not a running job's current attempt there."""
+    def node_orders(self, node: str, runs: list[dict], now: float, jobs: list[int] = ()) -> list[dict]:
+        """The reply to a heartbeat of ``node``'s monitor that runs ``runs`` and whose scan sees ``jobs``:
+        start orders it has not confirmed yet, a kill order for each run that is not a running job's current
+        attempt there, and one for each cancelling job run there that its scan still sees (started by an
+        earlier monitor of the node, which restarted since)."""
         out: list[dict] = []
         listed = set()
         for r in runs:
@@ -340,6 +355,10 @@ class Supervisor:
             listed.add((jid, attempt))
             if not self.state.run_started(jid, node, attempt, r["pid"]):
                 out.append({"op": "kill", "job_id": jid, "attempt": attempt})
+        seen = set(jobs)
+        for j in self.state.cancelling():
+            if j.runner == node and j.job_id in seen and (j.job_id, j.restarts) not in listed:
+                out.append({"op": "kill", "job_id": j.job_id, "attempt": j.restarts})
         mine = self.orders.get(node, {})
         for jid, order in list(mine.items()):
             j = self.state.jobs.get(jid)
@@ -350,25 +369,40 @@ class Supervisor:
                 out.append(order)
         return out
 
+    def _log_size(self, job_id: int) -> int:
+        try:
+            return os.stat(self.log_path(job_id)).st_size
+        except FileNotFoundError:
+            return 0
+
     def output(self, job_id: int, node: str, attempt: int, offset: int, data: bytes) -> int:
         """Output of a job run by ``node``'s monitor, bytes ``offset``.. of its attempt: appended to the job's
-        log where it continues what the daemon holds; returns how much the daemon holds now (a chunk sent
-        twice is written once; one beyond a gap is not written, and the monitor sends again from there)."""
+        log where it continues what the log holds of this attempt (its size less ``out_base``, the size it
+        had when the attempt was ordered to start: module docstring); returns how much the daemon holds now
+        (a chunk sent twice is written once, also after a restart of the daemon between writing it and
+        journaling it; one beyond a gap is not written, and the monitor sends again from there). A
+        cancelling job's output is still taken, until its monitor confirms the run ended."""
         j = self.state.jobs.get(job_id)
         if j is None:
             raise StateError("unknown_job", f"no job {job_id}")
-        if j.state != JobState.RUNNING or j.restarts != attempt or j.runner != node:
+        if j.state not in (JobState.RUNNING, JobState.CANCELLING) or j.restarts != attempt or j.runner != node:
             raise StateError("not_running", f"job {job_id} attempt {attempt} does not run on {node}")
-        at = j.out_at
-        if offset <= at < offset + len(data):
-            fd = open_private(self.log_path(job_id), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600,
-                              owner=run_as(j.owner))
-            try:
+        fd = open_private(self.log_path(job_id), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600,
+                          owner=run_as(j.owner))
+        try:
+            size = os.fstat(fd).st_size
+            base = j.out_base
+            if base is None or base > size:  # journaled by an older daemon, or the log was cut: trust the file
+                base = max(0, size - j.out_at) if base is None else size
+                self.state.output_base(job_id, base)
+            at = size - base  # what the log holds of this attempt
+            if offset <= at < offset + len(data):
                 os.write(fd, data[at - offset:])
-            finally:
-                os.close(fd)
-            self.state.output_received(job_id, offset + len(data))
-        return j.out_at
+                at = offset + len(data)
+        finally:
+            os.close(fd)
+        self.state.output_received(job_id, at)
+        return at
 
     @staticmethod
     def _job_dir(path: str, uid: int | None) -> None:
