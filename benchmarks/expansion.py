@@ -51,7 +51,7 @@ import time
 
 import numpy as np
 
-from benchmarks._common import ROOT, write_result
+from benchmarks._common import ROOT, table, write_result
 from reshape.joblink import jobenv as E
 
 PLAN = (2, 4, 8, 16, 32)
@@ -181,21 +181,11 @@ def summarize(runs: list[list[dict]]) -> tuple[list[dict], dict]:
 
 
 def show(rows: list[dict], title: str) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    t = Table(title=title, title_justify="left")
-    t.add_column("step")
-    t.add_column("new", justify="right")
-    for _, head in (*PHASES, ("total", "total")):
-        t.add_column(f"{head} s", justify="right")
-        t.add_column("/new rank", justify="right")
-    for r in rows:
-        cells = [r["step"], str(r["new_ranks"])]
-        for key in (*(p for p, _ in PHASES), "total"):
-            cells += [f"{r[key]:.3f}", f"{r[key + '_per_new_rank']:.4f}"]
-        t.add_row(*cells)
-    Console(width=160).print(t)
+    cols = [("step", "step", ""), ("new_ranks", "new", "d")]
+    for key, head in (*PHASES, ("total", "total")):
+        cols += [(key, f"{head} s", ".3f"), (f"{key}_per_new_rank", "/new rank", ".4f")]
+    print(title)
+    print(table(rows, cols))
 
 
 def main(argv: list[str] | None = None) -> int:

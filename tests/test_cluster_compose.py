@@ -65,6 +65,20 @@ def finished(c: ComposeCluster, jid: int, timeout: float) -> dict:
                     timeout, every=0.5)
 
 
+def run_shipped(c: ComposeCluster, path: str, timeout: float) -> tuple[int, dict, list[int]]:
+    """Submit a shipped job file on an idle cluster and wait for its end: its id, its final record and the
+    sizes it ran at (its time and sizes go to the tier's notes)."""
+    idle(c)
+    t0 = time.monotonic()
+    jid = c.submit(path)
+    job = finished(c, jid, timeout)
+    name = os.path.basename(path)
+    TIMINGS[name] = time.monotonic() - t0
+    sizes = job["profile"]["history"]
+    NOTES[f"{name} sizes"] = "->".join(map(str, sizes))
+    return jid, job, sizes
+
+
 def log(c: ComposeCluster, jid: int) -> str:
     return c.reshape("log", str(jid), "--tail", "0")
 
@@ -95,13 +109,7 @@ def test_static_job_spans_two_nodes(cluster):
 
 def test_the_shipped_heat_job_grows_across_nodes_without_oscillating(cluster):
     c = cluster
-    idle(c)
-    t0 = time.monotonic()
-    jid = c.submit("docker/jobs/heat.toml")
-    job = finished(c, jid, 180)
-    TIMINGS["heat.toml"] = time.monotonic() - t0
-    sizes = job["profile"]["history"]
-    NOTES["heat.toml sizes"] = "->".join(map(str, sizes))
+    jid, job, sizes = run_shipped(c, "docker/jobs/heat.toml", 180)
     NOTES["daemon-only expansions (s)"] = ", ".join(
         expansion_times([e for e in c.history()["events"] if e["job_id"] == jid]))
     assert job["state"] == "done", (job, log(c, jid)[-3000:])
@@ -403,13 +411,7 @@ def test_a_job_on_open_mpi_grows_across_nodes_and_gives_mpichs_bits(cluster):
     where the job may grow), a resize spawns onto another node, and the field is MPICH's to the bit; no
     PRRTE daemon or session directory stays behind on any node."""
     c = cluster
-    idle(c)
-    t0 = time.monotonic()
-    jid = c.submit("docker/jobs/heat-openmpi.toml")
-    job = finished(c, jid, 240)
-    TIMINGS["heat-openmpi.toml"] = time.monotonic() - t0
-    sizes = job["profile"]["history"]
-    NOTES["heat-openmpi.toml sizes"] = "->".join(map(str, sizes))
+    jid, job, sizes = run_shipped(c, "docker/jobs/heat-openmpi.toml", 240)
     text = log(c, jid)
     assert job["state"] == "done", (job, text[-3000:])
     assert max(sizes) >= 4, sizes  # it grew onto a second node

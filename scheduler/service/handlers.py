@@ -34,6 +34,7 @@ from scheduler.rm.base import ResourceManager
 from scheduler.service.journal import Journal
 from scheduler.service.loopstats import LoopStats
 from scheduler.service.peers import UNIDENTIFIED
+from scheduler.service.startup import tag_prefix
 from scheduler.service.supervisor import Supervisor
 
 # ---------------------------------------------------------------------- per-user limits on submissions
@@ -178,7 +179,7 @@ def _node_register(d: Daemon, ev: P.NodeRegister, now: float, who: str | None) -
     beat = min(5.0, max(0.05, timeout / 4))
     if d.supervisor.on_nodes:  # its heartbeats' replies carry the orders to start and kill jobs: often
         beat = min(beat, 0.5)
-    return P.reply(ev, node=ev.node, heartbeat=beat, timeout=timeout, tag=d.supervisor.tag(0)[:-1]), acts
+    return P.reply(ev, node=ev.node, heartbeat=beat, timeout=timeout, tag=tag_prefix(d.supervisor.state_dir)), acts
 
 
 def _heartbeat(d: Daemon, ev: P.Heartbeat, now: float, who: str | None) -> tuple[P.Message, list]:

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 from reshape.joblink import jobenv as E
 from reshape.joblink.launch import kill_tagged, sweep_ipc
-from scheduler.service.startup import full_env, user_ids
+from scheduler.service.startup import attempt_tag, full_env, user_ids
 from scheduler.service.statedir import open_private
 
 __all__ = ["NodeRunner", "Run"]
@@ -162,7 +162,7 @@ class NodeRunner:
             t = self._killing.get(key)
             if self.tag_prefix is None or key in self.done or (t is not None and t.is_alive()):
                 return
-            tag = f"{self.tag_prefix}{key[0]}" + (f"~{key[1]}" if key[1] else "")
+            tag = attempt_tag(self.tag_prefix, *key)
             self.say(f"job {key[0]}: killing attempt {key[1]}, started before this monitor (the daemon's order)")
             t = self._killing[key] = threading.Thread(target=kill_tagged, args=([tag], E.JOB_TAG, 1.0), daemon=True)
             t.start()

@@ -29,15 +29,25 @@ from reshape.joblink.launchers import Launcher, is_local
 from scheduler.core.jobfile import resize_timeout_of
 from scheduler.service.statedir import open_private
 
-__all__ = ["full_env", "job_argv", "job_env", "job_pids", "job_tag", "kill_job", "kill_jobs", "read_exit_status",
-           "start_job", "user_ids"]
+__all__ = ["attempt_tag", "full_env", "job_argv", "job_env", "job_pids", "job_tag", "kill_job", "kill_jobs",
+           "read_exit_status", "start_job", "tag_prefix", "user_ids"]
 
 TAG = E.JOB_TAG
 
 
+def tag_prefix(state_dir: str) -> str:
+    """What every tag of a daemon's jobs starts with (a node monitor learns it at registration)."""
+    return f"{os.path.abspath(state_dir)}#"
+
+
+def attempt_tag(prefix: str, job_id: int, attempt: int = 0) -> str:
+    """The tag of a job's attempt from its daemon's :func:`tag_prefix` (a restarted job's ends ``#ID~ATTEMPT``)."""
+    return f"{prefix}{job_id}" + (f"~{attempt}" if attempt else "")
+
+
 def job_tag(state_dir: str, job_id: int, attempt: int = 0) -> str:
-    """The tag every process of a job's attempt carries (a restarted job's: ``#ID~ATTEMPT``)."""
-    return f"{os.path.abspath(state_dir)}#{job_id}" + (f"~{attempt}" if attempt else "")
+    """The tag every process of a job's attempt carries (``RESHAPE_JOB_TAG``)."""
+    return attempt_tag(tag_prefix(state_dir), job_id, attempt)
 
 
 def job_pids(tag: str) -> list[int]:
