@@ -19,15 +19,21 @@ spin on a core the copying ranks need).
 arrays (:func:`reshape.redistribution.nodecopy.empty`, ``RESHAPE_ONECOPY=auto``:
 memfd only where shmem has transparent huge pages, plain page-aligned memory
 here), a fresh destination block allocated by the engine in every repeat
-(its first touch is part of the move), no peer mapping kept from an earlier
-repeat, and the positions placed as the runtime places them at a resize
+(its first touch is part of the move, as ``RESHAPE_PAGES=auto`` does it:
+:mod:`reshape.redistribution.pages`), ``--pause`` seconds (default 1)
+before every repeat of every method, so that memory freed by the previous
+repeat is as far from the move as between two resizes of a running job (a
+host that takes freed memory back does so within half a second), no peer
+mapping kept from an earlier repeat, and the positions placed as the runtime places them at a resize
 (:func:`reshape.redistribution.placement.choose` over the Q ranks of the
 new size: relabelled only where the plan's copy cost is lower). Not
 reproduced: the ranks are not spawned anew for every repeat (a spawned rank's
 first exchange is measured by ``benchmarks.resize_apps``). ``alltoallv`` (one
 ``MPI_Alltoallv``, packed and unpacked, same placement) and, where the
 placement relabels, the ``fixed map`` (position j on rank j) run interleaved
-with it, repeat by repeat. ``pdgemr2d`` is ScaLAPACK's redistribution on the
+with it, repeat by repeat, and so does ``huge pages``, the default path with
+``RESHAPE_PAGES=huge`` (numpy's transparent huge pages faulted in on first
+touch, the default before ``pages.py``). ``pdgemr2d`` is ScaLAPACK's redistribution on the
 same N, blocks and grids (2-D cases), a C program built at run time and run
 under Debian's ``mpiexec.mpich`` while the Python ranks sleep
 (:mod:`benchmarks.scalapack`; skipped with one line where the library is
@@ -59,7 +65,9 @@ every case (pdgemr2d: the 2-D ones):
   min_*_worst_repeat                 the same with the default path's slowest repeat (baselines' medians)
   *_median                           the median over the cases of the per-case median ratio
   min_checkpoint_over_default, min_fraction_warm_onecopy, min_fraction_fresh_mappings,
-  min_fraction_mpi_path, min_onecopy_speedup: the secondary rows (no target)
+  min_fraction_mpi_path, min_onecopy_speedup, min_pages_speedup (huge pages / default): the secondary
+  rows (no target)
+  fresh_memory_GBps                  fresh memory faulted in (256 MiB) with RESHAPE_PAGES=huge, small, auto
   worst_cases                        which case gave each minimum
   steal_fraction_max                 the largest share of the CPUs the hypervisor took during a case
 """
@@ -67,6 +75,7 @@ every case (pdgemr2d: the 2-D ones):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
@@ -97,6 +106,8 @@ def parse(argv):
     p.add_argument("--repeats", type=int, default=None, help="repeats per method (default 5; quick 3)")
     p.add_argument("--dir", default=None, help="checkpoint directory (default: system temp dir)")
     p.add_argument("--no-pdgemr2d", action="store_true", help="skip the ScaLAPACK baseline")
+    p.add_argument("--pause", type=float, default=1.0,
+                   help="seconds before every fresh repeat, as between two resizes (default 1)")
     return p.parse_args(argv)
 
 
@@ -127,6 +138,13 @@ def worker(args) -> int:
             else (None, "--no-pdgemr2d")
         if why:
             print(f"pdgemr2d baseline skipped: {why}", file=sys.stderr)
+    fresh = None
+    if world.rank == 0:  # how fast fresh memory faults in here, each kind of page (the others sleep)
+        from reshape.redistribution import pages
+
+        fresh = pages.probe(256 << 20)
+        print("fresh memory (256 MiB, 1 s after the last free) faults in at " +
+              ", ".join(f"{v:.2f} GB/s with RESHAPE_PAGES={k}" for k, v in fresh.items()), file=sys.stderr)
     barrier(world)
     pdg = world.bcast(pdg)
 
@@ -139,14 +157,14 @@ def worker(args) -> int:
         steal0, t0 = steal_seconds(), time.perf_counter()
         comm = world.Split(0 if world.rank < size else MPI.UNDEFINED, world.rank)
         if comm != MPI.COMM_NULL:
-            row = one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw, pdg)
+            row = one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw, pdg, args.pause)
             row["steal_fraction"] = (steal_seconds() - steal0) / (time.perf_counter() - t0) / (os.cpu_count() or 1)
             rows.append(row)
             comm.Free()
         barrier(world, max_sleep=IDLE_SLEEP)
     if world.rank != 0:
         return 0
-    return report(args, rows, sizes, blocks, reps, world.size, why)
+    return report(args, rows, sizes, blocks, reps, world.size, why, fresh)
 
 
 def steal_seconds() -> float:
@@ -173,7 +191,23 @@ def copy_bandwidth(world, n: int, reps: int = 3) -> float:
     return world.bcast(bw)
 
 
-def one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw, pdg) -> dict:
+@contextlib.contextmanager
+def _setting(name: str, value: str | None):
+    """``name=value`` in the environment meanwhile (nothing when ``value`` is None); restored after."""
+    before = os.environ.get(name)
+    if value is not None:
+        os.environ[name] = value
+    try:
+        yield
+    finally:
+        if value is not None:
+            if before is None:
+                del os.environ[name]
+            else:
+                os.environ[name] = before
+
+
+def one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw, pdg, pause=0.0) -> dict:
     """Every method on one case inside ``comm`` (max(P, Q) ranks); rank 0's row."""
     from mpi4py import MPI
 
@@ -199,6 +233,7 @@ def one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw, pdg) -> dict:
     def timed(local, fresh=False, **kw):
         if fresh:  # unmap peers' files: the reads fault their page-table entries in again, as in a resize
             nodecopy.forget()
+            time.sleep(pause)  # what the last repeat freed goes where it goes between two resizes
         barrier(comm)
         t0 = time.perf_counter()
         handle = start(comm, src, local, dst, checkpoint_dir=ckdir, **kw)
@@ -231,9 +266,11 @@ def one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw, pdg) -> dict:
     methods = [("default", {"dst_ranks": ranks}), ("alltoallv", {"dst_ranks": ranks, "method": "alltoallv"})]
     if relabelled:
         methods.append(("default_identity", {}))
+    methods.append(("huge_pages", {"dst_ranks": ranks}))  # as before pages.py: numpy's huge pages, lazily
     for _ in range(reps):
         for name, kw in methods:
-            dt, out = timed(local, fresh=True, **kw)
+            with _setting(E.PAGES, "huge" if name == "huge_pages" else None):
+                dt, out = timed(local, fresh=True, **kw)
             res.setdefault(name, []).append(dt)
             if name == "default" and ref is None:
                 ref = out
@@ -265,12 +302,9 @@ def one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw, pdg) -> dict:
     for _ in range(sec):
         res.setdefault("warm_fresh", []).append(timed(local, fresh=True, out=warm)[0])
     # the same into the same warm buffer over MPI only (pack + the receiver's copy): the two-copy path
-    os.environ[E.ONECOPY] = "0"
-    try:
+    with _setting(E.ONECOPY, "0"):
         for _ in range(sec):
             res.setdefault("warm_mpi", []).append(timed(local, out=warm)[0])
-    finally:
-        del os.environ[E.ONECOPY]
     del local, warm, ref
     if pdg is not None and kind == "2d-cyclic":  # ScaLAPACK on the same grids, the other ranks asleep
         from benchmarks import scalapack
@@ -317,6 +351,7 @@ def one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw, pdg) -> dict:
                    pdgemr2d_over_default_worst=med["pdgemr2d"] / ds)
     if relabelled:
         row["default_identity_s"] = med["default_identity"]
+    row.update(huge_pages_s=med["huge_pages"], pages_speedup=med["huge_pages"] / d)
     return row
 
 
@@ -337,10 +372,11 @@ SECONDARY = (
     ("fraction_fresh_mappings", "fraction_fresh_mappings"),
     ("fraction_mpi_path", "fraction_mpi_path"),
     ("onecopy_speedup", "onecopy_speedup"),
+    ("pages_speedup", "pages_speedup"),
 )
 
 
-def report(args, rows, sizes, blocks, reps, nranks, pdg_skipped=None) -> int:
+def report(args, rows, sizes, blocks, reps, nranks, pdg_skipped=None, fresh=None) -> int:
     print(table(rows, [
         ("N", "N", "d"), ("P", "P", "d"), ("Q", "Q", "d"), ("layout", "layout", "s"), ("block", "nb", "d"),
         ("steps", "steps", "d"), ("moved", "moved", ".2f"), ("moved_relabel", "moved rl", ".2f"),
@@ -353,12 +389,14 @@ def report(args, rows, sizes, blocks, reps, nranks, pdg_skipped=None) -> int:
         ("checkpoint_over_default", "ckpt/dflt", ".1f"), ("warm_s", "warm 1copy s", ".4f"),
         ("fraction_warm_onecopy", "warm of bw", ".2f"), ("fraction_fresh_mappings", "fresh-map of bw", ".2f"),
         ("fraction_mpi_path", "mpi of bw", ".2f"), ("onecopy_speedup", "1copy x", ".2f"),
+        ("huge_pages_s", "huge pages s", ".4f"), ("pages_speedup", "pages x", ".2f"),
         ("direct_transfers", "direct", "d"), ("remote_transfers", "remote", "d"),
         ("steal_fraction", "steal", ".3f"),
     ]))
     big = [r for r in rows if r["N"] == max(sizes)]
     summary: dict = {"largest_N": max(sizes), "cases_at_largest_N": len(big),
                      "default_path": sorted({r["default_path"] for r in big}),
+                     "fresh_memory_GBps": fresh,
                      "cases_relabelled": sum(r["relabelled"] for r in big),
                      "copy_bandwidth_GBps_median": statistics.median(r["copy_GBps"] for r in big),
                      "copy_bandwidth_GBps_min": min(r["copy_GBps"] for r in big)}

@@ -37,6 +37,7 @@ __all__ = [
     "NETNS_PREFIX",
     "NPROCS",
     "ONECOPY",
+    "PAGES",
     "PLAN",
     "PLAN_EVERY",
     "REDIST_METHOD",
@@ -83,6 +84,7 @@ FAULT_ONCE = "RESHAPE_FAULT_ONCE"          # a file: inject only if it does not 
 WAIT = "RESHAPE_WAIT"                      # spin | poll while waiting on redistribution requests
 DEBUG = "RESHAPE_DEBUG"                    # 1: a reshape.UsageError prints its traceback, not one line
 ONECOPY = "RESHAPE_ONECOPY"                # 0: no memfd arrays, no direct reads between ranks of a host (nodecopy.py)
+PAGES = "RESHAPE_PAGES"                    # auto | huge | small: the pages of fresh blocks a move writes (pages.py)
 CHECKPOINT = "RESHAPE_CHECKPOINT"          # every:N | seconds:T: checkpoints of the registered arrays (checkpoint.py)
 CHECKPOINT_DIR = "RESHAPE_CHECKPOINT_DIR"  # where; a complete checkpoint there is resumed from at start
 INPLACE = "RESHAPE_INPLACE"                # 1: a lost rank is recovered in place with ULFM (Open MPI; inplace.py)

@@ -73,6 +73,7 @@ from typing import NamedTuple, TypeVar
 import numpy as np
 
 from reshape.joblink import jobenv as E
+from reshape.redistribution import pages
 
 __all__ = ["ALIGN", "MIN_BYTES", "MODES", "Descriptor", "MapError", "aligned", "allocating", "counts", "describe",
            "empty", "enabled", "forget", "host_key", "live_segments", "mode", "read", "shmem_huge_pages", "sweep",
@@ -166,15 +167,11 @@ def aligned(shape, dtype=np.float64) -> np.ndarray:
     copied by different transfers share a line. Measured here on a strided
     2-D copy pattern (3 of 4 block columns exchanged, blocks 32-128): 1.2-1.4x
     faster with both sides aligned (``python -m benchmarks.redistribution``
-    compares cases, this is the layer underneath). Page alignment costs one
-    page per array.
+    compares cases, this is the layer underneath). The array is a mapping of
+    its own, in the pages :mod:`reshape.redistribution.pages` chooses for
+    fresh blocks.
     """
-    shape = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
-    dtype = np.dtype(dtype)
-    nbytes = math.prod(shape) * dtype.itemsize
-    raw = np.empty(nbytes + ALIGN, dtype=np.uint8)
-    off = -raw.ctypes.data % ALIGN
-    return raw[off : off + nbytes].view(dtype).reshape(shape)
+    return pages.empty(shape, dtype)
 
 
 def _release(addr: int, fd: int) -> None:

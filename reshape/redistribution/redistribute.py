@@ -376,7 +376,7 @@ class Exchange:
         if cont is not None:
             off, cnt = cont
             return self._src.reshape(-1)[off : off + cnt]
-        buf = np.empty(t.count, dtype=self._src.dtype)
+        buf = nodecopy.empty(t.count, self._src.dtype, shared=False)  # large: fresh pages as pages.py chooses
         _pack_typed(self._src, t, buf)
         self._bufs.append(buf)
         return buf

@@ -35,7 +35,7 @@ from reshape.joblink.advice import parse_plan
 from reshape.joblink.jobenv import parse_every
 from reshape.joblink.launchers import LAUNCHERS
 from reshape.mpiutil import mpi_type
-from reshape.redistribution import nodecopy
+from reshape.redistribution import nodecopy, pages
 from reshape.redistribution.layout import Layout, LayoutError, nearly_square_grid
 from reshape.redistribution.redistribute import METHODS
 from reshape.runtime.darray import layout_rule
@@ -132,6 +132,7 @@ def env_problems(env: Mapping[str, str] | None = None) -> tuple[JobSettings, lis
     method = _choice(env, E.REDIST_METHOD, METHODS, problems, "circulant")
     _choice(env, E.WAIT, WAITS, problems)
     _choice(env, E.ONECOPY, nodecopy.MODES, problems)
+    _choice(env, E.PAGES, pages.MODES, problems)
     _choice(env, E.LAUNCHER, sorted(LAUNCHERS), problems)
     timeout = DEFAULT_TIMEOUT
     try:
