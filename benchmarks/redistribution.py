@@ -33,7 +33,15 @@ first exchange is measured by ``benchmarks.resize_apps``). ``alltoallv`` (one
 placement relabels, the ``fixed map`` (position j on rank j) run interleaved
 with it, repeat by repeat, and so does ``huge pages``, the default path with
 ``RESHAPE_PAGES=huge`` (numpy's transparent huge pages faulted in on first
-touch, the default before ``pages.py``). ``pdgemr2d`` is ScaLAPACK's redistribution on the
+touch, the default before ``pages.py``). The order matters: what a method
+frees stays the process's memory for a second or two and makes the next
+method's first touch faster (measured here: a move right after an Alltoallv,
+which frees three blocks' worth, took 0.10-0.19 s, the same move after
+another circulant one 0.35-0.53 s; 2-D 2 -> 4, N = 8000). So in every repeat
+the default path and ``huge pages`` come first, swapping places each repeat
+(with an even ``--repeats`` each follows the other and the previous repeat's
+Alltoallv equally often), then the fixed map, then the Alltoallv.
+``pdgemr2d`` is ScaLAPACK's redistribution on the
 same N, blocks and grids (2-D cases), a C program built at run time and run
 under Debian's ``mpiexec.mpich`` while the Python ranks sleep
 (:mod:`benchmarks.scalapack`; skipped with one line where the library is
@@ -106,8 +114,8 @@ def parse(argv):
     p.add_argument("--repeats", type=int, default=None, help="repeats per method (default 5; quick 3)")
     p.add_argument("--dir", default=None, help="checkpoint directory (default: system temp dir)")
     p.add_argument("--no-pdgemr2d", action="store_true", help="skip the ScaLAPACK baseline")
-    p.add_argument("--pause", type=float, default=1.0,
-                   help="seconds before every fresh repeat, as between two resizes (default 1)")
+    p.add_argument("--pause", type=float, default=None,
+                   help="seconds before every fresh repeat, as between two resizes (default 1; quick 0.2)")
     return p.parse_args(argv)
 
 
@@ -129,6 +137,7 @@ def worker(args) -> int:
     sizes = args.sizes or ([1000, 2000] if args.quick else [4000, 8000])
     blocks = args.blocks or ([64] if args.quick else [32, 64, 128])
     reps = args.repeats or (3 if args.quick else 5)
+    pause = args.pause if args.pause is not None else (0.2 if args.quick else 1.0)
     ckdir = args.dir or tempfile.gettempdir()
     pdg = why = None
     if world.rank == 0:
@@ -157,7 +166,7 @@ def worker(args) -> int:
         steal0, t0 = steal_seconds(), time.perf_counter()
         comm = world.Split(0 if world.rank < size else MPI.UNDEFINED, world.rank)
         if comm != MPI.COMM_NULL:
-            row = one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw, pdg, args.pause)
+            row = one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw, pdg, pause)
             row["steal_fraction"] = (steal_seconds() - steal0) / (time.perf_counter() - t0) / (os.cpu_count() or 1)
             rows.append(row)
             comm.Free()
@@ -263,12 +272,11 @@ def one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw, pdg, pause=0.0) -> d
         local = nodecopy.empty(src.local_shape(me))
         local[...] = values(local.shape)
     ref = None
-    methods = [("default", {"dst_ranks": ranks}), ("alltoallv", {"dst_ranks": ranks, "method": "alltoallv"})]
-    if relabelled:
-        methods.append(("default_identity", {}))
-    methods.append(("huge_pages", {"dst_ranks": ranks}))  # as before pages.py: numpy's huge pages, lazily
-    for _ in range(reps):
-        for name, kw in methods:
+    pair = [("default", {"dst_ranks": ranks}), ("huge_pages", {"dst_ranks": ranks})]  # huge: numpy's, lazily
+    rest = [("default_identity", {})] if relabelled else []
+    rest.append(("alltoallv", {"dst_ranks": ranks, "method": "alltoallv"}))  # last: it frees the most
+    for r in range(reps):  # the pair swaps each repeat: each follows the Alltoallv and the other as often
+        for name, kw in (pair if r % 2 == 0 else pair[::-1]) + rest:
             with _setting(E.PAGES, "huge" if name == "huge_pages" else None):
                 dt, out = timed(local, fresh=True, **kw)
             res.setdefault(name, []).append(dt)
@@ -312,7 +320,8 @@ def one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw, pdg, pause=0.0) -> d
         times = None
         if me == 0:
             try:
-                times = scalapack.run(pdg, n, nb, nearly_square_grid(p), nearly_square_grid(q), reps)
+                times = scalapack.run(pdg, n, nb, nearly_square_grid(p), nearly_square_grid(q), reps,
+                                      pause=pause)
             except (RuntimeError, OSError, subprocess.SubprocessError) as e:
                 print(f"pdgemr2d skipped for N={n} {nb} {p}->{q}: {e}", file=sys.stderr)
         barrier(comm, max_sleep=IDLE_SLEEP)

@@ -43,10 +43,12 @@ def _env() -> dict[str, str]:
 
 
 def run(exe: str, n: int, nb: int, pgrid: tuple[int, int], qgrid: tuple[int, int], reps: int,
-        timeout: float = 300.0) -> list[float]:
-    """Slowest-rank seconds of ``reps`` pdgemr2d calls moving n x n from ``pgrid`` to ``qgrid`` (nb x nb blocks)."""
+        timeout: float = 300.0, pause: float = 0.0) -> list[float]:
+    """Slowest-rank seconds of ``reps`` pdgemr2d calls moving n x n from ``pgrid`` to ``qgrid`` (nb x nb blocks),
+    each ``pause`` seconds after the previous one freed its memory."""
     nprocs = max(pgrid[0] * pgrid[1], qgrid[0] * qgrid[1])
-    cmd = [MPIEXEC, "-n", str(nprocs), exe, str(n), str(nb), *map(str, pgrid), *map(str, qgrid), str(reps)]
+    cmd = [MPIEXEC, "-n", str(nprocs), exe, str(n), str(nb), *map(str, pgrid), *map(str, qgrid), str(reps),
+           str(pause)]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_env())
     lines = [ln.split() for ln in res.stdout.splitlines()]
     wrong = [ln for ln in lines if ln and ln[0] == "pdgemr2d_wrong"]

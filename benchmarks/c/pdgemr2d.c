@@ -4,19 +4,22 @@
  * Pr x Pc process grid (the first Pr*Pc ranks, row-major) to a Qr x Qc grid
  * (the first Qr*Qc ranks), as the Python benchmark's 2-D cases do. Each
  * repeat allocates the destination block afresh (malloc: its pages are first
- * touched by pdgemr2d, as the engine's freshly allocated output is) and is
- * timed as the slowest rank's wall time. The first result is checked entry
+ * touched by pdgemr2d, as the engine's freshly allocated output is), PAUSE
+ * seconds after the previous repeat freed its memory (as the benchmark waits
+ * before each of its own repeats), and is timed as the slowest rank's wall
+ * time. The first result is checked entry
  * by entry against the global matrix A(i, j) = i * N + j.
  *
  * Built by the benchmark at run time with Debian's MPICH (mpicc.mpich,
  * libscalapack-mpich-dev) and run under Debian's mpiexec.mpich: a separate
  * program from the Python ranks (which use the pip mpich wheel).
  *
- * usage: pdgemr2d N NB Pr Pc Qr Qc REPS   ->   one line "pdgemr2d_s t1 t2 ..." on rank 0
+ * usage: pdgemr2d N NB Pr Pc Qr Qc REPS [PAUSE]   ->   one line "pdgemr2d_s t1 t2 ..." on rank 0
  */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 extern void Cblacs_pinfo(int *me, int *np);
 extern void Cblacs_get(int ctxt, int what, int *val);
@@ -52,12 +55,13 @@ static long gidx(int l, int nb, int p, int np) { return (long)(l / nb) * np * nb
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
-    if (argc != 8) {
+    if (argc != 8 && argc != 9) {
         fprintf(stderr, "usage: %s N NB Pr Pc Qr Qc REPS\n", argv[0]);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     int n = atoi(argv[1]), nb = atoi(argv[2]), pr = atoi(argv[3]), pc = atoi(argv[4]);
     int qr = atoi(argv[5]), qc = atoi(argv[6]), reps = atoi(argv[7]);
+    double pause = argc > 8 ? atof(argv[8]) : 0.0;
     int me, np, base, one = 1;
     Cblacs_pinfo(&me, &np);
     Cblacs_get(-1, 0, &base);
@@ -77,6 +81,8 @@ int main(int argc, char **argv) {
     double *times = malloc(sizeof(double) * reps);
     long bad = 0;
     for (int r = 0; r < reps; r++) {
+        struct timespec ts = {(time_t)pause, (long)((pause - (time_t)pause) * 1e9)};
+        nanosleep(&ts, NULL);
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = MPI_Wtime();
         double *B = b.ctxt >= 0 ? malloc(sizeof(double) * ((size_t)b.mloc * b.nloc + 1)) : NULL;

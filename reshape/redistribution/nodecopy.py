@@ -36,10 +36,10 @@ The cost of memfd arrays is their pages. numpy's large arrays are anonymous
 memory on transparent huge pages; shmem gets huge pages only where
 ``/sys/kernel/mm/transparent_hugepage/shmem_enabled`` (or a multi-size
 ``hugepages-*/shmem_enabled``) allows it. Without them, measured here
-(2-core VM, ``shmem_enabled`` = never): first touching a memfd array runs at
-1.2-1.9 GB/s against 8-9.7 GB/s anonymous, so a redistribution into a fresh
-memfd output took 2-5x as long as into an anonymous one (N = 4000), and
-streaming kernels on the array (matvec, ``a += 1``) ran 15-30% slower. Hence
+(2-core VM, ``shmem_enabled`` = never): streaming kernels on a memfd array
+(matvec, ``a += 1``) ran 15-30% slower. (First touching one ran at
+1.2-1.9 GB/s against 8-9.7 GB/s anonymous, but that anonymous memory had just
+been freed by the same process; fresh memory is slower: :mod:`.pages`.) Hence
 ``RESHAPE_ONECOPY`` (:func:`mode`):
 
 * ``auto`` (unset): the direct path is on for every memfd source; :func:`empty`

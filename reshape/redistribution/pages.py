@@ -9,8 +9,9 @@ with it. It is the slower one in a VM whose host takes freed memory back
 guest reports free blocks of 2 MiB and more, the host discards them): a huge
 page then comes from such a block and the host faults every 4 KiB of it in
 again, while 4 KiB pages come mostly from smaller free fragments, never
-reported. Memory freed less than about half a second before is still the
-guest's, so the same mapping may fault in at either speed.
+reported. Memory freed in the last second or two is usually not reported
+yet, so the same mapping may fault in at either speed, depending on what
+the process (or its neighbours) freed just before.
 
 Measured here, fresh 256 MiB mappings filled after 2 s of quiet: huge pages
 0.23-0.88 GB/s, 4 KiB pages 0.7-2.2 GB/s; huge pages 5-12 GB/s when the
@@ -29,8 +30,9 @@ In the LU application (n = 6000, 2 -> 4 -> 2 -> 3, three runs each) the
 redistributions took 0.70-0.86 s with 4 KiB pages and 1.07-1.20 s with huge
 ones; in Jacobi, whose iterations free large temporaries just before a
 resize, 0.23-0.25 s with 4 KiB pages and 0.10-0.13 s with huge ones, hence
-the adaptive default rather than a fixed kind. Numbers and the benchmark
-row (``huge pages``) in ``benchmarks.redistribution``.
+the adaptive default rather than a fixed kind. ``python -m benchmarks.pages``
+measures both applications; ``benchmarks.redistribution`` has the ``huge
+pages`` row beside every case.
 """
 
 from __future__ import annotations
