@@ -30,7 +30,8 @@ In the LU application (n = 6000, 2 -> 4 -> 2 -> 3, three runs each) the
 redistributions took 0.70-0.86 s with 4 KiB pages and 1.07-1.20 s with huge
 ones; in Jacobi, whose iterations free large temporaries just before a
 resize, 0.23-0.25 s with 4 KiB pages and 0.10-0.13 s with huge ones, hence
-the adaptive default rather than a fixed kind. ``python -m benchmarks.pages``
+the adaptive default rather than a fixed kind: with it, LU 0.50-0.78 s and
+Jacobi 0.13-0.15 s (huge pages 0.10-0.15 s). ``python -m benchmarks.pages``
 measures both applications; ``benchmarks.redistribution`` has the ``huge
 pages`` row beside every case.
 """
