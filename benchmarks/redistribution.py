@@ -23,7 +23,7 @@ here), a fresh destination block allocated by the engine in every repeat
 :mod:`reshape.redistribution.pages`), ``--pause`` seconds (default 1)
 before every repeat of every method, so that memory freed by the previous
 repeat is as far from the move as between two resizes of a running job (a
-host that takes freed memory back does so within half a second), no peer
+host that takes freed memory back does so within 0.5-2 s), no peer
 mapping kept from an earlier repeat, and the positions placed as the runtime places them at a resize
 (:func:`reshape.redistribution.placement.choose` over the Q ranks of the
 new size: relabelled only where the plan's copy cost is lower). Not
@@ -83,13 +83,13 @@ every case (pdgemr2d: the 2-D ones):
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from unittest import mock
 
 import numpy as np
 import psutil
@@ -200,22 +200,6 @@ def copy_bandwidth(world, n: int, reps: int = 3) -> float:
     return world.bcast(bw)
 
 
-@contextlib.contextmanager
-def _setting(name: str, value: str | None):
-    """``name=value`` in the environment meanwhile (nothing when ``value`` is None); restored after."""
-    before = os.environ.get(name)
-    if value is not None:
-        os.environ[name] = value
-    try:
-        yield
-    finally:
-        if value is not None:
-            if before is None:
-                del os.environ[name]
-            else:
-                os.environ[name] = before
-
-
 def one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw, pdg, pause=0.0) -> dict:
     """Every method on one case inside ``comm`` (max(P, Q) ranks); rank 0's row."""
     from mpi4py import MPI
@@ -277,7 +261,7 @@ def one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw, pdg, pause=0.0) -> d
     rest.append(("alltoallv", {"dst_ranks": ranks, "method": "alltoallv"}))  # last: it frees the most
     for r in range(reps):  # the pair swaps each repeat: each follows the Alltoallv and the other as often
         for name, kw in (pair if r % 2 == 0 else pair[::-1]) + rest:
-            with _setting(E.PAGES, "huge" if name == "huge_pages" else None):
+            with mock.patch.dict(os.environ, {E.PAGES: "huge"} if name == "huge_pages" else {}):
                 dt, out = timed(local, fresh=True, **kw)
             res.setdefault(name, []).append(dt)
             if name == "default" and ref is None:
@@ -310,7 +294,7 @@ def one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw, pdg, pause=0.0) -> d
     for _ in range(sec):
         res.setdefault("warm_fresh", []).append(timed(local, fresh=True, out=warm)[0])
     # the same into the same warm buffer over MPI only (pack + the receiver's copy): the two-copy path
-    with _setting(E.ONECOPY, "0"):
+    with mock.patch.dict(os.environ, {E.ONECOPY: "0"}):
         for _ in range(sec):
             res.setdefault("warm_mpi", []).append(timed(local, out=warm)[0])
     del local, warm, ref
