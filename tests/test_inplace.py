@@ -107,6 +107,21 @@ def test_a_rank_and_its_buddy_both_lost_fall_back_to_the_checkpoint(mpirun, tmp_
 
 
 @needs_ompi
+def test_copies_in_flight_when_a_rank_dies_are_not_taken_for_a_second_loss(mpirun, tmp_path, clean):
+    """Rank 1 dies just after posting its buddy copy of iteration 3 (RESHAPE_BUDDY=every:3): its keeper's
+    receive of it completes in error on the revoked communicator, after the recovery. The survivors
+    resume from the copies of iteration 0 and finish; that stale request is no new failure."""
+    ref, _ = _lu(mpirun, tmp_path, "ref", {})
+    got, res = _lu(mpirun, tmp_path, "lost", {"RESHAPE_INPLACE": "1", "RESHAPE_BUDDY": "every:3",
+                                              "RESHAPE_FAULT": "iteration3:rank1:kill", **_once(tmp_path)})
+    lost = _lost_lines(res.stderr)
+    assert len(lost) == 1 and re.search(r"lost rank 1 of 4; resumed at iteration [03] from buddy", lost[0]), \
+        res.stderr
+    assert "final size 3" in res.stdout
+    assert np.array_equal(ref, got)
+
+
+@needs_ompi
 @pytest.mark.parametrize("env,says", [
     ({"RESHAPE_INPLACE": "1", "RESHAPE_BUDDY": "every:0"}, "RESHAPE_BUDDY='every:0': expected every:N"),
     ({"RESHAPE_INPLACE": "maybe"}, "RESHAPE_INPLACE='maybe': expected 1/true/yes/on"),

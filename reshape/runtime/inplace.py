@@ -177,6 +177,14 @@ class Buddies:
         for r, cs in consts.items():
             self.const_kept.setdefault(r, {}).update(cs)
 
+    def abandon(self) -> None:
+        """Forget the copies in flight on a revoked communicator (a recovery): ULFM completes their
+        requests in error, which must not be taken for a new failure on the shrunk communicator."""
+        if self._inflight is not None:
+            with contextlib.suppress(MPI.Exception):
+                MPI.Request.Testall(self._inflight[0])
+            self._inflight = None
+
     def due(self, rt) -> bool:
         return self.generation is not rt.comm or rt.iteration % self.every == 0
 
@@ -373,6 +381,7 @@ def recover(rt, err: BaseException) -> None:
     if rt._ckpt is not None:
         rt._ckpt.forget()
     if b is not None:
+        b.abandon()
         b.recovered = True
     with contextlib.suppress(MPI.Exception):
         old.Free()
