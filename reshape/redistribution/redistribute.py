@@ -32,7 +32,7 @@ from mpi4py import MPI
 from reshape import faults
 from reshape.joblink import jobenv as E
 from reshape.mpiutil import MAX_SLEEP, CollectiveError, mpi_type, wait_all
-from reshape.redistribution import baselines, nodecopy, runcopy
+from reshape.redistribution import baselines, nodecopy, packing, runcopy
 from reshape.redistribution.layout import Layout
 from reshape.redistribution.schedule import Plan, Transfer, contiguous, make_plan, run_groups
 
@@ -176,16 +176,6 @@ def _validate(comm, src, src_local, dst, src_ranks, dst_ranks, out, method) -> t
 # --------------------------------------------------------------------------
 
 
-def _pack_typed(arr: np.ndarray, t: Transfer, buf: np.ndarray) -> None:
-    """Pack the send side of ``t`` in the element order of the receiver's datatype (:meth:`_Types.buffer`)."""
-    groups = runcopy.sides([run_groups(a, b) for a, b in zip(t.send, t.recv, strict=True)], 0)
-    off = 0
-    for combo in itertools.product(*groups):
-        v = runcopy.view(arr, combo)
-        buf[off : off + v.size].reshape(v.shape)[...] = v
-        off += v.size
-
-
 class _Types:
     """Derived datatypes built for one execution; freed together."""
 
@@ -279,7 +269,8 @@ class Exchange:
         self._recvs: list[MPI.Request] = []
         self._sends: list[MPI.Request] = []
         self._bufs: list[np.ndarray] = []
-        self._queued: list[list[Transfer]] = []
+        self._queued: list[list[tuple[Transfer, Transfer | None]]] = []  # steps of (transfer, chunk to pack)
+        self._pack = packing.Buffers()
         self._notes: list[tuple[Transfer, MPI.Request, np.ndarray]] = []  # as a source: one per direct reader
         self._window = window
         self._done = False
@@ -303,15 +294,16 @@ class Exchange:
                 if direct(t):
                     reads.append(t)
                 else:
-                    self._recvs.append(comm.Irecv(self._types.buffer(out, t, base, 1), t.src, TAG))
+                    for c in self._chunks(t, self._src_shape(t), dtype.itemsize):
+                        self._recvs.append(comm.Irecv(self._types.buffer(out, c or t, base, 1), t.src, TAG))
                     self.stats["mpi"] += 1
-            steps: dict[int, list[Transfer]] = {}
+            steps: dict[int, list[tuple[Transfer, Transfer | None]]] = {}
             for k, t in plan.sends_of(me):
                 if direct(t):
                     note = np.empty(1, dtype=np.int32)
                     self._notes.append((t, comm.Irecv([note, MPI.INT], t.dst, self._note_tag), note))
                 else:
-                    steps.setdefault(k, []).append(t)
+                    steps.setdefault(k, []).extend((t, c) for c in self._chunks(t, src_local.shape, dtype.itemsize))
             self._queued = [steps[k] for k in sorted(steps)]
             self._post(first=True)
             local = plan.local_of(me)
@@ -347,6 +339,14 @@ class Exchange:
             return None  # _read maps each again and asks for what fails over MPI
         return pieces if runcopy.worth(self.out, pieces) else None
 
+    @staticmethod
+    def _chunks(t: Transfer, src_shape: tuple[int, ...], itemsize: int) -> list[Transfer | None]:
+        """The messages of ``t``: ``[None]`` (one, sent in place) when it is contiguous in the source block,
+        else the chunks it is packed in (:func:`reshape.redistribution.packing.split`); both sides agree."""
+        if contiguous(t.send, src_shape) is not None:
+            return [None]
+        return packing.split(t, itemsize)
+
     def _src_shape(self, t: Transfer) -> tuple[int, ...]:
         """The shape of the source block of ``t`` (its sender's whole block)."""
         return self.plan.src.local_shape(self.plan.src_ranks.index(t.src))
@@ -377,20 +377,46 @@ class Exchange:
             off, cnt = cont
             return self._src.reshape(-1)[off : off + cnt]
         buf = nodecopy.empty(t.count, self._src.dtype, shared=False)  # large: fresh pages as pages.py chooses
-        _pack_typed(self._src, t, buf)
+        packing.pack(self._src, t, buf)
         self._bufs.append(buf)
         return buf
 
     def _post(self, first: bool = False) -> None:
-        """Post queued steps of sends while the window allows."""
+        """Post queued steps of sends while the window allows and a pack buffer is free."""
         while self._queued:
             if self._window and not first and len(self._sends) and not MPI.Request.Testall(self._sends):
                 return
-            for t in self._queued.pop(0):
-                self._sends.append(self.comm.Isend([self._message(t), self._base], t.dst, TAG))
+            step = self._queued[0]
+            while step:
+                t, chunk = step[0]
+                if chunk is None:
+                    self._sends.append(self.comm.Isend([self._message(t), self._base], t.dst, TAG))
+                else:
+                    buf = self._pack.take(chunk.count * self._src.itemsize)
+                    if buf is None:
+                        return  # every buffer is being sent from: wait() or test() posts the rest
+                    msg = buf[: chunk.count * self._src.itemsize].view(self._src.dtype)
+                    packing.pack(self._src, chunk, msg)
+                    req = self.comm.Isend([msg, self._base], t.dst, TAG)
+                    self._pack.sending(req, buf)
+                    self._sends.append(req)
+                step.pop(0)
+            self._queued.pop(0)
             first = False
             if self._window:
                 return
+
+    def _await_send(self) -> None:
+        """Block until some send completes (a pack buffer or, windowed, a step frees up)."""
+        if self._window:
+            MPI.Request.Waitall(self._sends)
+        elif self._spin:
+            MPI.Request.Waitany(self._sends)
+        else:
+            delay = 1e-6
+            while (done := MPI.Request.Testsome(self._sends)) is not None and not done:  # None: none left
+                time.sleep(delay)
+                delay = min(2 * delay, _DATA_SLEEP)
 
     def _serve(self, block: bool) -> bool:
         """As a source read directly: take the readers' notes, sending what they could not map.
@@ -431,8 +457,8 @@ class Exchange:
         if self._done:
             return self.out
         try:
-            while self._queued:  # windowed: post the next steps as earlier ones complete
-                MPI.Request.Waitall(self._sends)
+            while self._queued:  # post the rest as pack buffers (windowed: steps) free up
+                self._await_send()
                 self._post()
             # Notes first: every reader sends its notes before waiting for anything, so a rank
             # both waiting for data it asked for and owing data never blocks the other way round.
@@ -453,6 +479,7 @@ class Exchange:
         if not self._done:
             self._done = True
             self._types.free()
+            self._pack.release()
             self._bufs.clear()
             self._notes.clear()
             self._src = None

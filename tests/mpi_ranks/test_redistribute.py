@@ -218,3 +218,23 @@ def test_relabelled_destination_is_bit_exact_and_moves_no_more():
                 problems.append(f"{src.describe()} -> {dst.describe()}: relabelling moves more")
             problems += moved(src, dst, np.float64, dst_ranks=ranks)
     assert_on_every_rank(problems)
+
+
+@pytest.mark.parametrize("chunk,depth", [(64, 1), (200, 2), (1 << 20, 4)])
+def test_packed_transfers_sent_in_chunks_from_a_few_buffers_are_bit_exact(monkeypatch, chunk, depth):
+    """Chunks of a few rows (runs cut in the middle, a row wider than a chunk), one to four pack buffers
+    reused while earlier chunks are still being received; the pool keeps at most KEEP buffers after."""
+    from reshape.redistribution import packing
+
+    monkeypatch.setattr(packing, "CHUNK_BYTES", chunk)
+    monkeypatch.setattr(packing, "DEPTH", depth)
+    problems = []
+    grids = [g for g in [(1, 2), (2, 2), (2, 1), (1, 3), (1, 4)] if g[0] * g[1] <= N]
+    for gs, gd in itertools.product(grids, repeat=2):
+        for dt in (np.float64, np.int32):
+            problems += moved(block_cyclic_2d((37, 29), gs, (3, 2)), block_cyclic_2d((37, 29), gd, (2, 5)), dt)
+        problems += moved(block_cyclic_1d((23, 50), gs[1], 3, 1), block_cyclic_1d((23, 50), gd[1], 4, 1),
+                          np.complex128)  # every row of a column-cyclic transfer is a chunk of its own
+    if packing.pooled() > packing.KEEP:
+        problems.append(f"{packing.pooled()} pack buffers kept, at most {packing.KEEP} expected")
+    assert_on_every_rank(problems)
