@@ -20,7 +20,10 @@ arrays (:func:`reshape.redistribution.nodecopy.empty`, ``RESHAPE_ONECOPY=auto``:
 memfd only where shmem has transparent huge pages, plain page-aligned memory
 here), a fresh destination block allocated by the engine in every repeat
 (its first touch is part of the move, as ``RESHAPE_PAGES=auto`` does it:
-:mod:`reshape.redistribution.pages`), ``--pause`` seconds (default 1)
+:mod:`reshape.redistribution.pages`; the blocks the process keeps for reuse
+are unmapped first, so the output is memory never used before, as for a
+resize to a size the rank has not held: a shrink back to an earlier size
+reuses them, measured by ``benchmarks.pages``), ``--pause`` seconds (default 1)
 before every repeat of every method, so that memory freed by the previous
 repeat is as far from the move as between two resizes of a running job (a
 host that takes freed memory back does so within 0.5-2 s), no peer
@@ -38,9 +41,10 @@ frees stays the process's memory for a second or two and makes the next
 method's first touch faster (measured here: a move right after an Alltoallv,
 which frees three blocks' worth, took 0.10-0.19 s, the same move after
 another circulant one 0.35-0.53 s; 2-D 2 -> 4, N = 8000). So in every repeat
-the default path and ``huge pages`` come first, swapping places each repeat
-(with an even ``--repeats`` each follows the other and the previous repeat's
-Alltoallv equally often), then the fixed map, then the Alltoallv.
+the default path, ``huge pages`` and (where the placement relabels) the fixed
+map come first, rotating places each repeat (over a multiple of their number
+of repeats each comes first, after the previous repeat's Alltoallv, equally
+often), then the Alltoallv.
 ``pdgemr2d`` is ScaLAPACK's redistribution on the
 same N, blocks and grids (2-D cases), a C program built at run time and run
 under Debian's ``mpiexec.mpich`` while the Python ranks sleep
@@ -206,7 +210,7 @@ def one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw, pdg, pause=0.0) -> d
 
     from reshape.joblink import jobenv as E
     from reshape.mpiutil import allreduce, barrier
-    from reshape.redistribution import nodecopy, placement
+    from reshape.redistribution import nodecopy, pages, placement
     from reshape.redistribution.layout import block, block_cyclic_2d, nearly_square_grid
     from reshape.redistribution.redistribute import redistribute, start
     from reshape.redistribution.schedule import make_plan
@@ -226,6 +230,7 @@ def one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw, pdg, pause=0.0) -> d
     def timed(local, fresh=False, **kw):
         if fresh:  # unmap peers' files: the reads fault their page-table entries in again, as in a resize
             nodecopy.forget()
+            pages.forget()  # and the blocks kept from the last repeat: the output is memory never used before
             time.sleep(pause)  # what the last repeat freed goes where it goes between two resizes
         barrier(comm)
         t0 = time.perf_counter()
@@ -256,11 +261,13 @@ def one_case(comm, n, p, q, kind, nb, reps, ckdir, copy_bw, pdg, pause=0.0) -> d
         local = nodecopy.empty(src.local_shape(me))
         local[...] = values(local.shape)
     ref = None
-    pair = [("default", {"dst_ranks": ranks}), ("huge_pages", {"dst_ranks": ranks})]  # huge: numpy's, lazily
-    rest = [("default_identity", {})] if relabelled else []
-    rest.append(("alltoallv", {"dst_ranks": ranks, "method": "alltoallv"}))  # last: it frees the most
-    for r in range(reps):  # the pair swaps each repeat: each follows the Alltoallv and the other as often
-        for name, kw in (pair if r % 2 == 0 else pair[::-1]) + rest:
+    first = [("default", {"dst_ranks": ranks}), ("huge_pages", {"dst_ranks": ranks})]  # huge: numpy's, lazily
+    if relabelled:
+        first.append(("default_identity", {}))
+    last = [("alltoallv", {"dst_ranks": ranks, "method": "alltoallv"})]  # last: it frees the most
+    for r in range(reps):  # the first ones rotate: each follows the Alltoallv and each other as often
+        k = r % len(first)
+        for name, kw in first[k:] + first[:k] + last:
             with mock.patch.dict(os.environ, {E.PAGES: "huge"} if name == "huge_pages" else {}):
                 dt, out = timed(local, fresh=True, **kw)
             res.setdefault(name, []).append(dt)

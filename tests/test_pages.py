@@ -39,6 +39,29 @@ def vmas(addr: int, size: int) -> list[dict]:
     return out
 
 
+@pytest.fixture(autouse=True)
+def nothing_kept(monkeypatch):
+    """Every test starts with no kept block and the default settings (a kept block is not zero-filled)."""
+    monkeypatch.delenv("RESHAPE_KEEP_BLOCKS", raising=False)
+    pages.forget()
+    yield
+    pages.forget()
+
+
+def lazily_freed(addr: int, size: int) -> int:
+    """kB of [addr, addr + size) the kernel may take back (smaps ``LazyFree``)."""
+    total, cur = 0, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()
+            if "-" in head[0] and not head[0].endswith(":"):
+                lo, hi = (int(x, 16) for x in head[0].split("-"))
+                cur = lo < addr + size and hi > addr
+            elif cur and head[0] == "LazyFree:":
+                total += int(head[1])
+    return total
+
+
 def test_mode_names_a_bad_value_and_what_is_allowed():
     assert pages.mode({}) == "auto" and pages.mode({"RESHAPE_PAGES": "small"}) == "small"
     with pytest.raises(ValueError, match=r"RESHAPE_PAGES='large': expected one of auto, huge, small"):
@@ -89,3 +112,54 @@ def test_auto_switches_to_small_pages_after_a_slow_chunk_and_faults_everything_i
 def test_probe_reports_each_kind():
     rates = pages.probe(2 * pages.CHUNK, rounds=1, pause=0.0)
     assert set(rates) == set(pages.MODES) and all(v > 0 for v in rates.values())
+
+
+KEEPS = pages.MADV_FREE is not None
+
+
+@pytest.mark.skipif(not KEEPS, reason="no MADV_FREE on this platform")
+def test_a_freed_block_is_kept_lazily_freed_and_serves_the_next_block_of_about_its_size():
+    size = 3 * pages.CHUNK
+    a = pages.empty((size,), np.uint8)
+    addr = a.ctypes.data
+    a[...] = 5
+    del a
+    assert pages.kept() == size and lazily_freed(addr, size) > 0, "freed: kept, pages the kernel may take"
+    before = dict(pages.counts)
+    small = pages.empty((size // 2,), np.uint8)  # 2x smaller than the kept block: not served by it
+    assert small.ctypes.data != addr and pages.kept() == size
+    b = pages.empty((size - 4096,), np.uint8)  # within 1.5x: the kept block, all of it resident again
+    assert b.ctypes.data == addr and pages.kept() == 0 and pages.counts["reused"] == before["reused"] + 1
+    assert resident(b) >= b.nbytes and lazily_freed(addr, size) < size // 1024
+    c = pages.empty((size,), np.uint8)  # the kept block is in use: a fresh one
+    assert c.ctypes.data != addr and not c.any()
+    view = b[100:200]
+    del b
+    assert pages.kept() == 0, "a view still holds the block: not kept yet"
+    del view
+    assert pages.kept() == size
+
+
+@pytest.mark.skipif(not KEEPS, reason="no MADV_FREE on this platform")
+def test_only_the_newest_blocks_are_kept_and_the_others_unmapped():
+    blocks = [pages.empty((pages.CHUNK + i * 8192,), np.uint8) for i in range(pages.KEPT + 2)]
+    addrs = [b.ctypes.data for b in blocks]
+    while blocks:
+        blocks.pop(0)  # freed oldest first
+    assert pages.kept() == sum(pages.CHUNK + i * 8192 for i in range(2, pages.KEPT + 2))
+    assert not vmas(addrs[0], pages.CHUNK) and not vmas(addrs[1], pages.CHUNK), "the oldest two were unmapped"
+
+
+@pytest.mark.parametrize("env", [{"RESHAPE_KEEP_BLOCKS": "0"}, {"RESHAPE_PAGES": "small"}, {"RESHAPE_PAGES": "huge"}])
+def test_no_block_is_kept_when_turned_off_or_with_a_fixed_kind(monkeypatch, env):
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    a = pages.empty((2 * pages.CHUNK,), np.uint8)
+    addr = a.ctypes.data
+    del a
+    assert pages.kept() == 0 and not vmas(addr, 2 * pages.CHUNK)
+
+
+def test_keep_blocks_names_a_bad_value():
+    with pytest.raises(ValueError, match=r"RESHAPE_KEEP_BLOCKS='maybe': expected 1/true/yes/on or 0/false/no/off"):
+        pages.keeping({"RESHAPE_KEEP_BLOCKS": "maybe"})

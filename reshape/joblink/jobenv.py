@@ -29,6 +29,7 @@ __all__ = [
     "JOB_ENV",
     "JOB_ID",
     "JOB_TAG",
+    "KEEP_BLOCKS",
     "KEYS",
     "LAUNCHER",
     "MAX_PROCS",
@@ -84,6 +85,7 @@ FAULT_ONCE = "RESHAPE_FAULT_ONCE"          # a file: inject only if it does not 
 WAIT = "RESHAPE_WAIT"                      # spin | poll while waiting on redistribution requests
 DEBUG = "RESHAPE_DEBUG"                    # 1: a reshape.UsageError prints its traceback, not one line
 ONECOPY = "RESHAPE_ONECOPY"                # 0: no memfd arrays, no direct reads between ranks of a host (nodecopy.py)
+KEEP_BLOCKS = "RESHAPE_KEEP_BLOCKS"        # 0: freed blocks are unmapped, not kept for reuse (pages.py)
 PAGES = "RESHAPE_PAGES"                    # auto | huge | small: the pages of fresh blocks a move writes (pages.py)
 CHECKPOINT = "RESHAPE_CHECKPOINT"          # every:N | seconds:T: checkpoints of the registered arrays (checkpoint.py)
 CHECKPOINT_DIR = "RESHAPE_CHECKPOINT_DIR"  # where; a complete checkpoint there is resumed from at start

@@ -26,6 +26,16 @@ process had just freed memory. So ``RESHAPE_PAGES`` (:func:`mode`):
 * ``huge``: numpy's choice (huge pages, faulted in on first touch);
 * ``small``: 4 KiB pages, faulted in on first touch.
 
+With ``auto``, a block the process frees is not unmapped but kept for the
+next allocation of about its size (up to :data:`KEPT` blocks, newest kept;
+``RESHAPE_KEEP_BLOCKS=0`` turns it off): ``madvise(MADV_FREE)`` lets the
+kernel take its pages back whenever it needs memory, and until then they
+are still the process's, so the next block of that size is written at copy
+speed instead of being faulted in. A shrink is where this tells: it returns
+to a size the job has run at (seed 001 §3.1), so each staying rank's new
+block is the size of a block it freed at the expansion before. Kept blocks
+count in the process's resident size until the kernel reclaims them.
+
 In the LU application (n = 6000, 2 -> 4 -> 2 -> 3, three runs each) the
 redistributions took 0.70-0.86 s with 4 KiB pages and 1.07-1.20 s with huge
 ones; in Jacobi, whose iterations free large temporaries just before a
@@ -42,19 +52,28 @@ import math
 import mmap
 import os
 import statistics
+import threading
 import time
+import weakref
 from contextlib import suppress
 
 import numpy as np
 
 from reshape.joblink import jobenv as E
 
-__all__ = ["CHUNK", "MODES", "SLOW", "empty", "mode", "probe"]
+__all__ = ["CHUNK", "KEPT", "MODES", "SLOW", "counts", "empty", "forget", "keeping", "kept", "mode", "probe"]
 
 MODES = ("auto", "huge", "small")
 CHUNK = 4 << 20  # bytes faulted in at a time by auto: two huge pages
 SLOW = 1.5e9  # bytes per CPU second: a huge-page chunk slower than this gives the rest of the block 4 KiB pages
 MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23 if os.name == "posix" else None)  # Linux 5.14
+MADV_FREE = getattr(mmap, "MADV_FREE", None)  # Linux 4.5
+KEPT = 4  # freed blocks kept for reuse, newest first
+FIT = 1.5  # a kept block serves a request of more than 1/FIT of its size
+
+_kept: list[mmap.mmap] = []  # lazily freed mappings, oldest first
+_lock = threading.RLock()  # a block may be freed in any thread (the runtime's background expansion)
+counts = {"reused": 0, "kept": 0}  # blocks served from / returned to the kept ones (tests read them)
 
 
 def mode(env=None) -> str:
@@ -63,6 +82,48 @@ def mode(env=None) -> str:
     if text not in MODES:
         raise ValueError(f"{E.PAGES}={text!r}: expected one of {', '.join(MODES)}")
     return text
+
+
+def keeping(env=None) -> bool:
+    """``RESHAPE_KEEP_BLOCKS``: keep freed blocks for reuse (default on; with ``RESHAPE_PAGES=auto`` only)."""
+    return E.flag(E.KEEP_BLOCKS, True, env)
+
+
+def kept() -> int:
+    """Bytes of the freed blocks kept for reuse."""
+    with _lock:
+        return sum(len(mm) for mm in _kept)
+
+
+def forget() -> None:
+    """Unmap every kept block (the next allocations get fresh memory)."""
+    with _lock:
+        while _kept:
+            _kept.pop().close()
+
+
+def _take(nbytes: int) -> mmap.mmap | None:
+    """The smallest kept block of ``nbytes`` to ``FIT * nbytes`` bytes, no longer kept; None if there is none."""
+    with _lock:
+        fits = [i for i, mm in enumerate(_kept) if nbytes <= len(mm) <= FIT * nbytes]
+        if not fits:
+            return None
+        counts["reused"] += 1
+        return _kept.pop(min(fits, key=lambda i: len(_kept[i])))
+
+
+def _give_back(mm: mmap.mmap) -> None:
+    """The array over ``mm`` was freed: keep ``mm``, lazily freed, or unmap it."""
+    with _lock:
+        try:
+            mm.madvise(MADV_FREE)
+        except (OSError, ValueError):
+            mm.close()
+            return
+        _kept.append(mm)
+        counts["kept"] += 1
+        while len(_kept) > KEPT:
+            _kept.pop(0).close()
 
 
 def _advise(mm: mmap.mmap, which: str, start: int = 0, length: int | None = None) -> None:
@@ -119,10 +180,19 @@ def empty(shape, dtype=np.float64) -> np.ndarray:
     if count == 0:
         return np.empty(shape, dtype)
     m = mode()
-    mm = _map(count * dtype.itemsize, "small" if m == "small" else "huge")
-    if m == "auto":
-        _fill_adaptively(mm)
-    return np.frombuffer(mm, dtype=dtype, count=count).reshape(shape)
+    nbytes = count * dtype.itemsize
+    keep = m == "auto" and MADV_FREE is not None and keeping()
+    mm = _take(nbytes) if keep else None
+    if mm is not None:
+        _fault_in(mm, 0, nbytes)  # what the kernel took back faults in again; the rest is still here
+    else:
+        mm = _map(nbytes, "small" if m == "small" else "huge")
+        if m == "auto":
+            _fill_adaptively(mm)
+    flat = np.frombuffer(mm, dtype=dtype, count=count)
+    if keep:
+        weakref.finalize(flat, _give_back, mm).atexit = False
+    return flat.reshape(shape)
 
 
 def probe(nbytes: int, rounds: int = 3, pause: float = 1.0) -> dict[str, float]:

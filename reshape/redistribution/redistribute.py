@@ -8,9 +8,10 @@ leaves every buffer untouched.
 * ``"circulant"`` (default, seed 001 §3.2.2): between ranks of one host whose
   source blocks are memfd-backed (:mod:`reshape.redistribution.nodecopy`) the receiver reads
   the sender's block directly, one strided copy per transfer; every other
-  transfer is sent in the order of the plan's contention-free steps, one
-  contiguous message per transfer (packed only when the source side is not
-  contiguous), received in place through derived datatypes; the data a rank
+  transfer is sent in the order of the plan's contention-free steps, as one
+  contiguous message when it is contiguous in the source block, else packed
+  in chunks of a few MiB (:mod:`reshape.redistribution.packing`), received in
+  place through derived datatypes; the data a rank
   keeps is copied locally, never sent (:class:`Exchange`). It can run in the
   background: :func:`start` returns a handle, ``wait()`` completes it.
 * ``"alltoallv"`` and ``"checkpoint"``: the baselines it is measured
@@ -239,9 +240,11 @@ class Exchange:
 
     Every receive is posted first, straight into the destination block
     through a derived datatype (no unpacking). Sends go out in the plan's
-    step order, each as one contiguous message: a transfer that is
-    contiguous in the source block is sent in place, any other one is first
-    packed with a strided numpy copy. Measured on shared memory (MPICH 5,
+    step order as contiguous messages: a transfer that is contiguous in the
+    source block is sent in place as one, any other one is packed with
+    strided numpy copies, chunk by chunk, into a few buffers kept warm
+    between exchanges (:mod:`reshape.redistribution.packing`; the receiver
+    posts one datatype per chunk). Measured on shared memory (MPICH 5,
     N = 4000, 64 x 64 blocks): a non-contiguous *send* travels through
     MPICH's shared-memory cells at 1-2 GB/s, while a packed contiguous one is
     copied once by the receiver (CMA) at 5-9 GB/s, and receiving into a

@@ -133,6 +133,7 @@ def env_problems(env: Mapping[str, str] | None = None) -> tuple[JobSettings, lis
     _choice(env, E.WAIT, WAITS, problems)
     _choice(env, E.ONECOPY, nodecopy.MODES, problems)
     _choice(env, E.PAGES, pages.MODES, problems)
+    _flag(env, E.KEEP_BLOCKS, problems, True)
     _choice(env, E.LAUNCHER, sorted(LAUNCHERS), problems)
     timeout = DEFAULT_TIMEOUT
     try:
