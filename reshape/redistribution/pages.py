@@ -42,8 +42,8 @@ ones; in Jacobi, whose iterations free large temporaries just before a
 resize, 0.23-0.25 s with 4 KiB pages and 0.10-0.13 s with huge ones, hence
 the adaptive default rather than a fixed kind: with it, LU 0.50-0.78 s and
 Jacobi 0.13-0.15 s (huge pages 0.10-0.15 s). ``python -m benchmarks.pages``
-measures both applications; ``benchmarks.redistribution`` has the ``huge
-pages`` row beside every case.
+measures both applications, with and without kept blocks (below);
+``benchmarks.redistribution`` has the ``huge pages`` row beside every case.
 """
 
 from __future__ import annotations

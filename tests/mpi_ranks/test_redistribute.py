@@ -225,6 +225,7 @@ def test_packed_transfers_sent_in_chunks_from_a_few_buffers_are_bit_exact(monkey
     """Chunks of a few rows (runs cut in the middle, a row wider than a chunk), one to four pack buffers
     reused while earlier chunks are still being received; the pool keeps at most KEEP buffers after."""
     from reshape.redistribution import packing
+    from reshape.redistribution.redistribute import start
 
     monkeypatch.setattr(packing, "CHUNK_BYTES", chunk)
     monkeypatch.setattr(packing, "DEPTH", depth)
@@ -235,6 +236,11 @@ def test_packed_transfers_sent_in_chunks_from_a_few_buffers_are_bit_exact(monkey
             problems += moved(block_cyclic_2d((37, 29), gs, (3, 2)), block_cyclic_2d((37, 29), gd, (2, 5)), dt)
         problems += moved(block_cyclic_1d((23, 50), gs[1], 3, 1), block_cyclic_1d((23, 50), gd[1], 4, 1),
                           np.complex128)  # every row of a column-cyclic transfer is a chunk of its own
+        src, dst = block_cyclic_2d((37, 29), gs, (3, 2)), block_cyclic_2d((37, 29), gd, (2, 5))
+        g = global_array(src.shape, np.float64)
+        got = start(comm, src, src.local_block(g, ME) if src.nprocs > ME else None, dst, window=1).wait()
+        if dst.nprocs > ME and not np.array_equal(got, dst.local_block(g, ME)):
+            problems.append(f"{gs} -> {gd} window 1, chunks of {chunk} B: mismatch")
     if packing.pooled() > packing.KEEP:
         problems.append(f"{packing.pooled()} pack buffers kept, at most {packing.KEEP} expected")
     assert_on_every_rank(problems)
