@@ -119,7 +119,7 @@ KEEPS = pages.MADV_FREE is not None
 
 @pytest.mark.skipif(not KEEPS, reason="no MADV_FREE on this platform")
 def test_a_freed_block_is_kept_lazily_freed_and_serves_the_next_block_of_about_its_size():
-    size = 3 * pages.CHUNK
+    size = pages.KEEP_MIN + 3 * pages.CHUNK
     a = pages.empty((size,), np.uint8)
     addr = a.ctypes.data
     a[...] = 5
@@ -127,6 +127,10 @@ def test_a_freed_block_is_kept_lazily_freed_and_serves_the_next_block_of_about_i
     assert pages.kept() == size and lazily_freed(addr, size) > 0, "freed: kept, pages the kernel may take"
     before = dict(pages.counts)
     small = pages.empty((size // 2,), np.uint8)  # 2x smaller than the kept block: not served by it
+    assert small.ctypes.data != addr
+    del small  # below KEEP_MIN: unmapped, not kept
+    assert pages.kept() == size
+    small = pages.empty((size // 2,), np.uint8)
     assert small.ctypes.data != addr and pages.kept() == size
     b = pages.empty((size - 4096,), np.uint8)  # within 1.5x: the kept block, all of it resident again
     assert b.ctypes.data == addr and pages.kept() == 0 and pages.counts["reused"] == before["reused"] + 1
@@ -142,22 +146,26 @@ def test_a_freed_block_is_kept_lazily_freed_and_serves_the_next_block_of_about_i
 
 @pytest.mark.skipif(not KEEPS, reason="no MADV_FREE on this platform")
 def test_only_the_newest_blocks_are_kept_and_the_others_unmapped():
-    blocks = [pages.empty((pages.CHUNK + i * 8192,), np.uint8) for i in range(pages.KEPT + 2)]
+    blocks = [pages.empty((pages.KEEP_MIN + i * 8192,), np.uint8) for i in range(pages.KEPT + 2)]
     addrs = [b.ctypes.data for b in blocks]
     while blocks:
         blocks.pop(0)  # freed oldest first
-    assert pages.kept() == sum(pages.CHUNK + i * 8192 for i in range(2, pages.KEPT + 2))
+    assert pages.kept() == sum(pages.KEEP_MIN + i * 8192 for i in range(2, pages.KEPT + 2))
     assert not vmas(addrs[0], pages.CHUNK) and not vmas(addrs[1], pages.CHUNK), "the oldest two were unmapped"
+    tile = pages.empty((pages.KEEP_MIN - 4096,), np.uint8)
+    addr = tile.ctypes.data
+    del tile
+    assert not vmas(addr, 4096), "a block under KEEP_MIN is unmapped when freed"
 
 
 @pytest.mark.parametrize("env", [{"RESHAPE_KEEP_BLOCKS": "0"}, {"RESHAPE_PAGES": "small"}, {"RESHAPE_PAGES": "huge"}])
 def test_no_block_is_kept_when_turned_off_or_with_a_fixed_kind(monkeypatch, env):
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    a = pages.empty((2 * pages.CHUNK,), np.uint8)
+    a = pages.empty((pages.KEEP_MIN,), np.uint8)
     addr = a.ctypes.data
     del a
-    assert pages.kept() == 0 and not vmas(addr, 2 * pages.CHUNK)
+    assert pages.kept() == 0 and not vmas(addr, pages.CHUNK)
 
 
 def test_keep_blocks_names_a_bad_value():

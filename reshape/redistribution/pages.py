@@ -26,8 +26,9 @@ process had just freed memory. So ``RESHAPE_PAGES`` (:func:`mode`):
 * ``huge``: numpy's choice (huge pages, faulted in on first touch);
 * ``small``: 4 KiB pages, faulted in on first touch.
 
-With ``auto``, a block the process frees is not unmapped but kept for the
-next allocation of about its size (up to :data:`KEPT` blocks, newest kept;
+With ``auto``, a block of at least :data:`KEEP_MIN` bytes the process frees
+is not unmapped but kept for the next allocation of about its size (up to
+:data:`KEPT` blocks, newest kept;
 ``RESHAPE_KEEP_BLOCKS=0`` turns it off): ``madvise(MADV_FREE)`` lets the
 kernel take its pages back whenever it needs memory, and until then they
 are still the process's, so the next block of that size is written at copy
@@ -69,6 +70,7 @@ SLOW = 1.5e9  # bytes per CPU second: a huge-page chunk slower than this gives t
 MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23 if os.name == "posix" else None)  # Linux 5.14
 MADV_FREE = getattr(mmap, "MADV_FREE", None)  # Linux 4.5
 KEPT = 4  # freed blocks kept for reuse, newest first
+KEEP_MIN = 16 << 20  # smaller blocks (tiles, pack buffers) are unmapped: they fault in within milliseconds
 FIT = 1.5  # a kept block serves a request of more than 1/FIT of its size
 
 _kept: list[mmap.mmap] = []  # lazily freed mappings, oldest first
@@ -181,7 +183,7 @@ def empty(shape, dtype=np.float64) -> np.ndarray:
         return np.empty(shape, dtype)
     m = mode()
     nbytes = count * dtype.itemsize
-    keep = m == "auto" and MADV_FREE is not None and keeping()
+    keep = m == "auto" and MADV_FREE is not None and nbytes >= KEEP_MIN and keeping()
     mm = _take(nbytes) if keep else None
     if mm is not None:
         _fault_in(mm, 0, nbytes)  # what the kernel took back faults in again; the rest is still here
