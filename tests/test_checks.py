@@ -26,6 +26,7 @@ BAD = {
     E.REUSE: ("2", "expected 1/true/yes/on or 0/false/no/off"),
     E.STANDBY: ("-1", "expected an integer >= 0"),
     E.ONECOPY: ("maybe", "expected one of auto, 1, 0"),
+    E.KEEP_BLOCKS: ("maybe", "expected 1/true/yes/on or 0/false/no/off"),
     E.PAGES: ("large", "expected one of auto, huge, small"),
     E.CHECKPOINT: ("every:0", "expected every:N (iterations, N >= 1) or seconds:T (T > 0)"),
     E.CHECKPOINT_DIR: (" ", "expected a directory path"),
