@@ -22,6 +22,7 @@ receiver's copy of the previous one.
 from __future__ import annotations
 
 import itertools
+import threading
 from contextlib import suppress
 
 import numpy as np
@@ -38,6 +39,7 @@ KEEP = 4  # buffers kept between exchanges (per process)
 
 _pool: list[np.ndarray] = []
 _orphans: list[tuple[MPI.Request, np.ndarray]] = []  # buffers of abandoned exchanges, held while MPI may read
+_lock = threading.Lock()  # exchanges may run in two threads (the runtime's background expansion)
 
 
 def pooled() -> int:
@@ -50,8 +52,10 @@ def split(t: Transfer, itemsize: int, limit: int | None = None) -> list[Transfer
     at least one index each).
 
     The send and receive runs of axis 0 pair up run by run with equal lengths,
-    so cutting both after the same number of indices keeps them aligned; the
-    chunks enumerate the transfer's elements in its order.
+    so cutting both after the same number of indices keeps them aligned. Each
+    chunk is a transfer of its own: packed (:func:`pack`) and received through
+    its own datatype in the same element order, so together they move exactly
+    what ``t`` moves.
     """
     a, b = t.send[0], t.recv[0]
     row = itemsize
@@ -111,8 +115,9 @@ class Buffers:
             if not self._free:
                 return None
             self._free.pop()  # too small for this chunk: let it go
-        if _pool and _pool[-1].nbytes >= nbytes:
-            return _pool.pop()
+        with _lock:
+            if _pool and _pool[-1].nbytes >= nbytes:
+                return _pool.pop()
         from reshape.redistribution.nodecopy import empty
 
         return empty(max(nbytes, self.nbytes), np.uint8, shared=False)  # fresh: pages.py faults it in
@@ -134,15 +139,17 @@ class Buffers:
     def release(self) -> None:
         """Return the free buffers to the pool (up to :data:`KEEP`). A buffer still being sent from (an
         exchange abandoned on an error) is held aside, never reused, until its send completes."""
-        self.reclaim()
-        _orphans.extend(self._busy)
-        self._busy.clear()
-        if _orphans:
-            with suppress(MPI.Exception):  # a failed peer's request: held on until it completes in error
-                MPI.Request.Testsome([r for r, _ in _orphans])
-            _orphans[:] = [(r, b) for r, b in _orphans if r != MPI.REQUEST_NULL]
-        while self._free and len(_pool) < KEEP:
-            buf = self._free.pop()
-            if buf.nbytes == CHUNK_BYTES:
-                _pool.append(buf)
+        with suppress(MPI.Exception):  # a failed peer's request: held on until it completes in error
+            self.reclaim()
+        with _lock:
+            _orphans.extend(self._busy)
+            self._busy.clear()
+            if _orphans:
+                with suppress(MPI.Exception):
+                    MPI.Request.Testsome([r for r, _ in _orphans])
+                _orphans[:] = [(r, b) for r, b in _orphans if r != MPI.REQUEST_NULL]
+            while self._free and len(_pool) < KEEP:
+                buf = self._free.pop()
+                if buf.nbytes == CHUNK_BYTES:
+                    _pool.append(buf)
         self._free.clear()
