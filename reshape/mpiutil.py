@@ -92,6 +92,16 @@ def wait_all(reqs: list[MPI.Request], max_sleep: float = MAX_SLEEP) -> None:
         delay = min(delay * 2, max_sleep)
 
 
+def wait_any(reqs: list[MPI.Request], max_sleep: float = MAX_SLEEP) -> None:
+    """Sleep until one of ``reqs`` completes (return at once when none is pending)."""
+    delay = 1e-6
+    while (done := MPI.Request.Testsome(reqs)) is not None and not done:  # None: every request is done
+        if _WATCHED[0] is not None:
+            _revoked()
+        time.sleep(delay)
+        delay = min(delay * 2, max_sleep)
+
+
 def wait(req: MPI.Request, max_sleep: float = MAX_SLEEP) -> None:
     wait_all([req], max_sleep)
 

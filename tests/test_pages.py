@@ -24,7 +24,7 @@ def resident(a: np.ndarray) -> int:
 
 
 def vmas(addr: int, size: int) -> list[dict]:
-    """The kernel's mappings over [addr, addr + size): per VMA its range and flags (/proc/self/smaps)."""
+    """The kernel's mappings over [addr, addr + size): per VMA its range, flags and LazyFree kB (smaps)."""
     out, cur = [], None
     with open("/proc/self/smaps") as f:
         for line in f:
@@ -36,6 +36,8 @@ def vmas(addr: int, size: int) -> list[dict]:
                     out.append(cur)
             elif cur is not None and head[0] == "VmFlags:":
                 cur["flags"] = set(head[1:])
+            elif cur is not None and head[0] == "LazyFree:":
+                cur["lazyfree_kb"] = int(head[1])
     return out
 
 
@@ -50,16 +52,7 @@ def nothing_kept(monkeypatch):
 
 def lazily_freed(addr: int, size: int) -> int:
     """kB of [addr, addr + size) the kernel may take back (smaps ``LazyFree``)."""
-    total, cur = 0, False
-    with open("/proc/self/smaps") as f:
-        for line in f:
-            head = line.split()
-            if "-" in head[0] and not head[0].endswith(":"):
-                lo, hi = (int(x, 16) for x in head[0].split("-"))
-                cur = lo < addr + size and hi > addr
-            elif cur and head[0] == "LazyFree:":
-                total += int(head[1])
-    return total
+    return sum(v.get("lazyfree_kb", 0) for v in vmas(addr, size))
 
 
 def test_mode_names_a_bad_value_and_what_is_allowed():

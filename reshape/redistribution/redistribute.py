@@ -32,7 +32,7 @@ from mpi4py import MPI
 
 from reshape import faults
 from reshape.joblink import jobenv as E
-from reshape.mpiutil import MAX_SLEEP, CollectiveError, mpi_type, wait_all
+from reshape.mpiutil import MAX_SLEEP, CollectiveError, mpi_type, wait_all, wait_any
 from reshape.redistribution import baselines, nodecopy, packing, runcopy
 from reshape.redistribution.layout import Layout
 from reshape.redistribution.schedule import Plan, Transfer, contiguous, make_plan, run_groups
@@ -395,10 +395,11 @@ class Exchange:
                 if chunk is None:
                     self._sends.append(self.comm.Isend([self._message(t), self._base], t.dst, TAG))
                 else:
-                    buf = self._pack.take(chunk.count * self._src.itemsize)
+                    nbytes = chunk.count * self._src.itemsize
+                    buf = self._pack.take(nbytes)
                     if buf is None:
                         return  # every buffer is being sent from: wait() or test() posts the rest
-                    msg = buf[: chunk.count * self._src.itemsize].view(self._src.dtype)
+                    msg = buf[:nbytes].view(self._src.dtype)
                     packing.pack(self._src, chunk, msg)
                     req = self.comm.Isend([msg, self._base], t.dst, TAG)
                     self._pack.sending(req, buf)
@@ -416,10 +417,7 @@ class Exchange:
         elif self._spin:
             MPI.Request.Waitany(self._sends)
         else:
-            delay = 1e-6
-            while (done := MPI.Request.Testsome(self._sends)) is not None and not done:  # None: none left
-                time.sleep(delay)
-                delay = min(2 * delay, _DATA_SLEEP)
+            wait_any(self._sends, max_sleep=_DATA_SLEEP)
 
     def _serve(self, block: bool) -> bool:
         """As a source read directly: take the readers' notes, sending what they could not map.
