@@ -270,12 +270,18 @@ def test_a_bad_mpiexec_on_is_refused_in_one_line():
 def test_a_chunk_written_but_not_journaled_before_a_daemon_crash_is_not_written_twice(nodes):
     """The daemon is killed after writing a chunk to the job's log and before journaling how much it holds
     (here: its journal is set back to that moment while it is down); the monitor sends the chunk again
-    from the old offset (here: replayed by hand). The log holds every byte once."""
+    from the old offset (here: replayed by hand). The log holds every byte once.
+
+    Each rank writes each line with one ``write`` (``print`` under ``PYTHONUNBUFFERED``, which jobs get,
+    writes a line in pieces, and two ranks' pieces interleave in ``mpiexec``'s output), and writes its
+    second line only once the test has checked the replay (a file appears): no step waits on a clock."""
     from reshape.joblink.client import Connection
 
     c = nodes
-    code = ("import os, sys, time; r = os.environ.get('PMI_RANK'); print('early', r, flush=True); "
-            "time.sleep(6); print('late', r, flush=True)")
+    go = os.path.join(c.dir, "go")
+    code = "\n".join(["import os, time", "r = os.environ['PMI_RANK']", "os.write(1, f'early {r}\\n'.encode())",
+                      f"while not os.path.exists({go!r}):", "    time.sleep(0.05)",
+                      "os.write(1, f'late {r}\\n'.encode())"])
     jid = c.submit({"name": "talk", "command": [sys.executable, "-c", code], "nprocs": 2, "resizable": False})
     path = os.path.join(c.dir, "logs", f"job-{jid}.log")
 
@@ -285,7 +291,7 @@ def test_a_chunk_written_but_not_journaled_before_a_daemon_crash_is_not_written_
                 data = f.read()
         except FileNotFoundError:
             return None
-        return data if data.count(b"early") == 2 else None
+        return data if sorted(data.splitlines()) == [b"early 0", b"early 1"] else None
 
     written = wait_for(early, 30, every=0.1)
     wait_for(lambda: journaled(c, jid)["out_at"] == len(written), 10, every=0.1)
@@ -311,10 +317,11 @@ def test_a_chunk_written_but_not_journaled_before_a_daemon_crash_is_not_written_
     assert at == len(written)
     with open(path, "rb") as f:
         assert f.read() == written  # not written again
+    open(go, "w").close()  # now the ranks write their second lines
     job = c.finished(jid, 60)
     assert job["state"] == "done", job
     text = c.job_log(jid)
-    assert [text.count(w) for w in ("early 0", "early 1", "late 0", "late 1")] == [1, 1, 1, 1], text
+    assert sorted(text.splitlines()) == ["early 0", "early 1", "late 0", "late 1"], text
 
 
 def test_a_cancelled_job_started_by_a_monitor_that_restarted_since_is_killed_by_the_new_one(tmp_path):
