@@ -319,7 +319,7 @@ def test_a_chunk_written_but_not_journaled_before_a_daemon_crash_is_not_written_
         assert f.read() == written  # not written again
     open(go, "w").close()  # now the ranks write their second lines
     job = c.finished(jid, 60)
-    assert job["state"] == "done", job
+    assert job["state"] == "done", (job["state"], job.get("error"))
     text = c.job_log(jid)
     assert sorted(text.splitlines()) == ["early 0", "early 1", "late 0", "late 1"], text
 

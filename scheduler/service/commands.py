@@ -181,7 +181,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(_table([[j["job_id"], j["name"], j["state"], _ago(st.get("now"), j["end_time"]),
                        "->".join(map(str, j["sizes"])), _clip(j["error"] or "")] for j in ended],
                      ["JOB", "NAME", "STATE", "ENDED", "SIZES", "REASON"]))
-        _point_to_logs(j["job_id"] for j in ended if j["state"] in ("failed", "lost"))
+        _point_to_logs((j["job_id"], j["end_time"]) for j in ended if j["state"] in ("failed", "lost"))
     nodes = st.get("nodes", [])
     if any(n.get("state", "unmonitored") != "unmonitored" for n in nodes):
         print()
@@ -231,7 +231,8 @@ def cmd_history(args: argparse.Namespace) -> int:
              _f(r["wait"]), _f(r["turnaround"]), _clip(r["error"] or "") if r["state"] != "done" else ""]
             for r in summ["jobs"]]
     print(_table(rows, ["JOB", "NAME", "STATE", "INIT", "SIZES", "WAIT(s)", "TURNAROUND(s)", "REASON"]))
-    _point_to_logs(r["job_id"] for r in summ["jobs"] if r["state"] in ("failed", "lost"))
+    ends = {j["job_id"]: j["end_time"] for j in hist["jobs"]}
+    _point_to_logs((r["job_id"], ends.get(r["job_id"])) for r in summ["jobs"] if r["state"] in ("failed", "lost"))
     print(f"utilization {100 * summ['utilization']:.1f}% over {summ['makespan']:.1f}s")
     if args.plot:
         print(f"wrote {args.plot}")
@@ -264,10 +265,11 @@ def read_history(endpoint: str, body: dict[str, Any], keys: str | None = None, p
 
 
 def _point_to_logs(failed) -> None:
-    failed = list(failed)
+    """The failed jobs (``(job_id, end_time)``), and the command that shows the output of the latest to end."""
+    failed = sorted(failed, key=lambda f: (f[1] or 0.0, f[0]))
     if failed:
-        print(f"failed: job{'s' * (len(failed) > 1)} {', '.join(map(str, failed))}; "
-              f"'reshape log {failed[-1]}' shows a job's output")
+        print(f"failed: job{'s' * (len(failed) > 1)} {', '.join(str(i) for i in sorted(i for i, _ in failed))}; "
+              f"'reshape log {failed[-1][0]}' shows a job's output")
 
 
 def _f(x: float | None) -> str:
@@ -285,7 +287,17 @@ def _clip(text: str, width: int = 100) -> str:
 
 @_client
 def cmd_log(args: argparse.Namespace) -> int:
-    print(request(args.endpoint, "log", {"job_id": args.job_id, "tail": args.tail}, keys=args.keys)["text"])
+    try:
+        text = request(args.endpoint, "log", {"job_id": args.job_id, "tail": args.tail}, keys=args.keys)["text"]
+    except SchedulerUnavailable as e:  # no daemon: the log on disk, where one is
+        path = os.path.join(args.state_dir, "logs", f"job-{args.job_id}.log")
+        if not os.path.isfile(path):
+            raise
+        from scheduler.service.supervisor import log_tail
+
+        print(f"reshape: {e}; job {args.job_id}'s log, from {path}:", file=sys.stderr)
+        text = log_tail(path, args.tail)
+    print(text)
     return 0
 
 
@@ -494,6 +506,9 @@ def _add_clients(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("log", help="show a job's stdout/stderr")
     p.add_argument("job_id", type=int)
     p.add_argument("--tail", type=_count, default=200, help="last lines (0: all kept)")
+    p.add_argument("--state-dir", default=_default_state_dir(),
+                   help="where to read the log when no daemon answers (default: the daemon's default, "
+                        f"{_default_state_dir()})")
     common(p, json_flag=False)
     p.set_defaults(func=cmd_log)
 

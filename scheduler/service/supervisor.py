@@ -69,7 +69,7 @@ from scheduler.service.startup import (
 )
 from scheduler.service.statedir import open_private
 
-__all__ = ["MONITOR_GRACE", "ON_NODES", "ProxyWatch", "Supervisor", "process_table"]
+__all__ = ["MONITOR_GRACE", "ON_NODES", "ProxyWatch", "Supervisor", "log_tail", "process_table"]
 
 MONITOR_GRACE = 3.0  # seconds a watched mpiexec gets to exit after its first node's monitor saw the job end
 RUNNER_GRACE = 10.0  # seconds a job run by a node monitor waits for its exit status after an end seen by a scan
@@ -210,6 +210,20 @@ def run_as(owner: str | None) -> int | None:
         return None
     uid = int(owner[4:])
     return uid or None
+
+
+def log_tail(path: str, tail: int) -> str:
+    """The last ``tail`` lines (0: all) of the last 32 KiB of a job's log (``""``: no log yet); the daemon's
+    ``log`` reply, and ``reshape log`` when no daemon runs."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 32768))
+            # as text the protocol carries: undecodable bytes and NULs (a program's binary output) as U+FFFD
+            lines = f.read().decode("utf-8", "replace").replace("\0", "\ufffd").splitlines()
+    except FileNotFoundError:
+        return ""
+    return "\n".join(lines[-tail:] if tail else lines)
 
 
 class Supervisor:
@@ -550,12 +564,4 @@ class Supervisor:
 
     def log_tail(self, job_id: int, tail: int) -> str:
         """The last ``tail`` lines (0: all) of the last 32 KiB of the job's log."""
-        try:
-            with open(self.log_path(job_id), "rb") as f:
-                f.seek(0, os.SEEK_END)
-                f.seek(max(0, f.tell() - 32768))
-                # as text the protocol carries: undecodable bytes and NULs (a program's binary output) as U+FFFD
-                lines = f.read().decode("utf-8", "replace").replace("\0", "\ufffd").splitlines()
-        except FileNotFoundError:
-            return ""
-        return "\n".join(lines[-tail:] if tail else lines)
+        return log_tail(self.log_path(job_id), tail)
