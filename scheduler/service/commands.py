@@ -1,4 +1,4 @@
-"""``reshape daemon|submit|status|cancel|history|log|stop|demo|keys|nodemon``: the daemon's command line."""
+"""``reshape daemon|submit|status|cancel|history|log|wait|stop|demo|keys|nodemon``: the daemon's command line."""
 
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ from reshape.joblink.launchers import LAUNCHERS
 from scheduler.core.jobtable import FINAL
 from scheduler.rm.slurm_view import SlurmError
 from scheduler.service.endpoint import DEFAULT_ENDPOINT
+from scheduler.service.report import read_history
 
-__all__ = ["add_commands", "request"]
+__all__ = ["add_commands", "read_history", "request"]
 
 ENV_ENDPOINT = E.DAEMON
 
@@ -239,31 +240,6 @@ def cmd_history(args: argparse.Namespace) -> int:
     return 0
 
 
-HISTORY_PAGE = 2000  # jobs per history reply (a few MB at most): any history is read in pages
-
-
-def read_history(endpoint: str, body: dict[str, Any], keys: str | None = None, page: int = HISTORY_PAGE) -> dict:
-    """The daemon's ``history`` in pages of ``page`` jobs (``after``: docs/protocol.md) merged into
-    one: no reply grows with the journal. The last N jobs (``limit``) come in one reply."""
-    if "limit" in body:
-        return request(endpoint, "history", body, timeout=30, keys=keys)
-    out: dict[str, Any] | None = None
-    after = 0
-    while True:
-        rep = request(endpoint, "history", {**body, "after": after, "limit": page}, timeout=30, keys=keys)
-        if out is None:
-            out = rep
-        else:
-            out["jobs"] += rep["jobs"]
-            out["events"] += rep["events"]
-            out["now"] = rep["now"]
-        if len(rep["jobs"]) < page:
-            break
-        after = rep["jobs"][-1]["job_id"]
-    out["events"].sort(key=lambda e: e["t"])  # pages come by job, the history by time
-    return out
-
-
 def _point_to_logs(failed) -> None:
     """The failed jobs (``(job_id, end_time)``), and the command that shows the output of the latest to end."""
     failed = sorted(failed, key=lambda f: (f[1] or 0.0, f[0]))
@@ -299,6 +275,31 @@ def cmd_log(args: argparse.Namespace) -> int:
         text = log_tail(path, args.tail)
     print(text)
     return 0
+
+
+@_client
+def cmd_wait(args: argparse.Namespace) -> int:
+    """Until the jobs end (polling the daemon): one line each as it ends; 0 when every one is done."""
+    end = None if args.timeout is None else time.monotonic() + args.timeout
+    left, ok = list(dict.fromkeys(args.job_ids)), True
+    while left:
+        for jid in list(left):
+            got = request(args.endpoint, "history", {"after": jid - 1, "limit": 1}, keys=args.keys)["jobs"]
+            if not got or got[0]["job_id"] != jid:
+                raise ValueError(f"no job {jid}")
+            j = got[0]
+            if j["state"] in FINAL:
+                left.remove(jid)
+                ok = ok and j["state"] == "done"
+                code = "" if j.get("exit_code") is None else f", exit code {j['exit_code']}"
+                print(f"job {jid} {j['name']}: {j['state']}{code}" + (f": {_clip(j['error'])}" if j["error"] else ""),
+                      flush=True)
+        if left and end is not None and time.monotonic() >= end:
+            print(f"reshape: job{'s' * (len(left) > 1)} {', '.join(map(str, left))} still not ended after "
+                  f"{args.timeout:g} s", file=sys.stderr)
+            return 1
+        time.sleep(0.2 if left else 0)
+    return 0 if ok else 1
 
 
 @_client
@@ -511,6 +512,12 @@ def _add_clients(sub: argparse._SubParsersAction) -> None:
                         f"{_default_state_dir()})")
     common(p, json_flag=False)
     p.set_defaults(func=cmd_log)
+
+    p = sub.add_parser("wait", help="wait until jobs end; exit status 0 when every one is done")
+    p.add_argument("job_ids", type=int, nargs="+", metavar="JOB")
+    p.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="give up after this long (exit status 1)")
+    common(p, json_flag=False)
+    p.set_defaults(func=cmd_wait)
 
     p = sub.add_parser("stop", help="stop the daemon (running jobs keep running unless --kill-jobs)")
     p.add_argument("--kill-jobs", action="store_true")
