@@ -122,3 +122,18 @@ def test_the_status_footer_names_the_failed_job_that_ended_last(daemon, tmp_path
     assert f"failed: jobs {late}, {early}; 'reshape log {late}' shows a job's output" in status.stdout, status.stdout
     hist = cli("history", "--endpoint", d.endpoint)
     assert f"'reshape log {late}'" in hist.stdout, hist.stdout
+
+
+def test_wait_prints_how_each_job_ended_and_fails_unless_every_one_is_done(daemon):
+    d = daemon(2)
+    ok = d.submit(name="ok", command=["python", "-c", "pass"], nprocs=1, resizable=False)
+    bad = d.submit(name="bad", command=["python", "-c", "import sys; sys.exit(3)"], nprocs=1, resizable=False)
+    res = cli("wait", str(ok), "--endpoint", d.endpoint, timeout=60)
+    assert res.returncode == 0 and res.stdout == f"job {ok} ok: done, exit code 0\n", res
+    res = cli("wait", str(ok), str(bad), "--endpoint", d.endpoint, timeout=60)
+    assert res.returncode == 1 and f"job {bad} bad: failed, exit code 3: exit code 3" in res.stdout, res
+    res = cli("wait", "99", "--endpoint", d.endpoint)
+    assert res.returncode == 1 and res.stderr.strip() == "reshape: no job 99", res
+    held = d.submit(name="held", command=["true"], nprocs=1, arrival_delay=600)
+    res = cli("wait", str(held), "--timeout", "0.5", "--endpoint", d.endpoint)
+    assert res.returncode == 1 and res.stderr.strip() == f"reshape: job {held} still not ended after 0.5 s", res
