@@ -248,13 +248,15 @@ class Supervisor:
         self.on_nodes = mpiexec_on == "first-node"
         self.orders: dict[str, dict[int, dict]] = {}  # node -> job id -> start order its monitor has not confirmed
 
-    def check_program(self, desc: dict) -> None:
+    def check_program(self, desc: dict, owner: str | None) -> None:
         """Refuse, at submit, a job whose program does not exist where it would run, when the daemon can tell:
-        every rank runs on this machine (its own ``mpiexec``, a pool of this host only) and the program is a
-        path (from the jobs' working directory) or a name on the ``PATH`` the job gets. A leading ``python``
-        is the daemon's own interpreter (:func:`scheduler.service.startup.job_argv`)."""
+        every rank runs on this machine (its own ``mpiexec``, a pool of this host only), as the daemon's own
+        user (a root daemon does not look up paths for another user: that would tell them what exists where
+        they may not look), and the program is a path (from the jobs' working directory) or a name on the
+        ``PATH`` the job gets. A leading ``python`` is the daemon's own interpreter
+        (:func:`scheduler.service.startup.job_argv`)."""
         prog = desc["command"][0]
-        if prog in ("python", "python3") or self.on_nodes or \
+        if prog in ("python", "python3") or self.on_nodes or run_as(owner) is not None or \
                 any(n.host not in LOCAL for n in self.state.pool.nodes):
             return
         path = desc.get("env", {}).get("PATH", os.environ.get("PATH", os.defpath))
