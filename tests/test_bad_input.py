@@ -78,3 +78,34 @@ def test_refused_plan_step_names_the_size_asked_for_and_the_variable_that_lifts_
             "shrinks only to sizes it has run at; RESHAPE_ALLOW_NEW_SIZES=1 or init(allow_new_sizes=True) lifts "
             "this); continuing on 4 processes") in res.stderr, res.stderr
     assert "sizes [2, 4] sha256" in res.stdout
+
+
+def test_a_start_on_more_processes_than_the_data_has_rows_is_one_line_before_anything_runs(mpirun):
+    """``mpiexec -n 4`` on a 3-row array: refused at register_array on every rank, naming both numbers, as a
+    plan step beyond the data is; the program computes nothing."""
+    res = mpirun(4, ["examples/heat.py", "--n", "3", "--steps", "2"], timeout=60, check=False)
+    assert res.returncode == 1, res.stderr
+    assert res.stderr.strip().splitlines() == [
+        "UsageError: register_array('T'): the job runs on 4 processes > 3 rows of array 'T' (layout 'rows'): "
+        "some processes would hold no data; start it on fewer (mpiexec -n) (RESHAPE_DEBUG=1 shows the traceback)"
+    ], res.stderr
+    assert "sha256" not in res.stdout and not res.leftovers
+
+
+REFUSED = """
+import reshape
+rt = reshape.init()
+rt.register_array("x", (8,), layout="rows")
+for _ in rt.iterations(2):
+    res = rt.resize()
+    if rt.rank == 0 and res.action == "failed":
+        print(f"refused: old {res.old} new {res.new} asked {res.asked} size {rt.size}", flush=True)
+rt.finish()
+"""
+
+
+def test_a_refused_plan_step_keeps_the_size_it_asked_for_in_its_result(mpirun, tmp_path):
+    prog = tmp_path / "refused.py"  # a file: spawned ranks run the program again
+    prog.write_text(REFUSED)
+    res = mpirun(2, [str(prog)], env={"RESHAPE_PLAN": "2,4,3"}, timeout=120)
+    assert "refused: old 4 new 4 asked 3 size 4" in res.stdout, res.stdout + res.stderr

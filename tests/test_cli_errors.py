@@ -89,3 +89,51 @@ def test_a_command_waits_for_a_daemon_that_is_starting(daemon, tmp_path):
     asker.join(15)
     conn.close()
     assert got.get("reply", {}).get("version"), got
+
+
+def test_stop_takes_the_pid_file_and_socket_away_and_log_reads_the_file_without_a_daemon(daemon, tmp_path):
+    d = daemon(2, endpoint=f"ipc://{tmp_path}/d.sock")
+    jid = d.submit(name="talk", command=["python", "-c", "print('hello from the job')"], nprocs=1, resizable=False)
+    wait_for(lambda: d.job(jid)["state"] == "done", 30)
+    assert (tmp_path / "daemon.pid").exists() and (tmp_path / "d.sock").exists()
+    res = cli("stop", "--endpoint", d.endpoint)
+    assert res.returncode == 0 and res.stdout.strip() == "daemon stopping", res
+    d.proc.wait(10)
+    assert not (tmp_path / "daemon.pid").exists() and not (tmp_path / "d.sock").exists()
+    res = cli("log", str(jid), "--endpoint", d.endpoint, "--state-dir", str(tmp_path))
+    assert res.returncode == 0 and res.stdout.strip() == "hello from the job", res
+    assert res.stderr.strip() == (f"reshape: no scheduler daemon listens at {d.endpoint}; job {jid}'s log, from "
+                                  f"{tmp_path}/logs/job-{jid}.log:"), res.stderr
+    res = cli("log", str(jid + 1), "--endpoint", d.endpoint, "--state-dir", str(tmp_path))  # no such log
+    assert res.returncode == 1 and res.stderr.startswith("reshape: no scheduler daemon listens"), res
+
+
+def test_the_status_footer_names_the_failed_job_that_ended_last(daemon, tmp_path):
+    """Job 1 fails after job 2 (it waits for a file): the footer's 'reshape log' names job 1."""
+    d = daemon(2)
+    go = tmp_path / "go"
+    wait_then_fail = f"import os, sys, time\nwhile not os.path.exists({str(go)!r}):\n    time.sleep(0.05)\nsys.exit(3)"
+    late = d.submit(name="late", nprocs=1, resizable=False, command=["python", "-c", wait_then_fail])
+    early = d.submit(name="early", nprocs=1, resizable=False, command=["python", "-c", "import sys; sys.exit(4)"])
+    wait_for(lambda: d.job(early)["state"] == "failed", 30)
+    go.touch()
+    wait_for(lambda: d.job(late)["state"] == "failed", 30)
+    status = cli("status", "--endpoint", d.endpoint)
+    assert f"failed: jobs {late}, {early}; 'reshape log {late}' shows a job's output" in status.stdout, status.stdout
+    hist = cli("history", "--endpoint", d.endpoint)
+    assert f"'reshape log {late}'" in hist.stdout, hist.stdout
+
+
+def test_wait_prints_how_each_job_ended_and_fails_unless_every_one_is_done(daemon):
+    d = daemon(2)
+    ok = d.submit(name="ok", command=["python", "-c", "pass"], nprocs=1, resizable=False)
+    bad = d.submit(name="bad", command=["python", "-c", "import sys; sys.exit(3)"], nprocs=1, resizable=False)
+    res = cli("wait", str(ok), "--endpoint", d.endpoint, timeout=60)
+    assert res.returncode == 0 and res.stdout == f"job {ok} ok: done, exit code 0\n", res
+    res = cli("wait", str(ok), str(bad), "--endpoint", d.endpoint, timeout=60)
+    assert res.returncode == 1 and f"job {bad} bad: failed, exit code 3: exit code 3" in res.stdout, res
+    res = cli("wait", "99", "--endpoint", d.endpoint)
+    assert res.returncode == 1 and res.stderr.strip() == "reshape: no job 99", res
+    held = d.submit(name="held", command=["true"], nprocs=1, arrival_delay=600)
+    res = cli("wait", str(held), "--timeout", "0.5", "--endpoint", d.endpoint)
+    assert res.returncode == 1 and res.stderr.strip() == f"reshape: job {held} still not ended after 0.5 s", res

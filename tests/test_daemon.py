@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -20,7 +22,8 @@ import zmq
 
 from reshape.joblink import protocol as P
 from reshape.joblink.client import Connection, DaemonError, SchedulerUnavailable
-from scheduler.service.startup import job_pids, job_tag, kill_job
+from scheduler.core.walltime import kill_time
+from scheduler.service.startup import job_pids, job_tag, kill_job, read_exit_status
 from tests.helpers import repeated_undone_expansions, wait_for
 
 pytestmark = pytest.mark.procs
@@ -368,6 +371,31 @@ def test_an_adopted_job_keeps_its_true_outcome(daemon):
     assert j["state"] == "failed" and j["exit_code"] == 3 and "exit code 3" in j["error"], j
 
 
+def test_a_job_that_ended_while_no_daemon_ran_is_done_even_once_its_deadline_has_passed(daemon):
+    """``stop`` while a job runs; the job exits 0 with no daemon; a daemon started on the same state directory
+    after the job's walltime deadline reads the exit status first: ``done`` with code 0, not a walltime kill."""
+    d = daemon(2, extra=("--overtime", "0"))
+    go = os.path.join(d.state_dir, "go")
+    code = f"import os, time\nwhile not os.path.exists({go!r}):\n    time.sleep(0.05)\nprint('finished')"
+    jid = d.submit(name="short", command=["python", "-c", code], nprocs=2, resizable=False, walltime=1.0)
+    wait_for(lambda: job_pids(job_tag(d.state_dir, jid)), 10)
+    d.req("stop")
+    d.proc.wait(10)
+    open(go, "w").close()
+    exit_file = os.path.join(d.state_dir, "logs", f"job-{jid}.exit")
+    wait_for(lambda: read_exit_status(exit_file) == 0, 20)
+    db = sqlite3.connect(os.path.join(d.state_dir, "journal.sqlite"))
+    try:
+        deadline = json.loads(db.execute("SELECT record FROM jobs WHERE job_id = ?", (jid,)).fetchone()[0])["deadline"]
+    finally:
+        db.close()
+    wait_for(lambda: time.time() > kill_time(deadline) + 0.2, 10)  # the event: its kill time (overtime 0) has passed
+    d.start()
+    j = wait_for(lambda: (j := d.job(jid))["state"] not in ("queued", "running") and j, 15)
+    assert j["state"] == "done" and j["exit_code"] == 0 and not j["error"], j
+    assert d.req("status")["daemon"]["walltime_kills"] == 0
+
+
 def test_a_job_past_its_walltime_is_killed_and_its_slots_freed(daemon):
     d = daemon(2, remap="static", extra=("--overtime", "0.5"))
     a = d.submit(**sleeper(60.0, 2, walltime=1.0))
@@ -375,6 +403,7 @@ def test_a_job_past_its_walltime_is_killed_and_its_slots_freed(daemon):
     tag = job_tag(d.state_dir, a)
     wait_for(lambda: d.job(a)["state"] == "failed", 15)
     assert "walltime exceeded" in d.job(a)["error"]
+    assert re.search(r"deadline \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \(", d.job(a)["error"]), d.job(a)["error"]
     wait_for(lambda: not job_pids(tag), 10)  # mpiexec and its ranks are gone
     st = d.req("status")
     assert st["free_slots"] == 2 and st["daemon"]["walltime_kills"] == 1, st

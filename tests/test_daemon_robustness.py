@@ -93,6 +93,35 @@ def test_a_job_the_os_cannot_start_is_refused_at_submit(daemon, job, field):
     alive(d)
 
 
+@pytest.mark.parametrize("prog,why", [
+    ("no_such_program", "not found on the PATH jobs get here"),
+    ("/no/such/dir/prog", "does not exist"),
+    ("no/such/prog", "does not exist (relative to the jobs' directory"),
+])
+def test_a_program_that_does_not_exist_here_is_refused_at_submit_in_one_line(daemon, prog, why):
+    d = daemon(2)
+    with pytest.raises(DaemonError, match="bad_job") as e:
+        d.submit(name="missing", nprocs=1, command=[prog, "--flag"])
+    msg = str(e.value)
+    assert why in msg and repr(prog) in msg and "\n" not in msg, msg
+    assert d.req("history")["jobs"] == []
+    alive(d)
+
+
+def test_a_job_hydra_cannot_exec_fails_with_hydras_cause_not_its_source_path(daemon, tmp_path):
+    """A program that exists but cannot be executed (its interpreter is missing): the job's reason is Hydra's
+    cause (``execvp error on file ...``), not the start of Hydra's line (function name, source path)."""
+    prog = tmp_path / "run.sh"
+    prog.write_text("#!/no/such/interpreter\n")
+    prog.chmod(0o755)
+    d = daemon(2)
+    jid = d.submit(name="noexec", nprocs=1, command=[str(prog)], resizable=False)
+    j = wait_for(lambda: (j := next(j for j in d.req("history")["jobs"] if j["job_id"] == jid))["state"]
+                 not in ("queued", "running") and j, 30)
+    assert j["state"] == "failed", j
+    assert f"execvp error on file {prog}" in j["error"] and "HYDU" not in j["error"], j["error"]
+
+
 def test_a_job_that_cannot_be_started_fails_and_the_daemon_serves_on(tmp_path):
     """Past validation (a job journaled by an older version), Popen's ValueError fails the job only."""
     from scheduler.core.pool import default_pool

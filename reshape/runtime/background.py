@@ -182,7 +182,7 @@ class Background(Guarded):
             pend.spawn_comm.Free()
             if pend.refused:
                 return ResizeResult("failed", pend.old, self.size, error=pend.refused, reason=pend.reason,
-                                    target=pend.new)
+                                    asked=pend.new)
             if pend.error:
                 raise RuntimeError(f"background expansion: {pend.error}")
             t0 = time.perf_counter()

@@ -8,10 +8,11 @@ agree (one ``allgather``), so that a problem found on any rank raises the
 same :class:`UsageError` on every rank, naming the value and what is
 allowed. No rank is left waiting in a collective the others never reach.
 
-Sizes are checked against the data too (:func:`data_limit`): a plan, or an
-expansion the scheduler offers, that asks for more processes than an array
-has blocks along its distributed axis is refused naming both numbers, the
-plan at ``register_array`` before anything is spawned.
+Sizes are checked against the data too (:func:`data_limit`): the size the job
+starts on, a plan, or an expansion the scheduler offers, that asks for more
+processes than an array has blocks along its distributed axis is refused
+naming both numbers, the first two at ``register_array`` before anything is
+built or spawned.
 
 An agreed error that nobody catches ends the job with exit status 1: rank 0
 prints it on one line (``UsageError: ...``; the traceback too with
@@ -43,7 +44,7 @@ from reshape.runtime.watchdog import DEFAULT_TIMEOUT, resize_timeout
 
 __all__ = ["LAYOUTS", "JobSettings", "UsageError", "agree", "array_rule", "collectively", "data_limit",
            "env_problems", "init_function", "job_settings", "oversubscribed_warning", "plan_data_problem",
-           "plan_problems"]
+           "plan_problems", "start_data_problem"]
 
 LAYOUTS = ("rows", "cols", "rows-cyclic", "cols-cyclic", "2d")
 WAITS = ("auto", "spin", "poll")
@@ -461,6 +462,12 @@ def size_problem(rt, q: int) -> str | None:
         if problem:
             return problem
     return None
+
+
+def start_data_problem(size: int, limit: Callable[[int], str | None]) -> str | None:
+    """The job's own size is more than the array can be spread over (see :func:`data_limit`), or None."""
+    problem = limit(size)
+    return f"the job runs on {problem}; start it on fewer (mpiexec -n)" if problem else None
 
 
 def plan_data_problem(plan: tuple[int, ...] | None, limit: Callable[[int], str | None]) -> str | None:

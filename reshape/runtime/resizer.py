@@ -242,6 +242,10 @@ class Resizer(Joining, Background, Parking, Sizing):
         spawned = name in self._pending_arrays  # the array arrives from the running ranks
         rule = checks.array_rule(None if spawned else self.comm, self.size, name, shape, dtype, layout, block,
                                  init, self.arrays)
+        limit = checks.data_limit(name, shape, layout, block)
+        if not spawned:  # the size the job runs on, and a scripted plan, against the data, before anything is built
+            checks.agree(self.comm, checks.start_data_problem(self.size, limit)
+                         or checks.plan_data_problem(self._plan, limit), f"register_array({name!r})")
         if spawned:
             lay, local = self._pending_arrays.pop(name)
             if tuple(lay.shape) != tuple(int(s) for s in shape):
@@ -255,9 +259,7 @@ class Resizer(Joining, Background, Parking, Sizing):
             dist = checks.collectively(self.comm, f"register_array({name!r}): init",
                                        lambda: DistArray.from_function(self.comm, lay, fn, dtype))
             reg = Registered(name, rule, dist, constant)
-        reg.limit = checks.data_limit(name, shape, layout, block)
-        if not spawned:  # a scripted plan is checked against the data before anything is spawned
-            checks.agree(self.comm, checks.plan_data_problem(self._plan, reg.limit), f"register_array({name!r})")
+        reg.limit = limit
         self.arrays[name] = reg
         return reg
 
@@ -446,8 +448,7 @@ class Resizer(Joining, Background, Parking, Sizing):
         self.results.append(result)
         if self.rank == 0:
             if result.error:
-                asked = result.new if result.target is None else result.target
-                print(f"[reshape] resize {old} -> {asked} refused: {result.error}; "
+                print(f"[reshape] resize {old} -> {result.asked} refused: {result.error}; "
                       f"continuing on {self.size} processes", file=sys.stderr, flush=True)
             if self.advisor and result.action not in ("continue", "expanding", "shrinking"):
                 try:
@@ -494,7 +495,7 @@ class Resizer(Joining, Background, Parking, Sizing):
                 return ResizeResult("shrink", old, self.size, secs, reason=advice.reason)
             raise ResizeError(f"unknown action {advice.action!r}")
         except ResizeError as e:
-            return ResizeResult("failed", old, self.size, error=str(e), reason=advice.reason, target=advice.nprocs)
+            return ResizeResult("failed", old, self.size, error=str(e), reason=advice.reason, asked=advice.nprocs)
         except Exception as e:
             if self.inplace and failure(e) and self.comm is self._buddies.generation:
                 raise  # a rank lost in the data motion: recovered in place by run() (reshape.runtime.inplace)

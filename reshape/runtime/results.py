@@ -13,6 +13,10 @@ class ResizeError(RuntimeError):
 
 @dataclass(frozen=True)
 class ResizeResult:
+    """What ``resize()`` did: ``action``, the size before (``old``) and after (``new``), the size it asked for
+    (``asked``: a refused step 4 -> 3 is ``action="failed"``, ``old=4``, ``new=4``, ``asked=3``, its ``error``
+    saying why), and its costs."""
+
     action: str  # "expand" | "shrink" | "continue" | "failed"
     old: int
     new: int
@@ -28,7 +32,11 @@ class ResizeResult:
     launch_seconds: float = 0.0
     startup_seconds: float = 0.0
     ready_seconds: float = 0.0
-    target: int | None = None  # a refused resize ("failed"): the size it asked for
+    asked: int | None = None  # the size the resize asked for (None given: ``new``); a refused one keeps it here
+
+    def __post_init__(self) -> None:
+        if self.asked is None:  # a resize that was done (or a continue): asked for what it got
+            object.__setattr__(self, "asked", self.new)
 
 
 EXPAND_PARTS = {

@@ -82,7 +82,7 @@ from scheduler.core.policy import (
 from scheduler.core.pool import Pool, PoolError
 from scheduler.core.resizes import RESIZE_GRACE, Resizes
 from scheduler.core.restarts import Restarts
-from scheduler.core.walltime import kill_time, start_deadline
+from scheduler.core.walltime import clock_time, kill_time, start_deadline
 
 __all__ = ["RESIZE_GRACE", "ClusterState", "Job", "Kill", "Launch", "NodeRecord", "StateError"]
 
@@ -272,13 +272,17 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
             self.late_start_count += 1
             self.late_starts.append({"job_id": j.job_id, "reserved": r, "started": now, "late": now - r})
 
+    def overdue(self, now: float, grace: float = 0.0) -> bool:
+        """Is a running job past its deadline plus ``grace`` (:meth:`expire` would kill it)?"""
+        return any(j.deadline is not None and now >= kill_time(j.deadline, grace) for j in self.running())
+
     def expire(self, now: float, grace: float = 0.0) -> list[Launch | Kill]:
         """Kill every running job past its deadline plus ``grace`` (:mod:`scheduler.core.walltime`)."""
         out: list[Launch | Kill] = []
         for j in self.running():
             if j.deadline is not None and now >= kill_time(j.deadline, grace):
                 why = (f"walltime exceeded: limit {j.spec.walltime:g} s at {j.spec.nprocs} slots, "
-                       f"deadline t={j.deadline:g} (now {j.nprocs} slots)")
+                       f"deadline {clock_time(j.deadline)} (now {j.nprocs} slots)")
                 self.walltime_kills += 1
                 out.append(self._kill_failed(j, now, why, "walltime exceeded"))
         return out + (self.schedule(now) if out else [])

@@ -32,11 +32,12 @@ The daemon kills a job past its deadline plus its ``--overtime`` grace
 from __future__ import annotations
 
 import math
+import time
 
 from scheduler.core.policy import RunningJob
 
-__all__ = ["REDIST_PRIOR", "budget_left", "deadline_after", "expected_redist", "fits", "job_fits", "kill_time", "rate",
-           "start_deadline"]
+__all__ = ["REDIST_PRIOR", "budget_left", "clock_time", "deadline_after", "expected_redist", "fits", "job_fits",
+           "kill_time", "rate", "start_deadline"]
 
 
 def kill_time(deadline: float, grace: float = 0.0) -> float:
@@ -118,3 +119,14 @@ def job_fits(r: RunningJob, q: int, now: float, redist: float | None = None,
     t_q = r.profile.best(q) or predicted or (t_p if q >= p else t_p * p / q)
     return fits(r.deadline, spec.nprocs, p, q, now, spec.iterations - r.iterations_done, t_q,
                 expected_redist(r, q) if redist is None else redist)
+
+
+WALL_CLOCK_FROM = 1e9  # a time at least this large is a daemon's wall clock (2001 on); a smaller one a simulator's
+
+
+def clock_time(t: float) -> str:
+    """A deadline as a reader wants it: local date and time on a daemon's wall clock, ``t=N s`` on a
+    simulator's virtual clock (which starts at 0)."""
+    if t >= WALL_CLOCK_FROM:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+    return f"t={t:.0f} s"

@@ -1,4 +1,4 @@
-"""``reshape daemon|submit|status|cancel|history|log|stop|demo|keys|nodemon``: the daemon's command line."""
+"""``reshape daemon|submit|status|cancel|history|log|wait|stop|demo|keys|nodemon``: the daemon's command line."""
 
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ from reshape.joblink.launchers import LAUNCHERS
 from scheduler.core.jobtable import FINAL
 from scheduler.rm.slurm_view import SlurmError
 from scheduler.service.endpoint import DEFAULT_ENDPOINT
+from scheduler.service.report import read_history
 
-__all__ = ["add_commands", "request"]
+__all__ = ["add_commands", "read_history", "request"]
 
 ENV_ENDPOINT = E.DAEMON
 
@@ -181,7 +182,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(_table([[j["job_id"], j["name"], j["state"], _ago(st.get("now"), j["end_time"]),
                        "->".join(map(str, j["sizes"])), _clip(j["error"] or "")] for j in ended],
                      ["JOB", "NAME", "STATE", "ENDED", "SIZES", "REASON"]))
-        _point_to_logs(j["job_id"] for j in ended if j["state"] in ("failed", "lost"))
+        _point_to_logs((j["job_id"], j["end_time"]) for j in ended if j["state"] in ("failed", "lost"))
     nodes = st.get("nodes", [])
     if any(n.get("state", "unmonitored") != "unmonitored" for n in nodes):
         print()
@@ -231,43 +232,20 @@ def cmd_history(args: argparse.Namespace) -> int:
              _f(r["wait"]), _f(r["turnaround"]), _clip(r["error"] or "") if r["state"] != "done" else ""]
             for r in summ["jobs"]]
     print(_table(rows, ["JOB", "NAME", "STATE", "INIT", "SIZES", "WAIT(s)", "TURNAROUND(s)", "REASON"]))
-    _point_to_logs(r["job_id"] for r in summ["jobs"] if r["state"] in ("failed", "lost"))
+    ends = {j["job_id"]: j["end_time"] for j in hist["jobs"]}
+    _point_to_logs((r["job_id"], ends.get(r["job_id"])) for r in summ["jobs"] if r["state"] in ("failed", "lost"))
     print(f"utilization {100 * summ['utilization']:.1f}% over {summ['makespan']:.1f}s")
     if args.plot:
         print(f"wrote {args.plot}")
     return 0
 
 
-HISTORY_PAGE = 2000  # jobs per history reply (a few MB at most): any history is read in pages
-
-
-def read_history(endpoint: str, body: dict[str, Any], keys: str | None = None, page: int = HISTORY_PAGE) -> dict:
-    """The daemon's ``history`` in pages of ``page`` jobs (``after``: docs/protocol.md) merged into
-    one: no reply grows with the journal. The last N jobs (``limit``) come in one reply."""
-    if "limit" in body:
-        return request(endpoint, "history", body, timeout=30, keys=keys)
-    out: dict[str, Any] | None = None
-    after = 0
-    while True:
-        rep = request(endpoint, "history", {**body, "after": after, "limit": page}, timeout=30, keys=keys)
-        if out is None:
-            out = rep
-        else:
-            out["jobs"] += rep["jobs"]
-            out["events"] += rep["events"]
-            out["now"] = rep["now"]
-        if len(rep["jobs"]) < page:
-            break
-        after = rep["jobs"][-1]["job_id"]
-    out["events"].sort(key=lambda e: e["t"])  # pages come by job, the history by time
-    return out
-
-
 def _point_to_logs(failed) -> None:
-    failed = list(failed)
+    """The failed jobs (``(job_id, end_time)``), and the command that shows the output of the latest to end."""
+    failed = sorted(failed, key=lambda f: (f[1] or 0.0, f[0]))
     if failed:
-        print(f"failed: job{'s' * (len(failed) > 1)} {', '.join(map(str, failed))}; "
-              f"'reshape log {failed[-1]}' shows a job's output")
+        print(f"failed: job{'s' * (len(failed) > 1)} {', '.join(str(i) for i in sorted(i for i, _ in failed))}; "
+              f"'reshape log {failed[-1][0]}' shows a job's output")
 
 
 def _f(x: float | None) -> str:
@@ -285,8 +263,43 @@ def _clip(text: str, width: int = 100) -> str:
 
 @_client
 def cmd_log(args: argparse.Namespace) -> int:
-    print(request(args.endpoint, "log", {"job_id": args.job_id, "tail": args.tail}, keys=args.keys)["text"])
+    try:
+        text = request(args.endpoint, "log", {"job_id": args.job_id, "tail": args.tail}, keys=args.keys)["text"]
+    except SchedulerUnavailable as e:  # no daemon: the log on disk, where one is
+        path = os.path.join(args.state_dir, "logs", f"job-{args.job_id}.log")
+        if not os.path.isfile(path):
+            raise
+        from scheduler.service.supervisor import log_tail
+
+        print(f"reshape: {e}; job {args.job_id}'s log, from {path}:", file=sys.stderr)
+        text = log_tail(path, args.tail)
+    print(text)
     return 0
+
+
+@_client
+def cmd_wait(args: argparse.Namespace) -> int:
+    """Until the jobs end (polling the daemon): one line each as it ends; 0 when every one is done."""
+    end = None if args.timeout is None else time.monotonic() + args.timeout
+    left, ok = list(dict.fromkeys(args.job_ids)), True
+    while left:
+        for jid in list(left):
+            got = request(args.endpoint, "history", {"after": jid - 1, "limit": 1}, keys=args.keys)["jobs"]
+            if not got or got[0]["job_id"] != jid:
+                raise ValueError(f"no job {jid}")
+            j = got[0]
+            if j["state"] in FINAL:
+                left.remove(jid)
+                ok = ok and j["state"] == "done"
+                code = "" if j.get("exit_code") is None else f", exit code {j['exit_code']}"
+                print(f"job {jid} {j['name']}: {j['state']}{code}" + (f": {_clip(j['error'])}" if j["error"] else ""),
+                      flush=True)
+        if left and end is not None and time.monotonic() >= end:
+            print(f"reshape: job{'s' * (len(left) > 1)} {', '.join(map(str, left))} still not ended after "
+                  f"{args.timeout:g} s", file=sys.stderr)
+            return 1
+        time.sleep(0.2 if left else 0)
+    return 0 if ok else 1
 
 
 @_client
@@ -494,8 +507,17 @@ def _add_clients(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("log", help="show a job's stdout/stderr")
     p.add_argument("job_id", type=int)
     p.add_argument("--tail", type=_count, default=200, help="last lines (0: all kept)")
+    p.add_argument("--state-dir", default=_default_state_dir(),
+                   help="where to read the log when no daemon answers (default: the daemon's default, "
+                        f"{_default_state_dir()})")
     common(p, json_flag=False)
     p.set_defaults(func=cmd_log)
+
+    p = sub.add_parser("wait", help="wait until jobs end; exit status 0 when every one is done")
+    p.add_argument("job_ids", type=int, nargs="+", metavar="JOB")
+    p.add_argument("--timeout", type=_seconds, metavar="SECONDS", help="give up after this long (exit status 1)")
+    common(p, json_flag=False)
+    p.set_defaults(func=cmd_wait)
 
     p = sub.add_parser("stop", help="stop the daemon (running jobs keep running unless --kill-jobs)")
     p.add_argument("--kill-jobs", action="store_true")

@@ -448,12 +448,23 @@ class Daemon:
         if self.dash is not None:
             self.dash.close()
         self._close_gate()
+        if self.endpoint.startswith("ipc://"):  # while it still listens, no other daemon can have taken the path
+            with contextlib.suppress(OSError):
+                os.unlink(self.endpoint[len("ipc://"):])
         self._sock.close(linger=500)
         self._ctx.term()
         self.supervisor.stop()
         self.rm.stop(jobs_running=bool(self.state.running()), killing=self.kill_on_stop)
         self.journal.close()
+        self._remove_pid_file()
         # running jobs keep running: a restarted daemon adopts them
+
+    def _remove_pid_file(self) -> None:
+        """``daemon.pid`` goes with the daemon (unless another daemon wrote its own since)."""
+        path = os.path.join(self.state_dir, "daemon.pid")
+        with contextlib.suppress(OSError, ValueError), open(path) as f:
+            if int(f.readline()) == os.getpid():
+                os.unlink(path)
 
     # ------------------------------------------------------------------ dashboard
     def _bind_dashboard(self) -> None:

@@ -139,6 +139,14 @@ def story_times(events: list[dict[str, Any]], t0: float) -> dict[str, float | No
             "first_admit_shrink_s": None if first_admit is None else round(first_admit - t0, 2)}
 
 
+def _when(job: dict[str, Any]) -> str:
+    """When a demo job is submitted, as the header says it."""
+    hold = job.get("hold")
+    if hold:  # scheduler.service.workload.run_workload holds it back
+        return f"once a job has grown, by +{hold['latest']:g}s"
+    return f"+{job['arrival_delay']:g}s"
+
+
 def run_demo(plot: str | None = None, quick: bool = False, json_out: bool = False,
              slots: int = SLOTS, state_dir: str | None = None, timeout: float = 600.0,
              dashboard: str | None = None, live: bool | None = None) -> int:
@@ -160,7 +168,7 @@ def run_demo(plot: str | None = None, quick: bool = False, json_out: bool = Fals
             res = run_workload(jobs, slots, remap="reshape", timeout=timeout, state_dir=state_dir, logs=True,
                                watch=view, daemon_args=extra, ready=ready)
     else:
-        names = ", ".join(f"{j['name']} ({j['nprocs']}p, +{j['arrival_delay']:g}s)" for j in jobs)
+        names = ", ".join(f"{j['name']} ({j['nprocs']}p, {_when(j)})" for j in jobs)
         print(f"starting a daemon on localhost with {slots} slots; jobs: {names}", flush=True)
         with LiveView(terminal=live) as view:
             res = run_workload(jobs, slots, remap="reshape", timeout=timeout, state_dir=state_dir, logs=True,

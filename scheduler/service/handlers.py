@@ -208,6 +208,7 @@ def _submit(d: Daemon, ev: P.Submit, now: float, who: str | None) -> tuple[P.Mes
     s = d.state
     desc = validate_job(ev.job, s.pool.capacity)
     d.rm.check_submit(desc)
+    d.supervisor.check_program(desc, who)
     if not is_admin(who):
         d.quota.admit(s, who, now)  # per-user limits (:class:`Quota`)
     job_id = s.submit(desc, now, owner=who)

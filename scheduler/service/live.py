@@ -43,13 +43,16 @@ def idle_note(st: dict[str, Any]) -> str | None:
 
 
 def view_model(st: dict[str, Any], decisions: list[dict[str, Any]], t0: float) -> dict[str, Any]:
-    """Plain rows for either renderer: header, running jobs, queue, the decisions, an idle note."""
+    """Plain rows for either renderer: header, running jobs, queue, jobs still to arrive, the decisions, an idle
+    note."""
     used = st["total_slots"] - st["free_slots"]
     return {
         "header": f"t = {st.get('now', t0) - t0:5.1f} s   slots {used}/{st['total_slots']} busy",
         "running": [(j["job_id"], j["name"], j["nprocs"], j["requested"], j["iterations"], j["pending"] or "")
                     for j in st["running"]],
-        "queue": [(j["job_id"], j["name"], j["requested"], j["state"]) for j in st["queue"] + st["waiting"]],
+        # jobs that have arrived; those submitted with an arrival delay join the queue when they arrive
+        "queue": [(j["job_id"], j["name"], j["requested"], j["state"]) for j in st["queue"]],
+        "arriving": [j["name"] for j in st["waiting"]],
         "decisions": [(e["t"] - t0, e["job_id"], SHOWN[e["kind"]], e["detail"]) for e in decisions],
         "note": idle_note(st),
     }
@@ -104,7 +107,8 @@ class LiveView:
             self._last_line = now
             running = ", ".join(f"{n} on {p}" for _, n, p, *_ in vm["running"]) or "none"
             queued = ", ".join(f"{n} ({p})" for _, n, p, _ in vm["queue"]) or "none"
-            print(f"{vm['header']}; running: {running}; queued: {queued}", file=self.out, flush=True)
+            later = f"; arriving later: {', '.join(vm['arriving'])}" if vm["arriving"] else ""
+            print(f"{vm['header']}; running: {running}; queued: {queued}{later}", file=self.out, flush=True)
             if vm["note"] and vm["note"] != self._last_note:
                 print(f"  note: {vm['note']}", file=self.out, flush=True)
         self._last_note = vm["note"]
@@ -123,7 +127,8 @@ class LiveView:
             jobs.add_row("-", "", "", "", "", "")
         parts: list[Any] = [Text(vm["header"], style="bold"), jobs]
         queued = ", ".join(f"{jid} {n} ({p} procs, {s})" for jid, n, p, s in vm["queue"])
-        parts.append(Text(f"queue: {queued or 'empty'}"))
+        parts.append(Text(f"queue: {queued or 'empty'}"
+                          + (f"; arriving later: {', '.join(vm['arriving'])}" if vm["arriving"] else "")))
         if vm["note"]:
             parts.append(Text(f"note: {vm['note']}", style="yellow"))
         dec = Table(title="last decisions", title_justify="left", show_edge=False)

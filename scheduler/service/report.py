@@ -1,4 +1,4 @@
-"""A daemon's history as a table, metrics (``scheduler.core.metrics``) and allocation plots (seed 001 §4.2).
+"""A daemon's history: read in pages, a table, metrics (``scheduler.core.metrics``), allocation plots (seed 001 §4.2).
 
 Utilization follows seed 001 §4.2's footnote: the percentage of total
 available CPU-seconds assigned to a running job, over the interval from the
@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from reshape.joblink.client import request
 from scheduler.core.metrics import JobRecord, Usage, metrics
 from scheduler.service.palette import job_color
 
-__all__ = ["allocation_series", "plot_history", "summarize"]
+__all__ = ["allocation_series", "plot_history", "read_history", "summarize"]
 
 
 def allocation_series(events: list[dict[str, Any]]) -> dict[int, list[tuple[float, int]]]:
@@ -133,3 +134,28 @@ def plot_history(hist: dict[str, Any], path: str, title: str = "") -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+HISTORY_PAGE = 2000  # jobs per history reply (a few MB at most): any history is read in pages
+
+
+def read_history(endpoint: str, body: dict[str, Any], keys: str | None = None, page: int = HISTORY_PAGE) -> dict:
+    """The daemon's ``history`` in pages of ``page`` jobs (``after``: docs/protocol.md) merged into
+    one: no reply grows with the journal. The last N jobs (``limit``) come in one reply."""
+    if "limit" in body:
+        return request(endpoint, "history", body, timeout=30, keys=keys)
+    out: dict[str, Any] | None = None
+    after = 0
+    while True:
+        rep = request(endpoint, "history", {**body, "after": after, "limit": page}, timeout=30, keys=keys)
+        if out is None:
+            out = rep
+        else:
+            out["jobs"] += rep["jobs"]
+            out["events"] += rep["events"]
+            out["now"] = rep["now"]
+        if len(rep["jobs"]) < page:
+            break
+        after = rep["jobs"][-1]["job_id"]
+    out["events"].sort(key=lambda e: e["t"])  # pages come by job, the history by time
+    return out

@@ -6,7 +6,8 @@ starts the job's ``mpiexec`` (``scheduler.service.startup``), a
 the System Monitor's poll: a job whose ``mpiexec`` exited (or, for jobs
 adopted after a restart, whose session has no process left) returns its
 slots to the pool; a job its first node's monitor saw end is settled;
-silent nodes, stuck resizes and walltimes are checked; a job that lost a
+silent nodes, stuck resizes and walltimes are checked (after the ends: a job that
+ended while no daemon ran is settled by its exit status, not killed as overdue); a job that lost a
 Hydra proxy (its ranks orphaned, its ``mpiexec`` waiting on) fails
 (:class:`ProxyWatch`).
 
@@ -41,6 +42,7 @@ import contextlib
 import os
 import queue
 import re
+import shutil
 import subprocess
 import threading
 import time
@@ -52,8 +54,10 @@ from reshape.joblink.auth import ENV_KEYS
 from reshape.joblink.launch import sweep_ipc
 from reshape.joblink.launchers import Launcher
 from scheduler.core.job import JobState
+from scheduler.core.jobfile import JobFileError
 from scheduler.core.state import ClusterState, Kill, Launch, StateError
 from scheduler.service.startup import (
+    LOCAL,
     full_env,
     job_argv,
     job_env,
@@ -65,12 +69,14 @@ from scheduler.service.startup import (
 )
 from scheduler.service.statedir import open_private
 
-__all__ = ["MONITOR_GRACE", "ON_NODES", "ProxyWatch", "Supervisor", "process_table"]
+__all__ = ["MONITOR_GRACE", "ON_NODES", "ProxyWatch", "Supervisor", "log_tail", "process_table"]
 
 MONITOR_GRACE = 3.0  # seconds a watched mpiexec gets to exit after its first node's monitor saw the job end
 RUNNER_GRACE = 10.0  # seconds a job run by a node monitor waits for its exit status after an end seen by a scan
 ON_NODES = ("head", "first-node")  # where jobs' mpiexec runs (reshape daemon --mpiexec-on)
 _ERROR_LINE = re.compile(r"^[\w.]*(Error|Exception|Exit)\b.*: ")  # Python's last traceback line
+# Hydra's own errors: "[proxy:0@host] HYDU_create_process (/long/build/path/launch.c:73): execvp error on file X ..."
+_HYDRA_LINE = re.compile(r"^\[(?:proxy|mpiexec)[^\]]*\]\s+\w+\s+\([^)]*\):\s*(?P<cause>\S.*)$")
 
 
 def _alive(pid: int | None) -> bool:
@@ -206,6 +212,20 @@ def run_as(owner: str | None) -> int | None:
     return uid or None
 
 
+def log_tail(path: str, tail: int) -> str:
+    """The last ``tail`` lines (0: all) of the last 32 KiB of a job's log (``""``: no log yet); the daemon's
+    ``log`` reply, and ``reshape log`` when no daemon runs."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 32768))
+            # as text the protocol carries: undecodable bytes and NULs (a program's binary output) as U+FFFD
+            lines = f.read().decode("utf-8", "replace").replace("\0", "\ufffd").splitlines()
+    except FileNotFoundError:
+        return ""
+    return "\n".join(lines[-tail:] if tail else lines)
+
+
 class Supervisor:
     """The jobs' processes: started, watched, killed (module docstring)."""
 
@@ -227,6 +247,29 @@ class Supervisor:
             raise ValueError(f"mpiexec-on must be one of {', '.join(ON_NODES)}, got {mpiexec_on!r}")
         self.on_nodes = mpiexec_on == "first-node"
         self.orders: dict[str, dict[int, dict]] = {}  # node -> job id -> start order its monitor has not confirmed
+
+    def check_program(self, desc: dict, owner: str | None) -> None:
+        """Refuse, at submit, a job whose program does not exist where it would run, when the daemon can tell:
+        every rank runs on this machine (its own ``mpiexec``, a pool of this host only), as the daemon's own
+        user (a root daemon does not look up paths for another user: that would tell them what exists where
+        they may not look), and the program is a path (from the jobs' working directory) or a name on the
+        ``PATH`` the job gets. A leading ``python`` is the daemon's own interpreter
+        (:func:`scheduler.service.startup.job_argv`)."""
+        prog = desc["command"][0]
+        if prog in ("python", "python3") or self.on_nodes or run_as(owner) is not None or \
+                any(n.host not in LOCAL for n in self.state.pool.nodes):
+            return
+        path = desc.get("env", {}).get("PATH", os.environ.get("PATH", os.defpath))
+        if "/" not in prog:
+            if shutil.which(prog, path=path) is None:
+                raise JobFileError(f"command: program {prog!r} not found on the PATH jobs get here ({path})")
+            return
+        full = os.path.join(self.workdir, prog)  # an absolute path stays as it is
+        if not os.path.isfile(full):
+            raise JobFileError(f"command: program {prog!r} does not exist" +
+                               ("" if os.path.isabs(prog) else f" (relative to the jobs' directory {self.workdir})"))
+        if not os.access(full, os.X_OK):
+            raise JobFileError(f"command: program {prog!r} is not executable")
 
     # ------------------------------------------------------------------ paths
     def log_path(self, job_id: int) -> str:
@@ -422,14 +465,15 @@ class Supervisor:
             self._strays.put(self.tag(jid))  # stray ranks of a crashed job
             j = self.state.jobs.get(jid)
             acts += self.state.exited(jid, rc, now, self.last_words(jid, rc) if j and not j.error else None)
+        # how jobs ended first: a job that exited 0 while no daemon ran is done, not past its walltime
+        acts += self._reported_ends(now)
+        acts += self._lost_proxies(now)
+        if now - self._last_adopted_check >= 0.5 or self.state.overdue(now, self.overtime):
+            self._last_adopted_check = now
+            acts += self._adopted_ends(now)
         acts += self.state.check_nodes(now)
         acts += self.state.check_resizes(now)
         acts += self.state.expire(now, self.overtime)
-        acts += self._reported_ends(now)
-        acts += self._lost_proxies(now)
-        if now - self._last_adopted_check >= 0.5:
-            self._last_adopted_check = now
-            acts += self._adopted_ends(now)
         return acts
 
     def _lost_proxies(self, now: float) -> list:
@@ -503,7 +547,8 @@ class Supervisor:
         return [jid for jid, p in self.procs.items() if p.poll() is not None]
 
     def last_words(self, job_id: int, rc: int) -> str | None:
-        """A failed job's reason when it reported none: its exit code and the error its log ends with."""
+        """A failed job's reason when it reported none: its exit code and the error its log ends with (Python's
+        last exception, else the cause Hydra gave, e.g. ``execvp error on file X``, else the last line)."""
         if rc == 0:
             return None
         try:
@@ -514,17 +559,11 @@ class Supervisor:
         except OSError:
             return None
         errors = [ln for ln in lines if _ERROR_LINE.match(ln)]
+        if not errors:  # Hydra's cause, without the function and source path before it
+            errors = [m["cause"] for m in map(_HYDRA_LINE.match, lines) if m]
         last = (errors or lines or [""])[-1]
         return f"exit code {rc}: {last[:200]}" if last else None
 
     def log_tail(self, job_id: int, tail: int) -> str:
         """The last ``tail`` lines (0: all) of the last 32 KiB of the job's log."""
-        try:
-            with open(self.log_path(job_id), "rb") as f:
-                f.seek(0, os.SEEK_END)
-                f.seek(max(0, f.tell() - 32768))
-                # as text the protocol carries: undecodable bytes and NULs (a program's binary output) as U+FFFD
-                lines = f.read().decode("utf-8", "replace").replace("\0", "\ufffd").splitlines()
-        except FileNotFoundError:
-            return ""
-        return "\n".join(lines[-tail:] if tail else lines)
+        return log_tail(self.log_path(job_id), tail)
