@@ -15,6 +15,7 @@ import zmq
 from reshape.joblink import jobenv as E
 from reshape.joblink.client import DaemonError, RequestTooLarge, SchedulerUnavailable, request
 from reshape.joblink.launchers import LAUNCHERS
+from reshape.joblink.protocol import printable
 from scheduler.core.jobtable import FINAL
 from scheduler.rm.slurm_view import SlurmError
 from scheduler.service.endpoint import DEFAULT_ENDPOINT
@@ -49,7 +50,7 @@ def _client(fn):
             print(f"reshape: {e.message}", file=sys.stderr)
             return 1
         except DaemonError as e:
-            print(f"reshape: the daemon refused: {e}", file=sys.stderr)
+            print(f"reshape: the daemon refused: {printable(e)}", file=sys.stderr)
             return 1
         except (ValueError, SlurmError) as e:
             print(f"reshape: {e}", file=sys.stderr)
@@ -59,7 +60,8 @@ def _client(fn):
 
 
 def _table(rows: list[list[Any]], head: list[str]) -> str:
-    cells = [head] + [["-" if c is None else str(c) for c in r] for r in rows]
+    # a name or a reason someone else chose is shown as text, never as a terminal's escape sequence
+    cells = [head] + [["-" if c is None else printable(c) for c in r] for r in rows]
     w = [max(len(r[i]) for r in cells) for i in range(len(head))]
     return "\n".join("  ".join(c.ljust(w[i]) for i, c in enumerate(r)).rstrip() for r in cells)
 
@@ -106,7 +108,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     print(f"reshape daemon: pool from {info['pool']}; launcher {info['launcher']} ({info['launcher_why']})",
           flush=True)
     for w in info["warnings"]:
-        print(f"reshape daemon: warning: {w}", file=sys.stderr, flush=True)
+        print(f"reshape daemon: warning: {printable(w)}", file=sys.stderr, flush=True)
     try:
         d.serve()
     except (OSError, zmq.ZMQError) as e:  # the endpoint is taken or cannot be bound
@@ -190,10 +192,12 @@ def cmd_status(args: argparse.Namespace) -> int:
                       for n in nodes], ["NODE", "STATE", "USED", "SEEN", "REASON"]))
     rm = sv.get("rm") or {}
     if rm.get("kind", "fixed") != "fixed":
-        print(f"\n{rm['kind']}: {rm.get('source', '')}; late starts of waiting Slurm jobs: "
-              f"{rm.get('rigid_late_starts', 0)}" + (f"; last Slurm error: {rm['error']}" if rm.get("error") else ""))
+        print()
+        print(printable(f"{rm['kind']}: {rm.get('source', '')}; late starts of waiting Slurm jobs: "
+                        f"{rm.get('rigid_late_starts', 0)}" + (f"; last Slurm error: {rm['error']}"
+                                                               if rm.get("error") else "")))
         for note in rm.get("notes", [])[-5:]:
-            print(f"  {note}")
+            print(f"  {printable(note)}")
     if sv.get("refused"):
         print(f"daemon: {sv['refused']} unauthenticated connection attempts refused")
     return 0

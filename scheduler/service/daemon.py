@@ -251,7 +251,8 @@ class Daemon:
         s = self.state
         new = s.policy_error_count - self._told_errors  # decisions the core skipped: say so once each
         for msg in list(s.policy_errors)[-new:] if new > 0 else []:
-            print(f"reshape daemon: policy error (decision skipped): {msg}", file=sys.stderr, flush=True)
+            print(f"reshape daemon: policy error (decision skipped): {P.printable(msg)}", file=sys.stderr,
+                  flush=True)
         self._told_errors = s.policy_error_count
         jobs = [s.jobs[i] for i in sorted(s.dirty)]
         meta = {"next_id": s.next_id, "slots": s.pool.capacity}

@@ -30,6 +30,7 @@ from zmq.utils import z85
 from zmq.utils.monitor import parse_monitor_message
 
 from reshape.joblink.auth import ServerKeys
+from reshape.joblink.protocol import printable
 from scheduler.service.peers import UNIDENTIFIED, ConnectionLimits, Valve, ipc_peer_uid, loopback_uid, tcp_peer_uid
 
 __all__ = ["Gatekeeper"]
@@ -103,7 +104,8 @@ class Gatekeeper:
             return
         more = f" (and {hidden} more like it)" if hidden else ""
         self._logged[text] = (now, 0)
-        print(f"reshape daemon: {time.strftime('%H:%M:%S')} refused {text}{more}", file=self.log, flush=True)
+        print(printable(f"reshape daemon: {time.strftime('%H:%M:%S')} refused {text}{more}"), file=self.log,
+              flush=True)
 
     def _run(self) -> None:
         poller = zmq.Poller()

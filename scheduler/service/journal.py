@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import re
 import sqlite3
 import threading
 from typing import Any
@@ -58,6 +59,26 @@ CREATE TABLE IF NOT EXISTS node_events (
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a finite number")
+
+
+_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")  # JSON's escape of a UTF-16 surrogate (a pair, or a lone one)
+
+
+def _read(text: str) -> Any:
+    """A record's JSON; ValueError for one that holds a non-finite number or a string no UTF-8 can
+    hold (a lone surrogate: every later write of it, a reply or a history row, would fail)."""
+    x = json.loads(text, parse_constant=_no_constant)
+    if _SURROGATE.search(text):
+        try:
+            json.dumps(x, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ValueError(f"a string is not valid Unicode (a lone surrogate {e.object[e.start]!a})") from None
+    return x
+
+
+def _text(s: str) -> str:
+    """A text SQLite can store (UTF-8): a lone surrogate written as its escape, never an error."""
+    return s if s.isascii() else s.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _dumps(record: dict[str, Any]) -> str:
@@ -139,13 +160,14 @@ class Journal:
                 [(j.job_id, j.state, _dumps(j.to_dict())) for j in jobs])
             cur.executemany(
                 "INSERT INTO events(t, job_id, kind, nprocs, busy, detail) VALUES (?, ?, ?, ?, ?, ?)",
-                [(e["t"], e["job_id"], e["kind"], e["nprocs"], e["busy"], e["detail"]) for e in events])
+                [(e["t"], e["job_id"], e["kind"], e["nprocs"], e["busy"], _text(e["detail"])) for e in events])
             cur.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
                             [(k, json.dumps(v)) for k, v in meta.items()])
             cur.executemany("INSERT OR REPLACE INTO nodes(host, state, record) VALUES (?, ?, ?)",
                             [(n.host, n.state, _dumps(n.to_dict())) for n in nodes])
             cur.executemany("INSERT INTO node_events(t, host, kind, total, detail) VALUES (?, ?, ?, ?, ?)",
-                            [(e["t"], e["host"], e["kind"], e["total"], e["detail"]) for e in node_events])
+                            [(e["t"], _text(e["host"]), e["kind"], e["total"], _text(e["detail"]))
+                             for e in node_events])
             cur.execute("COMMIT")
         except BaseException:
             cur.execute("ROLLBACK")
@@ -154,12 +176,18 @@ class Journal:
 
     def _records(self, table: str, key: str, make) -> list:
         """Every record of ``table`` that reads back; one that does not (not JSON, a value JSON cannot
-        carry such as infinity, a field the code no longer knows) moves to ``quarantine`` with the
-        reason, listed in :attr:`quarantined`, so a bad record costs a warning, never a crash loop."""
+        carry such as infinity, a string no UTF-8 can hold, a field the code no longer knows) moves to
+        ``quarantine`` with the reason, listed in :attr:`quarantined` (the daemon prints each at start),
+        so a bad record costs a warning, never a crash loop."""
         out = []
-        for k, r in list(self.db.execute(f"SELECT {key}, record FROM {table} ORDER BY {key}")):
+        self.db.text_factory = lambda b: b.decode("utf-8", "replace")  # bytes that are not UTF-8: not JSON below
+        try:
+            rows = list(self.db.execute(f"SELECT {key}, record FROM {table} ORDER BY {key}"))
+        finally:
+            self.db.text_factory = str
+        for k, r in rows:
             try:
-                out.append(make(json.loads(r, parse_constant=_no_constant)))
+                out.append(make(_read(r)))
             except Exception as e:
                 why = f"{type(e).__name__}: {e}"[:300]
                 self.db.execute("BEGIN")

@@ -45,7 +45,7 @@ import uuid
 from reshape.joblink import jobenv as E
 from reshape.joblink.client import Connection, DaemonError, SchedulerUnavailable
 from reshape.joblink.launch import sweep_ipc
-from reshape.joblink.protocol import MAX_OUTPUT_BYTES
+from reshape.joblink.protocol import MAX_OUTPUT_BYTES, printable
 from scheduler.service.noderun import NodeRunner, Run
 from scheduler.service.startup import WRAPPER_NAME
 
@@ -136,7 +136,7 @@ class NodeMonitor:
                                  self.say)
 
     def say(self, text: str) -> None:
-        print(f"reshape nodemon {self.node}: {text}", file=self.log, flush=True)
+        print(printable(f"reshape nodemon {self.node}: {text}"), file=self.log, flush=True)
 
     def register(self) -> None:
         """Raises DaemonError (e.g. ``unknown_node``: not in the pool) or SchedulerUnavailable."""
