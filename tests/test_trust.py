@@ -112,5 +112,5 @@ def test_names_and_reasons_with_control_characters_are_printed_as_escapes(daemon
     for cmd in (["status"], ["history"]):
         out = subprocess.run([sys.executable, "-m", "scheduler.cli", *cmd, "--endpoint", d.endpoint], cwd=ROOT,
                              capture_output=True, text=True, timeout=60).stdout
-        shown = [c for c in out if c < " " and c != "\n" or "\x7f" <= c <= "\x9f"]
+        shown = [c for c in out if (c < " " and c != "\n") or "\x7f" <= c <= "\x9f"]
         assert not shown and "job\\x1b]0;owned\\x07\\x1b[2J" in out and "\\x1b[31mboom" in out, (cmd, out)

@@ -89,7 +89,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
             keys=args.keys, launcher=args.launcher, overtime=args.overtime, dashboard=args.dashboard,
             checkpoint_root=args.checkpoint_root, mpiexec_on=args.mpiexec_on, max_peers=args.max_peers,
             max_peers_per_user=args.max_peers_per_user, max_queued_per_user=args.max_queued_per_user,
-            submit_rate=args.submit_rate, submit_burst=args.submit_burst)
+            submit_rate=args.submit_rate, submit_burst=args.submit_burst, accept_users=args.accept_users)
         d = Daemon(args.state_dir, args.endpoint, pool, settings, rm=from_args(args), listen=True)
     except (PoolError, ValueError, MPIUnavailable) as e:
         print(f"reshape daemon: {e}", file=sys.stderr)
@@ -331,7 +331,9 @@ def cmd_keys(args: argparse.Namespace) -> int:
     from reshape.joblink.auth import AuthError, describe, make_keys
 
     try:
-        written = make_keys(args.dir, ("client", *(c for c in args.client if c != "client")), force=args.force)
+        named = {c: args.account for c in args.client} if args.account else {}
+        written = make_keys(args.dir, ("client", *(c for c in args.client if c != "client")), force=args.force,
+                            accounts=named)
         print("\n".join(f"wrote {p}" for p in written) or "keys already present (--force replaces them)")
         print(describe(args.dir))
     except (AuthError, OSError) as e:
@@ -438,6 +440,9 @@ def _add_limits(p: argparse.ArgumentParser) -> None:
                    help="submissions per second one user may make on average (default 20)")
     g.add_argument("--submit-burst", type=_positive_int, default=200, metavar="N",
                    help="submissions one user may make at once before --submit-rate applies (default 200)")
+    g.add_argument("--accept-users", type=lambda s: tuple(x for x in s.split(",") if x), default=(),
+                   metavar="USER,...", help="a daemon not running as root runs only its own user's jobs; also "
+                                            "these accounts' (as itself; '*': anyone identified). Not admins")
 
 
 def _add_keys(sub: argparse._SubParsersAction) -> None:
@@ -447,7 +452,11 @@ def _add_keys(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dir", default=default_keys_dir(), help="key directory (default $RESHAPE_KEYS or "
                                                               "~/.reshape/keys)")
     p.add_argument("--client", action="append", default=[], metavar="NAME",
-                   help="also make and authorize the client key pair NAME (repeatable; 'client' always)")
+                   help="also make and authorize the client key pair NAME (repeatable; 'client' always); "
+                        "user-ACCOUNT: a user's key, node-HOST: a node monitor's (speaks for HOST only)")
+    p.add_argument("--account", metavar="USER",
+                   help="the local account the --client keys' jobs run as (KEYS/accounts.toml; default: "
+                        "ACCOUNT for user-ACCOUNT, none for node-*, else the account running this)")
     p.add_argument("--force", action="store_true", help="replace existing keys")
     p.set_defaults(func=cmd_keys)
 

@@ -32,7 +32,7 @@ from typing import Any
 import zmq
 
 from reshape.joblink import protocol as P
-from reshape.joblink.auth import keys_dir_for, load_client_keys, load_server_keys
+from reshape.joblink.auth import ACCOUNTS_FILE, keys_dir_for, load_client_keys, load_server_keys
 from reshape.joblink.launchers import choose
 from scheduler.core.policy import app_policy, remap_policy
 from scheduler.core.pool import Pool
@@ -40,6 +40,7 @@ from scheduler.core.state import ClusterState, Kill, Launch
 from scheduler.rm.base import ResourceManager
 from scheduler.rm.fixed import fixed_pool
 from scheduler.service import statedir
+from scheduler.service.accounts import Accounts
 from scheduler.service.dashboard import Dashboard, parse_bind
 from scheduler.service.dashboard_view import LatencyHistogram, snapshot
 from scheduler.service.endpoint import DEFAULT_ENDPOINT, bind, job_endpoint, user_id
@@ -89,6 +90,7 @@ class Settings:
     max_queued_per_user: int = 1000  # queued and waiting jobs one user (not an admin) may have
     submit_rate: float = 20.0  # submissions per second one user (not an admin) may make, on average
     submit_burst: int = 200  # submissions one user may make at once before the rate applies
+    accept_users: tuple[str, ...] = ()  # a daemon not running as root: accounts besides its own it runs jobs for
 
     def check(self) -> None:
         if not self.node_timeout > 0:
@@ -123,6 +125,8 @@ class Daemon:
         keys_dir = keys_dir_for(endpoint, cfg.keys)
         self.server_keys = load_server_keys(keys_dir) if keys_dir else None
         self.keys_dir = os.path.abspath(keys_dir) if keys_dir else None
+        self.accounts = Accounts(self.server_keys.accounts if self.server_keys else {}, frozenset(cfg.accept_users),
+                                 os.path.join(self.keys_dir or "KEYS", ACCOUNTS_FILE))
         self.endpoint, self.dashboard_bind = endpoint, cfg.dashboard
         self.gate: Gatekeeper | None = None
         self.quota = Quota(cfg.max_queued_per_user, cfg.submit_rate, cfg.submit_burst)
@@ -148,7 +152,7 @@ class Daemon:
         self.rm.attach(self.state, now)  # after the journal: the manager reconciles it with what it holds
         self.supervisor = Supervisor(self.state, self.state_dir, cfg.workdir or os.getcwd(), self.launcher,
                                      job_endpoint(endpoint), self.keys_dir, cfg.overtime, cfg.checkpoint_root,
-                                     cfg.mpiexec_on)
+                                     cfg.mpiexec_on, self.accounts)
         self.supervisor.settle_unlaunched(now)
         self._init_counters()
         self.warnings: list[str] = [f"journal record set aside (table quarantine): {q}"
@@ -158,6 +162,9 @@ class Daemon:
                 load_client_keys(self.keys_dir)
             except ValueError as e:
                 self.warnings.append(f"jobs will not reach the daemon: {e}")
+            if not self.accounts.keys:
+                self.warnings.append(f"no key has a local account ({self.accounts.table}): keys run no job and none "
+                                     f"is an admin ('reshape keys --dir {self.keys_dir}' writes the table)")
 
     def _init_counters(self) -> None:
         self.served = 0
