@@ -127,6 +127,7 @@ class Daemon:
         self.keys_dir = os.path.abspath(keys_dir) if keys_dir else None
         self.accounts = Accounts(self.server_keys.accounts if self.server_keys else {}, frozenset(cfg.accept_users),
                                  os.path.join(self.keys_dir or "KEYS", ACCOUNTS_FILE))
+        self.rm.accounts = self.accounts  # a site controller checks a registration's sender against Slurm
         self.endpoint, self.dashboard_bind = endpoint, cfg.dashboard
         self.gate: Gatekeeper | None = None
         self.quota = Quota(cfg.max_queued_per_user, cfg.submit_rate, cfg.submit_burst)
