@@ -77,8 +77,8 @@ FILES = ("docker-compose.yml", "docker/slurm-compose.yml")
 SITE = "tcp://head:5600"
 STATE = "/var/lib/reshape/trust-test"
 JOB = {"name": "t", "command": ["sleep", "1"], "nprocs": 2, "resizable": False, "launch": "single"}
-# requests as uid 65534 with its own key: each reply's body, or {"error": code, "message": ...}
-AS_NOBODY = """
+# requests (argv[1]: [[type, body], ...]) to the controller: each reply's body, or {"error": code, "message": ...}
+REQUESTS = """
 import json, sys
 from reshape.joblink.client import Connection, DaemonError
 out = []
@@ -145,15 +145,15 @@ def test_the_site_controller_takes_a_registration_only_from_the_owner_of_the_slu
         theirs = wait_for(lambda: _running(c, victim), 60)
         own = wait_for(lambda: _running(c, mine), 60)
 
-        def as_nobody(reqs: list) -> list[dict]:
-            script = AS_NOBODY.format(site=SITE)
-            out = _sh(c, f"cd /tmp && {nobody} python -c {shlex.quote(script)} {shlex.quote(json.dumps(reqs))}")
+        def requests(prefix: str, reqs: list) -> list[dict]:
+            script = REQUESTS.format(site=SITE)
+            out = _sh(c, f"cd /tmp && {prefix} python -c {shlex.quote(script)} {shlex.quote(json.dumps(reqs))}")
             return json.loads(out)
 
         def reg(alloc: str, hosts: list[str]) -> tuple[str, dict]:
             return "register", {"job": JOB, "allocation": alloc, "hosts": hosts * 2}
 
-        steal, foreign, ghost, early, ok, again = as_nobody([
+        steal, foreign, ghost, early, ok, again = requests(nobody, [
             reg(victim, theirs), reg(mine, theirs), reg("999999", own), reg(waiting, own), reg(mine, own),
             reg(mine, own)])
         assert steal.get("error") == "forbidden" and f"Slurm job {victim} belongs to root" in steal["message"], steal
@@ -162,16 +162,10 @@ def test_the_site_controller_takes_a_registration_only_from_the_owner_of_the_slu
         assert early.get("error") == "bad_hosts" and "is PENDING, not RUNNING" in early["message"], early
         assert "job_id" in ok and again == ok, (ok, again)
         # root, with the admin key, cannot take nobody's registration over
-        root = json.loads(_sh(c, "python -c " + shlex.quote(
-            "import json; from reshape.joblink.client import Connection, DaemonError\n"
-            f"c = Connection('{SITE}', 10.0)\n"
-            "try:\n"
-            f"    print(json.dumps(c.request('register', {json.dumps(reg(mine, own)[1])}).body))\n"
-            "except DaemonError as e:\n"
-            "    print(json.dumps({'error': e.code, 'message': e.message}))")))
+        (root,) = requests("", [reg(mine, own)])
         assert root.get("error") == "forbidden" and "by key:user-nobody" in root["message"], root
         # its owner's cancel ends its own Slurm job, and root's is untouched all along
-        (cancel,) = as_nobody([("cancel", {"job_id": ok["job_id"]})])
+        (cancel,) = requests(nobody, [("cancel", {"job_id": ok["job_id"]})])
         assert "error" not in cancel, cancel
         wait_for(lambda: _running(c, mine) is None, 60)
         assert _running(c, victim) == theirs

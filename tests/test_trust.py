@@ -7,6 +7,7 @@ would: JSON the protocol's own encoder would never write.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -114,3 +115,69 @@ def test_names_and_reasons_with_control_characters_are_printed_as_escapes(daemon
                              capture_output=True, text=True, timeout=60).stdout
         shown = [c for c in out if (c < " " and c != "\n") or "\x7f" <= c <= "\x9f"]
         assert not shown and "job\\x1b]0;owned\\x07\\x1b[2J" in out and "\\x1b[31mboom" in out, (cmd, out)
+
+
+def _outward_address() -> str | None:
+    """An address of this machine that is not loopback (the one a route outward would use), or None."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("192.0.2.254", 9))  # no packet is sent: this only picks the route
+            addr = s.getsockname()[0]
+        except OSError:
+            return None
+    return None if addr.startswith("127.") else addr
+
+
+def test_peers_without_a_key_cannot_crowd_out_those_with_one(tmp_path, monkeypatch):
+    """A CURVE daemon on a network address, at most 50 connections per identity: from this host, a
+    connection that never completes a handshake (no key) every 5 ms, each held until libzmq drops it
+    (5 s), while a client with a key sends 8 requests from the same address: every one is answered.
+    The keyless connections are pending under their address, and the oldest of them makes room."""
+    import socket
+    import threading
+
+    from reshape.joblink import auth
+    from reshape.joblink.client import Connection
+    from tests.helpers import DaemonProc, free_port
+
+    addr = _outward_address()
+    if addr is None:
+        pytest.skip("no network address besides loopback on this machine")
+    keys = str(tmp_path / "keys")
+    auth.make_keys(keys)
+    state = tmp_path / "state"
+    state.mkdir()
+    endpoint = f"tcp://{addr}:{free_port()}"
+    monkeypatch.setenv(auth.ENV_KEYS, keys)  # this test's requests: the admin key
+    d = DaemonProc(str(state), 2, endpoint=endpoint, extra=("--keys", keys, "--max-peers-per-user", "50"))
+    stop = threading.Event()
+    held: list[socket.socket] = []
+
+    def flood() -> None:
+        while not stop.wait(0.005):
+            with contextlib.suppress(OSError):
+                held.append(socket.create_connection((addr, int(endpoint.rsplit(":", 1)[1])), timeout=1))
+
+    t = threading.Thread(target=flood)
+    t.start()
+    try:
+        wait_for(lambda: len(held) >= 200, 30)  # two limits' worth: the flood is at full strength
+        answered = 0
+        for _ in range(8):
+            c = Connection(endpoint, 2.0)
+            try:
+                answered += c.request("ping").type == "ok"
+            except Exception:
+                pass
+            finally:
+                c.close()
+        conns = d.req("status")["daemon"]["connections"]
+        assert answered == 8 and conns["shut"] >= 50, (answered, conns)
+    finally:
+        stop.set()
+        t.join()
+        for s in held:
+            s.close()
+        d.cleanup()

@@ -283,7 +283,7 @@ class Daemon:
         busy endpoint leaves no trace; :meth:`serve` otherwise."""
         cfg = self.settings
         self._ctx, self._sock, self.gate = bind(self.endpoint, self.server_keys, cfg.max_peers,
-                                                cfg.max_peers_per_user)
+                                                cfg.max_peers_per_user, self.accounts.is_admin)
 
     def _close_gate(self) -> None:
         if self.gate is not None:
