@@ -130,8 +130,7 @@ def _running(c, jid: str) -> list[str] | None:
 def test_the_site_controller_takes_a_registration_only_from_the_owner_of_the_slurm_job(slurm):
     c = slurm
     keys = "/cluster/keys"
-    _sh(c, f"reshape keys --dir {keys} --client user-nobody >/dev/null && "
-           f"chown nobody {keys}/user-nobody.key_secret && grep -q '\"user-nobody\" = \"nobody\"' {keys}/accounts.toml")
+    _sh(c, f"reshape keys --dir {keys} --client user-nobody >/dev/null && chown nobody {keys}/user-nobody.key_secret")
     _sh(c, f"mkdir -p {STATE} && nohup reshape daemon --slurm-site --endpoint tcp://0.0.0.0:5600 --state-dir {STATE} "
            f"--workdir /opt/reshape > {STATE}.log 2>&1 &")
     wait_for(lambda: c.exec("head", f"reshape status --endpoint {SITE}", check=False).returncode == 0, 60,

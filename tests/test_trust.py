@@ -38,7 +38,7 @@ def raw(endpoint: str, frames: list[dict]) -> list[dict]:
 
 
 def quick(name: str, **kw) -> dict:
-    return {"name": name, "command": ["sleep", "60"], "nprocs": 1, "resizable": False, "launch": "single", **kw}
+    return {"name": name, "command": ["sleep", "60"], "nprocs": 1, "resizable": False, "launch": "single"} | kw
 
 
 def test_a_message_that_utf8_cannot_hold_or_out_of_bounds_is_refused_and_the_daemon_lives_on(daemon):
@@ -181,3 +181,43 @@ def test_peers_without_a_key_cannot_crowd_out_those_with_one(tmp_path, monkeypat
         for s in held:
             s.close()
         d.cleanup()
+
+
+def test_a_job_cannot_fill_the_journal_with_its_messages(daemon):
+    """A running job sends 40 'lost' reports in a burst: the first is recorded, the malformed repeats are
+    refused by the core, and from the 21st on the job is over its rate (over_limit): the journal holds
+    one 'lost' event, not 40."""
+    d = daemon(2)
+    jid = d.submit(**quick("chatty", nprocs=2))
+    wait_for(lambda: d.job(jid)["state"] == "running", 30)
+    body = {"old": 2, "new": 1, "ranks": [1], "reason": "a rank went away"}
+    replies = raw(d.endpoint, [{"type": "lost", "job_id": jid, "body": body}] * 40)
+    codes = [r["body"].get("code", "ok") if r["type"] == "error" else r["type"] for r in replies]
+    assert codes[0] == "ok" and codes[-1] == "over_limit" and set(codes[1:20]) == {"bad_size"}, codes
+    events = [e for e in d.req("history")["events"] if e["job_id"] == jid and e["kind"] == "lost"]
+    assert len(events) == 1, events
+    assert d.req("status")["daemon"]["job_messages_refused"] == codes.count("over_limit")
+
+
+def test_ended_jobs_leave_memory_and_the_journal_after_their_retention(daemon):
+    """--retain-jobs 5: of 30 jobs submitted and cancelled only the last 5 stay in memory; --retain-days
+    0.0001 (8.6 s): then the journal holds none of them, nor their events."""
+    d = daemon(2, extra=("--retain-jobs", "5", "--retain-days", "0.0001"))
+    ids = [d.submit(**quick(f"j{i}", arrival_delay=600)) for i in range(30)]
+    for jid in ids:
+        d.req("cancel", {"job_id": jid})
+    hist = d.req("history")
+    assert [j["job_id"] for j in hist["jobs"]] == ids[-5:] and hist["jobs_total"] == 5, hist["jobs"]
+    db = os.path.join(d.state_dir, "journal.sqlite")
+
+    def rows() -> tuple[int, int]:
+        con = sqlite3.connect(db)
+        try:
+            return (con.execute("SELECT count(*) FROM jobs").fetchone()[0],
+                    con.execute("SELECT count(*) FROM events").fetchone()[0])
+        finally:
+            con.close()
+
+    assert rows()[0] == 30  # journaled, all of them, until their retention in the journal ends
+    wait_for(lambda: rows() == (0, 0), 60, every=0.5)
+    assert d.req("status")["daemon"]["retention"]["pruned"] == 30

@@ -89,7 +89,8 @@ def cmd_daemon(args: argparse.Namespace) -> int:
             keys=args.keys, launcher=args.launcher, overtime=args.overtime, dashboard=args.dashboard,
             checkpoint_root=args.checkpoint_root, mpiexec_on=args.mpiexec_on, max_peers=args.max_peers,
             max_peers_per_user=args.max_peers_per_user, max_queued_per_user=args.max_queued_per_user,
-            submit_rate=args.submit_rate, submit_burst=args.submit_burst, accept_users=args.accept_users)
+            submit_rate=args.submit_rate, submit_burst=args.submit_burst, accept_users=args.accept_users,
+            retain_jobs=args.retain_jobs, retain_days=args.retain_days)
         d = Daemon(args.state_dir, args.endpoint, pool, settings, rm=from_args(args), listen=True)
     except (PoolError, ValueError, MPIUnavailable) as e:
         print(f"reshape daemon: {e}", file=sys.stderr)
@@ -440,6 +441,10 @@ def _add_limits(p: argparse.ArgumentParser) -> None:
                    help="submissions per second one user may make on average (default 20)")
     g.add_argument("--submit-burst", type=_positive_int, default=200, metavar="N",
                    help="submissions one user may make at once before --submit-rate applies (default 200)")
+    g.add_argument("--retain-jobs", type=_positive_int, default=10_000, metavar="N",
+                   help="ended jobs kept in memory, for status, history and log (default 10000)")
+    g.add_argument("--retain-days", type=_days, default=30.0, metavar="DAYS",
+                   help="ended jobs and their events kept in the journal (default 30; 0: for ever)")
     g.add_argument("--accept-users", type=lambda s: tuple(x for x in s.split(",") if x), default=(),
                    metavar="USER,...", help="a daemon not running as root runs only its own user's jobs; also "
                                             "these accounts' (as itself; '*': anyone identified). Not admins")
@@ -568,6 +573,17 @@ def _rate(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if not 0 < v < float("inf"):
         raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return v
+
+
+def _days(text: str) -> float:
+    """A finite number of days >= 0 (argparse type)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of days: {text!r}") from None
+    if not 0 <= v < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number of days >= 0, got {text}")
     return v
 
 

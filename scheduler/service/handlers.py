@@ -34,6 +34,7 @@ from scheduler.service.accounts import Accounts
 from scheduler.service.journal import Journal
 from scheduler.service.loopstats import LoopStats
 from scheduler.service.peers import UNIDENTIFIED
+from scheduler.service.retention import JobLimits
 from scheduler.service.startup import tag_prefix
 from scheduler.service.supervisor import Supervisor
 
@@ -96,6 +97,7 @@ class Daemon(Protocol):
     quota: Quota
     endpoint: str
     accounts: Accounts
+    job_limits: JobLimits
 
     def service_stats(self, loop: bool = False) -> dict[str, Any]: ...
 
@@ -162,6 +164,15 @@ def _core(d: Daemon, ev: P.Request, now: float, who: str | None) -> tuple[P.Mess
     return P.reply(ev), acts
 
 
+def _limited(d: Daemon, ev: P.Lost | P.Resized, now: float, who: str | None) -> tuple[P.Message, list]:
+    """``lost`` and ``resized`` journal an event each: a job sends them at most at its limit's rate."""
+    if ev.job_id in d.state.live and not d.job_limits.message(ev.job_id, now):
+        lim = d.job_limits
+        raise StateError("over_limit", f"job {ev.job_id} sends {ev.type!r} faster than {lim.rate:g} per second "
+                                       f"(at most {lim.burst} at once): not recorded")
+    return _core(d, ev, now, who)
+
+
 def _resize_point(d: Daemon, ev: P.ResizePoint, now: float, who: str | None) -> tuple[P.Message, list]:
     adv, acts = d.state.handle(ev, now)
     return P.reply(ev, "advice", action=adv.action, nprocs=adv.nprocs, hosts=list(adv.hosts),
@@ -191,6 +202,8 @@ def _job_output(d: Daemon, ev: P.JobOutput, now: float, who: str | None) -> tupl
         raise StateError("bad_field", "job_output: 'data' is not base64") from None
     if len(data) > P.MAX_OUTPUT_BYTES:
         raise StateError("bad_field", f"job_output: 'data' holds {len(data)} bytes > {P.MAX_OUTPUT_BYTES}")
+    if ev.job_id in d.state.live and not d.job_limits.output(ev.job_id, len(data), now):
+        data = b""  # over the job's output rate: nothing written now; the reply says how much is held
     return P.reply(ev, at=d.supervisor.output(ev.job_id, ev.node, ev.attempt, ev.offset, data)), []
 
 
@@ -283,7 +296,7 @@ def history(d: Daemon, now: float, limit: int | None, since: float | None,
 
 
 HANDLERS: dict[type[P.Request], Handler] = {
-    P.ResizePoint: _resize_point, P.Hello: _core, P.Resized: _core, P.Lost: _core, P.Finished: _core,
+    P.ResizePoint: _resize_point, P.Hello: _core, P.Resized: _limited, P.Lost: _limited, P.Finished: _core,
     P.JobEnded: _core, P.Heartbeat: _heartbeat, P.JobOutput: _job_output, P.NodeRegister: _node_register,
     P.Ping: _ping, P.Submit: _submit, P.Status: _status, P.Cancel: _cancel, P.History: _history,
     P.Log: _log, P.Stop: _stop, P.Register: _register,

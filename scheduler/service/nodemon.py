@@ -245,6 +245,8 @@ class NodeMonitor:
                 if not data:
                     break
                 self._send_output(run, offset, data)
+                if run.sent <= offset:  # the daemon took none of it (the job's output rate): next round
+                    break
             if ended:
                 self._send_exit(run)
 
