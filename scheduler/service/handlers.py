@@ -284,8 +284,8 @@ def history(d: Daemon, now: float, limit: int | None, since: float | None,
     if after is None and limit is not None:
         sel = sorted(sel, key=lambda j: j.job_id)[-limit:] if limit else []
     ids = {j.job_id for j in sel}
-    span = (min(ids), max(ids)) if ids and after is not None else None  # a page: only its jobs' events
-    events = [e for e in d.journal.history(span) + s.events
+    span = (min(ids), max(ids)) if ids else None  # only the listed jobs' events are read (an index on job_id)
+    events = [e for e in (d.journal.history(span) if ids else []) + s.events
               if e["job_id"] in ids and (since is None or e["t"] >= since)]
     nodes = [] if after else [e for e in d.journal.node_history() + s.node_events
                               if since is None or e["t"] >= since]
