@@ -12,7 +12,6 @@ Docker engine runs.
 from __future__ import annotations
 
 import json
-import os
 import shlex
 
 import pytest
@@ -22,7 +21,8 @@ from scheduler.core.job import Job
 from scheduler.core.jobfile import validate_job
 from scheduler.rm.slurm_verify import SlurmFacts, Verified, mismatch, own_expanders, parse_show_job
 from scheduler.rm.slurm_view import SlurmJob
-from tests.helpers import TIMINGS, wait_for
+from tests.helpers import wait_for
+from tests.test_cluster_slurm import slurm  # noqa: F401  (the fixture: one Slurm cluster for this module)
 
 LINE = ("JobId=42 JobName=heat UserId=alice(1001) GroupId=alice(1001) MCS_label=N/A Priority=4294901758 "
         "Nice=0 Account=(null) QOS=(null) JobState=RUNNING Reason=None Dependency=(null) BatchHost=node3 "
@@ -73,7 +73,6 @@ def test_only_its_own_expanders_and_its_owners_retries():
 
 
 # ---------------------------------------------------------------------- the real slurmctld
-FILES = ("docker-compose.yml", "docker/slurm-compose.yml")
 SITE = "tcp://head:5600"
 STATE = "/var/lib/reshape/trust-test"
 JOB = {"name": "t", "command": ["sleep", "1"], "nprocs": 2, "resizable": False, "launch": "single"}
@@ -94,26 +93,6 @@ print(json.dumps(out))
 """
 
 
-@pytest.fixture(scope="module")
-def slurm():
-    from scheduler.tools.compose import ComposeCluster, base_image, unavailable
-
-    why = unavailable()
-    if why:
-        pytest.skip(f"cluster tier: {why}")
-    base, how = base_image()
-    if base is None:
-        pytest.skip(f"cluster tier: {how}")
-    c = ComposeCluster(f"reshapetrust{os.getpid()}", base, FILES)
-    try:
-        c.down()
-        TIMINGS["trust: slurm build"] = c.build()
-        TIMINGS["trust: slurm up"] = c.up()
-        yield c
-    finally:
-        c.down()
-
-
 def _sh(c, command: str, timeout: float = 60) -> str:
     return c.exec("head", command, timeout=timeout).stdout
 
@@ -127,7 +106,7 @@ def _running(c, jid: str) -> list[str] | None:
 
 @pytest.mark.cluster
 @pytest.mark.timeout(600)
-def test_the_site_controller_takes_a_registration_only_from_the_owner_of_the_slurm_job(slurm):
+def test_the_site_controller_takes_a_registration_only_from_the_owner_of_the_slurm_job(slurm):  # noqa: F811
     c = slurm
     keys = "/cluster/keys"
     _sh(c, f"reshape keys --dir {keys} --client user-nobody >/dev/null && chown nobody {keys}/user-nobody.key_secret")

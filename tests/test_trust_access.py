@@ -13,7 +13,6 @@ Needs root (clients and impostors run as other users); skips otherwise.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -29,7 +28,7 @@ from reshape.joblink import auth
 from reshape.joblink import protocol as P
 from reshape.joblink.client import Connection, DaemonError
 from tests.helpers import ROOT, DaemonProc, free_port, wait_for
-from tests.test_access import NOBODY, _others_can_run, as_user
+from tests.test_access import NOBODY, _others_can_run, as_user, forked
 
 pytestmark = [pytest.mark.procs,
               pytest.mark.skipif(os.geteuid() != 0, reason="runs clients and impostors as other users: need root")]
@@ -156,33 +155,6 @@ def test_a_daemon_not_running_as_root_runs_only_its_own_users_jobs(tmp_path):
 
 
 # ---------------------------------------------------------------------- a monitor and an impostor
-def forked(uid: int, fn, *args):
-    """``fn(*args)`` as ``uid`` in a child forked now; a function that waits for its JSON-able result."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.close(r)
-            os.setgid(uid)
-            os.setuid(uid)
-            try:
-                out = fn(*args)
-            except Exception as e:
-                out = {"raised": f"{type(e).__name__}: {e}"}
-            os.write(w, json.dumps(out).encode())
-        finally:
-            os._exit(0)
-    os.close(w)
-
-    def result() -> dict:
-        with os.fdopen(r, "rb") as f:
-            data = f.read()
-        os.waitpid(pid, 0)
-        return json.loads(data)
-
-    return result
-
-
 def _impostor(port: int, seconds: float, proof: str) -> dict:
     """As another user: a ZeroMQ ROUTER on the daemon's port, answering as a daemon would, with a start
     order that names no uid (run as whoever the monitor is). What it received."""

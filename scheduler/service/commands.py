@@ -576,24 +576,19 @@ def _rate(text: str) -> float:
     return v
 
 
-def _days(text: str) -> float:
-    """A finite number of days >= 0 (argparse type)."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of days: {text!r}") from None
-    if not 0 <= v < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number of days >= 0, got {text}")
-    return v
+def _amount(unit: str):
+    """An argparse type: a finite number of ``unit`` >= 0."""
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number of {unit}: {text!r}") from None
+        if not 0 <= v < float("inf"):
+            raise argparse.ArgumentTypeError(f"must be a finite number of {unit} >= 0, got {text}")
+        return v
+
+    return parse
 
 
-def _seconds(text: str) -> float:
-    """A finite number of seconds >= 0 (argparse type)."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not 0 <= v < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0, got {text}")
-    return v
+_seconds, _days = _amount("seconds"), _amount("days")
 
