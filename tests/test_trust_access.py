@@ -85,6 +85,10 @@ def test_node_keys_speak_for_their_node_only_and_keys_have_their_accounts_rights
             rep = keyed(d.endpoint, keys, "node-localhost", t, body)
             assert rep.get("error") == "forbidden", (t, rep)
         # a monitor picks its node's key by itself (KEYS/node-localhost.key_secret): the node is up with it
+        from scheduler.service.nodemon import monitor_keys
+
+        node_key = zmq.auth.load_certificate(os.path.join(keys, "node-localhost.key"))[0]
+        assert monitor_keys(d.endpoint, keys, "localhost").public == node_key
         with open(state / "mon.log", "ab") as log:
             mon = subprocess.Popen([sys.executable, "-m", "scheduler.cli", "nodemon", "--daemon", d.endpoint,
                                     "--node", "localhost", "--keys", keys, "--spool", str(state / "spool")],
