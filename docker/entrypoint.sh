@@ -5,7 +5,8 @@
 # Both roles: an ed25519 host key for this container, the cluster's ssh key from the shared
 # volume /cluster (the first node to start makes it, under a mkdir lock; the
 # others wait for it) authorized for root, and sshd; likewise the CURVE keys of
-# the daemon and its clients in /cluster/keys ($RESHAPE_KEYS, `reshape keys`).
+# the daemon and its clients in /cluster/keys ($RESHAPE_KEYS, `reshape keys`; accounts.toml maps the
+# admin key `client` to root, and each compute node adds its own node-HOST key).
 # The head then runs the scheduler daemon in the foreground with the pool of
 # docker/pool.toml (or $RESHAPE_POOL); a compute node runs its node monitor
 # (`reshape nodemon`), which registers the node with the daemon and heartbeats.
@@ -82,6 +83,9 @@ case "$role" in
         exec slurmd -D
         ;;
     compute)
+        # this node's own key (node-HOST: it speaks for this node only; the monitor picks it up), made
+        # before sshd starts, so before the head (which waits for sshd) reads the authorized keys
+        [ -s "$curve/node-$(hostname).key_secret" ] || reshape keys --dir "$curve" --client "node-$(hostname)" >/dev/null
         /usr/sbin/sshd -e
         # the jobs whose first node this is run their mpiexec here (reshape daemon --mpiexec-on first-node):
         # Hydra tells their proxies to call back to this node's address on the cluster network

@@ -77,7 +77,11 @@ class DaemonProc:
                 [*self.prefix, sys.executable, "-m", "scheduler.cli", "daemon", "--endpoint", self.endpoint,
                  "--state-dir", self.state_dir, *self.args],
                 cwd=ROOT, start_new_session=True, stdout=subprocess.DEVNULL, stderr=err)
-        wait_for(lambda: self.ping(), 15)
+        try:
+            wait_for(lambda: self.ping(), 15)
+        except BaseException:  # a daemon that never answered is not left behind
+            kill_session(self.proc.pid, grace=1.0)
+            raise
 
     def ping(self) -> bool:
         try:

@@ -47,6 +47,11 @@ def _send(endpoint: str, requests: list[tuple[str, dict]]) -> list[dict]:
 
 def in_child(uid: int, fn, *args):
     """``fn(*args)`` as ``uid`` in a forked child; its JSON-able result (or ``{"raised": ...}``)."""
+    return forked(uid, fn, *args)()
+
+
+def forked(uid: int, fn, *args):
+    """``fn(*args)`` as ``uid`` in a child forked now; a function that waits for its JSON-able result."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -62,12 +67,14 @@ def in_child(uid: int, fn, *args):
         finally:
             os._exit(0)
     os.close(w)
-    data = b""
-    while chunk := os.read(r, 65536):
-        data += chunk
-    os.close(r)
-    os.waitpid(pid, 0)
-    return json.loads(data)
+
+    def result():
+        with os.fdopen(r, "rb") as f:
+            data = f.read()
+        os.waitpid(pid, 0)
+        return json.loads(data)
+
+    return result
 
 
 @pytest.fixture

@@ -27,6 +27,7 @@ def site() -> tuple[ClusterState, SlurmSite]:
     for h in NODES:
         pool.set_down(h)
     rm = SlurmSite("batch", {"grant_timeout": 10, "idle_release": 30, "expire_margin": 30}, pool=pool)
+    rm.verified.me = "u"  # the user of every job in these views: the expanders are the controller's own
     st = ClusterState(rm.pool(None), app_policy("easy"), remap_policy("reshape"))
     for h in NODES:
         st.not_ours(h, "not ours")

@@ -23,6 +23,7 @@ import os
 import secrets
 import socket
 import time
+from collections.abc import Callable
 from typing import Any
 
 import zmq
@@ -98,18 +99,27 @@ class Connection:
     """One DEALER socket to the daemon; ``request`` = send + bounded wait for the matching reply."""
 
     def __init__(self, endpoint: str, timeout: float = 5.0, ctx: zmq.Context | None = None,
-                 keys: str | ClientKeys | None = None, fail_fast: float | None = None):
+                 keys: str | ClientKeys | None = None, fail_fast: float | None = None,
+                 check_peer: Callable[[int], str | None] | None = None):
         """``keys``: a key directory or loaded keys; by default as ``reshape.joblink.auth.keys_dir_for`` says.
         ``fail_fast``: seconds after which a request fails when every connection attempt so far
         was refused (nothing listens at the endpoint: ZeroMQ's ``CONNECT_RETRIED`` and no
         ``CONNECTED``), instead of waiting out the whole timeout; a daemon just starting binds
         within that time. For the command line.
+        ``check_peer``: who listens at the endpoint must pass this check (given the connected
+        socket's descriptor; it returns why not, or None) before anything is sent: a socket makes
+        one connection and never reconnects (a new one is made and checked after a failure), so
+        nothing ever goes to a listener that was not checked. For a node monitor without CURVE.
 
         Raises ``reshape.joblink.auth.AuthError`` (a ValueError) when keys are needed but missing.
         """
         self.endpoint = endpoint
         self.timeout = timeout
         self.fail_fast = fail_fast
+        self.check_peer = check_peer
+        self._peer_fd: int | None = None  # the connection made (check_peer), once made
+        self._checked = False  # and who listens there passed check_peer
+        self._gone = False  # that connection ended: this socket is done
         self._mon: zmq.Socket | None = None
         self._connected = False
         self._refused_since: float | None = None
@@ -133,9 +143,14 @@ class Connection:
             # (the daemon exits right after sending it) was lost in about one of
             # four stops. A request queued for an absent daemon is discarded by
             # ``reset`` when its reply times out.
-            if self.fail_fast is not None:
-                self._mon = s.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_CONNECT_RETRIED)
+            if self.check_peer is not None:
+                s.setsockopt(zmq.RECONNECT_IVL, -1)  # one connection, checked (_verify): never another
+            if self.fail_fast is not None or self.check_peer is not None:
+                events = zmq.EVENT_CONNECTED | (zmq.EVENT_CONNECT_RETRIED if self.fail_fast is not None else 0) \
+                    | (zmq.EVENT_DISCONNECTED | zmq.EVENT_CLOSED if self.check_peer is not None else 0)
+                self._mon = s.get_monitor_socket(events)
                 self._connected, self._refused_since = False, None
+                self._peer_fd, self._checked, self._gone = None, False, False
             s.connect(_from_own_address(self.endpoint) if self.keys is None else self.endpoint)
             self._sock = s
         return self._sock
@@ -144,13 +159,32 @@ class Connection:
         """Read the monitor's events: True once connections were refused for ``fail_fast`` seconds
         and none ever succeeded."""
         while self._mon is not None and self._mon.poll(0):
-            event = recv_monitor_message(self._mon)["event"]
+            ev = recv_monitor_message(self._mon)
+            event = ev["event"]
             if event == zmq.EVENT_CONNECTED:
                 self._connected = True
+                self._peer_fd = ev["value"]
+            elif event in (zmq.EVENT_DISCONNECTED, zmq.EVENT_CLOSED):
+                self._gone = True
             elif event == zmq.EVENT_CONNECT_RETRIED and self._refused_since is None:
                 self._refused_since = time.monotonic()
-        return (not self._connected and self._refused_since is not None
+        return (self.fail_fast is not None and not self._connected and self._refused_since is not None
                 and time.monotonic() - self._refused_since >= self.fail_fast)
+
+    def _verify(self, deadline: float) -> None:
+        """``check_peer``: wait for the connection, then check who listens there; nothing was sent yet."""
+        while self._peer_fd is None and not self._gone:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._mon.poll(max(1, int(left * 1000))):
+                break
+            self._refused()
+        why = "no connection" if self._peer_fd is None else self.check_peer(self._peer_fd)
+        self._refused()  # the connection may have ended meanwhile (its descriptor then names nothing of ours)
+        if why is None and not self._gone:
+            self._checked = True
+            return
+        self.reset()
+        raise SchedulerUnavailable(f"not sent to {self.endpoint}: {why or 'the connection ended'}")
 
     def reset(self) -> None:
         """Drop the socket (and any late reply); the next request reconnects."""
@@ -178,6 +212,13 @@ class Connection:
             raise RequestTooLarge(len(frame))
         sock = self._socket()
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        if self.check_peer is not None:
+            self._refused()  # the socket's events: a connection that ended is never used again
+            if self._gone:
+                self.reset()
+                sock = self._socket()
+            if not self._checked:
+                self._verify(deadline)
         left = max(1, int((deadline - time.monotonic()) * 1000))
         try:
             try:

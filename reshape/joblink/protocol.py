@@ -28,10 +28,13 @@ __all__ = [
     "CONTROL_TYPES",
     "JOB_TYPES",
     "MAX_DEPTH",
+    "MAX_LEN",
     "MAX_MESSAGE_BYTES",
     "MAX_OUTPUT_BYTES",
     "MAX_REPLY_BYTES",
+    "MAX_SECONDS",
     "MAX_SIZES",
+    "MAX_TEXT",
     "NODE_TYPES",
     "REPLY_TYPES",
     "REQUESTS",
@@ -61,6 +64,7 @@ __all__ = [
     "decode",
     "encode",
     "error_reply",
+    "printable",
     "reply",
 ]
 
@@ -70,6 +74,14 @@ MAX_REPLY_BYTES = 64 * 1024 * 1024  # replies (status, history) may be large; a 
 MAX_DEPTH = 16  # JSON nesting of a request (objects and arrays)
 MAX_INT = 1 << 53  # integers a peer may send (beyond: not a count, an id or a time)
 MAX_SIZES = 4096  # ``hello``'s ``sizes`` lists the sizes a job accepts among 1..MAX_SIZES
+MAX_SECONDS = 1e9  # durations a peer may send (about 31 years)
+MAX_EPOCH = 4e9  # times a peer may send (epoch seconds: the year 2096)
+MAX_TEXT = 2000  # characters of a free text a peer sends (a reason, an error, a detail)
+# the longest string each body field may hold (fields not listed: bounded by the message's size)
+MAX_LEN = {"reason": MAX_TEXT, "error": MAX_TEXT, "detail": MAX_TEXT, "message": MAX_TEXT, "host": 255,
+           "node": 255, "incarnation": 255, "status": 16, "allocation": 64}
+# numbers that are seconds: at most MAX_SECONDS (no 1e308 reaches a sum, no sum reaches infinity)
+_SECONDS_FIELDS = ("iter_time", "redist_time", "seconds")
 
 _INT = (int,)
 _NUM = (int, float)
@@ -145,7 +157,8 @@ REPLY_TYPES = frozenset(_REPLY_BODIES)
 NODE_TYPES = frozenset({*_NODE_CONTROL_BODIES, "job_ended", "job_output"})  # sent by node monitors (the last two
 # are job messages)
 MAX_OUTPUT_BYTES = 32 * 1024  # a job_output's data, decoded (base64 makes it 4/3 as long: within a request)
-_ALL = {**_JOB_BODIES, **_CONTROL_BODIES, **_REPLY_BODIES}
+_REQUEST_BODIES = {**_JOB_BODIES, **_CONTROL_BODIES}
+_ALL = {**_REQUEST_BODIES, **_REPLY_BODIES}
 _CLOSED = set(_JOB_BODIES) | {"advice", "error"} | set(_CONTROL_BODIES)  # no extra fields
 ADVICE_ACTIONS = ("expand", "shrink", "continue")
 # done; error: the program failed; lost: a process of the job was lost (a resize could not complete)
@@ -412,9 +425,12 @@ def decode(frame: bytes, limit: int = MAX_MESSAGE_BYTES) -> Request | Message:
 
     Before the schema: at most ``limit`` bytes (a client reading replies passes
     :data:`MAX_REPLY_BYTES`), nesting at most :data:`MAX_DEPTH` deep, numbers
-    finite, integers within :data:`MAX_INT`, strings without NUL. So nothing a
-    peer sends can exhaust the parser's stack, or reach the journal as a value
-    that cannot be written back (``1e999`` is infinity, which JSON cannot carry).
+    finite, integers within :data:`MAX_INT`, strings without NUL that UTF-8 can
+    encode (JSON's ``"\\ud800"``, a lone surrogate, cannot be). After it: each
+    field's length (:data:`MAX_LEN`), seconds within :data:`MAX_SECONDS`, the
+    shape of every list. So nothing a peer sends can exhaust the parser's stack,
+    or reach the journal as a value that cannot be written back (``1e999`` is
+    infinity, which JSON cannot carry; a surrogate, which SQLite cannot store).
     """
     if len(frame) > limit:  # not parsed; its seq, if it comes first as our encoder writes it, is echoed
         seq = _LEADING_SEQ.match(frame[:200])
@@ -446,6 +462,18 @@ def reply(request: Message | Request, type_: str = "ok", **body: Any) -> Message
 
 def error_reply(code: str, message: str, seq: int = 0, job_id: int | None = None) -> Message:
     return Message("error", seq, job_id, {"code": code, "message": message[:2000]})
+
+
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff\ud800-\udfff]")
+
+
+def printable(text: Any) -> str:
+    """``text`` as a terminal, a log or a page may show it: control characters (an escape sequence
+    that recolours, moves the cursor or retitles a terminal; a line break that forges a log line),
+    invisible and bidirectional-override characters and lone surrogates written as their escapes
+    (``\\x1b``, ``\\u202e``), so a name or a reason a peer chose shows as what it is."""
+    text = str(text)
+    return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def _no_constant(name: str) -> Any:
@@ -491,14 +519,26 @@ def _bad_value(x: Any, path: str = "message") -> str | None:
     if isinstance(x, int):
         return None if -MAX_INT <= x <= MAX_INT else f"{path}: integer out of range (|x| > 2**53)"
     if isinstance(x, str):
-        return f"{path}: string contains a NUL byte" if "\0" in x else None
+        return _bad_text(x, f"{path}: string")
     items = x.items() if isinstance(x, dict) else enumerate(x)
     for k, v in items:
-        if isinstance(k, str) and "\0" in k:
-            return f"{path}: key contains a NUL byte"
+        if isinstance(k, str) and (why := _bad_text(k, f"{path}: key")):
+            return why
         why = _bad_value(v, f"{path}.{k}" if isinstance(k, str) else f"{path}[{k}]")
         if why:
             return why
+    return None
+
+
+def _bad_text(s: str, what: str) -> str | None:
+    """Why ``s`` cannot be taken (a NUL; a lone surrogate, which no UTF-8 file or reply can hold)."""
+    if "\0" in s:
+        return f"{what} contains a NUL byte"
+    if not s.isascii():
+        try:
+            s.encode("utf-8")
+        except UnicodeEncodeError as e:
+            return f"{what} is not valid Unicode (character {e.start}: a lone surrogate {s[e.start]!a})"
     return None
 
 
@@ -567,6 +607,8 @@ def _check_values(t: str, body: dict[str, Any], seq: int) -> None:
     for name in ("iteration", "iter_time", "redist_time", "seconds", "job_id", "tail", "processes", "pid",
                  "limit", "since", "after", "attempt", "offset"):
         nonneg(name)
+    if t in _REQUEST_BODIES:
+        _check_bounds(t, body, seq)
     if t == "resize_point" and "grid" in body:
         g = body["grid"]
         if len(g) > 3 or not all(_is(x, _INT) and x >= 1 for x in g):
@@ -608,6 +650,28 @@ def _check_values(t: str, body: dict[str, Any], seq: int) -> None:
     if t == "job_output" and len(body["data"]) > (MAX_OUTPUT_BYTES * 4) // 3 + 4:
         raise ProtocolError("bad_field", f"job_output: 'data' must hold at most {MAX_OUTPUT_BYTES} bytes "
                                          "(base64)", seq)
+
+
+def _check_bounds(t: str, body: dict[str, Any], seq: int) -> None:
+    """A request's strings within their lengths, its seconds and times within range, its lists' shapes."""
+    for name in (*_SECONDS_FIELDS, "since"):
+        most = MAX_EPOCH if name == "since" else MAX_SECONDS
+        if body.get(name) is not None and body[name] > most:
+            raise ProtocolError("bad_field", f"{t}: {name!r} must be at most {most:g} seconds, got "
+                                             f"{body[name]:.6g}", seq)
+    for name, most in MAX_LEN.items():
+        v = body.get(name)
+        if isinstance(v, str) and len(v) > most:
+            raise ProtocolError("bad_field", f"{t}: {name!r} must be at most {most} characters, got {len(v)}", seq)
+    if t == "lost":
+        rs = body["ranks"]
+        if not 0 < len(rs) < body["old"] or not all(_is(r, _INT) and 0 <= r < body["old"] for r in rs) \
+                or len(set(rs)) != len(rs):
+            raise ProtocolError("bad_field", "lost: 'ranks' must list 1 to old-1 distinct ranks in [0, old) "
+                                             f"(integers), got {json.dumps(rs)[:100]}", seq)
+        if body["new"] > body["old"] - len(rs):
+            raise ProtocolError("bad_field", f"lost: 'new' {body['new']} must be at most old - lost = "
+                                             f"{body['old'] - len(rs)}", seq)
 
 
 def _check_sizes(sizes: list, seq: int) -> None:

@@ -175,8 +175,12 @@ class Resizes:
         freed, the reason is recorded, and the freed slots go to whoever the policies pick (the job
         too, at a later resize point)."""
         j = self._running(job_id)
+        self._reconcile(j, old, now)  # a resize the job made (or not) before the loss, unconfirmed
         if j.pending is not None:
             self._abandon_resize(j, now, f"a rank was lost: {reason}")
+        if old != j.nprocs or not 1 <= new <= old - len(set(ranks)) or not all(0 <= r < old for r in ranks):
+            raise StateError("bad_size", f"job {job_id} reports losing ranks {list(ranks)[:16]} of {old} and "
+                                         f"going on at {new}: the scheduler has it at {j.nprocs}")
         gone = set(ranks)
         keep = [h for r, h in enumerate(j.hosts) if r not in gone]
         free = [h for r, h in enumerate(j.hosts) if r in gone] + keep[new:]

@@ -52,6 +52,8 @@ class ResourceManager(ABC):
     #: a SIGTERM to the daemon means the nodes are being taken away (the allocation ends):
     #: the jobs are ended with it rather than left for a restarted daemon to adopt
     jobs_end_with_daemon: bool = False
+    #: who the daemon's senders are (``scheduler.service.accounts.Accounts``), set by the daemon
+    accounts: Any = None
 
     @abstractmethod
     def pool(self, saved_slots: int | None) -> Pool:

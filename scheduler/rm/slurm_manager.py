@@ -26,6 +26,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from reshape.joblink.protocol import printable
 from scheduler.core.job import Job
 from scheduler.core.pool import Pool
 from scheduler.rm.base import ResourceManager
@@ -77,7 +78,7 @@ class SlurmManager(ResourceManager):
                 "rigid_late_starts": len(b.late), "late_starts": b.late[-10:]}
 
     def note(self, text: str) -> None:
-        self.notes.append(f"{time.strftime('%H:%M:%S')} {text}")
+        self.notes.append(f"{time.strftime('%H:%M:%S')} {printable(text)}")  # names users chose: escaped
         print(f"reshape daemon: {self.notes[-1]}", flush=True)
 
     # ------------------------------------------------------------------ what the broker sees

@@ -21,6 +21,10 @@ with a time limit that ends with their job). ``reshape cancel`` of a job
 cancels its Slurm job and expanders; a Slurm job that ends (done, scancel,
 time limit) ends its reshape job.
 
+Trust: the controller believes only Slurm. A registration is taken when ``slurmctld`` says the job
+runs, is the sender's, and holds the hosts named; the controller cancels, shrinks and gives back
+only jobs it so verified and expanders it submitted (:mod:`scheduler.rm.slurm_verify`).
+
 Nothing is lost when the controller goes: its core is journaled, the jobs run
 in their own allocations and keep running at their sizes while it is away
 (their clients retry), and a restarted controller re-adopts them from the
@@ -40,6 +44,7 @@ from scheduler.core.job import FINAL, Job
 from scheduler.core.pool import Pool
 from scheduler.rm.slurm_broker import Ended
 from scheduler.rm.slurm_manager import SlurmManager
+from scheduler.rm.slurm_verify import Verified, own_expanders
 from scheduler.rm.slurm_view import SlurmError, look, partition_args, partition_pool, run
 
 if TYPE_CHECKING:
@@ -63,11 +68,20 @@ class SlurmSite(SlurmManager):
             raise ValueError(f"--slurm-site: cannot read partition {partition or '(default)'}: {e}") from None
         super().__init__(partition, {"node_slots": max(n.slots for n in self._pool.nodes), **params})
         self.pending_actions: list = []  # actions of the start-up reconciliation, performed with the first step
+        self.verified = Verified()  # the Slurm jobs it checked: the only ones it acts on (slurm_verify)
         self.source = (f"Slurm partition {partition or '(default)'} ({len(self._pool.nodes)} nodes): site controller "
                        f"of every 'reshape submit --slurm' job")
 
     def pool(self, saved_slots: int | None) -> Pool:
         return self._pool
+
+    @property  # type: ignore[override]
+    def accounts(self) -> Any:
+        return self.verified.accounts
+
+    @accounts.setter
+    def accounts(self, accounts: Any) -> None:
+        self.verified.accounts = accounts
 
     @property
     def launcher(self) -> str | None:
@@ -83,14 +97,23 @@ class SlurmSite(SlurmManager):
     def attach(self, state: ClusterState, now: float) -> None:
         """Reconcile the journal with Slurm: every running job's Slurm job joins the broker, the
         nodes Slurm holds for them are granted (leased), and a node the journal had up that no
-        Slurm job of ours holds any more is vacated (jobs shrink off it) or given up."""
-        for j in state.running():
-            if j.allocation is not None:
-                self.broker.add_group(j.allocation, j.hosts[0], 0.0)  # a look now may say it ended
+        Slurm job of ours holds any more is vacated (jobs shrink off it) or given up. A journaled job
+        whose Slurm job is not its owner's (registered by an older controller that did not check) is
+        ended here, and nothing is done to that Slurm job."""
         try:
             jobs, idle = self.first_look()
         except SlurmError as e:
             raise ValueError(f"--slurm-site: cannot read Slurm's queue: {e}") from None
+        seen = {q.id: q for q in jobs}
+        for j in state.running():
+            if j.allocation is None:
+                continue
+            why = self.verified.recheck(j, seen)
+            if why is None:
+                self.broker.add_group(j.allocation, j.hosts[0], 0.0)  # a look now may say it ended
+            else:
+                self.note(f"job {j.job_id} ended: {why}")
+                self.pending_actions += state.exited(j.job_id, None, now, why)
         for a in self.apply(state, now, jobs, idle, now):
             self.pending_actions.append(a)
         for h in [n.host for n in state.pool.nodes if n.host not in state.pool.down]:
@@ -120,12 +143,13 @@ class SlurmSite(SlurmManager):
         """Register the job Slurm started as ``allocation`` on ``hosts``; the same allocation again: its id."""
         for j in state.live.values():
             if j.allocation == allocation and j.state not in FINAL:
-                return j.job_id  # a retry after a lost reply
+                return self.verified.reattach(j, owner)  # a retry after a lost reply: its owner's only
         if not allocation.isdigit():
             raise StateError("bad_hosts", f"allocation {allocation!r} is not a Slurm job id")
         unknown = sorted({h for h in hosts if not state.pool.has(h)})
         if unknown:
             raise StateError("bad_hosts", f"{', '.join(unknown)} not in partition {self.partition or '(default)'}")
+        self.verified.register(allocation, hosts, owner)  # Slurm's word: the job runs, is owner's, holds hosts
         self.broker.add_group(allocation, hosts[0], now)
         for h in dict.fromkeys(hosts):
             state.node_granted(h, now, f"allocation of Slurm job {allocation}", lease=allocation)
@@ -141,9 +165,14 @@ class SlurmSite(SlurmManager):
         for jid in job_ids:
             j = state.jobs.get(jid)
             if j is not None and j.allocation is not None:
-                self.edge.outbox.put(("end", j.allocation))
+                if j.allocation in self.verified.jobs:  # never a Slurm job it did not check
+                    self.edge.outbox.put(("end", j.allocation))
                 done.add(jid)
         return done
+
+    def apply(self, state: ClusterState, now: float, jobs: list, idle: int, seen: float) -> list:
+        """As every Slurm manager, with only the expanders this controller submitted (slurm_verify)."""
+        return super().apply(state, now, own_expanders(jobs, self.verified.me), idle, seen)
 
     def ended(self, s: ClusterState, op: Ended, now: float) -> list:
         acts: list = []

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pwd
 import queue
 import shlex
 import subprocess
@@ -36,6 +37,11 @@ EXPANDER_NICE = 10000  # expanders come after every waiting job of normal priori
 
 class SlurmError(RuntimeError):
     """A Slurm command failed; the message has the command and its error."""
+
+
+def _me() -> str:
+    """This process's user: the submitter of its expanders (a job of that name someone else submitted is not one)."""
+    return pwd.getpwuid(os.geteuid()).pw_name
 
 
 def expander_name(main: str) -> str:
@@ -174,7 +180,7 @@ class SlurmEdge:
         self._thread.join(timeout=10)
         for main in cancel_expanders_of:
             with contextlib.suppress(SlurmError):
-                run(["scancel", "--name", expander_name(main)])
+                run(["scancel", "--user", _me(), "--name", expander_name(main)])
 
     def _do(self, op) -> None:
         kind = op[0]
@@ -186,9 +192,9 @@ class SlurmEdge:
                 self.inbox.put(("submitted", op[1], None, t0, str(e)))
         elif kind == "cancel":
             run(["scancel", op[1]])
-        elif kind == "end":  # a job and every expander of it
+        elif kind == "end":  # a job and every expander of it (those we submitted: --user)
             run(["scancel", op[1]])
-            run(["scancel", "--name", expander_name(op[1])])
+            run(["scancel", "--user", _me(), "--name", expander_name(op[1])])
         elif kind == "keep":
             run(["scontrol", "update", f"JobId={op[1]}", f"NodeList={','.join(op[2])}"])
 

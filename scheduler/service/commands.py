@@ -15,6 +15,7 @@ import zmq
 from reshape.joblink import jobenv as E
 from reshape.joblink.client import DaemonError, RequestTooLarge, SchedulerUnavailable, request
 from reshape.joblink.launchers import LAUNCHERS
+from reshape.joblink.protocol import printable
 from scheduler.core.jobtable import FINAL
 from scheduler.rm.slurm_view import SlurmError
 from scheduler.service.endpoint import DEFAULT_ENDPOINT
@@ -50,7 +51,7 @@ def _client(fn):
             print(f"reshape: {e.message}", file=sys.stderr)
             return 1
         except DaemonError as e:
-            print(f"reshape: the daemon refused: {e}", file=sys.stderr)
+            print(f"reshape: the daemon refused: {printable(e)}", file=sys.stderr)
             return 1
         except (ValueError, SlurmError) as e:
             print(f"reshape: {e}", file=sys.stderr)
@@ -60,7 +61,8 @@ def _client(fn):
 
 
 def _table(rows: list[list[Any]], head: list[str]) -> str:
-    cells = [head] + [["-" if c is None else str(c) for c in r] for r in rows]
+    # a name or a reason someone else chose is shown as text, never as a terminal's escape sequence
+    cells = [head] + [["-" if c is None else printable(c) for c in r] for r in rows]
     w = [max(len(r[i]) for r in cells) for i in range(len(head))]
     return "\n".join("  ".join(c.ljust(w[i]) for i, c in enumerate(r)).rstrip() for r in cells)
 
@@ -88,7 +90,8 @@ def cmd_daemon(args: argparse.Namespace) -> int:
             keys=args.keys, launcher=args.launcher, overtime=args.overtime, dashboard=args.dashboard,
             checkpoint_root=args.checkpoint_root, mpiexec_on=args.mpiexec_on, max_peers=args.max_peers,
             max_peers_per_user=args.max_peers_per_user, max_queued_per_user=args.max_queued_per_user,
-            submit_rate=args.submit_rate, submit_burst=args.submit_burst)
+            submit_rate=args.submit_rate, submit_burst=args.submit_burst, accept_users=args.accept_users,
+            retain_jobs=args.retain_jobs, retain_days=args.retain_days)
         d = Daemon(args.state_dir, args.endpoint, pool, settings, rm=from_args(args), listen=True)
     except (PoolError, ValueError, MPIUnavailable) as e:
         print(f"reshape daemon: {e}", file=sys.stderr)
@@ -107,7 +110,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     print(f"reshape daemon: pool from {info['pool']}; launcher {info['launcher']} ({info['launcher_why']})",
           flush=True)
     for w in info["warnings"]:
-        print(f"reshape daemon: warning: {w}", file=sys.stderr, flush=True)
+        print(f"reshape daemon: warning: {printable(w)}", file=sys.stderr, flush=True)
     try:
         d.serve()
     except (OSError, zmq.ZMQError) as e:  # the endpoint is taken or cannot be bound
@@ -191,10 +194,12 @@ def cmd_status(args: argparse.Namespace) -> int:
                       for n in nodes], ["NODE", "STATE", "USED", "SEEN", "REASON"]))
     rm = sv.get("rm") or {}
     if rm.get("kind", "fixed") != "fixed":
-        print(f"\n{rm['kind']}: {rm.get('source', '')}; late starts of waiting Slurm jobs: "
-              f"{rm.get('rigid_late_starts', 0)}" + (f"; last Slurm error: {rm['error']}" if rm.get("error") else ""))
+        print()
+        print(printable(f"{rm['kind']}: {rm.get('source', '')}; late starts of waiting Slurm jobs: "
+                        f"{rm.get('rigid_late_starts', 0)}" + (f"; last Slurm error: {rm['error']}"
+                                                               if rm.get("error") else "")))
         for note in rm.get("notes", [])[-5:]:
-            print(f"  {note}")
+            print(f"  {printable(note)}")
     if sv.get("refused"):
         print(f"daemon: {sv['refused']} unauthenticated connection attempts refused")
     return 0
@@ -340,7 +345,9 @@ def cmd_keys(args: argparse.Namespace) -> int:
     from reshape.joblink.auth import AuthError, describe, make_keys
 
     try:
-        written = make_keys(args.dir, ("client", *(c for c in args.client if c != "client")), force=args.force)
+        named = {c: args.account for c in args.client} if args.account else {}
+        written = make_keys(args.dir, ("client", *(c for c in args.client if c != "client")), force=args.force,
+                            accounts=named)
         print("\n".join(f"wrote {p}" for p in written) or "keys already present (--force replaces them)")
         print(describe(args.dir))
     except (AuthError, OSError) as e:
@@ -447,6 +454,13 @@ def _add_limits(p: argparse.ArgumentParser) -> None:
                    help="submissions per second one user may make on average (default 20)")
     g.add_argument("--submit-burst", type=_positive_int, default=200, metavar="N",
                    help="submissions one user may make at once before --submit-rate applies (default 200)")
+    g.add_argument("--retain-jobs", type=_positive_int, default=10_000, metavar="N",
+                   help="ended jobs kept in memory, for status, history and log (default 10000)")
+    g.add_argument("--retain-days", type=_days, default=30.0, metavar="DAYS",
+                   help="ended jobs and their events kept in the journal (default 30; 0: for ever)")
+    g.add_argument("--accept-users", type=lambda s: tuple(x for x in s.split(",") if x), default=(),
+                   metavar="USER,...", help="a daemon not running as root runs only its own user's jobs; also "
+                                            "these accounts' (as itself; '*': anyone identified). Not admins")
 
 
 def _add_keys(sub: argparse._SubParsersAction) -> None:
@@ -456,7 +470,11 @@ def _add_keys(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dir", default=default_keys_dir(), help="key directory (default $RESHAPE_KEYS or "
                                                               "~/.reshape/keys)")
     p.add_argument("--client", action="append", default=[], metavar="NAME",
-                   help="also make and authorize the client key pair NAME (repeatable; 'client' always)")
+                   help="also make and authorize the client key pair NAME (repeatable; 'client' always); "
+                        "user-ACCOUNT: a user's key, node-HOST: a node monitor's (speaks for HOST only)")
+    p.add_argument("--account", metavar="USER",
+                   help="the local account the --client keys' jobs run as (KEYS/accounts.toml; default: "
+                        "ACCOUNT for user-ACCOUNT, none for node-*, else the account running this)")
     p.add_argument("--force", action="store_true", help="replace existing keys")
     p.set_defaults(func=cmd_keys)
 
@@ -580,13 +598,19 @@ def _rate(text: str) -> float:
     return v
 
 
-def _seconds(text: str) -> float:
-    """A finite number of seconds >= 0 (argparse type)."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not 0 <= v < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0, got {text}")
-    return v
+def _amount(unit: str):
+    """An argparse type: a finite number of ``unit`` >= 0."""
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number of {unit}: {text!r}") from None
+        if not 0 <= v < float("inf"):
+            raise argparse.ArgumentTypeError(f"must be a finite number of {unit} >= 0, got {text}")
+        return v
+
+    return parse
+
+
+_seconds, _days = _amount("seconds"), _amount("days")
 

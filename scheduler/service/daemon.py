@@ -32,14 +32,16 @@ from typing import Any
 import zmq
 
 from reshape.joblink import protocol as P
-from reshape.joblink.auth import keys_dir_for, load_client_keys, load_server_keys
+from reshape.joblink.auth import ACCOUNTS_FILE, keys_dir_for, load_client_keys, load_server_keys
 from reshape.joblink.launchers import choose
+from scheduler.core.job import FINAL
 from scheduler.core.policy import app_policy, remap_policy
 from scheduler.core.pool import Pool
 from scheduler.core.state import ClusterState, Kill, Launch
 from scheduler.rm.base import ResourceManager
 from scheduler.rm.fixed import fixed_pool
 from scheduler.service import statedir
+from scheduler.service.accounts import Accounts
 from scheduler.service.dashboard import Dashboard, parse_bind
 from scheduler.service.dashboard_view import LatencyHistogram, snapshot
 from scheduler.service.endpoint import DEFAULT_ENDPOINT, bind, job_endpoint, user_id
@@ -48,6 +50,7 @@ from scheduler.service.handlers import READS, Quota, answer
 from scheduler.service.journal import Journal
 from scheduler.service.loopstats import LoopStats, ServiceWindow
 from scheduler.service.periodic import Periodic
+from scheduler.service.retention import PRUNE_EVERY, JobLimits, Retention
 from scheduler.service.supervisor import ON_NODES, Supervisor
 
 __all__ = ["DEFAULT_ENDPOINT", "Daemon", "Settings", "job_endpoint"]
@@ -89,6 +92,9 @@ class Settings:
     max_queued_per_user: int = 1000  # queued and waiting jobs one user (not an admin) may have
     submit_rate: float = 20.0  # submissions per second one user (not an admin) may make, on average
     submit_burst: int = 200  # submissions one user may make at once before the rate applies
+    accept_users: tuple[str, ...] = ()  # a daemon not running as root: accounts besides its own it runs jobs for
+    retain_jobs: int = 10_000  # ended jobs kept in memory (scheduler.service.retention)
+    retain_days: float = 30.0  # ended jobs kept in the journal, in days (0: for ever)
 
     def check(self) -> None:
         if not self.node_timeout > 0:
@@ -102,6 +108,9 @@ class Settings:
         if self.max_queued_per_user < 1 or self.submit_burst < 1 or not 0 < self.submit_rate < float("inf"):
             raise ValueError(f"per-user limits must be positive: max-queued-per-user {self.max_queued_per_user}, "
                              f"submit-rate {self.submit_rate}, submit-burst {self.submit_burst}")
+        if self.retain_jobs < 1 or not 0 <= self.retain_days < float("inf"):
+            raise ValueError(f"retain-jobs must be >= 1 and retain-days a number of days >= 0, got "
+                             f"{self.retain_jobs} and {self.retain_days}")
         if self.mpiexec_on not in ON_NODES:
             raise ValueError(f"mpiexec-on must be one of {', '.join(ON_NODES)}, got {self.mpiexec_on!r}")
         if self.dashboard is not None:
@@ -123,6 +132,9 @@ class Daemon:
         keys_dir = keys_dir_for(endpoint, cfg.keys)
         self.server_keys = load_server_keys(keys_dir) if keys_dir else None
         self.keys_dir = os.path.abspath(keys_dir) if keys_dir else None
+        self.accounts = Accounts(self.server_keys.accounts if self.server_keys else {}, frozenset(cfg.accept_users),
+                                 os.path.join(self.keys_dir or "KEYS", ACCOUNTS_FILE))
+        self.rm.accounts = self.accounts  # a site controller checks a registration's sender against Slurm
         self.endpoint, self.dashboard_bind = endpoint, cfg.dashboard
         self.gate: Gatekeeper | None = None
         self.quota = Quota(cfg.max_queued_per_user, cfg.submit_rate, cfg.submit_burst)
@@ -148,8 +160,11 @@ class Daemon:
         self.rm.attach(self.state, now)  # after the journal: the manager reconciles it with what it holds
         self.supervisor = Supervisor(self.state, self.state_dir, cfg.workdir or os.getcwd(), self.launcher,
                                      job_endpoint(endpoint), self.keys_dir, cfg.overtime, cfg.checkpoint_root,
-                                     cfg.mpiexec_on)
+                                     cfg.mpiexec_on, self.accounts)
         self.supervisor.settle_unlaunched(now)
+        self.retention = Retention(cfg.retain_jobs, cfg.retain_days)
+        self.job_limits = JobLimits()  # per job: lost/resized and output (scheduler.service.retention)
+        self.retention.restored(self.state)  # the journal's oldest ended jobs beyond the count leave memory
         self._init_counters()
         self.warnings: list[str] = [f"journal record set aside (table quarantine): {q}"
                                     for q in self.journal.quarantined]
@@ -158,6 +173,9 @@ class Daemon:
                 load_client_keys(self.keys_dir)
             except ValueError as e:
                 self.warnings.append(f"jobs will not reach the daemon: {e}")
+            if not self.accounts.keys:
+                self.warnings.append(f"no key has a local account ({self.accounts.table}): keys run no job and none "
+                                     f"is an admin ('reshape keys --dir {self.keys_dir}' writes the table)")
 
     def _init_counters(self) -> None:
         self.served = 0
@@ -175,6 +193,7 @@ class Daemon:
         self.periodic = Periodic(self.loop)
         # the scheduler's pass, with the System Monitor's poll and the resource manager's step
         self._tick_task = self.periodic.every(self.settings.tick, "tick", self._tick)
+        self.periodic.every(PRUNE_EVERY, "retain", lambda now: self.retention.prune(self.journal, now))
 
     @property
     def pool_source(self) -> str:
@@ -251,12 +270,17 @@ class Daemon:
         s = self.state
         new = s.policy_error_count - self._told_errors  # decisions the core skipped: say so once each
         for msg in list(s.policy_errors)[-new:] if new > 0 else []:
-            print(f"reshape daemon: policy error (decision skipped): {msg}", file=sys.stderr, flush=True)
+            print(f"reshape daemon: policy error (decision skipped): {P.printable(msg)}", file=sys.stderr,
+                  flush=True)
         self._told_errors = s.policy_error_count
         jobs = [s.jobs[i] for i in sorted(s.dirty)]
         meta = {"next_id": s.next_id, "slots": s.pool.capacity}
         nodes = [s.nodes[h] for h in sorted(s.dirty_nodes)]
         self.journal.save(jobs, s.events, meta, nodes, s.node_events)
+        ended = [j.job_id for j in jobs if j.state in FINAL]
+        if ended:  # journaled: the oldest ended jobs beyond --retain-jobs leave memory
+            self.retention.note(ended, s)
+            self.job_limits.forget(ended)
         for e in s.events:
             if e["kind"] in self.resize_counts:
                 self.resize_counts[e["kind"]] += 1
@@ -274,7 +298,7 @@ class Daemon:
         busy endpoint leaves no trace; :meth:`serve` otherwise."""
         cfg = self.settings
         self._ctx, self._sock, self.gate = bind(self.endpoint, self.server_keys, cfg.max_peers,
-                                                cfg.max_peers_per_user)
+                                                cfg.max_peers_per_user, self.accounts.is_admin)
 
     def _close_gate(self) -> None:
         if self.gate is not None:
@@ -415,7 +439,7 @@ class Daemon:
         stats.add("wal", t6 - t5)
         self._freeze()
         stats.add("freeze", clock() - t6)
-        self.periodic.run(now, ("dashboard",))
+        self.periodic.run(now, ("dashboard", "retain"))
         if replies or deferred or ticked:  # not a poll that timed out between two ticks
             stats.end(clock() - t0, len(replies) + len(deferred))
 
@@ -518,7 +542,8 @@ class Daemon:
                   "max_loop_gap_ms": round(1e3 * self.max_gap, 1),
                   "policy_errors": self.state.policy_error_count,
                   "late_starts": self.state.late_start_count, "walltime_kills": self.state.walltime_kills,
-                  "last_policy_errors": list(self.state.policy_errors)[-3:], "rm": self.rm.info()}
+                  "last_policy_errors": list(self.state.policy_errors)[-3:], "rm": self.rm.info(),
+                  "retention": self.retention.info(), "job_messages_refused": self.job_limits.refused}
         if self.dash is not None:
             access["dashboard"] = self.dash.url  # the port bound, also when asked for port 0
         if loop:

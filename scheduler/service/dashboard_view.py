@@ -19,6 +19,7 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from reshape.joblink.protocol import printable
 from scheduler.service.live import idle_note
 from scheduler.service.palette import palette
 
@@ -79,7 +80,7 @@ def snapshot(state, events: Iterable[dict[str, Any]], now: float, service: dict[
     for jid in sorted(shown):
         j = state.jobs.get(jid)
         if j is not None:
-            jobs[str(jid)] = {"job_id": jid, "name": j.desc["name"], "state": j.state, "nprocs": j.nprocs,
+            jobs[str(jid)] = {"job_id": jid, "name": printable(j.desc["name"]), "state": j.state, "nprocs": j.nprocs,
                               "requested": j.desc["nprocs"], "min_procs": j.desc.get("min_procs"),
                               "max_procs": j.desc.get("max_procs"), "resizable": j.desc.get("resizable", True),
                               "iterations": j.iterations, "resizes": j.resizes,
@@ -130,7 +131,7 @@ def metrics_text(snap: dict[str, Any]) -> bytes:
         yield g
         g = GaugeMetricFamily("reshape_job_processes", "Processes of each running job", labels=["job_id", "name"])
         for r in snap["running"]:
-            g.add_metric([str(r["job_id"]), r["name"]], r["nprocs"])
+            g.add_metric([str(r["job_id"]), printable(r["name"])], r["nprocs"])
         yield g
         g = GaugeMetricFamily("reshape_nodes", "Pool nodes, by state", labels=["state"])
         for s, n in sorted(snap["node_states"].items()):

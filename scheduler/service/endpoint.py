@@ -82,10 +82,11 @@ def default_limits(max_peers: int | None = None, per_user: int | None = None) ->
     return total, min(per_user or MAX_PEERS_PER_USER, total)
 
 
-def bind(endpoint: str, server_keys, max_peers: int | None = None,
-         per_user: int | None = None) -> tuple[zmq.Context, zmq.Socket, Gatekeeper]:
+def bind(endpoint: str, server_keys, max_peers: int | None = None, per_user: int | None = None,
+         is_admin=None) -> tuple[zmq.Context, zmq.Socket, Gatekeeper]:
     """Bind the daemon's ROUTER socket; OSError saying why when the endpoint is taken or unusable.
-    ``max_peers``, ``per_user``: connection limits (:func:`default_limits`)."""
+    ``max_peers``, ``per_user``: connection limits (:func:`default_limits`); ``is_admin``: the
+    identities not held to them (default root and the daemon's user)."""
     limit = raise_fd_limit()
     total, mine = default_limits(max_peers, per_user)
     ctx = zmq.Context()
@@ -96,7 +97,6 @@ def bind(endpoint: str, server_keys, max_peers: int | None = None,
     sock.setsockopt(zmq.HANDSHAKE_IVL, int(HANDSHAKE_SECONDS * 1000))
     local = endpoint.startswith("ipc://")
     gate = None
-    admins = frozenset({0, os.geteuid()})
     try:
         if local:
             claim_socket(endpoint[len("ipc://"):])
@@ -104,8 +104,8 @@ def bind(endpoint: str, server_keys, max_peers: int | None = None,
         # every local user may connect (and is identified), unless the daemon is running short of files
         valve = Valve(path, SOCKET_MODE, limit) if local and server_keys is None else None
         # ZAP for every peer: CURVE keys, or the kernel's word on local peers (ipc, loopback TCP)
-        gate = Gatekeeper(ctx, sock, server_keys, local=local, limits=ConnectionLimits(total, mine, admins),
-                          valve=valve)
+        limits = ConnectionLimits(total, mine, is_admin) if is_admin else ConnectionLimits(total, mine)
+        gate = Gatekeeper(ctx, sock, server_keys, local=local, limits=limits, valve=valve)
         sock.bind(endpoint)
         if not local:
             gate.port = int(sock.getsockopt_string(zmq.LAST_ENDPOINT).rsplit(":", 1)[1])

@@ -12,14 +12,20 @@ and the rule for when they are needed: ``reshape.joblink.auth``.
 Without keys the ZAP handler names local peers: on ``ipc://`` by the uid
 libzmq reads from the kernel, on loopback TCP by the uid owning the peer's
 connections (``scheduler.service.peers.loopback_uid``). The same thread
-counts connections per user from the socket's monitor events and shuts
-those over the limits (``scheduler.service.peers``).
+counts connections per identity from the socket's monitor events and shuts
+those over the limits (``scheduler.service.peers``): a connection the kernel
+cannot name (a CURVE peer on the network) is counted under the key its
+handshake authenticated, which the ZAP handler learns first; the
+handshake's success (``EVENT_HANDSHAKE_SUCCEEDED``, with the descriptor)
+then pairs the two by the peer's address.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import itertools
+import socket
 import struct
 import sys
 import threading
@@ -30,6 +36,7 @@ from zmq.utils import z85
 from zmq.utils.monitor import parse_monitor_message
 
 from reshape.joblink.auth import ServerKeys
+from reshape.joblink.protocol import printable
 from scheduler.service.peers import UNIDENTIFIED, ConnectionLimits, Valve, ipc_peer_uid, loopback_uid, tcp_peer_uid
 
 __all__ = ["Gatekeeper"]
@@ -70,6 +77,8 @@ class Gatekeeper:
         self.accepted = 0
         self.quiet = 10.0
         self._logged: dict[str, tuple[float, int]] = {}
+        # identities the ZAP handler authenticated, per peer address, for their handshakes' success to claim
+        self._authed: dict[str, collections.deque[str]] = {}
         self._lock = threading.Lock()
         self._ctx = ctx
         self._stop = threading.Event()
@@ -78,7 +87,8 @@ class Gatekeeper:
         self._zap.bind(ZAP_ENDPOINT)
         self._mon_addr = f"inproc://reshape-gate-{id(self)}"
         sock.monitor(self._mon_addr, zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
-                     | zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED)
+                     | zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED
+                     | zmq.EVENT_HANDSHAKE_SUCCEEDED)
         self._mon = ctx.socket(zmq.PAIR)
         self._mon.linger = 0
         self._mon.rcvhwm = 0  # no connection event may be dropped: the counts depend on every one
@@ -103,7 +113,8 @@ class Gatekeeper:
             return
         more = f" (and {hidden} more like it)" if hidden else ""
         self._logged[text] = (now, 0)
-        print(f"reshape daemon: {time.strftime('%H:%M:%S')} refused {text}{more}", file=self.log, flush=True)
+        print(printable(f"reshape daemon: {time.strftime('%H:%M:%S')} refused {text}{more}"), file=self.log,
+              flush=True)
 
     def _run(self) -> None:
         poller = zmq.Poller()
@@ -125,7 +136,7 @@ class Gatekeeper:
                         self._check_valve()
                         self._serve_zap()
                     event, value = struct.unpack("=HI", frames[0][:6])
-                    if event in (zmq.EVENT_ACCEPTED, zmq.EVENT_DISCONNECTED):
+                    if event in (zmq.EVENT_ACCEPTED, zmq.EVENT_DISCONNECTED, zmq.EVENT_HANDSHAKE_SUCCEEDED):
                         self._count(event, value)
                         continue
                     ev = parse_monitor_message(frames)
@@ -159,9 +170,14 @@ class Gatekeeper:
         if event == zmq.EVENT_DISCONNECTED:
             self.limits.closed(fd)
             return
-        self._busy_until = time.monotonic() + 1.0
-        uid = ipc_peer_uid(fd) if self.local else tcp_peer_uid(fd)
-        over = self.limits.accepted(fd, uid)
+        if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:  # who it is, from the ZAP answer for its address
+            queue = self._authed.get(_address(fd) or "")
+            who = queue.popleft() if queue else None
+            over = self.limits.identified(fd, who) if who is not None else None
+        else:
+            self._busy_until = time.monotonic() + 1.0
+            uid = ipc_peer_uid(fd) if self.local else tcp_peer_uid(fd)
+            over = self.limits.accepted(fd, uid, None if self.local or uid is not None else _address(fd) or "?")
         if over:
             self._note(f"a connection: {over}")
 
@@ -184,6 +200,9 @@ class Gatekeeper:
             name = self.keys.authorized.get(key)
             if name:
                 ok, text, user = True, b"OK", b"key:" + name.encode()
+                if self.limits is not None:  # for its handshake's success to claim (:meth:`_count`)
+                    self._authed.setdefault(address.decode(errors="replace"),
+                                            collections.deque(maxlen=64)).append(user.decode())
                 with self._lock:
                     self.accepted += 1
             else:
@@ -197,3 +216,16 @@ class Gatekeeper:
         self._thread.join(timeout=2.0)
         with contextlib.suppress(zmq.ZMQError):
             self._sock.disable_monitor()
+
+
+def _address(fd: int) -> str | None:
+    """The peer's address of a TCP connection (as ZAP names it: no port), or None."""
+    s = None
+    try:
+        s = socket.socket(fileno=fd)
+        return s.getpeername()[0].split("%")[0]
+    except (OSError, IndexError, TypeError):
+        return None
+    finally:
+        if s is not None:
+            s.detach()

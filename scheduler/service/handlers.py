@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import os
 import sys
 import time
 import traceback
@@ -31,9 +30,11 @@ from scheduler.core.job import JobState
 from scheduler.core.jobfile import JobFileError, validate_job
 from scheduler.core.state import ClusterState, StateError
 from scheduler.rm.base import ResourceManager
+from scheduler.service.accounts import Accounts
 from scheduler.service.journal import Journal
 from scheduler.service.loopstats import LoopStats
 from scheduler.service.peers import UNIDENTIFIED
+from scheduler.service.retention import JobLimits
 from scheduler.service.startup import tag_prefix
 from scheduler.service.supervisor import Supervisor
 
@@ -44,7 +45,7 @@ _WAITING = (JobState.QUEUED, JobState.WAITING)
 class Quota:
     """Per-user limits on submissions: jobs waiting to run, and submissions per second.
 
-    A user who is not an admin (:func:`is_admin`) may have at most ``max_queued`` jobs queued or
+    A user who is not an admin (``Accounts.is_admin``) may have at most ``max_queued`` jobs queued or
     waiting, and may submit ``rate`` jobs per second on average, ``burst`` at once (a token
     bucket). A submission over either is refused with ``error`` ``over_limit`` naming the limit
     and the option that sets it (``reshape daemon --max-queued-per-user``, ``--submit-rate``,
@@ -95,10 +96,12 @@ class Daemon(Protocol):
     kill_on_stop: bool
     quota: Quota
     endpoint: str
+    accounts: Accounts
+    job_limits: JobLimits
 
     def service_stats(self, loop: bool = False) -> dict[str, Any]: ...
 
-__all__ = ["HANDLERS", "READS", "Quota", "answer", "is_admin"]
+__all__ = ["HANDLERS", "READS", "Quota", "answer"]
 
 # read-only requests, answered after the turn's other requests (their replies can take milliseconds
 # to build and encode: a status page; nothing else in the turn waits for them)
@@ -107,27 +110,21 @@ READS = frozenset({"status", "history", "log"})
 Handler = Callable[[Daemon, Any, float, "str | None"], "tuple[P.Message, list]"]
 
 
-def is_admin(who: str | None) -> bool:
-    """None (a caller inside the daemon's process) is trusted; else root, the daemon's own user, and
-    CURVE keys other than per-user (``user-*``) and per-node (``node-*``) ones (the cluster's shared
-    keys). A peer the daemon cannot identify (:data:`UNIDENTIFIED`) is nobody's admin."""
-    if who is None:
-        return True
-    if who.startswith("uid:"):
-        return who[4:] in ("0", str(os.geteuid()))
-    return who.startswith("key:") and not who[4:].startswith(("user-", "node-"))
-
-
 def check_access(d: Daemon, ev: P.Request, who: str | None) -> None:
-    """Ownership (docs/cluster.md, "Access"): a job's owner or an admin may cancel it, read its
+    """Ownership (docs/cluster.md, "Who may do what"): a job's owner or an admin (root, the daemon's
+    user, a key whose account is one of them: ``scheduler.service.accounts``) may cancel it, read its
     log and speak for it; only an admin stops the daemon; only an admin or that node's key
-    (``node-HOST``) speaks for a node. Anyone identified may submit, ping, and read status; a peer
-    the daemon cannot identify (a TCP socket without CURVE, and not a local peer on loopback) may
-    only ping and read status and history: nothing it sends is run, nor speaks for a job or a node."""
+    (``node-HOST``) speaks for a node. Anyone identified may ping and read status; submit and
+    register as the accounts rules say. A peer the daemon cannot identify (a TCP socket without
+    CURVE, and not a local peer on loopback) may only ping and read status and history: nothing it
+    sends is run, nor speaks for a job or a node."""
     if who == UNIDENTIFIED and not isinstance(ev, P.Ping | P.Status | P.History):
         raise StateError("forbidden", f"{ev.type!r} from a peer the daemon cannot identify on {d.endpoint} "
                                       "(use its ipc:// socket, a loopback address, or CURVE keys)")
-    if is_admin(who) or isinstance(ev, P.Submit | P.Ping | P.Status | P.History | P.Register):
+    if d.accounts.is_admin(who) or isinstance(ev, P.Ping | P.Status | P.History):
+        return
+    if isinstance(ev, P.Submit | P.Register):
+        d.accounts.check_job(who, "job" if isinstance(ev, P.Submit) else "registration")
         return
     if isinstance(ev, P.Stop):
         raise StateError("forbidden", f"{who} may not stop the daemon (an admin may: root or the daemon's user)")
@@ -167,6 +164,15 @@ def _core(d: Daemon, ev: P.Request, now: float, who: str | None) -> tuple[P.Mess
     return P.reply(ev), acts
 
 
+def _limited(d: Daemon, ev: P.Lost | P.Resized, now: float, who: str | None) -> tuple[P.Message, list]:
+    """``lost`` and ``resized`` journal an event each: a job sends them at most at its limit's rate."""
+    if ev.job_id in d.state.live and not d.job_limits.message(ev.job_id, now):
+        lim = d.job_limits
+        raise StateError("over_limit", f"job {ev.job_id} sends {ev.type!r} faster than {lim.rate:g} per second "
+                                       f"(at most {lim.burst} at once): not recorded")
+    return _core(d, ev, now, who)
+
+
 def _resize_point(d: Daemon, ev: P.ResizePoint, now: float, who: str | None) -> tuple[P.Message, list]:
     adv, acts = d.state.handle(ev, now)
     return P.reply(ev, "advice", action=adv.action, nprocs=adv.nprocs, hosts=list(adv.hosts),
@@ -196,6 +202,8 @@ def _job_output(d: Daemon, ev: P.JobOutput, now: float, who: str | None) -> tupl
         raise StateError("bad_field", "job_output: 'data' is not base64") from None
     if len(data) > P.MAX_OUTPUT_BYTES:
         raise StateError("bad_field", f"job_output: 'data' holds {len(data)} bytes > {P.MAX_OUTPUT_BYTES}")
+    if ev.job_id in d.state.live and not d.job_limits.output(ev.job_id, len(data), now):
+        data = b""  # over the job's output rate: nothing written now; the reply says how much is held
     return P.reply(ev, at=d.supervisor.output(ev.job_id, ev.node, ev.attempt, ev.offset, data)), []
 
 
@@ -209,10 +217,11 @@ def _submit(d: Daemon, ev: P.Submit, now: float, who: str | None) -> tuple[P.Mes
     desc = validate_job(ev.job, s.pool.capacity)
     d.rm.check_submit(desc)
     d.supervisor.check_program(desc, who)
-    if not is_admin(who):
+    admin = d.accounts.is_admin(who)
+    if not admin:
         d.quota.admit(s, who, now)  # per-user limits (:class:`Quota`)
     job_id = s.submit(desc, now, owner=who)
-    if not is_admin(who):
+    if not admin:
         d.quota.note(who, job_id)
     # a job that cannot start now (not the head, its smallest size above the free slots) waits
     # for the next tick's pass: a submission costs no pass over a full machine
@@ -276,8 +285,8 @@ def history(d: Daemon, now: float, limit: int | None, since: float | None,
     if after is None and limit is not None:
         sel = sorted(sel, key=lambda j: j.job_id)[-limit:] if limit else []
     ids = {j.job_id for j in sel}
-    span = (min(ids), max(ids)) if ids and after is not None else None  # a page: only its jobs' events
-    events = [e for e in d.journal.history(span) + s.events
+    span = (min(ids), max(ids)) if ids else None  # only the listed jobs' events are read (an index on job_id)
+    events = [e for e in (d.journal.history(span) if ids else []) + s.events
               if e["job_id"] in ids and (since is None or e["t"] >= since)]
     nodes = [] if after else [e for e in d.journal.node_history() + s.node_events
                               if since is None or e["t"] >= since]
@@ -288,7 +297,7 @@ def history(d: Daemon, now: float, limit: int | None, since: float | None,
 
 
 HANDLERS: dict[type[P.Request], Handler] = {
-    P.ResizePoint: _resize_point, P.Hello: _core, P.Resized: _core, P.Lost: _core, P.Finished: _core,
+    P.ResizePoint: _resize_point, P.Hello: _core, P.Resized: _limited, P.Lost: _limited, P.Finished: _core,
     P.JobEnded: _core, P.Heartbeat: _heartbeat, P.JobOutput: _job_output, P.NodeRegister: _node_register,
     P.Ping: _ping, P.Submit: _submit, P.Status: _status, P.Cancel: _cancel, P.History: _history,
     P.Log: _log, P.Stop: _stop, P.Register: _register,

@@ -34,9 +34,11 @@ BOUNDS = tuple(1e-5 * 10 ** (i / 8) for i in range(49))
 #: ``kill``; ``commit`` the journal's group commit; ``send`` the replies (the read-only requests,
 #: ``status``, ``history`` and ``log``, are answered there, after the others); ``launch`` fork/exec of
 #: started jobs and their commit; ``wal`` rewinding the journal's WAL; ``freeze`` ``gc.freeze``;
-#: ``dashboard`` its snapshot. ``busy`` is the whole turn without the wait for a request; ``gc``
+#: ``dashboard`` its snapshot; ``retain`` pruning the journal (``scheduler.service.retention``).
+#: ``busy`` is the whole turn without the wait for a request; ``gc``
 #: the collector's pauses inside the turn (already counted in the phase they interrupted).
-PHASES = ("recv", "handle", "tick", "kill", "commit", "send", "launch", "wal", "freeze", "dashboard", "busy", "gc")
+PHASES = ("recv", "handle", "tick", "kill", "commit", "send", "launch", "wal", "freeze", "dashboard", "retain", "busy",
+          "gc")
 SLOW = 0.005  # a turn busier than this is kept, with its breakdown, among the slowest
 KEEP_SLOW = 20
 

@@ -20,6 +20,18 @@ sends ``job_ended`` with status ``end``. The monitor cannot see exit codes
 daemon decides done or failed from the job's own ``finished`` report and the
 exit status of its ``mpiexec`` (``scheduler.core.state.ClusterState.ended_on_node``).
 
+Which daemon it obeys. A monitor runs what its daemon orders, as root where jobs run as
+their owners, so it talks only to its daemon: with CURVE, the daemon whose public key its
+key directory holds (``KEYS/server.key``, which must be root's or the monitor's user's and
+writable by nobody else), using this node's own key (``KEYS/node-NODE.key_secret`` when
+present: it speaks for this node only) rather than the admin key; without CURVE (an
+``ipc://`` socket or loopback TCP), the socket it connects to must belong to root or to the
+daemon's user (``--daemon-user``, default the monitor's own): the kernel names the owner of
+the other end (``SO_PEERCRED``, ``/proc/net/tcp``) before anything is sent, and a socket
+never reconnects unchecked (``reshape.joblink.client.Connection``'s ``check_peer``), so a
+user who binds the port while the daemon is away gets nothing and orders nothing. A start
+order that names no uid to run as is refused (``scheduler.service.noderun``).
+
 Jobs on nodes. With a daemon that runs jobs on their first node (``reshape daemon
 --mpiexec-on first-node``), a heartbeat's reply may carry ``orders``: start a job's
 ``mpiexec`` here, or kill a run the daemon does not expect. :class:`scheduler.service.noderun.NodeRunner`
@@ -36,6 +48,7 @@ from __future__ import annotations
 import argparse
 import base64
 import os
+import pwd
 import signal
 import socket
 import sys
@@ -43,10 +56,12 @@ import threading
 import uuid
 
 from reshape.joblink import jobenv as E
+from reshape.joblink.auth import ENV_CLIENT_KEY, ClientKeys, check_pinned, keys_dir_for, load_client_keys
 from reshape.joblink.client import Connection, DaemonError, SchedulerUnavailable
 from reshape.joblink.launch import sweep_ipc
-from reshape.joblink.protocol import MAX_OUTPUT_BYTES
+from reshape.joblink.protocol import MAX_OUTPUT_BYTES, printable
 from scheduler.service.noderun import NodeRunner, Run
+from scheduler.service.peers import ipc_peer_uid, tcp_peer_uid
 from scheduler.service.startup import WRAPPER_NAME
 
 __all__ = ["NodeMonitor", "add_commands", "local_jobs"]
@@ -113,15 +128,50 @@ def local_jobs(tag_prefix: str, node: str) -> dict[tuple[int, int], int]:
     return out
 
 
+def monitor_keys(endpoint: str, keys: str | None, node: str) -> ClientKeys | None:
+    """The keys a monitor uses (None: no CURVE): this node's own pair when the directory has one, and
+    the daemon's key it pins, checked first (module docstring). AuthError (a ValueError) otherwise."""
+    d = keys_dir_for(endpoint, keys)
+    if d is None:
+        return None
+    check_pinned(d)
+    own = os.path.join(d, f"node-{node}.key_secret")
+    return load_client_keys(d, own if not os.environ.get(ENV_CLIENT_KEY) and os.path.exists(own) else None)
+
+
+def daemon_check(daemon_user: str | None):
+    """``check_peer`` for a monitor without CURVE: the socket at the other end must be root's or the
+    daemon user's (module docstring). ValueError for a user this host does not know."""
+    try:
+        uid = os.geteuid() if daemon_user is None else pwd.getpwnam(daemon_user).pw_uid
+    except KeyError:
+        raise ValueError(f"--daemon-user {daemon_user!r}: no such user on this host") from None
+    allowed = {0, uid}
+
+    def check(fd: int) -> str | None:
+        owner = ipc_peer_uid(fd)
+        owner = tcp_peer_uid(fd) if owner is None else owner
+        if owner is None:
+            return "cannot tell who listens there (not a socket of this machine: use CURVE keys)"
+        if owner not in allowed:
+            return (f"the socket there is uid {owner}'s, not the daemon's (root or uid {uid}, --daemon-user): "
+                    "refused, nothing sent")
+        return None
+
+    return check
+
+
 class NodeMonitor:
     """Registration, heartbeats and job-end detection for one node (see the module docstring)."""
 
     def __init__(self, endpoint: str, node: str, keys: str | None = None, interval: float | None = None,
-                 timeout: float = 2.0, log=None, spool: str | None = None):
+                 timeout: float = 2.0, log=None, spool: str | None = None, daemon_user: str | None = None):
         self.endpoint = endpoint
         self.node = node
         self.incarnation = uuid.uuid4().hex[:16]
-        self.conn = Connection(endpoint, timeout, keys=keys)  # raises AuthError on missing keys
+        creds = monitor_keys(endpoint, keys, node)  # raises AuthError on missing or untrustworthy keys
+        self.conn = Connection(endpoint, timeout, keys=creds,
+                               check_peer=daemon_check(daemon_user) if creds is None else None)
         self.interval = interval
         self.log = log or sys.stderr
         self.registered = False
@@ -136,7 +186,7 @@ class NodeMonitor:
                                  self.say)
 
     def say(self, text: str) -> None:
-        print(f"reshape nodemon {self.node}: {text}", file=self.log, flush=True)
+        print(printable(f"reshape nodemon {self.node}: {text}"), file=self.log, flush=True)
 
     def register(self) -> None:
         """Raises DaemonError (e.g. ``unknown_node``: not in the pool) or SchedulerUnavailable."""
@@ -195,6 +245,8 @@ class NodeMonitor:
                 if not data:
                     break
                 self._send_output(run, offset, data)
+                if run.sent <= offset:  # the daemon took none of it (the job's output rate): next round
+                    break
             if ended:
                 self._send_exit(run)
 
@@ -275,7 +327,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    metavar="ENDPOINT", help="the daemon's address (default $RESHAPE_DAEMON)")
     p.add_argument("--node", default=socket.gethostname(), help="this node's host name in the pool (default: hostname)")
     p.add_argument("--interval", type=float, help="heartbeat period in seconds (default: the daemon's)")
-    p.add_argument("--keys", help="key directory (default: see 'reshape keys')")
+    p.add_argument("--keys", help="key directory (default: see 'reshape keys'); KEYS/node-NODE.key_secret, when "
+                                  "present, is this monitor's key")
+    p.add_argument("--daemon-user", metavar="USER",
+                   help="without CURVE: the user the daemon runs as (default: this monitor's); a socket of "
+                        "anyone else but root is refused")
     p.add_argument("--spool", metavar="DIR",
                    help="where the output of the jobs this monitor runs is kept until the daemon has it "
                         "(default $RESHAPE_STATE_DIR/nodemon-NODE)")
@@ -287,7 +343,8 @@ def cmd_nodemon(args: argparse.Namespace) -> int:
         print(f"reshape nodemon: --interval must be > 0, got {args.interval}", file=sys.stderr)
         return 2
     try:
-        mon = NodeMonitor(args.daemon, args.node, keys=args.keys, interval=args.interval, spool=args.spool)
+        mon = NodeMonitor(args.daemon, args.node, keys=args.keys, interval=args.interval, spool=args.spool,
+                          daemon_user=args.daemon_user)
     except ValueError as e:
         print(f"reshape nodemon: {e}", file=sys.stderr)
         return 2

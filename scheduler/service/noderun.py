@@ -113,6 +113,8 @@ class NodeRunner:
                   os.path.join(self.spool, f"job-{key[0]}~{key[1]}.log"))
         self.runs[key] = run
         uid = order.get("uid")
+        named = isinstance(uid, int) and not isinstance(uid, bool) and uid >= 0
+        uid = uid if named else None
         try:
             os.makedirs(self.spool, mode=0o700, exist_ok=True)
             fd = open_private(run.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600,
@@ -123,6 +125,8 @@ class NodeRunner:
             run.ended.set()
             return
         try:
+            if not named:  # never "as whoever this monitor is" (root): the daemon always names the uid
+                raise ValueError(f"the start order names no uid to run as ({order.get('uid')!r}): refused")
             if not isinstance(order.get("argv"), list) or not order["argv"] or not run.tag:
                 raise ValueError("the start order has no argv or no job tag")
             env = full_env({str(k): str(v) for k, v in env_extra.items()})

@@ -20,12 +20,19 @@ any handshake, and asserts (aborting the daemon) when ``accept`` fails with
 listener tolerates it). So the number of open descriptors must never reach
 the process's limit: :func:`raise_fd_limit` raises the soft limit to the
 hard one, and :class:`ConnectionLimits` (fed by the gatekeeper's socket
-monitor: ``EVENT_ACCEPTED`` / ``EVENT_DISCONNECTED`` carry the descriptor)
-counts connections per uid and shuts down at once every connection beyond
-``per_user`` for one user (admins exempt) or beyond ``total`` for all. A
-shut-down descriptor is closed by libzmq's own I/O thread (it reads end of
-file), so nothing here closes a descriptor libzmq owns. Peers that connect
-and never complete the handshake are closed by libzmq after
+monitor: ``EVENT_ACCEPTED`` / ``EVENT_HANDSHAKE_SUCCEEDED`` /
+``EVENT_DISCONNECTED`` carry the descriptor) counts connections per
+identity and shuts down at once every connection beyond ``per_user`` for one
+identity (admins exempt) or beyond ``total`` for all. A connection whose
+peer the kernel names (``ipc://``, loopback TCP) is counted under that uid
+from the start; any other (a CURVE peer on the network) is *pending* under
+its address until its handshake names its key, then counted under the key.
+Pending connections are the first to go: beyond ``per_user`` from one
+address, or at the total, the oldest pending one is shut to make room, so
+peers that never complete a handshake (no key) cannot keep out one that
+does. A shut-down descriptor is closed by libzmq's own I/O thread (it reads
+end of file), so nothing here closes a descriptor libzmq owns. Peers that
+connect and never complete the handshake are closed by libzmq after
 ``ZMQ_HANDSHAKE_IVL`` (:data:`HANDSHAKE_SECONDS`).
 """
 
@@ -40,6 +47,7 @@ import stat
 import struct
 import threading
 import time
+from collections.abc import Callable
 
 __all__ = ["HANDSHAKE_SECONDS", "UNIDENTIFIED", "ConnectionLimits", "Valve", "fd_limit", "ipc_peer_uid",
            "loopback_uid", "raise_fd_limit", "tcp_peer_uid"]
@@ -184,57 +192,125 @@ def loopback_uid(address: str, port: int | None) -> int | None:
     return uids.pop() if len(uids) == 1 else None
 
 
+def _default_admin(who: str | None) -> bool:
+    return who in ("uid:0", f"uid:{os.geteuid()}")
+
+
 class ConnectionLimits:
-    """Open connections per uid, with a cap per user (admins exempt) and one for everybody.
+    """Open connections per identity, with a cap per identity (admins exempt) and one for everybody
+    (module docstring). ``is_admin``: the identities never held to ``per_user`` (``uid:N``, ``key:NAME``;
+    default root and the daemon's user)."""
 
-    ``admins``: uids never held to ``per_user`` (root and the daemon's user)."""
-
-    def __init__(self, total: int, per_user: int, admins: frozenset[int] = frozenset()):
-        self.total, self.per_user, self.admins = total, per_user, admins
-        self.open: dict[int, int | None] = {}  # fd -> uid (None: unknown)
-        self.by_uid: dict[int | None, int] = {}
+    def __init__(self, total: int, per_user: int, is_admin: Callable[[str | None], bool] = _default_admin):
+        self.total, self.per_user, self.is_admin = total, per_user, is_admin
+        self.open: dict[int, str | None] = {}  # fd -> identity (None: one the kernel could not name)
+        self.by_who: dict[str | None, int] = {}
+        self.pending: dict[int, str] = {}  # fd -> peer address, oldest first: no identity before its handshake
+        self.pending_at: dict[str, int] = {}  # address -> pending connections
         self.shut = 0  # connections shut down over a limit
         self.peak = 0
         self._lock = threading.RLock()
 
-    def accepted(self, fd: int, uid: int | None) -> str | None:
-        """Count a new connection; the limit it breaks (then it is shut down), or None."""
+    def accepted(self, fd: int, uid: int | None, address: str | None = None) -> str | None:
+        """Count a new connection: under ``uid`` (the kernel's word), else pending under its peer's
+        ``address`` until :meth:`identified`. The limit broken (a connection is then shut: this one, or
+        the oldest pending one that makes room), or None."""
         with self._lock:
             self.closed(fd)
-            n = self.by_uid.get(uid, 0)
-            over = None
-            if len(self.open) >= self.total and uid not in self.admins:
+            if uid is None and address is not None:
+                return self._pending(fd, address)
+            who = f"uid:{uid}" if uid is not None else None
+            why = None
+            if len(self.open) + len(self.pending) >= self.total and self.pending:
+                why = self._evict(next(iter(self.pending)), f"{self.total} connections open (--max-peers): the "
+                                                             "oldest one still in its handshake closed")
+            return self._count(fd, who) or why
+
+    def identified(self, fd: int, who: str | None) -> str | None:
+        """A pending connection's handshake named its peer ``who``: counted under it from now on."""
+        with self._lock:
+            address = self.pending.pop(fd, None)
+            if address is None:
+                return None  # not pending (closed, shut, or counted from the start)
+            self._unpend(address)
+            return self._count(fd, who)
+
+    def _count(self, fd: int, who: str | None) -> str | None:
+        n = self.by_who.get(who, 0)
+        over = None
+        if not self.is_admin(who):
+            if len(self.open) + len(self.pending) >= self.total:
                 over = f"{len(self.open)} connections open >= the daemon's limit {self.total} (--max-peers)"
-            elif n >= self.per_user and uid not in self.admins:
-                who = f"uid {uid}" if uid is not None else "unidentified peers"
-                over = f"{who}: {n} connections open >= the limit {self.per_user} per user (--max-peers-per-user)"
-            if over is None:
-                self.open[fd] = uid
-                self.by_uid[uid] = n + 1
-                self.peak = max(self.peak, len(self.open))
-                return None
-            self.shut += 1
-        with contextlib.suppress(OSError):
-            s = _on(fd)
-            try:
-                s.shutdown(socket.SHUT_RDWR)  # libzmq reads end of file and closes it
-            finally:
-                s.detach()
+            elif n >= self.per_user:
+                over = (f"{who or 'unidentified peers'}: {n} connections open >= the limit {self.per_user} per "
+                        "user (--max-peers-per-user)")
+        if over is None:
+            self.open[fd] = who
+            self.by_who[who] = n + 1
+            self.peak = max(self.peak, len(self.open) + len(self.pending))
+            return None
+        self.shut += 1
+        _shut(fd)
         return over
+
+    def _pending(self, fd: int, address: str) -> str | None:
+        """A connection with no identity yet: the oldest pending one of its address, or of all, makes room."""
+        over = None
+        if self.pending_at.get(address, 0) >= self.per_user:
+            oldest = next(f for f, a in self.pending.items() if a == address)
+            over = self._evict(oldest, f"{address}: {self.per_user} connections in their handshake "
+                                       "(--max-peers-per-user): the oldest closed")
+        elif len(self.open) + len(self.pending) >= self.total:
+            if not self.pending:
+                self.shut += 1
+                _shut(fd)
+                return f"{len(self.open)} connections open >= the daemon's limit {self.total} (--max-peers)"
+            over = self._evict(next(iter(self.pending)), f"{self.total} connections open (--max-peers): the "
+                                                          "oldest one still in its handshake closed")
+        self.pending[fd] = address
+        self.pending_at[address] = self.pending_at.get(address, 0) + 1
+        self.peak = max(self.peak, len(self.open) + len(self.pending))
+        return over
+
+    def _evict(self, fd: int, why: str) -> str:
+        address = self.pending.pop(fd)
+        self._unpend(address)
+        self.shut += 1
+        _shut(fd)
+        return why
+
+    def _unpend(self, address: str) -> None:
+        left = self.pending_at.get(address, 1) - 1
+        if left > 0:
+            self.pending_at[address] = left
+        else:
+            self.pending_at.pop(address, None)
 
     def closed(self, fd: int) -> None:
         with self._lock:
-            if fd in self.open:
-                uid = self.open.pop(fd)
-                left = self.by_uid.get(uid, 1) - 1
+            if fd in self.pending:
+                self._unpend(self.pending.pop(fd))
+            elif fd in self.open:
+                who = self.open.pop(fd)
+                left = self.by_who.get(who, 1) - 1
                 if left > 0:
-                    self.by_uid[uid] = left
+                    self.by_who[who] = left
                 else:
-                    self.by_uid.pop(uid, None)
+                    self.by_who.pop(who, None)
 
     def info(self) -> dict:
-        return {"open": len(self.open), "peak": self.peak, "shut": self.shut, "total": self.total,
-                "per_user": self.per_user}
+        return {"open": len(self.open) + len(self.pending), "pending": len(self.pending), "peak": self.peak,
+                "shut": self.shut, "total": self.total, "per_user": self.per_user}
+
+
+def _shut(fd: int) -> None:
+    """Shut a connection down: libzmq's I/O thread reads end of file and closes it."""
+    with contextlib.suppress(OSError):
+        s = _on(fd)
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        finally:
+            s.detach()
 
 
 def open_files() -> int:

@@ -50,12 +50,13 @@ import time
 import psutil
 
 from reshape.joblink import jobenv as E
-from reshape.joblink.auth import ENV_KEYS
+from reshape.joblink.auth import ENV_CLIENT_KEY, ENV_KEYS
 from reshape.joblink.launch import sweep_ipc
 from reshape.joblink.launchers import Launcher
 from scheduler.core.job import JobState
 from scheduler.core.jobfile import JobFileError
 from scheduler.core.state import ClusterState, Kill, Launch, StateError
+from scheduler.service.accounts import Accounts
 from scheduler.service.startup import (
     LOCAL,
     full_env,
@@ -203,13 +204,10 @@ class ProxyWatch:
                 del seen[proxy]
 
 
-def run_as(owner: str | None) -> int | None:
-    """The uid to run a job as: its owner's, when the daemon runs as root and the owner is a
-    local user other than root (a CURVE key names no local account: the daemon's user)."""
-    if os.geteuid() != 0 or not (owner or "").startswith("uid:"):
-        return None
-    uid = int(owner[4:])
-    return uid or None
+def run_as(owner: str | None, accounts: Accounts | None = None) -> int | None:
+    """The uid to run a job as: its owner's account's, when the daemon runs as root and that is not
+    root (``scheduler.service.accounts``; ValueError: an owner with no account)."""
+    return (accounts or Accounts()).run_as(owner)
 
 
 def log_tail(path: str, tail: int) -> str:
@@ -233,8 +231,9 @@ class Supervisor:
 
     def __init__(self, state: ClusterState, state_dir: str, workdir: str, launcher: Launcher,
                  endpoint: str, keys_dir: str | None, overtime: float, checkpoint_root: str | None = None,
-                 mpiexec_on: str = "head"):
+                 mpiexec_on: str = "head", accounts: Accounts | None = None):
         self.state, self.state_dir, self.workdir = state, state_dir, workdir
+        self.accounts = accounts or Accounts()  # whose job runs as whom (scheduler.service.accounts)
         self.checkpoint_root = checkpoint_root or os.path.join(state_dir, "checkpoints")
         self.launcher, self.endpoint, self.keys_dir, self.overtime = launcher, endpoint, keys_dir, overtime
         self.procs: dict[int, subprocess.Popen] = {}
@@ -256,7 +255,7 @@ class Supervisor:
         ``PATH`` the job gets. A leading ``python`` is the daemon's own interpreter
         (:func:`scheduler.service.startup.job_argv`)."""
         prog = desc["command"][0]
-        if prog in ("python", "python3") or self.on_nodes or run_as(owner) is not None or \
+        if prog in ("python", "python3") or self.on_nodes or self.accounts.job_uid(owner) != self.accounts.me or \
                 any(n.host not in LOCAL for n in self.state.pool.nodes):
             return
         path = desc.get("env", {}).get("PATH", os.environ.get("PATH", os.defpath))
@@ -341,12 +340,14 @@ class Supervisor:
         if j.state != JobState.RUNNING or j.job_id in self.procs:
             return []  # cancelled in the same batch, before its launch
         desc = j.desc
-        if self.keys_dir:  # what the job's client needs to authenticate
-            desc = {**desc, "env": {**desc.get("env", {}), ENV_KEYS: self.keys_dir}}
+        if self.keys_dir:  # what the job's client needs to authenticate: the key it was submitted with
+            own = self._own_key(j.owner)
+            desc = {**desc, "env": {**desc.get("env", {}), ENV_KEYS: self.keys_dir, **own}}
         node = self.runner_for(j.hosts)
         try:
+            uid = self.accounts.run_as(j.owner)  # ValueError: an owner with no account runs nothing
             if desc.get("checkpoint") and not desc.get("checkpoint_dir"):
-                self._job_dir(self.checkpoint_dir(j.job_id), run_as(j.owner))
+                self._job_dir(self.checkpoint_dir(j.job_id), uid)
             order = self._start_order(j, desc) if node is not None else None
             if order is not None:
                 self.orders.setdefault(node, {})[j.job_id] = order
@@ -354,7 +355,7 @@ class Supervisor:
                 return []
             p = start_job(j.job_id, desc, j.hosts, self.endpoint, self.launcher, self.log_path(j.job_id),
                           self.tag(j.job_id), cwd=self.workdir, exit_path=self.exit_path(j.job_id),
-                          run_as=run_as(j.owner), checkpoint_dir=self.checkpoint_dir(j.job_id),
+                          run_as=uid, checkpoint_dir=self.checkpoint_dir(j.job_id),
                           reachable={n.host: n.slots for n in self.state.pool.nodes
                                      if n.host not in self.state.pool.down})
         except (OSError, ValueError) as e:  # ValueError: what the OS cannot take (e.g. NUL)
@@ -384,7 +385,7 @@ class Supervisor:
         if env.get(E.MPI) == "openmpi":
             return None
         return {"op": "start", "job_id": j.job_id, "attempt": j.restarts, "argv": job_argv(desc, j.hosts, env),
-                "env": extra, "cwd": self.workdir, "uid": run_as(j.owner)}
+                "env": extra, "cwd": self.workdir, "uid": self.accounts.job_uid(j.owner)}
 
     def node_orders(self, node: str, runs: list[dict], now: float, jobs: list[int] = ()) -> list[dict]:
         """The reply to a heartbeat of ``node``'s monitor that runs ``runs`` and whose scan sees ``jobs``:
@@ -431,7 +432,7 @@ class Supervisor:
         if j.state not in (JobState.RUNNING, JobState.CANCELLING) or j.restarts != attempt or j.runner != node:
             raise StateError("not_running", f"job {job_id} attempt {attempt} does not run on {node}")
         fd = open_private(self.log_path(job_id), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600,
-                          owner=run_as(j.owner))
+                          owner=self._log_owner(j.owner))
         try:
             size = os.fstat(fd).st_size
             base = j.out_base
@@ -446,6 +447,20 @@ class Supervisor:
             os.close(fd)
         self.state.output_received(job_id, at)
         return at
+
+    def _own_key(self, owner: str | None) -> dict[str, str]:
+        """A job submitted with key NAME authenticates with that key (``$RESHAPE_CLIENT_KEY``), which its
+        account can read, rather than the directory's default ``client`` key, which it may not."""
+        if not (owner or "").startswith("key:") or self.keys_dir is None:
+            return {}
+        path = os.path.join(self.keys_dir, f"{owner[4:]}.key_secret")
+        return {ENV_CLIENT_KEY: path} if os.path.exists(path) else {}
+
+    def _log_owner(self, owner: str | None) -> int | None:
+        try:
+            return self.accounts.run_as(owner)
+        except ValueError:
+            return None  # no account: the log stays the daemon's
 
     @staticmethod
     def _job_dir(path: str, uid: int | None) -> None:
