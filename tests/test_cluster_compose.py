@@ -299,13 +299,16 @@ def mpiexec_pid(c: ComposeCluster, node: str, jid: int) -> int | None:
 
 
 def test_restarting_the_head_leaves_its_job_running_and_the_restarted_daemon_adopts_it(cluster):
-    """``docker-compose restart head`` mid-job. The job's mpiexec runs on its first node (its monitor started
-    it), so it runs on while the head is away; the restarted daemon re-adopts it from its journal and the
+    """``docker-compose restart head`` mid-job, with the daemon's default settings. The job's mpiexec runs on its
+    first node (its monitor started it: the default for a pool of other hosts, not an option of the compose head),
+    so it runs on while the head is away; the restarted daemon re-adopts it from its journal and the
     monitor's reports, its rank 0 reconnects, and it ends done with no restart (it has checkpoints, so a
     relaunch would be possible: none is needed), no iteration lost, bit-identical to a run that never failed.
     The queue, the history and the profiles survive in the journal."""
     c = cluster
     idle(c)
+    banner = c.cmd("logs", "--no-color", "head").stdout
+    assert "jobs' mpiexec on first-node (the pool has hosts other than this machine)" in banner, banner[-2000:]
     steps = 300  # about 75 s of iterations: the head restarts well before the end, even on a loaded machine
     runner = c.submit_text("runner", 'name = "runner"\nnprocs = 2\nresizable = false\ncheckpoint = "every:10"\n'
                            f'command = {json.dumps([*HEAT, "--steps", str(steps), "--work", "0.25"])}\n')

@@ -305,9 +305,11 @@ class Head:
 
     def monitor(self, node: str) -> None:
         log = open(self.tmp / f"nodemon-{node}.log", "ab")  # noqa: SIM115
+        # the daemon runs a job's mpiexec on its first node (the default for a pool of other hosts): there Hydra
+        # tells the proxies to call back to the node's own address
         self.monitors[node] = self.c.popen(node, [sys.executable, "-m", "scheduler.cli", "nodemon", "--daemon", self.ep,
                                                   "--node", node, "--keys", self.keys],
-                                           env=self.env, cwd=ROOT, stdout=log, stderr=log)
+                                           env=self.env | {"HYDRA_IFACE": "eth0"}, cwd=ROOT, stdout=log, stderr=log)
         log.close()
 
     def req(self, type_, body=None):
