@@ -9,6 +9,8 @@ turns on in-place recovery (:mod:`reshape.runtime.inplace`) where asked.
 from __future__ import annotations
 
 import atexit
+import contextlib
+import io
 import sys
 import time
 from collections.abc import Callable
@@ -27,11 +29,23 @@ from reshape.runtime.resizer import Resizer
 from reshape.runtime.spawning import process_start
 from reshape.runtime.watchdog import install_excepthook
 
-__all__ = ["NO_PARKING_OPEN_MPI", "init"]
+__all__ = ["NO_PARKING_OPEN_MPI", "init", "whole_lines"]
 
 _RUNTIME: Resizer | None = None
 # Open MPI 5.0.11: a parked rank's MPI_Finalize, once the job ends, crashes in its dynamic-process teardown
 NO_PARKING_OPEN_MPI = "a parked rank's MPI_Finalize crashes in Open MPI 5.0 (docs/mpi.md)"
+
+
+def whole_lines() -> None:
+    """Each line this process prints reaches its output in one ``write``. Jobs run with ``PYTHONUNBUFFERED=1``
+    (``reshape.joblink.launch.mpi_env``), where ``print("a", r)`` writes each piece on its own and the pieces of
+    several ranks interleave mid-line in the job's output (all ranks share ``mpiexec``'s); an unbuffered standard
+    output or error becomes line-buffered (a line, or a longer ``print``, is held until its newline: nothing
+    waits longer than a line, as under ``PYTHONUNBUFFERED``). A stream the program buffers itself is left alone."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper) and stream.write_through:
+            with contextlib.suppress(ValueError, OSError):  # closed, or not a stream that can change
+                stream.reconfigure(line_buffering=True, write_through=False)
 
 
 def init(
@@ -69,6 +83,7 @@ def init(
     global _RUNTIME
     if _RUNTIME is not None:
         return _RUNTIME
+    whole_lines()
     parent = MPI.Comm.Get_parent()
     if parent != MPI.COMM_NULL:  # new ranks arrive one by one (reshape.runtime.spawned): the first ones sleep
         barrier(MPI.COMM_WORLD)
