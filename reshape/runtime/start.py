@@ -26,7 +26,7 @@ from reshape.redistribution import placement
 from reshape.runtime import checkpoint, checks
 from reshape.runtime.inplace import Buddies
 from reshape.runtime.resizer import Resizer
-from reshape.runtime.spawning import process_start
+from reshape.runtime.spawning import process_start, unspawnable
 from reshape.runtime.watchdog import install_excepthook
 
 __all__ = ["NO_PARKING_OPEN_MPI", "init", "whole_lines"]
@@ -103,6 +103,10 @@ def init(
             print(f"[reshape] {E.REUSE}=1{' and standby ranks' if standby else ''} ignored under "
                   f"{no_parking}", file=sys.stderr, flush=True)
         reuse, standby = False, 0
+    if standby and (why := unspawnable()):
+        if MPI.COMM_WORLD.rank == 0:
+            print(f"[reshape] {E.STANDBY}={standby} ignored: {why}", file=sys.stderr, flush=True)
+        standby = 0
     if parent != MPI.COMM_NULL:
         called = time.time()
         rt = Resizer(MPI.COMM_WORLD, None, job_id, allow_new_sizes, sizes, max_procs, method, timeout, background,
