@@ -405,6 +405,7 @@ def test_node_loss_fails_its_job_the_rest_continue_status_stays_right_and_the_no
     hist = head.req("history")
     jobs = {j["job_id"]: j for j in hist["jobs"]}
     assert jobs[b]["state"] == "failed", jobs[b]
+    assert jobs[a]["runner"] == "node1", jobs[a]  # by default its mpiexec ran on its first node, by its monitor
     assert jobs[a]["state"] == "done" and jobs[a]["iterations"] == 8, (
         jobs[a]["error"], head.status()["daemon"], jobs[a]["node_report"], hist["node_events"],
         head.req("log", {"job_id": a})["text"][-1500:])
