@@ -3,7 +3,6 @@
 Each run is bounded (``timeout``); the ``mpirun`` fixture fails a run that left a process behind.
 """
 
-import time
 
 import pytest
 
@@ -59,10 +58,8 @@ def test_bad_environment_fails_on_every_rank(mpirun, env, text):
 def test_plan_larger_than_the_data_is_one_line_before_anything_is_spawned(mpirun):
     """The README's heat example (a 64x64 grid, "rows") along a plan with a typo: refused at
     register_array, naming both numbers, before any rank is spawned; RESHAPE_DEBUG=1 adds the traceback."""
-    t0 = time.monotonic()
     res = mpirun(2, ["examples/heat.py"], env={"RESHAPE_PLAN": "2,99"}, timeout=60, check=False)
-    took = time.monotonic() - t0
-    assert res.returncode == 1 and took < 10, (res.returncode, took, res.stderr)
+    assert res.returncode == 1, (res.returncode, res.stderr)
     assert res.stderr.strip().splitlines() == [
         "UsageError: register_array('T'): RESHAPE_PLAN=2,99: 99 processes > 64 rows of array 'T' (layout 'rows'): "
         "some processes would hold no data (RESHAPE_DEBUG=1 shows the traceback)"], res.stderr

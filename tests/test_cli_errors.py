@@ -35,12 +35,10 @@ def test_second_daemon_on_a_busy_endpoint_fails_before_anything(daemon, tmp_path
 @pytest.mark.parametrize("command", ["history", "status"])
 def test_commands_against_a_dead_daemon_fail_fast(command, tmp_path):
     for endpoint in (f"tcp://127.0.0.1:{free_port()}", f"ipc://{tmp_path}/daemon.sock"):
-        t0 = time.monotonic()
         res = cli(command, "--endpoint", endpoint)
-        took = time.monotonic() - t0
         assert res.returncode == 1, res
+        # the refused connection, not a timeout ("no reply from the scheduler daemon ...")
         assert res.stderr.startswith(f"reshape: no scheduler daemon listens at {endpoint} (is 'reshape daemon'")
-        assert took < 5, took  # the interpreter's start-up and a refused connection, not a 5 s (or 30 s) timeout
 
 
 def test_failed_job_shows_its_reason_and_where_its_log_is(daemon):

@@ -82,14 +82,12 @@ def test_bad_option_values_are_refused(capsys, argv, text):
 
 
 def test_a_refused_connection_fails_at_once():
-    import time
-
+    """Refused connections end a request after ``fail_fast``, with their own message; the request's timeout (an
+    hour here: a hang the test's timeout would end) is never waited for."""
     from reshape.joblink.client import Connection, SchedulerUnavailable
     from tests.helpers import free_port
 
-    conn = Connection(f"tcp://127.0.0.1:{free_port()}", timeout=10.0, fail_fast=1.0)
-    t0 = time.monotonic()
+    conn = Connection(f"tcp://127.0.0.1:{free_port()}", timeout=3600.0, fail_fast=1.0)
     with pytest.raises(SchedulerUnavailable, match=r"no scheduler daemon listens at tcp://127\.0\.0\.1:"):
         conn.request("ping")
-    assert 1.0 <= time.monotonic() - t0 < 2.5
     conn.close()

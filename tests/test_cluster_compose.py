@@ -182,11 +182,13 @@ RESHAPE_FAULT = "{fault}"
 """
 
 
-@pytest.mark.parametrize("fault,bound", [("join:spawned:kill", 5.0), ("transfer:spawned:kill", 5.0),
-                                         ("transfer:spawned:hang", 6.0 + 5.0)],
+@pytest.mark.parametrize("fault", ["join:spawned:kill", "transfer:spawned:kill", "transfer:spawned:hang"],
                          ids=["a new rank on another node dies before joining",
                               "a rank on another node killed mid-transfer", "a rank on another node hangs"])
-def test_an_injected_failure_during_a_cross_node_expansion_ends_the_job_and_frees_its_slots(cluster, fault, bound):
+def test_an_injected_failure_during_a_cross_node_expansion_ends_the_job_and_frees_its_slots(cluster, fault):
+    """The job's runtime sees the failure (or its resize timeout, 6 s, ends a hang) and ends the job with the
+    reason; the daemon's own bound on an unconfirmed resize (its timeout plus 5 s) is never what ends it. How
+    long it takes goes to the tier's timings (``-s``)."""
     c = cluster
     idle(c)
     jid = c.submit_text("faulty", FAULTY.format(name="faulty", timeout=6, fault=fault))
@@ -199,7 +201,7 @@ def test_an_injected_failure_during_a_cross_node_expansion_ends_the_job_and_free
     delay = end - float(m.group(1))
     TIMINGS[f"{fault} -> slots freed"] = delay
     print(f"\n{fault}: {delay:.2f} s from the injected failure to the freed slots ({job['error']})")
-    assert delay < bound
+    assert "not confirmed within" not in job["error"], job["error"]  # the job's runtime ended it
     st = c.status()
     assert st["free_slots"] == 8 and not st["running"]
     assert next(r for r in st["ended"] if r["job_id"] == jid)["error"] == job["error"]
@@ -299,13 +301,16 @@ def mpiexec_pid(c: ComposeCluster, node: str, jid: int) -> int | None:
 
 
 def test_restarting_the_head_leaves_its_job_running_and_the_restarted_daemon_adopts_it(cluster):
-    """``docker-compose restart head`` mid-job. The job's mpiexec runs on its first node (its monitor started
-    it), so it runs on while the head is away; the restarted daemon re-adopts it from its journal and the
+    """``docker-compose restart head`` mid-job, with the daemon's default settings. The job's mpiexec runs on its
+    first node (its monitor started it: the default for a pool of other hosts, not an option of the compose head),
+    so it runs on while the head is away; the restarted daemon re-adopts it from its journal and the
     monitor's reports, its rank 0 reconnects, and it ends done with no restart (it has checkpoints, so a
     relaunch would be possible: none is needed), no iteration lost, bit-identical to a run that never failed.
     The queue, the history and the profiles survive in the journal."""
     c = cluster
     idle(c)
+    banner = c.cmd("logs", "--no-color", "head").stdout
+    assert "jobs' mpiexec on first-node (the pool has hosts other than this machine)" in banner, banner[-2000:]
     steps = 300  # about 75 s of iterations: the head restarts well before the end, even on a loaded machine
     runner = c.submit_text("runner", 'name = "runner"\nnprocs = 2\nresizable = false\ncheckpoint = "every:10"\n'
                            f'command = {json.dumps([*HEAT, "--steps", str(steps), "--work", "0.25"])}\n')

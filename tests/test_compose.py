@@ -109,6 +109,7 @@ def test_pool_and_jobs_match_the_cluster(compose):
 def test_daemon_command_line_of_the_head_is_accepted(compose):
     from scheduler.cli import build_parser
     from scheduler.core.policy import app_policy, remap_policy
+    from scheduler.service.daemon import mpiexec_on
 
     head = compose["services"]["head"]
     argv = ["daemon", "--endpoint", head["environment"]["RESHAPE_ENDPOINT"], "--config",
@@ -118,6 +119,11 @@ def test_daemon_command_line_of_the_head_is_accepted(compose):
     assert args.func is not None
     app_policy(args.app_policy)
     remap_policy(args.remap_policy)
+    # jobs outlive a restart of the head by the daemon's default for a pool of other hosts, not by an option
+    assert args.mpiexec_on is None
+    assert mpiexec_on(args.mpiexec_on, ["node1", "node2"]) == ("first-node", "the pool has hosts other than "
+                                                                             "this machine")
+    assert mpiexec_on(None, ["localhost"])[0] == "head" and mpiexec_on("head", ["node1"])[0] == "head"
 
 
 def test_dockerfile_copies_existing_files():

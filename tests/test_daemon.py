@@ -79,7 +79,7 @@ def test_easy_backfill_starts_a_short_job_without_delaying_the_head(daemon):
     h, lo, la = d.job(head), d.job(long_), d.job(late)
     assert h["start_time"] >= lo["end_time"] - 0.01
     assert la["start_time"] >= h["start_time"]
-    assert h["start_time"] - lo["end_time"] < 1.5  # head started as soon as the long job ended
+    assert h["start_time"] == lo["end_time"]  # the head started in the scheduling pass that saw the long job end
 
 
 def test_kill9_of_a_running_job_returns_its_slots(daemon):
@@ -90,9 +90,7 @@ def test_kill9_of_a_running_job_returns_its_slots(daemon):
     tag = job_tag(d.state_dir, a)
     wait_for(lambda: len(job_pids(tag)) >= 4, 10)  # mpiexec, proxy, 2 ranks
     os.kill(sid, signal.SIGKILL)  # the job's mpiexec
-    t0 = time.monotonic()
-    wait_for(lambda: d.job(b)["state"] in ("running", "done"), 5)
-    assert time.monotonic() - t0 < 5
+    wait_for(lambda: d.job(b)["state"] in ("running", "done"), 30)  # a would have run for 60 s
     assert d.job(a)["state"] == "failed"
     wait_for(lambda: not job_pids(tag), 5)  # orphaned proxy and ranks were killed too
     wait_for(lambda: d.req("status")["free_slots"] == 2, 10)
@@ -246,7 +244,6 @@ def test_start_and_stop_many_times_with_jobs_running(daemon):
         ids.append(d.submit(**sleeper(0.3 * (r % 3), 1)))  # short jobs start and end around the stop
         time.sleep(0.3 + 0.2 * (r % 2))
         last = r == rounds - 1
-        t0 = time.monotonic()
         try:
             d.req("stop", {"kill_jobs": last}, timeout=5)
             d.proc.wait(5)
@@ -254,7 +251,6 @@ def test_start_and_stop_many_times_with_jobs_running(daemon):
             os.kill(d.proc.pid, signal.SIGUSR1)  # the daemon dumps its threads' stacks
             time.sleep(1.0)
             raise AssertionError(f"round {r}: no clean stop; daemon stderr:\n{d.stderr()}") from None
-        assert time.monotonic() - t0 < 5, f"round {r}: stop took {time.monotonic() - t0:.1f}s"
         assert d.proc.returncode == 0, d.stderr()
         if not last:
             assert job_pids(job_tag(d.state_dir, mpi)), "jobs keep running when the daemon stops"

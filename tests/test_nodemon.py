@@ -132,8 +132,8 @@ def test_killed_monitor_takes_its_node_down_fails_its_job_and_a_new_monitor_brin
         if c.node()["state"] == "down":
             break
         time.sleep(0.1)
-    took = time.monotonic() - t0
-    assert c.node()["state"] == "down" and took < 3.0, (took, seen)
+    node = c.node()
+    assert node["state"] == "down" and node["reason"].startswith("no heartbeat for "), (node, seen)
     st = c.status()
     assert st["total_slots"] == 0 and st["capacity_slots"] == 2 and not st["running"]
     j = c.job(a)

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reshape.joblink import protocol as P
+from scheduler.core.job import PendingResize
 from scheduler.core.jobfile import validate_job
 from scheduler.core.policy import app_policy, remap_policy
 from scheduler.core.pool import Node, Pool
@@ -285,3 +286,114 @@ def test_a_cancelling_job_is_confirmed_by_a_heartbeat_without_it_or_ends_unconfi
     s2.restore([Job.from_dict(x.to_dict()) for x in s.jobs.values()], s.next_id)
     s2.validate()
     assert s2.jobs[c].state == "cancelling" and s2.pool.free == 4
+
+
+def on_nodes(**kw):
+    """Jobs a and b (2 slots each, on n1 and n2), b queued behind a on a pool that holds one of them at a time
+    (n3 is down): a's ``mpiexec`` runs on n1, started by its monitor (``run_on``), which confirmed the start."""
+    s = make(remap="static", timeout=1.0)
+    up_all(s)
+    s.node_down("n3", 0.0, "out of the test")
+    a = s.submit(job(4, **kw), 0.0)
+    b = s.submit(job(4), 0.0)
+    assert s.tick(0.0) == [Launch(a)] and s.jobs[a].hosts == ["n1", "n1", "n2", "n2"]
+    s.run_on(a, "n1", 0)
+    s.handle(P.Heartbeat(node="n1", incarnation="m-n1", jobs=(a,), runs=({"job_id": a, "attempt": 0, "pid": 7},)),
+             0.1)
+    return s, a, b
+
+
+def beat(s, now, *, runs=(), jobs=(), nodes=("n1", "n2")):
+    out = []
+    for h in nodes:
+        mine = tuple(r for r in runs if h == "n1")
+        out += s.handle(P.Heartbeat(node=h, incarnation=f"m-{h}", jobs=tuple(jobs) if h == "n1" else (),
+                                    runs=mine), now)[1]
+    return out
+
+
+def confirm(s, a, now, code=143, attempt=0):
+    return s.handle(P.JobEnded(job_id=a, node="n1", incarnation="m-n1", status="error", code=code,
+                               attempt=attempt), now)[1]
+
+
+def test_a_walltime_kill_of_a_job_run_on_its_node_holds_its_slots_until_the_monitor_confirms():
+    s, a, b = on_nodes(walltime=10)
+    assert s.expire(11.0) == [Kill(a)]  # nothing scheduled: a's slots are still held
+    s.validate()
+    j = s.jobs[a]
+    assert j.state == "ending" and s.pool.free == 0 and s.jobs[b].state == "queued"
+    row = next(r for r in s.status(11.5)["running"] if r["job_id"] == a)
+    assert row["detail"].startswith("walltime exceeded: kill ordered 0.5 s ago, not yet confirmed by the monitor "
+                                    "of n1"), row
+    run = {"job_id": a, "attempt": 0, "pid": 7}
+    assert beat(s, 11.6, runs=(run,), jobs=(a,)) == []  # still listed: not confirmed
+    assert s.expire(20.0) == [] and s.tick(20.0) == []  # not killed twice; nothing starts
+    assert confirm(s, a, 20.5) == [Launch(b)]
+    assert j.state == "failed" and "walltime exceeded" in j.error and j.then is None, j
+    assert [e["kind"] for e in s.events if e["job_id"] == a][-2:] == ["ending", "end"]
+    s.validate()
+
+
+def test_a_job_whose_other_node_goes_down_is_ending_until_its_runner_confirms_then_fails_or_restarts():
+    for ckpt in (False, True):
+        s, a, b = on_nodes(**({"checkpoint": "every:5"} if ckpt else {}))
+        s.node_heartbeat("n1", "m-n1", [a], 1.5)
+        acts = s.check_nodes(1.5)  # n2 silent since 0
+        assert acts == [Kill(a)] and s.nodes["n2"].state == "down", acts
+        j = s.jobs[a]
+        assert j.state == "ending" and j.hosts == ["n1", "n1", "n2", "n2"] and s.pool.free == 0
+        s.validate()
+        assert beat(s, 1.7, nodes=("n1",)) == ([Launch(a)] if ckpt else [])  # no run, no process: confirmed
+        s.validate()
+        if ckpt:  # queued again, and relaunched at the largest legal size that fits what is up (n1)
+            assert j.state == "running" and j.restarts == 1 and j.hosts == ["n1", "n1"] and j.runner is None
+            assert "node n2 down" in j.failures[0] and s.jobs[b].state == "queued"
+            assert "n1" not in s.suspect  # the cause is known: n2
+        else:
+            assert j.state == "failed" and "node n2 down" in j.error and s.jobs[b].state == "queued"
+            assert s.pool.free == 2
+
+
+def test_a_stuck_resize_of_a_job_run_on_its_node_restarts_it_once_the_kill_is_confirmed():
+    s, a, _ = on_nodes(checkpoint="every:5", resizable=True, min_procs=2, max_procs=4, resize_timeout=10)
+    j = s.jobs[a]
+    j.pending = PendingResize("shrink", 4, 2, ["n2", "n2"], 1.0)
+    for t in (10.0, 20.0):
+        beat(s, t - 0.5)
+        s.check_nodes(t - 0.5)
+    acts = s.check_resizes(20.0)
+    assert acts == [Kill(a)] and j.state == "ending" and j.restarts == 0 and j.pending is None
+    with pytest.raises(StateError):  # another attempt's end confirms nothing
+        confirm(s, a, 20.5, attempt=1)
+    assert j.state == "ending"
+    assert confirm(s, a, 20.6) == [] and j.state == "queued" and j.restarts == 1
+    assert "shrink 4->2 not confirmed" in j.failures[0]
+    s.validate()
+    beat(s, 21.0)  # the cause is not known: its nodes took nothing until they heartbeat
+    assert s.tick(21.0) == [Launch(a)] and j.hosts == ["n1", "n1", "n2", "n2"]
+    s.validate()
+
+
+def test_a_cancel_of_an_ending_job_cancels_it_and_a_runner_that_goes_down_ends_it_unconfirmed():
+    s, a, _ = on_nodes(checkpoint="every:5")
+    s.node_heartbeat("n1", "m-n1", [a], 1.5)
+    s.check_nodes(1.5)
+    assert s.jobs[a].state == "ending"
+    assert s.cancel(a, 1.6) == [Kill(a)]
+    assert s.jobs[a].state == "cancelling" and s.jobs[a].then is None
+    s.validate()
+    assert confirm(s, a, 1.7) == [] and s.jobs[a].state == "cancelled" and s.jobs[a].restarts == 0
+    # journaled and restored: an ending job keeps its slots and what it becomes; its runner's node goes down
+    s, a, _ = on_nodes(walltime=10)
+    s.expire(11.0)
+    s2 = make(remap="static", timeout=1.0)
+    s2.restore([Job.from_dict(x.to_dict()) for x in s.jobs.values()], s.next_id)
+    s2.restore_nodes([r for r in s.nodes.values()], 11.0)
+    s2.validate()
+    j = s2.jobs[a]
+    assert j.state == "ending" and s2.pool.free == 0 and j.then["detail"] == "walltime exceeded"
+    acts = s2.node_down("n1", 12.0, "no heartbeat")
+    assert acts == [] and s2.pool.free == 2  # a's slots on n2 are free again; b (4 slots) waits for n1
+    assert j.state == "failed" and "walltime exceeded" in j.error and "never confirmed: node n1" in j.error, j.error
+    s2.validate()

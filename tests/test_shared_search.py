@@ -102,19 +102,37 @@ def test_gs_stalls_where_gbs_does_not():
     assert exhaustive(f, 3, 19)[1] == 9
 
 
-def test_anytime_searches_improve_and_respect_budget():
+class Ticks:
+    """The searches' clock, advancing 1/1024 s at each reading: a budget is spent after a known number of
+    readings (256 for 0.25 s, after the first), whatever the machine's speed."""
+
+    def __init__(self):
+        self.now, self.reads = 0.0, 0
+
+    def perf_counter(self) -> float:
+        self.now += 1 / 1024
+        self.reads += 1
+        return self.now
+
+
+def test_anytime_searches_improve_and_respect_budget(monkeypatch):
+    import reshape.mheta.search as search_module
+
     rng = random.Random(3)
     p, s = 8, 400
     f = monotone_costs([rng.randint(1, 9) for _ in range(p)], [rng.randint(20, 80) for _ in range(p)],
                        [rng.randint(0, 40) for _ in range(p)], [0] * p)
     best = gbs(f, p, s, rng=random.Random(0)).value
     for search in (ga, sa):
-        r = search(f, p, s, rng=random.Random(1), budget=0.2)
-        assert r.seconds < 0.5
+        clock = Ticks()
+        monkeypatch.setattr(search_module, "time", clock)
+        r = search(f, p, s, rng=random.Random(1), budget=0.25)
+        # it searched until its clock said the budget was spent (reading 257), and stopped then
+        assert 257 <= clock.reads <= 257 + 2, (search.__name__, clock.reads)
         assert sum(r.split) == s and min(r.split) >= 0
         assert r.value >= best
         vals = [v for _, v in r.trace]
-        assert vals == sorted(vals, reverse=True) and r.best_at(0.2) == r.value
+        assert vals == sorted(vals, reverse=True) and r.best_at(0.25) == r.value
     r = gbs(f, p, s, rng=random.Random(0), budget=0.0)
     assert not r.certified and len(r.trace) == 1
 

@@ -38,7 +38,8 @@ MPI_Finalize is collective over connected processes.
 
 **Failures.** A resize refused before any process is started or any byte
 moves (unknown or unreachable host, spawn error, impossible size for a
-layout, a shrink to a size never run at) is reported on rank 0's stderr and
+layout, a shrink to a size never run at, an expansion of a program new ranks
+cannot run, e.g. ``python -c``) is reported on rank 0's stderr and
 to the advisor; the job carries on with its current processes and intact
 data. A failure after that point (a rank that dies or raises, a spawn,
 merge or transfer that does not complete within ``RESHAPE_RESIZE_TIMEOUT``)
@@ -81,7 +82,7 @@ from reshape.runtime.inplace import Buddies, failure, recover
 from reshape.runtime.parking import CallBack, CalledBack, Parking, Reserve
 from reshape.runtime.results import EXPAND_PARTS, ResizeError, ResizeResult
 from reshape.runtime.sizing import SECOND_SPAWN_OPEN_MPI, Sizing
-from reshape.runtime.spawning import Joining, check_hosts
+from reshape.runtime.spawning import Joining, check_hosts, unspawnable
 from reshape.runtime.watchdog import DEFAULT_TIMEOUT, Watchdog
 
 __all__ = ["EXPAND_PARTS", "Registered", "ResizeError", "ResizeResult", "Resizer", "layout_rule"]
@@ -320,9 +321,11 @@ class Resizer(Joining, Background, Parking, Sizing):
         back = None
         if self.rank == 0 and problem is None:
             back = self._reserve.pick(nprocs - self.size, hosts) if self.reuse else None
-            if back is None:
+            if back is None or back.rest:  # ranks to spawn: they must be able to run the program
+                problem = unspawnable()
+            if problem is None and back is None:
                 problem = check_hosts(hosts, nprocs - self.size)
-            elif back.rest:
+            elif problem is None and back.rest:
                 problem = check_hosts(back.rest_hosts, back.rest)
         problem, back = bcast_obj(self.comm, (problem, back))
         if problem:

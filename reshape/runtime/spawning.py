@@ -39,7 +39,7 @@ from reshape.runtime.results import ResizeError
 from reshape.runtime.watchdog import Guarded
 
 __all__ = ["JoinState", "Joining", "Standby", "SwitchState", "bridge", "check_hosts", "merge", "process_start",
-           "program", "running_size", "share", "spawn", "spawn_commands", "wait_politely"]
+           "program", "running_size", "share", "spawn", "spawn_commands", "unspawnable", "wait_politely"]
 
 
 @dataclass
@@ -416,6 +416,24 @@ def check_hosts(hosts, n: int, timeout: float = 5.0) -> str | None:
             why = (r.stderr or r.stdout).decode(errors="replace").strip().splitlines()
             return f"host {h!r} is not reachable by the launcher ({why[-1] if why else f'exit {r.returncode}'})"
     return None
+
+
+def unspawnable() -> str | None:
+    """Why new ranks could not run this program (None: they can). A spawned rank runs the program again
+    (:func:`program`), from its module (``python -m``) or its file; code given as ``python -c CODE``, on
+    standard input or typed into an interpreter has neither, and a spawned rank would fail at its start while
+    the running ranks wait for it until the resize timeout."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name and spec.name != "__main__":
+        return None
+    path = getattr(main, "__file__", None)  # absolute for a script (Python 3.9 on): a chdir since does not matter
+    if path and os.path.isfile(path):
+        return None
+    how = {"-c": "'python -c'", "-": "standard input", "": "an interactive interpreter"}.get(
+        sys.argv[0] if sys.argv else "", f"{path or sys.argv[0]!r}, which is not a file")
+    return (f"new ranks cannot start this program: it runs from {how}, and a spawned rank runs the program "
+            "again from its file or module (python prog.py, python -m pkg.prog)")
 
 
 def program() -> list[str]:

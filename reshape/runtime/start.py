@@ -9,6 +9,8 @@ turns on in-place recovery (:mod:`reshape.runtime.inplace`) where asked.
 from __future__ import annotations
 
 import atexit
+import contextlib
+import io
 import sys
 import time
 from collections.abc import Callable
@@ -24,14 +26,26 @@ from reshape.redistribution import placement
 from reshape.runtime import checkpoint, checks
 from reshape.runtime.inplace import Buddies
 from reshape.runtime.resizer import Resizer
-from reshape.runtime.spawning import process_start
+from reshape.runtime.spawning import process_start, unspawnable
 from reshape.runtime.watchdog import install_excepthook
 
-__all__ = ["NO_PARKING_OPEN_MPI", "init"]
+__all__ = ["NO_PARKING_OPEN_MPI", "init", "whole_lines"]
 
 _RUNTIME: Resizer | None = None
 # Open MPI 5.0.11: a parked rank's MPI_Finalize, once the job ends, crashes in its dynamic-process teardown
 NO_PARKING_OPEN_MPI = "a parked rank's MPI_Finalize crashes in Open MPI 5.0 (docs/mpi.md)"
+
+
+def whole_lines() -> None:
+    """Each line this process prints reaches its output in one ``write``. Jobs run with ``PYTHONUNBUFFERED=1``
+    (``reshape.joblink.launch.mpi_env``), where ``print("a", r)`` writes each piece on its own and the pieces of
+    several ranks interleave mid-line in the job's output (all ranks share ``mpiexec``'s); an unbuffered standard
+    output or error becomes line-buffered (a line, or a longer ``print``, is held until its newline: nothing
+    waits longer than a line, as under ``PYTHONUNBUFFERED``). A stream the program buffers itself is left alone."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper) and stream.write_through:
+            with contextlib.suppress(ValueError, OSError):  # closed, or not a stream that can change
+                stream.reconfigure(line_buffering=True, write_through=False)
 
 
 def init(
@@ -69,6 +83,7 @@ def init(
     global _RUNTIME
     if _RUNTIME is not None:
         return _RUNTIME
+    whole_lines()
     parent = MPI.Comm.Get_parent()
     if parent != MPI.COMM_NULL:  # new ranks arrive one by one (reshape.runtime.spawned): the first ones sleep
         barrier(MPI.COMM_WORLD)
@@ -88,6 +103,10 @@ def init(
             print(f"[reshape] {E.REUSE}=1{' and standby ranks' if standby else ''} ignored under "
                   f"{no_parking}", file=sys.stderr, flush=True)
         reuse, standby = False, 0
+    if standby and (why := unspawnable()):
+        if MPI.COMM_WORLD.rank == 0:
+            print(f"[reshape] {E.STANDBY}={standby} ignored: {why}", file=sys.stderr, flush=True)
+        standby = 0
     if parent != MPI.COMM_NULL:
         called = time.time()
         rt = Resizer(MPI.COMM_WORLD, None, job_id, allow_new_sizes, sizes, max_procs, method, timeout, background,

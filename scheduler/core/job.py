@@ -5,7 +5,10 @@ States: ``waiting`` (submitted with an arrival delay) -> ``queued`` ->
 vanished without saying it finished); ``new`` only while a submission is
 being recorded. A cancelled job whose ``mpiexec`` a node monitor runs is
 ``cancelling`` (holding its slots) until that monitor confirms its run ended,
-then ``cancelled`` (``scheduler.core.state.ClusterState.cancel``). The submitted description (``desc``, validated by
+then ``cancelled`` (``scheduler.core.state.ClusterState.cancel``); such a job the
+daemon ends itself (walltime, a node down, a restart) is ``ending`` until then, and
+becomes what that end decided (``failed``, or ``queued`` again for a restart).
+The submitted description (``desc``, validated by
 :func:`scheduler.core.jobfile.validate_job`) is never rewritten: what the job
 announces later (the sizes its program accepts, ``hello``) is a field of its
 own, and the policies see both through :attr:`Job.spec`.
@@ -32,6 +35,7 @@ class JobState(StrEnum):
     QUEUED = "queued"
     RUNNING = "running"
     CANCELLING = "cancelling"  # kill ordered to the node monitor that runs it, not yet confirmed
+    ENDING = "ending"  # likewise, for an end the daemon decided (walltime, node down, restart): ``Job.then``
     DONE = "done"
     FAILED = "failed"
     CANCELLED = "cancelled"
@@ -114,7 +118,10 @@ class Job:
     runner: str | None = None  # the node whose monitor runs this attempt's mpiexec (None: the daemon does)
     out_at: int = 0  # bytes of this attempt's output the daemon holds (jobs run by a node monitor)
     out_base: int | None = None  # size of the job's log when this attempt was ordered to start on its node
-    cancel_time: float | None = None  # when a cancel was ordered (``cancelling``: not yet confirmed)
+    cancel_time: float | None = None  # when a kill was ordered (``cancelling``, ``ending``: not yet confirmed)
+    # ``ending``: what the job becomes once the kill is confirmed: {"why", "error", "detail"} (failed) or
+    # {"why", "restart": True, "known_cause"} (queued again: scheduler.core.restarts)
+    then: dict[str, Any] | None = None
     # caches for snapshots (one per request): the immutable spec, the last policy view
     _spec: JobSpec | None = field(default=None, init=False, repr=False, compare=False)
     _view: RunningJob | None = field(default=None, init=False, repr=False, compare=False)
@@ -168,7 +175,7 @@ class Job:
                 "iterations_lost": self.iterations_lost, "iterations_lost_at": self.iterations_lost_at,
                 "resumed_at": self.resumed_at, "nprocs_override": self.nprocs_override,
                 "runner": self.runner, "out_at": self.out_at, "out_base": self.out_base,
-                "cancel_time": self.cancel_time}
+                "cancel_time": self.cancel_time, "then": self.then}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Job:

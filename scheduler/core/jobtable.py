@@ -23,9 +23,10 @@ from scheduler.core.actions import Decision, StateError
 from scheduler.core.job import FINAL, Job, JobState
 from scheduler.core.policy import JobSpec, RunningJob, Snapshot
 
-__all__ = ["FINAL", "RECENT", "Job", "JobTable", "SizeIndex"]
+__all__ = ["FINAL", "KILLING", "RECENT", "Job", "JobTable", "SizeIndex"]
 
 RECENT = 10  # ended jobs listed by ``status``
+KILLING = (JobState.CANCELLING, JobState.ENDING)  # kill ordered to the node monitor that runs the job, unconfirmed
 
 
 class QueueView(Sequence):
@@ -162,7 +163,7 @@ class JobTable:
         self._stale: set[int] = set()  # running jobs whose view must be rebuilt
         self._pos: dict[int, int] | None = {}  # job id -> its index in the running tuple (None: to rebuild)
         self._waiting: dict[int, Job] = {}
-        self._cancelling: dict[int, Job] = {}  # cancelled, their kill not yet confirmed (they hold their slots)
+        self._killing: dict[int, Job] = {}  # cancelling or ending: their kill not yet confirmed (they hold their slots)
         self._snap: Snapshot | None = None  # the last snapshot, reused while nothing it shows changed
 
     # ---------------------------------------------------------------- helpers
@@ -211,8 +212,8 @@ class JobTable:
             self._run_t = self._pos = None
         elif j.state == JobState.WAITING:
             self._waiting.pop(j.job_id, None)
-        elif j.state == JobState.CANCELLING:
-            self._cancelling.pop(j.job_id, None)
+        elif j.state in KILLING:
+            self._killing.pop(j.job_id, None)
 
     def _index(self, j: Job) -> None:
         if j.state == JobState.QUEUED:
@@ -230,8 +231,8 @@ class JobTable:
             self._run_t = self._pos = None
         elif j.state == JobState.WAITING:
             self._waiting[j.job_id] = j
-        elif j.state == JobState.CANCELLING:
-            self._cancelling[j.job_id] = j
+        elif j.state in KILLING:
+            self._killing[j.job_id] = j
         if j.state in FINAL:
             self.live.pop(j.job_id, None)
         else:
@@ -254,9 +255,9 @@ class JobTable:
         """Running jobs in the order they started."""
         return list(self._run.values())
 
-    def cancelling(self) -> list[Job]:
-        """Cancelled jobs whose kill their node's monitor has not confirmed yet (they hold their slots)."""
-        return list(self._cancelling.values())
+    def killing(self) -> list[Job]:
+        """Jobs whose kill their node's monitor has not confirmed yet (cancelling or ending; they hold their slots)."""
+        return list(self._killing.values())
 
     def _end(self, j: Job, state: str, now: float) -> None:
         self._set(j, state)

@@ -126,10 +126,10 @@ class NodeStates:
             if host in j.hosts and self.restartable(j, None, loss=True):
                 out += self.restart(j, now, f"node {host} down ({reason})", attempt_killed=True, known_cause=True)
             elif host in j.hosts:
-                out.append(self._kill_failed(j, now, f"node {host} down ({reason})", f"node {host} down"))
+                out += self._kill_failed(j, now, f"node {host} down ({reason})", f"node {host} down")
             elif j.pending and j.pending.expands and host in j.pending.hosts:
                 self._abandon_resize(j, now, f"node {host} down")
-        for j in self.cancelling():  # their kill can no longer be confirmed
+        for j in self.killing():  # their kill can no longer be confirmed
             if j.runner == host:
                 out += self.kill_confirmed(j.job_id, host, now, "", f"kill ordered, never confirmed: node {host} "
                                            f"went down ({reason}) before its monitor reported the run ended")

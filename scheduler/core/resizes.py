@@ -84,7 +84,7 @@ class Resizes:
                                     attempt_killed=True)
             elif now - p.t > limit:
                 why = f"{self._resize_name(j)} not confirmed within {limit:g} s; job killed"
-                out.append(self._kill_failed(j, now, why if not j.error else f"{j.error}; {why}", why))
+                out += self._kill_failed(j, now, why if not j.error else f"{j.error}; {why}", why)
         return out + (self.schedule(now) if out else [])
 
 

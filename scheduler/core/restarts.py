@@ -58,8 +58,13 @@ class Restarts:
     def restart(self, j: Job, now: float, why: str, attempt_killed: bool = False,
                 known_cause: bool = False) -> list[Launch | Kill]:
         """Queue ``j`` again to resume from its last checkpoint; its slots return. ``attempt_killed``:
-        its processes still run (a node down, a stuck resize): a kill of this attempt comes first.
+        its processes still run (a node down, a stuck resize): a kill of this attempt comes first, and where
+        a node monitor runs its ``mpiexec`` the job is ``ending``, holding its slots, until that monitor
+        confirms the kill (``scheduler.core.state``, "Ending a job run on a node"), and restarts then.
         ``known_cause``: the node lost is known (down), the others are not suspect."""
+        if attempt_killed and self._confirms_kill(j):
+            return self._kill_on_node(j, now, {"why": why, "restart": True, "known_cause": known_cause},
+                                      f"to restart after: {why}")
         out: list[Launch | Kill] = [Kill(j.job_id, j.restarts)] if attempt_killed else []
         if not known_cause:
             self._suspect(j.hosts, now)
@@ -67,7 +72,7 @@ class Restarts:
         j.failures = [*j.failures, why]
         j.iterations_lost_at = j.iterations
         j.restarts += 1
-        j.sid = j.reported = j.node_report = j.error = j.exit_code = j.runner = None
+        j.sid = j.reported = j.node_report = j.error = j.exit_code = j.runner = j.then = j.cancel_time = None
         j.out_at = 0
         j.out_base = None
         j.start_time = j.deadline = j.reservation = j.point_time = None

@@ -19,7 +19,12 @@ run; it becomes ``cancelled`` (slots freed) when the monitor confirms the run
 ended (:meth:`ClusterState.kill_confirmed`): its ``job_ended`` for that
 attempt, or a heartbeat that lists the job neither among its runs nor among
 the jobs its process scan sees. If that node goes down first, the job is
-``cancelled`` with an ``error`` saying the kill was never confirmed.
+``cancelled`` with an ``error`` saying the kill was never confirmed. Every
+other end the daemon decides for such a job goes the same way (walltime, a
+node of it down, a stuck resize, a restart after a loss): the job is
+``ending``, holding its slots, and becomes ``failed`` (or, for a restart,
+``queued`` again) once the monitor confirms (``Job.then`` says which); a
+runner whose own node went down cannot confirm, and is not waited for.
 
 Resize handshake (seed 001 §3.1, §3.2.1): at a resize point the Remap
 Scheduler's decision becomes a *pending* resize; an expansion reserves its
@@ -65,7 +70,7 @@ from reshape.joblink.protocol import (
 )
 from scheduler.core.actions import Decision, Kill, Launch, PolicyError, StateError
 from scheduler.core.job import JobState
-from scheduler.core.jobtable import FINAL, RECENT, Job, JobTable
+from scheduler.core.jobtable import FINAL, KILLING, RECENT, Job, JobTable
 from scheduler.core.nodestate import NodeRecord, NodeStates
 from scheduler.core.policy import (
     AppPolicy,
@@ -284,7 +289,7 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
                 why = (f"walltime exceeded: limit {j.spec.walltime:g} s at {j.spec.nprocs} slots, "
                        f"deadline {clock_time(j.deadline)} (now {j.nprocs} slots)")
                 self.walltime_kills += 1
-                out.append(self._kill_failed(j, now, why, "walltime exceeded"))
+                out += self._kill_failed(j, now, why, "walltime exceeded")
         return out + (self.schedule(now) if out else [])
 
     def _request_shrinks(self, now: float) -> None:
@@ -332,19 +337,37 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
             raise StateError("not_active", f"job {job_id} already {j.state}")
         if j.state == JobState.CANCELLING:
             return [Kill(job_id)]  # still not confirmed (its monitor gets the kill order while it lists the run)
+        if j.state == JobState.ENDING:  # its kill is ordered already: once confirmed it is cancelled, not what
+            j.then = None               # the daemon had decided (a restart, a failure)
+            self._set(j, JobState.CANCELLING)
+            self._event(now, j, "cancelling", f"kill ordered to the monitor of {j.runner}, not yet confirmed")
+            return [Kill(job_id)]
         out: list[Launch | Kill] = []
         if j.state == JobState.RUNNING:
+            if self._confirms_kill(j):  # its node's monitor kills it: cancelled once it confirms (module docstring)
+                return self._kill_on_node(j, now, None, "")
             out.append(Kill(job_id))
-            if j.runner is not None:  # its node's monitor kills it: cancelled once it confirms (module docstring)
-                self._hold(j)
-                self._set(j, JobState.CANCELLING)
-                j.cancel_time = now
-                self._event(now, j, "cancelling", f"kill ordered to the monitor of {j.runner}, not yet confirmed")
-                return out
             self._release_all(j)
         self._end(j, JobState.CANCELLED, now)
         self._event(now, j, "cancel")
         return out + self.schedule(now) if reschedule else out
+
+    def _confirms_kill(self, j: Job) -> bool:
+        """Whether ``j``'s kill waits for a node monitor's confirmation: its ``mpiexec`` runs on a node
+        (``runner``) whose monitor is up (one whose node is down cannot confirm anything)."""
+        rec = self.nodes.get(j.runner) if j.runner is not None else None
+        return rec is not None and rec.state == "up"
+
+    def _kill_on_node(self, j: Job, now: float, then: dict[str, Any] | None, why: str) -> list[Launch | Kill]:
+        """Order the kill of ``j``, whose ``mpiexec`` a node monitor runs, through that monitor (module docstring):
+        ``cancelling`` (``then`` None) or ``ending`` (``then``: what it becomes once confirmed), every slot held."""
+        self._hold(j)
+        self._set(j, JobState.CANCELLING if then is None else JobState.ENDING)
+        j.cancel_time = now
+        j.then = then
+        ordered = f"kill ordered to the monitor of {j.runner}, not yet confirmed"
+        self._event(now, j, str(j.state), f"{why}: {ordered}" if why else ordered)
+        return [Kill(j.job_id)]
 
     def _hold(self, j: Job) -> None:
         """A job whose processes may still run keeps every slot it had, a pending expansion's too."""
@@ -356,13 +379,21 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
 
     def kill_confirmed(self, job_id: int, node: str, now: float, how: str,
                        error: str | None = None) -> list[Launch | Kill]:
-        """The monitor of ``node`` confirmed that the cancelling job's run ended (``how``): cancelled, its
-        slots free. ``error``: the kill could not be confirmed (its node went down): cancelled all the same,
-        saying so."""
+        """The monitor of ``node`` confirmed that the run of a job whose kill it was ordered ended (``how``): a
+        cancelling job is cancelled, an ending one what its end decided (failed, or queued again to restart);
+        its slots free. ``error``: the kill could not be confirmed (its node went down): the same, saying so."""
         j = self._job(job_id)
-        if j.state != JobState.CANCELLING or j.runner != node:
+        if j.state not in KILLING or j.runner != node:
             return []
+        then, j.then, j.cancel_time = j.then, None, None
+        if then is not None and then.get("restart"):  # the restart the daemon decided (its slots return there)
+            return self.restart(j, now, then["why"], known_cause=bool(then.get("known_cause") or error))
         self._release_all(j)
+        if then is not None:
+            self._end(j, JobState.FAILED, now)
+            j.error = f"{then['error']}; {error}" if error else then["error"]
+            self._event(now, j, "end", f"failed: {then['detail']} ({error or how})")
+            return self.schedule(now)
         self._end(j, JobState.CANCELLED, now)
         if error:
             j.error = error
@@ -370,14 +401,15 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
         return self.schedule(now)
 
     def runs_seen(self, node: str, jobs: list[int], runs: list[dict], now: float) -> list[Launch | Kill]:
-        """A heartbeat of ``node``'s monitor: the cancelling jobs it runs that it lists neither among its runs
-        nor among the jobs of its process scan have ended there. (A monitor carries out a reply's orders
-        before its next heartbeat, so a start order sent before the cancel shows in any heartbeat after it.)"""
+        """A heartbeat of ``node``'s monitor: the jobs it runs whose kill it was ordered (cancelling, ending) that
+        it lists neither among its runs nor among the jobs of its process scan have ended there. (A monitor
+        carries out a reply's orders before its next heartbeat, so a start order sent before the kill shows in
+        any heartbeat after it.)"""
         out: list[Launch | Kill] = []
-        if not self._cancelling:
+        if not self._killing:
             return out
         listed = set(jobs) | {r["job_id"] for r in runs}
-        for j in self.cancelling():
+        for j in self.killing():
             if j.runner == node and j.job_id not in listed:
                 out += self.kill_confirmed(j.job_id, node, now, f"no process of it left on {node}")
         return out
@@ -471,13 +503,16 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
             return False  # the runtime says done at every normal exit: this one was a rank killed (Hydra exits 0)
         return j.reported == "done" or not j.pending
 
-    def _kill_failed(self, j: Job, now: float, error: str, detail: str) -> Kill:
-        """End a running job as failed (slots freed, ``error`` kept, ``end`` event); its processes must die."""
+    def _kill_failed(self, j: Job, now: float, error: str, detail: str) -> list[Launch | Kill]:
+        """End a running job as failed (slots freed, ``error`` kept, ``end`` event); its processes must die.
+        A job a node monitor runs is ``ending`` until that monitor confirms the kill (module docstring)."""
+        if self._confirms_kill(j):
+            return self._kill_on_node(j, now, {"why": detail, "error": error, "detail": detail}, detail)
         self._release_all(j)
         self._end(j, JobState.FAILED, now)
         j.error = error
         self._event(now, j, "end", f"failed: {detail}")
-        return Kill(j.job_id)
+        return [Kill(j.job_id)]
 
     def _release_all(self, j: Job) -> None:
         self.pool.release(j.hosts)
@@ -503,9 +538,9 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
         """The monitor of the job's first node saw its processes there end (``status`` end or error);
         ``attempt``: of which attempt (an earlier one's end settles nothing: ``scheduler.core.restarts``);
         ``code``: the exit status of the job's ``mpiexec``, from the monitor that ran it (``runner``).
-        For a ``cancelling`` job, its runner's report confirms the kill."""
+        For a ``cancelling`` or ``ending`` job, its runner's report confirms the kill."""
         j = self._job(job_id)
-        if j.state == JobState.CANCELLING and attempt == j.restarts and host == j.runner:
+        if j.state in KILLING and attempt == j.restarts and host == j.runner:
             how = f"mpiexec on {host} exited with status {code}" if code is not None else (detail or status)
             return self.kill_confirmed(job_id, host, now, how)
         j = self._running(job_id)
@@ -563,17 +598,18 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
 
         def ending(j: Job) -> dict[str, Any]:
             since = f" {max(0.0, now - j.cancel_time):.1f} s ago" if now is not None and j.cancel_time else ""
-            return row(j) | {"detail": f"kill ordered{since}, not yet confirmed by the monitor of {j.runner}"}
+            why = f"{j.then['why']}: " if j.then else ""
+            return row(j) | {"detail": f"{why}kill ordered{since}, not yet confirmed by the monitor of {j.runner}"}
 
         waiting = list(self._waiting.values()) if limit is None else \
             list(itertools.islice(self._waiting.values(), max(0, limit)))
         return {"total_slots": self.pool.total, "free_slots": self.pool.free,
                 "capacity_slots": self.pool.capacity,
-                # cancelling jobs hold their slots: listed with the running ones, their state says which
+                # cancelling and ending jobs hold their slots: listed with the running ones, their state says which
                 "running": [row(j) for j in (self._run.values() if running_limit is None
                                              else itertools.islice(self._run.values(), max(0, running_limit)))]
-                           + [ending(j) for j in self._cancelling.values()],
-                "running_total": len(self._run) + len(self._cancelling),
+                           + [ending(j) for j in self._killing.values()],
+                "running_total": len(self._run) + len(self._killing),
                 "queue": [row(j) for j in self.queue(limit)], "queued_total": len(self._queued),
                 "waiting": [row(j) for j in waiting], "waiting_total": len(self._waiting),
                 "ended": [{"job_id": j.job_id, "name": j.desc["name"], "state": j.state,
@@ -599,7 +635,7 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
             j.connected = False
             self.jobs[j.job_id] = j
             self._index(j)
-            if j.state in (JobState.RUNNING, JobState.CANCELLING):
+            if j.state == JobState.RUNNING or j.state in KILLING:
                 self.pool.claim(j.hosts)
                 if j.pending and j.pending.expands:
                     self.pool.claim(j.pending.hosts)
@@ -608,7 +644,7 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
     def validate(self) -> None:
         """Invariants (tests call this after every event)."""
         used = sum(len(j.hosts) + (len(j.pending.hosts) if j.pending and j.pending.expands else 0)
-                   for j in self.running()) + sum(len(j.hosts) for j in self.cancelling())
+                   for j in self.running()) + sum(len(j.hosts) for j in self.killing())
         assert used == sum(self.pool.used.values()), (used, dict(self.pool.used))
         assert self.pool.free == sum(max(0, n.slots - self.pool.used[n.host]) for n in self.pool.nodes
                                      if n.host not in self.pool.down and n.host not in self.pool.draining)
@@ -626,7 +662,7 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
         assert list(self._run) == [i for i in self._run if self.jobs[i].state == JobState.RUNNING]
         assert set(self._run) == {i for i, j in self.live.items() if j.state == JobState.RUNNING}
         assert set(self._waiting) == {i for i, j in self.live.items() if j.state == JobState.WAITING}
-        assert set(self._cancelling) == {i for i, j in self.live.items() if j.state == JobState.CANCELLING}
+        assert set(self._killing) == {i for i, j in self.live.items() if j.state in KILLING}
         assert list(self._views) == list(self._run) and self._stale <= set(self._run)
         assert self._pos is None or self._pos == {i: k for k, i in enumerate(self._run)}
         if self._run_t is not None:  # the cached view is the fresh one
@@ -637,8 +673,9 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
             assert (j.state not in FINAL) == (j.job_id in self.live), (j.job_id, j.state)
             if j.state == JobState.RUNNING:
                 assert j.nprocs == len(j.hosts) >= 1
-            elif j.state == JobState.CANCELLING:
+            elif j.state in KILLING:
                 assert j.runner is not None and j.nprocs == len(j.hosts) and j.pending is None
+                assert (j.then is None) == (j.state == JobState.CANCELLING), (j.job_id, j.state, j.then)
             else:
                 assert not j.hosts and j.pending is None
 

@@ -107,8 +107,8 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     print(f"reshape daemon on {info['endpoint']}: {info['slots']} slots, policies "
           f"{info['app']}/{info['remap']}{' (' + params + ')' if params else ''}, "
           f"state in {info['state_dir']}, {access}, node timeout {info['node_timeout']:g} s", flush=True)
-    print(f"reshape daemon: pool from {info['pool']}; launcher {info['launcher']} ({info['launcher_why']})",
-          flush=True)
+    print(f"reshape daemon: pool from {info['pool']}; launcher {info['launcher']} ({info['launcher_why']}); "
+          f"jobs' mpiexec on {info['mpiexec_on']} ({info['mpiexec_on_why']})", flush=True)
     for w in info["warnings"]:
         print(f"reshape daemon: warning: {printable(w)}", file=sys.stderr, flush=True)
     try:
@@ -414,10 +414,11 @@ def _add_daemon(sub: argparse._SubParsersAction) -> None:
                    "requested size is charged in proportion)")
     p.add_argument("--require-monitors", action="store_true",
                    help="a node's slots join the pool only once its node monitor registers")
-    p.add_argument("--mpiexec-on", choices=("head", "first-node"), default="head",
-                   help="where a job's mpiexec runs: here (head, the default), or on the job's first node, started "
-                        "by its node monitor when every node of the job has one (first-node: jobs then outlive a "
-                        "restart of the daemon; docs/daemon.md, 'Failures')")
+    p.add_argument("--mpiexec-on", choices=("head", "first-node"),
+                   help="where a job's mpiexec runs: on the job's first node, started by its node monitor when every "
+                        "node of the job has one (first-node: jobs outlive a restart of the daemon; docs/daemon.md, "
+                        "'Failures'), or here (head). Default: first-node where the pool has hosts other than this "
+                        "machine, head for a pool of this machine only")
     p.add_argument("--keys", help="CURVE key directory; authentication is on when given, and always when the "
                                   "endpoint is not loopback (then default $RESHAPE_KEYS or ~/.reshape/keys)")
     p.add_argument("--launcher", choices=sorted(LAUNCHERS),

@@ -33,7 +33,7 @@ import zmq
 
 from reshape.joblink import protocol as P
 from reshape.joblink.auth import ACCOUNTS_FILE, keys_dir_for, load_client_keys, load_server_keys
-from reshape.joblink.launchers import choose
+from reshape.joblink.launchers import choose, is_local
 from scheduler.core.job import FINAL
 from scheduler.core.policy import app_policy, remap_policy
 from scheduler.core.pool import Pool
@@ -53,7 +53,7 @@ from scheduler.service.periodic import Periodic
 from scheduler.service.retention import PRUNE_EVERY, JobLimits, Retention
 from scheduler.service.supervisor import ON_NODES, Supervisor
 
-__all__ = ["DEFAULT_ENDPOINT", "Daemon", "Settings", "job_endpoint"]
+__all__ = ["DEFAULT_ENDPOINT", "Daemon", "Settings", "job_endpoint", "mpiexec_on"]
 
 DASH_EVENTS = 5000  # allocation events the dashboard keeps for its charts and decision log
 FREEZE_EVERY = 1000  # jobs submitted between two gc.freeze() calls of the loop
@@ -67,6 +67,17 @@ def _policy(make, name: str, params: dict[str, Any] | None):
         return make(name, **(params or {}))
     except TypeError as e:
         raise ValueError(f"policy {name!r}: bad parameters {params}: {e}") from None
+
+
+def mpiexec_on(chosen: str | None, hosts: list[str]) -> tuple[str, str]:
+    """Where jobs' ``mpiexec`` runs (``reshape daemon --mpiexec-on``), and why: as ``chosen``, else on each job's
+    first node where the pool has hosts other than this machine (a job then outlives a restart of the head:
+    docs/daemon.md, "Failures"), else here (one machine: there is no other node to run it on)."""
+    if chosen is not None:
+        return chosen, "chosen"
+    if any(not is_local(h) for h in hosts):
+        return "first-node", "the pool has hosts other than this machine"
+    return "head", "every pool host is this machine"
 
 
 @dataclass(frozen=True)
@@ -86,7 +97,9 @@ class Settings:
     overtime: float = 30.0
     dashboard: str | None = None
     checkpoint_root: str | None = None  # where jobs with checkpoint write theirs (default STATE_DIR/checkpoints)
-    mpiexec_on: str = "head"  # or "first-node": run by the job's first node's monitor (supervisor.ON_NODES)
+    # "head", or "first-node": run by the job's first node's monitor (supervisor.ON_NODES); None: first-node where
+    # the pool has hosts other than this machine, head otherwise (:func:`mpiexec_on`)
+    mpiexec_on: str | None = None
     max_peers: int | None = None  # connections held at most (None: endpoint.MAX_PEERS, at most half the file limit)
     max_peers_per_user: int | None = None  # connections one user (not an admin) holds at most
     max_queued_per_user: int = 1000  # queued and waiting jobs one user (not an admin) may have
@@ -111,7 +124,7 @@ class Settings:
         if self.retain_jobs < 1 or not 0 <= self.retain_days < float("inf"):
             raise ValueError(f"retain-jobs must be >= 1 and retain-days a number of days >= 0, got "
                              f"{self.retain_jobs} and {self.retain_days}")
-        if self.mpiexec_on not in ON_NODES:
+        if self.mpiexec_on is not None and self.mpiexec_on not in ON_NODES:
             raise ValueError(f"mpiexec-on must be one of {', '.join(ON_NODES)}, got {self.mpiexec_on!r}")
         if self.dashboard is not None:
             parse_bind(self.dashboard)  # a bad address fails before anything is created
@@ -158,9 +171,10 @@ class Daemon:
         self.state.restore_nodes(self.journal.load_nodes(), now)
         self.state.restore(jobs, meta.get("next_id", 1))
         self.rm.attach(self.state, now)  # after the journal: the manager reconciles it with what it holds
+        self.mpiexec_on, self.mpiexec_on_why = mpiexec_on(cfg.mpiexec_on, [n.host for n in pool.nodes])
         self.supervisor = Supervisor(self.state, self.state_dir, cfg.workdir or os.getcwd(), self.launcher,
                                      job_endpoint(endpoint), self.keys_dir, cfg.overtime, cfg.checkpoint_root,
-                                     cfg.mpiexec_on, self.accounts)
+                                     self.mpiexec_on, self.accounts)
         self.supervisor.settle_unlaunched(now)
         self.retention = Retention(cfg.retain_jobs, cfg.retain_days)
         self.job_limits = JobLimits()  # per job: lost/resized and output (scheduler.service.retention)
@@ -449,14 +463,14 @@ class Daemon:
         if not self.kill_on_stop:
             return
         end = time.monotonic() + self.state.node_timeout + KILL_CONFIRM_GRACE
-        while self.state.cancelling() and time.monotonic() < end:
+        while self.state.killing() and time.monotonic() < end:
             self._turn()
         now = time.time()
-        for j in self.state.cancelling():
+        for j in self.state.killing():
             print(f"reshape daemon: stopping; job {j.job_id}'s kill was not confirmed by the monitor of {j.runner} "
                   f"within {now - (j.cancel_time or now):.1f} s: its processes may still run there (the job "
-                  "stays cancelling until a daemon hears from that monitor)", file=sys.stderr, flush=True)
-        if not self.state.cancelling():
+                  f"stays {j.state} until a daemon hears from that monitor)", file=sys.stderr, flush=True)
+        if not self.state.killing():
             print("reshape daemon: every kill confirmed; stopping", file=sys.stderr, flush=True)
 
     def _freeze(self) -> None:
@@ -560,5 +574,6 @@ class Daemon:
                 "slots": self.state.pool.capacity, "app": self.state.app.name,
                 "remap": self.state.remap.name,
                 "params": {"app": dict(cfg.app_params), "remap": dict(cfg.remap_params)},
-                "keys": self.keys_dir, "node_timeout": self.state.node_timeout, "mpiexec_on": cfg.mpiexec_on,
+                "keys": self.keys_dir, "node_timeout": self.state.node_timeout, "mpiexec_on": self.mpiexec_on,
+                "mpiexec_on_why": self.mpiexec_on_why,
                 "warnings": self.warnings}

@@ -27,7 +27,7 @@ __all__ = ["DECISION_KINDS", "LATENCY_BUCKETS", "LatencyHistogram", "metrics_tex
 
 # event kinds that are decisions or their outcome (the decision log), see scheduler.core.state
 DECISION_KINDS = frozenset({"start", "advise", "expand", "shrink", "shrink_request", "resize_failed", "end",
-                            "cancel", "cancelling"})
+                            "cancel", "cancelling", "ending"})
 ALLOCATION_KINDS = ("start", "expand", "shrink", "end", "cancel")  # report.allocation_series's kinds
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)  # seconds
 DECISIONS_SHOWN = 60
@@ -92,7 +92,7 @@ def snapshot(state, events: Iterable[dict[str, Any]], now: float, service: dict[
                                                             ("start", "expand", "shrink") else 0])
     decisions = [e for e in events if e["kind"] in DECISION_KINDS][-DECISIONS_SHOWN:]
     by_state = collections.Counter(j.state for j in state.jobs.values())
-    for s in ("waiting", "queued", "running", "cancelling", "done", "failed", "cancelled", "lost"):
+    for s in ("waiting", "queued", "running", "cancelling", "ending", "done", "failed", "cancelled", "lost"):
         by_state.setdefault(s, 0)
     node_states = collections.Counter(n["state"] for n in st["nodes"])
     return {

@@ -21,7 +21,8 @@ PLAIN_EVERY = 5.0  # seconds between status lines without a terminal
 # the events worth a line: decisions and what became of them (scheduler.core.state)
 SHOWN = {"start": "started", "advise": "advised", "expand": "expanded", "shrink": "shrank",
          "shrink_request": "asked to shrink", "resize_failed": "resize failed", "end": "ended",
-         "cancel": "cancelled", "cancelling": "cancelling (kill not yet confirmed)"}
+         "cancel": "cancelled", "cancelling": "cancelling (kill not yet confirmed)",
+         "ending": "ending (kill not yet confirmed)"}
 
 
 def idle_note(st: dict[str, Any]) -> str | None:

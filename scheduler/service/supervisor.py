@@ -23,7 +23,9 @@ restarted daemon finds it in the journal and the monitor's heartbeats (docs/daem
 
 Cancelling such a job kills nothing here: the core makes it ``cancelling`` (its slots held)
 and the kill goes to its monitor as an order; the job is ``cancelled`` once the monitor
-confirms the run ended (``scheduler.core.state``, "Ending a job run on a node").
+confirms the run ended. Every other end the daemon decides for it (walltime, a node down, a
+restart) goes the same way, through ``ending`` (``scheduler.core.state``, "Ending a job run
+on a node"): no slot of it is given to another job while a rank of it may still run.
 
 Its output is appended to the job's log idempotently by offset: when the attempt is ordered
 to start, the core records the log's size then (``out_base``, journaled before the order can
@@ -55,6 +57,7 @@ from reshape.joblink.launch import sweep_ipc
 from reshape.joblink.launchers import Launcher
 from scheduler.core.job import JobState
 from scheduler.core.jobfile import JobFileError
+from scheduler.core.jobtable import KILLING
 from scheduler.core.state import ClusterState, Kill, Launch, StateError
 from scheduler.service.accounts import Accounts
 from scheduler.service.startup import (
@@ -317,9 +320,9 @@ class Supervisor:
     # ------------------------------------------------------------------ actions
     def perform(self, actions: list, now: float) -> None:
         """Kills first (all at once: one grace period, whatever the number of jobs), then launches."""
-        # a cancelling job's processes are its node monitor's to kill (an order in its next heartbeat reply)
+        # a cancelling or ending job's processes are its node monitor's to kill (an order in its next heartbeat reply)
         kills = [a for a in actions if isinstance(a, Kill)
-                 and not ((j := self.state.jobs.get(a.job_id)) is not None and j.state == JobState.CANCELLING)]
+                 and not ((j := self.state.jobs.get(a.job_id)) is not None and j.state in KILLING)]
         if kills:
             kill_jobs([self.tag(k.job_id, k.attempt) for k in kills])
             self._strays.put("")  # and sweep, off the loop, what ranks killed earlier left
@@ -390,8 +393,8 @@ class Supervisor:
     def node_orders(self, node: str, runs: list[dict], now: float, jobs: list[int] = ()) -> list[dict]:
         """The reply to a heartbeat of ``node``'s monitor that runs ``runs`` and whose scan sees ``jobs``:
         start orders it has not confirmed yet, a kill order for each run that is not a running job's current
-        attempt there, and one for each cancelling job run there that its scan still sees (started by an
-        earlier monitor of the node, which restarted since)."""
+        attempt there, and one for each job run there whose kill is ordered (cancelling, ending) that its scan
+        still sees (started by an earlier monitor of the node, which restarted since)."""
         out: list[dict] = []
         listed = set()
         for r in runs:
@@ -400,7 +403,7 @@ class Supervisor:
             if not self.state.run_started(jid, node, attempt, r["pid"]):
                 out.append({"op": "kill", "job_id": jid, "attempt": attempt})
         seen = set(jobs)
-        for j in self.state.cancelling():
+        for j in self.state.killing():
             if j.runner == node and j.job_id in seen and (j.job_id, j.restarts) not in listed:
                 out.append({"op": "kill", "job_id": j.job_id, "attempt": j.restarts})
         mine = self.orders.get(node, {})
@@ -425,11 +428,11 @@ class Supervisor:
         had when the attempt was ordered to start: module docstring); returns how much the daemon holds now
         (a chunk sent twice is written once, also after a restart of the daemon between writing it and
         journaling it; one beyond a gap is not written, and the monitor sends again from there). A
-        cancelling job's output is still taken, until its monitor confirms the run ended."""
+        cancelling or ending job's output is still taken, until its monitor confirms the run ended."""
         j = self.state.jobs.get(job_id)
         if j is None:
             raise StateError("unknown_job", f"no job {job_id}")
-        if j.state not in (JobState.RUNNING, JobState.CANCELLING) or j.restarts != attempt or j.runner != node:
+        if (j.state != JobState.RUNNING and j.state not in KILLING) or j.restarts != attempt or j.runner != node:
             raise StateError("not_running", f"job {job_id} attempt {attempt} does not run on {node}")
         fd = open_private(self.log_path(job_id), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600,
                           owner=self._log_owner(j.owner))
