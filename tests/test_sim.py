@@ -245,7 +245,8 @@ def test_the_simulator_is_a_clock_around_the_daemons_core(app, remap):
     assert [r.job_id for r in res.records] == [j.job_id for j in sorted(st.jobs.values(), key=lambda j: j.end_time)]
     assert sum(r.resizes for r in res.records) == sum(j.resizes for j in st.jobs.values()) > 0
     assert isinstance(res.records[0], JobRecord) and isinstance(res.usage, Usage)
-    assert res.metrics() == {**metrics(res.records, res.usage, 8), "late_starts": 0, "max_late_seconds": 0.0}
+    assert res.metrics() == {**metrics(res.records, res.usage, 8), "late_starts": 0, "max_late_seconds": 0.0,
+                             "limit_extensions": res.limit_extensions}
 
 
 def test_shrink_requests_reach_simulated_jobs_at_their_next_resize_point():

@@ -211,8 +211,19 @@ class Snapshot:
 
 @dataclass(frozen=True, slots=True)
 class Start:
+    """Start the queued job ``job_id`` at ``nprocs`` slots.
+
+    ``limit``: the job's time limit in seconds from its start, when the policy sets one other than
+    its requested walltime, as a resource manager does (Slurm's ``scontrol update TimeLimit``): a
+    job started below its requested size needs longer. The core refuses a limit over what the
+    walltime rule charges the user for (:func:`scheduler.core.walltime.moldable_limit`: the
+    slot-seconds the user asked for); without one, a job is killed at its requested walltime
+    (:mod:`scheduler.core.walltime`, "Wall-clock limits").
+    """
+
     job_id: int
     nprocs: int
+    limit: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

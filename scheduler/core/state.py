@@ -82,7 +82,7 @@ from scheduler.core.policy import (
 from scheduler.core.pool import Pool, PoolError
 from scheduler.core.resizes import RESIZE_GRACE, Resizes
 from scheduler.core.restarts import Restarts
-from scheduler.core.walltime import kill_time, start_deadline
+from scheduler.core.walltime import LIMITS, kill_time, moldable_limit, start_deadline
 
 __all__ = ["RESIZE_GRACE", "ClusterState", "Job", "Kill", "Launch", "NodeRecord", "StateError"]
 
@@ -102,7 +102,11 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
     """
 
     def __init__(self, pool: Pool, app: AppPolicy, remap: RemapPolicy, node_timeout: float = 5.0,
-                 require_monitors: bool = False, strict: bool = False, record: bool = False):
+                 require_monitors: bool = False, strict: bool = False, record: bool = False,
+                 limits: str = "wall-clock"):
+        if limits not in LIMITS:
+            raise ValueError(f"limits must be one of {', '.join(LIMITS)}, got {limits!r}")
+        self.limits = limits
         self.pool = pool
         self.app = app
         self.remap = remap
@@ -126,6 +130,7 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
         self.late_starts: collections.deque[dict[str, Any]] = collections.deque(maxlen=100)
         self.late_start_count = 0
         self.walltime_kills = 0
+        self.limit_extensions = 0  # jobs started with a time limit longer than their walltime
         self._init_indexes()
         if require_monitors:
             for rec in self.nodes.values():
@@ -157,9 +162,30 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
                                f"sizes in [{j.spec.min_procs}, {self._hi(j.spec)}]")
         elif st.nprocs > free:
             self._policy_error(who, now, f"start of job {st.job_id} needs {st.nprocs} slots, {free} free")
+        elif st.limit is not None and not self._limit_ok(j.spec, st):
+            self._policy_error(who, now, f"start of job {st.job_id} at {st.nprocs} slots with a time limit of "
+                               f"{st.limit!r} s; allowed: more than 0 and at most "
+                               f"{moldable_limit(j.spec.walltime, j.spec.nprocs, st.nprocs)} s (walltime "
+                               f"{j.spec.walltime} s at {j.spec.nprocs} slots)")
         else:
             return j
         return None
+
+    @staticmethod
+    def _limit_ok(spec: JobSpec, st: Start) -> bool:
+        """A policy's limit for a start: positive, and at most what the walltime rule charges for."""
+        most = moldable_limit(spec.walltime, spec.nprocs, st.nprocs)
+        return most is not None and isinstance(st.limit, int | float) and 0 < st.limit <= most * (1 + 1e-12)
+
+    def _start_limit(self, spec: JobSpec, st: Start) -> float | None:
+        """A starting job's time limit: its walltime, or the policy's limit; ``stretched``: the
+        rule's longest limit at its size (:mod:`scheduler.core.walltime`, "Wall-clock limits")."""
+        w = spec.walltime
+        if w is None:
+            return None
+        if self.limits == "stretched":
+            return moldable_limit(w, spec.nprocs, st.nprocs)
+        return w if st.limit is None else st.limit
 
     def _check_remap(self, d: Any, j: Job, now: float) -> int:
         """The size job ``j`` goes to by the Remap Scheduler's decision ``d`` (its own: continue)."""
@@ -246,10 +272,14 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
             j.nprocs = start.nprocs
             self._set(j, JobState.RUNNING)
             j.start_time = j.point_time = now
-            j.deadline = start_deadline(j.spec.walltime, j.spec.nprocs, start.nprocs, now)
+            limit = self._start_limit(j.spec, start)
+            j.deadline = None if limit is None else now + limit
             self._check_reservation(j, now)
             j.profile.ran_at(start.nprocs)
-            self._event(now, j, "start")
+            extended = limit is not None and limit > j.spec.walltime
+            self.limit_extensions += extended
+            self._event(now, j, "start", f"time limit {limit:g} s (walltime {j.spec.walltime:g} s at "
+                                         f"{j.spec.nprocs} slots)" if extended else "")
             self._decided(now, "start", j.job_id, start.nprocs)
             out.append(Launch(j.job_id))
         if self._queued and self.remap.asks_shrinks:

@@ -27,16 +27,36 @@ much before it decides (:func:`deadline_after`).
 
 The daemon kills a job past its deadline plus its ``--overtime`` grace
 (Slurm's ``OverTimeLimit``); the simulator at its deadline.
+
+**Wall-clock limits** (:data:`LIMITS`, the core's ``limits``; default
+``"wall-clock"``). A resource manager gives a job the time limit it asked
+for whatever size it starts at (Slurm starts a ``--nodes=MIN-MAX`` job with
+its ``--time``): a job started at ``p < n`` is killed ``walltime`` seconds
+after its start unless the policy that started it set a longer limit, as a
+manager does with ``scontrol update TimeLimit`` (:class:`scheduler.core.policy.Start`'s
+``limit``). The longest limit the rule allows is :func:`moldable_limit`,
+``walltime * n / p``: the budget above, the slot-seconds the user asked for,
+so the user is charged no more than for the requested size; a job whose
+efficiency falls with ``p`` ends within it at any ``p`` (linear speedup is the
+worst case), which is why the policies that start jobs below their size set
+it (:func:`moldable_start`). Resizes move the deadline by the budget in both
+modes, as the site controller updates a resized job's limit. ``"stretched"``:
+every start below the requested size gets :func:`moldable_limit` whether or
+not the policy set it (the rule before wall-clock limits).
 """
 
 from __future__ import annotations
 
 import math
 
-from scheduler.core.policy import RunningJob
+from scheduler.core.policy import JobSpec, RunningJob, Start
 
-__all__ = ["REDIST_PRIOR", "budget_left", "deadline_after", "expected_redist", "fits", "job_fits", "kill_time", "rate",
-           "start_deadline"]
+__all__ = ["LIMITS", "REDIST_PRIOR", "budget_left", "deadline_after", "expected_redist", "fits", "job_fits",
+           "kill_time", "moldable_limit", "moldable_start", "rate", "start_deadline"]
+
+#: How a job's time limit is set at its start (module docstring): the limit it asked for unless the
+#: policy sets another (``wall-clock``, the default), or stretched below the requested size by the rule.
+LIMITS = ("wall-clock", "stretched")
 
 
 def kill_time(deadline: float, grace: float = 0.0) -> float:
@@ -55,6 +75,22 @@ def start_deadline(walltime: float | None, n: int, p: int, now: float) -> float 
     if walltime is None:
         return None
     return now + walltime / rate(n, p)
+
+
+def moldable_limit(walltime: float | None, n: int, p: int) -> float | None:
+    """The longest time limit a job sized ``n`` with ``walltime`` may get when started at ``p``:
+    ``walltime / rate(n, p)`` (the budget charged as the rule says); None without a walltime."""
+    if walltime is None:
+        return None
+    return walltime / rate(n, p)
+
+
+def moldable_start(spec: JobSpec, p: int) -> Start:
+    """Start ``spec`` at ``p`` slots; below its requested size with the limit the rule allows
+    (:func:`moldable_limit`), so that it can end in time, as a manager extends a squeezed job's limit."""
+    if p >= spec.nprocs or spec.walltime is None:
+        return Start(spec.job_id, p)
+    return Start(spec.job_id, p, moldable_limit(spec.walltime, spec.nprocs, p))
 
 
 def budget_left(deadline: float, n: int, p: int, now: float) -> float:

@@ -20,10 +20,14 @@ submit, the jobs that run, report their iterations, redistribute and exit.
 * after every event the Application Scheduler runs (the daemon's tick runs
   after every batch of requests);
 * walltimes are enforced as a resource manager does: a job still running
-  at its deadline (:mod:`scheduler.core.walltime`: the requested time at the
-  requested size, time below it charged in proportion, resizes in full) is
-  killed there (the core's ``expire``, which the daemon calls with its
-  ``--overtime`` grace); its record says so and how much of its work it did.
+  at its deadline is killed there (the core's ``expire``, which the daemon
+  calls with its ``--overtime`` grace); its record says so and how much of
+  its work it did. ``limits`` (:mod:`scheduler.core.walltime`, "Wall-clock
+  limits"): by default a job's limit is the walltime it asked for, counted
+  from its start, unless the policy that started it set a longer one (as a
+  manager's ``scontrol update TimeLimit`` does, charged by the walltime rule);
+  resizes move it by the rule; ``"stretched"`` gives every start below the
+  requested size the rule's longer limit.
 
 Every run checks EASY's guarantee: the core counts each job that starts
 later than the first reservation its Application Scheduler made for it
@@ -78,8 +82,11 @@ class SimResult:
     late_starts: list[dict] = field(default_factory=list)  # the first 100 starts after their reservation
     late_start_count: int = 0
 
+    limit_extensions: int = 0  # jobs a policy started with a time limit beyond their walltime
+
     def metrics(self) -> dict[str, float]:
         m = metrics(self.records, self.usage, self.total_slots)
+        m["limit_extensions"] = self.limit_extensions
         m["late_starts"] = self.late_start_count
         m["max_late_seconds"] = max((v["late"] for v in self.late_starts), default=0.0)
         return m
@@ -96,12 +103,14 @@ class Simulator:
     progress: Callable[[int, int], None] | None = None
     check: bool = False  # check the core's invariants (``ClusterState.validate``) after every event
     keep_ended: bool = True  # False: an ended job leaves the core once recorded (memory flat in the trace's length)
+    limits: str = "wall-clock"  # or "stretched" (scheduler.core.walltime, "Wall-clock limits")
 
     def __post_init__(self) -> None:
         if self.total_slots < 1:
             raise ValueError(f"total_slots must be >= 1, got {self.total_slots}")
         self.state = ClusterState(Pool([Node("sim", self.total_slots)]), self.app,
-                                  self.remap or remap_policy("static"), strict=True, record=self.record)
+                                  self.remap or remap_policy("static"), strict=True, record=self.record,
+                                  limits=self.limits)
         self._inp = {j.spec.job_id: j for j in self.jobs}
         if len(self._inp) != len(self.jobs):
             raise ValueError("job ids must be unique")
@@ -167,7 +176,7 @@ class Simulator:
         done = self._done(jid, now) if killed else 1.0
         self.records.append(JobRecord(jid, j.arrival_time, j.start_time, now, inp.run_time,
                                       inp.spec.nprocs, j.resizes, j.redist_seconds, killed,
-                                      inp.model.work * inp.model.iterations * done))
+                                      inp.model.work * inp.model.iterations * done, inp.spec.walltime))
         self._iters.pop(jid, None)
         self._iter_at.pop(jid, None)
         if not self.keep_ended:
@@ -254,7 +263,7 @@ class Simulator:
         if self.progress is not None:
             self.progress(len(self.records), len(self.jobs))
         return SimResult(self.total_slots, self.records, self.usage, st.decisions or [],
-                         st.policy_error_count, list(st.late_starts), st.late_start_count)
+                         st.policy_error_count, list(st.late_starts), st.late_start_count, st.limit_extensions)
 
 
 def simulate(

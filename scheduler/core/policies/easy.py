@@ -38,7 +38,10 @@ partner of the remap preset ``"reshape-plus"``):
   available, and then adding more processors later"): when the head still
   does not fit after EASY's starts and is resizable, it starts at the largest
   legal size that fits in the free slots, if that is at least its
-  ``min_procs`` (preset ``easy-squeeze``).
+  ``min_procs`` (preset ``easy-squeeze``), with the time limit the walltime
+  rule allows there (:func:`scheduler.core.walltime.moldable_start`: a
+  manager's ``scontrol update TimeLimit``, ``walltime * n / p``), within which
+  it ends even at its squeezed size.
 
 Cost (a head node with 10,000 queued jobs must still answer in milliseconds). A
 pass costs the jobs it looks at, not the queue's length:
@@ -72,7 +75,7 @@ from scheduler.core.policy import (
     legal_sizes,
     register_app_policy,
 )
-from scheduler.core.walltime import deadline_after, expected_redist, start_deadline
+from scheduler.core.walltime import deadline_after, expected_redist, moldable_start, start_deadline
 
 __all__ = ["EasyBackfill", "end_estimate", "releases", "shadow_time"]
 
@@ -242,7 +245,7 @@ class EasyBackfill(AppPolicy):
         if self.squeeze and head.resizable and free >= head.min_procs:
             fits = legal_sizes(head, snap.total_slots, range(max(head.min_procs, 1), min(free, head.nprocs) + 1))
             if fits:
-                return [Start(head.job_id, fits[-1])]
+                return [moldable_start(head, fits[-1])]
         return []
 
 
