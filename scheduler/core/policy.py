@@ -274,6 +274,13 @@ class AppPolicy:
         policy that reserves a start time for the queue head (EASY) says so with a :class:`Reserve`."""
         raise NotImplementedError
 
+    def idle_since(self, before: Snapshot, snap: Snapshot) -> bool:
+        """Whether :meth:`schedule` would return no :class:`Start` on ``snap``, given that it returned
+        none on ``before``, an earlier snapshot of the same core (so that the core may skip that
+        pass; nothing else may differ). The default, False, has every pass run; a policy answers
+        True only where it is sure (EASY: only the clock moved and running jobs made progress)."""
+        return False
+
 
 class RemapPolicy:
     """Remap Scheduler: decides what a job does at its resize point."""

@@ -76,6 +76,7 @@ from scheduler.core.policy import (
     Reserve,
     RunningJob,
     Shrink,
+    Snapshot,
     Start,
     legal_sizes,
 )
@@ -131,6 +132,7 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
         self.late_start_count = 0
         self.walltime_kills = 0
         self.limit_extensions = 0  # jobs started with a time limit longer than their walltime
+        self._idle: Snapshot | None = None  # the last snapshot a scheduling pass started nothing on
         self._init_indexes()
         if require_monitors:
             for rec in self.nodes.values():
@@ -249,9 +251,10 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
 
     def tick(self, now: float) -> list[Launch | Kill]:
         """Time passed: admit arrived jobs and run the Application Scheduler."""
-        for j in [j for j in self._waiting.values() if j.arrival_time <= now]:
-            self._set(j, JobState.QUEUED)
-            self._event(now, j, "arrive")
+        if self._waiting:
+            for j in [j for j in self._waiting.values() if j.arrival_time <= now]:
+                self._set(j, JobState.QUEUED)
+                self._event(now, j, "arrive")
         return self.schedule(now)
 
     def schedule(self, now: float) -> list[Launch | Kill]:
@@ -260,10 +263,18 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
         if not self._queued:
             return out
         free = self.pool.free
-        for start in self.app.schedule(self.snapshot(now)):
+        snap = self.snapshot(now)
+        idle = self._idle
+        if idle is not None and self.app.idle_since(idle, snap):
+            decisions: list = []  # the policy says this pass would start nothing: it is not run
+        else:
+            decisions = self.app.schedule(snap)
+            self._idle = snap  # until a start is asked for, below
+        for start in decisions:
             if isinstance(start, Reserve):
                 self._reserve(start, now)
                 continue
+            self._idle = None
             j = self._check_start(start, free, now)
             if j is None:
                 continue

@@ -47,7 +47,6 @@ import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from reshape.joblink.protocol import ResizePoint
 from scheduler.core.actions import Decision, Kill, Launch, PolicyError
 from scheduler.core.metrics import JobRecord, Usage, metrics
 from scheduler.core.policy import AppPolicy, JobSpec, RemapPolicy, remap_policy
@@ -124,7 +123,7 @@ class Simulator:
         self._seq = len(self._arrivals)
         self._iters: dict[int, int] = {}
         self._target: dict[int, tuple[int, int]] = {}  # job -> (old, new) of the redistribution under way
-        self._iter_at: dict[int, tuple[float, int]] = {}  # job -> (start, size) of the iteration under way
+        self._iter_at: dict[int, tuple[float, int, float]] = {}  # job -> (start, size, seconds) of its iteration
         self._kill_at: dict[int, float] = {}  # job -> deadline its kill event is queued for
         self._late: list[dict] = []
         self.usage = Usage()
@@ -142,8 +141,9 @@ class Simulator:
         heapq.heappush(self._heap, (t, self._seq + (_LAST if kind == _KILL else 0), kind, jid))
 
     def _iterate(self, jid: int, now: float, p: int) -> None:
-        self._iter_at[jid] = (now, p)
-        self._push(now + self._inp[jid].model.iter_time(p), _ITER, jid)
+        t = self._inp[jid].model.iter_time(p)
+        self._iter_at[jid] = (now, p, t)
+        self._push(now + t, _ITER, jid)
 
     def _done(self, jid: int, now: float) -> float:
         """Fraction of its work a job has done by ``now``."""
@@ -153,8 +153,8 @@ class Simulator:
             return min(1.0, (now - j.start_time) / m.run_time(j.nprocs or inp.spec.nprocs))
         part = 0.0
         if jid in self._iter_at:
-            t, p = self._iter_at[jid]
-            part = min(1.0, (now - t) / m.iter_time(p))
+            t, _, it = self._iter_at[jid]
+            part = min(1.0, (now - t) / it)
         return min(1.0, (self._iters[jid] + part) / m.iterations)
 
     def _perform(self, actions: list[Launch | Kill], now: float) -> None:
@@ -195,18 +195,18 @@ class Simulator:
 
     def _resize_point(self, jid: int, now: float) -> list[Launch | Kill]:
         st = self.state
-        m = self._inp[jid].model
         self._iters[jid] += 1
-        if self._iters[jid] >= m.iterations:
+        if self._iters[jid] >= self._inp[jid].model.iterations:
             return self._exit(jid, now)
-        p = st.jobs[jid].nprocs
-        adv, _ = st.handle(ResizePoint(job_id=jid, nprocs=p, iteration=self._iters[jid], iter_time=m.iter_time(p)), now)
-        if adv.nprocs != p:
-            self._target[jid] = (p, adv.nprocs)
+        _, p, t = self._iter_at[jid]  # the iteration that just ended
+        _, q, _, _ = st.handle_resize_point(jid, p, self._iters[jid], t, now)  # the core's resize_point
+        if q != p:
+            self._target[jid] = (p, q)
             self._iter_at.pop(jid, None)
-            self._push(now + self.redist.cost(self._inp[jid].spec.nprocs, p, adv.nprocs), _REDIST, jid)
-        else:
-            self._iterate(jid, now, p)
+            self._push(now + self.redist.cost(self._inp[jid].spec.nprocs, p, q), _REDIST, jid)
+        else:  # the next iteration at the same size
+            self._iter_at[jid] = (now, p, t)
+            self._push(now + t, _ITER, jid)
         return st.tick(now)
 
     def _redistributed(self, jid: int, now: float) -> list[Launch | Kill]:

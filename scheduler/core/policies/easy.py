@@ -91,6 +91,32 @@ def _give_back_at(r: RunningJob, target: int, now: float) -> float:
     return max(now, last + t_iter) + expected_redist(r, target)
 
 
+def _gives_back(r: RunningJob) -> bool:
+    """Whether :func:`_giving_back` is not None for ``r`` (at any time), without computing when."""
+    if not r.spec.resizable or r.profile.iter_time.get(r.nprocs) is None:
+        return False
+    n = r.nprocs
+    base = r.profile.history[0] if r.profile.history else r.spec.nprocs
+    return min(n, base, r.pending_shrink if r.pending_shrink is not None else n) < n
+
+
+def _giving_back(r: RunningJob, now: float) -> tuple[float, int, float, int] | None:
+    """``(back, slots, end, target)`` if :func:`releases` with ``give_back`` counts ``r`` as giving
+    ``slots`` back at ``back`` and keeping ``target`` until ``end``; None if it releases all its slots
+    at its end."""
+    if not r.spec.resizable:
+        return None
+    n = r.nprocs
+    base = r.profile.history[0] if r.profile.history else r.spec.nprocs
+    target = min(n, base, r.pending_shrink if r.pending_shrink is not None else n)
+    back = _give_back_at(r, target, now) if target < n else math.inf
+    if math.isinf(back):
+        return None
+    end = (deadline_after(r.deadline, r.spec.nprocs, n, target, now) if r.deadline is not None
+           else end_estimate(r, now))
+    return back, n - target, end, target
+
+
 def releases(snap: Snapshot, give_back: bool = False) -> list[tuple[float, int]]:
     """``(time, slots)`` each running job releases, by the latest time it will (unsorted).
 
@@ -115,13 +141,10 @@ def releases(snap: Snapshot, give_back: bool = False) -> list[tuple[float, int]]
         n = r.nprocs
         busy += n
         if give_back and r.spec.resizable:
-            base = r.profile.history[0] if r.profile.history else r.spec.nprocs
-            target = min(n, base, r.pending_shrink if r.pending_shrink is not None else n)
-            back = _give_back_at(r, target, now) if target < n else math.inf
-            if not math.isinf(back):
-                end = (deadline_after(r.deadline, r.spec.nprocs, n, target, now) if r.deadline is not None
-                       else end_estimate(r, now))
-                out += [(back, n - target), (end, target)]
+            g = _giving_back(r, now)
+            if g is not None:
+                back, slots, end, target = g
+                out += [(back, slots), (end, target)]
                 last_resizable = max(last_resizable, back)
                 continue
         d = r.deadline
@@ -234,6 +257,34 @@ class EasyBackfill(AppPolicy):
                 if not ends_in_time:
                     extra -= spec.nprocs
         return out + self._squeeze(snap, head, free)
+
+    def idle_since(self, before: Snapshot, snap: Snapshot) -> bool:
+        """A pass starts nothing if the last one started nothing and since then only the clock moved
+        and running jobs reported iterations: the same queue (the core's view object), free slots
+        and head reservation, and every running job with the same size, start, deadline and
+        pending shrink. The release times do not move then (none is in the past, and with
+        ``give_back`` no job is giving slots back, whose release depends on its progress and on
+        the clock), so the shadow time and the extra slots are the same and the jobs that end by
+        the shadow time fewer; the head, FCFS and the squeeze see what they saw. With
+        ``give_back``, a job giving slots back must give them back when it did (its release times,
+        computed as :func:`releases` does, the same at both times)."""
+        if (snap.queue is not before.queue or snap.free_slots != before.free_slots or snap.now < before.now
+                or snap.reserved != before.reserved or snap.total_slots != before.total_slots):
+            return False
+        ra, rb = before.running, snap.running
+        if len(ra) != len(rb):
+            return False
+        now, then, give_back = snap.now, before.now, self.give_back
+        for a, b in zip(ra, rb, strict=True):
+            if a is not b and (a.spec is not b.spec or a.nprocs != b.nprocs or a.start_time != b.start_time
+                               or a.deadline != b.deadline or a.pending_shrink != b.pending_shrink):
+                return False
+            if b.deadline is not None and b.deadline < now:
+                return False
+            if give_back and b.spec.resizable and (a is not b or now != then) and (
+                    _gives_back(a) or _gives_back(b)) and _giving_back(a, then) != _giving_back(b, now):
+                return False
+        return True
 
     @staticmethod
     def _nothing_to_backfill(snap: Snapshot, free: int) -> bool:

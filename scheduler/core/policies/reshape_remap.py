@@ -139,7 +139,7 @@ from scheduler.core.policy import (
     legal_sizes,
     register_remap_policy,
 )
-from scheduler.core.speedup import predicted_iter_time, safe_iter_time
+from scheduler.core.speedup import PRIOR_SIGMA, downey_speedup, predicted_iter_time, safe_iter_time
 from scheduler.core.walltime import deadline_after, expected_redist, job_fits
 
 #: The default noise guard: a gain counts only if larger than this (relative); not in the paper.
@@ -188,6 +188,8 @@ def growth(spec: JobSpec, limit: int) -> list[int]:
 
 def last_expansion(history: tuple[int, ...]) -> tuple[int, int] | None:
     """The last ``(p, q)`` with ``p < q`` in the size history, or None."""
+    if len(history) < 2:
+        return None
     for a, b in zip(reversed(history[:-1]), reversed(history[1:]), strict=True):
         if b > a:
             return a, b
@@ -291,6 +293,8 @@ class ReshapeRemap(RemapPolicy):
             return None
         if not self.prior:
             return q if self._may_expand(r, q, exp) and self._pays(r, q, now) is not None else None
+        if self._pays_nowhere(r, q, now, trips, until):
+            return None
         cands = {q}
         for k in (1.25, 1.5, 2.0, 3.0, 4.0):
             c = next_size(r.spec, max(cur, math.ceil(k * cur) - 1), hi)
@@ -309,6 +313,30 @@ class ReshapeRemap(RemapPolicy):
             if self._fits_safely(r, c, now):
                 return c
         return None
+
+    def _pays_nowhere(self, r: RunningJob, q: int, now: float, trips: int, until: float) -> bool:
+        """With ``prior``: True when no expansion of ``r`` can pay (:meth:`_pays` would say None for
+        every size above its own), from an upper bound on the gain: the fastest iteration any size
+        above could have (measured there, else the prior curve's limit, its ``A``) over as many
+        iterations as could run. False where the bound leaves any doubt (the sizes are then weighed
+        one by one, as without it); it only spares that work."""
+        cur = r.nprocs
+        t_p = r.profile.best(cur)
+        if t_p is None:
+            return False
+        A = float(max(r.spec.nprocs, 1))
+        lo = t_p * downey_speedup(cur, A, PRIOR_SIGMA) / A if A > 1 else t_p
+        prof = r.profile
+        for p in (*prof.best_time, *prof.iter_time):
+            if p > cur:
+                lo = min(lo, prof.best(p))
+        if lo < t_p * (1 - self.min_gain):
+            cost = trips * expected_redist(r, q)  # the same for every size above cur (smaller side: cur)
+            n = r.spec.iterations - r.iterations_done if r.spec.iterations else max(1, r.iterations_done)
+            if not math.isinf(until):
+                n = min(n, max(0.0, (until - now - cost) / lo + 1.0))
+            return n * (t_p - lo) - cost < -1e-9 * (1.0 + abs(cost))
+        return True
 
     def _may_expand(self, r: RunningJob, q: int, exp: tuple[int, int] | None) -> bool:
         """Rule 4's evidence for growing to ``q``: measured there and faster, or unmeasured
@@ -330,11 +358,15 @@ class ReshapeRemap(RemapPolicy):
 
     @staticmethod
     def _need(snap: Snapshot, exclude: int | None = None) -> int:
-        """Slots the queue head still lacks, counting pending shrinks of other jobs."""
-        head = snap.queue[0]
-        coming = sum(o.nprocs - o.pending_shrink for o in snap.running
-                     if o.spec.job_id != exclude and o.pending_shrink is not None)
-        return head.nprocs - snap.free_slots - coming
+        """Slots the queue head still lacks, counting pending shrinks of other jobs (a value <= 0: it
+        lacks none)."""
+        need = snap.queue[0].nprocs - snap.free_slots
+        if need <= 0:  # what pending shrinks release only lowers it
+            return need
+        for o in snap.running:
+            if o.pending_shrink is not None and o.spec.job_id != exclude:
+                need -= o.nprocs - o.pending_shrink
+        return need
 
     @staticmethod
     def _base(r: RunningJob) -> int:
@@ -421,10 +453,10 @@ class ReshapeRemap(RemapPolicy):
             d = self._borrow(snap, r, exp)
             if d is not None:
                 return d
-        points = self._points(r, snap.total_slots)
-        if snap.queue and points:
+        need = self._need(snap, job_id) if snap.queue else 0
+        points = self._points(r, snap.total_slots) if need > 0 else ()
+        if points:
             head = snap.queue[0]
-            need = self._need(snap, job_id)
             if need > 0:
                 enough = [p for p in points if cur - p >= need]
                 target = max(enough) if enough else min(points)
