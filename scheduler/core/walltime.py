@@ -135,8 +135,14 @@ def expected_redist(r: RunningJob, q: int | None = None) -> float:
     """
     p = r.nprocs
     lo = min(p, q) if q else p
-    if r.profile.redist_time:
-        return max(c * min(a, b) / lo for (a, b), c in r.profile.redist_time.items())
+    measured = r.profile.redist_time
+    if measured:
+        most = -math.inf
+        for (a, b), c in measured.items():
+            x = c * (a if a < b else b) / lo
+            if x > most:
+                most = x
+        return most
     return max(r.profile.iter_time.get(p, 0.0), REDIST_PRIOR) * p / lo
 
 

@@ -93,11 +93,12 @@ def _give_back_at(r: RunningJob, target: int, now: float) -> float:
 
 def _gives_back(r: RunningJob) -> bool:
     """Whether :func:`_giving_back` is not None for ``r`` (at any time), without computing when."""
-    if not r.spec.resizable or r.profile.iter_time.get(r.nprocs) is None:
-        return False
-    n = r.nprocs
-    base = r.profile.history[0] if r.profile.history else r.spec.nprocs
-    return min(n, base, r.pending_shrink if r.pending_shrink is not None else n) < n
+    n, prof = r.nprocs, r.profile
+    if r.pending_shrink is None and n <= (prof.history[0] if prof.history else r.spec.nprocs):
+        return False  # at or below its starting size, no shrink under way
+    return r.spec.resizable and prof.iter_time.get(n) is not None and (
+        (r.pending_shrink is not None and r.pending_shrink < n)
+        or n > (prof.history[0] if prof.history else r.spec.nprocs))
 
 
 def _giving_back(r: RunningJob, now: float) -> tuple[float, int, float, int] | None:
@@ -281,8 +282,8 @@ class EasyBackfill(AppPolicy):
                 return False
             if b.deadline is not None and b.deadline < now:
                 return False
-            if give_back and b.spec.resizable and (a is not b or now != then) and (
-                    _gives_back(a) or _gives_back(b)) and _giving_back(a, then) != _giving_back(b, now):
+            if give_back and (_gives_back(b) or (a is not b and _gives_back(a))) \
+                    and _giving_back(a, then) != _giving_back(b, now):
                 return False
         return True
 
@@ -294,6 +295,9 @@ class EasyBackfill(AppPolicy):
     def _squeeze(self, snap: Snapshot, head: JobSpec, free: int) -> list[Start]:
         """``squeeze``: a resizable head that still does not fit starts at the largest legal size in ``free``."""
         if self.squeeze and head.resizable and free >= head.min_procs:
+            if not head.sizes and not head.divides:  # every size in range is legal: the largest that fits
+                p = min(free, head.nprocs, head.max_procs or snap.total_slots, snap.total_slots)
+                return [moldable_start(head, p)] if p >= max(head.min_procs, 1) else []
             fits = legal_sizes(head, snap.total_slots, range(max(head.min_procs, 1), min(free, head.nprocs) + 1))
             if fits:
                 return [moldable_start(head, fits[-1])]

@@ -121,6 +121,7 @@ computes reservations in the same give-back view):
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import replace
 from functools import partial
@@ -147,6 +148,14 @@ NOISE_GUARD = 0.05
 
 __all__ = ["NOISE_GUARD", "PAPER", "PLUS", "ReshapeRemap", "StaticRemap", "growth", "last_expansion", "next_size",
            "shrink_sizes"]
+
+
+@functools.lru_cache(maxsize=4096)
+def _prior_floor(p: int, size: int) -> float:
+    """A lower bound on ``t_q / t_p`` for every ``q`` under the prior curve (Downey with ``A = size``,
+    whose speedup is at most ``A``): ``S(p) / A``, less a rounding margin; 1 when ``A <= 1``."""
+    A = float(max(size, 1))
+    return downey_speedup(p, A, PRIOR_SIGMA) / A * (1 - 1e-12) if A > 1 else 1.0
 
 
 def next_size(spec: JobSpec, current: int, limit: int) -> int | None:
@@ -324,8 +333,7 @@ class ReshapeRemap(RemapPolicy):
         t_p = r.profile.best(cur)
         if t_p is None:
             return False
-        A = float(max(r.spec.nprocs, 1))
-        lo = t_p * downey_speedup(cur, A, PRIOR_SIGMA) / A if A > 1 else t_p
+        lo = t_p * _prior_floor(cur, r.spec.nprocs)
         prof = r.profile
         for p in (*prof.best_time, *prof.iter_time):
             if p > cur:
@@ -349,6 +357,9 @@ class ReshapeRemap(RemapPolicy):
         """Sizes ``r`` may shrink to, ascending."""
         if self.new_sizes:
             return shrink_sizes(r.spec, r.nprocs, pool)
+        ran = r.profile.iter_time
+        if len(ran) == 1 and r.nprocs in ran:  # it ran at one size, its own
+            return []
         return [p for p, _ in r.profile.shrink_points(r.nprocs)]
 
     def _reserve(self, total: int) -> int:
@@ -464,8 +475,8 @@ class ReshapeRemap(RemapPolicy):
                     return Shrink(job_id, target, f"admit queued job {head.job_id}")
         if exp and exp[1] == cur and not self._improved(r, *exp) and self._may_shrink(snap, r, exp[0]):
             return Shrink(job_id, exp[0], f"sweet spot: {exp[0]} -> {cur} did not help")
-        room = snap.free_slots - self._reserve(snap.total_slots)
-        if room > 0 and not snap.queue:
+        room = snap.free_slots - self._reserve(snap.total_slots) if not snap.queue else 0
+        if room > 0:
             limit = min(cur + room, spec.max_procs or snap.total_slots)
             q = self._grow_to(r, limit, snap.now, exp)
             if q is not None:
