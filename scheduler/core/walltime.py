@@ -99,10 +99,14 @@ def budget_left(deadline: float, n: int, p: int, now: float) -> float:
 
 
 def deadline_after(deadline: float | None, n: int, p: int, q: int, now: float) -> float | None:
-    """The deadline bound while (and after) the job resizes from ``p`` to ``q`` starting ``now``."""
+    """The deadline bound while (and after) the job resizes from ``p`` to ``q`` starting ``now``: the
+    deadline itself (not later than now) when ``q`` spends the budget no slower than ``p``."""
     if deadline is None:
         return None
-    return now + budget_left(deadline, n, p, now) / min(rate(n, p), rate(n, q))
+    r_p, r_q = rate(n, p), rate(n, q)
+    if r_q >= r_p:  # now + (deadline - now) * r_p / r_p, without its rounding
+        return deadline if deadline >= now else now
+    return now + budget_left(deadline, n, p, now) / r_q
 
 
 def fits(deadline: float | None, n: int, p: int, q: int, now: float, iterations_left: int | None,
@@ -122,16 +126,21 @@ def fits(deadline: float | None, n: int, p: int, q: int, now: float, iterations_
 REDIST_PRIOR = 10.0  # seconds a first redistribution is assumed to take at the least
 
 
-def expected_redist(r: RunningJob, q: int | None = None) -> float:
+def expected_redist(r: RunningJob, q: int | None = None, floor: float = REDIST_PRIOR) -> float:
     """The cost a policy should expect of ``r`` redistributing from its size ``p`` to ``q``.
 
     Seed 001 Fig. 2(b): the cost falls with the processor count, the smaller
     side limiting it, so each measured ``(p0, q0)`` predicts ``c * min(p0, q0)
     / min(p, q)``; the largest prediction counts. Before any was measured:
-    ``max(one iteration at p, REDIST_PRIOR) * p / min(p, q)`` (a choice, erring
-    long: assuming 0 let jobs without slack overrun their walltime and the
-    first give-back of borrowed slots come late; a first redistribution
-    costlier than the prior can still make a job overrun, and is counted).
+    ``max(one iteration at p, floor) * p / min(p, q)``. The default ``floor``,
+    :data:`REDIST_PRIOR` (10 s), errs long, for what must not be late: a
+    walltime check (assuming 0 let jobs without slack overrun their walltime)
+    and the give-back of borrowed slots; a first redistribution costlier
+    than that can still make a job overrun, and is counted. Weighing what an
+    expansion saves against what it costs, a policy passes ``floor=0``: one
+    iteration, whatever the job's time scale (a fixed 10 s outweighed every
+    gain of a job whose iterations take a few seconds, and such a job never
+    grew).
     """
     p = r.nprocs
     lo = min(p, q) if q else p
@@ -143,7 +152,7 @@ def expected_redist(r: RunningJob, q: int | None = None) -> float:
             if x > most:
                 most = x
         return most
-    return max(r.profile.iter_time.get(p, 0.0), REDIST_PRIOR) * p / lo
+    return max(r.profile.iter_time.get(p, 0.0), floor) * p / lo
 
 
 def job_fits(r: RunningJob, q: int, now: float, redist: float | None = None,

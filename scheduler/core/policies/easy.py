@@ -75,7 +75,7 @@ from scheduler.core.policy import (
     legal_sizes,
     register_app_policy,
 )
-from scheduler.core.walltime import deadline_after, expected_redist, moldable_start, start_deadline
+from scheduler.core.walltime import deadline_after, expected_redist, moldable_start, rate, start_deadline
 
 __all__ = ["EasyBackfill", "end_estimate", "releases", "shadow_time"]
 
@@ -99,6 +99,23 @@ def _gives_back(r: RunningJob) -> bool:
     return r.spec.resizable and prof.iter_time.get(n) is not None and (
         (r.pending_shrink is not None and r.pending_shrink < n)
         or n > (prof.history[0] if prof.history else r.spec.nprocs))
+
+
+def _steady(r: RunningJob, now: float) -> bool:
+    """For a job giving slots back (:func:`_gives_back`) whose deadline is not past: whether
+    :func:`_giving_back` says the same at ``now`` as at any earlier time since its last resize point:
+    its next resize point is not past (``max(now, last + t_iter)`` does not move) and its deadline at
+    the smaller size is its deadline (:func:`scheduler.core.walltime.deadline_after`: the smaller size
+    spends its budget no slower), or it has none."""
+    last = r.point_time if r.point_time is not None else r.start_time
+    if last + r.profile.iter_time[r.nprocs] < now:
+        return False
+    if r.deadline is None:
+        return True
+    n = r.nprocs
+    base = r.profile.history[0] if r.profile.history else r.spec.nprocs
+    target = min(n, base, r.pending_shrink if r.pending_shrink is not None else n)
+    return rate(r.spec.nprocs, target) >= rate(r.spec.nprocs, n)
 
 
 def _giving_back(r: RunningJob, now: float) -> tuple[float, int, float, int] | None:
@@ -277,13 +294,15 @@ class EasyBackfill(AppPolicy):
             return False
         now, then, give_back = snap.now, before.now, self.give_back
         for a, b in zip(ra, rb, strict=True):
-            if a is not b and (a.spec is not b.spec or a.nprocs != b.nprocs or a.start_time != b.start_time
-                               or a.deadline != b.deadline or a.pending_shrink != b.pending_shrink):
-                return False
             if b.deadline is not None and b.deadline < now:
                 return False
-            if give_back and (_gives_back(b) or (a is not b and _gives_back(a))) \
-                    and _giving_back(a, then) != _giving_back(b, now):
+            if a is b:  # the same view: only the clock can move its release times
+                if give_back and now != then and _gives_back(b) and not _steady(b, now):
+                    return False
+            elif (a.spec is not b.spec or a.nprocs != b.nprocs or a.start_time != b.start_time
+                  or a.deadline != b.deadline or a.pending_shrink != b.pending_shrink
+                  or (give_back and (_gives_back(a) or _gives_back(b))
+                  and _giving_back(a, then) != _giving_back(b, now))):
                 return False
         return True
 
