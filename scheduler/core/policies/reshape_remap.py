@@ -141,7 +141,7 @@ from scheduler.core.policy import (
     register_remap_policy,
 )
 from scheduler.core.speedup import PRIOR_SIGMA, downey_speedup, predicted_iter_time, safe_iter_time
-from scheduler.core.walltime import deadline_after, expected_redist, job_fits
+from scheduler.core.walltime import REDIST_PRIOR, deadline_after, expected_redist, job_fits
 
 #: The default noise guard: a gain counts only if larger than this (relative); not in the paper.
 NOISE_GUARD = 0.05
@@ -267,7 +267,7 @@ class ReshapeRemap(RemapPolicy):
         t_p = r.profile.best(r.nprocs)
         if not t_q < t_p * (1 - self.min_gain):
             return None
-        cost = trips * expected_redist(r, q)
+        cost = trips * expected_redist(r, q, floor=0.0 if math.isinf(until) else REDIST_PRIOR)
         # the iterations left: the known count (job file, or the program's report), else as many as it has
         # done (Downey 1997: a job's remaining lifetime is about its age), at least one
         n = r.spec.iterations - r.iterations_done if r.spec.iterations else max(1, r.iterations_done)
@@ -339,7 +339,7 @@ class ReshapeRemap(RemapPolicy):
             if p > cur:
                 lo = min(lo, prof.best(p))
         if lo < t_p * (1 - self.min_gain):
-            cost = trips * expected_redist(r, q)  # the same for every size above cur (smaller side: cur)
+            cost = trips * expected_redist(r, q, floor=0.0 if math.isinf(until) else REDIST_PRIOR)
             n = r.spec.iterations - r.iterations_done if r.spec.iterations else max(1, r.iterations_done)
             if not math.isinf(until):
                 n = min(n, max(0.0, (until - now - cost) / lo + 1.0))
@@ -475,7 +475,11 @@ class ReshapeRemap(RemapPolicy):
                     return Shrink(job_id, target, f"admit queued job {head.job_id}")
         if exp and exp[1] == cur and not self._improved(r, *exp) and self._may_shrink(snap, r, exp[0]):
             return Shrink(job_id, exp[0], f"sweet spot: {exp[0]} -> {cur} did not help")
-        room = snap.free_slots - self._reserve(snap.total_slots) if not snap.queue else 0
+        room = 0
+        if not snap.queue:
+            room = snap.free_slots - self._reserve(snap.total_slots)
+            if cur < spec.nprocs:  # squeezed: it grows back to the size it asked for whatever the reserve
+                room = max(room, min(snap.free_slots, spec.nprocs - cur))
         if room > 0:
             limit = min(cur + room, spec.max_procs or snap.total_slots)
             q = self._grow_to(r, limit, snap.now, exp)
