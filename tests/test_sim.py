@@ -206,6 +206,48 @@ def test_w2_reserve_keeps_room_for_later_arrivals():
     assert worst(remap_policy("reshape-plus", reserve=0.15)) > 1.1  # documented: 0.15 is too little
 
 
+def w1_jobs(scale: float):
+    """Seed 001 §4.2's W1 as ``python -m benchmarks.workload`` runs it: the committed calibrated curves
+    (``benchmarks/data/apps_calibration.json``), one iteration at the initial size a tenth of the static
+    turnaround, times ``scale``; resizes cost what ``apps.emujob --redist`` charges LU, the longest job."""
+    from benchmarks import calibrate_apps
+    from scheduler.lab.emumodel import EmuRedistModel, TableModel
+    from scheduler.service.workload import MODELS, W1
+
+    cal = calibrate_apps.load()
+    slots, rows = W1
+    jobs = []
+    for i, ej in enumerate(rows):
+        m, c = MODELS[ej.name], calibrate_apps.curve(cal, ej.name)
+        t0 = ej.static_turnaround / 10 * scale
+        model = TableModel(tuple((p, t0 / c[ej.nprocs] * c[p]) for p in sorted(c)), 10)
+        spec = JobSpec(i, ej.name, ej.arrival * scale, ej.nprocs, max_procs=slots, topology=m.topology,
+                       divides=m.divides, sizes=m.sizes, iterations=10)
+        jobs.append(SimInput(spec, model, model.run_time(ej.nprocs)))
+    # every resize as costly as the longest job's (LU: 2% of its iteration), on the safe side
+    return jobs, slots, EmuRedistModel(0.02 * rows[0].static_turnaround / 10 * scale)
+
+
+@pytest.mark.parametrize("scale", [0.004, 1.0])
+def test_reshape_plus_grows_w1_at_any_time_scale(scale):
+    """The recommended presets raise W1's utilization by 1.5x over static EASY however time is scaled (the
+    daemon's benchmark runs W1 at 0.004-0.01 paper seconds per second): a first redistribution was assumed
+    to cost at least 10 s, more than a time-scaled job's expansion could save, and no job grew."""
+    jobs, slots, redist = w1_jobs(scale)
+    static = simulate(jobs, slots, app_policy("easy"), None, redist=redist)
+    plus = simulate(jobs, slots, app_policy("easy-plus"), remap_policy("reshape-plus"), redist=redist, record=True)
+    assert plus.metrics()["utilization"] >= 1.5 * static.metrics()["utilization"]
+    grown = {d.job_id for d in plus.decisions if d.kind == "expand"}
+    assert {0, 1} <= grown  # LU and MM grow (the FFT, squeezed at its arrival, grows back to its size)
+    ratio = {r.job_id: r.turnaround for r in plus.records}
+    assert max(ratio[r.job_id] / r.turnaround for r in static.records) <= 1.15
+    sizes = [(d.kind, d.job_id, d.nprocs) for d in plus.decisions]
+    other = w1_jobs(1.0 if scale != 1.0 else 0.004)
+    again = simulate(other[0], other[1], app_policy("easy-plus"), remap_policy("reshape-plus"), redist=other[2],
+                     record=True)
+    assert [(d.kind, d.job_id, d.nprocs) for d in again.decisions] == sizes  # the same decisions at either scale
+
+
 # ---------------------------------------------------------------- one core for the daemon and the simulator
 
 
