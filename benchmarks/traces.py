@@ -1,7 +1,8 @@
 """Trace benchmark: every policy preset on SWF traces, against the baselines a user would pick.
 
-``python -m benchmarks.traces [--quick] [--seed N] [--no-sensitivity] [--limits MODE] [--trace FILE ...]``:
-for ``lublin_256.swf`` and ``mira.swf`` (or the ``--trace`` files), half the jobs
+``python -m benchmarks.traces [--quick] [--seed N] [--no-sensitivity] [--limits MODE] [--trace FILE ...]
+[--lublin SEED ...] [--out NAME]``: for ``lublin_256.swf`` and ``mira.swf`` (or the ``--trace`` files, or
+Lublin-Feitelson traces drawn with ``--lublin``'s seeds: 10,000 jobs on 256 nodes), half the jobs
 malleable (seeded), the job model's defaults
 (:func:`scheduler.lab.jobmodel.from_trace`: parallelism ``size-linked``, the
 literature's model: Downey's average parallelism tied to the job's size,
@@ -64,6 +65,7 @@ from scheduler.lab.jobmodel import DEFAULT_PARALLELISM, from_trace
 from scheduler.lab.runner import against_baselines, run_policies
 from scheduler.lab.simulate_cli import format_baselines, format_table
 from scheduler.lab.swf import read_swf
+from scheduler.lab.workloads.lublin import generate
 
 TRACES = os.environ.get(E.TRACES, os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data", "traces"))
@@ -195,6 +197,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--traces", default=TRACES, help="directory holding lublin_256.swf and mira.swf")
     ap.add_argument("--trace", action="append", metavar="FILE",
                     help="an SWF trace to run instead of the two shared ones (repeatable)")
+    ap.add_argument("--lublin", action="append", type=int, metavar="SEED",
+                    help="a trace the project has not seen instead: 10,000 jobs on 256 nodes drawn from the "
+                    "Lublin-Feitelson model with this seed, the model's own arrivals (as lublin_256.swf; "
+                    "repeatable)")
     ap.add_argument("--limits", choices=("wall-clock", "stretched"), default="wall-clock",
                     help="time limits of jobs started below their size (scheduler.core.walltime)")
     ap.add_argument("--no-sensitivity", action="store_true", help="skip the job-model sensitivity table")
@@ -202,16 +208,16 @@ def main(argv: list[str] | None = None) -> int:
                     "traces-quick.json with --quick)")
     a = ap.parse_args(argv)
     max_jobs = 2000 if a.quick else None
-    paths = a.trace or [os.path.join(a.traces, f"{n}.swf") for n in ("lublin_256", "mira")]
+    paths = a.trace or ([] if a.lublin else [os.path.join(a.traces, f"{n}.swf") for n in ("lublin_256", "mira")])
+    traces = [(os.path.splitext(os.path.basename(p))[0], lambda p=p: read_swf(p, max_jobs=max_jobs)) for p in paths]
+    traces += [(f"lublin_seed{k}", lambda k=k: generate(max_jobs or 10_000, 256, seed=k)) for k in a.lublin or ()]
     summary, detail = {}, {}
-    for path in paths:
-        name = os.path.splitext(os.path.basename(path))[0]
-        trace = read_swf(path, max_jobs=max_jobs)
-        summary[name], detail[name] = one_trace(name, trace, a.seed, a.limits, not a.no_sensitivity)
+    for name, load in traces:
+        summary[name], detail[name] = one_trace(name, load(), a.seed, a.limits, not a.no_sensitivity)
     os.makedirs(RESULTS, exist_ok=True)
     out = os.path.join(RESULTS, a.out or ("traces-quick.json" if a.quick else "traces.json"))
     with open(out, "w") as f:
-        json.dump({"benchmark": "traces", "quick": a.quick, "seed": a.seed, "traces": paths,
+        json.dump({"benchmark": "traces", "quick": a.quick, "seed": a.seed, "traces": [n for n, _ in traces],
                    "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
                    "host": {"cpus": os.cpu_count(), "python": platform.python_version()},
                    "summary": summary, "results": detail}, f, indent=1)
