@@ -83,7 +83,7 @@ from scheduler.core.policy import (
 from scheduler.core.pool import Pool, PoolError
 from scheduler.core.resizes import RESIZE_GRACE, Resizes
 from scheduler.core.restarts import Restarts
-from scheduler.core.walltime import LIMITS, kill_time, moldable_limit, start_deadline
+from scheduler.core.walltime import LIMITS, kill_time, limit_allowed, moldable_limit, start_deadline, start_limit
 
 __all__ = ["RESIZE_GRACE", "ClusterState", "Job", "Kill", "Launch", "NodeRecord", "StateError"]
 
@@ -164,7 +164,7 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
                                f"sizes in [{j.spec.min_procs}, {self._hi(j.spec)}]")
         elif st.nprocs > free:
             self._policy_error(who, now, f"start of job {st.job_id} needs {st.nprocs} slots, {free} free")
-        elif st.limit is not None and not self._limit_ok(j.spec, st):
+        elif st.limit is not None and not limit_allowed(j.spec, st):
             self._policy_error(who, now, f"start of job {st.job_id} at {st.nprocs} slots with a time limit of "
                                f"{st.limit!r} s; allowed: more than 0 and at most "
                                f"{moldable_limit(j.spec.walltime, j.spec.nprocs, st.nprocs)} s (walltime "
@@ -172,22 +172,6 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
         else:
             return j
         return None
-
-    @staticmethod
-    def _limit_ok(spec: JobSpec, st: Start) -> bool:
-        """A policy's limit for a start: positive, and at most what the walltime rule charges for."""
-        most = moldable_limit(spec.walltime, spec.nprocs, st.nprocs)
-        return most is not None and isinstance(st.limit, int | float) and 0 < st.limit <= most * (1 + 1e-12)
-
-    def _start_limit(self, spec: JobSpec, st: Start) -> float | None:
-        """A starting job's time limit: its walltime, or the policy's limit; ``stretched``: the
-        rule's longest limit at its size (:mod:`scheduler.core.walltime`, "Wall-clock limits")."""
-        w = spec.walltime
-        if w is None:
-            return None
-        if self.limits == "stretched":
-            return moldable_limit(w, spec.nprocs, st.nprocs)
-        return w if st.limit is None else st.limit
 
     def _check_remap(self, d: Any, j: Job, now: float) -> int:
         """The size job ``j`` goes to by the Remap Scheduler's decision ``d`` (its own: continue)."""
@@ -283,7 +267,7 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
             j.nprocs = start.nprocs
             self._set(j, JobState.RUNNING)
             j.start_time = j.point_time = now
-            limit = self._start_limit(j.spec, start)
+            limit = start_limit(j.spec, start, self.limits)
             j.deadline = None if limit is None else now + limit
             self._check_reservation(j, now)
             j.profile.ran_at(start.nprocs)

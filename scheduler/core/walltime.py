@@ -52,7 +52,7 @@ import math
 from scheduler.core.policy import JobSpec, RunningJob, Start
 
 __all__ = ["LIMITS", "REDIST_PRIOR", "budget_left", "deadline_after", "expected_redist", "fits", "job_fits",
-           "kill_time", "moldable_limit", "moldable_start", "rate", "start_deadline"]
+           "kill_time", "limit_allowed", "moldable_limit", "moldable_start", "rate", "start_deadline", "start_limit"]
 
 #: How a job's time limit is set at its start (module docstring): the limit it asked for unless the
 #: policy sets another (``wall-clock``, the default), or stretched below the requested size by the rule.
@@ -91,6 +91,24 @@ def moldable_start(spec: JobSpec, p: int) -> Start:
     if p >= spec.nprocs or spec.walltime is None:
         return Start(spec.job_id, p)
     return Start(spec.job_id, p, moldable_limit(spec.walltime, spec.nprocs, p))
+
+
+def limit_allowed(spec: JobSpec, st: Start) -> bool:
+    """Whether a policy's ``st.limit`` for starting ``spec`` is allowed: positive, and at most what the
+    rule charges the user for (:func:`moldable_limit`)."""
+    most = moldable_limit(spec.walltime, spec.nprocs, st.nprocs)
+    return most is not None and isinstance(st.limit, int | float) and 0 < st.limit <= most * (1 + 1e-12)
+
+
+def start_limit(spec: JobSpec, st: Start, limits: str = "wall-clock") -> float | None:
+    """The time limit ``spec`` starts with by ``st``: its walltime, or the limit the policy set;
+    ``limits="stretched"``: :func:`moldable_limit` at its size whatever the policy set (module docstring)."""
+    w = spec.walltime
+    if w is None:
+        return None
+    if limits == "stretched":
+        return moldable_limit(w, spec.nprocs, st.nprocs)
+    return w if st.limit is None else st.limit
 
 
 def budget_left(deadline: float, n: int, p: int, now: float) -> float:
