@@ -16,7 +16,9 @@ submit, the jobs that run, report their iterations, redistribute and exit.
   001 §3.1) and, when advised to expand or shrink, redistribute for
   ``RedistCost.cost`` seconds before confirming (``resized``), during which
   they hold ``max(p, q)`` slots exactly as the daemon's jobs do; after the
-  last iteration they report ``finished`` and exit;
+  last iteration they report ``finished`` and exit; ``start_latency``: a
+  started job holds its slots that long before its first iteration (a live
+  job's process start-up, large against a time-scaled workload's iterations);
 * after every event the Application Scheduler runs (the daemon's tick runs
   after every batch of requests);
 * walltimes are enforced as a resource manager does: a job still running
@@ -103,10 +105,13 @@ class Simulator:
     check: bool = False  # check the core's invariants (``ClusterState.validate``) after every event
     keep_ended: bool = True  # False: an ended job leaves the core once recorded (memory flat in the trace's length)
     limits: str = "wall-clock"  # or "stretched" (scheduler.core.walltime, "Wall-clock limits")
+    start_latency: float = 0.0  # seconds from a start to the job's first iteration (process start-up), slots held
 
     def __post_init__(self) -> None:
         if self.total_slots < 1:
             raise ValueError(f"total_slots must be >= 1, got {self.total_slots}")
+        if not self.start_latency >= 0:
+            raise ValueError(f"start_latency must be >= 0 seconds, got {self.start_latency!r}")
         self.state = ClusterState(Pool([Node("sim", self.total_slots)]), self.app,
                                   self.remap or remap_policy("static"), strict=True, record=self.record,
                                   limits=self.limits)
@@ -150,11 +155,11 @@ class Simulator:
         inp, j = self._inp[jid], self.state.jobs[jid]
         m = inp.model
         if jid not in self._iters:  # runs straight through at its start size
-            return min(1.0, (now - j.start_time) / m.run_time(j.nprocs or inp.spec.nprocs))
+            return min(1.0, max(0.0, now - j.start_time - self.start_latency) / m.run_time(j.nprocs or inp.spec.nprocs))
         part = 0.0
         if jid in self._iter_at:
             t, _, it = self._iter_at[jid]
-            part = min(1.0, (now - t) / it)
+            part = min(1.0, max(0.0, now - t) / it)
         return min(1.0, (self._iters[jid] + part) / m.iterations)
 
     def _perform(self, actions: list[Launch | Kill], now: float) -> None:
@@ -165,11 +170,12 @@ class Simulator:
                 continue
             n = self.state.jobs[jid].nprocs
             m = self._inp[jid].model
+            t0 = now + self.start_latency
             if self.remap is None or not self._inp[jid].spec.resizable:
-                self._push(now + m.run_time(n), _FINISH, jid)
+                self._push(t0 + m.run_time(n), _FINISH, jid)
             else:
                 self._iters[jid] = 0
-                self._iterate(jid, now, n)
+                self._iterate(jid, t0, n)
 
     def _record(self, jid: int, now: float, killed: bool = False) -> None:
         j, inp = self.state.jobs[jid], self._inp[jid]
