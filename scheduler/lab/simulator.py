@@ -128,7 +128,10 @@ class Simulator:
         self._seq = len(self._arrivals)
         self._iters: dict[int, int] = {}
         self._target: dict[int, tuple[int, int]] = {}  # job -> (old, new) of the redistribution under way
-        self._iter_at: dict[int, tuple[float, int, float]] = {}  # job -> (start, size, seconds) of its iteration
+        # job -> (anchor, size, seconds, k): its k-th iteration at this size since ``anchor`` (its start or the end
+        # of its last resize) is under way; iterations end at anchor + (k + 1) * seconds, not at a running sum,
+        # so a job that never resizes ends at exactly start + run time, as it does without resize points
+        self._iter_at: dict[int, tuple[float, int, float, int]] = {}
         self._kill_at: dict[int, float] = {}  # job -> deadline its kill event is queued for
         self._late: list[dict] = []
         self.usage = Usage()
@@ -147,7 +150,7 @@ class Simulator:
 
     def _iterate(self, jid: int, now: float, p: int) -> None:
         t = self._inp[jid].model.iter_time(p)
-        self._iter_at[jid] = (now, p, t)
+        self._iter_at[jid] = (now, p, t, 0)
         self._push(now + t, _ITER, jid)
 
     def _done(self, jid: int, now: float) -> float:
@@ -158,8 +161,8 @@ class Simulator:
             return min(1.0, max(0.0, now - j.start_time - self.start_latency) / m.run_time(j.nprocs or inp.spec.nprocs))
         part = 0.0
         if jid in self._iter_at:
-            t, _, it = self._iter_at[jid]
-            part = min(1.0, max(0.0, now - t) / it)
+            anchor, _, it, k = self._iter_at[jid]
+            part = min(1.0, max(0.0, now - anchor - k * it) / it)
         return min(1.0, (self._iters[jid] + part) / m.iterations)
 
     def _perform(self, actions: list[Launch | Kill], now: float) -> None:
@@ -204,15 +207,15 @@ class Simulator:
         self._iters[jid] += 1
         if self._iters[jid] >= self._inp[jid].model.iterations:
             return self._exit(jid, now)
-        _, p, t = self._iter_at[jid]  # the iteration that just ended
+        anchor, p, t, k = self._iter_at[jid]  # the iteration that just ended
         _, q, _, _ = st.handle_resize_point(jid, p, self._iters[jid], t, now)  # the core's resize_point
         if q != p:
             self._target[jid] = (p, q)
             self._iter_at.pop(jid, None)
             self._push(now + self.redist.cost(self._inp[jid].spec.nprocs, p, q), _REDIST, jid)
         else:  # the next iteration at the same size
-            self._iter_at[jid] = (now, p, t)
-            self._push(now + t, _ITER, jid)
+            self._iter_at[jid] = (anchor, p, t, k + 1)
+            self._push(anchor + (k + 2) * t, _ITER, jid)
         return st.tick(now)
 
     def _redistributed(self, jid: int, now: float) -> list[Launch | Kill]:
