@@ -18,13 +18,14 @@ import os
 import time
 
 from benchmarks._common import table, write_result
+from reshape.joblink import jobenv as E
 from scheduler.core.policy import presets
 from scheduler.lab.jobmodel import from_trace
 from scheduler.lab.runner import run_policies
 from scheduler.lab.swf import read_swf
 
-DEFAULT_TRACES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared",
-                              "data", "traces")
+DEFAULT_TRACES = os.environ.get(E.TRACES, os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data", "traces"))
 
 
 def fingerprint(decisions) -> str:

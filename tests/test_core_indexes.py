@@ -112,3 +112,75 @@ def test_a_submission_left_to_the_next_tick_would_have_started_nothing(jobs, fre
         assert s.pass_needed(jid)
     if not s.pass_needed(jid):
         assert s.tick(100.0) == [] and s.jobs[jid].state == "queued"
+
+
+class _EveryPass(EasyBackfill):
+    """EASY that never lets the core skip a pass (as before ``idle_since``)."""
+
+    def idle_since(self, before, snap) -> bool:
+        return False
+
+
+def _sim_jobs(rows):
+    from scheduler.core.policy import JobSpec
+    from scheduler.lab import JobModel, SimInput
+
+    out = []
+    for i, (t, n, run, slack, resizable, a) in enumerate(rows):
+        spec = JobSpec(i, f"j{i}", t, n, min_procs=1 if resizable else n, max_procs=None if resizable else n,
+                       resizable=resizable, walltime=run * slack, iterations=6)
+        out.append(SimInput(spec, JobModel(work=run / 6 * n, A=n * a, sigma=0.5, iterations=6), run))
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 400), st.integers(1, 8), st.floats(5, 300), st.floats(1.0, 4.0),
+                          st.booleans(), st.floats(0.5, 8.0)), min_size=2, max_size=16),
+       st.sampled_from(["easy", "moldable-easy", "reshape-squeeze", "reshape-plus"]))
+def test_passes_the_core_skips_would_have_started_nothing(rows, name):
+    """Random workloads through the simulator: skipping the passes EASY calls idle (only the clock moved
+    and jobs made progress since a pass that started nothing) gives the decisions of running every pass."""
+    from scheduler.core.policy import preset
+    from scheduler.lab import RedistModel, simulate
+
+    pair = preset(name)
+    app, remap = pair.build()
+    remap = None if pair.remap == "static" else remap
+    every = _EveryPass(give_back=app.give_back, squeeze=app.squeeze, window=app.window)
+    kw = {"record": True, "redist": RedistModel(0.5, 1.0)}
+    assert simulate(_sim_jobs(rows), 8, app, remap, **kw).decisions == \
+        simulate(_sim_jobs(rows), 8, every, remap and preset(name).build()[1], **kw).decisions
+
+
+def test_easy_runs_a_pass_when_a_release_time_moved():
+    """idle_since is False, and the pass starts a job, when a release time moved without the free slots or
+    the queue changing: a running job's deadline (a shrink under way), a borrower's give-back at its resize
+    point, or the clock passing a borrower's next resize point."""
+    from scheduler.core.policy import JobSpec, Profile, RunningJob, Snapshot, Start
+
+    head, small = JobSpec(1, "h", 0.0, 8, walltime=50.0), JobSpec(2, "c", 0.0, 4, walltime=150.0)
+    queue = (head, small)  # the same queue object in both snapshots, as the core's view
+    r = RunningJob(JobSpec(9, "r", 0.0, 4, walltime=100.0, resizable=False), 4, 0.0, deadline=100.0)
+    before = Snapshot(0.0, 8, 4, queue, (r,))
+    easy = app_policy("easy")
+    assert not [x for x in easy.schedule(before) if isinstance(x, Start)]  # 2 would end after the head's 100
+    assert easy.idle_since(before, dataclasses.replace(before, now=10.0))  # only the clock moved
+    later = dataclasses.replace(r, deadline=250.0)  # e.g. a shrink under way: its deadline moved
+    snap = Snapshot(10.0, 8, 4, queue, (later,))
+    assert not easy.idle_since(before, snap) and Start(2, 4) in easy.schedule(snap)
+    # easy-plus: a borrower at 8 (started at 4) gives 4 back at its next resize point (10 + 10 s) plus a
+    # redistribution (measured 2 s): the head (8 of 16, 4 free) can start at 22; 2 (20 s) would end at 30
+    head = JobSpec(1, "h", 0.0, 8, walltime=50.0, resizable=False)
+    queue = (head, JobSpec(2, "c", 0.0, 4, walltime=20.0))
+    grown = RunningJob(JobSpec(9, "r", 0.0, 4, walltime=1000.0), 8, 0.0,
+                       Profile({4: 20.0, 8: 10.0}, {(4, 8): 2.0}, (4, 8)), deadline=1000.0, point_time=10.0)
+    rigid = RunningJob(JobSpec(8, "x", 0.0, 4, walltime=500.0, resizable=False), 4, 0.0, deadline=500.0)
+    plus = app_policy("easy-plus")
+    base = Snapshot(10.0, 16, 4, queue, (grown, rigid))
+    assert not [x for x in plus.schedule(base) if isinstance(x, Start)]
+    assert plus.idle_since(base, dataclasses.replace(base, now=15.0))  # before its next resize point
+    assert not plus.idle_since(base, dataclasses.replace(base, now=25.0))  # past it: it gives back later
+    # its resize point measured 30 s at 8: it gives back at 20 + 30 + 2 = 52, and 2 fits before
+    moved = dataclasses.replace(grown, point_time=20.0, profile=Profile({4: 20.0, 8: 30.0}, {(4, 8): 2.0}, (4, 8)))
+    snap = Snapshot(20.0, 16, 4, queue, (moved, rigid))
+    assert not plus.idle_since(base, snap) and Start(2, 4) in plus.schedule(snap)

@@ -339,8 +339,9 @@ def test_squeeze_starts_a_resizable_head_on_the_free_slots():
     q = (wspec(1, 12, 50.0, min_procs=4), wspec(2, 12, 50.0, min_procs=4, resizable=False))
     s = Snapshot(0.0, 16, 6, q, run)
     assert app_policy("easy").schedule(s) == [Reserve(1, 100.0)]
-    assert app_policy("easy", squeeze=True).schedule(s) == [Reserve(1, 100.0), Start(1, 6)]
-    assert starts_of(app_policy("easy-plus").schedule(s)) == [Start(1, 6)]
+    # squeezed to 6 of its 12 slots, with the time limit the walltime rule allows there: 50 x 12 / 6
+    assert app_policy("easy", squeeze=True).schedule(s) == [Reserve(1, 100.0), Start(1, 6, 100.0)]
+    assert starts_of(app_policy("easy-plus").schedule(s)) == [Start(1, 6, 100.0)]
     small = Snapshot(0.0, 16, 3, q, run)  # below min_procs: wait
     assert starts_of(app_policy("easy", squeeze=True).schedule(small)) == []
     rigid_head = Snapshot(0.0, 16, 6, q[::-1], run)

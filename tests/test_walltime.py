@@ -4,17 +4,39 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scheduler.core.actions import PolicyError
 from scheduler.core.jobfile import validate_job
 from scheduler.core.policies.easy import end_estimate
-from scheduler.core.policy import JobSpec, Reserve, RunningJob, Snapshot, Start, app_policy, preset, remap_policy
+from scheduler.core.policy import (
+    AppPolicy,
+    JobSpec,
+    Reserve,
+    RunningJob,
+    Snapshot,
+    Start,
+    app_policy,
+    preset,
+    remap_policy,
+)
 from scheduler.core.pool import Node, Pool
 from scheduler.core.state import ClusterState
-from scheduler.core.walltime import budget_left, clock_time, deadline_after, fits, kill_time, rate, start_deadline
+from scheduler.core.walltime import (
+    budget_left,
+    clock_time,
+    deadline_after,
+    fits,
+    kill_time,
+    moldable_limit,
+    moldable_start,
+    rate,
+    start_deadline,
+)
 from scheduler.lab.jobmodel import JobModel, RedistModel, SimInput, downey_speedup
 from scheduler.lab.simulator import simulate
 
@@ -149,3 +171,54 @@ def test_a_late_reservation_stops_backfilling_past_it():
     assert out == [Reserve(1, 100.0)]  # job 2 would run to 150 on slots the head needs
     assert not [x for x in out if isinstance(x, Start)]
     assert math.isinf(end_estimate(RunningJob(JobSpec(3, "x", 0.0, 2), 2, 0.0), 0.0))
+
+
+class _SqueezeWithoutLimit(AppPolicy):
+    """Starts the head on whatever is free, below its size, and leaves its time limit alone."""
+
+    name = "squeeze-keep-limit"
+
+    def schedule(self, snap):
+        if snap.queue and snap.free_slots:
+            head = snap.queue[0]
+            return [Start(head.job_id, min(head.nprocs, snap.free_slots))]
+        return []
+
+
+def _squeezed_workload():
+    # job 0 holds 4 of 8 slots for 100 s; job 1 (8 slots, 40 s, walltime 50 s) is squeezed onto the other 4:
+    # at linear speedup it runs 80 s there, past the 50 s it asked for but within 100 s = 50 x 8 / 4
+    return [sim_job(0, 0.0, 4, 100.0, 100.0), sim_job(1, 0.0, 8, 40.0, 50.0, resizable=True, A=64)]
+
+
+def test_wall_clock_limits_kill_a_squeezed_job_unless_the_policy_set_a_longer_limit():
+    res = simulate(_squeezed_workload(), 8, _SqueezeWithoutLimit())
+    rec = {r.job_id: r for r in res.records}
+    assert rec[1].killed and rec[1].finish == pytest.approx(50.0, abs=1e-3)  # its own limit, from its start
+    assert res.metrics()["walltime_kills"] == 1 and res.limit_extensions == 0
+    stretched = simulate(_squeezed_workload(), 8, _SqueezeWithoutLimit(), limits="stretched")
+    rec = {r.job_id: r for r in stretched.records}
+    assert not rec[1].killed and rec[1].finish == pytest.approx(80.0)
+    m = stretched.metrics()
+    assert m["limit_extensions"] == 1 and m["past_request"] == 1  # ran 80 s, asked for 50 s
+    for name in ("moldable-easy", "reshape-plus"):  # the presets set the longer limit themselves
+        pair = preset(name)
+        app, remap = pair.build()
+        res = simulate(_squeezed_workload(), 8, app, None if pair.remap == "static" else remap, check=True)
+        m = res.metrics()
+        assert m["walltime_kills"] == 0 and m["limit_extensions"] == 1 and m["past_request"] == 1, (name, m)
+
+
+def test_a_limit_beyond_what_the_rule_charges_is_a_policy_error():
+    assert moldable_limit(50.0, 8, 4) == 100.0 and moldable_limit(None, 8, 4) is None
+    assert moldable_start(JobSpec(1, "a", 0.0, 8, walltime=50.0), 4) == Start(1, 4, 100.0)
+    assert moldable_start(JobSpec(1, "a", 0.0, 8, walltime=50.0), 8) == Start(1, 8)
+
+    class Greedy(_SqueezeWithoutLimit):
+        def schedule(self, snap):
+            return [replace(s, limit=101.0) for s in super().schedule(snap)]
+
+    with pytest.raises(PolicyError, match=r"time limit of 101\.0 s; allowed: more than 0 and at most 100\.0 s"):
+        simulate(_squeezed_workload(), 8, Greedy())
+    with pytest.raises(ValueError, match="limits must be one of wall-clock, stretched, got 'none'"):
+        simulate(_squeezed_workload(), 8, Greedy(), limits="none")

@@ -15,7 +15,12 @@ carries ``t`` and ``busy``, the slots held after it) plus one
 * resizes and seconds spent redistributing, summed over jobs;
 * idle while waiting: idle slot-seconds while at least one job waits, as a
   fraction of slots x makespan (the holes EASY leaves for reservations);
-* walltime kills: jobs killed at their deadline;
+* walltime kills: jobs killed at their deadline; past request: jobs that ran
+  longer than the walltime they asked for (each under a limit a policy
+  extended: ``scheduler.core.walltime``, "Wall-clock limits");
+* big jobs (more than a quarter of the machine): their mean and worst wait and
+  mean turnaround, who pays for a gain of the small ones;
+* resizes per job;
 * useful utilization (when every record has ``work``, as the simulator's
   do): the sequential seconds of work the jobs did (a job at ``p`` slots
   for ``dt`` seconds does ``S(p) dt``, ``S`` its speedup) over slots x
@@ -50,6 +55,7 @@ class JobRecord:
     redist_time: float = 0.0
     killed: bool = False  # at its walltime deadline
     work: float | None = None  # useful slot-seconds: the sequential seconds of work it did
+    requested: float | None = None  # the walltime it asked for (None: none, or not known)
 
     @property
     def turnaround(self) -> float:
@@ -131,6 +137,8 @@ def metrics(records: list[JobRecord], usage: Usage, slots: int, t0: float | None
     span = max(t1 - t0, 1e-12)
     ta = [x.turnaround for x in r]
     idle = usage.idle_while_waiting(((x.submit, x.start) for x in r) if waits is None else waits, slots)
+    big = [x for x in r if x.nprocs > slots // 4]
+    resizes = sum(x.resizes for x in r)
     return {
         "jobs": len(r),
         "makespan": span,
@@ -140,10 +148,18 @@ def metrics(records: list[JobRecord], usage: Usage, slots: int, t0: float | None
         "mean_wait": statistics.fmean(x.wait for x in r),
         "median_wait": statistics.median(x.wait for x in r),
         "mean_bounded_slowdown": statistics.fmean(x.bounded_slowdown for x in r),
-        "resizes": sum(x.resizes for x in r),
+        "max_wait": max(x.wait for x in r),
+        "resizes": resizes,
+        "resizes_per_job": resizes / len(r),
         "redist_seconds": sum(x.redist_time for x in r),
         "idle_while_waiting": idle / (slots * span),
         "walltime_kills": sum(1 for x in r if x.killed),
+        "past_request": sum(1 for x in r if x.requested is not None and not x.killed
+                            and x.finish - x.start > x.requested * (1 + 1e-9) + 1e-6),
+        "big_jobs": len(big),
+        "big_jobs_mean_wait": statistics.fmean(x.wait for x in big) if big else 0.0,
+        "big_jobs_worst_wait": max((x.wait for x in big), default=0.0),
+        "big_jobs_mean_turnaround": statistics.fmean(x.turnaround for x in big) if big else 0.0,
         **({"useful_utilization": sum(x.work for x in r) / (slots * span)}
            if all(x.work is not None for x in r) else {}),
     }

@@ -211,8 +211,19 @@ class Snapshot:
 
 @dataclass(frozen=True, slots=True)
 class Start:
+    """Start the queued job ``job_id`` at ``nprocs`` slots.
+
+    ``limit``: the job's time limit in seconds from its start, when the policy sets one other than
+    its requested walltime, as a resource manager does (Slurm's ``scontrol update TimeLimit``): a
+    job started below its requested size needs longer. The core refuses a limit over what the
+    walltime rule charges the user for (:func:`scheduler.core.walltime.moldable_limit`: the
+    slot-seconds the user asked for); without one, a job is killed at its requested walltime
+    (:mod:`scheduler.core.walltime`, "Wall-clock limits").
+    """
+
     job_id: int
     nprocs: int
+    limit: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +273,13 @@ class AppPolicy:
         """Jobs to start now, in order; their sizes must fit ``snap.free_slots`` in total. A
         policy that reserves a start time for the queue head (EASY) says so with a :class:`Reserve`."""
         raise NotImplementedError
+
+    def idle_since(self, before: Snapshot, snap: Snapshot) -> bool:
+        """Whether :meth:`schedule` would return no :class:`Start` on ``snap``, given that it returned
+        none on ``before``, an earlier snapshot of the same core (so that the core may skip that
+        pass; nothing else may differ). The default, False, has every pass run; a policy answers
+        True only where it is sure (EASY: only the clock moved and running jobs made progress)."""
+        return False
 
 
 class RemapPolicy:

@@ -171,6 +171,12 @@ class Pool:
 
     def release(self, hosts: list[str]) -> None:
         self._sums = None
+        if len(self.nodes) == 1:  # one node (the simulator's): count its slots without a Counter
+            h = self.nodes[0].host
+            k = hosts.count(h)
+            if k == len(hosts):
+                self.used[h] = max(0, self.used[h] - k)
+                return
         for h, k in Counter(hosts).items():  # one update per host, not per slot
             self.used[h] = max(0, self.used[h] - k)
 

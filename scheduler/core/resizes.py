@@ -113,25 +113,33 @@ class Resizes:
 
     def resize_point(self, ev: ResizePoint, now: float) -> Advice:
         """Performance Profiler update, then the Remap Scheduler's advice."""
-        job_id = ev.job_id
+        action, q, hosts, reason = self.handle_resize_point(ev.job_id, ev.nprocs, ev.iteration, ev.iter_time, now,
+                                                        ev.total, ev.parked, ev.redist_time, ev.redist_from)
+        return Advice(action, q, hosts, reason)
+
+    def handle_resize_point(self, job_id: int, n: int, iteration: int, iter_time: float, now: float,
+                        total: int | None = None, parked: Sequence[str] | None = None,
+                        redist_time: float | None = None, redist_from: int | None = None,
+                        ) -> tuple[str, int, tuple[str, ...], str]:
+        """:meth:`resize_point` with the event's fields as arguments (the simulator's call: no event
+        or advice object per resize point); returns the advice's ``(action, nprocs, hosts, reason)``."""
         j = self._running(job_id)
         j.connected = True
-        n = ev.nprocs
         self._reconcile(j, n, now)
         if n != j.nprocs:
             raise StateError("bad_size", f"job {job_id} reports {n} processes, scheduler has {j.nprocs}")
-        self.resumed(j, ev.iteration)
-        j.iterations = max(j.iterations, ev.iteration)
-        if ev.total is not None:
-            j.report_total(ev.total)
+        self.resumed(j, iteration)
+        j.iterations = max(j.iterations, iteration)
+        if total is not None:
+            j.report_total(total)
         j.point_time = now
-        j.parked = list(ev.parked or ())  # processes it keeps on those hosts beyond its slots
-        j.profile.record_iteration(n, ev.iter_time)
-        if ev.redist_time is not None and ev.redist_from:
-            j.profile.record_redistribution(ev.redist_from, n, ev.redist_time)
+        j.parked = list(parked or ())  # processes it keeps on those hosts beyond its slots
+        j.profile.record_iteration(n, iter_time)
+        if redist_time is not None and redist_from:
+            j.profile.record_redistribution(redist_from, n, redist_time)
         self._mark(j)
         if not j.spec.resizable:
-            return Advice("continue", n, reason="static job")
+            return "continue", n, (), "static job"
         d = self.remap.at_resize_point(self._snapshot_for(j, now), job_id)
         if j.shrink_request is not None:
             j.shrink_request = None  # the policy has seen it
@@ -143,14 +151,14 @@ class Resizes:
             self._start_resize(j, n, q, now)
             self._event(now, j, "advise", f"expand {n}->{q}: {d.reason}")
             self._decided(now, "expand", job_id, q)
-            return Advice("expand", q, tuple(hosts), d.reason)
+            return "expand", q, tuple(hosts), d.reason
         if q < n:
             j.pending = PendingResize("shrink", n, q, j.hosts[q:], now)
             self._start_resize(j, n, q, now)
             self._event(now, j, "advise", f"shrink {n}->{q}: {d.reason}")
             self._decided(now, "shrink", job_id, q)
-            return Advice("shrink", q, (), d.reason)
-        return Advice("continue", n, reason=getattr(d, "reason", ""))
+            return "shrink", q, (), d.reason
+        return "continue", n, (), getattr(d, "reason", "")
 
     def resized(self, job_id: int, old: int, new: int, seconds: float, error: str | None,
                 now: float) -> list[Launch | Kill]:

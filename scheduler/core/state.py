@@ -81,13 +81,22 @@ from scheduler.core.policy import (
     Reserve,
     RunningJob,
     Shrink,
+    Snapshot,
     Start,
     legal_sizes,
 )
 from scheduler.core.pool import Pool, PoolError
 from scheduler.core.resizes import RESIZE_GRACE, Resizes
 from scheduler.core.restarts import Restarts
-from scheduler.core.walltime import clock_time, kill_time, start_deadline
+from scheduler.core.walltime import (
+    LIMITS,
+    clock_time,
+    kill_time,
+    limit_allowed,
+    moldable_limit,
+    start_deadline,
+    start_limit,
+)
 
 __all__ = ["RESIZE_GRACE", "ClusterState", "Job", "Kill", "Launch", "NodeRecord", "StateError"]
 
@@ -107,7 +116,11 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
     """
 
     def __init__(self, pool: Pool, app: AppPolicy, remap: RemapPolicy, node_timeout: float = 5.0,
-                 require_monitors: bool = False, strict: bool = False, record: bool = False):
+                 require_monitors: bool = False, strict: bool = False, record: bool = False,
+                 limits: str = "wall-clock"):
+        if limits not in LIMITS:
+            raise ValueError(f"limits must be one of {', '.join(LIMITS)}, got {limits!r}")
+        self.limits = limits
         self.pool = pool
         self.app = app
         self.remap = remap
@@ -131,6 +144,8 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
         self.late_starts: collections.deque[dict[str, Any]] = collections.deque(maxlen=100)
         self.late_start_count = 0
         self.walltime_kills = 0
+        self.limit_extensions = 0  # jobs started with a time limit longer than their walltime
+        self._idle: Snapshot | None = None  # the last snapshot a scheduling pass started nothing on
         self._init_indexes()
         if require_monitors:
             for rec in self.nodes.values():
@@ -162,6 +177,11 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
                                f"sizes in [{j.spec.min_procs}, {self._hi(j.spec)}]")
         elif st.nprocs > free:
             self._policy_error(who, now, f"start of job {st.job_id} needs {st.nprocs} slots, {free} free")
+        elif st.limit is not None and not limit_allowed(j.spec, st):
+            self._policy_error(who, now, f"start of job {st.job_id} at {st.nprocs} slots with a time limit of "
+                               f"{st.limit!r} s; allowed: more than 0 and at most "
+                               f"{moldable_limit(j.spec.walltime, j.spec.nprocs, st.nprocs)} s (walltime "
+                               f"{j.spec.walltime} s at {j.spec.nprocs} slots)")
         else:
             return j
         return None
@@ -228,9 +248,10 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
 
     def tick(self, now: float) -> list[Launch | Kill]:
         """Time passed: admit arrived jobs and run the Application Scheduler."""
-        for j in [j for j in self._waiting.values() if j.arrival_time <= now]:
-            self._set(j, JobState.QUEUED)
-            self._event(now, j, "arrive")
+        if self._waiting:
+            for j in [j for j in self._waiting.values() if j.arrival_time <= now]:
+                self._set(j, JobState.QUEUED)
+                self._event(now, j, "arrive")
         return self.schedule(now)
 
     def schedule(self, now: float) -> list[Launch | Kill]:
@@ -239,10 +260,18 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
         if not self._queued:
             return out
         free = self.pool.free
-        for start in self.app.schedule(self.snapshot(now)):
+        snap = self.snapshot(now)
+        idle = self._idle
+        if idle is not None and self.app.idle_since(idle, snap):
+            decisions: list = []  # the policy says this pass would start nothing: it is not run
+        else:
+            decisions = self.app.schedule(snap)
+            self._idle = snap  # until a start is asked for, below
+        for start in decisions:
             if isinstance(start, Reserve):
                 self._reserve(start, now)
                 continue
+            self._idle = None
             j = self._check_start(start, free, now)
             if j is None:
                 continue
@@ -251,10 +280,14 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
             j.nprocs = start.nprocs
             self._set(j, JobState.RUNNING)
             j.start_time = j.point_time = now
-            j.deadline = start_deadline(j.spec.walltime, j.spec.nprocs, start.nprocs, now)
+            limit = start_limit(j.spec, start, self.limits)
+            j.deadline = None if limit is None else now + limit
             self._check_reservation(j, now)
             j.profile.ran_at(start.nprocs)
-            self._event(now, j, "start")
+            extended = limit is not None and limit > j.spec.walltime
+            self.limit_extensions += extended
+            self._event(now, j, "start", f"time limit {limit:g} s (walltime {j.spec.walltime:g} s at "
+                                         f"{j.spec.nprocs} slots)" if extended else "")
             self._decided(now, "start", j.job_id, start.nprocs)
             out.append(Launch(j.job_id))
         if self._queued and self.remap.asks_shrinks:

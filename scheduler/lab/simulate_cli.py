@@ -13,14 +13,15 @@ COLUMNS = [
     ("utilization", "util", "{:.3f}"),
     ("useful_utilization", "useful", "{:.3f}"),
     ("mean_turnaround", "mean TA (s)", "{:.0f}"),
-    ("median_turnaround", "median TA (s)", "{:.0f}"),
     ("mean_wait", "mean wait (s)", "{:.0f}"),
     ("mean_bounded_slowdown", "bsld", "{:.2f}"),
-    ("resizes", "resizes", "{}"),
-    ("redist_seconds", "redist (s)", "{:.0f}"),
+    ("big_jobs_mean_wait", "big wait (s)", "{:.0f}"),
+    ("big_jobs_worst_wait", "big worst (s)", "{:.0f}"),
+    ("resizes_per_job", "resizes/job", "{:.3f}"),
     ("idle_while_waiting", "idle waiting", "{:.3f}"),
-    ("late_starts", "late starts", "{}"),
     ("walltime_kills", "killed", "{}"),
+    ("limit_extensions", "longer limit", "{}"),
+    ("late_starts", "late starts", "{}"),
     ("sim_seconds", "sim (s)", "{:.2f}"),
 ]
 
@@ -43,10 +44,26 @@ util          slot-seconds held by jobs / (slots x makespan)
 useful        the same, each job's slots weighted by its parallel efficiency at its size
 TA, wait      turnaround (submit to end) and wait (submit to start), seconds
 bsld          mean bounded slowdown: max(1, turnaround / max(run time, 10 s))
-resizes       expansions and shrinks; redist: seconds spent redistributing data
+big           jobs of more than a quarter of the machine: mean and worst wait, seconds
+resizes/job   expansions and shrinks per job
 idle waiting  slot-seconds left idle while a job waited / (slots x makespan)
+killed        jobs killed at their time limit
+longer limit  jobs a policy started below their size with a longer time limit (charged as the
+              walltime rule says; --limits stretched: every such start)
 late starts   queue heads started after the reservation EASY first made for them
-killed        jobs killed at their walltime"""
+vs EASY, vs best non-resizing: that preset's mean turnaround / the resizing preset's (> 1: it gains)"""
+
+
+def format_baselines(results: dict[str, dict]) -> str:
+    """One line per resizing preset: its gain over rigid EASY and over the best non-resizing preset."""
+    from scheduler.lab.runner import against_baselines
+
+    lines = []
+    for n, row in against_baselines(results).items():
+        easy = f"vs EASY x{row['turnaround_easy_over']:.3f}, " if "turnaround_easy_over" in row else ""
+        lines.append(f"{n}: mean turnaround {easy}vs best non-resizing ({row['best_nonresizing']}) "
+                     f"x{row['turnaround_best_nonresizing_over']:.3f}")
+    return "\n".join(lines)
 
 
 class _Bar:
@@ -122,13 +139,14 @@ def run_simulate(args: argparse.Namespace) -> int:
     from scheduler.core.actions import PolicyError
     from scheduler.core.policy import preset
     from scheduler.lab.jobmodel import from_trace
-    from scheduler.lab.runner import run_policies
+    from scheduler.lab.runner import against_baselines, run_policies, with_baselines
     from scheduler.lab.swf import SwfError, read_swf
 
-    names = args.policy or ["fcfs", "easy", "reshape"]
+    asked = args.policy or ["fcfs", "easy", "reshape"]
     try:
-        for n in names:
+        for n in asked:
             preset(n)
+        names = asked if args.no_baselines else with_baselines(asked)
         trace = read_swf(args.trace, max_jobs=args.max_jobs)
         for w in trace.warnings:
             print(f"reshape simulate: warning: {w}", file=sys.stderr)
@@ -138,7 +156,7 @@ def run_simulate(args: argparse.Namespace) -> int:
             estimates=args.estimates, step=args.step,
         )
         bar = _Bar(enabled=not args.json and not args.quiet and len(jobs) >= 2000)
-        results = run_policies(jobs, total, names, progress=bar)
+        results = run_policies(jobs, total, names, progress=bar, limits=args.limits)
     except (SwfError, ValueError, PolicyError) as e:
         print(f"reshape simulate: error: {e}", file=sys.stderr)
         return 2
@@ -146,11 +164,18 @@ def run_simulate(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"trace": args.trace, "jobs": len(jobs), "slots": total,
                           "load": args.load, "malleable_fraction": args.malleable_fraction,
-                          "results": results}, indent=1))
+                          "limits": args.limits, "results": results,
+                          "against_baselines": against_baselines(results)}, indent=1))
     else:
         title = (f"{args.trace}: {len(jobs)} jobs on {total} slots, load x{args.load:g}, "
-                 f"{args.malleable_fraction:.0%} malleable")
+                 f"{args.malleable_fraction:.0%} malleable, {args.limits} limits")
+        added = [n for n in names if n not in asked]
+        if added:
+            title += f" (baselines added: {', '.join(added)})"
         print(format_table(rows, title))
+        vs = format_baselines(results)
+        if vs:
+            print(vs)
         if not args.quiet:
             print("\n" + LEGEND)
     if args.plot:
@@ -160,13 +185,16 @@ def run_simulate(args: argparse.Namespace) -> int:
 
 def add_commands(subparsers) -> None:
     from scheduler.core.policy import presets
+    from scheduler.core.walltime import LIMITS
 
     listing = "\n".join(f"  {p.name:<16} {p.describe()}: {p.doc}" for p in presets().values())
     p = subparsers.add_parser(
         "simulate",
         help="simulate scheduling policies on an SWF workload trace",
         description="Run the daemon's own scheduler core and policies on a trace in virtual time; "
-        "several --policy options give one comparison table.\n\npolicies (application + remap):\n"
+        "several --policy options give one comparison table, with every resizing preset compared with "
+        "rigid EASY and the best non-resizing preset (easy and moldable-easy are added when a resizing "
+        "preset is asked for).\n\npolicies (application + remap):\n"
         f"{listing}\n  {'sp:K':<16} sp(k=K) + static: static partitioning into K partitions",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="columns of the table:\n" + LEGEND,
@@ -198,6 +226,13 @@ def add_commands(subparsers) -> None:
                    help="resizable jobs' legal sizes are multiples of SLOTS (and their own size) "
                    "(default: 1 slot, or a whole node when the header's MaxProcs/MaxNodes says a "
                    "node holds several slots)")
+    p.add_argument("--limits", choices=LIMITS, default="wall-clock",
+                   help="'wall-clock': a job is killed at the walltime it asked for, counted from its start, "
+                   "unless the policy that started it below its size set a longer limit (as a manager's "
+                   "scontrol update TimeLimit does, charged by the walltime rule); 'stretched': every start "
+                   "below the requested size gets that longer limit (default: wall-clock)")
+    p.add_argument("--no-baselines", action="store_true",
+                   help="do not add the baselines easy and moldable-easy when a resizing preset is simulated")
     p.add_argument("--max-jobs", type=int, default=None, help="only the first N jobs by submit time")
     p.add_argument("--plot", metavar="FILE.png", help="write a comparison plot")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")

@@ -16,14 +16,20 @@ submit, the jobs that run, report their iterations, redistribute and exit.
   001 §3.1) and, when advised to expand or shrink, redistribute for
   ``RedistCost.cost`` seconds before confirming (``resized``), during which
   they hold ``max(p, q)`` slots exactly as the daemon's jobs do; after the
-  last iteration they report ``finished`` and exit;
+  last iteration they report ``finished`` and exit; ``start_latency``: a
+  started job holds its slots that long before its first iteration (a live
+  job's process start-up, large against a time-scaled workload's iterations);
 * after every event the Application Scheduler runs (the daemon's tick runs
   after every batch of requests);
 * walltimes are enforced as a resource manager does: a job still running
-  at its deadline (:mod:`scheduler.core.walltime`: the requested time at the
-  requested size, time below it charged in proportion, resizes in full) is
-  killed there (the core's ``expire``, which the daemon calls with its
-  ``--overtime`` grace); its record says so and how much of its work it did.
+  at its deadline is killed there (the core's ``expire``, which the daemon
+  calls with its ``--overtime`` grace); its record says so and how much of
+  its work it did. ``limits`` (:mod:`scheduler.core.walltime`, "Wall-clock
+  limits"): by default a job's limit is the walltime it asked for, counted
+  from its start, unless the policy that started it set a longer one (as a
+  manager's ``scontrol update TimeLimit`` does, charged by the walltime rule);
+  resizes move it by the rule; ``"stretched"`` gives every start below the
+  requested size the rule's longer limit.
 
 Every run checks EASY's guarantee: the core counts each job that starts
 later than the first reservation its Application Scheduler made for it
@@ -43,7 +49,6 @@ import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from reshape.joblink.protocol import ResizePoint
 from scheduler.core.actions import Decision, Kill, Launch, PolicyError
 from scheduler.core.metrics import JobRecord, Usage, metrics
 from scheduler.core.policy import AppPolicy, JobSpec, RemapPolicy, remap_policy
@@ -78,8 +83,11 @@ class SimResult:
     late_starts: list[dict] = field(default_factory=list)  # the first 100 starts after their reservation
     late_start_count: int = 0
 
+    limit_extensions: int = 0  # jobs a policy started with a time limit beyond their walltime
+
     def metrics(self) -> dict[str, float]:
         m = metrics(self.records, self.usage, self.total_slots)
+        m["limit_extensions"] = self.limit_extensions
         m["late_starts"] = self.late_start_count
         m["max_late_seconds"] = max((v["late"] for v in self.late_starts), default=0.0)
         return m
@@ -96,12 +104,17 @@ class Simulator:
     progress: Callable[[int, int], None] | None = None
     check: bool = False  # check the core's invariants (``ClusterState.validate``) after every event
     keep_ended: bool = True  # False: an ended job leaves the core once recorded (memory flat in the trace's length)
+    limits: str = "wall-clock"  # or "stretched" (scheduler.core.walltime, "Wall-clock limits")
+    start_latency: float = 0.0  # seconds from a start to the job's first iteration (process start-up), slots held
 
     def __post_init__(self) -> None:
         if self.total_slots < 1:
             raise ValueError(f"total_slots must be >= 1, got {self.total_slots}")
+        if not self.start_latency >= 0:
+            raise ValueError(f"start_latency must be >= 0 seconds, got {self.start_latency!r}")
         self.state = ClusterState(Pool([Node("sim", self.total_slots)]), self.app,
-                                  self.remap or remap_policy("static"), strict=True, record=self.record)
+                                  self.remap or remap_policy("static"), strict=True, record=self.record,
+                                  limits=self.limits)
         self._inp = {j.spec.job_id: j for j in self.jobs}
         if len(self._inp) != len(self.jobs):
             raise ValueError("job ids must be unique")
@@ -115,7 +128,10 @@ class Simulator:
         self._seq = len(self._arrivals)
         self._iters: dict[int, int] = {}
         self._target: dict[int, tuple[int, int]] = {}  # job -> (old, new) of the redistribution under way
-        self._iter_at: dict[int, tuple[float, int]] = {}  # job -> (start, size) of the iteration under way
+        # job -> (anchor, size, seconds, k): its k-th iteration at this size since ``anchor`` (its start or the end
+        # of its last resize) is under way; iterations end at anchor + (k + 1) * seconds, not at a running sum,
+        # so a job that never resizes ends at exactly start + run time, as it does without resize points
+        self._iter_at: dict[int, tuple[float, int, float, int]] = {}
         self._kill_at: dict[int, float] = {}  # job -> deadline its kill event is queued for
         self._late: list[dict] = []
         self.usage = Usage()
@@ -133,19 +149,20 @@ class Simulator:
         heapq.heappush(self._heap, (t, self._seq + (_LAST if kind == _KILL else 0), kind, jid))
 
     def _iterate(self, jid: int, now: float, p: int) -> None:
-        self._iter_at[jid] = (now, p)
-        self._push(now + self._inp[jid].model.iter_time(p), _ITER, jid)
+        t = self._inp[jid].model.iter_time(p)
+        self._iter_at[jid] = (now, p, t, 0)
+        self._push(now + t, _ITER, jid)
 
     def _done(self, jid: int, now: float) -> float:
         """Fraction of its work a job has done by ``now``."""
         inp, j = self._inp[jid], self.state.jobs[jid]
         m = inp.model
         if jid not in self._iters:  # runs straight through at its start size
-            return min(1.0, (now - j.start_time) / m.run_time(j.nprocs or inp.spec.nprocs))
+            return min(1.0, max(0.0, now - j.start_time - self.start_latency) / m.run_time(j.nprocs or inp.spec.nprocs))
         part = 0.0
         if jid in self._iter_at:
-            t, p = self._iter_at[jid]
-            part = min(1.0, (now - t) / m.iter_time(p))
+            anchor, _, it, k = self._iter_at[jid]
+            part = min(1.0, max(0.0, now - anchor - k * it) / it)
         return min(1.0, (self._iters[jid] + part) / m.iterations)
 
     def _perform(self, actions: list[Launch | Kill], now: float) -> None:
@@ -156,18 +173,19 @@ class Simulator:
                 continue
             n = self.state.jobs[jid].nprocs
             m = self._inp[jid].model
+            t0 = now + self.start_latency
             if self.remap is None or not self._inp[jid].spec.resizable:
-                self._push(now + m.run_time(n), _FINISH, jid)
+                self._push(t0 + m.run_time(n), _FINISH, jid)
             else:
                 self._iters[jid] = 0
-                self._iterate(jid, now, n)
+                self._iterate(jid, t0, n)
 
     def _record(self, jid: int, now: float, killed: bool = False) -> None:
         j, inp = self.state.jobs[jid], self._inp[jid]
         done = self._done(jid, now) if killed else 1.0
         self.records.append(JobRecord(jid, j.arrival_time, j.start_time, now, inp.run_time,
                                       inp.spec.nprocs, j.resizes, j.redist_seconds, killed,
-                                      inp.model.work * inp.model.iterations * done))
+                                      inp.model.work * inp.model.iterations * done, inp.spec.walltime))
         self._iters.pop(jid, None)
         self._iter_at.pop(jid, None)
         if not self.keep_ended:
@@ -186,18 +204,18 @@ class Simulator:
 
     def _resize_point(self, jid: int, now: float) -> list[Launch | Kill]:
         st = self.state
-        m = self._inp[jid].model
         self._iters[jid] += 1
-        if self._iters[jid] >= m.iterations:
+        if self._iters[jid] >= self._inp[jid].model.iterations:
             return self._exit(jid, now)
-        p = st.jobs[jid].nprocs
-        adv, _ = st.handle(ResizePoint(job_id=jid, nprocs=p, iteration=self._iters[jid], iter_time=m.iter_time(p)), now)
-        if adv.nprocs != p:
-            self._target[jid] = (p, adv.nprocs)
+        anchor, p, t, k = self._iter_at[jid]  # the iteration that just ended
+        _, q, _, _ = st.handle_resize_point(jid, p, self._iters[jid], t, now)  # the core's resize_point
+        if q != p:
+            self._target[jid] = (p, q)
             self._iter_at.pop(jid, None)
-            self._push(now + self.redist.cost(self._inp[jid].spec.nprocs, p, adv.nprocs), _REDIST, jid)
-        else:
-            self._iterate(jid, now, p)
+            self._push(now + self.redist.cost(self._inp[jid].spec.nprocs, p, q), _REDIST, jid)
+        else:  # the next iteration at the same size
+            self._iter_at[jid] = (anchor, p, t, k + 1)
+            self._push(anchor + (k + 2) * t, _ITER, jid)
         return st.tick(now)
 
     def _redistributed(self, jid: int, now: float) -> list[Launch | Kill]:
@@ -254,7 +272,7 @@ class Simulator:
         if self.progress is not None:
             self.progress(len(self.records), len(self.jobs))
         return SimResult(self.total_slots, self.records, self.usage, st.decisions or [],
-                         st.policy_error_count, list(st.late_starts), st.late_start_count)
+                         st.policy_error_count, list(st.late_starts), st.late_start_count, st.limit_extensions)
 
 
 def simulate(

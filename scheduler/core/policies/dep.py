@@ -24,7 +24,8 @@ distributed-memory environments" (seed 000):
   policy keeps (the time of its last repartition), since a snapshot does not
   carry resize times.
 * ``SPApp`` (name ``"sp"``, parameter ``k``) — static partitioning SP(K)
-  (§2.2): K equal partitions of ``total // k`` slots, FCFS, run to completion.
+  (§2.2): K equal partitions of ``total // k`` slots, FCFS, run to completion;
+  a rigid job keeps its size and takes the partitions it covers.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from scheduler.core.policy import (
     register_app_policy,
     register_remap_policy,
 )
-from scheduler.core.walltime import job_fits
+from scheduler.core.walltime import job_fits, moldable_start
 
 __all__ = [
     "DEPApp",
@@ -157,7 +158,7 @@ class DEPApp(AppPolicy):
         head = snap.queue[0]
         want = _targets(snap, self.M, admit=True)[head.job_id] if snap.running else snap.free_slots
         n = _legal_near(head, snap.total_slots, want)
-        return [Start(head.job_id, n)] if n is not None and n <= snap.free_slots else []
+        return [moldable_start(head, n)] if n is not None and n <= snap.free_slots else []
 
 
 @register_remap_policy("dep")
@@ -207,21 +208,39 @@ def shrinks_to(snap: Snapshot, targets: dict[int, int], reason: str) -> list[Shr
 
 @register_app_policy("sp")
 class SPApp(AppPolicy):
-    """SP(K): K static partitions of ``total // k`` slots, FCFS (seed 000 §2.2)."""
+    """SP(K): K static partitions of ``S = total // k`` slots, FCFS (seed 000 §2.2).
+
+    A job runs at its legal size nearest ``S`` from below (:func:`_legal_near`):
+    a malleable job at ``S`` (with the limit the walltime rule allows if that is
+    below its size), a rigid one at its own size, in as many partitions as it
+    covers (``ceil(size / S)``, at most ``k``); slots of a partition the job
+    does not use stay idle, as in any static partitioning. FCFS: the first
+    queued job that does not find its partitions free waits, and the jobs
+    behind it with it.
+    """
 
     name = "sp"
 
     def __init__(self, k: int = 1):
-        if k < 1:
-            raise ValueError(f"SP(K) needs k >= 1, got {k}")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"SP(K) needs an integer k >= 1, got {k!r}")
         self.k = k
+
+    def _parts(self, p: int, S: int) -> int:
+        return min(self.k, -(-p // S))
 
     def schedule(self, snap: Snapshot) -> list[Start]:
         S = snap.total_slots // self.k
         if S < 1:
             raise ValueError(f"SP({self.k}) on {snap.total_slots} slots leaves no partition")
-        free_parts = min(self.k - len(snap.running), snap.free_slots // S)
+        parts = self.k - sum(self._parts(r.nprocs, S) for r in snap.running)
+        free = snap.free_slots
         out = []
-        for spec in snap.queue[: max(free_parts, 0)]:
-            out.append(Start(spec.job_id, S))
+        for spec in snap.queue:
+            p = _legal_near(spec, snap.total_slots, S)
+            if p is None or self._parts(p, S) > parts or p > free:
+                break
+            out.append(moldable_start(spec, p))
+            parts -= self._parts(p, S)
+            free -= p
         return out

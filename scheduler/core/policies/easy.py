@@ -38,7 +38,10 @@ partner of the remap preset ``"reshape-plus"``):
   available, and then adding more processors later"): when the head still
   does not fit after EASY's starts and is resizable, it starts at the largest
   legal size that fits in the free slots, if that is at least its
-  ``min_procs`` (preset ``easy-squeeze``).
+  ``min_procs`` (preset ``easy-squeeze``), with the time limit the walltime
+  rule allows there (:func:`scheduler.core.walltime.moldable_start`: a
+  manager's ``scontrol update TimeLimit``, ``walltime * n / p``), within which
+  it ends even at its squeezed size.
 
 Cost (a head node with 10,000 queued jobs must still answer in milliseconds). A
 pass costs the jobs it looks at, not the queue's length:
@@ -72,7 +75,7 @@ from scheduler.core.policy import (
     legal_sizes,
     register_app_policy,
 )
-from scheduler.core.walltime import deadline_after, expected_redist, start_deadline
+from scheduler.core.walltime import deadline_after, expected_redist, moldable_start, rate, start_deadline
 
 __all__ = ["EasyBackfill", "end_estimate", "releases", "shadow_time"]
 
@@ -86,6 +89,50 @@ def _give_back_at(r: RunningJob, target: int, now: float) -> float:
         return math.inf
     last = r.point_time if r.point_time is not None else r.start_time
     return max(now, last + t_iter) + expected_redist(r, target)
+
+
+def _gives_back(r: RunningJob) -> bool:
+    """Whether :func:`_giving_back` is not None for ``r`` (at any time), without computing when."""
+    n, prof = r.nprocs, r.profile
+    if r.pending_shrink is None and n <= (prof.history[0] if prof.history else r.spec.nprocs):
+        return False  # at or below its starting size, no shrink under way
+    return r.spec.resizable and prof.iter_time.get(n) is not None and (
+        (r.pending_shrink is not None and r.pending_shrink < n)
+        or n > (prof.history[0] if prof.history else r.spec.nprocs))
+
+
+def _steady(r: RunningJob, now: float) -> bool:
+    """For a job giving slots back (:func:`_gives_back`) whose deadline is not past: whether
+    :func:`_giving_back` says the same at ``now`` as at any earlier time since its last resize point:
+    its next resize point is not past (``max(now, last + t_iter)`` does not move) and its deadline at
+    the smaller size is its deadline (:func:`scheduler.core.walltime.deadline_after`: the smaller size
+    spends its budget no slower), or it has none."""
+    last = r.point_time if r.point_time is not None else r.start_time
+    if last + r.profile.iter_time[r.nprocs] < now:
+        return False
+    if r.deadline is None:
+        return True
+    n = r.nprocs
+    base = r.profile.history[0] if r.profile.history else r.spec.nprocs
+    target = min(n, base, r.pending_shrink if r.pending_shrink is not None else n)
+    return rate(r.spec.nprocs, target) >= rate(r.spec.nprocs, n)
+
+
+def _giving_back(r: RunningJob, now: float) -> tuple[float, int, float, int] | None:
+    """``(back, slots, end, target)`` if :func:`releases` with ``give_back`` counts ``r`` as giving
+    ``slots`` back at ``back`` and keeping ``target`` until ``end``; None if it releases all its slots
+    at its end."""
+    if not r.spec.resizable:
+        return None
+    n = r.nprocs
+    base = r.profile.history[0] if r.profile.history else r.spec.nprocs
+    target = min(n, base, r.pending_shrink if r.pending_shrink is not None else n)
+    back = _give_back_at(r, target, now) if target < n else math.inf
+    if math.isinf(back):
+        return None
+    end = (deadline_after(r.deadline, r.spec.nprocs, n, target, now) if r.deadline is not None
+           else end_estimate(r, now))
+    return back, n - target, end, target
 
 
 def releases(snap: Snapshot, give_back: bool = False) -> list[tuple[float, int]]:
@@ -112,13 +159,10 @@ def releases(snap: Snapshot, give_back: bool = False) -> list[tuple[float, int]]
         n = r.nprocs
         busy += n
         if give_back and r.spec.resizable:
-            base = r.profile.history[0] if r.profile.history else r.spec.nprocs
-            target = min(n, base, r.pending_shrink if r.pending_shrink is not None else n)
-            back = _give_back_at(r, target, now) if target < n else math.inf
-            if not math.isinf(back):
-                end = (deadline_after(r.deadline, r.spec.nprocs, n, target, now) if r.deadline is not None
-                       else end_estimate(r, now))
-                out += [(back, n - target), (end, target)]
+            g = _giving_back(r, now)
+            if g is not None:
+                back, slots, end, target = g
+                out += [(back, slots), (end, target)]
                 last_resizable = max(last_resizable, back)
                 continue
         d = r.deadline
@@ -232,6 +276,36 @@ class EasyBackfill(AppPolicy):
                     extra -= spec.nprocs
         return out + self._squeeze(snap, head, free)
 
+    def idle_since(self, before: Snapshot, snap: Snapshot) -> bool:
+        """A pass starts nothing if the last one started nothing and since then only the clock moved
+        and running jobs reported iterations: the same queue (the core's view object), free slots
+        and head reservation, and every running job with the same size, start, deadline and
+        pending shrink. The release times do not move then (none is in the past, and with
+        ``give_back`` no job is giving slots back, whose release depends on its progress and on
+        the clock), so the shadow time and the extra slots are the same and the jobs that end by
+        the shadow time fewer; the head, FCFS and the squeeze see what they saw. With
+        ``give_back``, a job giving slots back must give them back when it did (its release times,
+        computed as :func:`releases` does, the same at both times)."""
+        if (snap.queue is not before.queue or snap.free_slots != before.free_slots or snap.now < before.now
+                or snap.reserved != before.reserved or snap.total_slots != before.total_slots):
+            return False
+        ra, rb = before.running, snap.running
+        if len(ra) != len(rb):
+            return False
+        now, then, give_back = snap.now, before.now, self.give_back
+        for a, b in zip(ra, rb, strict=True):
+            if b.deadline is not None and b.deadline < now:
+                return False
+            if a is b:  # the same view: only the clock can move its release times
+                if give_back and now != then and _gives_back(b) and not _steady(b, now):
+                    return False
+            elif (a.spec is not b.spec or a.nprocs != b.nprocs or a.start_time != b.start_time
+                  or a.deadline != b.deadline or a.pending_shrink != b.pending_shrink
+                  or (give_back and (_gives_back(a) or _gives_back(b))
+                  and _giving_back(a, then) != _giving_back(b, now))):
+                return False
+        return True
+
     @staticmethod
     def _nothing_to_backfill(snap: Snapshot, free: int) -> bool:
         """The head (which does not fit) holds a reservation and no queued job fits ``free`` slots."""
@@ -240,9 +314,12 @@ class EasyBackfill(AppPolicy):
     def _squeeze(self, snap: Snapshot, head: JobSpec, free: int) -> list[Start]:
         """``squeeze``: a resizable head that still does not fit starts at the largest legal size in ``free``."""
         if self.squeeze and head.resizable and free >= head.min_procs:
+            if not head.sizes and not head.divides:  # every size in range is legal: the largest that fits
+                p = min(free, head.nprocs, head.max_procs or snap.total_slots, snap.total_slots)
+                return [moldable_start(head, p)] if p >= max(head.min_procs, 1) else []
             fits = legal_sizes(head, snap.total_slots, range(max(head.min_procs, 1), min(free, head.nprocs) + 1))
             if fits:
-                return [Start(head.job_id, fits[-1])]
+                return [moldable_start(head, fits[-1])]
         return []
 
 

@@ -34,7 +34,7 @@ from scheduler.core.policy import (
     register_app_policy,
     register_remap_policy,
 )
-from scheduler.core.walltime import job_fits
+from scheduler.core.walltime import job_fits, moldable_start
 
 __all__ = ["FoldApp", "FoldRemap", "fold_targets"]
 
@@ -73,7 +73,7 @@ class FoldApp(AppPolicy):
         if want < 1:
             return []
         n = _legal_near(head, snap.total_slots, want)
-        return [Start(head.job_id, n)] if n is not None and n <= snap.free_slots else []
+        return [moldable_start(head, n)] if n is not None and n <= snap.free_slots else []
 
 
 @register_remap_policy("fold")

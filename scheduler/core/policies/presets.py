@@ -8,6 +8,7 @@ name                 application policy                      remap policy
 ===================  ======================================  =================================
 ``fcfs``             ``fcfs``                                ``static`` (never resizes)
 ``easy``             ``easy``                                ``static``
+``moldable-easy``    ``easy-squeeze``                        ``static`` (squeezed starts, never resizes)
 ``reshape``          ``easy``                                ``reshape`` (seed 001 §3.1, 5% noise guard)
 ``reshape-paper``    ``easy``                                ``reshape-paper`` (seed 001 §3.1 as published)
 ``reshape-squeeze``  ``easy-squeeze``                        ``reshape``
@@ -26,7 +27,10 @@ count. ``reshape-paper`` is the same with the paper's rule as published (any
 gain counts, ``min_gain=0``): it reproduces Fig. 3(a)'s 2->4->6->9->12->16->12
 where ``reshape`` stops at 6 (:mod:`scheduler.core.policies.reshape_remap`).
 ``easy-squeeze`` is EASY plus seed 001's "squeeze a resizable job into the
-available processors, add more later"; ``easy-plus`` is EASY with
+available processors, add more later"; ``moldable-easy`` squeezes the same
+way and never adds: the baseline that tells what resizing adds to moldable
+starts (a resource manager that starts a job at any size in ``--nodes=MIN-MAX``
+does as much); ``easy-plus`` is EASY with
 ``squeeze=True, give_back=True`` and ``reshape-plus`` the Remap Scheduler
 with ``borrow=True, reserve=0.2, prior=True`` (:mod:`scheduler.core.policies.easy`,
 :mod:`scheduler.core.policies.reshape_remap`).
@@ -38,6 +42,8 @@ from scheduler.core.policy import register_preset
 
 register_preset("fcfs", "fcfs", "static", "first come, first served; jobs keep their size")
 register_preset("easy", "easy", "static", "EASY backfilling; jobs keep their size")
+register_preset("moldable-easy", "easy-squeeze", "static",
+                "EASY that squeezes resizable jobs into free slots, never resizing them (the moldable baseline)")
 register_preset("reshape", "easy", "reshape", "EASY + seed 001's Remap Scheduler")
 register_preset("reshape-paper", "easy", "reshape-paper",
                 "EASY + seed 001's Remap Scheduler as published (any gain counts, no noise guard)")

@@ -121,6 +121,7 @@ computes reservations in the same give-back view):
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import replace
 from functools import partial
@@ -139,14 +140,22 @@ from scheduler.core.policy import (
     legal_sizes,
     register_remap_policy,
 )
-from scheduler.core.speedup import predicted_iter_time, safe_iter_time
-from scheduler.core.walltime import deadline_after, expected_redist, job_fits
+from scheduler.core.speedup import PRIOR_SIGMA, downey_speedup, predicted_iter_time, safe_iter_time
+from scheduler.core.walltime import REDIST_PRIOR, deadline_after, expected_redist, job_fits
 
 #: The default noise guard: a gain counts only if larger than this (relative); not in the paper.
 NOISE_GUARD = 0.05
 
 __all__ = ["NOISE_GUARD", "PAPER", "PLUS", "ReshapeRemap", "StaticRemap", "growth", "last_expansion", "next_size",
            "shrink_sizes"]
+
+
+@functools.lru_cache(maxsize=4096)
+def _prior_floor(p: int, size: int) -> float:
+    """A lower bound on ``t_q / t_p`` for every ``q`` under the prior curve (Downey with ``A = size``,
+    whose speedup is at most ``A``): ``S(p) / A``, less a rounding margin; 1 when ``A <= 1``."""
+    A = float(max(size, 1))
+    return downey_speedup(p, A, PRIOR_SIGMA) / A * (1 - 1e-12) if A > 1 else 1.0
 
 
 def next_size(spec: JobSpec, current: int, limit: int) -> int | None:
@@ -188,6 +197,8 @@ def growth(spec: JobSpec, limit: int) -> list[int]:
 
 def last_expansion(history: tuple[int, ...]) -> tuple[int, int] | None:
     """The last ``(p, q)`` with ``p < q`` in the size history, or None."""
+    if len(history) < 2:
+        return None
     for a, b in zip(reversed(history[:-1]), reversed(history[1:]), strict=True):
         if b > a:
             return a, b
@@ -256,7 +267,7 @@ class ReshapeRemap(RemapPolicy):
         t_p = r.profile.best(r.nprocs)
         if not t_q < t_p * (1 - self.min_gain):
             return None
-        cost = trips * expected_redist(r, q)
+        cost = trips * expected_redist(r, q, floor=0.0 if math.isinf(until) else REDIST_PRIOR)
         # the iterations left: the known count (job file, or the program's report), else as many as it has
         # done (Downey 1997: a job's remaining lifetime is about its age), at least one
         n = r.spec.iterations - r.iterations_done if r.spec.iterations else max(1, r.iterations_done)
@@ -291,6 +302,8 @@ class ReshapeRemap(RemapPolicy):
             return None
         if not self.prior:
             return q if self._may_expand(r, q, exp) and self._pays(r, q, now) is not None else None
+        if self._pays_nowhere(r, q, now, trips, until):
+            return None
         cands = {q}
         for k in (1.25, 1.5, 2.0, 3.0, 4.0):
             c = next_size(r.spec, max(cur, math.ceil(k * cur) - 1), hi)
@@ -310,6 +323,29 @@ class ReshapeRemap(RemapPolicy):
                 return c
         return None
 
+    def _pays_nowhere(self, r: RunningJob, q: int, now: float, trips: int, until: float) -> bool:
+        """With ``prior``: True when no expansion of ``r`` can pay (:meth:`_pays` would say None for
+        every size above its own), from an upper bound on the gain: the fastest iteration any size
+        above could have (measured there, else the prior curve's limit, its ``A``) over as many
+        iterations as could run. False where the bound leaves any doubt (the sizes are then weighed
+        one by one, as without it); it only spares that work."""
+        cur = r.nprocs
+        t_p = r.profile.best(cur)
+        if t_p is None:
+            return False
+        lo = t_p * _prior_floor(cur, r.spec.nprocs)
+        prof = r.profile
+        for p in (*prof.best_time, *prof.iter_time):
+            if p > cur:
+                lo = min(lo, prof.best(p))
+        if lo < t_p * (1 - self.min_gain):
+            cost = trips * expected_redist(r, q, floor=0.0 if math.isinf(until) else REDIST_PRIOR)
+            n = r.spec.iterations - r.iterations_done if r.spec.iterations else max(1, r.iterations_done)
+            if not math.isinf(until):
+                n = min(n, max(0.0, (until - now - cost) / lo + 1.0))
+            return n * (t_p - lo) - cost < -1e-9 * (1.0 + abs(cost))
+        return True
+
     def _may_expand(self, r: RunningJob, q: int, exp: tuple[int, int] | None) -> bool:
         """Rule 4's evidence for growing to ``q``: measured there and faster, or unmeasured
         after an expansion that helped (see "No oscillation" in the module docstring)."""
@@ -321,6 +357,9 @@ class ReshapeRemap(RemapPolicy):
         """Sizes ``r`` may shrink to, ascending."""
         if self.new_sizes:
             return shrink_sizes(r.spec, r.nprocs, pool)
+        ran = r.profile.iter_time
+        if len(ran) == 1 and r.nprocs in ran:  # it ran at one size, its own
+            return []
         return [p for p, _ in r.profile.shrink_points(r.nprocs)]
 
     def _reserve(self, total: int) -> int:
@@ -330,11 +369,15 @@ class ReshapeRemap(RemapPolicy):
 
     @staticmethod
     def _need(snap: Snapshot, exclude: int | None = None) -> int:
-        """Slots the queue head still lacks, counting pending shrinks of other jobs."""
-        head = snap.queue[0]
-        coming = sum(o.nprocs - o.pending_shrink for o in snap.running
-                     if o.spec.job_id != exclude and o.pending_shrink is not None)
-        return head.nprocs - snap.free_slots - coming
+        """Slots the queue head still lacks, counting pending shrinks of other jobs (a value <= 0: it
+        lacks none)."""
+        need = snap.queue[0].nprocs - snap.free_slots
+        if need <= 0:  # what pending shrinks release only lowers it
+            return need
+        for o in snap.running:
+            if o.pending_shrink is not None and o.spec.job_id != exclude:
+                need -= o.nprocs - o.pending_shrink
+        return need
 
     @staticmethod
     def _base(r: RunningJob) -> int:
@@ -421,10 +464,10 @@ class ReshapeRemap(RemapPolicy):
             d = self._borrow(snap, r, exp)
             if d is not None:
                 return d
-        points = self._points(r, snap.total_slots)
-        if snap.queue and points:
+        need = self._need(snap, job_id) if snap.queue else 0
+        points = self._points(r, snap.total_slots) if need > 0 else ()
+        if points:
             head = snap.queue[0]
-            need = self._need(snap, job_id)
             if need > 0:
                 enough = [p for p in points if cur - p >= need]
                 target = max(enough) if enough else min(points)
@@ -432,8 +475,12 @@ class ReshapeRemap(RemapPolicy):
                     return Shrink(job_id, target, f"admit queued job {head.job_id}")
         if exp and exp[1] == cur and not self._improved(r, *exp) and self._may_shrink(snap, r, exp[0]):
             return Shrink(job_id, exp[0], f"sweet spot: {exp[0]} -> {cur} did not help")
-        room = snap.free_slots - self._reserve(snap.total_slots)
-        if room > 0 and not snap.queue:
+        room = 0
+        if not snap.queue:
+            room = snap.free_slots - self._reserve(snap.total_slots)
+            if cur < spec.nprocs:  # squeezed: it grows back to the size it asked for whatever the reserve
+                room = max(room, min(snap.free_slots, spec.nprocs - cur))
+        if room > 0:
             limit = min(cur + room, spec.max_procs or snap.total_slots)
             q = self._grow_to(r, limit, snap.now, exp)
             if q is not None:
