@@ -284,6 +284,26 @@ def test_bad_node_reports_are_refused_with_a_reason(nodes):
         conn.close()
 
 
+def test_output_beyond_the_jobs_rate_reaches_its_log_whole_and_once(nodes):
+    """A job writes 11 MiB at once, more than a job's output may bring at once (8 MiB, then 1 MiB a second): the
+    daemon takes what the rate allows and none of the rest for now, its monitor sends the rest again, and the
+    log holds every byte once, in order."""
+    c = nodes
+    lines = 1_150_000  # 10 bytes each: 11.0 MiB
+    code = "\n".join(["import os", f"data = b''.join(b'%09d\\n' % i for i in range({lines}))",
+                      "view = memoryview(data)", "while view:", "    view = view[os.write(1, view):]"])
+    jid = c.submit({"name": "loud", "command": [sys.executable, "-c", code], "nprocs": 1, "resizable": False})
+    job = c.finished(jid, 120)
+    assert job["state"] == "done" and job["runner"] == "localhost", (job["state"], job.get("error"))
+    with open(os.path.join(c.dir, "logs", f"job-{jid}.log"), "rb") as f:
+        got = f.read()
+    want = b"".join(b"%09d\n" % i for i in range(lines))
+    assert len(got) == len(want) and got == want, (len(got), len(want))
+    deferred = c.status()["daemon"]["job_output_deferred"]
+    assert deferred > 0  # the rate held some of it back: what reached the log was sent again
+    print(f"\n{len(want) / (1 << 20):.1f} MiB of output: {deferred} chunks deferred and sent again, the log whole")
+
+
 def test_a_bad_mpiexec_on_is_refused_in_one_line():
     r = subprocess.run([sys.executable, "-m", "scheduler.cli", "daemon", "--mpiexec-on", "nowhere"], cwd=ROOT,
                        capture_output=True, text=True, timeout=60)

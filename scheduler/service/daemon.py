@@ -557,7 +557,8 @@ class Daemon:
                   "policy_errors": self.state.policy_error_count,
                   "late_starts": self.state.late_start_count, "walltime_kills": self.state.walltime_kills,
                   "last_policy_errors": list(self.state.policy_errors)[-3:], "rm": self.rm.info(),
-                  "retention": self.retention.info(), "job_messages_refused": self.job_limits.refused}
+                  "retention": self.retention.info(), "job_messages_refused": self.job_limits.refused,
+                  "job_output_deferred": self.job_limits.deferred}
         if self.dash is not None:
             access["dashboard"] = self.dash.url  # the port bound, also when asked for port 0
         if loop:

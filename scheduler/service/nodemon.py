@@ -236,18 +236,21 @@ class NodeMonitor:
             self.missing[key] = 1
 
     def flush(self) -> None:
-        """Send the output of the runs here, then the exit status of those that ended (all their output
-        sent). Raises SchedulerUnavailable: the rest waits for the next round."""
+        """Send the output of the runs here, then the exit status of those that ended once all their output
+        is sent (the daemon takes none after it: the job has ended there). Raises SchedulerUnavailable: the
+        rest waits for the next round."""
         for run in list(self.runner.runs.values()):
             ended = run.ended.is_set()  # before reading: output written before the exit is read below
+            whole = True
             while not run.dropped:
                 offset, data = self.runner.unsent(run, MAX_OUTPUT_BYTES)
                 if not data:
                     break
                 self._send_output(run, offset, data)
                 if run.sent <= offset:  # the daemon took none of it (the job's output rate): next round
+                    whole = False
                     break
-            if ended:
+            if ended and whole:
                 self._send_exit(run)
 
     def _send_output(self, run: Run, offset: int, data: bytes) -> None:
