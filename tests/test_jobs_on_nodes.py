@@ -390,7 +390,7 @@ def test_a_cancelled_job_started_by_a_monitor_that_restarted_since_is_killed_by_
 
         wait_for(cancelled, 30, every=0.1)
         assert c.job(jid)["state"] == "cancelled" and c.status()["free_slots"] == 2
-        assert "started before this monitor (the daemon's order)" in c.log("nodemon-localhost.log")
+        assert "killing attempt 0 by its tag, not a run of this monitor" in c.log("nodemon-localhost.log")
     finally:
         c.close()
 
@@ -455,5 +455,58 @@ def test_a_node_lost_under_a_job_restarts_it_only_once_its_first_nodes_monitor_c
         job = c.finished(jid, 120)
         assert job["state"] == "done" and job["restarts"] == 1 and job["profile"]["history"][-1] == 1, job
         assert sha(c.job_log(jid)) == reference(steps)
+    finally:
+        c.close()
+
+
+def test_when_the_node_of_a_jobs_mpiexec_is_lost_its_other_nodes_monitors_kill_the_rest_and_free_their_slots(tmp_path):
+    """Two nodes of this machine (``localhost`` and ``127.0.0.1``, one slot each), a job on both, its ``mpiexec`` on
+    its first node. That node's monitor dies (``kill -9``; the job runs on): once the node is down, the job is
+    ``ending`` and the other node's slot stays held (the job queued for one slot does not start) until that
+    node's monitor, ordered by the daemon, killed what is left of the job there (by its tag) and confirmed;
+    then the job is ``failed``, none of its processes is left, and the queued job gets the slot."""
+    c = NodeCluster(tmp_path, timeout=3.0, nodes=("localhost", "127.0.0.1"))
+    try:
+        jid = c.submit(heat(400, 0.2))
+        tag = job_tag(c.dir, jid)
+        wait_for(lambda: c.job(jid)["iterations"] >= 2, 60, every=0.2)
+        runner = c.job(jid)["runner"]
+        other = next(n for n in c.mons if n != runner)
+        nxt = c.submit({**heat(400, 0.2), "nprocs": 1})  # one slot: only the other node's will be up
+        c.mons[runner].send_signal(signal.SIGKILL)
+        c.mons[runner].wait(10)
+        assert job_pids(tag)  # the job runs on without its runner's monitor
+        seen = []
+
+        def ended() -> bool:
+            st = c.status()  # first the state, then the processes: once it is not ending, none may be left
+            row = next((r for r in st["running"] if r["job_id"] == jid), None)
+            if row is not None and row["state"] == "running":
+                return False  # its node not yet down
+            if row is not None:
+                seen.append(row["state"])
+                assert row["state"] == "ending" and row["hosts"] == [other], row
+                assert f"not yet confirmed by the monitor of {other} (its mpiexec's node {runner} is down)" \
+                    in row["detail"], row
+                assert st["free_slots"] == 0 and not any(r["job_id"] == nxt for r in st["running"]), st
+                return False
+            state, alive = c.job(jid)["state"], job_pids(tag)
+            assert state == "failed", state
+            assert not alive, f"job {jid} shows failed while its processes {alive} still run"
+            return True
+
+        wait_for(ended, 60, every=0.05)
+        ev = c.events(jid)
+        assert [k for k, _ in ev][-2:] == ["ending", "end"], ev
+        assert ev[-2][1].startswith(f"node {runner} down"), ev
+        assert f"kill ordered to the monitor of {other} (its mpiexec's node {runner} is down)" in ev[-2][1], ev
+        assert f"killed on {other} by the monitor of {other}" in ev[-1][1], ev
+        assert "killing attempt 0 by its tag" in c.log(f"nodemon-{other}.log")
+        job = c.job(jid)
+        assert job["error"].startswith(f"node {runner} down") and job["kill_on"] == {}, job
+        print(f"\nrunner's node down -> job ending ({len(seen)} polls), then failed once {other} confirmed")
+        wait_for(lambda: c.job(nxt)["state"] == "running", 30)  # the freed slot goes to the next job
+        c.req("cancel", {"job_id": nxt})
+        wait_for(lambda: c.job(nxt)["state"] == "cancelled", 30)
     finally:
         c.close()

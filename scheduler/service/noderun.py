@@ -24,7 +24,9 @@ exiting then ends the run as above, and its ``job_ended`` (sent after the waiter
 was left of the run here) is what confirms the kill to the daemon: a cancelled job stays
 ``cancelling`` there, holding its slots, until then (``scheduler.core.state``, "Ending a job
 run on a node"). A run an earlier monitor of this node started (this one restarted since) is
-killed by its tag; the process scan then reports its end. The daemon takes the output of
+killed by its tag; the process scan then reports its end. So are the ranks on this node of a job
+whose ``mpiexec``'s node was lost (``scheduler.core.kills``): once no process of that attempt is
+left here, the heartbeat says so (``killed``), which frees the job's slots here. The daemon takes the output of
 such a run until that confirmation; it writes each byte of it to the job's log once,
 counting what the log file holds (a chunk sent again after a restart of the daemon is not
 written twice).
@@ -157,17 +159,34 @@ class NodeRunner:
         run.ended.set()
         self.wake.set()
 
+    def kills_by_tag(self) -> bool:
+        return bool(self._killing)
+
+    def killed(self, here: set[str]) -> list[dict]:
+        """The kills by tag carried out (their thread done) of which no process is left here (``here``: the tags
+        of this node's processes): what a heartbeat confirms (``killed``). One with processes left is killed
+        again when the daemon orders it again."""
+        return [{"job_id": k[0], "attempt": k[1]} for k, t in self._killing.items()
+                if not t.is_alive() and attempt_tag(self.tag_prefix or "", *k) not in here]
+
+    def prune(self, ordered: set) -> None:
+        """Forget the kills by tag carried out that the daemon no longer orders (it took their confirmation)."""
+        for k in [k for k, t in self._killing.items() if k not in ordered and not t.is_alive()]:
+            del self._killing[k]
+
     def kill(self, key: tuple[int, int]) -> None:
         """End a run the daemon does not want (any more): every process of it on this node, in a thread
-        (a grace period of SIGTERM before SIGKILL); its exit is reported as any other. A run an earlier
-        monitor of this node started is killed by its tag; the process scan reports its end."""
+        (a grace period of SIGTERM before SIGKILL); its exit is reported as any other. A run not known here
+        is killed by its tag: one an earlier monitor of this node started (the process scan reports its end),
+        or the ranks here of a job whose ``mpiexec``'s node was lost (:meth:`killed` confirms it)."""
         run = self.runs.get(key)
         if run is None:  # started by an earlier monitor of this node (this one restarted): by its tag
             t = self._killing.get(key)
             if self.tag_prefix is None or key in self.done or (t is not None and t.is_alive()):
                 return
             tag = attempt_tag(self.tag_prefix, *key)
-            self.say(f"job {key[0]}: killing attempt {key[1]}, started before this monitor (the daemon's order)")
+            self.say(f"job {key[0]}: killing attempt {key[1]} by its tag, not a run of this monitor (the daemon's "
+                     "order)")
             t = self._killing[key] = threading.Thread(target=kill_tagged, args=([tag], E.JOB_TAG, 1.0), daemon=True)
             t.start()
             return
