@@ -35,8 +35,8 @@ order that names no uid to run as is refused (``scheduler.service.noderun``).
 Jobs on nodes. With a daemon that runs jobs on their first node (``reshape daemon
 --mpiexec-on first-node``), a heartbeat's reply may carry ``orders``: start a job's
 ``mpiexec`` here, kill a run the daemon does not expect, or kill by its tag what is left here of a job
-whose ``mpiexec``'s node was lost (the heartbeat then confirms, in ``killed``, each such attempt with no
-process left in this node's namespace, until the daemon orders it no more).
+whose ``mpiexec``'s node was lost (an order with ``confirm``: the heartbeat then confirms, in ``killed``,
+each such attempt with no process left in this node's namespace, until the daemon orders it no more).
 :class:`scheduler.service.noderun.NodeRunner` carries them out; each round sends the runs' output
 (``job_output``) and, once a run's ``mpiexec`` exited and its output is all sent, ``job_ended`` with its exit status
 (``code``), repeated until the daemon answers (also across a restart of the daemon). The
@@ -301,7 +301,7 @@ class NodeMonitor:
         runs = self.runner.running()
         if runs:
             body["runs"] = runs
-        if self.runner.kills_by_tag():  # confirmed once no process of the attempt is left here
+        if self.runner.to_confirm():  # confirmed once no process of the attempt is left here
             killed = self.runner.killed(tags_here(self.tag or ""))
             if killed:
                 body["killed"] = killed

@@ -82,6 +82,7 @@ class NodeRunner:
         self.done: set[tuple[int, int]] = set()  # runs reported and forgotten: a repeated start order is ignored
         self.tag_prefix: str | None = None  # the daemon's job tags' prefix (registration): for runs not known here
         self._killing: dict[tuple[int, int], threading.Thread] = {}  # kills by tag of runs not known here
+        self._confirm: set[tuple[int, int]] = set()  # kills the daemon wants confirmed (:meth:`killed`)
 
     def running(self) -> list[dict]:
         """The runs whose ``mpiexec`` still runs, as a heartbeat lists them."""
@@ -103,6 +104,8 @@ class NodeRunner:
             if not self.owns(key):
                 self.start(key, order)
         elif op == "kill":
+            if order.get("confirm") is True:  # the ranks here of a job whose mpiexec's node was lost
+                self._confirm.add(key)
             self.kill(key)
         else:
             self.say(f"ignored an order of unknown kind {op!r}")
@@ -159,18 +162,23 @@ class NodeRunner:
         run.ended.set()
         self.wake.set()
 
-    def kills_by_tag(self) -> bool:
-        return bool(self._killing)
+    def to_confirm(self) -> bool:
+        return bool(self._confirm)
 
     def killed(self, here: set[str]) -> list[dict]:
-        """The kills by tag carried out (their thread done) of which no process is left here (``here``: the tags
-        of this node's processes): what a heartbeat confirms (``killed``). One with processes left is killed
-        again when the daemon orders it again."""
-        return [{"job_id": k[0], "attempt": k[1]} for k, t in self._killing.items()
-                if not t.is_alive() and attempt_tag(self.tag_prefix or "", *k) not in here]
+        """The kills the daemon wants confirmed (``confirm``) that were carried out (their thread done), with no
+        process of them left here (``here``: the tags of this node's processes): what a heartbeat confirms
+        (``killed``). One with processes left is killed again when the daemon orders it again."""
+        out = []
+        for k in sorted(self._confirm):
+            t = self._killing.get(k)
+            if (t is None or not t.is_alive()) and attempt_tag(self.tag_prefix or "", *k) not in here:
+                out.append({"job_id": k[0], "attempt": k[1]})
+        return out
 
     def prune(self, ordered: set) -> None:
-        """Forget the kills by tag carried out that the daemon no longer orders (it took their confirmation)."""
+        """Forget the kills carried out that the daemon no longer orders (it took their confirmation)."""
+        self._confirm &= ordered
         for k in [k for k, t in self._killing.items() if k not in ordered and not t.is_alive()]:
             del self._killing[k]
 

@@ -405,8 +405,9 @@ class Supervisor:
                 out.append({"op": "kill", "job_id": jid, "attempt": attempt})
         seen = set(jobs)
         for j in self.state.killing():
-            if (j.runner == node and j.job_id in seen and (j.job_id, j.restarts) not in listed) \
-                    or j.kill_on.get(node) == "":  # its runner's node lost: this node kills what is left here
+            if j.kill_on.get(node) == "":  # its runner's node lost: this node kills what is left here, and says so
+                out.append({"op": "kill", "job_id": j.job_id, "attempt": j.restarts, "confirm": True})
+            elif j.runner == node and j.job_id in seen and (j.job_id, j.restarts) not in listed:
                 out.append({"op": "kill", "job_id": j.job_id, "attempt": j.restarts})
         mine = self.orders.get(node, {})
         for jid, order in list(mine.items()):
