@@ -167,23 +167,9 @@ def test_cancel_goes_through_the_monitor_and_the_job_is_cancelled_only_once_its_
     t0 = time.monotonic()
     rep = c.req("cancel", {"job_id": jid})
     assert rep == {"job_id": jid, "state": "cancelling", "runner": "localhost"}, rep
-    states = []
-
-    def cancelled() -> bool:
-        st = c.status()  # first the state, then the processes: once it is not cancelling, none may be left
-        row = next((r for r in st["running"] if r["job_id"] == jid), None)
-        if row is not None:
-            states.append(row["state"])
-            assert row["state"] == "cancelling", row
-            assert "not yet confirmed by the monitor of localhost" in row["detail"], row
-            assert st["free_slots"] == 0 and not any(r["job_id"] == nxt for r in st["running"]), st
-            return False
-        state, alive = c.job(jid)["state"], job_pids(tag)
-        assert state == "cancelled", state
-        assert not alive, f"job {jid} shows cancelled while its processes {alive} still run"
-        return True
-
-    wait_for(cancelled, 20, every=0.05)
+    states: list[str] = []
+    wait_for(held_until_confirmed(c, jid, nxt, "cancelling", "not yet confirmed by the monitor of localhost",
+                                  "cancelled", states), 20, every=0.05)
     print(f"\ncancel -> job cancelled, no process of it left: {time.monotonic() - t0:.2f} s "
           f"({states.count('cancelling')} polls saw it cancelling)")
     job = c.job(jid)
@@ -193,6 +179,29 @@ def test_cancel_goes_through_the_monitor_and_the_job_is_cancelled_only_once_its_
     wait_for(lambda: c.job(nxt)["state"] == "cancelled", 20)
     assert not job_pids(job_tag(c.dir, nxt))
     assert c.status()["free_slots"] == 2
+
+
+def held_until_confirmed(c, jid: int, nxt: int, killing: str, detail: str, final: str, polls: list[str]):
+    """A ``wait_for`` predicate: while job ``jid`` is ``killing`` (cancelling, ending), its row says ``detail`` and
+    it holds its slots (job ``nxt`` does not start); once it is not, it is ``final`` and no process of it is left."""
+    tag = job_tag(c.dir, jid)
+
+    def check() -> bool:
+        st = c.status()  # first the state, then the processes: once it is not killing, none may be left
+        row = next((r for r in st["running"] if r["job_id"] == jid), None)
+        if row is not None and row["state"] == "running":
+            return False  # its kill not ordered yet
+        if row is not None:
+            polls.append(row["state"])
+            assert row["state"] == killing and detail in row["detail"], row
+            assert st["free_slots"] == 0 and not any(r["job_id"] == nxt for r in st["running"]), st
+            return False
+        state, alive = c.job(jid)["state"], job_pids(tag)
+        assert state == final, state
+        assert not alive, f"job {jid} shows {state} while its processes {alive} still run"
+        return True
+
+    return check
 
 
 def journaled(c, jid: int) -> dict:
@@ -476,26 +485,9 @@ def test_when_the_node_of_a_jobs_mpiexec_is_lost_its_other_nodes_monitors_kill_t
         c.mons[runner].send_signal(signal.SIGKILL)
         c.mons[runner].wait(10)
         assert job_pids(tag)  # the job runs on without its runner's monitor
-        seen = []
-
-        def ended() -> bool:
-            st = c.status()  # first the state, then the processes: once it is not ending, none may be left
-            row = next((r for r in st["running"] if r["job_id"] == jid), None)
-            if row is not None and row["state"] == "running":
-                return False  # its node not yet down
-            if row is not None:
-                seen.append(row["state"])
-                assert row["state"] == "ending" and row["hosts"] == [other], row
-                assert f"not yet confirmed by the monitor of {other} (its mpiexec's node {runner} is down)" \
-                    in row["detail"], row
-                assert st["free_slots"] == 0 and not any(r["job_id"] == nxt for r in st["running"]), st
-                return False
-            state, alive = c.job(jid)["state"], job_pids(tag)
-            assert state == "failed", state
-            assert not alive, f"job {jid} shows failed while its processes {alive} still run"
-            return True
-
-        wait_for(ended, 60, every=0.05)
+        seen: list[str] = []
+        wait_for(held_until_confirmed(c, jid, nxt, "ending", f"not yet confirmed by the monitor of {other} (its "
+                                      f"mpiexec's node {runner} is down)", "failed", seen), 60, every=0.05)
         ev = c.events(jid)
         assert [k for k, _ in ev][-2:] == ["ending", "end"], ev
         assert ev[-2][1].startswith(f"node {runner} down"), ev
