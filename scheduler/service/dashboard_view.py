@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+import functools
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -118,14 +119,20 @@ def snapshot(state, events: Iterable[dict[str, Any]], now: float, service: dict[
     })
 
 
+_PLAIN = frozenset({int, float, bool, type(None)})
+_key = functools.lru_cache(maxsize=4096)(printable)  # a snapshot's keys are mostly the same few words
+
+
 def _shown(x: Any) -> Any:
-    """``x`` with every string in it (keys too) as :func:`printable` shows it: what the page receives."""
+    """``x`` with every string in it (keys too) as :func:`printable` shows it: what the page receives.
+    (Numbers, most of a snapshot, are passed over without a call.)"""
     if isinstance(x, str):
         return printable(x)
     if isinstance(x, dict):
-        return {_shown(k): _shown(v) for k, v in x.items()}
+        return {_key(k) if isinstance(k, str) else k: v if type(v) in _PLAIN else _shown(v)
+                for k, v in x.items()}
     if isinstance(x, list | tuple):
-        return [_shown(v) for v in x]
+        return [v if type(v) in _PLAIN else _shown(v) for v in x]
     return x
 
 
