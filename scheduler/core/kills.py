@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from scheduler.core.nodestate import NodeRecord
     from scheduler.core.pool import Pool
 
-__all__ = ["KILLED", "Kills", "awaited"]
+__all__ = ["KILLED", "Kills", "awaited", "confirmers"]
 
 KILLED = "killed"  # Job.kill_on: that node's monitor confirmed no process of the attempt is left there
 
@@ -44,6 +44,12 @@ def awaited(j: Job) -> list[str]:
 
 def _monitors(nodes: list[str]) -> str:
     return f"the monitor{'s' * (len(nodes) > 1)} of {', '.join(nodes)}"
+
+
+def confirmers(j: Job) -> str:
+    """Who is to confirm ``j``'s kill, in words: "the monitor of n2 (its mpiexec's node n1 is down)"."""
+    lost = f" (its mpiexec's node {j.runner} is down)" if j.kill_on else ""
+    return f"{_monitors(awaited(j))}{lost}"
 
 
 class Kills:
@@ -80,8 +86,7 @@ class Kills:
         return [Kill(j.job_id)]
 
     def _ordered(self, j: Job) -> str:
-        lost = f" (its mpiexec's node {j.runner} is down)" if j.kill_on else ""
-        return f"kill ordered to {_monitors(awaited(j))}{lost}, not yet confirmed"
+        return f"kill ordered to {confirmers(j)}, not yet confirmed"
 
     def _hold(self, j: Job) -> None:
         """A job whose processes may still run keeps every slot it had, a pending expansion's too."""

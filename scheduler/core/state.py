@@ -73,7 +73,7 @@ from reshape.joblink.protocol import (
 from scheduler.core.actions import Decision, Kill, Launch, PolicyError, StateError
 from scheduler.core.job import JobState
 from scheduler.core.jobtable import FINAL, KILLING, RECENT, Job, JobTable
-from scheduler.core.kills import Kills, awaited
+from scheduler.core.kills import Kills, awaited, confirmers
 from scheduler.core.nodestate import NodeRecord, NodeStates
 from scheduler.core.policy import (
     AppPolicy,
@@ -540,10 +540,7 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts, Kills):
         def ending(j: Job) -> dict[str, Any]:
             since = f" {max(0.0, now - j.cancel_time):.1f} s ago" if now is not None and j.cancel_time else ""
             why = f"{j.then['why']}: " if j.then else ""
-            nodes = awaited(j)
-            lost = f" (its mpiexec's node {j.runner} is down)" if j.kill_on else ""
-            return row(j) | {"detail": f"{why}kill ordered{since}, not yet confirmed by the monitor"
-                                       f"{'s' * (len(nodes) > 1)} of {', '.join(nodes)}{lost}"}
+            return row(j) | {"detail": f"{why}kill ordered{since}, not yet confirmed by {confirmers(j)}"}
 
         waiting = list(self._waiting.values()) if limit is None else \
             list(itertools.islice(self._waiting.values(), max(0, limit)))
