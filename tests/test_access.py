@@ -437,6 +437,22 @@ def test_per_user_limits_on_queued_jobs_and_submissions(daemon):
     assert st["waiting_total"] == 5 + 12 and st["daemon"]["over_limit"] == refused, st["daemon"]
 
 
+def test_registrations_take_the_same_tokens_as_submissions(daemon):
+    """A site controller asks Slurm about each ``register`` inside its loop, so registrations are held to the
+    sender's submission rate before anything is checked: of uid 65534's 8 at once (``--submit-burst 4``) the
+    first 4 get this daemon's answer (it takes no registrations), the others ``over_limit``, and so does a
+    submission after them; the daemon answers on; root is not held to it."""
+    d = daemon(2, extra=("--submit-rate", "2", "--submit-burst", "4"))
+    regs = [("register", {"job": job(f"r{i}"), "allocation": str(100 + i), "hosts": ["localhost"]}) for i in range(8)]
+    out = as_user(NOBODY, d.endpoint, [*regs, ("submit", {"job": job("s")}), ("ping", {})])
+    codes = [r["body"].get("code", r["type"]) for r in out]
+    assert codes == ["not_supported"] * 4 + ["over_limit"] * 5 + ["ok"], out
+    assert f"uid:{NOBODY} registers faster than the limit of 2 jobs per second" in out[4]["body"]["message"], out[4]
+    mine = [r["body"].get("code") for r in _send(d.endpoint, [(t, dict(b)) for t, b in regs])]
+    assert mine == ["not_supported"] * 8  # root's
+    assert d.req("status")["daemon"]["over_limit"] == 5
+
+
 def test_history_and_status_all_come_in_pages(daemon):
     """'reshape history' and 'status --all' read the history in pages ('after'): every job once,
     each reply bounded, whatever the journal's size."""

@@ -167,3 +167,55 @@ def test_queue_has_no_waiting_column():
     html = page().decode()
     head = html[html.index('<table id="queue">'):html.index("</thead>", html.index('<table id="queue">'))]
     assert "<th>waiting</th>" not in head and "<th>submitted</th>" in head  # "waiting" is a state only
+
+
+# a job's name as a user may choose it: a terminal escape (red), a bidirectional override, a carriage return
+# that would forge a line, and markup
+EVIL = "a\x1b[31mred\u202eevil\r<script>alert(1)</script>"
+
+
+def _state_with_evil_texts():
+    """Job 1 (named EVIL) runs with a parked rank on a host named like it; job 2 failed with a reason
+    written the same way; job 3 (named EVIL too) queues."""
+    st = ClusterState(default_pool(4), app_policy("easy"), remap_policy("reshape"))
+    a = st.submit(validate_job({"name": EVIL, "command": ["true"], "nprocs": 2}), 0.0)
+    b = st.submit(validate_job({"name": "b\x07ell", "command": ["true"], "nprocs": 1}), 0.0)
+    st.tick(0.0)
+    st.handle(P.ResizePoint(job_id=a, iteration=1, nprocs=2, iter_time=1.0, parked=("h\x1b]0;x\x07",)), 1.0)
+    st.finished(b, "error", "boom\x1b[2J\nreshape daemon: forged line \u2066", 2.0)
+    st.exited(b, 1, 2.0)
+    st.submit(validate_job({"name": EVIL, "command": ["true"], "nprocs": 4}), 3.0)
+    st.tick(3.0)
+    return st, a, b
+
+
+def _strings(x):
+    if isinstance(x, str):
+        yield x
+    elif isinstance(x, dict):
+        for k, v in x.items():
+            yield from _strings(k)
+            yield from _strings(v)
+    elif isinstance(x, list | tuple):
+        for v in x:
+            yield from _strings(v)
+
+
+def test_texts_users_chose_reach_the_page_escaped_as_on_the_terminal():
+    """Every string of the snapshot (what /api/state sends) is as ``printable`` shows it: no control,
+    bidirectional-override or invisible character anywhere; names, reasons and hosts as their escapes."""
+    st, a, b = _state_with_evil_texts()
+    snap = snapshot(st, st.events, 4.0)
+    raw = [s for s in _strings(snap) if s != P.printable(s)]
+    assert raw == [], raw
+    shown = P.printable(EVIL)
+    assert shown == "a\\x1b[31mred\\u202eevil\\r<script>alert(1)</script>"
+    assert [r["name"] for r in snap["running"]] == [shown] and [q["name"] for q in snap["queue"]] == [shown]
+    assert snap["jobs"][str(a)]["name"] == shown
+    assert snap["running"][0]["parked"] == {"h\\x1b]0;x\\x07": 1}
+    (ended,) = snap["ended"]
+    assert ended["name"] == "b\\x07ell" and ended["error"].startswith("boom\\x1b[2J\\nreshape daemon: forged line")
+    assert any("boom\\x1b[2J\\n" in d["detail"] for d in snap["decisions"] if d["job_id"] == b), snap["decisions"]
+    fam = _families(metrics_text(snap))
+    assert [s.labels["name"] for s in fam["reshape_job_processes"].samples] == [shown]
+    json.dumps(snap, allow_nan=False)

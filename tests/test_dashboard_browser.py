@@ -172,3 +172,52 @@ def test_layout_at_1400x1000_with_many_jobs(tmp_path):
             b.save_screenshot(str(tmp_path / "dashboard.png"))
     finally:
         d.close()
+
+
+def test_the_page_shows_texts_users_chose_as_their_escapes(tmp_path):
+    """A job named with a terminal escape, a bidirectional override, a carriage return and a ``<script>``
+    shows in the page's tables and charts as ``printable`` shows it on a terminal, as text: from the
+    daemon's snapshot (escaped there), and from one whose texts are raw (the page escapes on its own)."""
+    import copy
+
+    from reshape.joblink.protocol import printable
+    from scheduler.service.dashboard import Dashboard
+    from scheduler.service.dashboard_view import snapshot
+    from tests.test_dashboard import EVIL, _state_with_evil_texts
+
+    st, a, _ = _state_with_evil_texts()
+    snap = snapshot(st, st.events, 4.0)
+    raw = copy.deepcopy(snap)
+    raw["running"][0].update(name=EVIL, hosts=[EVIL])
+    raw["queue"][0]["name"] = raw["jobs"][str(a)]["name"] = EVIL
+    raw["nodes"][0]["reason"] = raw["note"] = EVIL
+    raw["decisions"].append({"t": 4.0, "job_id": a, "kind": "advise", "nprocs": 2, "detail": f"expand 2->3: {EVIL}"})
+    want = printable(EVIL)
+    cells = ("return {running: document.querySelector('#running tbody tr td:nth-child(2)').textContent,"
+             " hosts: document.querySelector('#running tbody tr td:nth-child(7)').textContent,"
+             " queue: document.querySelector('#queue tbody tr td:nth-child(2)').textContent,"
+             " node: document.querySelector('#nodes tbody tr td:nth-child(5)').textContent,"
+             " note: document.getElementById('note').textContent,"
+             " legend: [...document.querySelectorAll('#alloc text')].map(e => e.textContent).join('|'),"
+             " decision: document.querySelector('#decisions tbody tr td.reason').textContent,"
+             " scripts: document.scripts.length, body: document.body.innerText}")
+    d = Dashboard("127.0.0.1:0")
+    try:
+        d.start(str(tmp_path))
+        with browser() as b:
+            for which, s in (("the daemon's snapshot", snap), ("a raw snapshot", raw)):
+                d.publish(s)
+                b.get(d.url)
+                _until(lambda: b.execute_script("return document.getElementById('updated').textContent") != "never",
+                       15, "the page's first update")
+                got = b.execute_script(cells)
+                assert got["running"] == want and got["queue"] == want, (which, got)
+                assert f"{a} {want} (running)" in got["legend"], (which, got["legend"])
+                assert got["scripts"] == 1, (which, got)  # only the page's own: the name's <script> is text
+                bad = {ch for ch in got["body"] if printable(ch) != ch} - {"\n", "\t"}  # (the layout's own)
+                assert bad == set(), (which, bad)  # nothing on the page a terminal would take for a control
+                if s is raw:
+                    assert got["hosts"] == want and got["node"] == want and got["note"] == want, got
+                    assert got["decision"] == want, got  # the newest decision's reason
+    finally:
+        d.close()

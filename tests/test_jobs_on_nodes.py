@@ -167,23 +167,9 @@ def test_cancel_goes_through_the_monitor_and_the_job_is_cancelled_only_once_its_
     t0 = time.monotonic()
     rep = c.req("cancel", {"job_id": jid})
     assert rep == {"job_id": jid, "state": "cancelling", "runner": "localhost"}, rep
-    states = []
-
-    def cancelled() -> bool:
-        st = c.status()  # first the state, then the processes: once it is not cancelling, none may be left
-        row = next((r for r in st["running"] if r["job_id"] == jid), None)
-        if row is not None:
-            states.append(row["state"])
-            assert row["state"] == "cancelling", row
-            assert "not yet confirmed by the monitor of localhost" in row["detail"], row
-            assert st["free_slots"] == 0 and not any(r["job_id"] == nxt for r in st["running"]), st
-            return False
-        state, alive = c.job(jid)["state"], job_pids(tag)
-        assert state == "cancelled", state
-        assert not alive, f"job {jid} shows cancelled while its processes {alive} still run"
-        return True
-
-    wait_for(cancelled, 20, every=0.05)
+    states: list[str] = []
+    wait_for(held_until_confirmed(c, jid, nxt, "cancelling", "not yet confirmed by the monitor of localhost",
+                                  "cancelled", states), 20, every=0.05)
     print(f"\ncancel -> job cancelled, no process of it left: {time.monotonic() - t0:.2f} s "
           f"({states.count('cancelling')} polls saw it cancelling)")
     job = c.job(jid)
@@ -193,6 +179,29 @@ def test_cancel_goes_through_the_monitor_and_the_job_is_cancelled_only_once_its_
     wait_for(lambda: c.job(nxt)["state"] == "cancelled", 20)
     assert not job_pids(job_tag(c.dir, nxt))
     assert c.status()["free_slots"] == 2
+
+
+def held_until_confirmed(c, jid: int, nxt: int, killing: str, detail: str, final: str, polls: list[str]):
+    """A ``wait_for`` predicate: while job ``jid`` is ``killing`` (cancelling, ending), its row says ``detail`` and
+    it holds its slots (job ``nxt`` does not start); once it is not, it is ``final`` and no process of it is left."""
+    tag = job_tag(c.dir, jid)
+
+    def check() -> bool:
+        st = c.status()  # first the state, then the processes: once it is not killing, none may be left
+        row = next((r for r in st["running"] if r["job_id"] == jid), None)
+        if row is not None and row["state"] == "running":
+            return False  # its kill not ordered yet
+        if row is not None:
+            polls.append(row["state"])
+            assert row["state"] == killing and detail in row["detail"], row
+            assert st["free_slots"] == 0 and not any(r["job_id"] == nxt for r in st["running"]), st
+            return False
+        state, alive = c.job(jid)["state"], job_pids(tag)
+        assert state == final, state
+        assert not alive, f"job {jid} shows {state} while its processes {alive} still run"
+        return True
+
+    return check
 
 
 def journaled(c, jid: int) -> dict:
@@ -284,6 +293,26 @@ def test_bad_node_reports_are_refused_with_a_reason(nodes):
         conn.close()
 
 
+def test_output_beyond_the_jobs_rate_reaches_its_log_whole_and_once(nodes):
+    """A job writes 11 MiB at once, more than a job's output may bring at once (8 MiB, then 1 MiB a second): the
+    daemon takes what the rate allows and none of the rest for now, its monitor sends the rest again, and the
+    log holds every byte once, in order."""
+    c = nodes
+    lines = 1_150_000  # 10 bytes each: 11.0 MiB
+    code = "\n".join(["import os", f"data = b''.join(b'%09d\\n' % i for i in range({lines}))",
+                      "view = memoryview(data)", "while view:", "    view = view[os.write(1, view):]"])
+    jid = c.submit({"name": "loud", "command": [sys.executable, "-c", code], "nprocs": 1, "resizable": False})
+    job = c.finished(jid, 120)
+    assert job["state"] == "done" and job["runner"] == "localhost", (job["state"], job.get("error"))
+    with open(os.path.join(c.dir, "logs", f"job-{jid}.log"), "rb") as f:
+        got = f.read()
+    want = b"".join(b"%09d\n" % i for i in range(lines))
+    assert len(got) == len(want) and got == want, (len(got), len(want))
+    deferred = c.status()["daemon"]["job_output_deferred"]
+    assert deferred > 0  # the rate held some of it back: what reached the log was sent again
+    print(f"\n{len(want) / (1 << 20):.1f} MiB of output: {deferred} chunks deferred and sent again, the log whole")
+
+
 def test_a_bad_mpiexec_on_is_refused_in_one_line():
     r = subprocess.run([sys.executable, "-m", "scheduler.cli", "daemon", "--mpiexec-on", "nowhere"], cwd=ROOT,
                        capture_output=True, text=True, timeout=60)
@@ -370,7 +399,7 @@ def test_a_cancelled_job_started_by_a_monitor_that_restarted_since_is_killed_by_
 
         wait_for(cancelled, 30, every=0.1)
         assert c.job(jid)["state"] == "cancelled" and c.status()["free_slots"] == 2
-        assert "started before this monitor (the daemon's order)" in c.log("nodemon-localhost.log")
+        assert "killing attempt 0 by its tag, not a run of this monitor" in c.log("nodemon-localhost.log")
     finally:
         c.close()
 
@@ -435,5 +464,41 @@ def test_a_node_lost_under_a_job_restarts_it_only_once_its_first_nodes_monitor_c
         job = c.finished(jid, 120)
         assert job["state"] == "done" and job["restarts"] == 1 and job["profile"]["history"][-1] == 1, job
         assert sha(c.job_log(jid)) == reference(steps)
+    finally:
+        c.close()
+
+
+def test_when_the_node_of_a_jobs_mpiexec_is_lost_its_other_nodes_monitors_kill_the_rest_and_free_their_slots(tmp_path):
+    """Two nodes of this machine (``localhost`` and ``127.0.0.1``, one slot each), a job on both, its ``mpiexec`` on
+    its first node. That node's monitor dies (``kill -9``; the job runs on): once the node is down, the job is
+    ``ending`` and the other node's slot stays held (the job queued for one slot does not start) until that
+    node's monitor, ordered by the daemon, killed what is left of the job there (by its tag) and confirmed;
+    then the job is ``failed``, none of its processes is left, and the queued job gets the slot."""
+    c = NodeCluster(tmp_path, timeout=3.0, nodes=("localhost", "127.0.0.1"))
+    try:
+        jid = c.submit(heat(400, 0.2))
+        tag = job_tag(c.dir, jid)
+        wait_for(lambda: c.job(jid)["iterations"] >= 2, 60, every=0.2)
+        runner = c.job(jid)["runner"]
+        other = next(n for n in c.mons if n != runner)
+        nxt = c.submit({**heat(400, 0.2), "nprocs": 1})  # one slot: only the other node's will be up
+        c.mons[runner].send_signal(signal.SIGKILL)
+        c.mons[runner].wait(10)
+        assert job_pids(tag)  # the job runs on without its runner's monitor
+        seen: list[str] = []
+        wait_for(held_until_confirmed(c, jid, nxt, "ending", f"not yet confirmed by the monitor of {other} (its "
+                                      f"mpiexec's node {runner} is down)", "failed", seen), 60, every=0.05)
+        ev = c.events(jid)
+        assert [k for k, _ in ev][-2:] == ["ending", "end"], ev
+        assert ev[-2][1].startswith(f"node {runner} down"), ev
+        assert f"kill ordered to the monitor of {other} (its mpiexec's node {runner} is down)" in ev[-2][1], ev
+        assert f"killed on {other} by the monitor of {other}" in ev[-1][1], ev
+        assert "killing attempt 0 by its tag" in c.log(f"nodemon-{other}.log")
+        job = c.job(jid)
+        assert job["error"].startswith(f"node {runner} down") and job["kill_on"] == {}, job
+        print(f"\nrunner's node down -> job ending ({len(seen)} polls), then failed once {other} confirmed")
+        wait_for(lambda: c.job(nxt)["state"] == "running", 30)  # the freed slot goes to the next job
+        c.req("cancel", {"job_id": nxt})
+        wait_for(lambda: c.job(nxt)["state"] == "cancelled", 30)
     finally:
         c.close()

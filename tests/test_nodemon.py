@@ -189,3 +189,39 @@ def test_status_json_lists_node_states(cluster):
     js = json.loads(subprocess.run([sys.executable, "-m", "scheduler.cli", "status", "--json", "--endpoint",
                                     c.endpoint], capture_output=True, text=True, cwd=ROOT, timeout=20).stdout)
     assert js["nodes"][0]["monitor"]["pid"] > 0 and js["daemon"]["auth"] == "none"
+
+
+def test_a_kill_to_confirm_is_confirmed_once_no_process_of_the_attempt_is_left_here(tmp_path):
+    """A monitor ordered to kill, by its tag, what is left here of a job whose ``mpiexec``'s node was lost
+    (``confirm``) kills it and lists it in ``killed`` only once no process of that attempt is left in its
+    namespace (an attempt's tag is its own: another attempt's process is not waited for); a kill order
+    without ``confirm`` (every earlier daemon's) is never reported; an order no longer repeated is forgotten."""
+    import threading
+
+    from scheduler.service.nodemon import tags_here
+    from scheduler.service.noderun import NodeRunner
+    from scheduler.service.startup import TAG, attempt_tag, tag_prefix
+
+    prefix = tag_prefix(str(tmp_path))
+    procs = {key: subprocess.Popen(["sleep", "600"], env={**os.environ, TAG: attempt_tag(prefix, *key)},
+                                   start_new_session=True) for key in ((7, 0), (7, 1), (8, 0))}
+    runner = NodeRunner(str(tmp_path / "spool"), threading.Event(), say=lambda text: None)
+    runner.tag_prefix = prefix
+    try:
+        runner.order({"op": "kill", "job_id": 8, "attempt": 0})  # no confirm: killed, never reported
+        runner.order({"op": "kill", "job_id": 7, "attempt": 0, "confirm": True})
+        assert runner.to_confirm()
+        assert runner.killed({attempt_tag(prefix, 7, 0)}) == []  # a process of it is left (or its kill runs)
+        procs[(7, 0)].wait(30)
+        procs[(8, 0)].wait(30)
+        got = wait_for(lambda: runner.killed(tags_here(prefix)), 30, every=0.1)
+        assert got == [{"job_id": 7, "attempt": 0}], got
+        assert procs[(7, 1)].poll() is None  # the next attempt's process: not this kill's
+        runner.prune({(7, 0)})  # ordered again: kept
+        assert runner.to_confirm()
+        runner.prune(set())  # the daemon took the confirmation
+        assert not runner.to_confirm() and runner.killed(set()) == []
+    finally:
+        for p in procs.values():
+            p.kill()
+            p.wait()

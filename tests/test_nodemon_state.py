@@ -6,7 +6,7 @@ Pure events on :class:`scheduler.core.state.ClusterState` (and the journal), inv
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from reshape.joblink import protocol as P
@@ -174,10 +174,17 @@ def test_journal_keeps_node_states_and_events(tmp_path):
     j.close()
 
 
-@settings(max_examples=40, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["submit", "beat", "down", "register", "tick", "point"]),
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["submit", "beat", "down", "register", "tick", "point", "on_node",
+                                           "cancel", "killed"]),
                           st.integers(0, 2), st.integers(1, 4)), max_size=40))
+@example([("submit", 0, 4), ("tick", 0, 1), ("on_node", 0, 1), ("down", 0, 1), ("register", 0, 1),
+          ("killed", 0, 1), ("killed", 1, 1), ("tick", 0, 1)])  # the runner's node lost: n2 confirms
+@example([("submit", 0, 4), ("submit", 0, 2), ("tick", 0, 1), ("on_node", 0, 1), ("cancel", 0, 1),
+          ("down", 0, 1), ("down", 1, 1), ("tick", 0, 1)])  # a cancel; the runner's node lost, then n2 too
 def test_invariants_under_random_node_events(ops):
+    """Node events in any order, jobs run by their first node's monitor or not, cancelled, their kills confirmed
+    by the nodes ordered to (``scheduler.core.kills``): the slots and indexes stay consistent."""
     s = make()
     up_all(s)
     t = 0.0
@@ -204,6 +211,20 @@ def test_invariants_under_random_node_events(ops):
                     s.resized(j.job_id, j.pending.old, j.pending.new, 0.1, None, t)
                 else:
                     s.handle(P.ResizePoint(job_id=j.job_id, iteration=1, nprocs=j.nprocs, iter_time=1.0 / n), t)[0]
+        elif op == "on_node":
+            run = [j for j in s.running() if j.runner is None]
+            if run:
+                j = run[i % len(run)]
+                s.run_on(j.job_id, j.hosts[0], 0)
+        elif op == "cancel":
+            live = [j for j in s.running() + s.killing()]
+            if live:
+                s.cancel(live[i % len(live)].job_id, t)
+        elif op == "killed" and s.nodes[h].state == "up":
+            gone = tuple({"job_id": j.job_id, "attempt": j.restarts} for j in s.killing()
+                         if j.job_id % n == 0)
+            s.handle(P.Heartbeat(node=h, incarnation=s.nodes[h].incarnation, jobs=tuple(
+                j.job_id for j in s.killing() if j.runner == h and j.job_id % n), killed=gone), t)
         s.validate()
         assert s.pool.total == 2 * sum(r.state != "down" for r in s.nodes.values())
 
@@ -375,7 +396,7 @@ def test_a_stuck_resize_of_a_job_run_on_its_node_restarts_it_once_the_kill_is_co
     s.validate()
 
 
-def test_a_cancel_of_an_ending_job_cancels_it_and_a_runner_that_goes_down_ends_it_unconfirmed():
+def test_a_cancel_of_an_ending_job_cancels_it_and_a_runner_that_goes_down_leaves_the_kill_to_its_other_node():
     s, a, _ = on_nodes(checkpoint="every:5")
     s.node_heartbeat("n1", "m-n1", [a], 1.5)
     s.check_nodes(1.5)
@@ -394,6 +415,99 @@ def test_a_cancel_of_an_ending_job_cancels_it_and_a_runner_that_goes_down_ends_i
     j = s2.jobs[a]
     assert j.state == "ending" and s2.pool.free == 0 and j.then["detail"] == "walltime exceeded"
     acts = s2.node_down("n1", 12.0, "no heartbeat")
-    assert acts == [] and s2.pool.free == 2  # a's slots on n2 are free again; b (4 slots) waits for n1
-    assert j.state == "failed" and "walltime exceeded" in j.error and "never confirmed: node n1" in j.error, j.error
+    assert acts == [] and s2.pool.free == 0  # a's slots on n2 are held until n2's monitor confirms
+    assert j.state == "ending" and j.hosts == ["n2", "n2"] and j.kill_on == {"n1": "down (no heartbeat)", "n2": ""}
     s2.validate()
+    assert s2.handle(P.Heartbeat(node="n2", incarnation="m-n2", killed=({"job_id": a, "attempt": 0},)), 12.5) \
+        == (None, [])
+    assert j.state == "failed" and s2.pool.free == 2 and j.kill_on == {}
+    assert "walltime exceeded" in j.error and "never confirmed on n1: it went down (no heartbeat)" in j.error, j.error
+    s2.validate()
+
+
+def killed(s, node, a, now, attempt=0):
+    """A heartbeat of ``node``'s monitor saying no process of job ``a``'s attempt is left there."""
+    return s.handle(P.Heartbeat(node=node, incarnation=f"m-{node}", killed=({"job_id": a, "attempt": attempt},)),
+                    now)[1]
+
+
+def test_the_runners_node_lost_its_other_nodes_kill_the_rest_and_free_their_slots_as_they_confirm():
+    """``scheduler.core.kills``: the node of a job's ``mpiexec`` (n1) goes down. The job is ``ending``, its slots on
+    n1 leave with n1, those on n2 are held until n2's monitor confirms that nothing of the attempt is left there:
+    then it fails, or (checkpoints) restarts on what is up."""
+    for ckpt in (False, True):
+        s, a, b = on_nodes(**({"checkpoint": "every:5"} if ckpt else {}))
+        j = s.jobs[a]
+        s.node_heartbeat("n2", "m-n2", [], 1.5)
+        assert s.check_nodes(1.5) == [Kill(a)] and s.nodes["n1"].state == "down"  # n1 silent since 0.1
+        assert j.state == "ending" and j.hosts == ["n2", "n2"] and s.pool.free == 0 and s.jobs[b].state == "queued"
+        assert j.kill_on == {"n1": "down (no heartbeat for 1.4 s)", "n2": ""}, j.kill_on
+        detail = [e["detail"] for e in s.events if e["job_id"] == a][-1]
+        assert "kill ordered to the monitor of n2 (its mpiexec's node n1 is down), not yet confirmed" in detail
+        row = next(r for r in s.status(1.6)["running"] if r["job_id"] == a)
+        assert "not yet confirmed by the monitor of n2 (its mpiexec's node n1 is down)" in row["detail"], row
+        s.validate()
+        # n2's heartbeats without that confirmation, or confirming another attempt, confirm nothing
+        assert beat(s, 1.7, nodes=("n2",)) == [] and killed(s, "n2", a, 1.8, attempt=1) == []
+        assert j.state == "ending" and s.pool.free == 0
+        acts = killed(s, "n2", a, 2.0)
+        s.validate()
+        assert j.kill_on == {} and s.jobs[b].state == "queued"  # b needs 4 slots: only n2's 2 are up
+        if ckpt:
+            assert acts == [Launch(a)] and j.state == "running" and j.restarts == 1 and j.hosts == ["n2", "n2"]
+            assert "node n1 down" in j.failures[0]
+        else:
+            assert acts == [] and j.state == "failed" and s.pool.free == 2
+            assert j.error.startswith("node n1 down") and "never confirmed on n1" in j.error, j.error
+            end = [e["detail"] for e in s.events if e["job_id"] == a][-1]
+            assert "killed on n2 by the monitor of n2" in end, end
+
+
+def test_a_node_lost_before_it_confirms_takes_its_slots_with_it_and_a_returning_runner_confirms_nothing():
+    s, a, _ = on_nodes()
+    j = s.jobs[a]
+    s.node_heartbeat("n2", "m-n2", [], 1.5)
+    s.check_nodes(1.5)
+    assert j.state == "ending" and j.kill_on["n2"] == ""
+    # n1 comes back (its monitor restarted) while n2 has not confirmed: n1's word settles nothing now
+    s.node_register("n1", "m2-n1", 1.6)
+    assert s.handle(P.Heartbeat(node="n1", incarnation="m2-n1", jobs=()), 1.7) == (None, [])
+    assert s.handle(P.JobEnded(job_id=a, node="n1", incarnation="m2-n1", status="error", code=137), 1.8) \
+        == (None, [])  # (taken: the monitor forgets the run)
+    assert j.state == "ending" and j.hosts == ["n2", "n2"]
+    s.validate()
+    # journaled and restored mid-way
+    s2 = make(remap="static", timeout=1.0)
+    s2.restore([Job.from_dict(x.to_dict()) for x in s.jobs.values()], s.next_id)
+    s2.restore_nodes(list(s.nodes.values()), 2.0)
+    s2.validate()
+    j = s2.jobs[a]
+    assert j.state == "ending" and j.kill_on["n2"] == "" and s2.pool.used["n2"] == 2
+    s2.node_heartbeat("n1", "m2-n1", [], 2.5)
+    s2.check_nodes(3.5)  # n2 silent: declared down by the node timeout before it confirmed
+    assert j.state == "failed" and s2.pool.used["n2"] == 0 and j.kill_on == {}
+    assert "never confirmed on n1" in j.error and "never confirmed on n2: it went down" in j.error, j.error
+    s2.validate()
+
+
+def test_a_cancelled_job_whose_runners_node_goes_down_is_cancelled_once_its_other_node_confirms():
+    s, a, _ = on_nodes()
+    j = s.jobs[a]
+    s.cancel(a, 1.0)
+    assert j.state == "cancelling"
+    s.node_heartbeat("n2", "m-n2", [], 1.5)
+    s.check_nodes(1.5)
+    assert j.state == "cancelling" and j.kill_on["n2"] == "" and j.hosts == ["n2", "n2"]
+    assert [e["kind"] for e in s.events if e["job_id"] == a][-1] == "cancelling"
+    s.validate()
+    killed(s, "n2", a, 2.0)
+    assert j.state == "cancelled" and "never confirmed on n1" in j.error and s.pool.free == 2
+    s.validate()
+
+
+def test_heartbeat_killed_is_checked_at_the_edge():
+    ok = P.Message("heartbeat", 1, None, {"node": "n1", "incarnation": "x", "killed": [{"job_id": 3, "attempt": 1}]})
+    assert P.decode(P.encode(ok)).killed == ({"job_id": 3, "attempt": 1},)
+    for bad in ([{"job_id": 3}], [{"job_id": -1, "attempt": 0}], [[3, 0]], [{"job_id": 3, "attempt": 0, "x": 1}]):
+        with pytest.raises(P.ProtocolError, match="'killed' must list objects"):
+            P.encode(P.Message("heartbeat", 1, None, {"node": "n1", "incarnation": "x", "killed": bad}))

@@ -72,6 +72,51 @@ def test_only_its_own_expanders_and_its_owners_retries():
         v.reattach(j, "key:client")
 
 
+def test_registrations_take_the_senders_submission_tokens_before_slurm_is_asked():
+    """Each ``register`` costs the controller's loop an ``scontrol show job`` (up to 5 s): a user's registrations
+    take tokens of their submission bucket (``--submit-rate 2 --submit-burst 4``) before Slurm is asked, so a
+    flood of 10 gets Slurm asked 4 times, then twice a second; an admin is not held to it."""
+    from types import SimpleNamespace
+
+    from reshape.joblink import protocol as P
+    from scheduler.core.policy import app_policy, remap_policy
+    from scheduler.core.pool import Node, Pool
+    from scheduler.core.state import ClusterState
+    from scheduler.rm.slurm_site import SlurmSite
+    from scheduler.rm.slurm_view import SlurmError
+    from scheduler.service.accounts import Accounts
+    from scheduler.service.handlers import Quota, answer
+    from scheduler.service.loopstats import LoopStats
+
+    asked: list[str] = []
+
+    def show(jid: str) -> str:  # slurmctld knows none of them
+        asked.append(jid)
+        raise SlurmError(f"slurm_load_jobs error: Invalid job id specified ({jid})")
+
+    pool = Pool([Node("node3", 2), Node("node4", 2)])
+    site = SlurmSite(None, {}, pool=pool)
+    site.verified.show = show
+    accounts = Accounts(me=0)  # a root controller
+    site.accounts = accounts
+    d = SimpleNamespace(state=ClusterState(pool, app_policy("easy"), remap_policy("reshape")), rm=site,
+                        quota=Quota(rate=2.0, burst=4), accounts=accounts, loop=LoopStats(), endpoint="tcp://x")
+    job = {"name": "t", "command": ["sleep", "1"], "nprocs": 1}
+
+    def register(who: str, k: int, now: float) -> str:
+        rep, _ = answer(d, P.Register(seq=k, job=job, allocation=str(100 + k), hosts=("node3",)), now, who)
+        return rep.body["code"]
+
+    codes = [register("uid:65534", k, 0.0) for k in range(10)]
+    assert codes == ["bad_hosts"] * 4 + ["over_limit"] * 6, codes
+    assert asked == ["100", "101", "102", "103"]  # the refused six never reached Slurm
+    rep, _ = answer(d, P.Register(seq=10, job=job, allocation="110", hosts=("node3",)), 0.0, "uid:65534")
+    assert "uid:65534 registers faster than the limit of 2 jobs per second" in rep.body["message"], rep.body
+    assert [register("uid:65534", k, 1.0) for k in range(20, 23)] == ["bad_hosts"] * 2 + ["over_limit"]
+    assert [register("uid:0", k, 1.0) for k in range(30, 40)] == ["bad_hosts"] * 10  # root: no limit
+    assert len(asked) == 4 + 2 + 10 and d.quota.refused == 6 + 1 + 1
+
+
 # ---------------------------------------------------------------------- the real slurmctld
 SITE = "tcp://head:5600"
 STATE = "/var/lib/reshape/trust-test"

@@ -199,6 +199,62 @@ def test_a_job_cannot_fill_the_journal_with_its_messages(daemon):
     assert d.req("status")["daemon"]["job_messages_refused"] == codes.count("over_limit")
 
 
+def test_a_flood_of_resized_reports_is_refused_over_the_jobs_rate_and_the_daemon_answers_on(daemon):
+    """A running job's ``resized`` reports, 1,000 sent without waiting for a reply: the first 20 (the job's burst)
+    reach the core (which refuses them: no resize is pending), the others get ``over_limit`` before it sees
+    them, beyond the 2 a second the bucket gains meanwhile; another client's pings, sent all along, are
+    answered, and the job runs on."""
+    import math
+    import threading
+    import time
+
+    from reshape.joblink.client import Connection
+
+    d = daemon(2)
+    jid = d.submit(**quick("chatty"))
+    wait_for(lambda: d.job(jid)["state"] == "running", 30)
+    n = 1000
+    s = zmq.Context.instance().socket(zmq.DEALER)
+    s.setsockopt(zmq.LINGER, 0)
+    s.connect(d.endpoint)
+    pings: list[str] = []
+    flooding = threading.Event()
+
+    def ping() -> None:
+        flooding.wait(10)
+        while flooding.is_set() or not pings:
+            c = Connection(d.endpoint, 5.0)
+            try:
+                pings.append(c.request("ping").type)
+            except Exception as e:  # a ping not answered is what the test looks for
+                pings.append(f"{type(e).__name__}: {e}")
+            finally:
+                c.close()
+
+    t = threading.Thread(target=ping)
+    t.start()
+    try:
+        t0 = time.monotonic()
+        flooding.set()
+        for i in range(1, n + 1):
+            s.send(json.dumps({"v": 1, "seq": i, "job_id": jid, "type": "resized",
+                               "body": {"old": 1, "new": 2, "seconds": 0.1}}).encode())
+        replies = [json.loads(s.recv()) if s.poll(10000) else {"type": "timeout"} for _ in range(n)]
+        elapsed = time.monotonic() - t0
+    finally:
+        flooding.clear()
+        t.join(30)
+        s.close()
+    codes = [r["body"]["code"] if r["type"] == "error" else r["type"] for r in replies]
+    assert set(codes) == {"out_of_order", "over_limit"} and codes[:20] == ["out_of_order"] * 20, codes
+    assert codes.count("out_of_order") <= 20 + math.ceil(2 * elapsed), (codes.count("out_of_order"), elapsed)
+    assert pings and set(pings) == {"ok"}, pings
+    st = d.req("status")
+    assert st["daemon"]["job_messages_refused"] == codes.count("over_limit")
+    assert [r["state"] for r in st["running"] if r["job_id"] == jid] == ["running"]
+    print(f"\n{n} resized in {elapsed:.2f} s: {codes.count('over_limit')} over_limit; {len(pings)} pings answered")
+
+
 def test_ended_jobs_leave_memory_and_the_journal_after_their_retention(daemon):
     """--retain-jobs 5: of 30 jobs submitted and cancelled only the last 5 stay in memory; --retain-days
     0.0001 (8.6 s): then the journal holds none of them, nor their events."""

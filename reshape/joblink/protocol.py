@@ -127,7 +127,7 @@ _NODE_CONTROL_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "node_register": {"node": (_STR, True), "incarnation": (_STR, True), "pid": (_INT, False),
                       "host": (_STR, False)},
     "heartbeat": {"node": (_STR, True), "incarnation": (_STR, True), "jobs": (_LIST, False),
-                  "runs": (_LIST, False)},
+                  "runs": (_LIST, False), "killed": (_LIST, False)},
 }
 _CONTROL_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "ping": {},
@@ -340,6 +340,7 @@ class Heartbeat(Request):
     incarnation: str
     jobs: tuple[int, ...] = ()
     runs: tuple[dict, ...] | None = None  # the jobs whose mpiexec this monitor runs: {job_id, attempt, pid}
+    killed: tuple[dict, ...] | None = None  # attempts it was ordered to kill by tag, none left: {job_id, attempt}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -646,6 +647,11 @@ def _check_values(t: str, body: dict[str, Any], seq: int) -> None:
                                     and all(_is(v, _INT) and v >= 0 for v in r.values())
                                     for r in body.get("runs", [])):
         raise ProtocolError("bad_field", "heartbeat: 'runs' must list objects {job_id, attempt, pid} of "
+                                         "non-negative integers", seq)
+    if t == "heartbeat" and not all(isinstance(r, dict) and set(r) == {"job_id", "attempt"}
+                                    and all(_is(v, _INT) and v >= 0 for v in r.values())
+                                    for r in body.get("killed", [])):
+        raise ProtocolError("bad_field", "heartbeat: 'killed' must list objects {job_id, attempt} of "
                                          "non-negative integers", seq)
     if t == "job_output" and len(body["data"]) > (MAX_OUTPUT_BYTES * 4) // 3 + 4:
         raise ProtocolError("bad_field", f"job_output: 'data' must hold at most {MAX_OUTPUT_BYTES} bytes "

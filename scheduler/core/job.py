@@ -122,6 +122,9 @@ class Job:
     # ``ending``: what the job becomes once the kill is confirmed: {"why", "error", "detail"} (failed) or
     # {"why", "restart": True, "known_cause"} (queued again: scheduler.core.restarts)
     then: dict[str, Any] | None = None
+    # its runner's node lost while the kill is under way: node -> "" (to confirm), "killed", or why it went down
+    # (scheduler.core.kills)
+    kill_on: dict[str, str] = field(default_factory=dict)
     # caches for snapshots (one per request): the immutable spec, the last policy view
     _spec: JobSpec | None = field(default=None, init=False, repr=False, compare=False)
     _view: RunningJob | None = field(default=None, init=False, repr=False, compare=False)
@@ -175,7 +178,7 @@ class Job:
                 "iterations_lost": self.iterations_lost, "iterations_lost_at": self.iterations_lost_at,
                 "resumed_at": self.resumed_at, "nprocs_override": self.nprocs_override,
                 "runner": self.runner, "out_at": self.out_at, "out_base": self.out_base,
-                "cancel_time": self.cancel_time, "then": self.then}
+                "cancel_time": self.cancel_time, "then": self.then, "kill_on": self.kill_on}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Job:

@@ -129,10 +129,7 @@ class NodeStates:
                 out += self._kill_failed(j, now, f"node {host} down ({reason})", f"node {host} down")
             elif j.pending and j.pending.expands and host in j.pending.hosts:
                 self._abandon_resize(j, now, f"node {host} down")
-        for j in self.killing():  # their kill can no longer be confirmed
-            if j.runner == host:
-                out += self.kill_confirmed(j.job_id, host, now, "", f"kill ordered, never confirmed: node {host} "
-                                           f"went down ({reason}) before its monitor reported the run ended")
+        out += self.node_lost_kills(host, reason, now)  # kills it was to confirm (scheduler.core.kills)
         return out + self.schedule(now)
 
     def node_granted(self, host: str, now: float, detail: str, lease: str | None = None) -> list[Launch | Kill]:

@@ -23,8 +23,10 @@ the jobs its process scan sees. If that node goes down first, the job is
 other end the daemon decides for such a job goes the same way (walltime, a
 node of it down, a stuck resize, a restart after a loss): the job is
 ``ending``, holding its slots, and becomes ``failed`` (or, for a restart,
-``queued`` again) once the monitor confirms (``Job.then`` says which); a
-runner whose own node went down cannot confirm, and is not waited for.
+``queued`` again) once the monitor confirms (``Job.then`` says which). A
+runner whose own node went down cannot confirm: the monitors of the job's
+other nodes then kill what is left of it there, each node's slots freed as it
+confirms (``scheduler.core.kills``).
 
 Resize handshake (seed 001 §3.1, §3.2.1): at a resize point the Remap
 Scheduler's decision becomes a *pending* resize; an expansion reserves its
@@ -71,6 +73,7 @@ from reshape.joblink.protocol import (
 from scheduler.core.actions import Decision, Kill, Launch, PolicyError, StateError
 from scheduler.core.job import JobState
 from scheduler.core.jobtable import FINAL, KILLING, RECENT, Job, JobTable
+from scheduler.core.kills import Kills, awaited, confirmers
 from scheduler.core.nodestate import NodeRecord, NodeStates
 from scheduler.core.policy import (
     AppPolicy,
@@ -102,7 +105,7 @@ __all__ = ["RESIZE_GRACE", "ClusterState", "Job", "Kill", "Launch", "NodeRecord"
 
 
 
-class ClusterState(JobTable, NodeStates, Resizes, Restarts):
+class ClusterState(JobTable, NodeStates, Resizes, Restarts, Kills):
     """Queue, running jobs, pool and profiles, driven by events (see module docstring).
 
     ``strict``: a policy decision that cannot be applied (a start of a job that
@@ -373,7 +376,7 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
         if j.state == JobState.ENDING:  # its kill is ordered already: once confirmed it is cancelled, not what
             j.then = None               # the daemon had decided (a restart, a failure)
             self._set(j, JobState.CANCELLING)
-            self._event(now, j, "cancelling", f"kill ordered to the monitor of {j.runner}, not yet confirmed")
+            self._event(now, j, "cancelling", self._ordered(j))
             return [Kill(job_id)]
         out: list[Launch | Kill] = []
         if j.state == JobState.RUNNING:
@@ -384,68 +387,6 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
         self._end(j, JobState.CANCELLED, now)
         self._event(now, j, "cancel")
         return out + self.schedule(now) if reschedule else out
-
-    def _confirms_kill(self, j: Job) -> bool:
-        """Whether ``j``'s kill waits for a node monitor's confirmation: its ``mpiexec`` runs on a node
-        (``runner``) whose monitor is up (one whose node is down cannot confirm anything)."""
-        rec = self.nodes.get(j.runner) if j.runner is not None else None
-        return rec is not None and rec.state == "up"
-
-    def _kill_on_node(self, j: Job, now: float, then: dict[str, Any] | None, why: str) -> list[Launch | Kill]:
-        """Order the kill of ``j``, whose ``mpiexec`` a node monitor runs, through that monitor (module docstring):
-        ``cancelling`` (``then`` None) or ``ending`` (``then``: what it becomes once confirmed), every slot held."""
-        self._hold(j)
-        self._set(j, JobState.CANCELLING if then is None else JobState.ENDING)
-        j.cancel_time = now
-        j.then = then
-        ordered = f"kill ordered to the monitor of {j.runner}, not yet confirmed"
-        self._event(now, j, str(j.state), f"{why}: {ordered}" if why else ordered)
-        return [Kill(j.job_id)]
-
-    def _hold(self, j: Job) -> None:
-        """A job whose processes may still run keeps every slot it had, a pending expansion's too."""
-        if j.pending and j.pending.expands:
-            j.hosts = [*j.hosts, *j.pending.hosts]
-        j.pending = None
-        j.shrink_request = None
-        j.nprocs = len(j.hosts)
-
-    def kill_confirmed(self, job_id: int, node: str, now: float, how: str,
-                       error: str | None = None) -> list[Launch | Kill]:
-        """The monitor of ``node`` confirmed that the run of a job whose kill it was ordered ended (``how``): a
-        cancelling job is cancelled, an ending one what its end decided (failed, or queued again to restart);
-        its slots free. ``error``: the kill could not be confirmed (its node went down): the same, saying so."""
-        j = self._job(job_id)
-        if j.state not in KILLING or j.runner != node:
-            return []
-        then, j.then, j.cancel_time = j.then, None, None
-        if then is not None and then.get("restart"):  # the restart the daemon decided (its slots return there)
-            return self.restart(j, now, then["why"], known_cause=bool(then.get("known_cause") or error))
-        self._release_all(j)
-        if then is not None:
-            self._end(j, JobState.FAILED, now)
-            j.error = f"{then['error']}; {error}" if error else then["error"]
-            self._event(now, j, "end", f"failed: {then['detail']} ({error or how})")
-            return self.schedule(now)
-        self._end(j, JobState.CANCELLED, now)
-        if error:
-            j.error = error
-        self._event(now, j, "end", f"cancelled: {error or how}")
-        return self.schedule(now)
-
-    def runs_seen(self, node: str, jobs: list[int], runs: list[dict], now: float) -> list[Launch | Kill]:
-        """A heartbeat of ``node``'s monitor: the jobs it runs whose kill it was ordered (cancelling, ending) that
-        it lists neither among its runs nor among the jobs of its process scan have ended there. (A monitor
-        carries out a reply's orders before its next heartbeat, so a start order sent before the kill shows in
-        any heartbeat after it.)"""
-        out: list[Launch | Kill] = []
-        if not self._killing:
-            return out
-        listed = set(jobs) | {r["job_id"] for r in runs}
-        for j in self.killing():
-            if j.runner == node and j.job_id not in listed:
-                out += self.kill_confirmed(j.job_id, node, now, f"no process of it left on {node}")
-        return out
 
     # ---------------------------------------------------------------- System Monitor
     def launched(self, job_id: int, sid: int) -> None:
@@ -632,7 +573,7 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
         def ending(j: Job) -> dict[str, Any]:
             since = f" {max(0.0, now - j.cancel_time):.1f} s ago" if now is not None and j.cancel_time else ""
             why = f"{j.then['why']}: " if j.then else ""
-            return row(j) | {"detail": f"{why}kill ordered{since}, not yet confirmed by the monitor of {j.runner}"}
+            return row(j) | {"detail": f"{why}kill ordered{since}, not yet confirmed by {confirmers(j)}"}
 
         waiting = list(self._waiting.values()) if limit is None else \
             list(itertools.islice(self._waiting.values(), max(0, limit)))
@@ -709,8 +650,11 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts):
             elif j.state in KILLING:
                 assert j.runner is not None and j.nprocs == len(j.hosts) and j.pending is None
                 assert (j.then is None) == (j.state == JobState.CANCELLING), (j.job_id, j.state, j.then)
+                assert not j.kill_on or (set(j.hosts) <= set(awaited(j)) and awaited(j)), (j.job_id, j.kill_on)
             else:
                 assert not j.hosts and j.pending is None
+            if j.state not in KILLING:
+                assert not j.kill_on, (j.job_id, j.state, j.kill_on)
 
     # ---------------------------------------------------------------- typed events
     def handle(self, event: Request, now: float) -> tuple[Any, list[Launch | Kill]]:
@@ -751,7 +695,7 @@ def _node_register(s: ClusterState, ev: NodeRegister, now: float) -> tuple[Any, 
 
 def _heartbeat(s: ClusterState, ev: Heartbeat, now: float) -> tuple[Any, list]:
     s.node_heartbeat(ev.node, ev.incarnation, list(ev.jobs), now)
-    return None, s.runs_seen(ev.node, list(ev.jobs), list(ev.runs or ()), now)
+    return None, s.runs_seen(ev.node, list(ev.jobs), list(ev.runs or ()), now, list(ev.killed or ()))
 
 
 _HANDLERS: dict[type, Callable[[ClusterState, Any, float], tuple[Any, list]]] = {

@@ -35,6 +35,7 @@ from reshape.joblink import protocol as P
 from reshape.joblink.auth import ACCOUNTS_FILE, keys_dir_for, load_client_keys, load_server_keys
 from reshape.joblink.launchers import choose, is_local
 from scheduler.core.job import FINAL
+from scheduler.core.kills import awaited
 from scheduler.core.policy import app_policy, remap_policy
 from scheduler.core.pool import Pool
 from scheduler.core.state import ClusterState, Kill, Launch
@@ -467,7 +468,8 @@ class Daemon:
             self._turn()
         now = time.time()
         for j in self.state.killing():
-            print(f"reshape daemon: stopping; job {j.job_id}'s kill was not confirmed by the monitor of {j.runner} "
+            print(f"reshape daemon: stopping; job {j.job_id}'s kill was not confirmed by the monitor of "
+                  f"{', '.join(awaited(j))} "
                   f"within {now - (j.cancel_time or now):.1f} s: its processes may still run there (the job "
                   f"stays {j.state} until a daemon hears from that monitor)", file=sys.stderr, flush=True)
         if not self.state.killing():
@@ -557,7 +559,8 @@ class Daemon:
                   "policy_errors": self.state.policy_error_count,
                   "late_starts": self.state.late_start_count, "walltime_kills": self.state.walltime_kills,
                   "last_policy_errors": list(self.state.policy_errors)[-3:], "rm": self.rm.info(),
-                  "retention": self.retention.info(), "job_messages_refused": self.job_limits.refused}
+                  "retention": self.retention.info(), "job_messages_refused": self.job_limits.refused,
+                  "job_output_deferred": self.job_limits.deferred}
         if self.dash is not None:
             access["dashboard"] = self.dash.url  # the port bound, also when asked for port 0
         if loop:

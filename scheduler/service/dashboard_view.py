@@ -8,12 +8,18 @@ afterwards: the daemon's loop builds one now and then, the HTTP thread
 (``scheduler.service.dashboard``) only reads the latest. :func:`metrics_text` renders the same
 snapshot in the Prometheus text format (``prometheus_client``'s exposition code), so both views
 always agree. The page itself is ``dashboard.html`` beside this module (no external assets).
+
+Every text in a snapshot (job names, reasons, hosts, decision details) is shown as
+:func:`reshape.joblink.protocol.printable` shows it on a terminal: a control, invisible or
+bidirectional-override character a user put in a job's name arrives at the page as its escape
+(``\\x1b``, ``\\u202e``); the page escapes again what it shows, the same way, before HTML.
 """
 
 from __future__ import annotations
 
 import bisect
 import collections
+import functools
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -80,7 +86,7 @@ def snapshot(state, events: Iterable[dict[str, Any]], now: float, service: dict[
     for jid in sorted(shown):
         j = state.jobs.get(jid)
         if j is not None:
-            jobs[str(jid)] = {"job_id": jid, "name": printable(j.desc["name"]), "state": j.state, "nprocs": j.nprocs,
+            jobs[str(jid)] = {"job_id": jid, "name": j.desc["name"], "state": j.state, "nprocs": j.nprocs,
                               "requested": j.desc["nprocs"], "min_procs": j.desc.get("min_procs"),
                               "max_procs": j.desc.get("max_procs"), "resizable": j.desc.get("resizable", True),
                               "iterations": j.iterations, "resizes": j.resizes,
@@ -95,7 +101,7 @@ def snapshot(state, events: Iterable[dict[str, Any]], now: float, service: dict[
     for s in ("waiting", "queued", "running", "cancelling", "ending", "done", "failed", "cancelled", "lost"):
         by_state.setdefault(s, 0)
     node_states = collections.Counter(n["state"] for n in st["nodes"])
-    return {
+    return _shown({
         "now": now, "info": info or {},
         "slots": {"total": st["total_slots"], "capacity": st["capacity_slots"], "free": st["free_slots"],
                   "used": st["total_slots"] - st["free_slots"]},
@@ -110,7 +116,24 @@ def snapshot(state, events: Iterable[dict[str, Any]], now: float, service: dict[
         "redist_seconds": sum(j.redist_seconds for j in state.jobs.values()),
         "policy_errors": state.policy_error_count,
         "service": service or {}, "latency": (latency or LatencyHistogram()).to_dict(),
-    }
+    })
+
+
+_PLAIN = frozenset({int, float, bool, type(None)})
+_key = functools.lru_cache(maxsize=4096)(printable)  # a snapshot's keys are mostly the same few words
+
+
+def _shown(x: Any) -> Any:
+    """``x`` with every string in it (keys too) as :func:`printable` shows it: what the page receives.
+    (Numbers, most of a snapshot, are passed over without a call.)"""
+    if isinstance(x, str):
+        return printable(x)
+    if isinstance(x, dict):
+        return {_key(k) if isinstance(k, str) else k: v if type(v) in _PLAIN else _shown(v)
+                for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [v if type(v) in _PLAIN else _shown(v) for v in x]
+    return x
 
 
 def metrics_text(snap: dict[str, Any]) -> bytes:
@@ -131,7 +154,7 @@ def metrics_text(snap: dict[str, Any]) -> bytes:
         yield g
         g = GaugeMetricFamily("reshape_job_processes", "Processes of each running job", labels=["job_id", "name"])
         for r in snap["running"]:
-            g.add_metric([str(r["job_id"]), printable(r["name"])], r["nprocs"])
+            g.add_metric([str(r["job_id"]), r["name"]], r["nprocs"])  # printable already (:func:`snapshot`)
         yield g
         g = GaugeMetricFamily("reshape_nodes", "Pool nodes, by state", labels=["state"])
         for s, n in sorted(snap["node_states"].items()):

@@ -51,7 +51,11 @@ class Quota:
     and the option that sets it (``reshape daemon --max-queued-per-user``, ``--submit-rate``,
     ``--submit-burst``). Counting a user's waiting jobs costs the jobs that user submitted, not
     the queue: each user's not-yet-started jobs are kept in a set, pruned at the next submission
-    (built from the job table the first time a user submits after a restart)."""
+    (built from the job table the first time a user submits after a restart).
+
+    A ``register`` (a site controller's: each is checked with Slurm, ``scontrol show job``, inside the
+    daemon's loop) takes a token of the same bucket (:meth:`take`), before anything is checked: a flood
+    of registrations costs the loop at most ``burst`` checks at once and ``rate`` a second after."""
 
     def __init__(self, max_queued: int = 1000, rate: float = 20.0, burst: int = 200):
         self.max_queued, self.rate, self.burst = max_queued, rate, burst
@@ -71,11 +75,16 @@ class Quota:
             self.refused += 1
             raise StateError("over_limit", f"{who} has {len(mine)} jobs queued or waiting: the limit per user is "
                                            f"{self.max_queued} (reshape daemon --max-queued-per-user)")
+        self.take(who, now)
+
+    def take(self, who: str | None, now: float, what: str = "submits") -> None:
+        """One token of ``who``'s submission bucket, or ``StateError('over_limit')``; ``what`` the
+        sender does (``submits``, ``registers``), as the refusal says."""
         tokens, then = self._tokens.get(who, (float(self.burst), now))
         tokens = min(float(self.burst), tokens + max(0.0, now - then) * self.rate)
         if tokens < 1.0:
             self.refused += 1
-            raise StateError("over_limit", f"{who} submits faster than the limit of {self.rate:g} jobs per second "
+            raise StateError("over_limit", f"{who} {what} faster than the limit of {self.rate:g} jobs per second "
                                            f"(burst {self.burst}; reshape daemon --submit-rate, --submit-burst)")
         self._tokens[who] = (tokens - 1.0, now)
 
@@ -229,6 +238,8 @@ def _submit(d: Daemon, ev: P.Submit, now: float, who: str | None) -> tuple[P.Mes
 
 
 def _register(d: Daemon, ev: P.Register, now: float, who: str | None) -> tuple[P.Message, list]:
+    if not d.accounts.is_admin(who):  # the site controller asks Slurm about each, in this loop (:class:`Quota`)
+        d.quota.take(who, now, "registers")
     desc = validate_job(ev.job, d.state.pool.capacity)
     return P.reply(ev, job_id=d.rm.adopt(d.state, desc, ev.allocation, list(ev.hosts), now, who)), []
 

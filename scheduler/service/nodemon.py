@@ -34,9 +34,11 @@ order that names no uid to run as is refused (``scheduler.service.noderun``).
 
 Jobs on nodes. With a daemon that runs jobs on their first node (``reshape daemon
 --mpiexec-on first-node``), a heartbeat's reply may carry ``orders``: start a job's
-``mpiexec`` here, or kill a run the daemon does not expect. :class:`scheduler.service.noderun.NodeRunner`
-carries them out; each round sends the runs' output (``job_output``) and, once a run's
-``mpiexec`` exited and its output is all sent, ``job_ended`` with its exit status
+``mpiexec`` here, kill a run the daemon does not expect, or kill by its tag what is left here of a job
+whose ``mpiexec``'s node was lost (an order with ``confirm``: the heartbeat then confirms, in ``killed``,
+each such attempt with no process left in this node's namespace, until the daemon orders it no more).
+:class:`scheduler.service.noderun.NodeRunner` carries them out; each round sends the runs' output
+(``job_output``) and, once a run's ``mpiexec`` exited and its output is all sent, ``job_ended`` with its exit status
 (``code``), repeated until the daemon answers (also across a restart of the daemon). The
 heartbeat lists the runs still going (``runs``), which confirms a start. Such a run
 keeps going whatever happens to the daemon; the scan above does not report it (its exit
@@ -104,17 +106,31 @@ def _launcher(pid: str) -> bool:
         return True
 
 
-def local_jobs(tag_prefix: str, node: str) -> dict[tuple[int, int], int]:
-    """(job id, attempt) -> number of processes in this node's network namespace, for jobs whose first node is
-    ``node`` (the attempt: 0, or the number after ``~`` in a restarted job's tag)."""
-    mine, me, prefix = _netns("self"), str(os.getpid()), tag_prefix.encode()
-    out: dict[tuple[int, int], int] = {}
+def _tagged(prefix: bytes):
+    """(pid, tag, environment) of each process in this node's network namespace whose job tag starts with
+    ``prefix`` (this monitor excepted)."""
+    mine, me = _netns("self"), str(os.getpid())
     for pid in os.listdir("/proc"):
         if not pid.isdigit() or pid == me or _netns(pid) != mine:
             continue
         env = _environ(pid)
         tag = env.get(E.JOB_TAG.encode(), b"")
-        if not tag.startswith(prefix) or _launcher(pid):
+        if tag.startswith(prefix):
+            yield pid, tag, env
+
+
+def tags_here(tag_prefix: str) -> set[str]:
+    """The job tags of the processes in this node's network namespace, launchers included."""
+    return {tag.decode(errors="replace") for _, tag, _ in _tagged(tag_prefix.encode())}
+
+
+def local_jobs(tag_prefix: str, node: str) -> dict[tuple[int, int], int]:
+    """(job id, attempt) -> number of processes in this node's network namespace, for jobs whose first node is
+    ``node`` (the attempt: 0, or the number after ``~`` in a restarted job's tag)."""
+    prefix = tag_prefix.encode()
+    out: dict[tuple[int, int], int] = {}
+    for pid, tag, env in _tagged(prefix):
+        if _launcher(pid):
             continue
         first = env.get(E.HOSTS.encode(), b"").split(b",")[0].decode(errors="replace")
         if first != node:
@@ -236,18 +252,21 @@ class NodeMonitor:
             self.missing[key] = 1
 
     def flush(self) -> None:
-        """Send the output of the runs here, then the exit status of those that ended (all their output
-        sent). Raises SchedulerUnavailable: the rest waits for the next round."""
+        """Send the output of the runs here, then the exit status of those that ended once all their output
+        is sent (the daemon takes none after it: the job has ended there). Raises SchedulerUnavailable: the
+        rest waits for the next round."""
         for run in list(self.runner.runs.values()):
             ended = run.ended.is_set()  # before reading: output written before the exit is read below
+            whole = True
             while not run.dropped:
                 offset, data = self.runner.unsent(run, MAX_OUTPUT_BYTES)
                 if not data:
                     break
                 self._send_output(run, offset, data)
                 if run.sent <= offset:  # the daemon took none of it (the job's output rate): next round
+                    whole = False
                     break
-            if ended:
+            if ended and whole:
                 self._send_exit(run)
 
     def _send_output(self, run: Run, offset: int, data: bytes) -> None:
@@ -280,8 +299,14 @@ class NodeMonitor:
         self.flush()
         body = {"node": self.node, "incarnation": self.incarnation, "jobs": jobs}
         runs = self.runner.running()
+        if runs:
+            body["runs"] = runs
+        if self.runner.to_confirm():  # confirmed once no process of the attempt is left here
+            killed = self.runner.killed(tags_here(self.tag or ""))
+            if killed:
+                body["killed"] = killed
         try:
-            rep = self.conn.request("heartbeat", {**body, "runs": runs} if runs else body)
+            rep = self.conn.request("heartbeat", body)
         except DaemonError as e:
             if e.code != "not_registered":
                 raise
@@ -290,6 +315,7 @@ class NodeMonitor:
             self.register()
             return
         orders = rep.body.get("orders")
+        kills = set()
         for order in orders if isinstance(orders, list) else []:
             if not isinstance(order, dict):
                 self.say(f"ignored a malformed order: {str(order)[:200]}")
@@ -297,6 +323,9 @@ class NodeMonitor:
             self.runner.order(order)
             if order.get("op") == "start":
                 self.wake.set()  # confirm the start at once (the next heartbeat lists it)
+            elif order.get("op") == "kill":
+                kills.add((order.get("job_id"), order.get("attempt")))
+        self.runner.prune(kills)  # kills the daemon no longer orders: it took their confirmation
 
     def run(self) -> int:
         while not self.stop.is_set():

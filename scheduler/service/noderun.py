@@ -24,7 +24,9 @@ exiting then ends the run as above, and its ``job_ended`` (sent after the waiter
 was left of the run here) is what confirms the kill to the daemon: a cancelled job stays
 ``cancelling`` there, holding its slots, until then (``scheduler.core.state``, "Ending a job
 run on a node"). A run an earlier monitor of this node started (this one restarted since) is
-killed by its tag; the process scan then reports its end. The daemon takes the output of
+killed by its tag; the process scan then reports its end. So are the ranks on this node of a job
+whose ``mpiexec``'s node was lost (``scheduler.core.kills``): once no process of that attempt is
+left here, the heartbeat says so (``killed``), which frees the job's slots here. The daemon takes the output of
 such a run until that confirmation; it writes each byte of it to the job's log once,
 counting what the log file holds (a chunk sent again after a restart of the daemon is not
 written twice).
@@ -80,6 +82,7 @@ class NodeRunner:
         self.done: set[tuple[int, int]] = set()  # runs reported and forgotten: a repeated start order is ignored
         self.tag_prefix: str | None = None  # the daemon's job tags' prefix (registration): for runs not known here
         self._killing: dict[tuple[int, int], threading.Thread] = {}  # kills by tag of runs not known here
+        self._confirm: set[tuple[int, int]] = set()  # kills the daemon wants confirmed (:meth:`killed`)
 
     def running(self) -> list[dict]:
         """The runs whose ``mpiexec`` still runs, as a heartbeat lists them."""
@@ -101,6 +104,8 @@ class NodeRunner:
             if not self.owns(key):
                 self.start(key, order)
         elif op == "kill":
+            if order.get("confirm") is True:  # the ranks here of a job whose mpiexec's node was lost
+                self._confirm.add(key)
             self.kill(key)
         else:
             self.say(f"ignored an order of unknown kind {op!r}")
@@ -157,17 +162,39 @@ class NodeRunner:
         run.ended.set()
         self.wake.set()
 
+    def to_confirm(self) -> bool:
+        return bool(self._confirm)
+
+    def killed(self, here: set[str]) -> list[dict]:
+        """The kills the daemon wants confirmed (``confirm``) that were carried out (their thread done), with no
+        process of them left here (``here``: the tags of this node's processes): what a heartbeat confirms
+        (``killed``). One with processes left is killed again when the daemon orders it again."""
+        out = []
+        for k in sorted(self._confirm):
+            t = self._killing.get(k)
+            if (t is None or not t.is_alive()) and attempt_tag(self.tag_prefix or "", *k) not in here:
+                out.append({"job_id": k[0], "attempt": k[1]})
+        return out
+
+    def prune(self, ordered: set) -> None:
+        """Forget the kills carried out that the daemon no longer orders (it took their confirmation)."""
+        self._confirm &= ordered
+        for k in [k for k, t in self._killing.items() if k not in ordered and not t.is_alive()]:
+            del self._killing[k]
+
     def kill(self, key: tuple[int, int]) -> None:
         """End a run the daemon does not want (any more): every process of it on this node, in a thread
-        (a grace period of SIGTERM before SIGKILL); its exit is reported as any other. A run an earlier
-        monitor of this node started is killed by its tag; the process scan reports its end."""
+        (a grace period of SIGTERM before SIGKILL); its exit is reported as any other. A run not known here
+        is killed by its tag: one an earlier monitor of this node started (the process scan reports its end),
+        or the ranks here of a job whose ``mpiexec``'s node was lost (:meth:`killed` confirms it)."""
         run = self.runs.get(key)
         if run is None:  # started by an earlier monitor of this node (this one restarted): by its tag
             t = self._killing.get(key)
             if self.tag_prefix is None or key in self.done or (t is not None and t.is_alive()):
                 return
             tag = attempt_tag(self.tag_prefix, *key)
-            self.say(f"job {key[0]}: killing attempt {key[1]}, started before this monitor (the daemon's order)")
+            self.say(f"job {key[0]}: killing attempt {key[1]} by its tag, not a run of this monitor (the daemon's "
+                     "order)")
             t = self._killing[key] = threading.Thread(target=kill_tagged, args=([tag], E.JOB_TAG, 1.0), daemon=True)
             t.start()
             return

@@ -86,7 +86,8 @@ class JobLimits:
         self.output_rate, self.output_burst = output_rate, output_burst
         self._msgs: dict[int, tuple[float, float]] = {}  # job -> (tokens, when)
         self._bytes: dict[int, tuple[float, float]] = {}
-        self.refused = 0
+        self.refused = 0  # lost/resized refused
+        self.deferred = 0  # chunks of output not taken (the monitor sends them again)
 
     @staticmethod
     def _take(buckets: dict[int, tuple[float, float]], job_id: int, cost: float, rate: float, burst: float,
@@ -107,7 +108,9 @@ class JobLimits:
 
     def output(self, job_id: int, size: int, now: float) -> bool:
         """May ``size`` more bytes of the job's output be written now?"""
-        return self._take(self._bytes, job_id, float(size), self.output_rate, self.output_burst, now)
+        ok = self._take(self._bytes, job_id, float(size), self.output_rate, self.output_burst, now)
+        self.deferred += not ok
+        return ok
 
     def forget(self, job_ids: list[int]) -> None:
         for jid in job_ids:

@@ -394,7 +394,8 @@ class Supervisor:
         """The reply to a heartbeat of ``node``'s monitor that runs ``runs`` and whose scan sees ``jobs``:
         start orders it has not confirmed yet, a kill order for each run that is not a running job's current
         attempt there, and one for each job run there whose kill is ordered (cancelling, ending) that its scan
-        still sees (started by an earlier monitor of the node, which restarted since)."""
+        still sees (started by an earlier monitor of the node, which restarted since), or, where the node of a
+        job's ``mpiexec`` was lost, that has ranks on this node, until this monitor confirms (``killed``)."""
         out: list[dict] = []
         listed = set()
         for r in runs:
@@ -404,7 +405,9 @@ class Supervisor:
                 out.append({"op": "kill", "job_id": jid, "attempt": attempt})
         seen = set(jobs)
         for j in self.state.killing():
-            if j.runner == node and j.job_id in seen and (j.job_id, j.restarts) not in listed:
+            if j.kill_on.get(node) == "":  # its runner's node lost: this node kills what is left here, and says so
+                out.append({"op": "kill", "job_id": j.job_id, "attempt": j.restarts, "confirm": True})
+            elif j.runner == node and j.job_id in seen and (j.job_id, j.restarts) not in listed:
                 out.append({"op": "kill", "job_id": j.job_id, "attempt": j.restarts})
         mine = self.orders.get(node, {})
         for jid, order in list(mine.items()):
