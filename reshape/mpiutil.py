@@ -114,19 +114,22 @@ def barrier(comm: MPI.Comm, max_sleep: float = MAX_SLEEP) -> None:
     wait(comm.Ibarrier(), max_sleep)
 
 
-def allreduce(comm: MPI.Comm, value: float, op: MPI.Op = MPI.MAX, max_sleep: float = MAX_SLEEP) -> float:
-    """A scalar ``MPI_Allreduce`` (float) that sleeps instead of spinning while waiting.
+def allreduce(comm: MPI.Comm, value, op: MPI.Op = MPI.MAX, max_sleep: float = MAX_SLEEP):
+    """An ``MPI_Allreduce`` of a float (returned as a float) or of a small float array (returned as an
+    array) that sleeps instead of spinning while waiting.
 
     On Open MPI the blocking call: its ranks yield while they wait (``mpi_yield_when_idle``,
     :mod:`reshape.joblink.mpis`), and in ``apps.mm`` under Open MPI 5.0.11 about one run in five
     had an ``MPI_Iallreduce`` here return its output buffer unwritten (every rank gave 1.0 to a
     MIN, the result read 0.0); the blocking call never did in the same runs (docs/mpi.md)."""
-    out = np.zeros(1)
+    scalar = np.ndim(value) == 0
+    mine = np.array([float(value)]) if scalar else np.asarray(value, dtype=np.float64)
+    out = np.zeros_like(mine)
     if open_mpi():
-        comm.Allreduce(np.array([float(value)]), out, op)
-        return float(out[0])
-    wait(comm.Iallreduce(np.array([float(value)]), out, op), max_sleep)
-    return float(out[0])
+        comm.Allreduce(mine, out, op)
+    else:
+        wait(comm.Iallreduce(mine, out, op), max_sleep)
+    return float(out[0]) if scalar else out
 
 
 def mpi_type(dtype: np.dtype) -> MPI.Datatype:

@@ -362,14 +362,17 @@ def recover(rt, err: BaseException) -> None:
             reg.dist = DistArray(lay, moved[name], new, tuple(range(lay.nprocs)))
     else:
         t_moving = t_moved = time.perf_counter()
-        got = None
+        got, refused = None, ""
         if rt._ckpt is not None:
             rt._ckpt.forget()
-            got = checkpoint.restore(new, rt._ckpt.directory)
+            try:
+                got = checkpoint.restore(new, rt._ckpt.directory)
+            except checkpoint.Refused as e:
+                refused = f" ({e})"
         if got is None:
             why = (f"rank{'s' * (len(lost) > 1)} {', '.join(map(str, lost))} of {p} lost "
                    f"({type(err).__name__}: {err}); no buddy copy "
-                   f"{'survived' if usable else 'of this size yet'} and no checkpoint to recover from")
+                   f"{'survived' if usable else 'of this size yet'} and no checkpoint to recover from{refused}")
             raise RankLost(why)
         s, source = int(got.meta["iteration"]), f"checkpoint {got.path}"
         for name, reg in rt.arrays.items():

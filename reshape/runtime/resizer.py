@@ -146,6 +146,7 @@ class Resizer(Joining, Background, Parking, Sizing):
     _reserve: Reserve = field(default_factory=Reserve)  # pools of parked ranks (reshape.runtime.parking)
     _ckpt: Checkpointer | None = None  # periodic checkpoints (RESHAPE_CHECKPOINT, reshape.runtime.checkpoint)
     _restored: Restored | None = None  # the checkpoint this run resumed from, filling the arrays registered
+    checkpoint_dir: str | None = None  # a spawned rank: the running job's checkpoint directory (JoinState)
     inplace: bool = False  # a lost rank is recovered in place (RESHAPE_INPLACE, reshape.runtime.inplace)
     _buddies: Buddies | None = None  # the in-memory copies in-place recovery reads (reshape.runtime.inplace)
     recoveries: list[dict] = field(default_factory=list)  # one per in-place recovery on this rank
@@ -265,7 +266,8 @@ class Resizer(Joining, Background, Parking, Sizing):
         return self.values[name]
 
     def __setitem__(self, name: str, value) -> None:
-        """Register or update a value (scalar or small picklable object) that survives resizes."""
+        """Register or update a value that survives resizes (and checkpoints: None, bool, int, float, str,
+        lists, tuples and str-keyed dicts of these, numpy arrays and scalars; :mod:`reshape.runtime.ckptfiles`)."""
         self.values[name] = value
 
     # ------------------------------------------------------------ advanced API
@@ -514,7 +516,7 @@ class Resizer(Joining, Background, Parking, Sizing):
         if self._pending is not None:
             self.results.append(self._switch())
         if self._ckpt is not None:
-            self._ckpt.settle(self.comm, wait=True)
+            self._ckpt.close(self.comm)
         self._release_parked()
         if self._buddies is not None:  # what the buddy copies cost (reshape.runtime.inplace), slowest rank
             secs = allreduce(self.comm, self._buddies.seconds)

@@ -112,7 +112,7 @@ def init(
         if adv is not None and relabel:  # every method relabels (reshape.redistribution.placement)
             placement.prefetch()  # the solver's import (scipy) runs during the first iterations, not in a resize
         checkpoint.resume(rt, cfg)
-    rt._ckpt = checkpoint.from_settings(rt.comm, cfg, job_id, spawned=rt.joined)
+    rt._ckpt = checkpoint.from_settings(rt.comm, cfg, job_id, spawned=rt.joined, directory=rt.checkpoint_dir)
     if cfg.inplace:  # reshape.runtime.inplace: errors come back as exceptions, copies refreshed by run()
         rt.inplace = True
         atexit.register(rt._exit_after_recovery)  # first registered: runs after every other exit handler
