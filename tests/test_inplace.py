@@ -25,6 +25,9 @@ pytestmark = pytest.mark.procs
 
 LU = ["-m", "apps.lu", "--n", "96", "--nb", "16", "--iters", "8", "--no-check", "--quiet"]
 HEAT = ["examples/heat.py", "--n", "48", "--steps", "10", "--work", "0.4"]
+# a user's program: blocking Sendrecv of 8 MB halo rows (Open MPI's blocking Sendrecv crashed a survivor
+# whose peer died mid-message), little else per step, so that a kill lands mid-message
+HEAT1D = ["-m", "tests.mpi.heat1d_sendrecv", "--n", "8", "--width", "1048576", "--steps", "24"]
 
 
 @pytest.fixture
@@ -156,12 +159,50 @@ def test_the_scheduler_core_frees_a_lost_ranks_slot_and_records_why():
     assert msg.ranks == (2,) and msg.seconds is None
 
 
-def test_the_buddy_of_a_rank_is_the_nearest_rank_before_it_on_another_host():
+def test_the_buddy_of_a_rank_is_the_nearest_rank_before_it_on_another_host_and_not_its_neighbour():
     from reshape.runtime.inplace import keepers
 
     assert keepers(["a"] * 4) == [3, 0, 1, 2]
     assert keepers(["a", "a", "b", "b"]) == [3, 3, 1, 1]
     assert keepers(["a", "b", "a", "b"]) == [3, 0, 1, 2]
+    line = [{1}, {0, 2}, {1, 3}, {2}]  # a 1-D halo exchange (each rank noted its own sends and receives)
+    assert keepers(["a"] * 4, line) == [3, 3, 0, 1]
+    assert keepers(["a"] * 4, [{1}, set(), {3}, set()]) == [3, 3, 1, 1]  # a neighbour either way
+    assert keepers(["a", "a", "b", "b"], line) == [3, 3, 0, 1]  # another host and no neighbour
+    assert keepers(["a"] * 4, [{1, 2, 3}] * 4) == [3, 0, 1, 2]  # all neighbours: the nearest before
+    for p in range(2, 9):  # a ring: a keeper is never a neighbour where p > 3
+        ring = [{(r - 1) % p, (r + 1) % p} for r in range(p)]
+        got = keepers(["h"] * p, ring)
+        assert all(got[r] != r and (p <= 3 or got[r] not in ring[r]) for r in range(p)), (p, got)
+
+
+@needs_ompi
+@pytest.mark.parametrize("kill_at", [5, 14])
+def test_a_program_with_blocking_sendrecv_halos_survives_a_neighbour_killed_mid_message(mpirun, tmp_path, clean,
+                                                                                         kill_at):
+    """Rank 2 of 4 dies while its halos are in flight: its neighbours see an error (rt.comm's blocking
+    Sendrecv runs as Isend/Irecv and an ULFM-aware wait), nobody else is lost, and the survivors finish
+    with the hash of a run that never failed."""
+    ref = re.search(r"sha256 (\w+)", mpirun(4, HEAT1D, env=OPEN, timeout=240).stdout).group(1)
+    res = mpirun(4, HEAT1D, env={**OPEN, "RESHAPE_INPLACE": "1", "RESHAPE_BUDDY": "every:4",
+                                 "RESHAPE_FAULT": f"iteration{kill_at}:rank2:kill", **_once(tmp_path)}, timeout=240)
+    assert "Segmentation fault" not in res.stderr, res.stderr[-3000:]
+    lost = _lost_lines(res.stderr)
+    assert len(lost) == 1 and "lost rank 2 of 4" in lost[0] and "from buddy copies" in lost[0], res.stderr[-3000:]
+    assert f"sizes [4, 3] sha256 {ref}" in res.stdout, res.stdout
+
+
+@needs_ompi
+def test_two_neighbours_lost_together_are_recovered_from_copies_kept_away_from_them(mpirun, tmp_path, clean):
+    """Ranks 2 and 3, neighbours in the program's halo exchange, die together: their copies were placed
+    on ranks that are no neighbours of theirs (0 keeps 2's, 1 keeps 3's), so both are recovered in place."""
+    argv = ["-m", "tests.mpi.heat1d_sendrecv", "--n", "64", "--width", "8", "--steps", "16", "--work", "0.4"]
+    ref = re.search(r"sha256 (\w+)", mpirun(4, argv, env=OPEN, timeout=240).stdout).group(1)
+    res = mpirun(4, argv, env={**OPEN, "RESHAPE_INPLACE": "1", "RESHAPE_BUDDY": "every:3",
+                               "RESHAPE_FAULT": "iteration7:rank2+3:kill", **_once(tmp_path)}, timeout=240)
+    lost = _lost_lines(res.stderr)
+    assert len(lost) == 1 and "lost ranks 2, 3 of 4" in lost[0] and "from buddy copies" in lost[0], res.stderr
+    assert f"sizes [4, 2] sha256 {ref}" in res.stdout, res.stdout
 
 
 

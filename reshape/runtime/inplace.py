@@ -60,6 +60,7 @@ from reshape import mpiutil
 from reshape.joblink import jobenv as E
 from reshape.joblink.jobenv import parse_every
 from reshape.redistribution.schedule import make_plan
+from reshape.runtime import ftcomm
 
 __all__ = ["DEFAULT_EVERY", "Buddies", "RankLost", "failure", "settings_problem", "ulfm_problem"]
 
@@ -121,14 +122,26 @@ def ulfm_problem(env=None) -> str | None:
     return None
 
 
-def keepers(hosts: list[str]) -> list[int]:
-    """``keepers(hosts)[r]``: the rank that keeps rank ``r``'s blocks: the nearest rank before ``r``
-    (cyclically) on another host, else ``r - 1``."""
+def keepers(hosts: list[str], peers: list[set[int]] | None = None) -> list[int]:
+    """``keepers(hosts, peers)[r]``: the rank that keeps rank ``r``'s blocks, the nearest rank before ``r``
+    (cyclically) that is not one of its neighbours in the job's communication pattern (``peers[r]``: the
+    ranks ``r`` exchanged messages with, either way) and is on another host; else the nearest that is no
+    neighbour; else the nearest on another host; else ``r - 1``. A rank's neighbours are then never its
+    only copy holders where the pattern allows it (a failure that takes a rank often takes the ranks
+    blocked on it: docs/mpi.md)."""
     p = len(hosts)
+    near = [set() for _ in range(p)]
+    for r, ps in enumerate(peers or ()):
+        for q in ps:
+            if 0 <= q < p and q != r:
+                near[r].add(q)
+                near[q].add(r)
     out = []
     for r in range(p):
-        k = next((k % p for k in range(r - 1, r - p, -1) if hosts[k % p] != hosts[r]), (r - 1) % p)
-        out.append(k)
+        before = [k % p for k in range(r - 1, r - p, -1)]
+        tiers = ([k for k in before if k not in near[r] and hosts[k] != hosts[r]],
+                 [k for k in before if k not in near[r]], [k for k in before if hosts[k] != hosts[r]])
+        out.append(next((t[0] for t in tiers if t), (r - 1) % p))
     return out
 
 
@@ -157,6 +170,8 @@ class Buddies:
     refreshes: int = 0
     recovered: bool = False  # a recovery just ended: its first copies travel while the job iterates again
     seconds: float = 0.0  # time spent posting and completing copies on this rank
+    hosts: list[str] = field(default_factory=list)  # every rank's host, on this communicator
+    placed: bool = False  # keepers chosen from the job's communication pattern too (refresh)
 
     def partners(self, me: int) -> list[int]:
         return [r for r, k in enumerate(self.keepers) if k == me and r != me]
@@ -204,13 +219,15 @@ class Buddies:
         fresh = self.generation is not comm
         if fresh:
             self._inflight = None  # copies on an earlier communicator: never read again
-            self.generation, self.size = comm, comm.size
-            self.keepers = keepers(comm.allgather(socket.gethostname())) if comm.size > 1 else [0]
+            self.generation, self.size, self.placed = comm, comm.size, comm.size <= 2
+            self.hosts = comm.allgather(socket.gethostname()) if comm.size > 1 else [socket.gethostname()]
+            self.keepers = keepers(self.hosts)
             self.own.clear()
             self.kept.clear()
             self.const_kept.clear()
         else:
             self.poll(wait=True)
+            fresh = self.place(comm)
         names = sorted(rt.arrays)
         blocks = {}
         for n in names:
@@ -240,10 +257,26 @@ class Buddies:
                     (consts.setdefault(r, {}) if reg.constant else c.blocks)[n] = buf
                     reqs.append(comm.Irecv(buf, r, TAG + i))
             self._inflight = (reqs, copies, consts)
-            if fresh and not self.recovered:  # the first copies of a size (at the start, after a resize) are the
-                self.poll(wait=True)  # only ones: complete them now, so that a rank lost at once is covered
+            if fresh and not self.recovered:  # the first copies of a size (at the start, after a resize, with new
+                self.poll(wait=True)  # keepers) are the only ones: complete them now, so that a loss is covered
         self.recovered = False
         self.seconds += time.perf_counter() - t0
+
+    def place(self, comm) -> bool:
+        """Once per communicator, at its first refresh after the program's steps ran on it: choose the keepers
+        again from its communication pattern too (one ``allgather`` of each rank's peers, :func:`keepers`).
+        True when they changed: the copies kept so far are dropped, and the next ones sent in full."""
+        if self.placed:
+            return False
+        self.placed = True
+        peers = comm.allgather(sorted(ftcomm.neighbours(comm)))
+        new = keepers(self.hosts, [set(p) for p in peers])
+        if new == self.keepers:
+            return False
+        self.keepers = new
+        self.kept.clear()
+        self.const_kept.clear()
+        return True
 
     def holdings(self) -> dict:
         """What this rank can give a recovery: its own copies' iterations and, per partner, the

@@ -73,7 +73,7 @@ from reshape.mpiutil import allreduce, barrier, bcast_obj, release
 from reshape.redistribution import placement
 from reshape.redistribution.layout import Layout, nearly_square_grid
 from reshape.redistribution.redistribute import redistribute
-from reshape.runtime import checkpoint, checks
+from reshape.runtime import checkpoint, checks, ftcomm
 from reshape.runtime.background import Background, Pending
 from reshape.runtime.checkpoint import Checkpointer, Restored
 from reshape.runtime.darray import DistArray, LayoutRule, Registered, layout_rule
@@ -153,6 +153,13 @@ class Resizer(Joining, Background, Parking, Sizing):
     _status: str | None = None  # what finish() was told
 
     # ------------------------------------------------------------ basics
+    def __setattr__(self, name: str, value) -> None:
+        """With in-place recovery on, every communicator the job is given is an :class:`FTComm` (blocking
+        point-to-point a lost peer cannot crash: :mod:`reshape.runtime.ftcomm`)."""
+        if name == "comm" and self.__dict__.get("inplace"):
+            value = ftcomm.wrap(value)
+        object.__setattr__(self, name, value)
+
     @property
     def size(self) -> int:
         return self.comm.size
@@ -202,7 +209,11 @@ class Resizer(Joining, Background, Parking, Sizing):
                         self._buddies.refresh(self)
                 faults.iteration(self.iteration, self.rank, self.size)
                 self._in_body = True
+                if self.inplace:  # the program's own messages show its pattern (reshape.runtime.ftcomm)
+                    self.comm.record = True
                 step(self.iteration)
+                if self.inplace:
+                    self.comm.record = False
                 result = self.resize()
                 self._in_body = False
                 if (self._buddies is not None and result.action == "shrink"

@@ -115,6 +115,7 @@ def init(
     rt._ckpt = checkpoint.from_settings(rt.comm, cfg, job_id, spawned=rt.joined, directory=rt.checkpoint_dir)
     if cfg.inplace:  # reshape.runtime.inplace: errors come back as exceptions, copies refreshed by run()
         rt.inplace = True
+        rt.comm = rt.comm  # now an FTComm (reshape.runtime.ftcomm)
         atexit.register(rt._exit_after_recovery)  # first registered: runs after every other exit handler
         rt.comm.Set_errhandler(MPI.ERRORS_RETURN)
         mpiutil.watch(rt)
