@@ -110,6 +110,23 @@ def test_a_rank_and_its_buddy_both_lost_fall_back_to_the_checkpoint(mpirun, tmp_
 
 
 @needs_ompi
+def test_with_no_checkpoint_setting_a_rank_and_its_buddy_lost_cost_iterations_not_the_job(mpirun, tmp_path, clean):
+    """RESHAPE_INPLACE=1 alone: checkpoints by measured cost ("auto") in a directory of the run's own, read
+    in place when a rank and its keeper die together, and removed when the job finishes."""
+    ref, _ = _lu(mpirun, tmp_path, "ref", {})
+    out = tmp_path / "lost.npy"
+    res = mpirun(4, [*LU, "--out", str(out)], cwd=str(tmp_path), timeout=180,
+                 env={**OPEN, "RESHAPE_INPLACE": "1", "RESHAPE_BUDDY": "every:3",
+                      "RESHAPE_FAULT": "iteration5:rank1+2:kill", **_once(tmp_path)})
+    lost = _lost_lines(res.stderr)
+    assert len(lost) == 1 and "lost ranks 1, 2 of 4" in lost[0], res.stderr
+    assert re.search(r"from checkpoint \S+/reshape-checkpoints/run-[\d-]+/ckpt-\d+", lost[0]), lost[0]
+    assert "final size 2" in res.stdout
+    assert np.array_equal(ref, np.load(out))
+    assert not (tmp_path / "reshape-checkpoints").exists()
+
+
+@needs_ompi
 def test_copies_in_flight_when_a_rank_dies_are_not_taken_for_a_second_loss(mpirun, tmp_path, clean):
     """Rank 1 dies just after posting its buddy copy of iteration 3 (RESHAPE_BUDDY=every:3): its keeper's
     receive of it completes in error on the revoked communicator, after the recovery. The survivors

@@ -41,6 +41,7 @@ dtype and layout rule (checked on every rank).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -263,6 +264,8 @@ class Checkpointer:
         self.settle(comm, wait=True)
         if self.own and comm.rank == 0:
             shutil.rmtree(self.directory, ignore_errors=True)
+            with contextlib.suppress(OSError):  # reshape-checkpoints itself, if no other run uses it
+                os.rmdir(os.path.dirname(self.directory))
 
 
 def restore(comm, directory: str) -> Restored | None:
