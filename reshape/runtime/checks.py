@@ -145,7 +145,7 @@ def env_problems(env: Mapping[str, str] | None = None) -> tuple[JobSettings, lis
     standby = _int(env, E.STANDBY, 0, problems) or 0
     if env.get(E.FAULT):
         try:
-            faults.parse(env[E.FAULT])
+            faults.parse_all(env[E.FAULT])
         except ValueError as e:
             problems.append(str(e))
     text = env.get(E.SCHEDULER_TIMEOUT, "")

@@ -35,7 +35,9 @@ from reshape.redistribution import placement
 from reshape.redistribution.layout import Layout
 from reshape.redistribution.redistribute import redistribute, start
 from reshape.runtime.darray import Registered
+from reshape.runtime.inplace import failure
 from reshape.runtime.parking import Reserve
+from reshape.runtime.recovery import leave_expansion
 from reshape.runtime.results import ResizeError
 from reshape.runtime.watchdog import Guarded
 
@@ -99,6 +101,7 @@ class Joining(Guarded):
     _pending_arrays: dict[str, tuple[Layout, np.ndarray | None]]  # a new rank's blocks until register_array
     _ckpt: Checkpointer | None  # the job's checkpoints: a new rank writes into their directory
     checkpoint_dir: str | None  # on a new rank: that directory, as the running ranks sent it
+    inplace: bool  # lost ranks are recovered in place (reshape.runtime.recovery)
 
     def _spawn(self, comm: MPI.Intracomm, n: int, hosts) -> tuple[MPI.Intercomm, float]:
         """Start ``n`` new ranks of this program (:func:`spawn` over ``comm``, with this resize's watchdog
@@ -209,6 +212,20 @@ class Joining(Guarded):
         if called_back:
             merged, _ = self._bring_in(merged, cb, 0, (), spawn, owned=True, first=k + 1)
         self.comm = merged
+        if self.inplace:  # a loss while the blocks move undoes the expansion: this rank leaves (recovery.py)
+            merged.Set_errhandler(MPI.ERRORS_RETURN)
+            try:
+                self._receive_state(merged, old, ready)
+            except Exception as e:
+                if not failure(e):
+                    raise
+                self._disarm()
+                leave_expansion(merged)
+            return
+        self._receive_state(merged, old, ready)
+
+    def _receive_state(self, merged: MPI.Intracomm, old: int, ready: float) -> None:
+        """A new rank's part of an expansion once merged: the job's state and its blocks."""
         self._phase("a new rank receiving the arrays")
         began, init = self._started or (ready, ready)
         state: JoinState | Standby = share(merged, None, (began, init - began, ready - began))[0]
@@ -240,6 +257,8 @@ class Joining(Guarded):
                                    method=self.method)
             self._pending_arrays[name] = (dst, new)
         allreduce(merged, 0.0)  # matches the running ranks' timing reduction
+        if self.inplace:
+            merged.Agree(1)  # matches the running ranks' (Resizer.redistribute)
         self._renumber(ranks, list(state.keys))
         self._disarm()
 

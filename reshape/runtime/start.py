@@ -92,6 +92,7 @@ def init(
         called = time.time()
         rt = Resizer(MPI.COMM_WORLD, None, job_id, allow_new_sizes, sizes, max_procs, method, timeout, background,
                      relabel, reuse)
+        rt.inplace = cfg.inplace  # a loss while it joins undoes the expansion (reshape.runtime.recovery)
         install_excepthook(rt._report_abort, lambda: rt.rank)
         rt._started = (process_start(), called)
         rt._join(parent)
