@@ -21,11 +21,23 @@ import numpy as np
 from mpi4py import MPI
 from mpi4py.util import dtlib
 
-__all__ = ["CollectiveError", "allreduce", "barrier", "bcast_obj", "check_collectively", "mpi_type", "open_mpi",
-           "release", "until", "wait", "wait_all", "wait_any", "watch", "watched"]
+__all__ = ["CollectiveError", "abandon", "allreduce", "barrier", "bcast_obj", "check_collectively", "mpi_type",
+           "open_mpi", "release", "until", "wait", "wait_all", "wait_any", "watch", "watched"]
 
 MAX_SLEEP = 1e-3
 _WATCHED: list = [None]  # the job's communicator when lost ranks are recovered in place (watch)
+_ABANDONED: list = []  # requests an error left pending (abandon)
+
+
+def abandon(reqs) -> None:
+    """Keep the requests of ``reqs`` that are still pending (and their buffers) for the life of the process.
+
+    An error (a lost rank, with in-place recovery) can end a wait with requests still pending. A
+    request object that is garbage-collected is freed (``MPI_Request_free``), and in Open MPI 5.0.11
+    a freed request that later fails aborts the job ("Send error after request freed", fatal on no
+    communicator); its buffer may also still be written. So they are never let go. A few per recovery.
+    """
+    _ABANDONED.extend(r for r in reqs if r is not None and r != MPI.REQUEST_NULL)
 
 
 def watch(holder) -> None:
@@ -100,8 +112,13 @@ def until(done: Callable[[], bool], max_sleep: float = MAX_SLEEP, spins: int = 0
 def wait_all(reqs: list[MPI.Request], max_sleep: float = MAX_SLEEP, statuses: list | None = None,
              spins: int = 0) -> None:
     """``MPI_Waitall`` that sleeps instead of spinning (:func:`until`)."""
-    if reqs:
+    if not reqs:
+        return
+    try:
         until(lambda: _testall(reqs, statuses), max_sleep, spins)
+    except BaseException:
+        abandon(reqs)
+        raise
 
 
 def wait_any(reqs: list[MPI.Request], max_sleep: float = MAX_SLEEP) -> None:

@@ -40,8 +40,12 @@ def clean():
 
 
 def _lu(mpirun, tmp_path, tag, env):
+    return _lu_on(mpirun, tmp_path, 4, tag, env)
+
+
+def _lu_on(mpirun, tmp_path, n, tag, env, check=True):
     out = tmp_path / f"{tag}.npy"
-    res = mpirun(4, [*LU, "--out", str(out)], env={**OPEN, **env}, timeout=180)
+    res = mpirun(n, [*LU, "--out", str(out)], env={**OPEN, **env}, timeout=180, check=check)
     return np.load(out), res
 
 
@@ -138,6 +142,44 @@ def test_copies_in_flight_when_a_rank_dies_are_not_taken_for_a_second_loss(mpiru
     assert len(lost) == 1 and re.search(r"lost rank 1 of 4; resumed at iteration [03] from buddy", lost[0]), \
         res.stderr
     assert "final size 3" in res.stdout
+    assert np.array_equal(ref, got)
+
+
+@needs_ompi
+@pytest.mark.parametrize("second,lost,source", [
+    ("recover:rank0:kill", "lost ranks 0, 2 of 4", "from buddy copies"),  # 0's and 2's keepers (3, 1) survive
+    ("recover:rank1:kill", "lost ranks 1, 2 of 4", "from checkpoint"),  # 1 kept 2's copy: the default checkpoint
+])
+def test_a_rank_lost_during_a_recovery_is_recovered_too(mpirun, tmp_path, clean, second, lost, source):
+    """Rank 2 dies mid-iteration; while the survivors recover, another dies: they start the recovery over
+    and carry on on 2 ranks, in place where the copies survived, else from the checkpoint in-place
+    recovery takes by default; the factors are those of a run that never failed."""
+    ref, _ = _lu(mpirun, tmp_path, "ref", {})
+    out = tmp_path / "lost.npy"
+    res = mpirun(4, [*LU, "--out", str(out)], cwd=str(tmp_path), timeout=180,
+                 env={**OPEN, "RESHAPE_INPLACE": "1", "RESHAPE_BUDDY": "every:3",
+                      "RESHAPE_FAULT": f"iteration5:rank2:kill,{second}", **_once(tmp_path)})
+    got = _lost_lines(res.stderr)
+    assert len(got) == 1 and lost in got[0] and source in got[0], res.stderr
+    assert "(the recovery started over 1 time: a rank was lost during it)" in got[0]
+    assert "final size 2" in res.stdout
+    assert np.array_equal(ref, np.load(out))
+
+
+@needs_ompi
+def test_a_rank_lost_during_an_expansion_undoes_it_and_the_job_goes_on(mpirun, tmp_path, clean):
+    """RESHAPE_PLAN=3,4: while the blocks move to the new rank, running rank 1 dies. The new rank leaves,
+    the running ones that survive rebuild the resize point's state from its copies, and the job ends on
+    2 ranks with the factors of a run that never failed. (prterun's own exit status is then 1: the new
+    rank left without MPI_Finalize; docs/mpi.md.)"""
+    ref = _lu_on(mpirun, tmp_path, 3, "ref", {})[0]
+    got, res = _lu_on(mpirun, tmp_path, 3, "lost", {"RESHAPE_INPLACE": "1", "RESHAPE_PLAN": "3,4",
+                                                    "RESHAPE_FAULT": "transfer:rank1:kill", **_once(tmp_path)},
+                      check=False)
+    lost = _lost_lines(res.stderr)
+    assert len(lost) == 1 and "lost rank 1 of 3 during an expansion from 3 (undone); resumed at iteration 1 " \
+        "from buddy copies" in lost[0], res.stderr
+    assert "final size 2" in res.stdout, res.stdout + res.stderr[-2000:]
     assert np.array_equal(ref, got)
 
 

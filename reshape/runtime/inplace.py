@@ -202,6 +202,7 @@ class Buddies:
         if self._inflight is not None:
             with contextlib.suppress(MPI.Exception):
                 MPI.Request.Testall(self._inflight[0])
+            mpiutil.abandon(self._inflight[0])  # never freed while pending (mpiutil.abandon)
             self._inflight = None
 
     def due(self, rt) -> bool:

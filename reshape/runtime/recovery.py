@@ -62,6 +62,7 @@ class Rebuilt:
     values: dict = field(default_factory=dict)
     data_seconds: float = 0.0
     rewound: int = 0  # iterations run again
+    restarts: int = 0  # times the recovery started over after a further loss
 
 
 def _revoke(comm) -> None:
@@ -108,14 +109,12 @@ def recover(rt, err: BaseException) -> None:
         except Exception as e:
             if not failure(e) or attempt == ATTEMPTS:
                 raise
-            first = new.rank == 0
             _revoke(new)
             with contextlib.suppress(MPI.Exception):
                 new.Free()
-            if first:
-                say(f"a rank was lost during the recovery ({type(e).__name__}: {e}): starting it over")
             err = e
-    _apply(rt, old, new, got)
+    got.restarts = attempt - 1
+    _apply(rt, old, new, got, exp is not None)
     _tell(rt, p, new, got, exp, (time.perf_counter() - t0, t_shrunk - t0, got.data_seconds), wall)
 
 
@@ -174,7 +173,7 @@ def _from_checkpoint(rt, new, lost: list[int], olds: list[int], p: int, usable: 
     return Rebuilt(int(got.meta["iteration"]), f"checkpoint {got.path}", lost, olds, dists, got.values)
 
 
-def _apply(rt, old, new, got: Rebuilt) -> None:
+def _apply(rt, old, new, got: Rebuilt, expansion: bool) -> None:
     """Make the agreed state the job's: its communicator, arrays, values and iteration (local)."""
     if rt._ckpt is not None:
         rt._ckpt.forget()
@@ -182,8 +181,9 @@ def _apply(rt, old, new, got: Rebuilt) -> None:
     if b is not None:
         b.abandon()
         b.recovered = True
-    with contextlib.suppress(MPI.Exception):
-        old.Free()
+    if not expansion:  # an expansion's merged communicator is left: sends to the new ranks may still be pending
+        with contextlib.suppress(MPI.Exception):
+            old.Free()
     rt.comm = new
     mpiutil.watch(rt)
     for name, reg in rt.arrays.items():
@@ -212,11 +212,14 @@ def _tell(rt, p: int, new, got: Rebuilt, exp: Expanding | None, times: tuple[flo
     what = f"lost rank{'s' * (len(lost) > 1)} {', '.join(map(str, lost))} of {p}" if lost else "lost a new rank"
     if exp is not None:
         what += f" during an expansion from {p} (undone)"
+    if got.restarts:
+        what += f" (the recovery started over {got.restarts} time{'s' * (got.restarts > 1)}: a rank was lost during it)"
     reason = f"{what}; resumed at iteration {got.iteration} from {got.source}"
     rt.results.append(ResizeResult("lost", p, q, secs, reason=reason))
     rt.recoveries.append({"old": p, "new": q, "lost": lost, "iteration": got.iteration, "rewound": got.rewound,
                           "source": got.source, "seconds": secs, "shrink_seconds": float(parts[1]),
-                          "data_seconds": float(parts[2]), "failed_seen_at": wall, "expansion": exp is not None})
+                          "data_seconds": float(parts[2]), "failed_seen_at": wall, "expansion": exp is not None,
+                          "restarts": got.restarts})
     if new.rank != 0:
         return
     say(f"{reason} ({secs:.3f} s: revoke and shrink {parts[1]:.3f} s, data {parts[2]:.3f} s); "
