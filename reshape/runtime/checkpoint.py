@@ -2,9 +2,11 @@
 
 ``RESHAPE_CHECKPOINT=every:N`` (after every N iterations), ``seconds:T`` (at the
 first iteration end T seconds after the last one) or ``auto`` (by measured cost:
-at the first iteration end, then once the time since the last checkpoint
-exceeds :data:`AUTO_FACTOR` times what the last one cost the slowest rank, and
-at least :data:`AUTO_MIN_SECONDS`: about 2% of the run), and
+at the first iteration end, then once the iterations since the last checkpoint
+started take :data:`AUTO_FACTOR` times what it cost the slowest rank (its copy,
+its writer thread, the wait for it), and at least :data:`AUTO_MIN_SECONDS`: at
+most about 2% of the run; the ranks count it in iterations from figures they
+agree on when the checkpoint is committed, so no message decides it), and
 ``RESHAPE_CHECKPOINT_DIR`` (default ``reshape-checkpoints``), or a job file's
 ``checkpoint`` and ``checkpoint_dir``. At an iteration's end (``rt.resize()``)
 a due checkpoint copies every registered array's local block and every
@@ -44,6 +46,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
+import math
 import os
 import shutil
 import sys
@@ -127,29 +130,42 @@ class Checkpointer:
     _copy: float = 0.0  # seconds the checkpoint in flight took this rank's main thread
     _wrote: float = 0.0  # seconds its writer thread took (h5py's import aside)
     cost: float | None = None  # what the last checkpoint cost the slowest rank (seconds; "auto" spaces them by it)
+    next_at: int = 1  # "auto": the iteration count after which the next one is due (the same on every rank)
+    _done: int = 0  # iterations completed at the last iteration end
+    _started_at: int = 0  # ... when the checkpoint in flight started
+    _prev_end: float | None = None  # when the last iteration ended (monotonic)
+    _iter_time: float = 0.0  # seconds an iteration takes here (smoothed)
     written: list[int] = field(default_factory=list)  # iterations of the checkpoints committed here
 
     def at_iteration_end(self, rt) -> None:
         """``rt.resize()``'s first step: commit what every rank has written; start a due checkpoint."""
+        now = time.monotonic()
+        if self._prev_end is not None:
+            dt = now - self._prev_end
+            self._iter_time = dt if not self._iter_time else 0.7 * self._iter_time + 0.3 * dt
+        self._prev_end = now
+        self._done = done = rt.iteration + 1  # iterations completed (rt.iterations counts on after resize())
         self.settle(rt.comm)
-        done = rt.iteration + 1  # iterations completed (rt.iterations counts on after resize())
         if self.due(rt.comm, done):
             self.start(rt.comm, done, rt.arrays, rt.values, done)
 
     def due(self, comm, done: int) -> bool:
-        """Whether a checkpoint is due after ``done`` iterations (rank 0's clock decides ``seconds``, ``auto``)."""
+        """Whether a checkpoint is due after ``done`` iterations (rank 0's clock decides ``seconds``; ``every``
+        and ``auto`` decide from what every rank knows alike, with no message)."""
         if self.kind == "every":
             return done > 0 and done % int(self.interval) == 0
+        if self.kind == "auto":
+            return self._pending is None and done >= self.next_at
         if comm.rank != 0:
             return bool(bcast_obj(comm, None))
-        since = time.monotonic() - self._last
-        if self.kind == "seconds":
-            now = since >= self.interval
-        elif self._pending is not None:
-            now = False  # "auto": one in flight, its cost not known yet
-        else:
-            now = self.cost is None or since >= max(self.interval * self.cost, AUTO_MIN_SECONDS)
-        return bool(bcast_obj(comm, now))
+        return bool(bcast_obj(comm, time.monotonic() - self._last >= self.interval))
+
+    def _schedule(self, cost: float, iter_time: float) -> None:
+        """``auto``: the next checkpoint once ``interval`` times ``cost`` seconds (at least AUTO_MIN_SECONDS) of
+        iterations of ``iter_time`` seconds have passed since the last one started (slowest rank's figures)."""
+        gap = max(self.interval * cost, AUTO_MIN_SECONDS)
+        steps = math.ceil(gap / iter_time) if iter_time > 0 else 1
+        self.next_at = max(self._done + 1, self._started_at + max(1, steps))
 
     def start(self, comm, done: int, arrays: dict, values: dict, resume_at: int) -> None:
         """Copy every local block and value now; write them in a helper thread (one checkpoint in flight).
@@ -179,6 +195,7 @@ class Checkpointer:
         self._thread.start()
         self._pending = (resume_at, part, meta)
         self._last = time.monotonic()
+        self._started_at = done
         self._copy = time.perf_counter() - t0
 
     def forget(self) -> None:
@@ -214,10 +231,13 @@ class Checkpointer:
         # one reduction: 3 someone still writing, else 2 someone failed, else 1 every rank has written; and the
         # slowest rank's cost of this checkpoint (its copy, its writer thread, this wait)
         mine = 3.0 if self._thread is not None and self._thread.is_alive() else 2.0 if self._error else 1.0
-        most, cost = allreduce(comm, np.array([mine, self._copy + self._wrote + time.perf_counter() - t0]))
+        most, cost, iter_time = allreduce(comm, np.array([mine, self._copy + self._wrote + time.perf_counter() - t0,
+                                                          self._iter_time]))
         if most == 3.0:
             return  # someone is still writing: ask again at the next iteration's end
         self.cost = float(cost)
+        if self.kind == "auto":
+            self._schedule(self.cost, float(iter_time))
         resume_at, part, meta = self._pending
         self._pending = self._thread = None
         if comm.rank == 0:
@@ -260,8 +280,14 @@ class Checkpointer:
             shutil.rmtree(os.path.join(self.directory, n), ignore_errors=True)
 
     def close(self, comm) -> None:
-        """At ``finish``: complete the checkpoint in flight; remove the fallback's own directory. Collective."""
+        """At ``finish``: complete the checkpoint in flight, say what the checkpoints cost (rank 0), remove the
+        fallback's own directory. Collective."""
         self.settle(comm, wait=True)
+        if comm.rank == 0 and self.written:
+            every = {"every": f"every {self.interval:g} iterations", "seconds": f"every {self.interval:g} s",
+                     "auto": f"auto: {self.interval:g}x their cost, at least {AUTO_MIN_SECONDS:g} s apart"}[self.kind]
+            print(f"[reshape] checkpoints: {len(self.written)} written ({every}), the last cost "
+                  f"{self.cost or 0.0:.3f} s on the slowest rank", file=sys.stderr, flush=True)
         if self.own and comm.rank == 0:
             shutil.rmtree(self.directory, ignore_errors=True)
             with contextlib.suppress(OSError):  # reshape-checkpoints itself, if no other run uses it

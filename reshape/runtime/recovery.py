@@ -190,7 +190,7 @@ def _apply(rt, old, new, got: Rebuilt, expansion: bool) -> None:
         reg.dist = got.dists[name]
     rt.values.clear()
     rt.values.update(got.values)
-    got.rewound = rt.iteration - got.iteration
+    got.rewound = max(0, rt.iteration - got.iteration)  # at a resize point the step of rt.iteration is done
     rt.iteration = got.iteration
     p, q = len(rt._keys), new.size
     rt._keys = [rt._keys[o] for o in got.olds] if all(o < p for o in got.olds) else [(0, r) for r in range(q)]
@@ -222,8 +222,9 @@ def _tell(rt, p: int, new, got: Rebuilt, exp: Expanding | None, times: tuple[flo
                           "restarts": got.restarts})
     if new.rank != 0:
         return
-    say(f"{reason} ({secs:.3f} s: revoke and shrink {parts[1]:.3f} s, data {parts[2]:.3f} s); "
-        f"continuing on {q} process{'es' * (q > 1)} at {time.time():.3f}")
+    say(f"{reason} ({secs:.3f} s: revoke and shrink {parts[1]:.3f} s, data {parts[2]:.3f} s; {got.rewound} "
+        f"iteration{'s' * (got.rewound != 1)} to run again); continuing on {q} process{'es' * (q > 1)} at "
+        f"{time.time():.3f}")
     if rt.advisor is None:  # rank 0 was lost: this rank speaks to the scheduler from now on
         from reshape.joblink.advice import advisor_from_env
 
