@@ -93,7 +93,7 @@ def _lu_inplace(tmp: str, tag: str, env: dict, iters: int, kill_after: float | N
             "recovery_line": next((ln for ln in res.stderr.splitlines() if "[reshape] lost rank" in ln), None),
             "final_size": int(size.group(1)) if size else None,
             "resumed_at": int(m.group(1)) if m else None, "iterations_lost": int(m.group(2)) if m else None,
-            "case": "lu",
+            "case": "lu", "source": "buddy" if m and "from buddy copies" in m.group(0) else "checkpoint" if m else None,
             "failure_to_iterating_s": float(m.group(3)) - killed_at if m and killed_at else None,
             "result": _result("lu", out, ""), "stderr_tail": None if res.returncode == 0 else res.stderr[-2000:]}
 
