@@ -22,8 +22,10 @@ default interval, ``RESHAPE_CHECKPOINT=auto`` (spaced by their measured cost: a 
 iterations since the last one took 50 times what it cost, at least a second apart;
 :mod:`reshape.runtime.checkpoint`), against without, order rotating: the median and the worst of the
 pairs (time with / without - 1). Beside it, from runs with checkpoints on but never due
-(``every:1000000``), the fixed part (h5py's import, the directory check), and the checkpoints written
-and what the last one cost, as the runtime reports them. Each run iterates for about 5-15 s
+(``every:1000000``), the fixed part (h5py's import, the directory check), the checkpoints written
+and what the last one cost, as the runtime reports them, and their product over the run's time
+(``counted``: the share the runtime's own count gives, which the load of a shared machine moves less
+than the wall-clock pairs). Each run iterates for about 5-15 s
 (:data:`OVERHEAD`). ``--overhead`` measures only this (six pairs per app). Writes
 ``benchmarks/results/recovery.json``.
 
@@ -175,12 +177,14 @@ def overhead(app: str, repeats: int, tmp: str) -> dict:
     return {"app": app, "interval": DEFAULT, "median": statistics.median(ratios), "worst": max(ratios),
             "with_s": med["with"], "without_s": med["without"], "fixed_s": med["fixed"] - med["without"],
             "checkpoints": count, "cost_s": statistics.median(w[1] for w in written) if written else None,
+            "counted": count * statistics.median(w[1] for w in written) / med["without"] if written else None,
             "iterations": OVERHEAD[app], "load_average": os.getloadavg()[0]}
 
 
 _OVERHEAD_COLS = [("app", "app", ""), ("without_s", "without (s)", ".2f"), ("with_s", f"{DEFAULT} (s)", ".2f"),
                   ("median", "overhead", ".3f"), ("worst", "worst pair", ".3f"), ("fixed_s", "fixed (s)", ".3f"),
-                  ("checkpoints", "checkpoints", ".0f"), ("cost_s", "each (s)", ".3f")]
+                  ("checkpoints", "checkpoints", ".0f"), ("cost_s", "each (s)", ".3f"),
+                  ("counted", "counted share", ".3f")]
 
 
 def _overhead_summary(over: list[dict]) -> dict:
