@@ -283,6 +283,7 @@ class Checkpointer:
         """At ``finish``: complete the checkpoint in flight, say what the checkpoints cost (rank 0), remove the
         fallback's own directory. Collective."""
         self.settle(comm, wait=True)
+        self._join_commit()  # a commit settled at an earlier iteration end may still be renaming its directory
         if comm.rank == 0 and self.written:
             every = {"every": f"every {self.interval:g} iterations", "seconds": f"every {self.interval:g} s",
                      "auto": f"auto: {self.interval:g}x their cost, at least {AUTO_MIN_SECONDS:g} s apart"}[self.kind]
