@@ -12,6 +12,8 @@ dictionary lookup per point).
 * ``transfer``: inside a redistribution (expansion or shrink) once the first
   message step is posted (mid-transfer);
 * ``retire``: a rank leaving in a shrink, after its data moved;
+* ``recover``: a survivor in an in-place recovery (:mod:`reshape.runtime.inplace`), once the
+  communicator is shrunk, before the data moves (a second loss during a recovery);
 * ``iterationN``: ``ITERATION_DELAY`` seconds into iteration N's step (a job looping with
   ``rt.run``, :mod:`reshape.runtime.inplace`), from a helper thread, while the ranks compute and
   communicate (``raise`` is not available there).
@@ -25,8 +27,10 @@ dictionary lookup per point).
 (sleep without calling MPI) or ``raise`` (a ``RuntimeError``, as an MPI error
 would).
 
-Each process injects at most once; with ``RESHAPE_FAULT_ONCE=FILE`` only the first process of all (of the
-job and of the attempts a restart makes) that gets there does, and makes ``FILE``. When it does, it prints
+Several faults: ``WHERE:WHO:HOW,WHERE:WHO:HOW`` (e.g. a kill mid-iteration and another during the
+recovery it starts). Each process injects each at most once; with ``RESHAPE_FAULT_ONCE=FILE`` only the
+first process of all (of the job and of the attempts a restart makes) that gets there does, and makes
+``FILE`` (``FILE.2``, ... for the second fault and on). When it does, it prints
 ``[reshape] fault injected: WHERE:WHO:HOW at T`` (``T``: epoch seconds) on
 stderr, so tests can time what follows.
 """
@@ -42,16 +46,16 @@ from typing import NamedTuple
 
 from reshape.joblink import jobenv as E
 
-__all__ = ["ENV_FAULT", "FaultSpec", "check", "hit", "iteration", "parse", "set_spawned"]
+__all__ = ["ENV_FAULT", "FaultSpec", "check", "hit", "iteration", "parse", "parse_all", "set_spawned"]
 
 ENV_FAULT = E.FAULT
-WHERE = ("join", "transfer", "retire")
+WHERE = ("join", "transfer", "retire", "recover")
 HOW = ("kill", "exit", "hang", "raise")
 ITERATION_DELAY = 0.05  # seconds into the step an iterationN fault fires
 
 _spawned = False
-_fired = False
-_cache: tuple[str, FaultSpec | None] | None = None
+_fired: set[int] = set()  # the faults this process injected (their index in RESHAPE_FAULT)
+_cache: tuple[str, list[FaultSpec]] | None = None
 
 
 class FaultSpec(NamedTuple):
@@ -82,23 +86,28 @@ def parse(text: str) -> FaultSpec:
     return FaultSpec(where, who, how)
 
 
+def parse_all(text: str) -> list[FaultSpec]:
+    """``"iteration5:rank2:kill,recover:rank1:kill"`` -> one FaultSpec each (:func:`parse`)."""
+    return [parse(part) for part in text.split(",")]
+
+
 def set_spawned() -> None:
     """This process was started by a resize (called by the runtime when it joins)."""
     global _spawned
     _spawned = True
 
 
-def _spec() -> FaultSpec | None:
+def _specs() -> list[FaultSpec]:
     global _cache
     text = os.environ.get(ENV_FAULT, "")
     if _cache is None or _cache[0] != text:
-        _cache = (text, parse(text) if text else None)
+        _cache = (text, parse_all(text) if text else [])
     return _cache[1]
 
 
-def check() -> FaultSpec | None:
-    """The fault ``RESHAPE_FAULT`` asks for (None if unset); ValueError if it is malformed."""
-    return _spec()
+def check() -> list[FaultSpec]:
+    """The faults ``RESHAPE_FAULT`` asks for (none if unset); ValueError if it is malformed."""
+    return _specs()
 
 
 def _matches(who: str, rank: int, size: int, spawned_from: int | None) -> bool:
@@ -109,18 +118,27 @@ def _matches(who: str, rank: int, size: int, spawned_from: int | None) -> bool:
     return rank in {int(n) for n in who[4:].split("+")}
 
 
+def _due(where: str, rank: int, size: int, spawned_from: int | None) -> tuple[int, FaultSpec] | None:
+    for i, spec in enumerate(_specs()):
+        if i not in _fired and spec.where == where and _matches(spec.who, rank, size, spawned_from):
+            return i, spec
+    return None
+
+
 def hit(where: str, rank: int, size: int, spawned_from: int | None = None) -> None:
     """Fail here if ``RESHAPE_FAULT`` names this point and this process.
 
     ``spawned_from``: the number of ranks that existed before the spawned
     ones (so ``old`` can pick an original rank), when known.
     """
-    global _fired
-    spec = _spec()
-    if spec is None or _fired or spec.where != where or not _matches(spec.who, rank, size, spawned_from):
+    due = _due(where, rank, size, spawned_from)
+    if due is None:
         return
-    _fired = True
+    i, spec = due
+    _fired.add(i)
     once = os.environ.get(E.FAULT_ONCE)
+    if once and i:
+        once = f"{once}.{i + 1}"
     if once and "+" in spec.who:  # several ranks: once per rank number
         once = f"{once}.rank{rank}"
     if once:
@@ -142,9 +160,8 @@ def hit(where: str, rank: int, size: int, spawned_from: int | None = None) -> No
 
 def iteration(it: int, rank: int, size: int) -> None:
     """At the start of iteration ``it``'s step: arm the ``iterationN`` fault for this process, if named."""
-    spec = _spec()
-    if spec is None or _fired or spec.where != f"iteration{it}" or not _matches(spec.who, rank, size, None):
+    if _due(f"iteration{it}", rank, size, None) is None:
         return
-    timer = threading.Timer(ITERATION_DELAY, hit, args=(spec.where, rank, size))
+    timer = threading.Timer(ITERATION_DELAY, hit, args=(f"iteration{it}", rank, size))
     timer.daemon = True
     timer.start()

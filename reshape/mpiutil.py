@@ -15,16 +15,29 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable
 
 import numpy as np
 from mpi4py import MPI
 from mpi4py.util import dtlib
 
-__all__ = ["CollectiveError", "allreduce", "barrier", "bcast_obj", "check_collectively", "mpi_type", "open_mpi",
-           "release", "wait", "wait_all", "watch", "watched"]
+__all__ = ["CollectiveError", "abandon", "allreduce", "barrier", "bcast_obj", "check_collectively", "mpi_type",
+           "open_mpi", "release", "until", "wait", "wait_all", "wait_any", "watch", "watched"]
 
 MAX_SLEEP = 1e-3
 _WATCHED: list = [None]  # the job's communicator when lost ranks are recovered in place (watch)
+_ABANDONED: list = []  # requests an error left pending (abandon)
+
+
+def abandon(reqs) -> None:
+    """Keep the requests of ``reqs`` that are still pending (and their buffers) for the life of the process.
+
+    An error (a lost rank, with in-place recovery) can end a wait with requests still pending. A
+    request object that is garbage-collected is freed (``MPI_Request_free``), and in Open MPI 5.0.11
+    a freed request that later fails aborts the job ("Send error after request freed", fatal on no
+    communicator); its buffer may also still be written. So they are never let go. A few per recovery.
+    """
+    _ABANDONED.extend(r for r in reqs if r is not None and r != MPI.REQUEST_NULL)
 
 
 def watch(holder) -> None:
@@ -66,40 +79,51 @@ def release(comm: MPI.Comm) -> None:
         comm.Disconnect()
 
 
-def _testall(reqs: list[MPI.Request]) -> bool:
+def _testall(reqs: list[MPI.Request], statuses: list | None = None) -> bool:
     """``MPI_Testall``; an ``MPI_ERR_IN_STATUS`` is raised as the first request's own error (a lost
-    peer's ``MPI_ERR_PROC_FAILED``, for :mod:`reshape.runtime.inplace`)."""
-    statuses = [MPI.Status() for _ in reqs]
+    peer's ``MPI_ERR_PROC_FAILED``, for :mod:`reshape.runtime.inplace`). ``statuses``: one
+    ``MPI.Status`` (or None) per request, filled when they complete."""
+    mine = [st if st is not None else MPI.Status() for st in statuses] if statuses else [MPI.Status() for _ in reqs]
     try:
-        return MPI.Request.Testall(reqs, statuses)
+        return MPI.Request.Testall(reqs, mine)
     except MPI.Exception as e:
         if e.Get_error_class() != MPI.ERR_IN_STATUS:
             raise
-        codes = [st.Get_error() for st in statuses]
+        codes = [st.Get_error() for st in mine]
         raise MPI.Exception(next((c for c in codes if c not in (MPI.SUCCESS, MPI.ERR_PENDING)),
                                  MPI.ERR_IN_STATUS)) from None
 
 
-def wait_all(reqs: list[MPI.Request], max_sleep: float = MAX_SLEEP) -> None:
-    """``MPI_Waitall`` that sleeps instead of spinning."""
-    if not reqs or _testall(reqs):
-        return
+def until(done: Callable[[], bool], max_sleep: float = MAX_SLEEP, spins: int = 0) -> None:
+    """Return once ``done()`` is true: it is asked ``spins`` times in a row, then between sleeps that
+    grow from 1 µs to ``max_sleep``. With in-place recovery watching (:func:`watch`), a revoked job
+    communicator ends the wait with ``MPI_ERR_REVOKED``. Every wait of reshape's is one of these."""
+    for _ in range(spins + 1):
+        if done():
+            return
     delay = 1e-6
-    while not _testall(reqs):
+    while not done():
         if _WATCHED[0] is not None:
             _revoked()
         time.sleep(delay)
         delay = min(delay * 2, max_sleep)
+
+
+def wait_all(reqs: list[MPI.Request], max_sleep: float = MAX_SLEEP, statuses: list | None = None,
+             spins: int = 0) -> None:
+    """``MPI_Waitall`` that sleeps instead of spinning (:func:`until`)."""
+    if not reqs:
+        return
+    try:
+        until(lambda: _testall(reqs, statuses), max_sleep, spins)
+    except BaseException:
+        abandon(reqs)
+        raise
 
 
 def wait_any(reqs: list[MPI.Request], max_sleep: float = MAX_SLEEP) -> None:
     """Sleep until one of ``reqs`` completes (return at once when none is pending)."""
-    delay = 1e-6
-    while (done := MPI.Request.Testsome(reqs)) is not None and not done:  # None: every request is done
-        if _WATCHED[0] is not None:
-            _revoked()
-        time.sleep(delay)
-        delay = min(delay * 2, max_sleep)
+    until(lambda: (done := MPI.Request.Testsome(reqs)) is None or bool(done), max_sleep)  # None: every one is done
 
 
 def wait(req: MPI.Request, max_sleep: float = MAX_SLEEP) -> None:
@@ -114,19 +138,22 @@ def barrier(comm: MPI.Comm, max_sleep: float = MAX_SLEEP) -> None:
     wait(comm.Ibarrier(), max_sleep)
 
 
-def allreduce(comm: MPI.Comm, value: float, op: MPI.Op = MPI.MAX, max_sleep: float = MAX_SLEEP) -> float:
-    """A scalar ``MPI_Allreduce`` (float) that sleeps instead of spinning while waiting.
+def allreduce(comm: MPI.Comm, value, op: MPI.Op = MPI.MAX, max_sleep: float = MAX_SLEEP):
+    """An ``MPI_Allreduce`` of a float (returned as a float) or of a small float array (returned as an
+    array) that sleeps instead of spinning while waiting.
 
     On Open MPI the blocking call: its ranks yield while they wait (``mpi_yield_when_idle``,
     :mod:`reshape.joblink.mpis`), and in ``apps.mm`` under Open MPI 5.0.11 about one run in five
     had an ``MPI_Iallreduce`` here return its output buffer unwritten (every rank gave 1.0 to a
     MIN, the result read 0.0); the blocking call never did in the same runs (docs/mpi.md)."""
-    out = np.zeros(1)
+    scalar = np.ndim(value) == 0
+    mine = np.array([float(value)]) if scalar else np.asarray(value, dtype=np.float64)
+    out = np.zeros_like(mine)
     if open_mpi():
-        comm.Allreduce(np.array([float(value)]), out, op)
-        return float(out[0])
-    wait(comm.Iallreduce(np.array([float(value)]), out, op), max_sleep)
-    return float(out[0])
+        comm.Allreduce(mine, out, op)
+    else:
+        wait(comm.Iallreduce(mine, out, op), max_sleep)
+    return float(out[0]) if scalar else out
 
 
 def mpi_type(dtype: np.dtype) -> MPI.Datatype:

@@ -111,7 +111,7 @@ def _no_ipc_leftovers():
 
 @pytest.fixture
 def mpirun():
-    """``mpirun(n, argv, timeout=..., env=...)``: run ``python argv`` on ``n`` ranks.
+    """``mpirun(n, argv, timeout=..., env=..., cwd=ROOT)``: run ``python argv`` on ``n`` ranks.
 
     ``argv`` usually starts with ``-m tests.mpi.<program>``. The run happens in
     its own session; every process of it (ranks, proxies, spawned ranks) is
@@ -119,8 +119,8 @@ def mpirun():
     process had to be killed after a successful exit.
     """
 
-    def run(n, argv, *, timeout=120.0, env=None, check=True, allow_leftovers=False):
-        res = _mpirun(n, list(argv), timeout=timeout, env=env, check=check, cwd=ROOT)
+    def run(n, argv, *, timeout=120.0, env=None, check=True, allow_leftovers=False, cwd=ROOT):
+        res = _mpirun(n, list(argv), timeout=timeout, env=env, check=check, cwd=cwd)
         if not allow_leftovers and res.returncode == 0:
             assert not res.leftovers, f"processes left behind by the run: {res.leftovers}"
         return res

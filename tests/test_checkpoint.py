@@ -31,10 +31,26 @@ def digest(res) -> tuple[list[int], str]:
 
 
 @pytest.mark.parametrize(("text", "want"), [("every:10", ("every", 10)), ("seconds:2.5", ("seconds", 2.5)),
+                                            ("auto", ("auto", 50.0)), ("auto:3", None),
                                             ("every:0", None), ("every:x", None), ("minutes:3", None),
                                             ("seconds:inf", None), ("every", None), ("", None)])
 def test_checkpoint_settings_parse(text, want):
     assert parse_every(text) == want
+
+
+def test_auto_spaces_checkpoints_by_their_cost_and_at_least_a_second():
+    from reshape.runtime.checkpoint import AUTO_FACTOR, Checkpointer
+
+    ck = Checkpointer("unused", *parse_every("auto"))
+    assert ck.kind == "auto" and ck.interval == AUTO_FACTOR == 50
+    ck._started_at, ck._done = 10, 12
+    ck._schedule(cost=0.1, iter_time=0.5)  # 50 x 0.1 s = 5 s of 0.5 s iterations
+    assert ck.next_at == 20
+    ck._schedule(cost=0.001, iter_time=0.05)  # 0.05 s < 1 s: a second of iterations
+    assert ck.next_at == 30
+    ck._schedule(cost=1.0, iter_time=0.0)  # no iteration time yet: the next iteration end
+    assert ck.next_at == 13
+    assert ck.due(None, 12) is False and ck.due(None, 13) is True  # no message decides it
 
 
 def test_only_a_complete_checkpoint_is_ever_read(tmp_path):

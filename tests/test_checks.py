@@ -28,7 +28,7 @@ BAD = {
     E.ONECOPY: ("maybe", "expected one of auto, 1, 0"),
     E.KEEP_BLOCKS: ("maybe", "expected 1/true/yes/on or 0/false/no/off"),
     E.PAGES: ("large", "expected one of auto, huge, small"),
-    E.CHECKPOINT: ("every:0", "expected every:N (iterations, N >= 1) or seconds:T (T > 0)"),
+    E.CHECKPOINT: ("every:0", "expected every:N (iterations, N >= 1), seconds:T (T > 0) or auto"),
     E.CHECKPOINT_DIR: (" ", "expected a directory path"),
     E.FAULT_ONCE: ("", "expected a file path"),
     E.DEBUG: ("verbose", "expected 1/true/yes/on or 0/false/no/off"),

@@ -25,6 +25,9 @@ pytestmark = pytest.mark.procs
 
 LU = ["-m", "apps.lu", "--n", "96", "--nb", "16", "--iters", "8", "--no-check", "--quiet"]
 HEAT = ["examples/heat.py", "--n", "48", "--steps", "10", "--work", "0.4"]
+# a user's program: blocking Sendrecv of 8 MB halo rows (Open MPI's blocking Sendrecv crashed a survivor
+# whose peer died mid-message), little else per step, so that a kill lands mid-message
+HEAT1D = ["-m", "tests.mpi.heat1d_sendrecv", "--n", "8", "--width", "1048576", "--steps", "24"]
 
 
 @pytest.fixture
@@ -37,8 +40,12 @@ def clean():
 
 
 def _lu(mpirun, tmp_path, tag, env):
+    return _lu_on(mpirun, tmp_path, 4, tag, env)
+
+
+def _lu_on(mpirun, tmp_path, n, tag, env, check=True):
     out = tmp_path / f"{tag}.npy"
-    res = mpirun(4, [*LU, "--out", str(out)], env={**OPEN, **env}, timeout=180)
+    res = mpirun(n, [*LU, "--out", str(out)], env={**OPEN, **env}, timeout=180, check=check)
     return np.load(out), res
 
 
@@ -107,6 +114,23 @@ def test_a_rank_and_its_buddy_both_lost_fall_back_to_the_checkpoint(mpirun, tmp_
 
 
 @needs_ompi
+def test_with_no_checkpoint_setting_a_rank_and_its_buddy_lost_cost_iterations_not_the_job(mpirun, tmp_path, clean):
+    """RESHAPE_INPLACE=1 alone: checkpoints by measured cost ("auto") in a directory of the run's own, read
+    in place when a rank and its keeper die together, and removed when the job finishes."""
+    ref, _ = _lu(mpirun, tmp_path, "ref", {})
+    out = tmp_path / "lost.npy"
+    res = mpirun(4, [*LU, "--out", str(out)], cwd=str(tmp_path), timeout=180,
+                 env={**OPEN, "RESHAPE_INPLACE": "1", "RESHAPE_BUDDY": "every:3",
+                      "RESHAPE_FAULT": "iteration5:rank1+2:kill", **_once(tmp_path)})
+    lost = _lost_lines(res.stderr)
+    assert len(lost) == 1 and "lost ranks 1, 2 of 4" in lost[0], res.stderr
+    assert re.search(r"from checkpoint \S+/reshape-checkpoints/run-[\d-]+/ckpt-\d+", lost[0]), lost[0]
+    assert "final size 2" in res.stdout
+    assert np.array_equal(ref, np.load(out))
+    assert not (tmp_path / "reshape-checkpoints").exists()
+
+
+@needs_ompi
 def test_copies_in_flight_when_a_rank_dies_are_not_taken_for_a_second_loss(mpirun, tmp_path, clean):
     """Rank 1 dies just after posting its buddy copy of iteration 3 (RESHAPE_BUDDY=every:3): its keeper's
     receive of it completes in error on the revoked communicator, after the recovery. The survivors
@@ -118,6 +142,44 @@ def test_copies_in_flight_when_a_rank_dies_are_not_taken_for_a_second_loss(mpiru
     assert len(lost) == 1 and re.search(r"lost rank 1 of 4; resumed at iteration [03] from buddy", lost[0]), \
         res.stderr
     assert "final size 3" in res.stdout
+    assert np.array_equal(ref, got)
+
+
+@needs_ompi
+@pytest.mark.parametrize("second,lost,source", [
+    ("recover:rank0:kill", "lost ranks 0, 2 of 4", "from buddy copies"),  # 0's and 2's keepers (3, 1) survive
+    ("recover:rank1:kill", "lost ranks 1, 2 of 4", "from checkpoint"),  # 1 kept 2's copy: the default checkpoint
+])
+def test_a_rank_lost_during_a_recovery_is_recovered_too(mpirun, tmp_path, clean, second, lost, source):
+    """Rank 2 dies mid-iteration; while the survivors recover, another dies: they start the recovery over
+    and carry on on 2 ranks, in place where the copies survived, else from the checkpoint in-place
+    recovery takes by default; the factors are those of a run that never failed."""
+    ref, _ = _lu(mpirun, tmp_path, "ref", {})
+    out = tmp_path / "lost.npy"
+    res = mpirun(4, [*LU, "--out", str(out)], cwd=str(tmp_path), timeout=180,
+                 env={**OPEN, "RESHAPE_INPLACE": "1", "RESHAPE_BUDDY": "every:3",
+                      "RESHAPE_FAULT": f"iteration5:rank2:kill,{second}", **_once(tmp_path)})
+    got = _lost_lines(res.stderr)
+    assert len(got) == 1 and lost in got[0] and source in got[0], res.stderr
+    assert "(the recovery started over 1 time: a rank was lost during it)" in got[0]
+    assert "final size 2" in res.stdout
+    assert np.array_equal(ref, np.load(out))
+
+
+@needs_ompi
+def test_a_rank_lost_during_an_expansion_undoes_it_and_the_job_goes_on(mpirun, tmp_path, clean):
+    """RESHAPE_PLAN=3,4: while the blocks move to the new rank, running rank 1 dies. The new rank leaves,
+    the running ones that survive rebuild the resize point's state from its copies, and the job ends on
+    2 ranks with the factors of a run that never failed. (prterun's own exit status is then 1: the new
+    rank left without MPI_Finalize; docs/mpi.md.)"""
+    ref = _lu_on(mpirun, tmp_path, 3, "ref", {})[0]
+    got, res = _lu_on(mpirun, tmp_path, 3, "lost", {"RESHAPE_INPLACE": "1", "RESHAPE_PLAN": "3,4",
+                                                    "RESHAPE_FAULT": "transfer:rank1:kill", **_once(tmp_path)},
+                      check=False)
+    lost = _lost_lines(res.stderr)
+    assert len(lost) == 1 and "lost rank 1 of 3 during an expansion from 3 (undone); resumed at iteration 1 " \
+        "from buddy copies" in lost[0], res.stderr
+    assert "final size 2" in res.stdout, res.stdout + res.stderr[-2000:]
     assert np.array_equal(ref, got)
 
 
@@ -156,12 +218,50 @@ def test_the_scheduler_core_frees_a_lost_ranks_slot_and_records_why():
     assert msg.ranks == (2,) and msg.seconds is None
 
 
-def test_the_buddy_of_a_rank_is_the_nearest_rank_before_it_on_another_host():
+def test_the_buddy_of_a_rank_is_the_nearest_rank_before_it_on_another_host_and_not_its_neighbour():
     from reshape.runtime.inplace import keepers
 
     assert keepers(["a"] * 4) == [3, 0, 1, 2]
     assert keepers(["a", "a", "b", "b"]) == [3, 3, 1, 1]
     assert keepers(["a", "b", "a", "b"]) == [3, 0, 1, 2]
+    line = [{1}, {0, 2}, {1, 3}, {2}]  # a 1-D halo exchange (each rank noted its own sends and receives)
+    assert keepers(["a"] * 4, line) == [3, 3, 0, 1]
+    assert keepers(["a"] * 4, [{1}, set(), {3}, set()]) == [3, 3, 1, 1]  # a neighbour either way
+    assert keepers(["a", "a", "b", "b"], line) == [3, 3, 0, 1]  # another host and no neighbour
+    assert keepers(["a"] * 4, [{1, 2, 3}] * 4) == [3, 0, 1, 2]  # all neighbours: the nearest before
+    for p in range(2, 9):  # a ring: a keeper is never a neighbour where p > 3
+        ring = [{(r - 1) % p, (r + 1) % p} for r in range(p)]
+        got = keepers(["h"] * p, ring)
+        assert all(got[r] != r and (p <= 3 or got[r] not in ring[r]) for r in range(p)), (p, got)
+
+
+@needs_ompi
+@pytest.mark.parametrize("kill_at", [5, 14])
+def test_a_program_with_blocking_sendrecv_halos_survives_a_neighbour_killed_mid_message(mpirun, tmp_path, clean,
+                                                                                         kill_at):
+    """Rank 2 of 4 dies while its halos are in flight: its neighbours see an error (rt.comm's blocking
+    Sendrecv runs as Isend/Irecv and an ULFM-aware wait), nobody else is lost, and the survivors finish
+    with the hash of a run that never failed."""
+    ref = re.search(r"sha256 (\w+)", mpirun(4, HEAT1D, env=OPEN, timeout=240).stdout).group(1)
+    res = mpirun(4, HEAT1D, env={**OPEN, "RESHAPE_INPLACE": "1", "RESHAPE_BUDDY": "every:4",
+                                 "RESHAPE_FAULT": f"iteration{kill_at}:rank2:kill", **_once(tmp_path)}, timeout=240)
+    assert "Segmentation fault" not in res.stderr, res.stderr[-3000:]
+    lost = _lost_lines(res.stderr)
+    assert len(lost) == 1 and "lost rank 2 of 4" in lost[0] and "from buddy copies" in lost[0], res.stderr[-3000:]
+    assert f"sizes [4, 3] sha256 {ref}" in res.stdout, res.stdout
+
+
+@needs_ompi
+def test_two_neighbours_lost_together_are_recovered_from_copies_kept_away_from_them(mpirun, tmp_path, clean):
+    """Ranks 2 and 3, neighbours in the program's halo exchange, die together: their copies were placed
+    on ranks that are no neighbours of theirs (0 keeps 2's, 1 keeps 3's), so both are recovered in place."""
+    argv = ["-m", "tests.mpi.heat1d_sendrecv", "--n", "64", "--width", "8", "--steps", "16", "--work", "0.4"]
+    ref = re.search(r"sha256 (\w+)", mpirun(4, argv, env=OPEN, timeout=240).stdout).group(1)
+    res = mpirun(4, argv, env={**OPEN, "RESHAPE_INPLACE": "1", "RESHAPE_BUDDY": "every:3",
+                               "RESHAPE_FAULT": "iteration7:rank2+3:kill", **_once(tmp_path)}, timeout=240)
+    lost = _lost_lines(res.stderr)
+    assert len(lost) == 1 and "lost ranks 2, 3 of 4" in lost[0] and "from buddy copies" in lost[0], res.stderr
+    assert f"sizes [4, 2] sha256 {ref}" in res.stdout, res.stdout
 
 
 

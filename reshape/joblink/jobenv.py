@@ -87,7 +87,7 @@ DEBUG = "RESHAPE_DEBUG"                    # 1: a reshape.UsageError prints its 
 ONECOPY = "RESHAPE_ONECOPY"                # 0: no memfd arrays, no direct reads between ranks of a host (nodecopy.py)
 KEEP_BLOCKS = "RESHAPE_KEEP_BLOCKS"        # 0: freed blocks are unmapped, not kept for reuse (pages.py)
 PAGES = "RESHAPE_PAGES"                    # auto | huge | small: the pages of fresh blocks a move writes (pages.py)
-CHECKPOINT = "RESHAPE_CHECKPOINT"          # every:N | seconds:T: checkpoints of the registered arrays (checkpoint.py)
+CHECKPOINT = "RESHAPE_CHECKPOINT"          # every:N | seconds:T | auto: checkpoints of the arrays (checkpoint.py)
 CHECKPOINT_DIR = "RESHAPE_CHECKPOINT_DIR"  # where; a complete checkpoint there is resumed from at start
 INPLACE = "RESHAPE_INPLACE"                # 1: a lost rank is recovered in place with ULFM (Open MPI; inplace.py)
 BUDDY = "RESHAPE_BUDDY"                    # every:N: in-memory copies of a partner's blocks (default every:10)
@@ -124,8 +124,14 @@ def flag(name: str, default: bool = False, env: dict[str, str] | None = None) ->
     raise ValueError(f"{name}={raw!r}: expected 1/true/yes/on or 0/false/no/off")
 
 
+CHECKPOINT_AUTO_FACTOR = 50.0  # "auto": a checkpoint once the time since the last one is this many times its cost
+
+
 def parse_every(text: str) -> tuple[str, float] | None:
-    """``every:N`` -> ``("every", N)``, ``seconds:T`` -> ``("seconds", T)``; None if malformed."""
+    """``every:N`` -> ``("every", N)``, ``seconds:T`` -> ``("seconds", T)``, ``auto`` -> ``("auto",``
+    :data:`CHECKPOINT_AUTO_FACTOR` ``)`` (checkpoints spaced by their measured cost); None if malformed."""
+    if text == "auto":
+        return "auto", CHECKPOINT_AUTO_FACTOR
     kind, _, value = text.partition(":")
     try:
         x = float(value) if kind == "seconds" else int(value)

@@ -32,7 +32,7 @@ from mpi4py import MPI
 
 from reshape import faults
 from reshape.joblink import jobenv as E
-from reshape.mpiutil import MAX_SLEEP, CollectiveError, mpi_type, wait_all, wait_any
+from reshape.mpiutil import MAX_SLEEP, CollectiveError, abandon, mpi_type, wait_all, wait_any
 from reshape.redistribution import baselines, nodecopy, packing, runcopy
 from reshape.redistribution.layout import Layout
 from reshape.redistribution.schedule import Plan, Transfer, contiguous, make_plan, run_groups
@@ -479,6 +479,7 @@ class Exchange:
     def _free(self) -> None:
         if not self._done:
             self._done = True
+            abandon([*self._sends, *self._recvs, *(r for _, r, _ in self._notes)])  # an error's: kept (mpiutil)
             self._types.free()
             self._pack.release()
             self._bufs.clear()

@@ -1,7 +1,12 @@
 """Checkpoints of a job's registered arrays and values, written while it iterates, and a restart at any size.
 
-``RESHAPE_CHECKPOINT=every:N`` (after every N iterations) or ``seconds:T``
-(at the first iteration end T seconds after the last one), and
+``RESHAPE_CHECKPOINT=every:N`` (after every N iterations), ``seconds:T`` (at the
+first iteration end T seconds after the last one) or ``auto`` (by measured cost:
+at the first iteration end, then once the iterations since the last checkpoint
+started take :data:`AUTO_FACTOR` times what it cost the slowest rank (its copy,
+its writer thread, the wait for it), and at least :data:`AUTO_MIN_SECONDS`: at
+most about 2% of the run; the ranks count it in iterations from figures they
+agree on when the checkpoint is committed, so no message decides it), and
 ``RESHAPE_CHECKPOINT_DIR`` (default ``reshape-checkpoints``), or a job file's
 ``checkpoint`` and ``checkpoint_dir``. At an iteration's end (``rt.resize()``)
 a due checkpoint copies every registered array's local block and every
@@ -10,12 +15,21 @@ value, and a helper thread of each rank writes its copy with h5py to
 only when every rank has written it: at a later iteration end the ranks
 agree (one reduction) that their writes are complete, and rank 0 writes
 ``meta.json`` (the iteration to resume at, the size, each array's shape, dtype
-and layout) and renames the directory to ``DIR/ckpt-ITER`` (one atomic
+and layout, the values) and renames the directory to ``DIR/ckpt-ITER`` (one atomic
 rename, in a helper thread of rank 0), then removes all but the last two complete ones. A checkpoint cut
 off mid-write stays a ``.part`` directory and is never read. A write that
 fails (disk full, permissions) is reported once and skipped; the job goes
 on. Before a resize and at ``finish`` the pending checkpoint is completed
-first, on the communicator that wrote it.
+first, on the communicator that wrote it. What is written, and what is trusted
+when it is read back (no pickle; only the job's user's directories and files):
+:mod:`reshape.runtime.ckptfiles`.
+
+**The fallback of in-place recovery.** With ``RESHAPE_INPLACE=1`` and no
+``RESHAPE_CHECKPOINT``, checkpoints are ``auto``: in ``RESHAPE_CHECKPOINT_DIR``
+if set, else in a directory of the run's own under ``reshape-checkpoints``
+(``run-TIME-PID``), removed when the job finishes and never resumed from at a
+later start; they serve a recovery whose lost ranks' buddy copies were lost too
+(:mod:`reshape.runtime.inplace`).
 
 **Moldable restart.** A job that starts where ``DIR`` holds a complete
 checkpoint resumes from the newest one, at whatever size it starts with:
@@ -29,10 +43,11 @@ dtype and layout rule (checked on every rank).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
+import math
 import os
-import pickle
 import shutil
 import sys
 import threading
@@ -42,16 +57,23 @@ from typing import Any
 
 import numpy as np
 
+from reshape.joblink.jobenv import CHECKPOINT_AUTO_FACTOR as AUTO_FACTOR
 from reshape.joblink.jobenv import parse_every
 from reshape.mpiutil import allreduce, bcast_obj
 from reshape.redistribution.layout import Layout
 from reshape.redistribution.schedule import make_plan
+from reshape.runtime import ckptfiles
 
-__all__ = ["Checkpointer", "Restored", "from_settings", "latest", "parse_every", "restore", "restored_array",
-           "resume"]
+__all__ = ["AUTO_FACTOR", "AUTO_MIN_SECONDS", "Checkpointer", "Refused", "Restored", "from_settings", "latest",
+           "parse_every", "restore", "restored_array", "resume"]
 
 KEEP = 2  # complete checkpoints kept
 DEFAULT_DIR = "reshape-checkpoints"
+AUTO_MIN_SECONDS = 1.0  # ... and at least this long after it
+
+
+class Refused(ValueError):
+    """A checkpoint that must not be read (another user's, the old pickle format; the message says which)."""
 
 
 def _name(iteration: int) -> str:
@@ -96,46 +118,85 @@ class Checkpointer:
     """Periodic asynchronous checkpoints of one job (module docstring); every method is collective."""
 
     directory: str
-    kind: str  # "every" | "seconds"
+    kind: str  # "every" | "seconds" | "auto"
     interval: float
     job: str = ""
+    own: bool = False  # the fallback's own directory: removed at finish (module docstring)
     _thread: threading.Thread | None = None
     _committer: threading.Thread | None = None  # rank 0's commit of the last checkpoint every rank wrote
     _pending: tuple[int, str, dict[str, Any]] | None = None  # (iteration to resume at, .part path, meta)
     _error: list[str] = field(default_factory=list)
     _last: float = field(default_factory=time.monotonic)
+    _copy: float = 0.0  # seconds the checkpoint in flight took this rank's main thread
+    _wrote: float = 0.0  # seconds its writer thread took (h5py's import aside)
+    cost: float | None = None  # what the last checkpoint cost the slowest rank (seconds; "auto" spaces them by it)
+    next_at: int = 1  # "auto": the iteration count after which the next one is due (the same on every rank)
+    _done: int = 0  # iterations completed at the last iteration end
+    _started_at: int = 0  # ... when the checkpoint in flight started
+    _prev_end: float | None = None  # when the last iteration ended (monotonic)
+    _iter_time: float = 0.0  # seconds an iteration takes here (smoothed)
     written: list[int] = field(default_factory=list)  # iterations of the checkpoints committed here
 
     def at_iteration_end(self, rt) -> None:
         """``rt.resize()``'s first step: commit what every rank has written; start a due checkpoint."""
+        now = time.monotonic()
+        if self._prev_end is not None:
+            dt = now - self._prev_end
+            self._iter_time = dt if not self._iter_time else 0.7 * self._iter_time + 0.3 * dt
+        self._prev_end = now
+        self._done = done = rt.iteration + 1  # iterations completed (rt.iterations counts on after resize())
         self.settle(rt.comm)
-        done = rt.iteration + 1  # iterations completed (rt.iterations counts on after resize())
         if self.due(rt.comm, done):
             self.start(rt.comm, done, rt.arrays, rt.values, done)
 
     def due(self, comm, done: int) -> bool:
-        """Whether a checkpoint is due after ``done`` iterations (rank 0's clock decides ``seconds``)."""
+        """Whether a checkpoint is due after ``done`` iterations (rank 0's clock decides ``seconds``; ``every``
+        and ``auto`` decide from what every rank knows alike, with no message)."""
         if self.kind == "every":
             return done > 0 and done % int(self.interval) == 0
-        return bool(bcast_obj(comm, time.monotonic() - self._last >= self.interval if comm.rank == 0 else None))
+        if self.kind == "auto":
+            return self._pending is None and done >= self.next_at
+        if comm.rank != 0:
+            return bool(bcast_obj(comm, None))
+        return bool(bcast_obj(comm, time.monotonic() - self._last >= self.interval))
+
+    def _schedule(self, cost: float, iter_time: float) -> None:
+        """``auto``: the next checkpoint once ``interval`` times ``cost`` seconds (at least AUTO_MIN_SECONDS) of
+        iterations of ``iter_time`` seconds have passed since the last one started (slowest rank's figures)."""
+        gap = max(self.interval * cost, AUTO_MIN_SECONDS)
+        steps = math.ceil(gap / iter_time) if iter_time > 0 else 1
+        self.next_at = max(self._done + 1, self._started_at + max(1, steps))
 
     def start(self, comm, done: int, arrays: dict, values: dict, resume_at: int) -> None:
-        """Copy every local block and value now; write them in a helper thread (one checkpoint in flight)."""
+        """Copy every local block and value now; write them in a helper thread (one checkpoint in flight).
+        A value a checkpoint cannot hold is the same :class:`reshape.runtime.checks.UsageError` on every rank."""
+        from reshape.runtime.checks import agree
+
         self.settle(comm, wait=True)
+        t0 = time.perf_counter()
         part = os.path.join(self.directory, _name(resume_at) + ".part")
         # every rank makes the directory (no barrier); a stale one of an attempt cut off at the same
         # iteration is written over, rank file by rank file, and is never read (no meta.json before commit)
+        tree, extra, problem = None, {}, None
+        if comm.rank == 0:
+            try:
+                tree, extra = ckptfiles.encode(values)
+            except ckptfiles.ValueRefused as e:
+                problem = str(e)
+        agree(comm, problem, f"checkpoint at iteration {resume_at}")
         blocks = {n: np.array(a.local, copy=True) for n, a in arrays.items() if a.local is not None}
+        extra = {k: np.array(v, copy=True) for k, v in extra.items()}
         meta = {"iteration": resume_at, "size": comm.size, "job": self.job, "time": time.time(),
                 "arrays": {n: {"shape": list(a.layout.shape), "dtype": str(a.dist.dtype or a.local.dtype),
-                               "layout": a.layout.describe()} for n, a in arrays.items()}}
-        payload = pickle.dumps(values) if comm.rank == 0 else None
+                               "layout": a.layout.describe()} for n, a in arrays.items()}, "values": tree}
         self._error.clear()
-        self._thread = threading.Thread(target=self._write, args=(part, comm.rank, blocks, payload),
+        self._thread = threading.Thread(target=self._write, args=(part, comm.rank, blocks, extra),
                                         name="reshape-checkpoint", daemon=True)
         self._thread.start()
         self._pending = (resume_at, part, meta)
         self._last = time.monotonic()
+        self._started_at = done
+        self._copy = time.perf_counter() - t0
 
     def forget(self) -> None:
         """Drop the checkpoint in flight (its ranks' communicator is gone: a rank was lost). Local."""
@@ -143,17 +204,20 @@ class Checkpointer:
             self._thread.join()
         self._pending = self._thread = None
 
-    def _write(self, part: str, rank: int, blocks: dict[str, np.ndarray], payload: bytes | None) -> None:
+    def _write(self, part: str, rank: int, blocks: dict[str, np.ndarray], extra: dict[str, np.ndarray]) -> None:
         try:
             import h5py
 
-            os.makedirs(part, exist_ok=True)
+            t0 = time.perf_counter()
+            problem = ckptfiles.make_dir(self.directory) or ckptfiles.make_dir(part)
+            if problem:
+                raise OSError(problem)
             with h5py.File(os.path.join(part, f"rank-{rank:05d}.h5"), "w") as f:
                 for n, b in blocks.items():
                     f.create_dataset(n, data=b)
-            if payload is not None:
-                with open(os.path.join(part, "values.pkl"), "wb") as f:
-                    f.write(payload)
+            if rank == 0:
+                ckptfiles.write_arrays(part, extra)
+            self._wrote = time.perf_counter() - t0
         except Exception as e:  # reported at the next agreement; the job goes on
             self._error.append(f"{type(e).__name__}: {e}")
 
@@ -161,13 +225,19 @@ class Checkpointer:
         """Commit the checkpoint in flight once every rank has written it (``wait``: wait for that)."""
         if self._pending is None:
             return
+        t0 = time.perf_counter()
         if wait and self._thread is not None:
             self._thread.join()
-        # one reduction: 3 someone still writing, else 2 someone failed, else 1 every rank has written
+        # one reduction: 3 someone still writing, else 2 someone failed, else 1 every rank has written; and the
+        # slowest rank's cost of this checkpoint (its copy, its writer thread, this wait)
         mine = 3.0 if self._thread is not None and self._thread.is_alive() else 2.0 if self._error else 1.0
-        most = allreduce(comm, mine)
+        most, cost, iter_time = allreduce(comm, np.array([mine, self._copy + self._wrote + time.perf_counter() - t0,
+                                                          self._iter_time]))
         if most == 3.0:
             return  # someone is still writing: ask again at the next iteration's end
+        self.cost = float(cost)
+        if self.kind == "auto":
+            self._schedule(self.cost, float(iter_time))
         resume_at, part, meta = self._pending
         self._pending = self._thread = None
         if comm.rank == 0:
@@ -209,54 +279,88 @@ class Checkpointer:
         for n in names[:-KEEP]:
             shutil.rmtree(os.path.join(self.directory, n), ignore_errors=True)
 
+    def close(self, comm) -> None:
+        """At ``finish``: complete the checkpoint in flight, say what the checkpoints cost (rank 0), remove the
+        fallback's own directory. Collective."""
+        self.settle(comm, wait=True)
+        self._join_commit()  # a commit settled at an earlier iteration end may still be renaming its directory
+        if comm.rank == 0 and self.written:
+            every = {"every": f"every {self.interval:g} iterations", "seconds": f"every {self.interval:g} s",
+                     "auto": f"auto: {self.interval:g}x their cost, at least {AUTO_MIN_SECONDS:g} s apart"}[self.kind]
+            print(f"[reshape] checkpoints: {len(self.written)} written ({every}), the last cost "
+                  f"{self.cost or 0.0:.3f} s on the slowest rank", file=sys.stderr, flush=True)
+        if self.own and comm.rank == 0:
+            shutil.rmtree(self.directory, ignore_errors=True)
+            with contextlib.suppress(OSError):  # reshape-checkpoints itself, if no other run uses it
+                os.rmdir(os.path.dirname(self.directory))
+
 
 def restore(comm, directory: str) -> Restored | None:
-    """The newest complete checkpoint in ``directory``, read on rank 0 and shared (None: start afresh)."""
-    got = None
+    """The newest complete checkpoint in ``directory``, read on rank 0 and shared (None: start afresh).
+    :class:`Refused` on every rank for a directory or checkpoint that must not be read (ckptfiles)."""
+    got, problem = None, None
     if comm.rank == 0:
-        path = latest(directory)
+        problem = ckptfiles.dir_problem(directory)
+        path = latest(directory) if problem is None else None
         if path is not None:
-            with open(os.path.join(path, "meta.json")) as f:
-                meta = json.load(f)
-            values = {}
-            if os.path.exists(os.path.join(path, "values.pkl")):
-                with open(os.path.join(path, "values.pkl"), "rb") as f:
-                    values = pickle.load(f)  # written by this job's own rank 0 (the checkpoint directory is the job's)
-            got = Restored(os.path.abspath(path), meta, values)
-    return bcast_obj(comm, got)
+            problem = ckptfiles.checkpoint_problem(path)
+            if problem is None:
+                try:
+                    meta, values = ckptfiles.read_meta(path)
+                    got = Restored(os.path.abspath(path), meta, values)
+                except (OSError, ValueError) as e:
+                    problem = f"checkpoint {path} cannot be read: {e}"
+    got, problem = bcast_obj(comm, (got, problem))
+    if problem:
+        raise Refused(problem)
+    return got
 
 
-def from_settings(comm, cfg, job_id: int, spawned: bool = False) -> Checkpointer | None:
-    """The job's checkpointer from its checked settings (``RESHAPE_CHECKPOINT``), or None. A directory that
-    cannot be made is the same :class:`reshape.runtime.checks.UsageError` on every rank. Collective, but
-    for ranks spawned by a resize (the job checked the directory when it started)."""
+def from_settings(comm, cfg, job_id: int, spawned: bool = False, directory: str | None = None,
+                  ) -> Checkpointer | None:
+    """The job's checkpointer from its checked settings (``RESHAPE_CHECKPOINT``; with ``RESHAPE_INPLACE=1``
+    and none, the ``auto`` fallback), or None. A directory that cannot be used is the same
+    :class:`reshape.runtime.checks.UsageError` on every rank. Collective, but for ranks spawned by a resize
+    (``directory``: the running job's, which it checked when it started)."""
     from reshape.joblink import jobenv as E
     from reshape.runtime.checks import agree
 
-    if cfg.checkpoint is None:
+    setting, own = cfg.checkpoint, False
+    if setting is None and cfg.inplace:
+        setting, own = ("auto", AUTO_FACTOR), cfg.checkpoint_dir is None
+    if setting is None:
         return None
     # h5py's import (40-200 ms) in the background, during the first iterations, not in the first write
     threading.Thread(target=importlib.import_module, args=("h5py",), name="reshape-h5py", daemon=True).start()
-    directory = os.path.abspath(cfg.checkpoint_dir or DEFAULT_DIR)
     if spawned:
-        return Checkpointer(directory, *cfg.checkpoint, job=str(job_id))
-    problem = None
-    try:
-        os.makedirs(directory, exist_ok=True)
-        if not os.access(directory, os.W_OK):
-            problem = f"{E.CHECKPOINT_DIR}={directory!r}: not writable"
-    except OSError as e:
-        problem = f"{E.CHECKPOINT_DIR}={directory!r}: {e.strerror or e}"
-    agree(comm, problem, "reshape.init()")
-    return Checkpointer(directory, *cfg.checkpoint, job=str(job_id))
+        return Checkpointer(directory or os.path.abspath(cfg.checkpoint_dir or DEFAULT_DIR), *setting,
+                            job=str(job_id), own=False)
+    directory = os.path.abspath(cfg.checkpoint_dir or DEFAULT_DIR)
+    problem = ckptfiles.make_dir(directory) if comm.rank == 0 or not own else None
+    if own:  # a directory of this run's own inside it, named by rank 0
+        name = f"run-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}" if comm.rank == 0 else None
+        directory = os.path.join(directory, bcast_obj(comm, name))
+        if comm.rank == 0 and problem is None:
+            problem = ckptfiles.make_dir(directory)
+    agree(comm, f"{E.CHECKPOINT_DIR}={cfg.checkpoint_dir or DEFAULT_DIR!r}: {problem}" if problem else None,
+          "reshape.init()")
+    return Checkpointer(directory, *setting, job=str(job_id), own=own)
 
 
 def resume(rt, cfg) -> None:
     """At a job's start: resume from the newest complete checkpoint of ``RESHAPE_CHECKPOINT_DIR`` (or, with
-    ``RESHAPE_CHECKPOINT`` set, the default directory), if there is one."""
+    ``RESHAPE_CHECKPOINT`` set, the default directory), if there is one. A checkpoint or directory that must
+    not be read is the same :class:`reshape.runtime.checks.UsageError` on every rank."""
+    from reshape.joblink import jobenv as E
+    from reshape.runtime.checks import agree
+
     if cfg.checkpoint_dir is None and cfg.checkpoint is None:
         return
-    got = restore(rt.comm, os.path.abspath(cfg.checkpoint_dir or DEFAULT_DIR))
+    try:
+        got = restore(rt.comm, os.path.abspath(cfg.checkpoint_dir or DEFAULT_DIR))
+    except Refused as e:
+        agree(rt.comm, f"{E.CHECKPOINT_DIR}={cfg.checkpoint_dir or DEFAULT_DIR!r}: {e}", "reshape.init()")
+        raise  # not reached: agree raised
     if got is None:
         return
     rt._restored = got

@@ -146,7 +146,7 @@ def env_problems(env: Mapping[str, str] | None = None) -> tuple[JobSettings, lis
     standby = _int(env, E.STANDBY, 0, problems) or 0
     if env.get(E.FAULT):
         try:
-            faults.parse(env[E.FAULT])
+            faults.parse_all(env[E.FAULT])
         except ValueError as e:
             problems.append(str(e))
     text = env.get(E.SCHEDULER_TIMEOUT, "")
@@ -171,8 +171,8 @@ def env_problems(env: Mapping[str, str] | None = None) -> tuple[JobSettings, lis
     if env.get(E.CHECKPOINT):
         checkpoint = parse_every(env[E.CHECKPOINT])
         if checkpoint is None:
-            problems.append(f"{E.CHECKPOINT}={env[E.CHECKPOINT]!r}: expected every:N (iterations, N >= 1) or "
-                            "seconds:T (T > 0)")
+            problems.append(f"{E.CHECKPOINT}={env[E.CHECKPOINT]!r}: expected every:N (iterations, N >= 1), "
+                            "seconds:T (T > 0) or auto (spaced by their measured cost)")
     once = env.get(E.FAULT_ONCE)
     if once is not None and (not once.strip() or "\0" in once):
         problems.append(f"{E.FAULT_ONCE}={once!r}: expected a file path")

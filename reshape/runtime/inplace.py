@@ -5,16 +5,21 @@ With ``RESHAPE_INPLACE=1`` (Open MPI only: ``RESHAPE_MPI=openmpi``; the launcher
 ranks (a node or a process that dies, ``kill -9``) without a restart:
 
 1. **Detection.** The job's communicator returns errors instead of aborting
-   (``MPI_ERRORS_RETURN``; the communicators the program splits from it inherit that). The first
-   rank whose MPI call reports a failed peer (``MPI_ERR_PROC_FAILED``) or a revoked communicator
-   revokes ``rt.comm``; every other rank's next call on it fails too, and ranks waiting in
-   :func:`reshape.mpiutil.wait` on a communicator of their own (an ``Ibcast`` down a process column)
-   notice the revocation there. The failure may surface in the program's step, in ``resize()``'s
-   collectives or in a resize's data motion: :meth:`Resizer.run` catches it in all three.
+   (``MPI_ERRORS_RETURN``; the communicators the program splits from it inherit that), and its
+   blocking point-to-point calls run as non-blocking ones (:mod:`reshape.runtime.ftcomm`: Open MPI's
+   blocking ``MPI_Sendrecv`` crashes when its peer dies). The first rank whose MPI call reports a
+   failed peer (``MPI_ERR_PROC_FAILED``) or a revoked communicator revokes ``rt.comm``; every other
+   rank's next call on it fails too, and ranks waiting in :func:`reshape.mpiutil.until` on a
+   communicator of their own (an ``Ibcast`` down a process column) notice the revocation there. The
+   failure may surface in the program's step, in ``resize()``'s collectives or in a resize's data
+   motion: :meth:`Resizer.run` catches it in all three.
 2. **Shrink.** The survivors ``MPI_Comm_shrink`` the revoked communicator (old rank order kept).
 3. **Recovery data.** Every rank keeps an in-memory copy of the registered arrays' blocks of one
-   partner (its *buddy*): the blocks of rank ``r`` are kept by ``r - 1`` (mod p), or by the nearest
-   rank before it on another host when the hosts differ. Copies are made every N iterations
+   partner (its *buddy*). The blocks of rank ``r`` are kept by the nearest rank before it (mod p)
+   that is no neighbour of ``r`` in the program's own messages and is on another host, else the
+   nearest that is no neighbour, else the nearest on another host, else ``r - 1``
+   (:func:`keepers`; the pattern is what the first steps on a size sent, :meth:`Buddies.place`).
+   Copies are made every N iterations
    (``RESHAPE_BUDDY=every:N``, default ``every:10``), at every resize point, and at the first
    iteration on a new size (after a resize or a recovery). At a resize point and at the start of a
    size (but for the one after a recovery) they complete before the job goes on; the others travel
@@ -23,9 +28,10 @@ ranks (a node or a process that dies, ``kill -9``) without a restart:
    rank keeps its own copy of the same iteration to send from, and the last two of each. The
    survivors agree (one ``allgather``) on the newest iteration ``S`` for which every lost rank's
    keeper survived with a complete copy; where no such iteration exists (a rank and its keeper both
-   lost), the newest complete checkpoint (``RESHAPE_CHECKPOINT``, :mod:`reshape.runtime.checkpoint`)
-   is read instead; with neither the job aborts with the reason reported (status ``lost``: the
-   daemon may restart it from a checkpoint).
+   lost), the newest complete checkpoint is read instead (``RESHAPE_CHECKPOINT``, or without it the
+   ``auto`` checkpoints in-place recovery takes by default, :mod:`reshape.runtime.checkpoint`); with
+   neither the job aborts with the reason reported (status ``lost``: the daemon may restart it
+   from a checkpoint).
 4. **Redistribution.** The blocks of iteration ``S`` (the survivors' own copies and the copies
    of the lost ranks' blocks) move from each array's layout at the old size to its layout at the
    new one (:func:`reshape.redistribution.schedule.make_plan`: any P -> Q).
@@ -36,11 +42,10 @@ ranks (a node or a process that dies, ``kill -9``) without a restart:
    lost ranks and why): it frees the lost ranks' slots, records the reason in the job's history,
    and may grow the job again later.
 
-Not handled: a failure while a recovery runs (the job aborts, status ``lost``); a rank lost while
-an expansion is under way (the spawned ranks belong to neither side: the job aborts, as without
-this setting). On MPICH, which has no usable ULFM, ``RESHAPE_INPLACE=1`` is refused at
-``init()`` with one line on every rank; use ``RESHAPE_CHECKPOINT`` there (the daemon restarts a
-job that lost a rank from its last checkpoint).
+Steps 2-6, and a loss during a recovery or during an expansion: :mod:`reshape.runtime.recovery`. On
+MPICH, which has no usable ULFM, ``RESHAPE_INPLACE=1`` is refused at ``init()`` with one line on
+every rank; use ``RESHAPE_CHECKPOINT`` there (the daemon restarts a job that lost a rank from its
+last checkpoint).
 """
 
 from __future__ import annotations
@@ -49,7 +54,6 @@ import contextlib
 import os
 import pickle
 import socket
-import sys
 import time
 from dataclasses import dataclass, field
 
@@ -60,6 +64,7 @@ from reshape import mpiutil
 from reshape.joblink import jobenv as E
 from reshape.joblink.jobenv import parse_every
 from reshape.redistribution.schedule import make_plan
+from reshape.runtime import ftcomm
 
 __all__ = ["DEFAULT_EVERY", "Buddies", "RankLost", "failure", "settings_problem", "ulfm_problem"]
 
@@ -121,14 +126,26 @@ def ulfm_problem(env=None) -> str | None:
     return None
 
 
-def keepers(hosts: list[str]) -> list[int]:
-    """``keepers(hosts)[r]``: the rank that keeps rank ``r``'s blocks: the nearest rank before ``r``
-    (cyclically) on another host, else ``r - 1``."""
+def keepers(hosts: list[str], peers: list[set[int]] | None = None) -> list[int]:
+    """``keepers(hosts, peers)[r]``: the rank that keeps rank ``r``'s blocks, the nearest rank before ``r``
+    (cyclically) that is not one of its neighbours in the job's communication pattern (``peers[r]``: the
+    ranks ``r`` exchanged messages with, either way) and is on another host; else the nearest that is no
+    neighbour; else the nearest on another host; else ``r - 1``. A rank's neighbours are then never its
+    only copy holders where the pattern allows it (a failure that takes a rank often takes the ranks
+    blocked on it: docs/mpi.md)."""
     p = len(hosts)
+    near = [set() for _ in range(p)]
+    for r, ps in enumerate(peers or ()):
+        for q in ps:
+            if 0 <= q < p and q != r:
+                near[r].add(q)
+                near[q].add(r)
     out = []
     for r in range(p):
-        k = next((k % p for k in range(r - 1, r - p, -1) if hosts[k % p] != hosts[r]), (r - 1) % p)
-        out.append(k)
+        before = [k % p for k in range(r - 1, r - p, -1)]
+        tiers = ([k for k in before if k not in near[r] and hosts[k] != hosts[r]],
+                 [k for k in before if k not in near[r]], [k for k in before if hosts[k] != hosts[r]])
+        out.append(next((t[0] for t in tiers if t), (r - 1) % p))
     return out
 
 
@@ -157,6 +174,8 @@ class Buddies:
     refreshes: int = 0
     recovered: bool = False  # a recovery just ended: its first copies travel while the job iterates again
     seconds: float = 0.0  # time spent posting and completing copies on this rank
+    hosts: list[str] = field(default_factory=list)  # every rank's host, on this communicator
+    placed: bool = False  # keepers chosen from the job's communication pattern too (refresh)
 
     def partners(self, me: int) -> list[int]:
         return [r for r, k in enumerate(self.keepers) if k == me and r != me]
@@ -183,6 +202,7 @@ class Buddies:
         if self._inflight is not None:
             with contextlib.suppress(MPI.Exception):
                 MPI.Request.Testall(self._inflight[0])
+            mpiutil.abandon(self._inflight[0])  # never freed while pending (mpiutil.abandon)
             self._inflight = None
 
     def due(self, rt) -> bool:
@@ -204,13 +224,15 @@ class Buddies:
         fresh = self.generation is not comm
         if fresh:
             self._inflight = None  # copies on an earlier communicator: never read again
-            self.generation, self.size = comm, comm.size
-            self.keepers = keepers(comm.allgather(socket.gethostname())) if comm.size > 1 else [0]
+            self.generation, self.size, self.placed = comm, comm.size, comm.size <= 2
+            self.hosts = comm.allgather(socket.gethostname()) if comm.size > 1 else [socket.gethostname()]
+            self.keepers = keepers(self.hosts)
             self.own.clear()
             self.kept.clear()
             self.const_kept.clear()
         else:
             self.poll(wait=True)
+            fresh = self.place(comm)
         names = sorted(rt.arrays)
         blocks = {}
         for n in names:
@@ -240,10 +262,26 @@ class Buddies:
                     (consts.setdefault(r, {}) if reg.constant else c.blocks)[n] = buf
                     reqs.append(comm.Irecv(buf, r, TAG + i))
             self._inflight = (reqs, copies, consts)
-            if fresh and not self.recovered:  # the first copies of a size (at the start, after a resize) are the
-                self.poll(wait=True)  # only ones: complete them now, so that a rank lost at once is covered
+            if fresh and not self.recovered:  # the first copies of a size (at the start, after a resize, with new
+                self.poll(wait=True)  # keepers) are the only ones: complete them now, so that a loss is covered
         self.recovered = False
         self.seconds += time.perf_counter() - t0
+
+    def place(self, comm) -> bool:
+        """Once per communicator, at its first refresh after the program's steps ran on it: choose the keepers
+        again from its communication pattern too (one ``allgather`` of each rank's peers, :func:`keepers`).
+        True when they changed: the copies kept so far are dropped, and the next ones sent in full."""
+        if self.placed:
+            return False
+        self.placed = True
+        peers = comm.allgather(sorted(ftcomm.neighbours(comm)))
+        new = keepers(self.hosts, [set(p) for p in peers])
+        if new == self.keepers:
+            return False
+        self.keepers = new
+        self.kept.clear()
+        self.const_kept.clear()
+        return True
 
     def holdings(self) -> dict:
         """What this rank can give a recovery: its own copies' iterations and, per partner, the
@@ -319,110 +357,3 @@ def move(comm, arrays: dict, p: int, q: int, holder: dict[int, int], blocks_of) 
         out[name] = local
         tag += len(plan.transfers) + 1
     return out
-
-
-def recover(rt, err: BaseException) -> None:
-    """Steps 2-6 of the module docstring on every survivor: shrink ``rt.comm`` around the lost ranks,
-    rebuild every registered array and value at the newest recoverable iteration on the survivors,
-    rewind ``rt.iteration`` to it and tell the scheduler. :class:`RankLost` if nothing can be recovered."""
-    from reshape.runtime import checkpoint
-    from reshape.runtime.darray import DistArray
-    from reshape.runtime.results import ResizeResult
-
-    t0, wall = time.perf_counter(), time.time()
-    old = rt.comm
-    p = old.size
-    with contextlib.suppress(MPI.Exception):
-        old.Revoke()  # the others' next call on it fails too
-    new = old.Shrink()
-    t_shrunk = time.perf_counter()
-    new.Set_errhandler(MPI.ERRORS_RETURN)
-    mpiutil.watch(None)  # rt.comm is the revoked one until the recovery ends
-    q = new.size
-    olds = new.allgather(old.rank)
-    lost = sorted(set(range(p)) - set(olds))
-    if not lost:  # an MPI error that was no lost rank
-        raise RankLost(f"{type(err).__name__}: {err} (no rank of the job was lost)") from err
-    b = rt._buddies
-    usable = b is not None and b.generation is old
-    holdings = new.allgather(b.holdings() if usable else {"own": [], "kept": {}})
-    s = choose(holdings, olds, p, b.keepers) if usable else None
-    source = "buddy copies"
-    if s is not None:
-        alive = {o: i for i, o in enumerate(olds)}
-        holder = {i: alive[i] if i in alive else alive[b.keepers[i]] for i in range(p)}
-        me_old = old.rank
-        t_moving = time.perf_counter()
-        moved = move(new, rt.arrays, p, q, holder, lambda i, name: b.blocks(me_old, i, s, name))
-        t_moved = time.perf_counter()
-        values = b.values(s) if new.rank == 0 else None
-        values = new.bcast(values, 0)
-        for name, reg in rt.arrays.items():
-            lay = reg.rule(q)
-            reg.dist = DistArray(lay, moved[name], new, tuple(range(lay.nprocs)))
-    else:
-        t_moving = t_moved = time.perf_counter()
-        got = None
-        if rt._ckpt is not None:
-            rt._ckpt.forget()
-            got = checkpoint.restore(new, rt._ckpt.directory)
-        if got is None:
-            why = (f"rank{'s' * (len(lost) > 1)} {', '.join(map(str, lost))} of {p} lost "
-                   f"({type(err).__name__}: {err}); no buddy copy "
-                   f"{'survived' if usable else 'of this size yet'} and no checkpoint to recover from")
-            raise RankLost(why)
-        s, source = int(got.meta["iteration"]), f"checkpoint {got.path}"
-        for name, reg in rt.arrays.items():
-            local = reg.local
-            dt = new.allgather(local.dtype.str if local is not None else "")
-            dtype = np.dtype(next((d for d in dt if d), "f8"))
-            reg.dist = checkpoint.restored_array(got, new, name, reg.layout.shape, dtype, reg.rule)
-        values = got.values
-    if rt._ckpt is not None:
-        rt._ckpt.forget()
-    if b is not None:
-        b.abandon()
-        b.recovered = True
-    with contextlib.suppress(MPI.Exception):
-        old.Free()
-    rt.comm = new
-    mpiutil.watch(rt)
-    rt.values.clear()
-    rt.values.update(values)
-    back = rt.iteration - s
-    rt.iteration = s
-    rt._keys = [rt._keys[o] for o in olds] if len(rt._keys) == p else [(0, r) for r in range(q)]
-    rt._times.clear()
-    rt._last_redist = None
-    rt._pending_join = None
-    if not rt.history or rt.history[-1] != q:
-        rt.history.append(q)
-    parts = np.zeros(3)
-    new.Allreduce(np.array([time.perf_counter() - t0, t_shrunk - t0, t_moved - t_moving]), parts, op=MPI.MAX)
-    secs = float(parts[0])
-    reason = (f"lost rank{'s' * (len(lost) > 1)} {', '.join(map(str, lost))} of {p}; resumed at iteration {s} "
-              f"from {source}")
-    rt.results.append(ResizeResult("lost", p, q, secs, reason=reason))
-    rt.recoveries.append({"old": p, "new": q, "lost": lost, "iteration": s, "rewound": back, "source": source,
-                          "seconds": secs, "shrink_seconds": float(parts[1]), "data_seconds": float(parts[2]),
-                          "failed_seen_at": wall})
-    if new.rank == 0:
-        say(f"{reason} ({secs:.3f} s: revoke and shrink {parts[1]:.3f} s, data {parts[2]:.3f} s); "
-            f"continuing on {q} process{'es' * (q > 1)} at {time.time():.3f}")
-        if rt.advisor is None:  # rank 0 was lost: this rank speaks to the scheduler from now on
-            from reshape.joblink.advice import advisor_from_env
-
-            try:
-                rt.advisor = advisor_from_env()
-            except Exception as e:
-                say(f"cannot reach the scheduler after losing rank 0: {e}")
-        tell = getattr(rt.advisor, "lost", None)
-        if tell is not None:
-            try:
-                tell(p, q, lost, reason, secs)
-            except Exception as e:
-                say(f"advisor error after a lost rank: {e}")
-
-
-def say(text: str) -> None:
-    print(f"[reshape] {text}", file=sys.stderr, flush=True)

@@ -74,12 +74,13 @@ from reshape.mpiutil import allreduce, barrier, bcast_obj, release
 from reshape.redistribution import placement
 from reshape.redistribution.layout import Layout, nearly_square_grid
 from reshape.redistribution.redistribute import redistribute
-from reshape.runtime import checkpoint, checks
+from reshape.runtime import checkpoint, checks, ftcomm, recovery
 from reshape.runtime.background import Background, Pending
 from reshape.runtime.checkpoint import Checkpointer, Restored
 from reshape.runtime.darray import DistArray, LayoutRule, Registered, layout_rule
-from reshape.runtime.inplace import Buddies, failure, recover
+from reshape.runtime.inplace import Buddies, failure
 from reshape.runtime.parking import CallBack, CalledBack, Parking, Reserve
+from reshape.runtime.recovery import Expanding
 from reshape.runtime.results import EXPAND_PARTS, ResizeError, ResizeResult
 from reshape.runtime.sizing import SECOND_SPAWN_OPEN_MPI, Sizing
 from reshape.runtime.spawning import Joining, check_hosts, unspawnable
@@ -147,12 +148,21 @@ class Resizer(Joining, Background, Parking, Sizing):
     _reserve: Reserve = field(default_factory=Reserve)  # pools of parked ranks (reshape.runtime.parking)
     _ckpt: Checkpointer | None = None  # periodic checkpoints (RESHAPE_CHECKPOINT, reshape.runtime.checkpoint)
     _restored: Restored | None = None  # the checkpoint this run resumed from, filling the arrays registered
+    checkpoint_dir: str | None = None  # a spawned rank: the running job's checkpoint directory (JoinState)
     inplace: bool = False  # a lost rank is recovered in place (RESHAPE_INPLACE, reshape.runtime.inplace)
     _buddies: Buddies | None = None  # the in-memory copies in-place recovery reads (reshape.runtime.inplace)
     recoveries: list[dict] = field(default_factory=list)  # one per in-place recovery on this rank
+    _expanding: Expanding | None = None  # an expansion under way, with in-place recovery (reshape.runtime.recovery)
     _status: str | None = None  # what finish() was told
 
     # ------------------------------------------------------------ basics
+    def __setattr__(self, name: str, value) -> None:
+        """With in-place recovery on, every communicator the job is given is an :class:`FTComm` (blocking
+        point-to-point a lost peer cannot crash: :mod:`reshape.runtime.ftcomm`)."""
+        if name == "comm" and self.__dict__.get("inplace"):
+            value = ftcomm.wrap(value)
+        object.__setattr__(self, name, value)
+
     @property
     def size(self) -> int:
         return self.comm.size
@@ -202,7 +212,11 @@ class Resizer(Joining, Background, Parking, Sizing):
                         self._buddies.refresh(self)
                 faults.iteration(self.iteration, self.rank, self.size)
                 self._in_body = True
+                if self.inplace:  # the program's own messages show its pattern (reshape.runtime.ftcomm)
+                    self.comm.record = True
                 step(self.iteration)
+                if self.inplace:
+                    self.comm.record = False
                 result = self.resize()
                 self._in_body = False
                 if (self._buddies is not None and result.action == "shrink"
@@ -215,7 +229,7 @@ class Resizer(Joining, Background, Parking, Sizing):
                 self._in_body = False
                 if not (self.inplace and failure(e)):
                     raise
-                recover(self, e)
+                recovery.recover(self, e)
 
     # ------------------------------------------------------------ registration
     def register_array(
@@ -268,7 +282,8 @@ class Resizer(Joining, Background, Parking, Sizing):
         return self.values[name]
 
     def __setitem__(self, name: str, value) -> None:
-        """Register or update a value (scalar or small picklable object) that survives resizes."""
+        """Register or update a value that survives resizes (and checkpoints: None, bool, int, float, str,
+        lists, tuples and str-keyed dicts of these, numpy arrays and scalars; :mod:`reshape.runtime.ckptfiles`)."""
         self.values[name] = value
 
     # ------------------------------------------------------------ advanced API
@@ -305,6 +320,9 @@ class Resizer(Joining, Background, Parking, Sizing):
         self._parts = {"_wall": time.time()}
         self._called_back = len(back.members) if back is not None else 0
         merged, call = self._bring_in(self.comm, back, nprocs - old, hosts, self._spawn)
+        if self._expanding is not None:  # in-place recovery: errors come back; a loss now undoes the expansion
+            merged.Set_errhandler(MPI.ERRORS_RETURN)
+            self._expanding.merged = merged
         self._pending_join = (old, nprocs)
         self._replace_comm(merged)
         t2 = time.perf_counter()
@@ -352,6 +370,8 @@ class Resizer(Joining, Background, Parking, Sizing):
                                method=self.method)
             reg.dist = DistArray(dst, new, self.comm, ranks)
         dt = allreduce(self.comm, time.perf_counter() - t0)
+        if self._expanding is not None:  # the new ranks too: every rank has its blocks, or a loss undoes it all
+            self.comm.Agree(1)
         self._renumber(ranks, keys)
         return dt
 
@@ -486,8 +506,11 @@ class Resizer(Joining, Background, Parking, Sizing):
             if advice.action == "expand" and self._overlap():
                 return self._expand_background(advice, old)
             if advice.action == "expand":
+                if self.inplace:  # a loss before the new ranks have their blocks undoes it (recovery.py)
+                    self._expanding = Expanding(old, self.rank, self._buddies.generation)
                 spawn = self.expand_processors(advice.nprocs, advice.hosts)
                 secs = self.redistribute()
+                self._expanding = None
                 parts = {k: v for k, v in self._parts.items() if k in EXPAND_PARTS}
                 return ResizeResult("expand", old, self.size, secs, spawn, reason=advice.reason,
                                     called_back=self._called_back, **parts)
@@ -500,8 +523,8 @@ class Resizer(Joining, Background, Parking, Sizing):
         except ResizeError as e:
             return ResizeResult("failed", old, self.size, error=str(e), reason=advice.reason, asked=advice.nprocs)
         except Exception as e:
-            if self.inplace and failure(e) and self.comm is self._buddies.generation:
-                raise  # a rank lost in the data motion: recovered in place by run() (reshape.runtime.inplace)
+            if self.inplace and failure(e):
+                raise  # a rank lost in the resize: recovered in place by run() (reshape.runtime.recovery)
             self._abort_resize(what, e)
         finally:
             self._disarm()
@@ -518,7 +541,7 @@ class Resizer(Joining, Background, Parking, Sizing):
         if self._pending is not None:
             self.results.append(self._switch())
         if self._ckpt is not None:
-            self._ckpt.settle(self.comm, wait=True)
+            self._ckpt.close(self.comm)
         self._release_parked()
         if self._buddies is not None:  # what the buddy copies cost (reshape.runtime.inplace), slowest rank
             secs = allreduce(self.comm, self._buddies.seconds)

@@ -21,6 +21,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from mpi4py import MPI
@@ -34,9 +35,14 @@ from reshape.redistribution import placement
 from reshape.redistribution.layout import Layout
 from reshape.redistribution.redistribute import redistribute, start
 from reshape.runtime.darray import Registered
+from reshape.runtime.inplace import failure
 from reshape.runtime.parking import Reserve
+from reshape.runtime.recovery import leave_expansion
 from reshape.runtime.results import ResizeError
 from reshape.runtime.watchdog import Guarded
+
+if TYPE_CHECKING:
+    from reshape.runtime.checkpoint import Checkpointer
 
 __all__ = ["JoinState", "Joining", "Standby", "SwitchState", "bridge", "check_hosts", "merge", "process_start",
            "program", "running_size", "share", "spawn", "spawn_commands", "unspawnable", "wait_politely"]
@@ -53,6 +59,7 @@ class JoinState:
     background: tuple[str, ...] = ()  # arrays moving in the background; the rest move at the switch
     ranks: tuple[int, ...] = ()  # merged comm rank of every new layout position (reshape.redistribution.placement)
     keys: tuple[placement.Seniority, ...] = ()  # seniority of every merged comm rank
+    checkpoint_dir: str | None = None  # where the job writes its checkpoints (reshape.runtime.checkpoint)
 
 
 @dataclass
@@ -92,6 +99,9 @@ class Joining(Guarded):
     _parts: dict[str, float]  # the parts of the expansion under way (EXPAND_PARTS)
     _started: tuple[float, float] | None  # a spawned rank: (process start, runtime.init) epoch seconds
     _pending_arrays: dict[str, tuple[Layout, np.ndarray | None]]  # a new rank's blocks until register_array
+    _ckpt: Checkpointer | None  # the job's checkpoints: a new rank writes into their directory
+    checkpoint_dir: str | None  # on a new rank: that directory, as the running ranks sent it
+    inplace: bool  # lost ranks are recovered in place (reshape.runtime.recovery)
 
     def _spawn(self, comm: MPI.Intracomm, n: int, hosts) -> tuple[MPI.Intercomm, float]:
         """Start ``n`` new ranks of this program (:func:`spawn` over ``comm``, with this resize's watchdog
@@ -151,6 +161,7 @@ class Joining(Guarded):
                 arrays=[(r.name, r.layout, r.rule(self.size), str(r.local.dtype)) for r in self.arrays.values()],
                 history=self.history, ranks=self._positions(self.size, range(self.size)),
                 keys=tuple(placement.grown(self._keys, self.size - old)),
+                checkpoint_dir=self._ckpt.directory if self._ckpt is not None else None,
             )
         state, head = share(self.comm, state if self.rank == 0 else None)
         spawned_at, init_age, ready_age = head[1], head[2], head[3]
@@ -201,6 +212,20 @@ class Joining(Guarded):
         if called_back:
             merged, _ = self._bring_in(merged, cb, 0, (), spawn, owned=True, first=k + 1)
         self.comm = merged
+        if self.inplace:  # a loss while the blocks move undoes the expansion: this rank leaves (recovery.py)
+            merged.Set_errhandler(MPI.ERRORS_RETURN)
+            try:
+                self._receive_state(merged, old, ready)
+            except Exception as e:
+                if not failure(e):
+                    raise
+                self._disarm()
+                leave_expansion(merged)
+            return
+        self._receive_state(merged, old, ready)
+
+    def _receive_state(self, merged: MPI.Intracomm, old: int, ready: float) -> None:
+        """A new rank's part of an expansion once merged: the job's state and its blocks."""
         self._phase("a new rank receiving the arrays")
         began, init = self._started or (ready, ready)
         state: JoinState | Standby = share(merged, None, (began, init - began, ready - began))[0]
@@ -210,6 +235,7 @@ class Joining(Guarded):
             return
         self.iteration = state.iteration
         self.values = state.values
+        self.checkpoint_dir = state.checkpoint_dir
         self.history = [*state.history, merged.size]
         self.joined = True
         ranks = state.ranks or tuple(range(merged.size))
@@ -231,6 +257,8 @@ class Joining(Guarded):
                                    method=self.method)
             self._pending_arrays[name] = (dst, new)
         allreduce(merged, 0.0)  # matches the running ranks' timing reduction
+        if self.inplace:
+            merged.Agree(1)  # matches the running ranks' (Resizer.redistribute)
         self._renumber(ranks, list(state.keys))
         self._disarm()
 

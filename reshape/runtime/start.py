@@ -111,6 +111,7 @@ def init(
         called = time.time()
         rt = Resizer(MPI.COMM_WORLD, None, job_id, allow_new_sizes, sizes, max_procs, method, timeout, background,
                      relabel, reuse)
+        rt.inplace = cfg.inplace  # a loss while it joins undoes the expansion (reshape.runtime.recovery)
         install_excepthook(rt._report_abort, lambda: rt.rank)
         rt._started = (process_start(), called)
         rt._join(parent)
@@ -131,9 +132,10 @@ def init(
         if adv is not None and relabel:  # every method relabels (reshape.redistribution.placement)
             placement.prefetch()  # the solver's import (scipy) runs during the first iterations, not in a resize
         checkpoint.resume(rt, cfg)
-    rt._ckpt = checkpoint.from_settings(rt.comm, cfg, job_id, spawned=rt.joined)
+    rt._ckpt = checkpoint.from_settings(rt.comm, cfg, job_id, spawned=rt.joined, directory=rt.checkpoint_dir)
     if cfg.inplace:  # reshape.runtime.inplace: errors come back as exceptions, copies refreshed by run()
         rt.inplace = True
+        rt.comm = rt.comm  # now an FTComm (reshape.runtime.ftcomm)
         atexit.register(rt._exit_after_recovery)  # first registered: runs after every other exit handler
         rt.comm.Set_errhandler(MPI.ERRORS_RETURN)
         mpiutil.watch(rt)

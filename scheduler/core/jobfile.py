@@ -65,7 +65,8 @@ FIELDS = {
     "launch": '"mpi" (default): mpiexec -n SIZE; "single": one process emulating SIZE',
     "env": "table of extra environment variables",
     "resize_timeout": f"seconds one resize may take, then the job is aborted (default {DEFAULT_RESIZE_TIMEOUT:g})",
-    "checkpoint": '"every:N" (iterations) or "seconds:T": checkpoints of the registered arrays; a job that '
+    "checkpoint": '"every:N" (iterations), "seconds:T" or "auto" (spaced by their cost): checkpoints of the '
+                  "registered arrays; a job that "
                   "loses a rank, a node or mpiexec is restarted from the last one",
     "checkpoint_dir": "where the checkpoints go (default: the daemon's --checkpoint-root/job-ID; shared by the nodes)",
     "max_restarts": "restarts after such losses before the job fails (default 3; with checkpoint)",
@@ -193,8 +194,8 @@ def validate_job(d: Any, pool_slots: int | None = None) -> dict[str, Any]:
         raise JobFileError(f"'resize_timeout' must be a number of seconds > 0, got {d['resize_timeout']!r}")
     checkpoint = d.get("checkpoint")
     if checkpoint is not None and (not isinstance(checkpoint, str) or parse_every(checkpoint) is None):
-        raise JobFileError(f"'checkpoint' must be \"every:N\" (iterations, N >= 1) or \"seconds:T\" (T > 0), "
-                           f"got {checkpoint!r}"[:300])
+        raise JobFileError(f"'checkpoint' must be \"every:N\" (iterations, N >= 1), \"seconds:T\" (T > 0) or "
+                           f"\"auto\", got {checkpoint!r}"[:300])
     ckdir = d.get("checkpoint_dir")
     if ckdir is not None and (not isinstance(ckdir, str) or not ckdir.strip() or not _text(ckdir)):
         raise JobFileError(f"'checkpoint_dir' must be a directory path, got {ckdir!r}"[:300])

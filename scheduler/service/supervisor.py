@@ -470,11 +470,21 @@ class Supervisor:
 
     @staticmethod
     def _job_dir(path: str, uid: int | None) -> None:
-        """A job's own directory in the daemon's (0700, its owner's): the job's user could not make it."""
-        if not os.path.isdir(path):
-            os.makedirs(path, mode=0o700, exist_ok=True)
+        """A job's own directory in the daemon's checkpoint root, made with ``mkdir`` 0700 and given to its
+        owner (the job's user could not make it there); one that exists is used only if it is the owner's and
+        not writable by group or others (:func:`reshape.runtime.ckptfiles.dir_problem`): OSError naming it."""
+        from reshape.runtime.ckptfiles import dir_problem
+
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        try:
+            os.mkdir(path, 0o700)
             if uid is not None:
                 os.chown(path, uid, -1, follow_symlinks=False)
+        except FileExistsError:
+            pass
+        problem = dir_problem(path, uid)
+        if problem:
+            raise OSError(problem)
 
     # ------------------------------------------------------------------ System Monitor
     def monitor(self, now: float) -> list:
