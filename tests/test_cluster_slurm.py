@@ -506,3 +506,64 @@ def test_an_expander_cancelled_by_hand_makes_its_job_shrink_off_its_nodes(slurm)
         assert row["state"] == "running"
         st = wait_for(lambda: (s := site(c)) and not s["running"] and s, 240, every=1.0)
         assert [(j["name"], j["state"]) for j in st["ended"]] == [("site-scancel", "done")], st["ended"]
+
+
+# short malleable jobs for a burst: one node (2 CPUs) at the start, growing to 16 CPUs at most
+BURST = """name = "{name}"
+command = ["python", "-m", "apps.emujob", "--times", "2:1.0,4:0.6,8:0.4,16:0.3", "--iterations", "{iters}"]
+nprocs = 2
+max_procs = 16
+divides = 16
+launch = "single"
+walltime = 300
+"""
+OUT = "/cluster/slurm-burst"  # the burst test's Slurm outputs, read from the head
+
+
+def test_a_burst_of_malleable_jobs_landing_on_nodes_just_given_up_all_register_and_finish(slurm):
+    """A rigid job holds ten nodes; a malleable job grows through expanders into the other six; then ten
+    one-node malleable jobs are submitted at once. The controller shrinks the grown job for them (nodes
+    its expanders give back). It is killed (``kill -9``) while they run: each that ends meanwhile frees
+    its node, Slurm starts the next there, and that one's registration waits for the controller. At its
+    restart the registrations come before its looks at Slurm have seen the ended jobs go (an end is
+    believed from two looks): every job registers (none refused, none failed at start) and finishes."""
+    c = slurm
+    with controller(c), site_jobs(c) as ids:
+        sh(c, f"rm -rf {OUT}; mkdir -p {OUT}")
+        sbatch(c, ids, "burst-rigid", "-N 10 --time=10")
+        wait_for(lambda: running(c, ids[0]), 30, every=0.3)
+        grower = submit_site(c, "burst-grower", iters=80)
+        wait_for(lambda: (r := by_slurm(site(c), grower)) and r["nprocs"] >= 8, 120, every=0.5)
+        names = [f"burst-{i}" for i in range(10)]
+        for n in names:
+            c.exec("head", f"cat > /tmp/{n}.toml", input=BURST.format(name=n, iters=8))
+        out = sh(c, f"cd /tmp && reshape submit --slurm --json --controller {SITE} --sbatch=--output={OUT}/%x-%j.out "
+                 + " ".join(f"/tmp/{n}.toml" for n in names))
+        burst = json.loads(out)["slurm_job_ids"]
+        assert len(burst) == len(names), out
+        wait_for(lambda: len([j for j in site(c)["running"] if j["name"] in names]) >= 3, 120, every=0.5)
+        sh(c, "pkill -9 -f '[d]aemon --slurm-site'")
+        killed = time.time()
+        # burst jobs end while it is away and others start on their nodes, waiting to register
+        wait_for(lambda: len(started_since(c, burst, killed)) >= 2, 120, every=0.5)
+        start_controller(c, fresh=False)
+        wait_for(lambda: not [q for q in squeue(c) if q["id"] in burst], 300, every=1.0)
+        st = wait_for(lambda: (s := site(c)) and not [j for j in s["running"] if j["name"] in names] and s, 30)
+        records = {jid: scontrol_job(c, jid) for jid in burst}
+        logs = sh(c, f"cat {OUT}/*.out")
+        hist = json.loads(sh(c, "python -c " + shlex.quote(
+            f"import json; from reshape.joblink.client import request as r; "
+            f"print(json.dumps(r('{SITE}', 'history')))")))
+        registered = {j["allocation"] for j in hist["jobs"]}
+        assert set(burst) <= registered, (sorted(set(burst) - registered), st["daemon"]["rm"]["notes"], logs[-3000:])
+        assert {jid: r["JobState"] for jid, r in records.items()} == dict.fromkeys(burst, "COMPLETED"), records
+        assert {j["name"]: j["state"] for j in st["ended"] if j["name"] in names} == dict.fromkeys(names, "done")
+        assert "reshape slurm-run:" not in logs and not any("refused" in n for n in st["daemon"]["rm"]["notes"])
+        NOTES["burst: jobs started while the controller was away"] = str(len(started_since(c, burst, killed)))
+
+
+def started_since(c: ComposeCluster, jids: list[str], t: float) -> list[str]:
+    """Those of ``jids`` Slurm started after ``t`` (epoch seconds; the head's clock is the host's)."""
+    out = sh(c, "SLURM_TIME_FORMAT=%s squeue -h -t R,CD,CG -o '%i %S' -j " + ",".join(jids))
+    return [f[0] for f in (line.split() for line in out.splitlines()) if len(f) == 2 and f[1].isdigit()
+            and float(f[1]) > t]

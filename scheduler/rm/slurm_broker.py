@@ -277,21 +277,27 @@ class Broker:
             if j is not None or seen <= g.since:
                 self.missing.pop(main, None)
             if (j is None or j.state not in LIVE) and seen > g.since:
-                self.missing.pop(main, None)
-                ops.append(Ended(main, j.state if j is not None else "GONE"))
-                for jid in [k for k, m in self.owner.items() if m == main and k != main]:
-                    if jid in by_id or jid in self.requested:
-                        ops.append(Cancel(jid, f"its job {main} ended"))
-                    self.requested.pop(jid, None)
-                for h in [h for h in self.held if self.owner.get(self.held[h]) == main]:
-                    self.held.pop(h)
-                    self.gone.pop(h, None)
-                    self.draining.pop(h, None)
-                    self.idle_since.pop(h, None)
-                self.owner = {k: m for k, m in self.owner.items() if m != main}
-                del self.groups[main]
-                self.submitting.pop(main, None)
-                self.quiet_until.pop(main, None)
+                ops += self.end_group(main, j.state if j is not None else "GONE", by_id)
+        return ops
+
+    def end_group(self, main: str, state: str, by_id: Mapping[str, SlurmJob] | None = None) -> list:
+        """Group ``main``'s Slurm job is over (``state``): :class:`Ended`, its expanders cancelled
+        (those in ``by_id`` or requested; all of them without a look), its nodes no longer ours."""
+        ops: list = [Ended(main, state)]
+        self.missing.pop(main, None)
+        for jid in [k for k, m in self.owner.items() if m == main and k != main]:
+            if by_id is None or jid in by_id or jid in self.requested:
+                ops.append(Cancel(jid, f"its job {main} ended"))
+            self.requested.pop(jid, None)
+        for h in [h for h in self.held if self.owner.get(self.held[h]) == main]:
+            self.held.pop(h)
+            self.gone.pop(h, None)
+            self.draining.pop(h, None)
+            self.idle_since.pop(h, None)
+        self.owner = {k: m for k, m in self.owner.items() if m != main}
+        self.groups.pop(main, None)
+        self.submitting.pop(main, None)
+        self.quiet_until.pop(main, None)
         return ops
 
     def _holdings(self, now: float, by_id: Mapping[str, SlurmJob]) -> list:

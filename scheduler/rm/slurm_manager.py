@@ -130,6 +130,7 @@ class SlurmManager(ResourceManager):
         used = {n.host: state.pool.used[n.host] for n in state.pool.nodes}
         ops = self.broker.step(now, jobs, idle, used, self.tenants(state),
                                lambda jid, extra: state.would_expand(jid, extra, now), seen)
+        self.edge.watch = tuple(self.broker.groups)  # a group gone from a look: its final state at the next
         acts: list = []
         for op in ops:
             acts += self._apply(op, state, now)

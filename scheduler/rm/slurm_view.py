@@ -25,8 +25,8 @@ import hostlist
 
 from scheduler.core.pool import Node, Pool, PoolError
 
-__all__ = ["SQUEUE_FORMAT", "SlurmEdge", "SlurmError", "SlurmJob", "expander_name", "expander_script", "look",
-           "parse_squeue", "partition_args", "partition_pool", "run", "submit_expander"]
+__all__ = ["SQUEUE_FORMAT", "SlurmEdge", "SlurmError", "SlurmJob", "expander_name", "expander_script", "final_states",
+           "look", "parse_squeue", "partition_args", "partition_pool", "run", "submit_expander"]
 
 # id, name, state, user, nodes wanted, nodes held, reason, priority, start (predicted while pending), end,
 # submit; times as epoch seconds (SLURM_TIME_FORMAT=%s below), "N/A" or "Unknown" when Slurm has none
@@ -120,9 +120,11 @@ def run(argv: list[str], timeout: float = 15.0) -> str:
 
 
 def expander_script(main: str) -> str:
-    """The expander job's script: hold the node while job ``main`` runs (3 misses in a row: it ended)."""
+    """The expander job's script: hold the node while job ``main`` runs (3 misses in a row: it ended; a
+    ``squeue`` that fails, as under a busy ``slurmctld``, is no miss)."""
     return (f"miss=0; while [ $miss -lt 3 ]; do "
-            f"if squeue -h -t R -o %i | grep -qx {main}; then miss=0; else miss=$((miss+1)); fi; "
+            f"if q=$(squeue -h -t R -o %i); then "
+            f"if echo \"$q\" | grep -qx {main}; then miss=0; else miss=$((miss+1)); fi; fi; "
             f"sleep 2; done")
 
 
@@ -130,11 +132,22 @@ def partition_args(name: str | None) -> list[str]:
     return ["-p", name] if name else []
 
 
-def look(part: list[str]) -> tuple[list[SlurmJob], int]:
-    """Every job of the partition and its number of idle nodes."""
+def look(part: list[str], watch: tuple[str, ...] = ()) -> tuple[list[SlurmJob], int]:
+    """Every job of the partition and its number of idle nodes; those of ``watch`` (job ids) that are no
+    longer queued with their final state (``COMPLETED``, ``FAILED``, ...) while Slurm still knows them."""
     jobs = parse_squeue(run(["squeue", "-h", *part, "-o", SQUEUE_FORMAT]))
     idle = sum(int(x) for x in run(["sinfo", "-h", *part, "-t", "idle", "-o", "%D"]).split() if x.isdigit())
-    return jobs, idle
+    listed = {j.id for j in jobs}
+    return jobs + [j for i in watch if i not in listed for j in final_states([i])], idle
+
+
+def final_states(ids: list[str]) -> list[SlurmJob]:
+    """Jobs ``ids`` in any state, finished ones included (for ``MinJobAge`` after they end); an id Slurm
+    has forgotten, or a ``squeue`` that fails, gives none."""
+    try:
+        return parse_squeue(run(["squeue", "-h", "-t", "all", "-j", ",".join(ids), "-o", SQUEUE_FORMAT], 5.0))
+    except SlurmError:
+        return []
 
 
 def submit_expander(main: str, nodes: int, part: list[str], deadline: float | None) -> str:
@@ -164,6 +177,7 @@ class SlurmEdge:
         self.outbox: queue.SimpleQueue = queue.SimpleQueue()  # from it
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="slurm", daemon=True)
+        self.watch: tuple[str, ...] = ()  # main jobs whose final state each look asks for (set by the loop)
 
     def start(self) -> None:
         self._thread.start()
@@ -207,6 +221,6 @@ class SlurmEdge:
                 else:
                     last = time.monotonic()
                     seen = time.time()
-                    self.inbox.put(("view", *look(self.part), seen))
+                    self.inbox.put(("view", *look(self.part, self.watch), seen))
             except SlurmError as e:
                 self.inbox.put(("error", str(e)))
