@@ -38,8 +38,8 @@ def emu(name: str, nprocs: int = 2, **kw) -> dict:
                          "max_procs": 8, "divides": 8, "launch": "single", **kw}, None)
 
 
-def job(jid, name, state, nodes=(), reason="None", n=None, end=None) -> SlurmJob:
-    return SlurmJob(jid, name, state, "u", n if n is not None else len(nodes), tuple(nodes), reason, 100, None, end)
+def job(jid, name, state, nodes=(), reason="None", n=None, end=None, start=None) -> SlurmJob:
+    return SlurmJob(jid, name, state, "u", n if n is not None else len(nodes), tuple(nodes), reason, 100, start, end)
 
 
 def outbox(rm: SlurmSite) -> list:
@@ -88,7 +88,7 @@ def test_a_waiting_rigid_job_gets_a_node_from_the_job_that_loses_least():
         st.handle(P.Resized(job_id=jid, old=2, new=4, seconds=0.1), 2.1)
         point(st, jid, 2, t4, 3.0)
     outbox(rm)
-    rigid = job("300", "rigid", "PENDING", reason="Resources", n=1)
+    rigid = job("300", "rigid", "PENDING", reason="Resources", n=1, start=1000.0)  # Slurm predicts it late
     rm.apply(st, 4.0, [*views, rigid], 0, 4.0)
     assert st.jobs[b].shrink_request == 2 and st.jobs[a].shrink_request is None
     assert "n4" in st.pool.draining

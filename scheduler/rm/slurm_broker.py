@@ -53,10 +53,11 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from scheduler.rm.slurm_admit import delays, moldable_limit, own_cost, shrink_cost
 from scheduler.rm.slurm_view import SlurmJob, expander_name
 
 __all__ = ["WAITING_FOR_NODES", "AskShrink", "Broker", "Cancel", "Drain", "Ended", "Fail", "Forget", "Grant",
-           "Lost", "Release", "Submit", "Tenant", "shrink_off"]
+           "Lost", "Release", "Submit", "Tenant", "Update", "shrink_off"]
 
 WAITING_FOR_NODES = ("Resources", "Priority")  # pending reasons that mean "needs nodes"
 LIVE = ("RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED")  # a main job in these still holds its nodes
@@ -119,6 +120,17 @@ class AskShrink:
 
 
 @dataclass(frozen=True)
+class Update:
+    """``scontrol update JobId=job``: ``nodes`` (NumNodes of a pending job: a moldable start) and/or
+    ``minutes`` (its TimeLimit)."""
+
+    job: str
+    nodes: int | None = None
+    minutes: int | None = None
+    why: str = ""
+
+
+@dataclass(frozen=True)
 class Forget:
     """``host``, taken back by Slurm, is no longer used: out of the pool (no Slurm operation)."""
 
@@ -154,6 +166,8 @@ class Tenant:
     busy: bool = False  # a resize under way: ask nothing of it now
     points: tuple[int, ...] = ()  # sizes it may shrink to, ascending
     times: Mapping[int, float] = field(default_factory=dict)  # best iteration time measured per size
+    left: int | None = None  # iterations left, if it said how many it runs
+    ends: Mapping[int, float] = field(default_factory=dict)  # size -> the end Slurm should see at that size
 
     def gain(self) -> float:
         """Relative speed gained per processor added at its last measured step up (unmeasured: linear)."""
@@ -164,11 +178,8 @@ class Tenant:
         return 1.0 / self.nprocs
 
     def loss(self, q: int) -> float:
-        """Relative slowdown of running at ``q`` instead of its size now (measured, else linear)."""
-        p = self.nprocs
-        if p in self.times and q in self.times:
-            return max(0.0, self.times[q] / self.times[p] - 1)
-        return p / q - 1
+        """Seconds lost running the rest at ``q`` instead of its size now (``slurm_admit.shrink_cost``)."""
+        return shrink_cost(self.nprocs, self.times, self.left, q)
 
 
 def shrink_off(t: Tenant, drop: set[str]) -> int | None:
@@ -199,6 +210,10 @@ class Broker:
     expire_margin: float = 60.0
     late_tolerance: float = 5.0
     node_slots: int = 1
+    moldable: bool = True  # start a waiting malleable job on fewer nodes when that pays (slurm_admit)
+    shrink_to_start: bool = True  # shrink running jobs for a waiting one only when that pays and delays no one
+    time_limits: str = "charge"  # keep each job's Slurm time limit at its end: "charge", "measured" or "off"
+    nodes: tuple[str, ...] = ()  # the partition's nodes, in Slurm's order (the backfill plan's)
     groups: dict[str, _Group] = field(default_factory=dict)
     held: dict[str, str] = field(default_factory=dict)  # host -> Slurm job holding it for us
     owner: dict[str, str] = field(default_factory=dict)  # Slurm job (main or expander) -> its group's main
@@ -214,6 +229,7 @@ class Broker:
     predicted: dict[str, float] = field(default_factory=dict)  # pending job -> first start Slurm predicted
     late: list[dict] = field(default_factory=list)  # starts later than predicted (job, predicted, started)
     checked: set[str] = field(default_factory=set)  # jobs whose start was checked against the prediction
+    limits: dict[str, int] = field(default_factory=dict)  # Slurm job -> the time limit we last set (minutes)
 
     # ------------------------------------------------------------------ bookkeeping from the adapters
     def add_group(self, main: str, batch_host: str, now: float) -> None:
@@ -259,13 +275,31 @@ class Broker:
         ops += self._vacate_gone(tenants, used)
         ops += self._expiring(now, by_id, tenants, used)
         self._watch_starts(jobs)
-        idle_left, served, borrow = self._serve_waiting(jobs, idle_nodes, free, tenants, used, ops)
-        ops += [Release(h, self.held[h], why) for h, why in sorted(self.draining.items())
+        idle_left, served, borrow = self._serve_waiting(now, jobs, idle_nodes, free, tenants, used, ops)
+        back = [Release(h, self.held[h], why) for h, why in sorted(self.draining.items())
                 if h in self.held and not used.get(h) and not self._batch(h)]
         if not served:
             ops += self._grow(now, by_id, idle_left, borrow, tenants, used, want)
-        ops += self._idle_release(now, free, tenants, want)
+        ops += self._batch_last(back + self._idle_release(now, free, tenants, want), by_id)
+        if self.time_limits != "off":
+            ops += self._limits(by_id, tenants)
         return ops
+
+    def _batch_last(self, releases: list[Release], by_id: Mapping[str, SlurmJob]) -> list[Release]:
+        """Releases in an order Slurm accepts: a Slurm job keeps its batch host (its first node) while it
+        holds others (``scontrol update NodeList=`` without it is refused), so that one goes last, and
+        not at all while the job keeps other nodes of ours (it goes when they do: ``scancel``)."""
+        going: dict[str, set[str]] = {}
+        for r in releases:
+            going.setdefault(r.job, set()).add(r.host)
+        out = []
+        for r in releases:
+            j = by_id.get(r.job)
+            first = j.nodes[0] if j is not None and j.nodes else None
+            if r.host == first and any(h not in going[r.job] for h in self.kept(r.job) if h != r.host):
+                continue
+            out.append(r)
+        return sorted(out, key=lambda r: (by_id.get(r.job) is not None and by_id[r.job].nodes[:1] == (r.host,)))
 
     def _ended(self, by_id: Mapping[str, SlurmJob], seen: float) -> list:
         ops: list = []
@@ -397,8 +431,8 @@ class Broker:
                     self.late.append({"job": j.id, "predicted": self.predicted[j.id], "started": j.start,
                                       "late": j.start - self.predicted[j.id]})
 
-    def _serve_waiting(self, jobs: Sequence[SlurmJob], idle: int, free: list[str], tenants: Sequence[Tenant],
-                       used: Mapping[str, int], ops: list) -> tuple[int, bool, tuple[int, float]]:
+    def _serve_waiting(self, now: float, jobs: Sequence[SlurmJob], idle: int, free: list[str],
+                       tenants: Sequence[Tenant], used: Mapping[str, int], ops: list) -> tuple[int, bool, tuple]:
         """Promise nodes to the jobs waiting for them (module docstring, 2); returns the idle nodes
         left for growth, whether any waiting job was given nodes, and the idle nodes kept for jobs that
         cannot start yet with the earliest start Slurm predicts for them (borrowable until then)."""
@@ -411,7 +445,8 @@ class Broker:
                 if self.draining.get(h, "").startswith(f"Slurm job {w} "):
                     del self.draining[h]
                     ops.append(Drain(h, False))
-        spare = [h for h in free if h not in self.draining]
+        firsts = {j.nodes[0] for j in jobs if j.nodes}  # batch hosts: given back last (_batch_last)
+        spare = sorted((h for h in free if h not in self.draining), key=lambda h: h in firsts)
         # given back (idle release, a cancelled expander) and not yet idle in Slurm's eyes, promised to no one:
         # on their way to the waiting jobs, so no job shrinks for what they will cover
         claimed = set().union(*self.promised.values())
@@ -422,28 +457,74 @@ class Broker:
         for w in waiting:
             # promised and still ours, or given back and not yet idle in Slurm's eyes (idle ones are counted there)
             mine = {h for h in self.promised.get(w.id, set()) if h in self.held or h in self.released}
-            use = min(idle, w.num_nodes - len(mine))
+            got = self._admit(now, jobs, w, idle, mine, coming, spare, tenants, plans)
+            if got is None:  # cannot start it now (or it does not pay): release nothing for it
+                use = min(idle, w.num_nodes - len(mine))
+                idle -= use
+                soon, coming = coming[:w.num_nodes - len(mine) - use], coming[w.num_nodes - len(mine) - use:]
+                self.promised.setdefault(w.id, set()).update(soon)
+                if len(mine) + use + len(soon) < w.num_nodes:
+                    kept, until = kept + use, min(until, w.start if w.start is not None else -math.inf)
+                continue
+            k, use, nsoon, take, dropped, tried = got
             idle -= use
-            soon, coming = coming[:w.num_nodes - len(mine) - use], coming[w.num_nodes - len(mine) - use:]
+            soon, coming = coming[:nsoon], coming[nsoon:]
             self.promised.setdefault(w.id, set()).update(soon)
-            need = w.num_nodes - len(mine) - use - len(soon)
-            if need <= 0:
-                continue
+            if not take and not dropped and k == w.num_nodes:
+                continue  # idle nodes and those on their way suffice: Slurm starts it
             why = f"Slurm job {w.id} is waiting for {w.num_nodes} node(s)"
-            take = spare[:need]
-            tried = dict(plans)
-            dropped = self._least_loss(need - len(take), tenants, tried, why)
-            if len(take) + len(dropped) < need:  # cannot start it now: release nothing for it
-                kept, until = kept + use, min(until, w.start if w.start is not None else -math.inf)
-                continue
-            served, plans, spare = True, tried, spare[len(take):]
+            served, plans, spare = served or bool(take or dropped), tried, [h for h in spare if h not in take]
             # a shrink frees whole steps of a job's sizes: what it frees beyond the need stays the job's
-            for h in [*take, *dropped[:need - len(take)]]:
+            for h in [*take, *dropped]:
                 self.draining[h] = why
                 self.promised.setdefault(w.id, set()).add(h)
                 ops.append(Drain(h))
+            if k < w.num_nodes:
+                ops.append(Update(w.id, nodes=k, minutes=moldable_limit(w.limit, w.num_nodes, k),
+                                  why=f"started on {k} of its {w.num_nodes} node(s)"))
         ops += [AskShrink(j, q, why, gone) for j, (q, gone, why) in plans.items()]
         return idle, served, (kept, until)
+
+    def _admit(self, now: float, jobs: Sequence[SlurmJob], w: SlurmJob, idle: int, mine: set[str],
+               coming: list[str], spare: list[str], tenants: Sequence[Tenant], plans: dict) -> tuple | None:
+        """How waiting job ``w`` starts now, if it can and that pays (``scheduler.rm.slurm_admit``): ``(nodes,
+        idle nodes it takes, nodes on their way it takes, our free nodes given back, nodes shrinks free,
+        the shrink plans)``; None where it cannot (or, with ``shrink_to_start``, where no way pays)."""
+        n = w.num_nodes
+        sizes = [n]
+        if self.moldable and self.shrink_to_start:
+            sizes += sorted({q // self.node_slots for q in w.malleable_sizes() if q % self.node_slots == 0
+                             and 0 < q // self.node_slots < n}, reverse=True)
+        why = f"Slurm job {w.id} is waiting for {n} node(s)"
+        saving = None if w.start is None else max(0.0, w.start - now)
+        best = None
+        for k in sizes:
+            a = min(idle, max(0, k - len(mine)))
+            b = min(len(coming), k - len(mine) - a)
+            take = spare[:max(0, k - len(mine) - a - b)]
+            d = k - len(mine) - a - b - len(take)
+            tried = dict(plans)
+            dropped = self._least_loss(d, tenants, tried, why) if d > 0 else []
+            if len(dropped) < d:
+                continue
+            if not self.shrink_to_start:  # the earlier rule: every waiting job served whenever it can start
+                return k, a, b, take, dropped[:d], tried
+            by_id = {t.job_id: t for t in tenants}
+            cost = own_cost(w.limit, n, k) + sum(
+                by_id[j].loss(q) - by_id[j].loss(plans.get(j, (by_id[j].nprocs,))[0]) for j, (q, _, _) in tried.items())
+            if cost > 0 and (saving is None or cost >= saving):
+                continue
+            if (take or dropped or k < n) and self.nodes:
+                ends = {by_id[j].main: by_id[j].ends[q] for j, (q, _, _) in tried.items()
+                        if self.time_limits != "off" and q in by_id[j].ends}
+                lim = moldable_limit(w.limit, n, k)
+                if delays(now, self.nodes, jobs, w.id, k, None if lim is None else 60.0 * lim,
+                          {*take, *dropped}, ends):
+                    continue
+            gain = (saving or 0.0) - cost
+            if best is None or gain > best[0]:
+                best = (gain, (k, a, b, take, dropped[:d], tried))
+        return None if best is None else best[1]
 
     def _least_loss(self, nodes: int, tenants: Sequence[Tenant], plans: dict, why: str) -> list[str]:
         """Extend ``plans`` (job id -> (size, hosts left, why)) by shrinks that free ``nodes`` more whole
@@ -464,7 +545,8 @@ class Broker:
                 if q is None:
                     continue
                 gone = tuple(h for h in dict.fromkeys(t.hosts[q:]) if not self._batch(h))
-                new = [h for h in gone if h not in left and h not in self.draining and h not in freed]
+                # the last first: the first node of a Slurm job (its batch host) is the last it gives back
+                new = [h for h in reversed(gone) if h not in left and h not in self.draining and h not in freed]
                 if not new:
                     continue
                 cost = (t.loss(q) - t.loss(q0)) / len(new)
@@ -511,6 +593,30 @@ class Broker:
             kept -= max(0, nodes - idle)
             idle = max(0, idle - nodes)
             ops.append(Submit(g, nodes, end))
+        return ops
+
+    def _limits(self, by_id: Mapping[str, SlurmJob], tenants: Sequence[Tenant]) -> list:
+        """Time limits that follow the jobs' sizes (``scheduler.rm.slurm_limits``): a job's own Slurm job
+        gets the whole minutes to the end it will have at its size now, so Slurm's backfill plans with
+        it; its expanders' limits are brought down to that end (never extended: they are vacated before)."""
+        ops: list = []
+        for t in tenants:
+            end, main = t.ends.get(t.nprocs), by_id.get(t.main)
+            if end is None or main is None or main.state not in LIVE or main.start is None:
+                continue
+            want = max(1, math.ceil((end - main.start) / 60.0))
+            have = self.limits.get(t.main, None if main.limit is None else round(main.limit / 60.0))
+            if want != have:
+                self.limits[t.main] = want
+                ops.append(Update(t.main, minutes=want, why=f"its end at {t.nprocs} processes"))
+            for jid in {j for h, j in self.held.items() if j != t.main and self.owner.get(j) == t.main}:
+                x = by_id.get(jid)
+                if x is None or x.start is None or x.limit is None or x.state not in LIVE:
+                    continue
+                cut = max(1, math.ceil((end - x.start) / 60.0))
+                if cut < self.limits.get(jid, round(x.limit / 60.0)):
+                    self.limits[jid] = cut
+                    ops.append(Update(jid, minutes=cut, why=f"its job {t.main} ends by then"))
         return ops
 
     def _idle_release(self, now: float, free: list[str], tenants: Sequence[Tenant], want: Want) -> list:

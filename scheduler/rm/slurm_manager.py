@@ -43,7 +43,9 @@ from scheduler.rm.slurm_broker import (
     Release,
     Submit,
     Tenant,
+    Update,
 )
+from scheduler.rm.slurm_limits import slurm_ends
 from scheduler.rm.slurm_view import SlurmEdge, SlurmError, partition_args, partition_pool, run
 
 if TYPE_CHECKING:
@@ -89,7 +91,7 @@ class SlurmManager(ResourceManager):
         """The pool lease of the nodes granted to group ``main`` (None: every job may use them)."""
         return None
 
-    def tenants(self, state: ClusterState) -> list[Tenant]:
+    def tenants(self, state: ClusterState, now: float) -> list[Tenant]:
         out = []
         for j in state.running():
             g = self.group_of(j)
@@ -98,8 +100,10 @@ class SlurmManager(ResourceManager):
             prof = j.profile.frozen()
             points = tuple(p for p, _ in prof.shrink_points(j.nprocs) if p >= j.spec.min_procs)
             times = {p: t for p in prof.iter_time if (t := prof.best(p)) is not None}
+            total = j.spec.iterations or j.total
             out.append(Tenant(j.job_id, g, j.nprocs, tuple(j.hosts), j.spec.min_procs, j.pending is not None,
-                              points, times))
+                              points, times, None if total is None else max(0, total - j.iterations),
+                              slurm_ends(j, [*points, j.nprocs], now, self.broker.time_limits == "measured")))
         return out
 
     def _drain_inbox(self) -> tuple | None:
@@ -128,7 +132,7 @@ class SlurmManager(ResourceManager):
     def apply(self, state: ClusterState, now: float, jobs: list, idle: int, seen: float) -> list:
         """One look at Slurm through the broker; the core actions that follow."""
         used = {n.host: state.pool.used[n.host] for n in state.pool.nodes}
-        ops = self.broker.step(now, jobs, idle, used, self.tenants(state),
+        ops = self.broker.step(now, jobs, idle, used, self.tenants(state, now),
                                lambda jid, extra: state.would_expand(jid, extra, now), seen)
         self.edge.watch = tuple(self.broker.groups)  # a group gone from a look: its final state at the next
         acts: list = []
@@ -140,7 +144,8 @@ class SlurmManager(ResourceManager):
     def _apply(self, op: Any, s: ClusterState, now: float) -> list:
         out, b = self.edge.outbox, self.broker
         if isinstance(op, Grant):
-            return s.node_granted(op.host, now, f"granted by Slurm job {op.job} in {op.waited:.1f} s",
+            return s.node_granted(op.host, now, f"granted by Slurm job {op.job} for Slurm job {op.main} in "
+                                  f"{op.waited:.1f} s",
                                   lease=self.lease_of(op.main))
         if isinstance(op, Release):
             if s.node_released(op.host, now, f"released to Slurm: {op.why}"):
@@ -165,6 +170,10 @@ class SlurmManager(ResourceManager):
                 s.pool.set_draining(op.host, op.on)
         elif isinstance(op, AskShrink):
             s.request_shrink(op.job_id, op.nprocs, op.why, now)
+        elif isinstance(op, Update):
+            fields = {k: v for k, v in (("NumNodes", op.nodes), ("TimeLimit", op.minutes)) if v}
+            out.put(("update", op.job, fields))
+            self.note(f"Slurm job {op.job}: {' '.join(f'{k}={v}' for k, v in fields.items())} ({op.why})")
         elif isinstance(op, Submit):
             out.put(("submit", op.main, op.nodes, op.deadline))
             self.note(f"asked Slurm for {op.nodes} node(s) for job {op.main}")

@@ -64,6 +64,7 @@ class SlurmSite(SlurmManager):
         except (SlurmError, ValueError) as e:
             raise ValueError(f"--slurm-site: cannot read partition {partition or '(default)'}: {e}") from None
         super().__init__(partition, {"node_slots": max(n.slots for n in self._pool.nodes), **params})
+        self.broker.nodes = tuple(n.host for n in self._pool.nodes)
         self.pending_actions: list = []  # actions of the start-up reconciliation, performed with the first step
         self.source = (f"Slurm partition {partition or '(default)'} ({len(self._pool.nodes)} nodes): site controller "
                        f"of every 'reshape submit --slurm' job")

@@ -25,12 +25,15 @@ import hostlist
 
 from scheduler.core.pool import Node, Pool, PoolError
 
-__all__ = ["SQUEUE_FORMAT", "SlurmEdge", "SlurmError", "SlurmJob", "expander_name", "expander_script", "final_states",
-           "look", "parse_squeue", "partition_args", "partition_pool", "run", "submit_expander"]
+__all__ = ["MALLEABLE", "SQUEUE_FORMAT", "SlurmEdge", "SlurmError", "SlurmJob", "duration", "expander_name",
+           "expander_script", "final_states", "look", "malleable_comment", "parse_squeue", "partition_args",
+           "partition_pool", "run", "submit_expander"]
 
 # id, name, state, user, nodes wanted, nodes held, reason, priority, start (predicted while pending), end,
-# submit; times as epoch seconds (SLURM_TIME_FORMAT=%s below), "N/A" or "Unknown" when Slurm has none
-SQUEUE_FORMAT = "%i|%j|%T|%u|%D|%N|%r|%Q|%S|%e|%V"
+# submit, time limit, comment (last: it may hold '|'); times as epoch seconds (SLURM_TIME_FORMAT=%s below),
+# "N/A" or "Unknown" when Slurm has none
+SQUEUE_FORMAT = "%i|%j|%T|%u|%D|%N|%r|%Q|%S|%e|%V|%l|%k"
+MALLEABLE = "reshape-malleable"  # a pending job's comment: submitted with 'reshape submit --slurm' to a controller
 EXPANDER_NICE = 10000  # expanders come after every waiting job of normal priority (Slurm's backfill decides)
 
 
@@ -56,6 +59,25 @@ class SlurmJob:
     start: float | None = None  # running: when it started; pending: the start Slurm's backfill predicts
     end: float | None = None  # running: its time limit; None: none known
     submit: float | None = None
+    limit: float | None = None  # its time limit in seconds (None: none)
+    comment: str = ""
+
+    def malleable_sizes(self) -> tuple[int, ...]:
+        """A pending ``reshape submit --slurm`` job's legal sizes up to its requested one (its comment)."""
+        head, _, sizes = self.comment.partition(" sizes=")
+        if head != MALLEABLE:
+            return ()
+        return tuple(int(x) for x in sizes.split(",") if x.isdigit())
+
+
+def malleable_comment(desc: dict) -> str:
+    """The comment a job for a site controller is submitted with (``MALLEABLE sizes=...``): its legal sizes
+    up to its requested one, at which the controller may start it (a moldable start, docs/slurm.md)."""
+    from scheduler.core.jobfile import spec_from_dict
+    from scheduler.core.policy import legal_sizes
+
+    spec = spec_from_dict(0, 0.0, desc)
+    return f"{MALLEABLE} sizes={','.join(map(str, legal_sizes(spec, desc['nprocs'])[-64:]))}"
 
 
 def _time(text: str) -> float | None:
@@ -66,21 +88,34 @@ def _time(text: str) -> float | None:
     return t if t > 0 else None
 
 
+def duration(text: str) -> float | None:
+    """A Slurm duration (``[days-][hours:]minutes:seconds``, ``UNLIMITED``) in seconds; None for none."""
+    days, _, rest = text.strip().rpartition("-")
+    parts = rest.split(":")
+    if not all(x.isdigit() for x in parts) or not 1 <= len(parts) <= 3 or (days and not days.isdigit()):
+        return None
+    secs = [int(x) for x in parts]
+    secs = ([0] * (3 - len(secs)) + secs) if len(secs) > 1 else [0, secs[0], 0]  # a lone number: minutes
+    return float(int(days or 0) * 86400 + secs[0] * 3600 + secs[1] * 60 + secs[2])
+
+
 def parse_squeue(text: str) -> list[SlurmJob]:
-    """``squeue -h -o SQUEUE_FORMAT`` lines (with ``SLURM_TIME_FORMAT=%s``); the first seven fields
-    alone (an older format) are read too."""
+    """``squeue -h -o SQUEUE_FORMAT`` lines (with ``SLURM_TIME_FORMAT=%s``); the first seven or eleven
+    fields alone (older formats) are read too."""
     out = []
     for line in text.splitlines():
-        parts = line.strip().split("|")
-        if len(parts) not in (7, 11):
+        parts = line.strip().split("|", 12)
+        if len(parts) not in (7, 11, 13):
             continue
         jid, name, state, user, nn, nodes, reason = parts[:7]
         hosts = tuple(hostlist.expand_hostlist(nodes)) if nodes and nodes != "(null)" else ()
         extra = {}
-        if len(parts) == 11:
-            prio, start, end, submit = parts[7:]
+        if len(parts) >= 11:
+            prio, start, end, submit = parts[7:11]
             extra = {"priority": int(prio) if prio.isdigit() else 0, "start": _time(start), "end": _time(end),
                      "submit": _time(submit)}
+        if len(parts) == 13:
+            extra |= {"limit": duration(parts[11]), "comment": parts[12].strip()}
         out.append(SlurmJob(jid, name, state, user, int(nn) if nn.isdigit() else 0, hosts, reason, **extra))
     return out
 
@@ -166,7 +201,8 @@ class SlurmEdge:
 
     Outbox (from the loop): ``("submit", main, nodes, deadline)``, ``("cancel", job)``, ``("end", main)``
     (the job and its expanders),
-    ``("keep", job, hosts)`` (shrink a Slurm job to these nodes). Inbox (to the loop):
+    ``("keep", job, hosts)`` (shrink a Slurm job to these nodes), ``("update", job, {field: value})``
+    (``scontrol update``: ``NumNodes``, ``TimeLimit``). Inbox (to the loop):
     ``("view", jobs, idle, seen)``, ``("submitted", main, job or None, t0, error or None)``,
     ``("error", message)``."""
 
@@ -205,6 +241,8 @@ class SlurmEdge:
             run(["scancel", "--name", expander_name(op[1])])
         elif kind == "keep":
             run(["scontrol", "update", f"JobId={op[1]}", f"NodeList={','.join(op[2])}"])
+        elif kind == "update":  # a pending job's NumNodes (a moldable start) and/or any job's TimeLimit
+            run(["scontrol", "update", f"JobId={op[1]}", *(f"{k}={v}" for k, v in op[2].items())])
 
     def _run(self) -> None:
         last = 0.0

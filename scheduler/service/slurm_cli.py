@@ -41,10 +41,11 @@ from reshape.joblink import jobenv as E
 from reshape.joblink.auth import ENV_KEYS
 from reshape.joblink.client import DaemonError, SchedulerUnavailable, request
 from reshape.joblink.launchers import get as launcher
-from scheduler.core.jobfile import JobFileError, load_job_file, validate_job
+from scheduler.core.jobfile import JobFileError, load_job_file, spec_from_dict, validate_job
+from scheduler.core.policy import legal_sizes
 from scheduler.core.pool import PoolError
 from scheduler.rm.fixed import allocation_pool
-from scheduler.rm.slurm_view import SlurmError, expander_name
+from scheduler.rm.slurm_view import SlurmError, expander_name, malleable_comment
 from scheduler.rm.slurm_view import run as slurm_run
 from scheduler.service.startup import job_tag, kill_job, start_job
 from scheduler.service.workload import free_port
@@ -91,7 +92,8 @@ def submit_slurm(files: list[str], nodes: int | None, sbatch_args: list[str],
         with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False) as f:
             f.write(script)
         try:
-            out = slurm_run(["sbatch", "--parsable", *sbatch_args, f.name])
+            out = slurm_run(["sbatch", "--parsable", *([f"--comment={malleable_comment(desc)}"] if site else []),
+                             *sbatch_args, f.name])
         finally:
             os.unlink(f.name)
         ids.append(out.strip().split(";")[0])
@@ -187,15 +189,22 @@ def _run_registered(args: argparse.Namespace, desc: dict, main: str, controller:
     except PoolError as e:
         _say(f"cannot read this Slurm allocation: {e}")
         return 2
-    hosts = slots[:desc["nprocs"]]
+    # the controller may have started it on fewer nodes than it asked for (a moldable start): its largest
+    # legal size that fits
+    fits = legal_sizes(spec_from_dict(0, 0.0, desc), len(slots), range(1, min(len(slots), desc["nprocs"]) + 1))
+    hosts = slots[:fits[-1] if fits else len(slots)]
     job_id = _register(args, desc, main, controller, hosts)
     if job_id is None:
         return 1
-    if len(slots) < desc["nprocs"]:  # registered, so that the controller records why it failed
-        why = f"the allocation has {len(slots)} CPUs, the job starts at {desc['nprocs']}"
+    if not fits:  # registered, so that the controller records why it failed
+        why = (f"the allocation has {len(slots)} CPUs, the job's smallest size is "
+               f"{max(1, desc.get('min_procs') or 1)}")
         _say(why)
         _report(args, controller, job_id, 2, why)
         return 2
+    if len(hosts) < desc["nprocs"]:
+        print(f"reshape: started at {len(hosts)} of the {desc['nprocs']} processes asked for (a moldable start)",
+              flush=True)
     with contextlib.suppress(SlurmError):
         slurm_run(["scontrol", "update", f"JobId={main}", f"Comment={COMMENT}{controller}"])
     keys = args.keys or os.environ.get(ENV_KEYS)
