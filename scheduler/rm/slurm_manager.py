@@ -171,7 +171,9 @@ class SlurmManager(ResourceManager):
         elif isinstance(op, AskShrink):
             s.request_shrink(op.job_id, op.nprocs, op.why, now)
         elif isinstance(op, Update):
-            fields = {k: v for k, v in (("NumNodes", op.nodes), ("TimeLimit", op.minutes)) if v}
+            cpus = op.nodes * b.node_slots if op.nodes else None  # a job asking tasks: as many as the nodes' CPUs
+            fields = {k: v for k, v in (("NumTasks", cpus), ("NumCPUs", cpus), ("NumNodes", op.nodes),
+                                        ("TimeLimit", op.minutes)) if v}
             out.put(("update", op.job, fields))
             self.note(f"Slurm job {op.job}: {' '.join(f'{k}={v}' for k, v in fields.items())} ({op.why})")
         elif isinstance(op, Submit):
