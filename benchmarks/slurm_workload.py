@@ -210,7 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     summary["ablation"] = {k: {r: v.get(r) for r in RATIOS} for k, v in per.items() if "/" in k} or None
     print(json.dumps({k: v for k, v in summary.items() if k != "per_workload"}, indent=1))
     path = _common.write_result(a.out, {"workloads": [p for p in paths], "controller_args": base_args,
-                                        "repeat": a.repeat, "summary": summary})
+                                        "repeat": a.repeat, "summary": summary,
+                                        "runs": {k: v["runs"] for k, v in per.items()}})
     print(f"wrote {path}")
     return 0
 

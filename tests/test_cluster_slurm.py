@@ -567,3 +567,82 @@ def started_since(c: ComposeCluster, jids: list[str], t: float) -> list[str]:
     out = sh(c, "SLURM_TIME_FORMAT=%s squeue -h -t R,CD,CG -o '%i %S' -j " + ",".join(jids))
     return [f[0] for f in (line.split() for line in out.splitlines()) if len(f) == 2 and f[1].isdigit()
             and float(f[1]) > t]
+
+
+# a malleable job for the moldable-start and shrink-to-start tests: 100 iterations, nearly linear to 16 CPUs
+SIZED = """name = "{name}"
+command = ["python", "-m", "apps.emujob", "--times", "2:3.2,4:1.6,8:0.85,16:{t16}", "--iterations", "100"]
+nprocs = {nprocs}
+sizes = [2, 4, 8, 16]
+max_procs = 16
+launch = "single"
+walltime = {walltime}
+iterations = 100
+"""
+
+
+def submit_sized(c: ComposeCluster, name: str, nprocs: int, walltime: int, t16: float = 0.45) -> str:
+    c.exec("head", f"cat > /tmp/{name}.toml", input=SIZED.format(name=name, nprocs=nprocs, walltime=walltime,
+                                                                 t16=t16))
+    return json.loads(sh(c, f"cd /tmp && reshape submit --slurm --json --controller {SITE} /tmp/{name}.toml")
+                      )["slurm_job_ids"][0]
+
+
+def limit_minutes(c: ComposeCluster, jid: str) -> int:
+    h, m, s = map(int, scontrol_job(c, jid)["TimeLimit"].split(":"))
+    return 60 * h + m + (s > 0)
+
+
+def test_a_malleable_job_waiting_for_nodes_starts_on_the_idle_ones_with_a_longer_limit(slurm):
+    """A moldable start: a rigid job holds 14 nodes for 10 minutes; a malleable job asking for 4 nodes
+    (2 minutes) would start only after it (Slurm's prediction). Waiting costs more than running on the 2
+    idle nodes twice as long, so the controller makes Slurm start it there (NumNodes=2) with the limit
+    the walltime charging rule gives (4 minutes), and it registers at the 4 processes those hold."""
+    c = slurm
+    with controller(c), site_jobs(c) as ids:
+        blocker = sbatch(c, ids, "mold-blocker", "-N 14 --time=10")
+        wait_for(lambda: running(c, blocker), 30, every=0.3)
+        t0 = time.monotonic()
+        m = submit_sized(c, "mold", nprocs=8, walltime=120)
+        ids.append(m)
+        got = wait_for(lambda: running(c, m), 60, every=0.3)
+        TIMINGS["site: moldable start (submit -> running on the idle nodes)"] = time.monotonic() - t0
+        assert len(got["hosts"]) == 2, got
+        assert limit_minutes(c, m) == 4, scontrol_job(c, m)
+        row = wait_for(lambda: by_slurm(site(c), m), 30, every=0.3)
+        assert row["nprocs"] == 4, row
+        notes = site(c)["daemon"]["rm"]["notes"]
+        assert any(f"Slurm job {m}: NumTasks=4 NumCPUs=4 NumNodes=2 TimeLimit=4" in n for n in notes), notes
+
+
+def test_a_malleable_job_shrinks_below_its_size_for_a_waiting_job_and_slurm_gets_its_longer_limit(slurm):
+    """Shrink to start, and a time-limit update: a malleable job runs on 8 nodes (16 CPUs, as asked, 3
+    minutes), a rigid job holds the other 8 for 10 minutes. A rigid job asking for 4 nodes would wait
+    for the malleable job's end (Slurm's prediction, minutes away); shrinking it to 8 CPUs costs it
+    far less (its measured times), and Slurm's plan delays no one: the controller shrinks it, the rigid
+    job starts on the nodes it gives back long before its predicted start, and the shrunk job's Slurm
+    limit grows as the charging rule says (half the size: its remaining budget lasts twice as long)."""
+    c = slurm
+    with controller(c), site_jobs(c) as ids:
+        m = submit_sized(c, "shrunk", nprocs=16, walltime=180)
+        ids.append(m)
+        wait_for(lambda: (r := by_slurm(site(c), m)) and r["iterations"] >= 3, 90, every=0.5)
+        blocker = sbatch(c, ids, "shrink-blocker", "-N 8 --time=10")
+        wait_for(lambda: running(c, blocker), 30, every=0.3)
+        before = limit_minutes(c, m)
+        t0 = time.monotonic()
+        rigid = sh(c, "sbatch --parsable -N 4 --time=1 -J shrink-rigid --output /dev/null --wrap 'sleep 20'").strip()
+        ids.append(rigid)
+        predicted = wait_for(lambda: pending(c).get(rigid, {}).get("start") or running(c, rigid), 30, every=0.2)
+        got = wait_for(lambda: running(c, rigid), 60, every=0.2)
+        TIMINGS["site: shrink to start (submit -> the waiting job runs)"] = time.monotonic() - t0
+        if isinstance(predicted, datetime):
+            NOTES["site: shrink to start, Slurm's prediction was (s after submit)"] = (
+                f"{(predicted - datetime.now()).total_seconds() + time.monotonic() - t0:.0f}")
+        row = by_slurm(site(c), m)
+        assert row["nprocs"] == 8 and not set(row["hosts"]) & set(got["hosts"]), (row, got)
+        after = wait_for(lambda: (x := limit_minutes(c, m)) > before and x, 30, every=0.5)
+        NOTES["site: time limit of the shrunk job (minutes)"] = f"{before} -> {after}"
+        st = site(c)
+        assert st["daemon"]["rm"]["rigid_late_starts"] == 0, st["daemon"]["rm"]
+        assert any(f"Slurm job {m}: TimeLimit={after}" in n for n in st["daemon"]["rm"]["notes"])

@@ -15,20 +15,21 @@ takes one look at Slurm and returns operations, applied by the adapters
    to their group, vanished ones (an expander cancelled by hand or at its
    time limit) are :class:`Lost`, a main job that is gone from two looks in
    a row has :class:`Ended`.
-2. **Rigid jobs first.** Jobs waiting in Slurm's queue for nodes are served
-   in Slurm's priority order: the idle nodes are theirs first, then those we
-   gave back that Slurm does not yet count idle; where those
-   do not suffice and our free nodes plus what our jobs can release do, the
-   shortfall is promised (:class:`Drain`), free nodes at once and busy ones
-   by asking their jobs to shrink off them (:class:`AskShrink`), choosing
-   the smallest loss of speed per node released (measured times, else
-   linear speedup); nothing below ``min_procs``, never a group's batch host,
-   and never more than the shortfall (nodes a shrink frees beyond it stay
-   with their job): promises are counted per waiting job, so two jobs never
-   release for one demand. A promised node no rank uses
-   is given back (:class:`Release`). Pending jobs' predicted starts (Slurm's
-   backfill, ``squeue %S``) are recorded; a start later than the first
-   prediction (by more than ``late_tolerance``) is counted in :attr:`late`.
+2. **Starting waiting jobs earlier.** Jobs waiting in Slurm's queue for nodes are
+   served in Slurm's priority order: the idle nodes are theirs first, then those we
+   gave back that Slurm does not yet count idle; where those do not suffice, a
+   waiting job is started now with our free nodes and nodes our jobs release by
+   shrinking (:class:`AskShrink`; a malleable job not started yet possibly on fewer
+   nodes: :class:`Update` ``NumNodes``) when that pays and delays no other waiting
+   job (:mod:`scheduler.rm.slurm_admit`: SD-Policy's criterion, Slurm's plan), the
+   shortfall promised (:class:`Drain`), the nodes chosen by the least seconds lost
+   per node; nothing below ``min_procs``, never a group's batch host, a Slurm job's
+   first node given back last, and never more than the shortfall (nodes a shrink
+   frees beyond it stay with their job): promises are counted per waiting job, so two
+   jobs never release for one demand. A promised node no rank uses is given back
+   (:class:`Release`). Pending jobs' predicted starts (Slurm's backfill, ``squeue
+   %S``) are recorded; a start later than the first prediction (by more than
+   ``late_tolerance``) is counted in :attr:`late`.
 3. **Growth.** Idle nodes left after the waiting jobs' share go to the jobs
    the Remap Scheduler would expand (a what-if over the pure policy, per
    job), largest measured gain per processor first; at most one request per
@@ -45,6 +46,9 @@ takes one look at Slurm and returns operations, applied by the adapters
 4. **Give back.** A granted node no rank used for ``idle_release`` seconds
    goes back; an expander whose end comes within ``expire_margin`` is
    vacated (its job asked to shrink off it) before Slurm ends it.
+5. **Time limits.** Each job's Slurm limit is kept at the end it has at its size
+   (:mod:`scheduler.rm.slurm_limits`; :class:`Update` ``TimeLimit``), its expanders'
+   brought down to it.
 """
 
 from __future__ import annotations
@@ -53,105 +57,26 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scheduler.rm.slurm_admit import delays, moldable_limit, own_cost, shrink_cost
+from scheduler.rm.slurm_admit import LIVE, delays, moldable_limit, own_cost, shrink_cost
+from scheduler.rm.slurm_ops import (
+    AskShrink,
+    Cancel,
+    Drain,
+    Ended,
+    Fail,
+    Forget,
+    Grant,
+    Lost,
+    Release,
+    Submit,
+    Update,
+)
 from scheduler.rm.slurm_view import SlurmJob, expander_name
 
 __all__ = ["WAITING_FOR_NODES", "AskShrink", "Broker", "Cancel", "Drain", "Ended", "Fail", "Forget", "Grant",
            "Lost", "Release", "Submit", "Tenant", "Update", "shrink_off"]
 
 WAITING_FOR_NODES = ("Resources", "Priority")  # pending reasons that mean "needs nodes"
-LIVE = ("RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED")  # a main job in these still holds its nodes
-
-
-# ---------------------------------------------------------------------- operations
-@dataclass(frozen=True)
-class Submit:
-    """Ask Slurm for ``nodes`` more nodes for group ``main`` (one expander job ending by ``deadline``)."""
-
-    main: str
-    nodes: int
-    deadline: float | None = None  # the main job's end (epoch seconds), if it has a time limit
-
-
-@dataclass(frozen=True)
-class Grant:
-    host: str
-    job: str  # the Slurm job holding it (the main job or an expander)
-    main: str
-    waited: float = 0.0  # seconds from the expander's submission to seeing it run
-
-
-@dataclass(frozen=True)
-class Release:
-    """Give ``host`` back to Slurm: ``scontrol update`` of ``job`` to its other nodes, or ``scancel``."""
-
-    host: str
-    job: str
-    why: str
-
-
-@dataclass(frozen=True)
-class Lost:
-    host: str
-    main: str
-    why: str
-
-
-@dataclass(frozen=True)
-class Drain:
-    """Place nothing new on ``host`` (``on``), or offer it again (not ``on``)."""
-
-    host: str
-    on: bool = True
-
-
-@dataclass(frozen=True)
-class Cancel:
-    job: str
-    why: str
-
-
-@dataclass(frozen=True)
-class AskShrink:
-    job_id: int
-    nprocs: int
-    why: str
-    drop: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Update:
-    """``scontrol update JobId=job``: ``nodes`` (NumNodes of a pending job: a moldable start) and/or
-    ``minutes`` (its TimeLimit)."""
-
-    job: str
-    nodes: int | None = None
-    minutes: int | None = None
-    why: str = ""
-
-
-@dataclass(frozen=True)
-class Forget:
-    """``host``, taken back by Slurm, is no longer used: out of the pool (no Slurm operation)."""
-
-    host: str
-    why: str
-
-
-@dataclass(frozen=True)
-class Fail:
-    """``host`` was taken back by Slurm under a job that cannot shrink off it: that job fails."""
-
-    host: str
-    why: str
-
-
-@dataclass(frozen=True)
-class Ended:
-    """Group ``main``'s Slurm job is gone (``state``: its last state seen, or ``GONE``)."""
-
-    main: str
-    state: str
 
 
 @dataclass(frozen=True)
