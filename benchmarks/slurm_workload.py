@@ -48,6 +48,7 @@ import glob
 import json
 import os
 import shlex
+import signal
 import statistics
 import subprocess
 import sys
@@ -145,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--all-workloads", action="store_true", help="every benchmarks/data/slurm_*.json")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each workload (default 1)")
     ap.add_argument("--ablation", action="store_true",
-                    help="also run the controller with each mechanism switched off (first workload only)")
+                    help="also run the controller with each mechanism switched off (on the default workload, "
+                         "else the first)")
     ap.add_argument("--controller-args", default="", help="extra 'reshape daemon --slurm-site' options")
     ap.add_argument("--no-restart", action="store_true", help="do not kill -9 the controller in run (b)")
     ap.add_argument("--restart-at", type=float, default=0.4,
@@ -173,17 +175,19 @@ def main(argv: list[str] | None = None) -> int:
     if base is None:
         print(f"slurm_workload: {how}", file=sys.stderr)
         return 2
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # timeout's TERM still takes the cluster down
     c = ComposeCluster(f"reshapebench{os.getpid()}", base, FILES)
     per: dict[str, dict] = {}
     try:
         c.down()
         c.build()
         c.up()
-        for wi, w in enumerate(workloads):
+        ablated = next((w for p, w in zip(paths, workloads, strict=True) if os.path.samefile(p, DEFAULT)), workloads[0])
+        for w in workloads:
             window = max(j.arrival for j in w.jobs)
             restart_at = None if a.no_restart else a.restart_at * window
             for variant, args in variants.items():
-                if variant != "default" and wi:
+                if variant != "default" and w is not ablated:
                     continue
                 key = w.name if variant == "default" else f"{w.name}/{variant}"
                 twin = twin_of(w, cal, args, restart_at is not None)

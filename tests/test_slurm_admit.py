@@ -215,3 +215,28 @@ def test_squeue_lines_carry_the_limit_and_the_comment():
     (k,) = parse_squeue("5|m|RUNNING|u|1|n1|None|10|100|400|50|UNLIMITED|reshape-daemon=tcp://x|y\n")
     assert k.limit is None and k.malleable_sizes() == () and k.comment == "reshape-daemon=tcp://x|y"
     assert NO_LIMIT > 86400
+
+
+def test_where_slurm_takes_one_update_of_a_shrunk_job_its_limit_goes_with_the_shrink_and_it_shrinks_once():
+    """Slurm without accounting refuses any update of a job after its first NodeList shrink: the
+    controller gives a job's own nodes back in one update with its new limit, and never again."""
+    b = broker(resizes_once=True)
+    hosts = tuple(h for h in NODES[:4] for _ in range(2))  # job 1 on its own allocation n1-n4
+    t = Tenant(1, "7", 8, hosts, 2, False, (2, 4), {8: 1.0}, 100, {8: 600.0, 4: 1200.0, 2: 2400.0})
+    own = [sj("7", "mall", "RUNNING", NODES[:4], start=0.0, end=600.0, limit=600.0),
+           sj("9", "rigid", "RUNNING", NODES[4:], start=0.0, end=3000.0, limit=3000.0)]
+    b.step(0.0, own, 0, {h: 2 for h in NODES}, [t], lambda j, e: None)
+    w = sj("20", "w", "PENDING", n=2, reason="Resources", start=600.0, limit=60.0)
+    ops = b.step(1.0, [*own, w], 0, {h: 2 for h in NODES}, [t], lambda j, e: None)
+    assert [o for o in ops if isinstance(o, AskShrink)] == [AskShrink(1, 4, "Slurm job 20 is waiting for 2 node(s)",
+                                                                      ("n3", "n4"))]
+    small = Tenant(1, "7", 4, hosts[:4], 2, False, (2,), {8: 1.0, 4: 1.9}, 99, {4: 1200.0, 2: 2400.0})
+    used = {**{h: 2 for h in NODES}, "n3": 0, "n4": 0}
+    rel = [o for o in b.step(2.0, [*own, w], 0, used, [small], lambda j, e: None) if isinstance(o, Release)]
+    assert {(o.host, o.job, o.minutes) for o in rel} == {("n3", "7", 20), ("n4", "7", 20)}  # with its limit
+    assert "7" in b.frozen
+    w2 = sj("21", "w2", "PENDING", n=1, reason="Resources", start=900.0, limit=60.0)
+    later = [sj("7", "mall", "RUNNING", NODES[:2], start=0.0, end=1200.0, limit=1200.0), own[1], w2]
+    ops = b.step(3.0, later, 0, {h: 2 for h in NODES[:2]} | {h: 2 for h in NODES[4:]}, [small],
+                 lambda j, e: None)
+    assert not [o for o in ops if isinstance(o, AskShrink | Update)], ops  # no second shrink, no limit update

@@ -6,7 +6,8 @@ What the controller and the benchmark see of Slurm, on a virtual clock: whole no
 whole minutes, a job planned to end at its limit, a deadline job given the minutes left) run at
 every submission, every end and once a second (``bf_interval=1``), and the commands the
 controller uses: ``sbatch`` (:meth:`SimSlurm.submit`), ``scancel``, ``scontrol update``
-(``NodeList=`` of a running job, ``TimeLimit=``, ``NumNodes=`` of a pending one) and ``squeue``
+(``NodeList=`` of a running job, once without accounting, ``TimeLimit=``, ``NumNodes=`` of a
+pending one) and ``squeue``
 (:meth:`SimSlurm.view`: the controller's :class:`~scheduler.rm.slurm_view.SlurmJob` rows, with
 the predicted starts and the reasons ``Resources``/``Priority``). A job past its limit is ended
 (``TIMEOUT``) by the periodic check Slurm runs every 30 s, plus ``KillWait``.
@@ -52,8 +53,11 @@ class Sjob:
 class SimSlurm:
     """One partition of ``nodes`` (names in Slurm's order), as the twin's Slurm (module docstring)."""
 
-    def __init__(self, nodes: list[str]):
+    def __init__(self, nodes: list[str], accounting: bool = False):
+        """``accounting``: with an accounting database, Slurm updates a shrunk job again; without (the
+        emulated cluster's), it refuses every update of a job after its first shrink."""
         self.nodes = list(nodes)
+        self.accounting = accounting
         self.jobs: dict[str, Sjob] = {}
         self._next = 1
         self.started: list[Sjob] = []  # started since the twin last looked (it takes them)
@@ -88,14 +92,18 @@ class SimSlurm:
         """``scontrol update JobId=jid NodeList=hosts``: False (refused) for a node it does not hold or
         without its batch host (its first node), as Slurm refuses."""
         j = self.jobs.get(jid)
-        if j is None or j.state != "RUNNING" or not set(hosts) <= set(j.hosts) or not hosts or j.hosts[0] not in hosts:
+        if (j is None or j.state != "RUNNING" or not set(hosts) <= set(j.hosts) or not hosts
+                or j.hosts[0] not in hosts or j.info.get("resized")):
             return False
         j.hosts = tuple(h for h in j.hosts if h in hosts)
+        j.info["resized"] = not self.accounting
         return True
 
-    def set_limit(self, jid: str, minutes: int) -> bool:
+    def set_limit(self, jid: str, minutes: int, after_keep: bool = False) -> bool:
+        """``scontrol update JobId=jid TimeLimit=minutes`` (``after_keep``: in the same update as a shrink)."""
         j = self.jobs.get(jid)
-        if j is None or j.state not in ("PENDING", "RUNNING") or minutes < 1:
+        if j is None or j.state not in ("PENDING", "RUNNING") or minutes < 1 or (j.info.get("resized")
+                                                                                  and not after_keep):
             return False
         j.limit = 60.0 * minutes
         return True

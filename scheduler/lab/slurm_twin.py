@@ -113,7 +113,7 @@ class Twin:
             for h in names:
                 pool.set_down(h)
             self.rm = SlurmSite("batch", {"grant_timeout": 10.0, "idle_release": 30.0, "expire_margin": 30.0,
-                                          **(params or {})}, pool=pool)
+                                          "resizes_once": not self.slurm.accounting, **(params or {})}, pool=pool)
             self.rm.note = lambda text: None
             self.rm.final_state = lambda main: (lambda f: f.state if f else "GONE")(self.slurm.final(main))
             pre = preset(policy)
@@ -276,10 +276,11 @@ class Twin:
         changed = False
         while not out.empty():
             op = out.get()
-            if op[0] == "submit":
-                sid = self.slurm.submit(expander_name(op[1]), op[2], None, now, deadline=op[3], nice=True,
-                                        kind="expander")
-                self.rm.broker.submitted(op[1], sid, now)
+            if op[0] == "submit":  # one expander job per node, as the controller's Slurm thread submits them
+                for _ in range(op[2]):
+                    sid = self.slurm.submit(expander_name(op[1]), 1, None, now, deadline=op[3], nice=True,
+                                            kind="expander")
+                    self.rm.broker.submitted(op[1], sid, now)
             elif op[0] == "cancel":
                 self.slurm.cancel(op[1], now)
                 self._gone(op[1])
@@ -288,7 +289,8 @@ class Twin:
                 self.slurm.cancel_name(expander_name(op[1]), now)
                 self._gone(op[1])
             elif op[0] == "keep":
-                self.slurm.keep(op[1], list(op[2]))
+                if self.slurm.keep(op[1], list(op[2])) and len(op) > 3 and op[3]:
+                    self.slurm.set_limit(op[1], op[3], after_keep=True)
             elif op[0] == "update":
                 if "NumNodes" in op[2]:
                     self.slurm.set_nodes(op[1], op[2]["NumNodes"])

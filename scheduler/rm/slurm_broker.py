@@ -139,6 +139,7 @@ class Broker:
     shrink_to_start: bool = True  # shrink running jobs for a waiting one only when that pays and delays no one
     time_limits: str = "charge"  # keep each job's Slurm time limit at its end: "charge", "measured" or "off"
     nodes: tuple[str, ...] = ()  # the partition's nodes, in Slurm's order (the backfill plan's)
+    resizes_once: bool = False  # Slurm refuses any update of a job after its first shrink (no accounting)
     groups: dict[str, _Group] = field(default_factory=dict)
     held: dict[str, str] = field(default_factory=dict)  # host -> Slurm job holding it for us
     owner: dict[str, str] = field(default_factory=dict)  # Slurm job (main or expander) -> its group's main
@@ -155,6 +156,7 @@ class Broker:
     late: list[dict] = field(default_factory=list)  # starts later than predicted (job, predicted, started)
     checked: set[str] = field(default_factory=set)  # jobs whose start was checked against the prediction
     limits: dict[str, int] = field(default_factory=dict)  # Slurm job -> the time limit we last set (minutes)
+    frozen: set[str] = field(default_factory=set)  # jobs shrunk once where Slurm takes no further update
 
     # ------------------------------------------------------------------ bookkeeping from the adapters
     def add_group(self, main: str, batch_host: str, now: float) -> None:
@@ -195,20 +197,38 @@ class Broker:
         by_id = {j.id: j for j in jobs}
         ops = self._ended(by_id, seen)
         ops += self._holdings(now, by_id)
-        free = [h for h in self.held if not used.get(h) and not self._batch(h) and h not in self.draining]
+        free = [h for h in self.held if not used.get(h) and not self._batch(h) and h not in self.draining
+                and self.held[h] not in self.frozen]
         self.idle_since = {h: self.idle_since.get(h, now) for h in free}
         ops += self._vacate_gone(tenants, used)
         ops += self._expiring(now, by_id, tenants, used)
         self._watch_starts(jobs)
         idle_left, served, borrow = self._serve_waiting(now, jobs, idle_nodes, free, tenants, used, ops)
         back = [Release(h, self.held[h], why) for h, why in sorted(self.draining.items())
-                if h in self.held and not used.get(h) and not self._batch(h)]
+                if h in self.held and not used.get(h) and not self._batch(h) and self.held[h] not in self.frozen]
         if not served:
             ops += self._grow(now, by_id, idle_left, borrow, tenants, used, want)
-        ops += self._batch_last(back + self._idle_release(now, free, tenants, want), by_id)
+        ops += self._own_limits(self._batch_last(back + self._idle_release(now, free, tenants, want), by_id),
+                                by_id, tenants)
         if self.time_limits != "off":
             ops += self._limits(by_id, tenants)
         return ops
+
+    def _own_limits(self, releases: list[Release], by_id: Mapping[str, SlurmJob],
+                    tenants: Sequence[Tenant]) -> list[Release]:
+        """A job's own allocation shrunk: its new time limit goes with the same update (rule 5), and where
+        Slurm takes no further update of a shrunk job (:attr:`resizes_once`) it is not shrunk again."""
+        out = []
+        for r in releases:
+            t = next((t for t in tenants if t.main == r.job), None)
+            j = by_id.get(r.job)
+            if r.job in self.groups and t is not None and j is not None and j.start is not None:
+                end = t.ends.get(t.nprocs) if self.time_limits != "off" else None
+                r = Release(r.host, r.job, r.why, None if end is None else max(1, math.ceil((end - j.start) / 60)))
+                if self.resizes_once:
+                    self.frozen.add(r.job)
+            out.append(r)
+        return out
 
     def _batch_last(self, releases: list[Release], by_id: Mapping[str, SlurmJob]) -> list[Release]:
         """Releases in an order Slurm accepts: a Slurm job keeps its batch host (its first node) while it
@@ -463,7 +483,7 @@ class Broker:
             for t in live:
                 q0, left, _ = plans.get(t.job_id, (t.nprocs, (), why))
                 order = [h for h in dict.fromkeys(reversed(t.hosts[:q0])) if not self._batch(h)
-                         and h not in self.draining and h in self.held]
+                         and h not in self.draining and h in self.held and self.held[h] not in self.frozen]
                 if not order:
                     continue
                 q = shrink_off(t, {*left, order[0]})
@@ -471,7 +491,8 @@ class Broker:
                     continue
                 gone = tuple(h for h in dict.fromkeys(t.hosts[q:]) if not self._batch(h))
                 # the last first: the first node of a Slurm job (its batch host) is the last it gives back
-                new = [h for h in reversed(gone) if h not in left and h not in self.draining and h not in freed]
+                new = [h for h in reversed(gone) if h not in left and h not in self.draining and h not in freed
+                       and self.held.get(h) not in self.frozen]
                 if not new:
                     continue
                 cost = (t.loss(q) - t.loss(q0)) / len(new)
@@ -527,7 +548,7 @@ class Broker:
         ops: list = []
         for t in tenants:
             end, main = t.ends.get(t.nprocs), by_id.get(t.main)
-            if end is None or main is None or main.state not in LIVE or main.start is None:
+            if end is None or main is None or main.state not in LIVE or main.start is None or t.main in self.frozen:
                 continue
             want = max(1, math.ceil((end - main.start) / 60.0))
             have = self.limits.get(t.main, None if main.limit is None else round(main.limit / 60.0))

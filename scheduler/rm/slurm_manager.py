@@ -46,7 +46,7 @@ from scheduler.rm.slurm_broker import (
     Update,
 )
 from scheduler.rm.slurm_limits import slurm_ends
-from scheduler.rm.slurm_view import SlurmEdge, SlurmError, partition_args, partition_pool, run
+from scheduler.rm.slurm_view import SlurmEdge, SlurmError, partition_args, partition_pool, resizes_once, run
 
 if TYPE_CHECKING:
     from scheduler.core.state import ClusterState
@@ -64,6 +64,7 @@ class SlurmManager(ResourceManager):
         self.edge = SlurmEdge(partition)
         self.error: str | None = None  # the last failed Slurm command (status shows it)
         self.notes: collections.deque[str] = collections.deque(maxlen=20)  # requests, cancels, losses
+        self._keeps: dict[str, int | None] = {}
 
     @property
     def launcher(self) -> str | None:
@@ -136,8 +137,12 @@ class SlurmManager(ResourceManager):
                                lambda jid, extra: state.would_expand(jid, extra, now), seen)
         self.edge.watch = tuple(self.broker.groups)  # a group gone from a look: its final state at the next
         acts: list = []
+        self._keeps: dict[str, int | None] = {}  # Slurm job -> limit: one update each for its released nodes
         for op in ops:
             acts += self._apply(op, state, now)
+        for job, minutes in self._keeps.items():
+            kept = self.broker.kept(job)
+            self.edge.outbox.put(("keep", job, kept, minutes) if kept else ("cancel", job))
         return acts
 
     # ------------------------------------------------------------------ operations
@@ -150,8 +155,7 @@ class SlurmManager(ResourceManager):
         if isinstance(op, Release):
             if s.node_released(op.host, now, f"released to Slurm: {op.why}"):
                 b.released_host(op.host)
-                kept = b.kept(op.job)
-                out.put(("keep", op.job, kept) if kept else ("cancel", op.job))
+                self._keeps[op.job] = op.minutes or self._keeps.get(op.job)
         elif isinstance(op, Lost):
             self.note(f"{op.host} lost: {op.why}")
             if s.pool.has(op.host) and op.host not in s.pool.down:
@@ -203,9 +207,11 @@ class SlurmGrow(SlurmManager):
         try:
             ours = [n.host for n in allocation_pool(env).nodes]
             self._pool = partition_pool(run(["sinfo", "-h", "-N", *partition_args(part), "-o", "%N %c"]), set(ours))
+            once = resizes_once(run(["scontrol", "show", "config"]))
         except SlurmError as e:
             raise ValueError(str(e)) from None
-        super().__init__(part, {"node_slots": max(n.slots for n in self._pool.nodes), **params})
+        super().__init__(part, {"node_slots": max(n.slots for n in self._pool.nodes), **params,
+                                "resizes_once": once})
         batch = env.get("SLURMD_NODENAME") or socket.gethostname()
         self.main = main
         self.broker.add_group(main, batch if batch in ours else ours[0], 0.0)

@@ -31,11 +31,13 @@ class Grant:
 
 @dataclass(frozen=True)
 class Release:
-    """Give ``host`` back to Slurm: ``scontrol update`` of ``job`` to its other nodes, or ``scancel``."""
+    """Give ``host`` back to Slurm: ``scontrol update`` of ``job`` to its other nodes, or ``scancel``;
+    ``minutes``: the time limit set in the same update (a job's own allocation shrunk)."""
 
     host: str
     job: str
     why: str
+    minutes: int | None = None
 
 
 @dataclass(frozen=True)

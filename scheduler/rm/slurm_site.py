@@ -40,7 +40,15 @@ from scheduler.core.job import FINAL, Job
 from scheduler.core.pool import Pool
 from scheduler.rm.slurm_broker import Ended
 from scheduler.rm.slurm_manager import SlurmManager
-from scheduler.rm.slurm_view import SlurmError, final_states, look, partition_args, partition_pool, run
+from scheduler.rm.slurm_view import (
+    SlurmError,
+    final_states,
+    look,
+    partition_args,
+    partition_pool,
+    resizes_once,
+    run,
+)
 
 if TYPE_CHECKING:
     from scheduler.core.state import ClusterState
@@ -56,14 +64,19 @@ class SlurmSite(SlurmManager):
     kind = "slurm-site"
 
     def __init__(self, partition: str | None, params: Mapping[str, float], pool: Pool | None = None):
-        """``pool``: the partition's nodes (default: asked of ``sinfo``). ValueError (naming the
-        partition and Slurm's error) when Slurm cannot be asked."""
+        """``pool``: the partition's nodes (default: asked of ``sinfo``, and whether Slurm takes more than
+        one update of a shrunk job of ``scontrol show config``). ValueError (naming the partition and
+        Slurm's error) when Slurm cannot be asked."""
+        once = params.get("resizes_once", False)
         try:
-            self._pool = pool or partition_pool(run(["sinfo", "-h", "-N", *partition_args(partition), "-o",
-                                                     "%N %c"]), set())
+            if pool is None:
+                pool = partition_pool(run(["sinfo", "-h", "-N", *partition_args(partition), "-o", "%N %c"]), set())
+                once = resizes_once(run(["scontrol", "show", "config"]))
         except (SlurmError, ValueError) as e:
             raise ValueError(f"--slurm-site: cannot read partition {partition or '(default)'}: {e}") from None
-        super().__init__(partition, {"node_slots": max(n.slots for n in self._pool.nodes), **params})
+        self._pool = pool
+        super().__init__(partition, {"node_slots": max(n.slots for n in pool.nodes), **params,
+                                     "resizes_once": once})
         self.broker.nodes = tuple(n.host for n in self._pool.nodes)
         self.pending_actions: list = []  # actions of the start-up reconciliation, performed with the first step
         self.source = (f"Slurm partition {partition or '(default)'} ({len(self._pool.nodes)} nodes): site controller "

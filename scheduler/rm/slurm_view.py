@@ -27,7 +27,7 @@ from scheduler.core.pool import Node, Pool, PoolError
 
 __all__ = ["MALLEABLE", "SQUEUE_FORMAT", "SlurmEdge", "SlurmError", "SlurmJob", "duration", "expander_name",
            "expander_script", "final_states", "look", "malleable_comment", "parse_squeue", "partition_args",
-           "partition_pool", "run", "submit_expander"]
+           "partition_pool", "resizes_once", "run", "submit_expander"]
 
 # id, name, state, user, nodes wanted, nodes held, reason, priority, start (predicted while pending), end,
 # submit, time limit, comment (last: it may hold '|'); times as epoch seconds (SLURM_TIME_FORMAT=%s below),
@@ -163,6 +163,12 @@ def expander_script(main: str) -> str:
             f"sleep 2; done")
 
 
+def resizes_once(config: str) -> bool:
+    """Whether Slurm refuses every update of a job after its first shrink (``scontrol show config``: no
+    accounting storage, so a resized job never gets the database index an update waits for)."""
+    return "accounting_storage/none" in config or "AccountingStorageType" not in config
+
+
 def partition_args(name: str | None) -> list[str]:
     return ["-p", name] if name else []
 
@@ -201,7 +207,8 @@ class SlurmEdge:
 
     Outbox (from the loop): ``("submit", main, nodes, deadline)``, ``("cancel", job)``, ``("end", main)``
     (the job and its expanders),
-    ``("keep", job, hosts)`` (shrink a Slurm job to these nodes), ``("update", job, {field: value})``
+    ``("keep", job, hosts, minutes)`` (shrink a Slurm job to these nodes, its limit with it),
+    ``("update", job, {field: value})``
     (``scontrol update``: ``NumNodes``, ``TimeLimit``). Inbox (to the loop):
     ``("view", jobs, idle, seen)``, ``("submitted", main, job or None, t0, error or None)``,
     ``("error", message)``."""
@@ -228,19 +235,22 @@ class SlurmEdge:
 
     def _do(self, op) -> None:
         kind = op[0]
-        if kind == "submit":
-            t0 = time.time()
-            try:
-                self.inbox.put(("submitted", op[1], submit_expander(op[1], op[2], self.part, op[3]), t0, None))
-            except SlurmError as e:
-                self.inbox.put(("submitted", op[1], None, t0, str(e)))
+        if kind == "submit":  # one expander job per node: each goes back by scancel alone, never an update
+            for _ in range(op[2]):
+                t0 = time.time()
+                try:
+                    self.inbox.put(("submitted", op[1], submit_expander(op[1], 1, self.part, op[3]), t0, None))
+                except SlurmError as e:
+                    self.inbox.put(("submitted", op[1], None, t0, str(e)))
+                    break
         elif kind == "cancel":
             run(["scancel", op[1]])
         elif kind == "end":  # a job and every expander of it
             run(["scancel", op[1]])
             run(["scancel", "--name", expander_name(op[1])])
-        elif kind == "keep":
-            run(["scontrol", "update", f"JobId={op[1]}", f"NodeList={','.join(op[2])}"])
+        elif kind == "keep":  # one update: without accounting Slurm refuses any after a job's first shrink
+            run(["scontrol", "update", f"JobId={op[1]}", f"NodeList={','.join(op[2])}",
+                 *([f"TimeLimit={op[3]}"] if len(op) > 3 and op[3] else [])])
         elif kind == "update":  # a pending job's NumNodes (a moldable start) and/or any job's TimeLimit
             run(["scontrol", "update", f"JobId={op[1]}", *(f"{k}={v}" for k, v in op[2].items())])
 
