@@ -93,6 +93,7 @@ class Tenant:
     times: Mapping[int, float] = field(default_factory=dict)  # best iteration time measured per size
     left: int | None = None  # iterations left, if it said how many it runs
     ends: Mapping[int, float] = field(default_factory=dict)  # size -> the end Slurm should see at that size
+    latest: float | None = None  # the latest end a shrink may push it to (max_stretch times its run at its size)
 
     def gain(self) -> float:
         """Relative speed gained per processor added at its last measured step up (unmeasured: linear)."""
@@ -101,6 +102,13 @@ class Tenant:
             p0, p1 = sizes[-2], sizes[-1]
             return (self.times[p0] / self.times[p1] - 1) / (p1 - p0)
         return 1.0 / self.nprocs
+
+    def end_at(self, q: int, now: float) -> float | None:
+        """When it would end running the rest at ``q`` from ``now`` (measured time, else linear); None: unknown."""
+        t_p = self.times.get(self.nprocs)
+        if self.left is None or not t_p:
+            return None
+        return now + self.left * (self.times.get(q) or t_p * self.nprocs / q)
 
     def loss(self, q: int) -> float:
         """Seconds lost running the rest at ``q`` instead of its size now (``slurm_admit.shrink_cost``)."""
@@ -140,6 +148,8 @@ class Broker:
     time_limits: str = "charge"  # keep each job's Slurm time limit at its end: "charge", "measured" or "off"
     nodes: tuple[str, ...] = ()  # the partition's nodes, in Slurm's order (the backfill plan's)
     resizes_once: bool = False  # Slurm refuses any update of a job after its first shrink (no accounting)
+    max_stretch: float = 1.1  # no shrink makes a job run longer than this times its run at its requested size
+    _now: float = 0.0
     groups: dict[str, _Group] = field(default_factory=dict)
     held: dict[str, str] = field(default_factory=dict)  # host -> Slurm job holding it for us
     owner: dict[str, str] = field(default_factory=dict)  # Slurm job (main or expander) -> its group's main
@@ -194,6 +204,7 @@ class Broker:
         """One look (taken at ``seen``, default ``now``): every job in the partition, its idle node
         count, slots used per host, the malleable jobs, and the policy's what-if (:data:`Want`)."""
         seen = now if seen is None else seen
+        self._now = now
         by_id = {j.id: j for j in jobs}
         ops = self._ended(by_id, seen)
         ops += self._holdings(now, by_id)
@@ -487,8 +498,8 @@ class Broker:
                 if not order:
                     continue
                 q = shrink_off(t, {*left, order[0]})
-                if q is None:
-                    continue
+                if q is None or (t.latest is not None and (t.end_at(q, self._now) or 0.0) > t.latest):
+                    continue  # below min_procs or its points, or it would run past max_stretch its own run
                 gone = tuple(h for h in dict.fromkeys(t.hosts[q:]) if not self._batch(h))
                 # the last first: the first node of a Slurm job (its batch host) is the last it gives back
                 new = [h for h in reversed(gone) if h not in left and h not in self.draining and h not in freed

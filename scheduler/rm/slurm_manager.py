@@ -26,7 +26,9 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from reshape.joblink import jobenv as E
 from scheduler.core.job import Job
+from scheduler.core.policy import legal_sizes
 from scheduler.core.pool import Pool
 from scheduler.rm.base import ResourceManager
 from scheduler.rm.fixed import allocation_pool
@@ -52,6 +54,12 @@ if TYPE_CHECKING:
     from scheduler.core.state import ClusterState
 
 __all__ = ["SlurmGrow", "SlurmManager"]
+
+
+def new_sizes(desc: dict) -> bool:
+    """Whether a job may shrink to sizes it has not run at: it says so (``RESHAPE_ALLOW_NEW_SIZES=1`` in its
+    environment: the resize runtime then accepts them), or it is one process emulating its size."""
+    return desc.get("env", {}).get(E.ALLOW_NEW_SIZES) == "1" or desc.get("launch") == "single"
 
 
 class SlurmManager(ResourceManager):
@@ -99,13 +107,26 @@ class SlurmManager(ResourceManager):
             if g is None or not j.spec.resizable:
                 continue
             prof = j.profile.frozen()
-            points = tuple(p for p, _ in prof.shrink_points(j.nprocs) if p >= j.spec.min_procs)
+            if new_sizes(j.desc):  # any legal size below its own (SD-Policy's shrink to start needs them)
+                points = tuple(p for p in legal_sizes(j.spec, state.pool.capacity) if p < j.nprocs)
+            else:  # only sizes it ran at (seed 001 §3.1)
+                points = tuple(p for p, _ in prof.shrink_points(j.nprocs) if p >= j.spec.min_procs)
             times = {p: t for p in prof.iter_time if (t := prof.best(p)) is not None}
             total = j.spec.iterations or j.total
             out.append(Tenant(j.job_id, g, j.nprocs, tuple(j.hosts), j.spec.min_procs, j.pending is not None,
                               points, times, None if total is None else max(0, total - j.iterations),
-                              slurm_ends(j, [*points, j.nprocs], now, self.broker.time_limits == "measured")))
+                              slurm_ends(j, [*points, j.nprocs], now, self.broker.time_limits == "measured"),
+                              self._latest(j, times, total)))
         return out
+
+    def _latest(self, j: Job, times: Mapping[int, float], total: int | None) -> float | None:
+        """The latest end a shrink may push job ``j`` to: ``max_stretch`` times its run at its requested size
+        (its measured time there, else the nearest size measured, scaled linearly), from its start."""
+        n = j.spec.nprocs
+        near = min(times, key=lambda p: abs(p - n), default=None)
+        if not total or near is None or j.start_time is None:
+            return None
+        return j.start_time + self.broker.max_stretch * total * times[near] * near / n
 
     def _drain_inbox(self) -> tuple | None:
         """What the Slurm thread saw and did since the last step: the newest look, if any."""
