@@ -619,9 +619,10 @@ def test_a_malleable_job_shrinks_below_its_size_for_a_waiting_job_and_slurm_gets
     """Shrink to start, and a time-limit update: a malleable job runs on 8 nodes (16 CPUs, as asked, 3
     minutes), a rigid job holds the other 8 for 10 minutes. A rigid job asking for 4 nodes would wait
     for the malleable job's end (Slurm's prediction, minutes away); shrinking it to 8 CPUs costs it
-    far less (its measured times), and Slurm's plan delays no one: the controller shrinks it, the rigid
-    job starts on the nodes it gives back long before its predicted start, and the shrunk job's Slurm
-    limit grows as the charging rule says (half the size: its remaining budget lasts twice as long)."""
+    less than that, and Slurm's plan delays no one: the controller shrinks it as soon as that no longer
+    stretches its run past 1.1 times its run at 16 (``--max-stretch``), the rigid job starts on the nodes
+    it gives back long before its predicted start, and the shrunk job's Slurm limit grows as the charging
+    rule says (half the size: its remaining budget lasts twice as long), in the update that shrinks it."""
     c = slurm
     with controller(c), site_jobs(c) as ids:
         m = submit_sized(c, "shrunk", nprocs=16, walltime=180)
@@ -645,4 +646,4 @@ def test_a_malleable_job_shrinks_below_its_size_for_a_waiting_job_and_slurm_gets
         NOTES["site: time limit of the shrunk job (minutes)"] = f"{before} -> {after}"
         st = site(c)
         assert st["daemon"]["rm"]["rigid_late_starts"] == 0, st["daemon"]["rm"]
-        assert any(f"Slurm job {m}: TimeLimit={after}" in n for n in st["daemon"]["rm"]["notes"])
+        assert before == 3 and after <= 2 * before, (before, after)  # as submitted; at most twice at half the size

@@ -21,7 +21,9 @@ schedule*), with the estimate in seconds of turnaround:
   ``K``, and it grows when nodes free up).
 
 The sum is the change in the total turnaround of the jobs involved; SD-Policy's own test
-compares the jobs' slowdowns (turnaround over run time), which weighs short jobs more.
+compares the jobs' slowdowns (turnaround over run time), which weighs short jobs more. No
+shrink may stretch a job's run past ``max_stretch`` times its run at its requested size (the
+broker's bound, so that no job pays much for others' starts).
 
 **Never delaying another waiting job** (:func:`delays`): with the shrunk jobs' new ends (a job
 below its requested size runs longer: its Slurm limit is extended, ``scheduler.rm.slurm_limits``)

@@ -77,6 +77,7 @@ __all__ = ["WAITING_FOR_NODES", "AskShrink", "Broker", "Cancel", "Drain", "Ended
            "Lost", "Release", "Submit", "Tenant", "Update", "shrink_off"]
 
 WAITING_FOR_NODES = ("Resources", "Priority")  # pending reasons that mean "needs nodes"
+LIMIT_SLACK = 10.0  # seconds an end may pass its Slurm limit before the limit is extended (slurmctld checks every 30)
 
 
 @dataclass(frozen=True)
@@ -563,7 +564,9 @@ class Broker:
                 continue
             want = max(1, math.ceil((end - main.start) / 60.0))
             have = self.limits.get(t.main, None if main.limit is None else round(main.limit / 60.0))
-            if want != have:
+            # extended when its end is more than LIMIT_SLACK past the limit (a job registers a second or two
+            # after Slurm starts it: not worth a minute more), brought down by whole minutes
+            if have is None or end > main.start + 60 * have + LIMIT_SLACK or want < have:
                 self.limits[t.main] = want
                 ops.append(Update(t.main, minutes=want, why=f"its end at {t.nprocs} processes"))
             for jid in {j for h, j in self.held.items() if j != t.main and self.owner.get(j) == t.main}:
