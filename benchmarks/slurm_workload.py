@@ -55,7 +55,17 @@ import sys
 import time
 
 from benchmarks import _common, calibrate_apps
-from benchmarks.slurm_jobs import DATA, DEFAULT, ITERATIONS, Workload, app_times, job_file, limit_minutes, load
+from benchmarks.slurm_jobs import (
+    DATA,
+    DEFAULT,
+    ITERATIONS,
+    Workload,
+    app_times,
+    job_file,
+    limit_minutes,
+    load,
+    lublin,
+)
 from benchmarks.slurm_metrics import RATIOS, combine, summarize
 from scheduler.tools.compose import ComposeCluster, base_image, unavailable
 
@@ -63,7 +73,7 @@ FILES = ("docker-compose.yml", "docker/slurm-compose.yml")
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 BENCH = "/cluster/bench"
 ABLATION = {"no-moldable": ["--no-moldable"], "no-shrink-to-start": ["--no-shrink-to-start"],
-            "no-time-limits": ["--time-limits", "off"]}
+            "no-time-limits": ["--time-limits", "off"], "measured-time-limits": ["--time-limits", "measured"]}
 
 
 def run_once(c: ComposeCluster, w: Workload, mode: str, tag: str, args: list[str], restart_at: float | None,
@@ -153,6 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--restart-at", type=float, default=0.4,
                     help="when to kill -9 the controller, as a fraction of the arrival window (default 0.4)")
     ap.add_argument("--twin-only", action="store_true", help="only the simulator's twin (no cluster; seconds)")
+    ap.add_argument("--twin-seeds", type=int, default=0, metavar="N",
+                    help="only the twin, over N Lublin-Feitelson workloads (seeds 100.., 36 jobs, load 1.4): "
+                         "the mean and range of each ratio; writes <out>_twin.json")
     ap.add_argument("--out", default="slurm_workload", help="result name (default slurm_workload)")
     ap.add_argument("--keep", action="store_true", help="leave the cluster up afterwards")
     a = ap.parse_args(argv)
@@ -168,8 +181,10 @@ def main(argv: list[str] | None = None) -> int:
     variants = {"default": base_args}
     if a.ablation:
         variants |= {k: base_args + v for k, v in ABLATION.items()}
-    if a.twin_only:
-        return twin_report(workloads, cal, variants)
+    if a.twin_seeds:
+        workloads = [lublin(seed, 36, 1.4) for seed in range(100, 100 + a.twin_seeds)]
+    if a.twin_only or a.twin_seeds:
+        return twin_report(workloads, cal, variants, f"{a.out}_twin" if a.twin_seeds else None)
     why = unavailable()
     base, how = base_image() if why is None else (None, why)
     if base is None:
@@ -238,12 +253,27 @@ def overall(per: dict[str, dict]) -> dict:
     return out
 
 
-def twin_report(workloads: list[Workload], cal: dict, variants: dict[str, list[str]]) -> int:
+def twin_report(workloads: list[Workload], cal: dict, variants: dict[str, list[str]], out: str | None) -> int:
+    """The twin alone over ``workloads`` (seconds each): each variant's ratios per workload, and their mean,
+    range and late starts over all (written as ``out`` when given)."""
+    per: dict[str, list[dict]] = {v: [] for v in variants}
     for w in workloads:
         for variant, args in variants.items():
             s = twin_of(w, cal, args, True)
-            print(f"{w.name} {variant}: twin " + ", ".join(f"{k} {s[k]:.2f}" for k in RATIOS if s.get(k) is not None)
-                  + f", rigid_late_starts {s['rigid_late_starts']}")
+            per[variant].append(s)
+            if len(workloads) <= 5:
+                print(f"{w.name} {variant}: twin " + ", ".join(f"{k} {s[k]:.2f}" for k in RATIOS
+                                                                if s.get(k) is not None)
+                      + f", rigid_late_starts {s['rigid_late_starts']}")
+    summary = {v: {k: {"mean": statistics.fmean(vals), "min": min(vals), "max": max(vals)}
+                   for k in RATIOS if (vals := [x[k] for x in xs if x.get(k) is not None])}
+               | {"rigid_late_starts": sum(x["rigid_late_starts"] for x in xs), "workloads": len(xs)}
+               for v, xs in per.items()}
+    for v, d in summary.items():
+        print(f"{v:20s} " + ", ".join(f"{k} {d[k]['mean']:.3f} [{d[k]['min']:.2f}, {d[k]['max']:.2f}]"
+                                      for k in RATIOS if k in d) + f", rigid_late_starts {d['rigid_late_starts']}")
+    if out:
+        print(f"wrote {_common.write_result(out, {'workloads': [w.name for w in workloads], 'summary': summary})}")
     return 0
 
 
