@@ -199,29 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         c.up()
         ablated = next((w for p, w in zip(paths, workloads, strict=True) if os.path.samefile(p, DEFAULT)), workloads[0])
         for w in workloads:
-            window = max(j.arrival for j in w.jobs)
-            restart_at = None if a.no_restart else a.restart_at * window
-            for variant, args in variants.items():
-                if variant != "default" and w is not ablated:
-                    continue
-                key = w.name if variant == "default" else f"{w.name}/{variant}"
-                twin = twin_of(w, cal, args, restart_at is not None)
-                runs = []
-                for k in range(a.repeat):
-                    print(f"{key} run {k + 1}/{a.repeat}: {len(w.jobs)} jobs, offered load {w.offered_load():.2f}; "
-                          f"(a) plain Slurm", flush=True)
-                    keep = os.path.join(RESULTS, a.out, w.name)
-                    static = run_once(c, w, "static", f"{w.name}-static-r{k + 1}", [], None,
-                                      os.path.join(keep, f"static-r{k + 1}.tar.gz"))
-                    print(f"{key} run {k + 1}/{a.repeat}: (b) Slurm + the reshape controller {' '.join(args)}",
-                          flush=True)
-                    tag = f"{variant}-r{k + 1}"
-                    reshape = run_once(c, w, "reshape", f"{w.name}-{tag}", args, restart_at,
-                                       os.path.join(keep, f"{tag}.tar.gz"))
-                    rows, s = summarize(static, reshape, w)
-                    print_runs(key, rows, s, twin)
-                    runs.append({"summary": s, "rows": rows, "events": reshape.get("history", {}).get("events")})
-                per[key] = combine([r["summary"] for r in runs], twin) | {"runs": runs}
+            per |= series(c, w, variants if w is ablated else {"default": base_args}, cal, a)
     finally:
         if not a.keep:
             c.down()
@@ -233,6 +211,30 @@ def main(argv: list[str] | None = None) -> int:
                                         "runs": {k: v["runs"] for k, v in per.items()}})
     print(f"wrote {path}")
     return 0
+
+
+def series(c: ComposeCluster, w: Workload, variants: dict[str, list[str]], cal: dict,
+           a: argparse.Namespace) -> dict[str, dict]:
+    """``--repeat`` runs of workload ``w``: each a plain-Slurm run and a run with the controller for each of
+    ``variants`` (its options), compared with that plain run; per variant, the summary over the repeats."""
+    restart_at = None if a.no_restart else a.restart_at * max(j.arrival for j in w.jobs)
+    twins = {v: twin_of(w, cal, args, restart_at is not None) for v, args in variants.items()}
+    runs: dict[str, list[dict]] = {v: [] for v in variants}
+    keep = os.path.join(RESULTS, a.out, w.name)
+    for k in range(1, a.repeat + 1):
+        print(f"{w.name} run {k}/{a.repeat}: {len(w.jobs)} jobs, offered load {w.offered_load():.2f}; (a) plain "
+              f"Slurm", flush=True)
+        static = run_once(c, w, "static", f"{w.name}-static-r{k}", [], None, os.path.join(keep, f"static-r{k}.tar.gz"))
+        for v, args in variants.items():
+            print(f"{w.name} run {k}/{a.repeat}: (b) Slurm + the reshape controller ({v}) {' '.join(args)}", flush=True)
+            reshape = run_once(c, w, "reshape", f"{w.name}-{v}-r{k}", args, restart_at,
+                               os.path.join(keep, f"{v}-r{k}.tar.gz"))
+            rows, s = summarize(static, reshape, w)
+            key = w.name if v == "default" else f"{w.name}/{v}"
+            print_runs(key, rows, s, twins[v])
+            runs[v].append({"summary": s, "rows": rows, "events": (reshape.get("history") or {}).get("events")})
+    return {(w.name if v == "default" else f"{w.name}/{v}"): combine([r["summary"] for r in rs], twins[v])
+            | {"runs": rs} for v, rs in runs.items()}
 
 
 def overall(per: dict[str, dict]) -> dict:
