@@ -138,7 +138,6 @@ class _Group:
 class Broker:
     """Slurm's view plus the controller's, in; node operations out (module docstring)."""
 
-    BORROW_MIN = 120.0  # an expander must be able to run this long (Slurm's limits count whole minutes)
     grant_timeout: float = 10.0
     idle_release: float = 30.0
     expire_margin: float = 60.0
@@ -518,6 +517,12 @@ class Broker:
         return freed
 
     # ------------------------------------------------------------------ growth and give-back
+    @property
+    def _min_window(self) -> float:
+        """The least time before its deadline an expander is worth asking for: Slurm gives it whole minutes
+        (at least one), and it is vacated ``expire_margin`` before they end."""
+        return 60.0 + self.expire_margin
+
     def _grow(self, now: float, by_id: Mapping[str, SlurmJob], idle: int, borrow: tuple[int, float],
               tenants: Sequence[Tenant], used: Mapping[str, int], want: Want) -> list:
         """Expander requests for the jobs the policy would expand, largest gain first: onto idle nodes
@@ -525,7 +530,7 @@ class Broker:
         *borrowed* until the start Slurm predicts for it (``--deadline``; vacated before)."""
         ops: list = []
         kept, until = borrow
-        if until - now < self.BORROW_MIN:
+        if until - now < self._min_window:
             kept = 0  # too short to be worth an expander (Slurm counts whole minutes), or no prediction
         for t in sorted(tenants, key=lambda t: -t.gain()):
             g = t.main
@@ -545,7 +550,7 @@ class Broker:
             end = None if main is None else main.end
             if nodes > idle:  # borrowed: back before the waiting job's predicted start
                 end = until if end is None else min(end, until)
-            if end is not None and end - now < self.BORROW_MIN:
+            if end is not None and end - now < self._min_window:
                 continue  # it ends before an expander would be worth it (Slurm counts whole minutes)
             self.submitting[g] = now
             kept -= max(0, nodes - idle)
