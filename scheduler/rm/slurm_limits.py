@@ -16,8 +16,8 @@ plans with real ends and a job that shrank is not killed for it:
   ``t(n)`` measured, else scaled linearly from the size measured, which makes ``f`` larger).
 
 So with ``measured`` a job that grew gets an earlier end, one that shrank a later one only as
-far as its work needs, and the margin its user chose is kept. It is not the default: on the
-benchmark's workloads (docs/slurm.md) real ends made Slurm's backfill reserve nodes for large
+far as its work needs, and the margin its user chose is kept. It is not the default: in the
+twin of the benchmark (docs/slurm.md) real ends made Slurm's backfill reserve nodes for large
 waiting jobs sooner and start fewer small ones before them, and turnaround fell. Slurm counts
 limits in whole minutes from the job's start (the broker rounds up); only a Slurm operator
 (root, ``SlurmUser``) may extend a limit, so the controller runs as one.
