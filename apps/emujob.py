@@ -67,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     redist_t: float | None = None
     redist_from: int | None = None
     rng = random.Random(a.seed)
+    print(f"started at {time.time():.3f} on {p} processes", flush=True)  # when it runs (benchmarks.slurm_workload)
     for it in range(1, a.iterations + 1):
         base = table_time(p, times) if times else iteration_time(p, a.work, a.serial, a.overhead)
         t = base * (1 + a.noise * rng.random())

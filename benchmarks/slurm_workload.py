@@ -1,383 +1,281 @@
-"""Benchmark: one workload on a real 16-node Slurm cluster, plain Slurm against Slurm with the reshape controller.
+"""Benchmark: workloads on a real 16-node Slurm cluster, plain Slurm against Slurm with the reshape controller.
 
-``python -m benchmarks.slurm_workload [--keep] [--no-restart]``
+``python -m benchmarks.slurm_workload [--workload FILE ... | --all-workloads] [--repeat N] [--ablation]``
 
-The Slurm overlay of the compose cluster (``docker/slurm-compose.yml``: slurmctld
-and 16 slurmd nodes of 2 CPUs, backfill on) runs the same arrival sequence
-twice, one run after the other:
+The Slurm overlay of the compose cluster (``docker/slurm-compose.yml``: slurmctld and 16
+slurmd nodes of 2 CPUs, backfill on) runs each workload (``benchmarks.slurm_jobs``: the
+default ``benchmarks/data/slurm_w1.json``, W1's shape; ``--all-workloads``: every shipped
+``benchmarks/data/slurm_*.json``) twice, one run after the other:
 
-(a) **plain Slurm**: every job static at its requested size (the malleable
-    ones are plain ``sbatch`` jobs running the same emulated application);
-(b) **Slurm + the reshape site controller** (``reshape daemon --slurm-site``):
-    the rigid jobs are the same ``sbatch`` jobs; the malleable ones are
-    submitted with ``reshape submit --slurm`` and grow and shrink through the
-    controller. The controller is killed with ``kill -9`` once mid-run and
-    restarted (``--no-restart`` leaves it alone).
+(a) **plain Slurm**, the baseline a site has: every job a plain ``sbatch`` at its requested
+    size with its time limit, Slurm's backfill deciding (the malleable ones run the same
+    emulated application, static);
+(b) **Slurm + the reshape site controller** (``reshape daemon --slurm-site``, defaults): the
+    rigid jobs are the same ``sbatch`` jobs, the malleable ones are submitted with ``reshape
+    submit --slurm``; the controller is killed with ``kill -9`` once mid-run and restarted
+    (``--no-restart``: left alone).
 
-The workload (:data:`WORKLOAD`, W1's shape; fixed here, not tuned per run):
-14 jobs arriving over 220 s at an offered load of 1.5, 6 rigid (``sleep``
-jobs of 3-8 nodes with time limits; hatched in the plot) and 8 malleable
-emulated applications (``apps.emujob
---times``: one process standing for its processors, sleeping its iteration
-time) whose iteration time per size is the real application's calibrated
-curve (``benchmarks/data/apps_calibration.json``, as ``benchmarks.workload``
-uses), scaled so one iteration at the starting size takes a twentieth of
-its static run. Sizes count CPUs (2 per node); malleable jobs take even sizes.
+A malleable job is an emulated application (``apps.emujob``: one process standing for its
+processors, sleeping its iteration time) whose iteration time per size is the real
+application's calibrated curve (``benchmarks/data/apps_calibration.json``), 100 iterations at
+its requested size taking its run time. Each run is driven from the cluster's head
+(``benchmarks.slurm_driver``); times are Slurm's own records (``scontrol show job``).
 
-Measured from Slurm (``scontrol show job``: submit, start and end of every
-job) and, for run (b), from the controller's history (each malleable job's
-size over time). Per job: wait, run, turnaround, sizes. Summary (the issue's
-keys): ``nodes``, ``jobs``, ``malleable_jobs``, ``rigid_jobs``,
-``utilization_reshape_over_static`` (nodes doing a job's work, integrated
-over the makespan: a granted node the job has not expanded onto yet counts
-as idle), ``turnaround_static_over_reshape`` (mean over all jobs),
-``rigid_wait_reshape_over_static`` (mean wait of the rigid jobs),
-``rigid_late_starts`` (rigid jobs that started more than 5 s after the first
-start Slurm's backfill predicted for them, counted here from ``squeue`` in
-both runs; the controller's own count is ``controller_late_starts``),
-``controller_restarts_survived``, ``jobs_lost``; plus the worst job's
-turnaround ratio next to the mean. Writes ``benchmarks/results/slurm_workload.json``
-and ``docs/figures/slurm_workload.png`` (nodes per job over time, both runs).
+Kept for every run, before the cluster goes: ``benchmarks/results/slurm_workload/<workload>/
+<run>.tar.gz`` (every job's Slurm output, the controller's log, slurmctld's log and the driver's
+record). A job that did not complete in either run is reported (``lost`` in the table), counted
+in ``jobs_lost`` and left out of every ratio.
+
+Summary (``benchmarks/results/slurm_workload.json``): ``workloads`` (how many), ``per_workload``
+(each workload's keys, the mean over its repeats, and each run), and the mean over workloads of
+``turnaround_static_over_reshape`` (mean turnaround, completed jobs), ``utilization_reshape_over_static``
+(nodes doing a job's work over the makespan: a granted node the job has not expanded onto
+counts as idle), ``rigid_wait_reshape_over_static``, ``malleable_wait_reshape_over_static`` (mean
+waits in Slurm's queue), ``worst_job_turnaround_static_over_reshape``; the totals
+``rigid_late_starts`` (rigid jobs started more than 5 s after the first start Slurm's backfill
+predicted for them, from ``squeue``), ``jobs_lost``, ``controller_restarts_survived``; the
+latencies ``start_latency_{static,reshape}_s`` (submit to application running, jobs Slurm started
+at once), ``release_latency_s`` (a shrink asked for a waiting job to the node given back to
+Slurm) and ``grow_latency_s`` (an expander's node granted to the job iterating on it); and
+``twin_error_max`` (the largest relative difference of a headline ratio between the real runs
+and the simulator's twin of them, ``scheduler.lab.slurm_twin``, printed beside every run).
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
+import glob
 import json
-import math
 import os
-import re
 import shlex
+import signal
+import statistics
+import subprocess
 import sys
 import time
-from dataclasses import dataclass
 
 from benchmarks import _common, calibrate_apps
+from benchmarks.slurm_jobs import (
+    DATA,
+    DEFAULT,
+    ITERATIONS,
+    Workload,
+    app_times,
+    job_file,
+    limit_minutes,
+    load,
+    lublin,
+)
+from benchmarks.slurm_metrics import RATIOS, combine, summarize
 from scheduler.tools.compose import ComposeCluster, base_image, unavailable
 
-NODES = 16
-CPUS = 2  # per node (docker/slurm/slurm.conf)
-ITERATIONS = 20
-SITE = "tcp://head:5600"
-SITE_STATE = "/var/lib/reshape/bench-site"
 FILES = ("docker-compose.yml", "docker/slurm-compose.yml")
-FIGURE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "figures",
-                      "slurm_workload.png")
-SIZES = (2, 4, 6, 8, 12, 16, 24, 32)  # even sizes: whole nodes of 2 CPUs
-_KEY = re.compile(r" (?=[A-Za-z][A-Za-z0-9_:/]*=)")  # scontrol -o: values may hold '=' or be empty
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+BENCH = "/cluster/bench"
+ABLATION = {"no-moldable": ["--no-moldable"], "no-shrink-to-start": ["--no-shrink-to-start"],
+            "no-time-limits": ["--time-limits", "off"], "measured-time-limits": ["--time-limits", "measured"]}
 
 
-@dataclass(frozen=True)
-class Job:
-    name: str
-    arrival: float  # seconds after the run starts
-    nprocs: int  # CPUs at the start (nodes = nprocs / 2)
-    seconds: float  # run time at the starting size (static)
-    app: str | None = None  # the calibrated application of a malleable job; None: rigid
-
-    @property
-    def nodes(self) -> int:
-        return math.ceil(self.nprocs / CPUS)
-
-
-#: W1's shape on 16 nodes: long malleable applications (the seed's LU, MM, Jacobi, FFT, master-worker)
-#: starting small, and shorter rigid jobs of 3-8 nodes arriving throughout. The offered load (node-seconds
-#: at the requested sizes over the 16 nodes and the 220 s arrival window) is 1.5: jobs queue in plain
-#: Slurm, as on a busy production cluster. (A lighter sequence, offered load 0.85, left plain Slurm with
-#: no queue at all: see docs/slurm.md, "The workload on real Slurm".)
-WORKLOAD = (
-    Job("lu-1", 0, 6, 240, "LU"), Job("mm-1", 0, 8, 200, "MM"), Job("rigid-1", 20, 8, 90),
-    Job("jacobi-1", 40, 4, 180, "Jacobi"), Job("rigid-2", 50, 12, 60), Job("fft-1", 60, 4, 80, "FFT"),
-    Job("rigid-3", 90, 16, 60), Job("mw-1", 100, 2, 60, "Master-worker"), Job("lu-2", 120, 6, 180, "LU"),
-    Job("rigid-4", 130, 8, 120), Job("mm-2", 150, 4, 150, "MM"), Job("rigid-5", 170, 12, 45),
-    Job("jacobi-2", 200, 4, 120, "Jacobi"), Job("rigid-6", 220, 6, 80),
-)
-
-
-def scaled(scale: float) -> tuple[Job, ...]:
-    """The workload with every arrival and run time multiplied by ``scale`` (Slurm's time limits count
-    whole minutes, so short jobs leave little room to borrow nodes until a waiting job's start)."""
-    return tuple(Job(j.name, j.arrival * scale, j.nprocs, j.seconds * scale, j.app) for j in WORKLOAD)
-
-
-def offered_load(jobs: tuple[Job, ...] = WORKLOAD) -> float:
-    """Node-seconds asked at the requested sizes over the nodes and the arrival window."""
-    window = max(j.arrival for j in jobs) - min(j.arrival for j in jobs)
-    return sum(j.nodes * j.seconds for j in jobs) / (NODES * window)
-
-
-def emu_argv(job: Job, cal: dict) -> list[str]:
-    """The emulated application: its calibrated curve scaled to ``seconds`` at its starting size."""
-    c = calibrate_apps.curve(cal, job.app)
-    k = job.seconds / ITERATIONS / c[job.nprocs]
-    times = ",".join(f"{p}:{k * c[p]:.4f}" for p in sorted(c) if p <= NODES * CPUS)
-    return ["python", "-m", "apps.emujob", "--times", times, "--iterations", str(ITERATIONS),
-            "--redist", f"{0.02 * job.seconds / ITERATIONS:.4f}"]
-
-
-def limit_minutes(job: Job) -> int:
-    """The time limit asked of Slurm: the static run plus half, in whole minutes."""
-    return math.ceil(1.5 * job.seconds / 60)
-
-
-def job_file(job: Job, cal: dict) -> str:
-    return "\n".join([f'name = "{job.name}"', f"command = {json.dumps(emu_argv(job, cal))}",
-                      f"nprocs = {job.nprocs}", f"sizes = {list(SIZES)}", f"max_procs = {NODES * CPUS}",
-                      'launch = "single"', f"walltime = {60 * limit_minutes(job)}", ""])
-
-
-# ---------------------------------------------------------------------- one run
-class Run:
-    """One run of the workload on the cluster; ``site``: through the reshape controller."""
-
-    def __init__(self, c: ComposeCluster, cal: dict, jobs: tuple[Job, ...], site: bool, restart_at: float | None):
-        self.c, self.cal, self.jobs, self.site, self.restart_at = c, cal, jobs, site, restart_at
-        self.ids: dict[str, str] = {}  # job name -> Slurm job id
-        self.predicted: dict[str, float] = {}  # Slurm id -> first predicted start
-        self.restarts = 0
-        self.t0 = 0.0
-        self.records: dict[str, dict[str, str]] = {}  # Slurm id -> its record, read when it ended
-
-    def sh(self, command: str, timeout: float = 60) -> str:
-        return self.c.exec("head", command, timeout=timeout).stdout
-
-    def submit(self, job: Job) -> None:
-        if job.app is None:
-            cmd = (f"sbatch --parsable -N {job.nodes} --time={limit_minutes(job)} -J {job.name} "
-                   f"--output /dev/null --wrap 'sleep {job.seconds}'")
-        elif not self.site:
-            argv = [*emu_argv(job, self.cal), "--nprocs", str(job.nprocs)]
-            cmd = (f"sbatch --parsable -N {job.nodes} --time={limit_minutes(job)} -J {job.name} "
-                   f"--output /tmp/{job.name}.out --wrap {shlex.quote(shlex.join(argv))}")
-        else:
-            self.c.exec("head", f"cat > /tmp/{job.name}.toml", input=job_file(job, self.cal))
-            out = self.sh(f"cd /tmp && reshape submit --slurm --json --controller {SITE} /tmp/{job.name}.toml")
-            self.ids[job.name] = json.loads(out)["slurm_job_ids"][0]
-            return
-        self.ids[job.name] = self.sh(cmd).strip().split(";")[0]
-
-    def record(self, jid: str) -> dict[str, str]:
-        """``scontrol show job -o``'s fields (Slurm forgets a job MinJobAge after it ends: read it at once)."""
-        if jid not in self.records:
-            line = self.sh(f"SLURM_TIME_FORMAT=%s scontrol show job -o {jid}").strip()
-            self.records[jid] = dict(x.split("=", 1) for x in _KEY.split(line) if "=" in x)
-        return self.records[jid]
-
-    def look(self) -> list[list[str]]:
-        out = self.sh("SLURM_TIME_FORMAT=%s squeue -h -o '%i|%j|%T|%S'")
-        return [line.split("|") for line in out.splitlines()]
-
-    def watch(self) -> None:
-        """First predicted start of every pending rigid job (the late-start count)."""
-        for jid, name, state, start in self.look():
-            if state == "PENDING" and name.startswith("rigid") and jid not in self.predicted and start.isdigit():
-                self.predicted[jid] = float(start)
-
-    def start_controller(self, fresh: bool) -> None:
-        self.sh((f"rm -rf {SITE_STATE}; " if fresh else "") + f"mkdir -p {SITE_STATE}; nohup reshape daemon "
-                f"--slurm-site --endpoint tcp://0.0.0.0:5600 --state-dir {SITE_STATE} --workdir /tmp "
-                f">> {SITE_STATE}/controller.log 2>&1 &")
-        end = time.monotonic() + 30
-        while self.c.exec("head", f"reshape status --endpoint {SITE}", check=False).returncode != 0:
-            if time.monotonic() > end:
-                raise RuntimeError(self.sh(f"tail -20 {SITE_STATE}/controller.log"))
-            time.sleep(0.3)
-
-    def run(self) -> dict:
-        if self.site:
-            self.start_controller(fresh=True)
-        pending = sorted(self.jobs, key=lambda j: j.arrival)
-        self.t0 = time.time()
-        while True:
-            now = time.time() - self.t0
-            while pending and pending[0].arrival <= now:
-                self.submit(pending.pop(0))
-            if self.site and self.restart_at is not None and not self.restarts and now >= self.restart_at:
-                self.sh("pkill -9 -f '[d]aemon --slurm-site'")
-                time.sleep(2.0)
-                self.start_controller(fresh=False)
-                self.restarts = 1
-            self.watch()
-            queued = {r[0] for r in self.look()}
-            for jid in self.ids.values():
-                if jid not in queued:
-                    self.record(jid)
-            if not pending and not queued & set(self.ids.values()):
-                break
-            time.sleep(1.0)
-        return self.collect()
-
-    def collect(self) -> dict:
-        jobs = {}
-        for job in self.jobs:
-            f = self.record(self.ids[job.name])
-            jobs[job.name] = {"slurm_id": self.ids[job.name], "state": f.get("JobState"), "exit": f.get("ExitCode"),
-                              "submit": float(f["SubmitTime"]), "start": float(f["StartTime"]),
-                              "end": float(f["EndTime"]), "nodes": job.nodes, "rigid": job.app is None}
-        late = [{"job": jid, "predicted": p, "started": jobs[n]["start"]}
-                for n, jid in self.ids.items() for p in [self.predicted.get(jid)]
-                if p is not None and jobs[n]["start"] > p + 5.0]
-        out = {"jobs": jobs, "late_starts": late, "restarts": self.restarts}
-        if self.site:
-            hist = json.loads(self.sh("python -c " + shlex.quote(
-                f"import json; from reshape.joblink.client import request as r; "
-                f"print(json.dumps(r('{SITE}', 'history', timeout=30)))")))
-            st = json.loads(self.sh(f"reshape status --json --endpoint {SITE}"))
-            out["controller"] = {"late_starts": st["daemon"]["rm"]["rigid_late_starts"],
-                                 "notes": st["daemon"]["rm"]["notes"]}
-            out["history"] = hist
-            self.sh("pkill -f '[d]aemon --slurm-site'")
-        return out
-
-
-# ---------------------------------------------------------------------- what the runs mean
-def timelines(run: dict, site: bool) -> dict[str, list[tuple[float, int]]]:
-    """Nodes doing each job's work over time: ``[(t, nodes), ...]`` (the last entry 0 at its end)."""
-    out = {}
-    by_name = {j["name"]: j for j in run.get("history", {}).get("jobs", [])}
-    for name, j in run["jobs"].items():
-        if site and not j["rigid"] and name in by_name:
-            rid = by_name[name]["job_id"]
-            steps = [(e["t"], math.ceil(e["nprocs"] / CPUS)) for e in run["history"]["events"]
-                     if e["job_id"] == rid and e["kind"] in ("start", "expand", "shrink")]
-            out[name] = [*steps, (j["end"], 0)]
-        else:
-            out[name] = [(j["start"], j["nodes"]), (j["end"], 0)]
+def run_once(c: ComposeCluster, w: Workload, mode: str, tag: str, args: list[str], restart_at: float | None,
+             keep: str) -> dict:
+    """One run through the driver on the head; its evidence copied to ``keep`` (a .tar.gz) first."""
+    d = f"{BENCH}/{tag}"
+    spec = {"mode": mode, "dir": d, "controller_args": args, "restart_at": restart_at,
+            "workload": {"name": w.name, "nodes": w.nodes, "cpus_per_node": w.cpus_per_node,
+                         "jobs": [j.__dict__ for j in w.jobs]}}
+    c.exec("head", f"rm -rf {d}; mkdir -p {d}/out; cat > {d}/spec.json", input=json.dumps(spec))
+    t0 = time.monotonic()
+    r = c.exec("head", f"python -m benchmarks.slurm_driver {d}/spec.json > {d}/driver.log 2>&1", timeout=7200,
+               check=False)
+    c.exec("head", f"tar czf /tmp/{tag}.tar.gz -C {BENCH} {tag}", check=False)
+    os.makedirs(os.path.dirname(keep), exist_ok=True)
+    subprocess.run(["docker", "cp", f"{c.container('head')}:/tmp/{tag}.tar.gz", keep], check=False,
+                   capture_output=True)
+    if r.returncode:
+        raise RuntimeError(f"run {tag} failed: {c.exec('head', f'tail -30 {d}/driver.log', check=False).stdout}")
+    out = json.loads(c.exec("head", f"cat {d}/result.json").stdout)
+    out["seconds"] = time.monotonic() - t0
     return out
 
 
-def utilization(lines: dict[str, list[tuple[float, int]]], t0: float, t1: float) -> float:
-    busy = sum((b[0] - a[0]) * a[1] for steps in lines.values() for a, b in itertools.pairwise(steps))
-    return busy / (NODES * (t1 - t0))
+def twin_jobs(w: Workload, cal: dict) -> list:
+    """The workload's jobs as the twin takes them (``scheduler.lab.slurm_twin.TwinJob``)."""
+    import tomllib
+
+    from scheduler.core.jobfile import validate_job
+    from scheduler.lab.slurm_twin import TwinJob
+
+    out = []
+    for j in w.jobs:
+        if j.app is None:
+            out.append(TwinJob(j.name, j.arrival, j.nodes, j.seconds, limit_minutes(j)))
+            continue
+        desc = validate_job(tomllib.loads(job_file(w, j, cal)), w.nodes * w.cpus_per_node) if j.malleable else None
+        out.append(TwinJob(j.name, j.arrival, j.nodes, j.seconds, limit_minutes(j), j.malleable,
+                           tuple(app_times(w, j, cal).items()), ITERATIONS, 0.02 * j.seconds / ITERATIONS, desc))
+    return out
 
 
-def summarize(static: dict, reshape: dict, jobs: tuple[Job, ...]) -> tuple[list[dict], dict]:
-    rows = []
-    for job in jobs:
-        a, b = static["jobs"][job.name], reshape["jobs"][job.name]
-        ta, tb = a["end"] - a["submit"], b["end"] - b["submit"]
-        sizes = [e["nprocs"] for e in reshape.get("history", {}).get("events", []) if e["kind"] in (
-            "start", "expand", "shrink") and e["job_id"] == next(
-            (j["job_id"] for j in reshape["history"]["jobs"] if j["name"] == job.name), -1)]
-        rows.append({"job": job.name, "kind": "rigid" if job.app is None else "malleable", "nodes": job.nodes,
-                     "wait_static": a["start"] - a["submit"], "wait_reshape": b["start"] - b["submit"],
-                     "run_static": a["end"] - a["start"], "run_reshape": b["end"] - b["start"],
-                     "turnaround_static": ta, "turnaround_reshape": tb, "ratio": ta / tb,
-                     "sizes": "->".join(map(str, sizes)) or str(job.nprocs),
-                     "ok": a["state"] == "COMPLETED" and b["state"] == "COMPLETED"})
-    def span(run):
-        return min(j["submit"] for j in run["jobs"].values()), max(j["end"] for j in run["jobs"].values())
-    ua = utilization(timelines(static, False), *span(static))
-    ub = utilization(timelines(reshape, True), *span(reshape))
-    rigid = [r for r in rows if r["kind"] == "rigid"]
-    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
-    summary = {
-        "nodes": NODES, "offered_load": offered_load(jobs), "jobs": len(rows),
-        "malleable_jobs": sum(r["kind"] == "malleable" for r in rows),
-        "rigid_jobs": len(rigid), "utilization_static": ua, "utilization_reshape": ub,
-        "utilization_reshape_over_static": ub / ua,
-        "turnaround_static_over_reshape": mean([r["turnaround_static"] for r in rows])
-        / mean([r["turnaround_reshape"] for r in rows]),
-        "worst_job_turnaround_static_over_reshape": min(r["ratio"] for r in rows),
-        "rigid_wait_static_mean_s": mean([r["wait_static"] for r in rigid]),
-        "rigid_wait_reshape_mean_s": mean([r["wait_reshape"] for r in rigid]),
-        "rigid_late_starts": len(reshape["late_starts"]), "rigid_late_starts_static": len(static["late_starts"]),
-        "controller_late_starts": reshape.get("controller", {}).get("late_starts"),
-        "controller_restarts_survived": reshape["restarts"] if all(r["ok"] for r in rows) else 0,
-        "jobs_lost": sum(not r["ok"] for r in rows),
-        "makespan_static_s": span(static)[1] - span(static)[0],
-        "makespan_reshape_s": span(reshape)[1] - span(reshape)[0],
-    }
-    w = summary["rigid_wait_static_mean_s"]
-    summary["rigid_wait_reshape_over_static"] = summary["rigid_wait_reshape_mean_s"] / w if w > 0 else None
-    return rows, summary
+def twin_params(args: list[str]) -> dict:
+    """The controller options the twin's controller takes (``reshape daemon``'s resource-manager options)."""
+    from scheduler.rm import add_options, broker_params
+
+    p = argparse.ArgumentParser(add_help=False)
+    add_options(p)
+    return broker_params(p.parse_known_args(args)[0])
 
 
-def plot(static: dict, reshape: dict, jobs: tuple[Job, ...], path: str) -> None:
-    import matplotlib
+def twin_of(w: Workload, cal: dict, args: list[str], restart: bool) -> dict:
+    """The simulator's twin of the pair of runs: its summary (``benchmarks.slurm_metrics``)."""
+    from scheduler.lab.slurm_twin import run as twin_run
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.5), sharey=True)
-    colors = plt.get_cmap("tab20")
-    for ax, run, site, title in ((axes[0], static, False, "(a) plain Slurm"),
-                                 (axes[1], reshape, True, "(b) Slurm + reshape controller")):
-        lines = timelines(run, site)
-        t0 = min(j["submit"] for j in run["jobs"].values())
-        grid = sorted({t for steps in lines.values() for t, _ in steps})
-        base = [0.0] * len(grid)
-        for i, job in enumerate(jobs):
-            steps = lines[job.name]
-            ys = []
-            for t in grid:
-                n = 0
-                for (a, k), (b, _) in itertools.pairwise(steps):
-                    if a <= t < b:
-                        n = k
-                ys.append(n)
-            top = [b + y for b, y in zip(base, ys, strict=True)]
-            ax.fill_between([t - t0 for t in grid], base, top, step="post", facecolor=colors(i % 20),
-                            edgecolor="0.3", hatch="//" if job.app is None else None, label=job.name,
-                            linewidth=0)
-            base = top
-        ax.set_title(title)
-        ax.set_xlabel("seconds")
-        ax.set_ylim(0, NODES)
-    axes[0].set_ylabel("nodes")
-    axes[1].legend(fontsize=7, ncol=2, loc="upper right")
-    fig.tight_layout()
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fig.savefig(path, dpi=110)
+    jobs = twin_jobs(w, cal)
+    static = twin_run(jobs, w.nodes, w.cpus_per_node, False)
+    reshape = twin_run(jobs, w.nodes, w.cpus_per_node, True, twin_params(args))
+    return summarize(static, reshape, w)[1]
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.slurm_workload", description=__doc__.split("\n")[0])
-    ap.add_argument("--keep", action="store_true", help="leave the cluster up afterwards")
-    ap.add_argument("--no-restart", action="store_true", help="do not kill -9 the controller in run (b)")
-    ap.add_argument("--restart-at", type=float, default=120.0, help="seconds into run (b), times --scale (default 120)")
-    ap.add_argument("--scale", type=float, default=1.0,
-                    help="multiply every arrival and run time (default 1: 1-4 minute jobs, about 15 minutes in all)")
-    a = ap.parse_args(argv)
-    why = unavailable()
-    base, how = base_image() if why is None else (None, why)
-    if base is None:
-        print(f"slurm_workload: {how}", file=sys.stderr)
-        return 2
-    cal = calibrate_apps.load()
-    jobs = scaled(a.scale)
-    c = ComposeCluster("reshapebench", base, FILES)
-    try:
-        c.down()
-        c.build()
-        c.up()
-        print(f"cluster up: {NODES} nodes of {CPUS} CPUs; offered load {offered_load(jobs):.2f}; run (a) plain Slurm",
-              flush=True)
-        static = Run(c, cal, jobs, site=False, restart_at=None).run()
-        print("run (b) Slurm + the reshape controller", flush=True)
-        reshape = Run(c, cal, jobs, site=True, restart_at=None if a.no_restart else a.restart_at * a.scale).run()
-    finally:
-        if not a.keep:
-            c.down()
-    rows, summary = summarize(static, reshape, jobs)
-    summary["scale"] = a.scale
+def print_runs(name: str, rows: list[dict], s: dict, twin: dict | None) -> None:
     print(_common.table(rows, [("job", "job", ""), ("kind", "kind", ""), ("nodes", "nodes", "d"),
                                ("wait_static", "wait a", ".0f"), ("wait_reshape", "wait b", ".0f"),
                                ("run_static", "run a", ".0f"), ("run_reshape", "run b", ".0f"),
                                ("turnaround_static", "turn a", ".0f"), ("turnaround_reshape", "turn b", ".0f"),
                                ("ratio", "a/b", ".2f"), ("sizes", "sizes (b, CPUs)", "")]))
-    print(json.dumps(summary, indent=1))
-    name = "slurm_workload" if a.scale == 1 else f"slurm_workload-x{a.scale:g}"
-    figure = FIGURE if a.scale == 1 else FIGURE.replace(".png", f"-x{a.scale:g}.png")
-    plot(static, reshape, jobs, figure)
-    path = _common.write_result(name, {
-        "workload": [j.__dict__ for j in jobs], "iterations": ITERATIONS, "rows": rows,
-        "static": {k: v for k, v in static.items() if k != "history"},
-        "reshape": {k: v for k, v in reshape.items() if k != "history"},
-        "reshape_events": [e for e in reshape.get("history", {}).get("events", [])],
-        "summary": summary})
-    print(f"wrote {path} and {figure}")
+    fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
+    print(f"{name}: " + ", ".join(f"{k} {fmt(s.get(k))} (twin {fmt((twin or {}).get(k))})" for k in RATIOS))
+    print(f"{name}: jobs_lost {s['jobs_lost']}, rigid_late_starts {s['rigid_late_starts']}, restarts survived "
+          f"{s['controller_restarts_survived']}, release_latency_s {s.get('release_latency_s')}, grow_latency_s "
+          f"{s.get('grow_latency_s')}, start latency static/reshape {s.get('start_latency_static_s')}/"
+          f"{s.get('start_latency_reshape_s')}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.slurm_workload", description=__doc__.split("\n")[0])
+    ap.add_argument("--workload", action="append", metavar="FILE", help="a workload file (repeatable; default "
+                    f"{os.path.relpath(DEFAULT)})")
+    ap.add_argument("--all-workloads", action="store_true", help="every benchmarks/data/slurm_*.json")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each workload (default 1)")
+    ap.add_argument("--ablation", action="store_true",
+                    help="also run the controller with each mechanism switched off (on the default workload, "
+                         "else the first)")
+    ap.add_argument("--controller-args", default="", help="extra 'reshape daemon --slurm-site' options")
+    ap.add_argument("--no-restart", action="store_true", help="do not kill -9 the controller in run (b)")
+    ap.add_argument("--restart-at", type=float, default=0.4,
+                    help="when to kill -9 the controller, as a fraction of the arrival window (default 0.4)")
+    ap.add_argument("--twin-only", action="store_true", help="only the simulator's twin (no cluster; seconds)")
+    ap.add_argument("--twin-seeds", type=int, default=0, metavar="N",
+                    help="only the twin, over N Lublin-Feitelson workloads (seeds 100.., 36 jobs, load 1.4): "
+                         "the mean and range of each ratio; writes <out>_twin.json")
+    ap.add_argument("--out", default="slurm_workload", help="result name (default slurm_workload)")
+    ap.add_argument("--keep", action="store_true", help="leave the cluster up afterwards")
+    a = ap.parse_args(argv)
+    if a.repeat < 1:
+        ap.error(f"--repeat {a.repeat} must be >= 1")
+    paths = sorted(glob.glob(os.path.join(DATA, "slurm_*.json"))) if a.all_workloads else (a.workload or [DEFAULT])
+    try:
+        workloads = [load(p) for p in paths]
+    except ValueError as e:
+        ap.error(str(e))
+    cal = calibrate_apps.load()
+    base_args = shlex.split(a.controller_args)
+    variants = {"default": base_args}
+    if a.ablation:
+        variants |= {k: base_args + v for k, v in ABLATION.items()}
+    if a.twin_seeds:
+        workloads = [lublin(seed, 36, 1.4) for seed in range(100, 100 + a.twin_seeds)]
+    if a.twin_only or a.twin_seeds:
+        return twin_report(workloads, cal, variants, f"{a.out}_twin" if a.twin_seeds else None)
+    why = unavailable()
+    base, how = base_image() if why is None else (None, why)
+    if base is None:
+        print(f"slurm_workload: {how}", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # timeout's TERM still takes the cluster down
+    c = ComposeCluster(f"reshapebench{os.getpid()}", base, FILES)
+    per: dict[str, dict] = {}
+    try:
+        c.down()
+        c.build()
+        c.up()
+        ablated = next((w for p, w in zip(paths, workloads, strict=True) if os.path.samefile(p, DEFAULT)), workloads[0])
+        for w in workloads:
+            per |= series(c, w, variants if w is ablated else {"default": base_args}, cal, a)
+    finally:
+        if not a.keep:
+            c.down()
+    summary = overall({k: v for k, v in per.items() if "/" not in k})
+    summary["ablation"] = {k: {r: v.get(r) for r in RATIOS} for k, v in per.items() if "/" in k} or None
+    print(json.dumps({k: v for k, v in summary.items() if k != "per_workload"}, indent=1))
+    path = _common.write_result(a.out, {"workloads": [p for p in paths], "controller_args": base_args,
+                                        "repeat": a.repeat, "summary": summary,
+                                        "runs": {k: v["runs"] for k, v in per.items()}})
+    print(f"wrote {path}")
+    return 0
+
+
+def series(c: ComposeCluster, w: Workload, variants: dict[str, list[str]], cal: dict,
+           a: argparse.Namespace) -> dict[str, dict]:
+    """``--repeat`` runs of workload ``w``: each a plain-Slurm run and a run with the controller for each of
+    ``variants`` (its options), compared with that plain run; per variant, the summary over the repeats."""
+    restart_at = None if a.no_restart else a.restart_at * max(j.arrival for j in w.jobs)
+    twins = {v: twin_of(w, cal, args, restart_at is not None) for v, args in variants.items()}
+    runs: dict[str, list[dict]] = {v: [] for v in variants}
+    keep = os.path.join(RESULTS, a.out, w.name)
+    for k in range(1, a.repeat + 1):
+        print(f"{w.name} run {k}/{a.repeat}: {len(w.jobs)} jobs, offered load {w.offered_load():.2f}; (a) plain "
+              f"Slurm", flush=True)
+        static = run_once(c, w, "static", f"{w.name}-static-r{k}", [], None, os.path.join(keep, f"static-r{k}.tar.gz"))
+        for v, args in variants.items():
+            print(f"{w.name} run {k}/{a.repeat}: (b) Slurm + the reshape controller ({v}) {' '.join(args)}", flush=True)
+            reshape = run_once(c, w, "reshape", f"{w.name}-{v}-r{k}", args, restart_at,
+                               os.path.join(keep, f"{v}-r{k}.tar.gz"))
+            rows, s = summarize(static, reshape, w)
+            key = w.name if v == "default" else f"{w.name}/{v}"
+            print_runs(key, rows, s, twins[v])
+            runs[v].append({"summary": s, "rows": rows, "events": (reshape.get("history") or {}).get("events")})
+    return {(w.name if v == "default" else f"{w.name}/{v}"): combine([r["summary"] for r in rs], twins[v])
+            | {"runs": rs} for v, rs in runs.items()}
+
+
+def overall(per: dict[str, dict]) -> dict:
+    """The mean over workloads of each ratio; totals of losses, late starts, restarts; the twin's worst error."""
+    mean = lambda xs: statistics.fmean(xs) if xs else None  # noqa: E731
+    out: dict = {"workloads": len(per)}
+    for k in RATIOS:
+        out[k] = mean([v[k] for v in per.values() if v.get(k) is not None])
+    for k in ("jobs_lost", "rigid_late_starts", "controller_restarts_survived"):
+        out[k] = sum(v.get(k) or 0 for v in per.values())
+    for k in ("release_latency_s", "grow_latency_s", "start_latency_static_s", "start_latency_reshape_s"):
+        vals = [v[k] for v in per.values() if v.get(k)]
+        out[k] = {"median": statistics.median(x["median"] for x in vals),
+                  "max": max(x["max"] for x in vals)} if vals else None
+    errs = [v["twin_error_max"] for v in per.values() if v.get("twin_error_max") is not None]
+    out["twin_error_max"] = max(errs) if errs else None
+    out["per_workload"] = {k: {x: y for x, y in v.items() if x != "runs"} for k, v in per.items()}
+    return out
+
+
+def twin_report(workloads: list[Workload], cal: dict, variants: dict[str, list[str]], out: str | None) -> int:
+    """The twin alone over ``workloads`` (seconds each): each variant's ratios per workload, and their mean,
+    range and late starts over all (written as ``out`` when given)."""
+    per: dict[str, list[dict]] = {v: [] for v in variants}
+    for w in workloads:
+        for variant, args in variants.items():
+            s = twin_of(w, cal, args, True)
+            per[variant].append(s)
+            if len(workloads) <= 5:
+                print(f"{w.name} {variant}: twin " + ", ".join(f"{k} {s[k]:.2f}" for k in RATIOS
+                                                                if s.get(k) is not None)
+                      + f", rigid_late_starts {s['rigid_late_starts']}")
+    summary = {v: {k: {"mean": statistics.fmean(vals), "min": min(vals), "max": max(vals)}
+                   for k in RATIOS if (vals := [x[k] for x in xs if x.get(k) is not None])}
+               | {"rigid_late_starts": sum(x["rigid_late_starts"] for x in xs), "workloads": len(xs)}
+               for v, xs in per.items()}
+    for v, d in summary.items():
+        print(f"{v:20s} " + ", ".join(f"{k} {d[k]['mean']:.3f} [{d[k]['min']:.2f}, {d[k]['max']:.2f}]"
+                                      for k in RATIOS if k in d) + f", rigid_late_starts {d['rigid_late_starts']}")
+    if out:
+        print(f"wrote {_common.write_result(out, {'workloads': [w.name for w in workloads], 'summary': summary})}")
     return 0
 
 

@@ -506,3 +506,144 @@ def test_an_expander_cancelled_by_hand_makes_its_job_shrink_off_its_nodes(slurm)
         assert row["state"] == "running"
         st = wait_for(lambda: (s := site(c)) and not s["running"] and s, 240, every=1.0)
         assert [(j["name"], j["state"]) for j in st["ended"]] == [("site-scancel", "done")], st["ended"]
+
+
+# short malleable jobs for a burst: one node (2 CPUs) at the start, growing to 16 CPUs at most
+BURST = """name = "{name}"
+command = ["python", "-m", "apps.emujob", "--times", "2:1.0,4:0.6,8:0.4,16:0.3", "--iterations", "{iters}"]
+nprocs = 2
+max_procs = 16
+divides = 16
+launch = "single"
+walltime = 300
+"""
+OUT = "/cluster/slurm-burst"  # the burst test's Slurm outputs, read from the head
+
+
+def test_a_burst_of_malleable_jobs_landing_on_nodes_just_given_up_all_register_and_finish(slurm):
+    """A rigid job holds ten nodes; a malleable job grows through expanders into the other six; then ten
+    one-node malleable jobs are submitted at once. The controller shrinks the grown job for them (nodes
+    its expanders give back). It is killed (``kill -9``) while they run: each that ends meanwhile frees
+    its node, Slurm starts the next there, and that one's registration waits for the controller. At its
+    restart the registrations come before its looks at Slurm have seen the ended jobs go (an end is
+    believed from two looks): every job registers (none refused, none failed at start) and finishes."""
+    c = slurm
+    with controller(c), site_jobs(c) as ids:
+        sh(c, f"rm -rf {OUT}; mkdir -p {OUT}")
+        sbatch(c, ids, "burst-rigid", "-N 10 --time=10")
+        wait_for(lambda: running(c, ids[0]), 30, every=0.3)
+        grower = submit_site(c, "burst-grower", iters=80)
+        wait_for(lambda: (r := by_slurm(site(c), grower)) and r["nprocs"] >= 8, 120, every=0.5)
+        names = [f"burst-{i}" for i in range(10)]
+        for n in names:
+            c.exec("head", f"cat > /tmp/{n}.toml", input=BURST.format(name=n, iters=8))
+        out = sh(c, f"cd /tmp && reshape submit --slurm --json --controller {SITE} --sbatch=--output={OUT}/%x-%j.out "
+                 + " ".join(f"/tmp/{n}.toml" for n in names))
+        burst = json.loads(out)["slurm_job_ids"]
+        assert len(burst) == len(names), out
+        wait_for(lambda: len([j for j in site(c)["running"] if j["name"] in names]) >= 3, 120, every=0.5)
+        sh(c, "pkill -9 -f '[d]aemon --slurm-site'")
+        killed = time.time()
+        # burst jobs end while it is away and others start on their nodes, waiting to register
+        wait_for(lambda: len(started_since(c, burst, killed)) >= 2, 120, every=0.5)
+        start_controller(c, fresh=False)
+        wait_for(lambda: not [q for q in squeue(c) if q["id"] in burst], 300, every=1.0)
+        st = wait_for(lambda: (s := site(c)) and not [j for j in s["running"] if j["name"] in names] and s, 30)
+        records = {jid: scontrol_job(c, jid) for jid in burst}
+        logs = sh(c, f"cat {OUT}/*.out")
+        hist = json.loads(sh(c, "python -c " + shlex.quote(
+            f"import json; from reshape.joblink.client import request as r; "
+            f"print(json.dumps(r('{SITE}', 'history')))")))
+        registered = {j["allocation"] for j in hist["jobs"]}
+        assert set(burst) <= registered, (sorted(set(burst) - registered), st["daemon"]["rm"]["notes"], logs[-3000:])
+        assert {jid: r["JobState"] for jid, r in records.items()} == dict.fromkeys(burst, "COMPLETED"), records
+        assert {j["name"]: j["state"] for j in st["ended"] if j["name"] in names} == dict.fromkeys(names, "done")
+        assert "reshape slurm-run:" not in logs and not any("refused" in n for n in st["daemon"]["rm"]["notes"])
+        NOTES["burst: jobs started while the controller was away"] = str(len(started_since(c, burst, killed)))
+
+
+def started_since(c: ComposeCluster, jids: list[str], t: float) -> list[str]:
+    """Those of ``jids`` Slurm started after ``t`` (epoch seconds; the head's clock is the host's)."""
+    out = sh(c, "SLURM_TIME_FORMAT=%s squeue -h -t R,CD,CG -o '%i %S' -j " + ",".join(jids))
+    return [f[0] for f in (line.split() for line in out.splitlines()) if len(f) == 2 and f[1].isdigit()
+            and float(f[1]) > t]
+
+
+# a malleable job for the moldable-start and shrink-to-start tests: 100 iterations, nearly linear to 16 CPUs
+SIZED = """name = "{name}"
+command = ["python", "-m", "apps.emujob", "--times", "2:3.2,4:1.6,8:0.85,16:{t16}", "--iterations", "100"]
+nprocs = {nprocs}
+sizes = [2, 4, 8, 16]
+max_procs = 16
+launch = "single"
+walltime = {walltime}
+iterations = 100
+"""
+
+
+def submit_sized(c: ComposeCluster, name: str, nprocs: int, walltime: int, t16: float = 0.45) -> str:
+    c.exec("head", f"cat > /tmp/{name}.toml", input=SIZED.format(name=name, nprocs=nprocs, walltime=walltime,
+                                                                 t16=t16))
+    return json.loads(sh(c, f"cd /tmp && reshape submit --slurm --json --controller {SITE} /tmp/{name}.toml")
+                      )["slurm_job_ids"][0]
+
+
+def limit_minutes(c: ComposeCluster, jid: str) -> int:
+    h, m, s = map(int, scontrol_job(c, jid)["TimeLimit"].split(":"))
+    return 60 * h + m + (s > 0)
+
+
+def test_a_malleable_job_waiting_for_nodes_starts_on_the_idle_ones_with_a_longer_limit(slurm):
+    """A moldable start: a rigid job holds 14 nodes for 10 minutes; a malleable job asking for 4 nodes
+    (2 minutes) would start only after it (Slurm's prediction). Waiting costs more than running on the 2
+    idle nodes twice as long, so the controller makes Slurm start it there (NumNodes=2) with the limit
+    the walltime charging rule gives (4 minutes), and it registers at the 4 processes those hold."""
+    c = slurm
+    with controller(c), site_jobs(c) as ids:
+        blocker = sbatch(c, ids, "mold-blocker", "-N 14 --time=10")
+        wait_for(lambda: running(c, blocker), 30, every=0.3)
+        t0 = time.monotonic()
+        m = submit_sized(c, "mold", nprocs=8, walltime=120)
+        ids.append(m)
+        got = wait_for(lambda: running(c, m), 60, every=0.3)
+        TIMINGS["site: moldable start (submit -> running on the idle nodes)"] = time.monotonic() - t0
+        assert len(got["hosts"]) == 2, got
+        assert limit_minutes(c, m) == 4, scontrol_job(c, m)
+        row = wait_for(lambda: by_slurm(site(c), m), 30, every=0.3)
+        assert row["nprocs"] == 4, row
+        notes = site(c)["daemon"]["rm"]["notes"]
+        assert any(f"Slurm job {m}: NumTasks=4 NumCPUs=4 NumNodes=2 TimeLimit=4" in n for n in notes), notes
+
+
+def test_a_malleable_job_shrinks_below_its_size_for_a_waiting_job_and_slurm_gets_its_longer_limit(slurm):
+    """Shrink to start, and a time-limit update: a malleable job runs on 8 nodes (16 CPUs, as asked, 3
+    minutes), a rigid job holds the other 8 for 10 minutes. A rigid job asking for 4 nodes would wait
+    for the malleable job's end (Slurm's prediction, minutes away); shrinking it to 8 CPUs costs it
+    less than that, and Slurm's plan delays no one: the controller shrinks it as soon as that no longer
+    stretches its run past 1.1 times its run at 16 (``--max-stretch``), the rigid job starts on the nodes
+    it gives back long before its predicted start, and the shrunk job's Slurm limit grows as the charging
+    rule says (half the size: its remaining budget lasts twice as long), in the update that shrinks it."""
+    c = slurm
+    with controller(c), site_jobs(c) as ids:
+        m = submit_sized(c, "shrunk", nprocs=16, walltime=180)
+        ids.append(m)
+        wait_for(lambda: (r := by_slurm(site(c), m)) and r["iterations"] >= 3, 90, every=0.5)
+        blocker = sbatch(c, ids, "shrink-blocker", "-N 8 --time=10")
+        wait_for(lambda: running(c, blocker), 30, every=0.3)
+        before = limit_minutes(c, m)
+        t0 = time.monotonic()
+        rigid = sh(c, "sbatch --parsable -N 4 --time=1 -J shrink-rigid --output /dev/null --wrap 'sleep 20'").strip()
+        ids.append(rigid)
+        predicted = wait_for(lambda: pending(c).get(rigid, {}).get("start") or running(c, rigid), 30, every=0.2)
+        got = wait_for(lambda: running(c, rigid), 60, every=0.2)
+        TIMINGS["site: shrink to start (submit -> the waiting job runs)"] = time.monotonic() - t0
+        if isinstance(predicted, datetime):
+            NOTES["site: shrink to start, Slurm's prediction was (s after submit)"] = (
+                f"{(predicted - datetime.now()).total_seconds() + time.monotonic() - t0:.0f}")
+        row = by_slurm(site(c), m)
+        assert row["nprocs"] == 8 and not set(row["hosts"]) & set(got["hosts"]), (row, got)
+        after = wait_for(lambda: (x := limit_minutes(c, m)) > before and x, 30, every=0.5)
+        NOTES["site: time limit of the shrunk job (minutes)"] = f"{before} -> {after}"
+        st = site(c)
+        assert st["daemon"]["rm"]["rigid_late_starts"] == 0, st["daemon"]["rm"]
+        assert before == 3 and after <= 2 * before, (before, after)  # as submitted; at most twice at half the size

@@ -149,7 +149,8 @@ def test_idle_nodes_kept_for_a_job_that_cannot_start_yet_are_borrowed_until_its_
 
 def test_a_waiting_job_gets_free_nodes_first_then_shrinks_never_the_batch_host():
     b = broker()
-    jobs = [MAIN, job("8", X, "RUNNING", ["node3", "node4"]), job("20", "other", "PENDING", reason="Resources", n=2)]
+    jobs = [MAIN, job("8", X, "RUNNING", ["node3", "node4"]),
+            job("20", "other", "PENDING", reason="Resources", start=1000, n=2)]
     b.step(0, jobs[:2], 0, {**USED, "node3": 2, "node4": 2}, [], never)  # granted
     hosts = ["node1"] * 2 + ["node2"] * 2 + ["node3"] * 2
     # node4 free: drained and released at once; node3 comes from shrinking the job 6 -> 4
@@ -179,11 +180,11 @@ def test_a_node_given_back_and_not_yet_idle_in_slurm_counts_for_a_waiting_job_be
     b.released_host("node4")
     # Slurm still lists node4 under the expander (completing), a job now waits for 1 node: node4 covers it
     hosts = ["node1"] * 2 + ["node2"] * 2 + ["node3"] * 2
-    waiting = job("20", "rigid", "PENDING", reason="Resources", n=1)
+    waiting = job("20", "rigid", "PENDING", reason="Resources", start=1000, n=1)
     ops = b.step(32, [*jobs, waiting], 0, used, [tenant(hosts, points=[2, 4])], never)
     assert not [o for o in ops if isinstance(o, AskShrink | Drain | Release)], ops
     # a second job waiting for 1 more: that one is a shrink, for node3 only
-    other = job("21", "rigid2", "PENDING", reason="Resources", n=1, prio=50)
+    other = job("21", "rigid2", "PENDING", reason="Resources", start=1000, n=1, prio=50)
     ops = b.step(33, [*jobs, waiting, other], 0, used, [tenant(hosts, points=[2, 4])], never)
     assert [o for o in ops if isinstance(o, AskShrink)] == [
         AskShrink(1, 4, "Slurm job 21 is waiting for 1 node(s)", ("node3",))]
@@ -193,13 +194,13 @@ def test_a_demand_we_cannot_meet_releases_nothing_and_two_jobs_never_release_for
     b = broker()
     b.add_group("9", "node5", 0.0)
     jobs = [MAIN, job("9", "emu", "RUNNING", ["node5", "node6"]),
-            job("20", "rigid", "PENDING", reason="Resources", n=6)]
+            job("20", "rigid", "PENDING", reason="Resources", start=1000, n=6)]
     used = {h: 2 for h in ("node1", "node2", "node5", "node6")}
     t = [tenant(["node1"] * 2 + ["node2"] * 2, points=[2]), tenant(["node5"] * 2 + ["node6"] * 2, jid=2, main="9",
                                                                      points=[2])]
     b.step(0, jobs[:2], 0, used, t, never)
     assert not [o for o in b.step(1, jobs, 0, used, t, never) if isinstance(o, AskShrink | Drain)]  # 6 > 2 + 2
-    jobs[2] = job("20", "rigid", "PENDING", reason="Resources", n=1)
+    jobs[2] = job("20", "rigid", "PENDING", reason="Resources", start=1000, n=1)
     slow = {1: {2: 10.0, 4: 5.0}, 2: {2: 10.0, 4: 9.0}}  # job 2 gains little from its 4 slots: it gives
     t = [replace(x, times=slow[x.job_id]) for x in t]
     asks = [o for o in b.step(2, jobs, 0, used, t, never) if isinstance(o, AskShrink)]

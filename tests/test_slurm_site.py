@@ -39,8 +39,8 @@ def emu(name: str, nprocs: int = 2, **kw) -> dict:
                          "max_procs": 8, "divides": 8, "launch": "single", **kw}, None)
 
 
-def job(jid, name, state, nodes=(), reason="None", n=None, end=None) -> SlurmJob:
-    return SlurmJob(jid, name, state, "u", n if n is not None else len(nodes), tuple(nodes), reason, 100, None, end)
+def job(jid, name, state, nodes=(), reason="None", n=None, end=None, start=None) -> SlurmJob:
+    return SlurmJob(jid, name, state, "u", n if n is not None else len(nodes), tuple(nodes), reason, 100, start, end)
 
 
 def outbox(rm: SlurmSite) -> list:
@@ -89,7 +89,7 @@ def test_a_waiting_rigid_job_gets_a_node_from_the_job_that_loses_least():
         st.handle(P.Resized(job_id=jid, old=2, new=4, seconds=0.1), 2.1)
         point(st, jid, 2, t4, 3.0)
     outbox(rm)
-    rigid = job("300", "rigid", "PENDING", reason="Resources", n=1)
+    rigid = job("300", "rigid", "PENDING", reason="Resources", n=1, start=1000.0)  # Slurm predicts it late
     rm.apply(st, 4.0, [*views, rigid], 0, 4.0)
     assert st.jobs[b].shrink_request == 2 and st.jobs[a].shrink_request is None
     assert "n4" in st.pool.draining
@@ -155,3 +155,49 @@ def test_a_restarted_controller_readopts_its_jobs_from_the_journal_and_slurm():
     assert point(new, a, 2, 2.0, 131.0).action in ("continue", "expand")
     assert rm2.adopt(new, emu("a"), "101", ["n1", "n1"], 132.0, None) == a  # re-registering: the same job
 
+
+
+@pytest.mark.parametrize("report, slurm, end", [("done", "COMPLETED", "done"), (None, "COMPLETED", "done"),
+                                                 (None, "FAILED", "failed"), ("error", "COMPLETED", "failed")])
+def test_a_job_registering_on_the_node_of_a_job_whose_slurm_job_just_ended_is_adopted(report, slurm, end):
+    """Slurm starts the next job on a finished job's node at once, while the controller's looks
+    (one a second, an end believed from two) still show the old job, or while the controller is
+    away: the registration itself says the node is free (whole nodes), so the old job is settled
+    then (its own report, else Slurm's final state) and the new one adopted."""
+    st, rm = site()
+    rm.final_state = lambda main: slurm
+    a = rm.adopt(st, emu("a"), "101", ["n1", "n1", "n2", "n2"], 0.0, None)
+    rm.apply(st, 1.0, [job("101", "a", "RUNNING", ["n1", "n2"])], 4, 1.0)
+    if report:
+        st.handle(P.Finished(job_id=a, status=report), 5.0)
+    b = rm.adopt(st, emu("b"), "102", ["n2", "n2"], 5.2, None)  # no look since job 101 ended
+    assert st.jobs[a].state == end and st.jobs[b].state == "running"
+    assert st.pool.leases == {"n2": "102"} and "n1" in st.pool.down
+    assert "101" not in rm.broker.groups and rm.broker.held == {"n2": "102"}
+    st.validate()
+    rm.step(st, 5.5)  # the pending actions: nothing left of 101 to cancel but its expanders
+    rm.apply(st, 6.0, [job("102", "b", "RUNNING", ["n2"])], 14, 6.0)
+    assert st.jobs[b].state == "running" and st.jobs[a].state == end
+    st.validate()
+
+
+def test_a_registration_on_a_node_an_expander_no_longer_holds_waits_until_its_job_has_left_it():
+    st, rm = site()
+    a = rm.adopt(st, emu("a"), "101", ["n1", "n1"], 0.0, None)
+    rm.broker.submitted("101", "201", 0.5)
+    views = [job("101", "a", "RUNNING", ["n1"]), job("201", expander_name("101"), "RUNNING", ["n3"])]
+    rm.apply(st, 1.0, views, 0, 1.0)
+    point(st, a, 1, 4.0, 2.0)
+    st.handle(P.Resized(job_id=a, old=2, new=4, seconds=0.1), 2.1)
+    assert st.jobs[a].hosts == ["n1", "n1", "n3", "n3"]
+    with pytest.raises(StateError, match="node_busy"):  # Slurm ended expander 201 and started 301 on n3
+        rm.adopt(st, emu("b"), "301", ["n3", "n3"], 3.0, None)
+    assert any("refused" in n for n in rm.notes)
+    rm.apply(st, 3.5, [views[0], job("301", "b", "RUNNING", ["n3"])], 0, 3.5)
+    adv = point(st, a, 2, 2.0, 4.0)
+    assert adv.action == "shrink" and adv.nprocs == 2
+    st.handle(P.Resized(job_id=a, old=4, new=2, seconds=0.1), 4.1)
+    rm.apply(st, 4.5, [views[0], job("301", "b", "RUNNING", ["n3"])], 0, 4.5)
+    b = rm.adopt(st, emu("b"), "301", ["n3", "n3"], 5.0, None)  # slurm-run's retry
+    assert st.jobs[b].state == st.jobs[a].state == "running" and st.pool.leases["n3"] == "301"
+    st.validate()

@@ -16,7 +16,7 @@ import argparse
 
 from scheduler.rm.base import ResourceManager
 
-__all__ = ["ResourceManager", "add_options", "from_args"]
+__all__ = ["ResourceManager", "add_options", "broker_params", "from_args"]
 
 
 def add_options(p: argparse.ArgumentParser) -> None:
@@ -37,6 +37,26 @@ def add_options(p: argparse.ArgumentParser) -> None:
                    help="give back a granted node unused for this long (default 30)")
     g.add_argument("--expire-margin", type=float, default=30.0, metavar="SECONDS",
                    help="vacate an expander this long before its time limit ends it (default 30)")
+    g.add_argument("--no-moldable", action="store_true",
+                   help="never start a waiting malleable job on fewer nodes than it asked for")
+    g.add_argument("--no-shrink-to-start", action="store_true",
+                   help="shrink running jobs for every waiting job that can start so, without weighing what it "
+                        "costs them or checking Slurm's plan (the rule before the SD-Policy criterion)")
+    g.add_argument("--max-stretch", type=float, default=1.1, metavar="FACTOR",
+                   help="no shrink makes a malleable job run longer than FACTOR times its run at its requested "
+                        "size (default 1.1)")
+    g.add_argument("--time-limits", choices=("charge", "measured", "off"), default="charge",
+                   help="the Slurm time limit of a job that resized: charge (default) the walltime charging "
+                        "rule's end (longer below its requested size), measured also brought down to the end "
+                        "its measured progress gives, off left as submitted (docs/slurm.md)")
+
+
+def broker_params(args: argparse.Namespace) -> dict:
+    """The Slurm broker's parameters from the options (:class:`scheduler.rm.slurm_broker.Broker`)."""
+    return {"grant_timeout": args.grant_timeout, "idle_release": args.idle_release,
+            "expire_margin": args.expire_margin, "moldable": not args.no_moldable,
+            "shrink_to_start": not args.no_shrink_to_start, "time_limits": args.time_limits,
+            "max_stretch": args.max_stretch}
 
 
 def from_args(args: argparse.Namespace) -> ResourceManager | None:
@@ -46,8 +66,9 @@ def from_args(args: argparse.Namespace) -> ResourceManager | None:
         v = getattr(args, name)
         if not 0 <= v < float("inf"):
             raise ValueError(f"--{name.replace('_', '-')} must be a number of seconds >= 0, got {v}")
-    params = {"grant_timeout": args.grant_timeout, "idle_release": args.idle_release,
-              "expire_margin": args.expire_margin}
+    if not 1.0 <= args.max_stretch < float("inf"):
+        raise ValueError(f"--max-stretch must be a factor >= 1, got {args.max_stretch}")
+    params = broker_params(args)
     if args.partition and not args.slurm_site:
         raise ValueError("--partition is for --slurm-site (--slurm-grow uses its own job's partition)")
     if args.slurm_site:

@@ -15,20 +15,21 @@ takes one look at Slurm and returns operations, applied by the adapters
    to their group, vanished ones (an expander cancelled by hand or at its
    time limit) are :class:`Lost`, a main job that is gone from two looks in
    a row has :class:`Ended`.
-2. **Rigid jobs first.** Jobs waiting in Slurm's queue for nodes are served
-   in Slurm's priority order: the idle nodes are theirs first, then those we
-   gave back that Slurm does not yet count idle; where those
-   do not suffice and our free nodes plus what our jobs can release do, the
-   shortfall is promised (:class:`Drain`), free nodes at once and busy ones
-   by asking their jobs to shrink off them (:class:`AskShrink`), choosing
-   the smallest loss of speed per node released (measured times, else
-   linear speedup); nothing below ``min_procs``, never a group's batch host,
-   and never more than the shortfall (nodes a shrink frees beyond it stay
-   with their job): promises are counted per waiting job, so two jobs never
-   release for one demand. A promised node no rank uses
-   is given back (:class:`Release`). Pending jobs' predicted starts (Slurm's
-   backfill, ``squeue %S``) are recorded; a start later than the first
-   prediction (by more than ``late_tolerance``) is counted in :attr:`late`.
+2. **Starting waiting jobs earlier.** Jobs waiting in Slurm's queue for nodes are
+   served in Slurm's priority order: the idle nodes are theirs first, then those we
+   gave back that Slurm does not yet count idle; where those do not suffice, a
+   waiting job is started now with our free nodes and nodes our jobs release by
+   shrinking (:class:`AskShrink`; a malleable job not started yet possibly on fewer
+   nodes: :class:`Update` ``NumNodes``) when that pays and delays no other waiting
+   job (:mod:`scheduler.rm.slurm_admit`: SD-Policy's criterion, Slurm's plan), the
+   shortfall promised (:class:`Drain`), the nodes chosen by the least seconds lost
+   per node; nothing below ``min_procs``, never a group's batch host, a Slurm job's
+   first node given back last, and never more than the shortfall (nodes a shrink
+   frees beyond it stay with their job): promises are counted per waiting job, so two
+   jobs never release for one demand. A promised node no rank uses is given back
+   (:class:`Release`). Pending jobs' predicted starts (Slurm's backfill, ``squeue
+   %S``) are recorded; a start later than the first prediction (by more than
+   ``late_tolerance``) is counted in :attr:`late`.
 3. **Growth.** Idle nodes left after the waiting jobs' share go to the jobs
    the Remap Scheduler would expand (a what-if over the pure policy, per
    job), largest measured gain per processor first; at most one request per
@@ -45,6 +46,9 @@ takes one look at Slurm and returns operations, applied by the adapters
 4. **Give back.** A granted node no rank used for ``idle_release`` seconds
    goes back; an expander whose end comes within ``expire_margin`` is
    vacated (its job asked to shrink off it) before Slurm ends it.
+5. **Time limits.** Each job's Slurm limit is kept at the end it has at its size
+   (:mod:`scheduler.rm.slurm_limits`; :class:`Update` ``TimeLimit``), its expanders'
+   brought down to it.
 """
 
 from __future__ import annotations
@@ -53,93 +57,27 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from scheduler.rm.slurm_admit import LIVE, delays, moldable_limit, own_cost, shrink_cost
+from scheduler.rm.slurm_ops import (
+    AskShrink,
+    Cancel,
+    Drain,
+    Ended,
+    Fail,
+    Forget,
+    Grant,
+    Lost,
+    Release,
+    Submit,
+    Update,
+)
 from scheduler.rm.slurm_view import SlurmJob, expander_name
 
 __all__ = ["WAITING_FOR_NODES", "AskShrink", "Broker", "Cancel", "Drain", "Ended", "Fail", "Forget", "Grant",
-           "Lost", "Release", "Submit", "Tenant", "shrink_off"]
+           "Lost", "Release", "Submit", "Tenant", "Update", "shrink_off"]
 
 WAITING_FOR_NODES = ("Resources", "Priority")  # pending reasons that mean "needs nodes"
-LIVE = ("RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED")  # a main job in these still holds its nodes
-
-
-# ---------------------------------------------------------------------- operations
-@dataclass(frozen=True)
-class Submit:
-    """Ask Slurm for ``nodes`` more nodes for group ``main`` (one expander job ending by ``deadline``)."""
-
-    main: str
-    nodes: int
-    deadline: float | None = None  # the main job's end (epoch seconds), if it has a time limit
-
-
-@dataclass(frozen=True)
-class Grant:
-    host: str
-    job: str  # the Slurm job holding it (the main job or an expander)
-    main: str
-    waited: float = 0.0  # seconds from the expander's submission to seeing it run
-
-
-@dataclass(frozen=True)
-class Release:
-    """Give ``host`` back to Slurm: ``scontrol update`` of ``job`` to its other nodes, or ``scancel``."""
-
-    host: str
-    job: str
-    why: str
-
-
-@dataclass(frozen=True)
-class Lost:
-    host: str
-    main: str
-    why: str
-
-
-@dataclass(frozen=True)
-class Drain:
-    """Place nothing new on ``host`` (``on``), or offer it again (not ``on``)."""
-
-    host: str
-    on: bool = True
-
-
-@dataclass(frozen=True)
-class Cancel:
-    job: str
-    why: str
-
-
-@dataclass(frozen=True)
-class AskShrink:
-    job_id: int
-    nprocs: int
-    why: str
-    drop: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Forget:
-    """``host``, taken back by Slurm, is no longer used: out of the pool (no Slurm operation)."""
-
-    host: str
-    why: str
-
-
-@dataclass(frozen=True)
-class Fail:
-    """``host`` was taken back by Slurm under a job that cannot shrink off it: that job fails."""
-
-    host: str
-    why: str
-
-
-@dataclass(frozen=True)
-class Ended:
-    """Group ``main``'s Slurm job is gone (``state``: its last state seen, or ``GONE``)."""
-
-    main: str
-    state: str
+LIMIT_SLACK = 10.0  # seconds an end may pass its Slurm limit before the limit is extended (slurmctld checks every 30)
 
 
 @dataclass(frozen=True)
@@ -154,6 +92,9 @@ class Tenant:
     busy: bool = False  # a resize under way: ask nothing of it now
     points: tuple[int, ...] = ()  # sizes it may shrink to, ascending
     times: Mapping[int, float] = field(default_factory=dict)  # best iteration time measured per size
+    left: int | None = None  # iterations left, if it said how many it runs
+    ends: Mapping[int, float] = field(default_factory=dict)  # size -> the end Slurm should see at that size
+    latest: float | None = None  # the latest end a shrink may push it to (max_stretch times its run at its size)
 
     def gain(self) -> float:
         """Relative speed gained per processor added at its last measured step up (unmeasured: linear)."""
@@ -163,12 +104,16 @@ class Tenant:
             return (self.times[p0] / self.times[p1] - 1) / (p1 - p0)
         return 1.0 / self.nprocs
 
+    def end_at(self, q: int, now: float) -> float | None:
+        """When it would end running the rest at ``q`` from ``now`` (measured time, else linear); None: unknown."""
+        t_p = self.times.get(self.nprocs)
+        if self.left is None or not t_p:
+            return None
+        return now + self.left * (self.times.get(q) or t_p * self.nprocs / q)
+
     def loss(self, q: int) -> float:
-        """Relative slowdown of running at ``q`` instead of its size now (measured, else linear)."""
-        p = self.nprocs
-        if p in self.times and q in self.times:
-            return max(0.0, self.times[q] / self.times[p] - 1)
-        return p / q - 1
+        """Seconds lost running the rest at ``q`` instead of its size now (``slurm_admit.shrink_cost``)."""
+        return shrink_cost(self.nprocs, self.times, self.left, q)
 
 
 def shrink_off(t: Tenant, drop: set[str]) -> int | None:
@@ -193,12 +138,18 @@ class _Group:
 class Broker:
     """Slurm's view plus the controller's, in; node operations out (module docstring)."""
 
-    BORROW_MIN = 120.0  # an expander must be able to run this long (Slurm's limits count whole minutes)
     grant_timeout: float = 10.0
     idle_release: float = 30.0
     expire_margin: float = 60.0
     late_tolerance: float = 5.0
     node_slots: int = 1
+    moldable: bool = True  # start a waiting malleable job on fewer nodes when that pays (slurm_admit)
+    shrink_to_start: bool = True  # shrink running jobs for a waiting one only when that pays and delays no one
+    time_limits: str = "charge"  # keep each job's Slurm time limit at its end: "charge", "measured" or "off"
+    nodes: tuple[str, ...] = ()  # the partition's nodes, in Slurm's order (the backfill plan's)
+    resizes_once: bool = False  # Slurm refuses any update of a job after its first shrink (no accounting)
+    max_stretch: float = 1.1  # no shrink makes a job run longer than this times its run at its requested size
+    _now: float = 0.0
     groups: dict[str, _Group] = field(default_factory=dict)
     held: dict[str, str] = field(default_factory=dict)  # host -> Slurm job holding it for us
     owner: dict[str, str] = field(default_factory=dict)  # Slurm job (main or expander) -> its group's main
@@ -214,6 +165,8 @@ class Broker:
     predicted: dict[str, float] = field(default_factory=dict)  # pending job -> first start Slurm predicted
     late: list[dict] = field(default_factory=list)  # starts later than predicted (job, predicted, started)
     checked: set[str] = field(default_factory=set)  # jobs whose start was checked against the prediction
+    limits: dict[str, int] = field(default_factory=dict)  # Slurm job -> the time limit we last set (minutes)
+    frozen: set[str] = field(default_factory=set)  # jobs shrunk once where Slurm takes no further update
 
     # ------------------------------------------------------------------ bookkeeping from the adapters
     def add_group(self, main: str, batch_host: str, now: float) -> None:
@@ -251,21 +204,58 @@ class Broker:
         """One look (taken at ``seen``, default ``now``): every job in the partition, its idle node
         count, slots used per host, the malleable jobs, and the policy's what-if (:data:`Want`)."""
         seen = now if seen is None else seen
+        self._now = now
         by_id = {j.id: j for j in jobs}
         ops = self._ended(by_id, seen)
         ops += self._holdings(now, by_id)
-        free = [h for h in self.held if not used.get(h) and not self._batch(h) and h not in self.draining]
+        free = [h for h in self.held if not used.get(h) and not self._batch(h) and h not in self.draining
+                and self.held[h] not in self.frozen]
         self.idle_since = {h: self.idle_since.get(h, now) for h in free}
         ops += self._vacate_gone(tenants, used)
         ops += self._expiring(now, by_id, tenants, used)
         self._watch_starts(jobs)
-        idle_left, served, borrow = self._serve_waiting(jobs, idle_nodes, free, tenants, used, ops)
-        ops += [Release(h, self.held[h], why) for h, why in sorted(self.draining.items())
-                if h in self.held and not used.get(h) and not self._batch(h)]
+        idle_left, served, borrow = self._serve_waiting(now, jobs, idle_nodes, free, tenants, used, ops)
+        back = [Release(h, self.held[h], why) for h, why in sorted(self.draining.items())
+                if h in self.held and not used.get(h) and not self._batch(h) and self.held[h] not in self.frozen]
         if not served:
             ops += self._grow(now, by_id, idle_left, borrow, tenants, used, want)
-        ops += self._idle_release(now, free, tenants, want)
+        ops += self._own_limits(self._batch_last(back + self._idle_release(now, free, tenants, want), by_id),
+                                by_id, tenants)
+        if self.time_limits != "off":
+            ops += self._limits(by_id, tenants)
         return ops
+
+    def _own_limits(self, releases: list[Release], by_id: Mapping[str, SlurmJob],
+                    tenants: Sequence[Tenant]) -> list[Release]:
+        """A job's own allocation shrunk: its new time limit goes with the same update (rule 5), and where
+        Slurm takes no further update of a shrunk job (:attr:`resizes_once`) it is not shrunk again."""
+        out = []
+        for r in releases:
+            t = next((t for t in tenants if t.main == r.job), None)
+            j = by_id.get(r.job)
+            if r.job in self.groups and t is not None and j is not None and j.start is not None:
+                end = t.ends.get(t.nprocs) if self.time_limits != "off" else None
+                r = Release(r.host, r.job, r.why, None if end is None else max(1, math.ceil((end - j.start) / 60)))
+                if self.resizes_once:
+                    self.frozen.add(r.job)
+            out.append(r)
+        return out
+
+    def _batch_last(self, releases: list[Release], by_id: Mapping[str, SlurmJob]) -> list[Release]:
+        """Releases in an order Slurm accepts: a Slurm job keeps its batch host (its first node) while it
+        holds others (``scontrol update NodeList=`` without it is refused), so that one goes last, and
+        not at all while the job keeps other nodes of ours (it goes when they do: ``scancel``)."""
+        going: dict[str, set[str]] = {}
+        for r in releases:
+            going.setdefault(r.job, set()).add(r.host)
+        out = []
+        for r in releases:
+            j = by_id.get(r.job)
+            first = j.nodes[0] if j is not None and j.nodes else None
+            if r.host == first and any(h not in going[r.job] for h in self.kept(r.job) if h != r.host):
+                continue
+            out.append(r)
+        return sorted(out, key=lambda r: (by_id.get(r.job) is not None and by_id[r.job].nodes[:1] == (r.host,)))
 
     def _ended(self, by_id: Mapping[str, SlurmJob], seen: float) -> list:
         ops: list = []
@@ -277,21 +267,27 @@ class Broker:
             if j is not None or seen <= g.since:
                 self.missing.pop(main, None)
             if (j is None or j.state not in LIVE) and seen > g.since:
-                self.missing.pop(main, None)
-                ops.append(Ended(main, j.state if j is not None else "GONE"))
-                for jid in [k for k, m in self.owner.items() if m == main and k != main]:
-                    if jid in by_id or jid in self.requested:
-                        ops.append(Cancel(jid, f"its job {main} ended"))
-                    self.requested.pop(jid, None)
-                for h in [h for h in self.held if self.owner.get(self.held[h]) == main]:
-                    self.held.pop(h)
-                    self.gone.pop(h, None)
-                    self.draining.pop(h, None)
-                    self.idle_since.pop(h, None)
-                self.owner = {k: m for k, m in self.owner.items() if m != main}
-                del self.groups[main]
-                self.submitting.pop(main, None)
-                self.quiet_until.pop(main, None)
+                ops += self.end_group(main, j.state if j is not None else "GONE", by_id)
+        return ops
+
+    def end_group(self, main: str, state: str, by_id: Mapping[str, SlurmJob] | None = None) -> list:
+        """Group ``main``'s Slurm job is over (``state``): :class:`Ended`, its expanders cancelled
+        (those in ``by_id`` or requested; all of them without a look), its nodes no longer ours."""
+        ops: list = [Ended(main, state)]
+        self.missing.pop(main, None)
+        for jid in [k for k, m in self.owner.items() if m == main and k != main]:
+            if by_id is None or jid in by_id or jid in self.requested:
+                ops.append(Cancel(jid, f"its job {main} ended"))
+            self.requested.pop(jid, None)
+        for h in [h for h in self.held if self.owner.get(self.held[h]) == main]:
+            self.held.pop(h)
+            self.gone.pop(h, None)
+            self.draining.pop(h, None)
+            self.idle_since.pop(h, None)
+        self.owner = {k: m for k, m in self.owner.items() if m != main}
+        self.groups.pop(main, None)
+        self.submitting.pop(main, None)
+        self.quiet_until.pop(main, None)
         return ops
 
     def _holdings(self, now: float, by_id: Mapping[str, SlurmJob]) -> list:
@@ -391,8 +387,8 @@ class Broker:
                     self.late.append({"job": j.id, "predicted": self.predicted[j.id], "started": j.start,
                                       "late": j.start - self.predicted[j.id]})
 
-    def _serve_waiting(self, jobs: Sequence[SlurmJob], idle: int, free: list[str], tenants: Sequence[Tenant],
-                       used: Mapping[str, int], ops: list) -> tuple[int, bool, tuple[int, float]]:
+    def _serve_waiting(self, now: float, jobs: Sequence[SlurmJob], idle: int, free: list[str],
+                       tenants: Sequence[Tenant], used: Mapping[str, int], ops: list) -> tuple[int, bool, tuple]:
         """Promise nodes to the jobs waiting for them (module docstring, 2); returns the idle nodes
         left for growth, whether any waiting job was given nodes, and the idle nodes kept for jobs that
         cannot start yet with the earliest start Slurm predicts for them (borrowable until then)."""
@@ -405,7 +401,8 @@ class Broker:
                 if self.draining.get(h, "").startswith(f"Slurm job {w} "):
                     del self.draining[h]
                     ops.append(Drain(h, False))
-        spare = [h for h in free if h not in self.draining]
+        firsts = {j.nodes[0] for j in jobs if j.nodes}  # batch hosts: given back last (_batch_last)
+        spare = sorted((h for h in free if h not in self.draining), key=lambda h: h in firsts)
         # given back (idle release, a cancelled expander) and not yet idle in Slurm's eyes, promised to no one:
         # on their way to the waiting jobs, so no job shrinks for what they will cover
         claimed = set().union(*self.promised.values())
@@ -416,28 +413,74 @@ class Broker:
         for w in waiting:
             # promised and still ours, or given back and not yet idle in Slurm's eyes (idle ones are counted there)
             mine = {h for h in self.promised.get(w.id, set()) if h in self.held or h in self.released}
-            use = min(idle, w.num_nodes - len(mine))
+            got = self._admit(now, jobs, w, idle, mine, coming, spare, tenants, plans)
+            if got is None:  # cannot start it now (or it does not pay): release nothing for it
+                use = min(idle, w.num_nodes - len(mine))
+                idle -= use
+                soon, coming = coming[:w.num_nodes - len(mine) - use], coming[w.num_nodes - len(mine) - use:]
+                self.promised.setdefault(w.id, set()).update(soon)
+                if len(mine) + use + len(soon) < w.num_nodes:
+                    kept, until = kept + use, min(until, w.start if w.start is not None else -math.inf)
+                continue
+            k, use, nsoon, take, dropped, tried = got
             idle -= use
-            soon, coming = coming[:w.num_nodes - len(mine) - use], coming[w.num_nodes - len(mine) - use:]
+            soon, coming = coming[:nsoon], coming[nsoon:]
             self.promised.setdefault(w.id, set()).update(soon)
-            need = w.num_nodes - len(mine) - use - len(soon)
-            if need <= 0:
-                continue
+            if not take and not dropped and k == w.num_nodes:
+                continue  # idle nodes and those on their way suffice: Slurm starts it
             why = f"Slurm job {w.id} is waiting for {w.num_nodes} node(s)"
-            take = spare[:need]
-            tried = dict(plans)
-            dropped = self._least_loss(need - len(take), tenants, tried, why)
-            if len(take) + len(dropped) < need:  # cannot start it now: release nothing for it
-                kept, until = kept + use, min(until, w.start if w.start is not None else -math.inf)
-                continue
-            served, plans, spare = True, tried, spare[len(take):]
+            served, plans, spare = served or bool(take or dropped), tried, [h for h in spare if h not in take]
             # a shrink frees whole steps of a job's sizes: what it frees beyond the need stays the job's
-            for h in [*take, *dropped[:need - len(take)]]:
+            for h in [*take, *dropped]:
                 self.draining[h] = why
                 self.promised.setdefault(w.id, set()).add(h)
                 ops.append(Drain(h))
+            if k < w.num_nodes:
+                ops.append(Update(w.id, nodes=k, minutes=moldable_limit(w.limit, w.num_nodes, k),
+                                  why=f"started on {k} of its {w.num_nodes} node(s)"))
         ops += [AskShrink(j, q, why, gone) for j, (q, gone, why) in plans.items()]
         return idle, served, (kept, until)
+
+    def _admit(self, now: float, jobs: Sequence[SlurmJob], w: SlurmJob, idle: int, mine: set[str],
+               coming: list[str], spare: list[str], tenants: Sequence[Tenant], plans: dict) -> tuple | None:
+        """How waiting job ``w`` starts now, if it can and that pays (``scheduler.rm.slurm_admit``): ``(nodes,
+        idle nodes it takes, nodes on their way it takes, our free nodes given back, nodes shrinks free,
+        the shrink plans)``; None where it cannot (or, with ``shrink_to_start``, where no way pays)."""
+        n = w.num_nodes
+        sizes = [n]
+        if self.moldable and self.shrink_to_start:
+            sizes += sorted({q // self.node_slots for q in w.malleable_sizes() if q % self.node_slots == 0
+                             and 0 < q // self.node_slots < n}, reverse=True)
+        why = f"Slurm job {w.id} is waiting for {n} node(s)"
+        saving = None if w.start is None else max(0.0, w.start - now)
+        best = None
+        for k in sizes:
+            a = min(idle, max(0, k - len(mine)))
+            b = min(len(coming), k - len(mine) - a)
+            take = spare[:max(0, k - len(mine) - a - b)]
+            d = k - len(mine) - a - b - len(take)
+            tried = dict(plans)
+            dropped = self._least_loss(d, tenants, tried, why) if d > 0 else []
+            if len(dropped) < d:
+                continue
+            if not self.shrink_to_start:  # the earlier rule: every waiting job served whenever it can start
+                return k, a, b, take, dropped[:d], tried
+            by_id = {t.job_id: t for t in tenants}
+            cost = own_cost(w.limit, n, k) + sum(
+                by_id[j].loss(q) - by_id[j].loss(plans.get(j, (by_id[j].nprocs,))[0]) for j, (q, _, _) in tried.items())
+            if cost > 0 and (saving is None or cost >= saving):
+                continue
+            if (take or dropped or k < n) and self.nodes:
+                ends = {by_id[j].main: by_id[j].ends[q] for j, (q, _, _) in tried.items()
+                        if self.time_limits != "off" and q in by_id[j].ends}
+                lim = moldable_limit(w.limit, n, k)
+                if delays(now, self.nodes, jobs, w.id, k, None if lim is None else 60.0 * lim,
+                          {*take, *dropped}, ends):
+                    continue
+            gain = (saving or 0.0) - cost
+            if best is None or gain > best[0]:
+                best = (gain, (k, a, b, take, dropped[:d], tried))
+        return None if best is None else best[1]
 
     def _least_loss(self, nodes: int, tenants: Sequence[Tenant], plans: dict, why: str) -> list[str]:
         """Extend ``plans`` (job id -> (size, hosts left, why)) by shrinks that free ``nodes`` more whole
@@ -451,14 +494,16 @@ class Broker:
             for t in live:
                 q0, left, _ = plans.get(t.job_id, (t.nprocs, (), why))
                 order = [h for h in dict.fromkeys(reversed(t.hosts[:q0])) if not self._batch(h)
-                         and h not in self.draining and h in self.held]
+                         and h not in self.draining and h in self.held and self.held[h] not in self.frozen]
                 if not order:
                     continue
                 q = shrink_off(t, {*left, order[0]})
-                if q is None:
-                    continue
+                if q is None or (t.latest is not None and (t.end_at(q, self._now) or 0.0) > t.latest):
+                    continue  # below min_procs or its points, or it would run past max_stretch its own run
                 gone = tuple(h for h in dict.fromkeys(t.hosts[q:]) if not self._batch(h))
-                new = [h for h in gone if h not in left and h not in self.draining and h not in freed]
+                # the last first: the first node of a Slurm job (its batch host) is the last it gives back
+                new = [h for h in reversed(gone) if h not in left and h not in self.draining and h not in freed
+                       and self.held.get(h) not in self.frozen]
                 if not new:
                     continue
                 cost = (t.loss(q) - t.loss(q0)) / len(new)
@@ -472,6 +517,12 @@ class Broker:
         return freed
 
     # ------------------------------------------------------------------ growth and give-back
+    @property
+    def _min_window(self) -> float:
+        """The least time before its deadline an expander is worth asking for: Slurm gives it whole minutes
+        (at least one), and it is vacated ``expire_margin`` before they end."""
+        return 60.0 + self.expire_margin
+
     def _grow(self, now: float, by_id: Mapping[str, SlurmJob], idle: int, borrow: tuple[int, float],
               tenants: Sequence[Tenant], used: Mapping[str, int], want: Want) -> list:
         """Expander requests for the jobs the policy would expand, largest gain first: onto idle nodes
@@ -479,7 +530,7 @@ class Broker:
         *borrowed* until the start Slurm predicts for it (``--deadline``; vacated before)."""
         ops: list = []
         kept, until = borrow
-        if until - now < self.BORROW_MIN:
+        if until - now < self._min_window:
             kept = 0  # too short to be worth an expander (Slurm counts whole minutes), or no prediction
         for t in sorted(tenants, key=lambda t: -t.gain()):
             g = t.main
@@ -499,12 +550,38 @@ class Broker:
             end = None if main is None else main.end
             if nodes > idle:  # borrowed: back before the waiting job's predicted start
                 end = until if end is None else min(end, until)
-            if end is not None and end - now < self.BORROW_MIN:
+            if end is not None and end - now < self._min_window:
                 continue  # it ends before an expander would be worth it (Slurm counts whole minutes)
             self.submitting[g] = now
             kept -= max(0, nodes - idle)
             idle = max(0, idle - nodes)
             ops.append(Submit(g, nodes, end))
+        return ops
+
+    def _limits(self, by_id: Mapping[str, SlurmJob], tenants: Sequence[Tenant]) -> list:
+        """Time limits that follow the jobs' sizes (``scheduler.rm.slurm_limits``): a job's own Slurm job
+        gets the whole minutes to the end it will have at its size now, so Slurm's backfill plans with
+        it; its expanders' limits are brought down to that end (never extended: they are vacated before)."""
+        ops: list = []
+        for t in tenants:
+            end, main = t.ends.get(t.nprocs), by_id.get(t.main)
+            if end is None or main is None or main.state not in LIVE or main.start is None or t.main in self.frozen:
+                continue
+            want = max(1, math.ceil((end - main.start) / 60.0))
+            have = self.limits.get(t.main, None if main.limit is None else round(main.limit / 60.0))
+            # extended when its end is more than LIMIT_SLACK past the limit (a job registers a second or two
+            # after Slurm starts it: not worth a minute more), brought down by whole minutes
+            if have is None or end > main.start + 60 * have + LIMIT_SLACK or want < have:
+                self.limits[t.main] = want
+                ops.append(Update(t.main, minutes=want, why=f"its end at {t.nprocs} processes"))
+            for jid in {j for h, j in self.held.items() if j != t.main and self.owner.get(j) == t.main}:
+                x = by_id.get(jid)
+                if x is None or x.start is None or x.limit is None or x.state not in LIVE:
+                    continue
+                cut = max(1, math.ceil((end - x.start) / 60.0))
+                if cut < self.limits.get(jid, round(x.limit / 60.0)):
+                    self.limits[jid] = cut
+                    ops.append(Update(jid, minutes=cut, why=f"its job {t.main} ends by then"))
         return ops
 
     def _idle_release(self, now: float, free: list[str], tenants: Sequence[Tenant], want: Want) -> list:

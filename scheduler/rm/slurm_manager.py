@@ -26,8 +26,10 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from reshape.joblink import jobenv as E
 from reshape.joblink.protocol import printable
 from scheduler.core.job import Job
+from scheduler.core.policy import legal_sizes
 from scheduler.core.pool import Pool
 from scheduler.rm.base import ResourceManager
 from scheduler.rm.fixed import allocation_pool
@@ -44,13 +46,21 @@ from scheduler.rm.slurm_broker import (
     Release,
     Submit,
     Tenant,
+    Update,
 )
-from scheduler.rm.slurm_view import SlurmEdge, SlurmError, partition_args, partition_pool, run
+from scheduler.rm.slurm_limits import slurm_ends
+from scheduler.rm.slurm_view import SlurmEdge, SlurmError, partition_args, partition_pool, resizes_once, run
 
 if TYPE_CHECKING:
     from scheduler.core.state import ClusterState
 
 __all__ = ["SlurmGrow", "SlurmManager"]
+
+
+def new_sizes(desc: dict) -> bool:
+    """Whether a job may shrink to sizes it has not run at: it says so (``RESHAPE_ALLOW_NEW_SIZES=1`` in its
+    environment: the resize runtime then accepts them), or it is one process emulating its size."""
+    return desc.get("env", {}).get(E.ALLOW_NEW_SIZES) == "1" or desc.get("launch") == "single"
 
 
 class SlurmManager(ResourceManager):
@@ -63,6 +73,7 @@ class SlurmManager(ResourceManager):
         self.edge = SlurmEdge(partition)
         self.error: str | None = None  # the last failed Slurm command (status shows it)
         self.notes: collections.deque[str] = collections.deque(maxlen=20)  # requests, cancels, losses
+        self._keeps: dict[str, int | None] = {}
 
     @property
     def launcher(self) -> str | None:
@@ -90,18 +101,33 @@ class SlurmManager(ResourceManager):
         """The pool lease of the nodes granted to group ``main`` (None: every job may use them)."""
         return None
 
-    def tenants(self, state: ClusterState) -> list[Tenant]:
+    def tenants(self, state: ClusterState, now: float) -> list[Tenant]:
         out = []
         for j in state.running():
             g = self.group_of(j)
             if g is None or not j.spec.resizable:
                 continue
             prof = j.profile.frozen()
-            points = tuple(p for p, _ in prof.shrink_points(j.nprocs) if p >= j.spec.min_procs)
+            if new_sizes(j.desc):  # any legal size below its own (SD-Policy's shrink to start needs them)
+                points = tuple(p for p in legal_sizes(j.spec, state.pool.capacity) if p < j.nprocs)
+            else:  # only sizes it ran at (seed 001 §3.1)
+                points = tuple(p for p, _ in prof.shrink_points(j.nprocs) if p >= j.spec.min_procs)
             times = {p: t for p in prof.iter_time if (t := prof.best(p)) is not None}
+            total = j.spec.iterations or j.total
             out.append(Tenant(j.job_id, g, j.nprocs, tuple(j.hosts), j.spec.min_procs, j.pending is not None,
-                              points, times))
+                              points, times, None if total is None else max(0, total - j.iterations),
+                              slurm_ends(j, [*points, j.nprocs], now, self.broker.time_limits == "measured"),
+                              self._latest(j, times, total)))
         return out
+
+    def _latest(self, j: Job, times: Mapping[int, float], total: int | None) -> float | None:
+        """The latest end a shrink may push job ``j`` to: ``max_stretch`` times its run at its requested size
+        (its measured time there, else the nearest size measured, scaled linearly), from its start."""
+        n = j.spec.nprocs
+        near = min(times, key=lambda p: abs(p - n), default=None)
+        if not total or near is None or j.start_time is None:
+            return None
+        return j.start_time + self.broker.max_stretch * total * times[near] * near / n
 
     def _drain_inbox(self) -> tuple | None:
         """What the Slurm thread saw and did since the last step: the newest look, if any."""
@@ -129,24 +155,29 @@ class SlurmManager(ResourceManager):
     def apply(self, state: ClusterState, now: float, jobs: list, idle: int, seen: float) -> list:
         """One look at Slurm through the broker; the core actions that follow."""
         used = {n.host: state.pool.used[n.host] for n in state.pool.nodes}
-        ops = self.broker.step(now, jobs, idle, used, self.tenants(state),
+        ops = self.broker.step(now, jobs, idle, used, self.tenants(state, now),
                                lambda jid, extra: state.would_expand(jid, extra, now), seen)
+        self.edge.watch = tuple(self.broker.groups)  # a group gone from a look: its final state at the next
         acts: list = []
+        self._keeps: dict[str, int | None] = {}  # Slurm job -> limit: one update each for its released nodes
         for op in ops:
             acts += self._apply(op, state, now)
+        for job, minutes in self._keeps.items():
+            kept = self.broker.kept(job)
+            self.edge.outbox.put(("keep", job, kept, minutes) if kept else ("cancel", job))
         return acts
 
     # ------------------------------------------------------------------ operations
     def _apply(self, op: Any, s: ClusterState, now: float) -> list:
         out, b = self.edge.outbox, self.broker
         if isinstance(op, Grant):
-            return s.node_granted(op.host, now, f"granted by Slurm job {op.job} in {op.waited:.1f} s",
+            return s.node_granted(op.host, now, f"granted by Slurm job {op.job} for Slurm job {op.main} in "
+                                  f"{op.waited:.1f} s",
                                   lease=self.lease_of(op.main))
         if isinstance(op, Release):
             if s.node_released(op.host, now, f"released to Slurm: {op.why}"):
                 b.released_host(op.host)
-                kept = b.kept(op.job)
-                out.put(("keep", op.job, kept) if kept else ("cancel", op.job))
+                self._keeps[op.job] = op.minutes or self._keeps.get(op.job)
         elif isinstance(op, Lost):
             self.note(f"{op.host} lost: {op.why}")
             if s.pool.has(op.host) and op.host not in s.pool.down:
@@ -165,6 +196,12 @@ class SlurmManager(ResourceManager):
                 s.pool.set_draining(op.host, op.on)
         elif isinstance(op, AskShrink):
             s.request_shrink(op.job_id, op.nprocs, op.why, now)
+        elif isinstance(op, Update):
+            cpus = op.nodes * b.node_slots if op.nodes else None  # a job asking tasks: as many as the nodes' CPUs
+            fields = {k: v for k, v in (("NumTasks", cpus), ("NumCPUs", cpus), ("NumNodes", op.nodes),
+                                        ("TimeLimit", op.minutes)) if v}
+            out.put(("update", op.job, fields))
+            self.note(f"Slurm job {op.job}: {' '.join(f'{k}={v}' for k, v in fields.items())} ({op.why})")
         elif isinstance(op, Submit):
             out.put(("submit", op.main, op.nodes, op.deadline))
             self.note(f"asked Slurm for {op.nodes} node(s) for job {op.main}")
@@ -192,9 +229,11 @@ class SlurmGrow(SlurmManager):
         try:
             ours = [n.host for n in allocation_pool(env).nodes]
             self._pool = partition_pool(run(["sinfo", "-h", "-N", *partition_args(part), "-o", "%N %c"]), set(ours))
+            once = resizes_once(run(["scontrol", "show", "config"]))
         except SlurmError as e:
             raise ValueError(str(e)) from None
-        super().__init__(part, {"node_slots": max(n.slots for n in self._pool.nodes), **params})
+        super().__init__(part, {"node_slots": max(n.slots for n in self._pool.nodes), **params,
+                                "resizes_once": once})
         batch = env.get("SLURMD_NODENAME") or socket.gethostname()
         self.main = main
         self.broker.add_group(main, batch if batch in ours else ours[0], 0.0)

@@ -45,12 +45,22 @@ from scheduler.core.pool import Pool
 from scheduler.rm.slurm_broker import Ended
 from scheduler.rm.slurm_manager import SlurmManager
 from scheduler.rm.slurm_verify import Verified, own_expanders
-from scheduler.rm.slurm_view import SlurmError, look, partition_args, partition_pool, run
+from scheduler.rm.slurm_view import (
+    SlurmError,
+    final_states,
+    look,
+    partition_args,
+    partition_pool,
+    resizes_once,
+    run,
+)
 
 if TYPE_CHECKING:
     from scheduler.core.state import ClusterState
 
 __all__ = ["SlurmSite"]
+
+UNKNOWN_END = ("GONE", "RUNNING", "COMPLETING")  # a job whose end Slurm cannot say (forgotten) or not yet
 
 
 class SlurmSite(SlurmManager):
@@ -59,14 +69,20 @@ class SlurmSite(SlurmManager):
     kind = "slurm-site"
 
     def __init__(self, partition: str | None, params: Mapping[str, float], pool: Pool | None = None):
-        """``pool``: the partition's nodes (default: asked of ``sinfo``). ValueError (naming the
-        partition and Slurm's error) when Slurm cannot be asked."""
+        """``pool``: the partition's nodes (default: asked of ``sinfo``, and whether Slurm takes more than
+        one update of a shrunk job of ``scontrol show config``). ValueError (naming the partition and
+        Slurm's error) when Slurm cannot be asked."""
+        once = params.get("resizes_once", False)
         try:
-            self._pool = pool or partition_pool(run(["sinfo", "-h", "-N", *partition_args(partition), "-o",
-                                                     "%N %c"]), set())
+            if pool is None:
+                pool = partition_pool(run(["sinfo", "-h", "-N", *partition_args(partition), "-o", "%N %c"]), set())
+                once = resizes_once(run(["scontrol", "show", "config"]))
         except (SlurmError, ValueError) as e:
             raise ValueError(f"--slurm-site: cannot read partition {partition or '(default)'}: {e}") from None
-        super().__init__(partition, {"node_slots": max(n.slots for n in self._pool.nodes), **params})
+        self._pool = pool
+        super().__init__(partition, {"node_slots": max(n.slots for n in pool.nodes), **params,
+                                     "resizes_once": once})
+        self.broker.nodes = tuple(n.host for n in self._pool.nodes)
         self.pending_actions: list = []  # actions of the start-up reconciliation, performed with the first step
         self.verified = Verified()  # the Slurm jobs it checked: the only ones it acts on (slurm_verify)
         self.source = (f"Slurm partition {partition or '(default)'} ({len(self._pool.nodes)} nodes): site controller "
@@ -125,6 +141,11 @@ class SlurmSite(SlurmManager):
                 state.node_released(h, now, "not held by a Slurm job of ours (controller restarted)")
         self.note(f"adopted {len(self.broker.groups)} running job(s) from the journal and Slurm")
 
+    def final_state(self, main: str) -> str:
+        """Slurm's state of ended job ``main`` (``COMPLETED``, ``FAILED``, ...), asked at once (rare: a job
+        registering on a node whose job's end no look has shown yet); ``GONE`` if Slurm cannot say."""
+        return next((j.state for j in final_states([main]) if j.id == main), "GONE")
+
     def first_look(self) -> tuple[list, int]:
         """Slurm's queue and idle nodes, asked at once (start-up is the one time the loop waits for Slurm)."""
         return look(self.part)
@@ -140,25 +161,74 @@ class SlurmSite(SlurmManager):
 
     def adopt(self, state: ClusterState, desc: dict[str, Any], allocation: str, hosts: list[str], now: float,
               owner: str | None) -> int:
-        """Register the job Slurm started as ``allocation`` on ``hosts``; the same allocation again: its id."""
+        """Register the job Slurm started as ``allocation`` on ``hosts``; the same allocation again: its id.
+        A refusal is noted (``reshape status``) and raised."""
         for j in state.live.values():
             if j.allocation == allocation and j.state not in FINAL:
                 return self.verified.reattach(j, owner)  # a retry after a lost reply: its owner's only
+        try:
+            return self._adopt(state, desc, allocation, hosts, now, owner)
+        except StateError as e:
+            self.note(f"registration of Slurm job {allocation} ({desc.get('name')}) on "
+                      f"{','.join(dict.fromkeys(hosts))} refused: {e.message}")
+            raise
+
+    def _adopt(self, state: ClusterState, desc: dict[str, Any], allocation: str, hosts: list[str], now: float,
+               owner: str | None) -> int:
         if not allocation.isdigit():
             raise StateError("bad_hosts", f"allocation {allocation!r} is not a Slurm job id")
         unknown = sorted({h for h in hosts if not state.pool.has(h)})
         if unknown:
             raise StateError("bad_hosts", f"{', '.join(unknown)} not in partition {self.partition or '(default)'}")
         self.verified.register(allocation, hosts, owner)  # Slurm's word: the job runs, is owner's, holds hosts
-        self.broker.add_group(allocation, hosts[0], now)
+        for h in dict.fromkeys(hosts):
+            self.pending_actions += self._given_to(state, h, allocation, now)
+        busy = [h for h in dict.fromkeys(hosts) if state.pool.used[h]]
+        if busy:  # slurm-run retries: the job on it leaves at its next resize point
+            raise StateError("node_busy", f"{', '.join(busy)} still used by a job leaving it (its Slurm job no "
+                                          f"longer holds it); retry")
+        granted = [h for h in dict.fromkeys(hosts) if h in state.pool.down]
         for h in dict.fromkeys(hosts):
             state.node_granted(h, now, f"allocation of Slurm job {allocation}", lease=allocation)
+        try:
+            job_id = state.adopt(desc, hosts, allocation, now, owner)
+        except StateError:
+            for h in granted:
+                state.node_released(h, now, f"registration of Slurm job {allocation} refused")
+            raise
+        self.broker.add_group(allocation, hosts[0], now)
+        for h in dict.fromkeys(hosts):
             self.broker.held[h] = allocation
-            self.broker.owner[allocation] = allocation
-        job_id = state.adopt(desc, hosts, allocation, now, owner)
         self.note(f"job {job_id} ({desc['name']}) registered from Slurm job {allocation} on "
                   f"{','.join(dict.fromkeys(hosts))}")
         return job_id
+
+    def _given_to(self, s: ClusterState, host: str, allocation: str, now: float) -> list:
+        """Slurm started ``allocation`` on ``host``: with whole nodes no other Slurm job holds it now,
+        whatever our last look at Slurm says (a look is up to two seconds old, and a job's end is
+        believed only from two looks). A group whose own job held it has ended: settled now (its
+        report decides done or failed), not when the looks agree, so the node is free for this job. An
+        expander that held it no longer does: a job still on it shrinks off it (or fails where it cannot),
+        as when a look shows Slurm ended an expander, and the registration is refused as ``node_busy``
+        until it has (``reshape slurm-run`` retries)."""
+        prev = self.broker.held.get(host)
+        if prev is None or prev == allocation:
+            return []
+        main = self.broker.owner.get(prev, prev)
+        acts: list = []
+        if prev == main:
+            for op in self.broker.end_group(main, self.final_state(main)):
+                acts += self._apply(op, s, now)
+            return acts
+        why = f"Slurm job {prev} no longer holds it: Slurm started job {allocation} there"
+        self.broker.held.pop(host)
+        self.broker.draining.pop(host, None)
+        self.broker.idle_since.pop(host, None)
+        if s.node_released(host, now, why):
+            self.broker.forgotten(host)
+        else:  # its jobs shrink off it at their next resize point, or fail where they cannot (broker, 1)
+            self.broker.gone[host] = why
+        return acts
 
     def kill(self, state: ClusterState, job_ids: list[int]) -> set[int]:
         done = set()
@@ -175,10 +245,14 @@ class SlurmSite(SlurmManager):
         return super().apply(state, now, own_expanders(jobs, self.verified.me), idle, seen)
 
     def ended(self, s: ClusterState, op: Ended, now: float) -> list:
+        """Group ``op.main``'s Slurm job ended: its job's own report says how, else Slurm's final state
+        (``COMPLETED``: the batch script, which exits with the job's ``mpiexec``, exited 0)."""
         acts: list = []
         for j in [j for j in s.running() if j.allocation == op.main]:
-            code = 0 if j.reported == "done" else 1 if j.reported == "error" else None
-            why = None if code is not None else f"Slurm job {op.main} ended ({op.state}) and the job did not report"
+            code = (0 if j.reported == "done" else 1 if j.reported == "error" else 0 if op.state == "COMPLETED"
+                    else None if op.state in UNKNOWN_END else 1)
+            why = None if j.reported else (f"Slurm job {op.main} ended {op.state} and the job did not report"
+                                           if code != 0 else None)
             acts += s.exited(j.job_id, code, now, why)
             self.note(f"job {j.job_id} ended with Slurm job {op.main} ({op.state})")
         for h in [h for h, lease in s.pool.leases.items() if lease == op.main]:

@@ -26,12 +26,15 @@ import hostlist
 
 from scheduler.core.pool import Node, Pool, PoolError
 
-__all__ = ["SQUEUE_FORMAT", "SlurmEdge", "SlurmError", "SlurmJob", "expander_name", "expander_script", "look",
-           "parse_squeue", "partition_args", "partition_pool", "run", "submit_expander"]
+__all__ = ["MALLEABLE", "SQUEUE_FORMAT", "SlurmEdge", "SlurmError", "SlurmJob", "duration", "expander_name",
+           "expander_script", "final_states", "look", "malleable_comment", "parse_squeue", "partition_args",
+           "partition_pool", "resizes_once", "run", "submit_expander"]
 
 # id, name, state, user, nodes wanted, nodes held, reason, priority, start (predicted while pending), end,
-# submit; times as epoch seconds (SLURM_TIME_FORMAT=%s below), "N/A" or "Unknown" when Slurm has none
-SQUEUE_FORMAT = "%i|%j|%T|%u|%D|%N|%r|%Q|%S|%e|%V"
+# submit, time limit, comment (last: it may hold '|'); times as epoch seconds (SLURM_TIME_FORMAT=%s below),
+# "N/A" or "Unknown" when Slurm has none
+SQUEUE_FORMAT = "%i|%j|%T|%u|%D|%N|%r|%Q|%S|%e|%V|%l|%k"
+MALLEABLE = "reshape-malleable"  # a pending job's comment: submitted with 'reshape submit --slurm' to a controller
 EXPANDER_NICE = 10000  # expanders come after every waiting job of normal priority (Slurm's backfill decides)
 
 
@@ -62,6 +65,25 @@ class SlurmJob:
     start: float | None = None  # running: when it started; pending: the start Slurm's backfill predicts
     end: float | None = None  # running: its time limit; None: none known
     submit: float | None = None
+    limit: float | None = None  # its time limit in seconds (None: none)
+    comment: str = ""
+
+    def malleable_sizes(self) -> tuple[int, ...]:
+        """A pending ``reshape submit --slurm`` job's legal sizes up to its requested one (its comment)."""
+        head, _, sizes = self.comment.partition(" sizes=")
+        if head != MALLEABLE:
+            return ()
+        return tuple(int(x) for x in sizes.split(",") if x.isdigit())
+
+
+def malleable_comment(desc: dict) -> str:
+    """The comment a job for a site controller is submitted with (``MALLEABLE sizes=...``): its legal sizes
+    up to its requested one, at which the controller may start it (a moldable start, docs/slurm.md)."""
+    from scheduler.core.jobfile import spec_from_dict
+    from scheduler.core.policy import legal_sizes
+
+    spec = spec_from_dict(0, 0.0, desc)
+    return f"{MALLEABLE} sizes={','.join(map(str, legal_sizes(spec, desc['nprocs'])[-64:]))}"
 
 
 def _time(text: str) -> float | None:
@@ -72,21 +94,34 @@ def _time(text: str) -> float | None:
     return t if t > 0 else None
 
 
+def duration(text: str) -> float | None:
+    """A Slurm duration (``[days-][hours:]minutes:seconds``, ``UNLIMITED``) in seconds; None for none."""
+    days, _, rest = text.strip().rpartition("-")
+    parts = rest.split(":")
+    if not all(x.isdigit() for x in parts) or not 1 <= len(parts) <= 3 or (days and not days.isdigit()):
+        return None
+    secs = [int(x) for x in parts]
+    secs = ([0] * (3 - len(secs)) + secs) if len(secs) > 1 else [0, secs[0], 0]  # a lone number: minutes
+    return float(int(days or 0) * 86400 + secs[0] * 3600 + secs[1] * 60 + secs[2])
+
+
 def parse_squeue(text: str) -> list[SlurmJob]:
-    """``squeue -h -o SQUEUE_FORMAT`` lines (with ``SLURM_TIME_FORMAT=%s``); the first seven fields
-    alone (an older format) are read too."""
+    """``squeue -h -o SQUEUE_FORMAT`` lines (with ``SLURM_TIME_FORMAT=%s``); the first seven or eleven
+    fields alone (older formats) are read too."""
     out = []
     for line in text.splitlines():
-        parts = line.strip().split("|")
-        if len(parts) not in (7, 11):
+        parts = line.strip().split("|", 12)
+        if len(parts) not in (7, 11, 13):
             continue
         jid, name, state, user, nn, nodes, reason = parts[:7]
         hosts = tuple(hostlist.expand_hostlist(nodes)) if nodes and nodes != "(null)" else ()
         extra = {}
-        if len(parts) == 11:
-            prio, start, end, submit = parts[7:]
+        if len(parts) >= 11:
+            prio, start, end, submit = parts[7:11]
             extra = {"priority": int(prio) if prio.isdigit() else 0, "start": _time(start), "end": _time(end),
                      "submit": _time(submit)}
+        if len(parts) == 13:
+            extra |= {"limit": duration(parts[11]), "comment": parts[12].strip()}
         out.append(SlurmJob(jid, name, state, user, int(nn) if nn.isdigit() else 0, hosts, reason, **extra))
     return out
 
@@ -126,21 +161,40 @@ def run(argv: list[str], timeout: float = 15.0) -> str:
 
 
 def expander_script(main: str) -> str:
-    """The expander job's script: hold the node while job ``main`` runs (3 misses in a row: it ended)."""
+    """The expander job's script: hold the node while job ``main`` runs (3 misses in a row: it ended; a
+    ``squeue`` that fails, as under a busy ``slurmctld``, is no miss)."""
     return (f"miss=0; while [ $miss -lt 3 ]; do "
-            f"if squeue -h -t R -o %i | grep -qx {main}; then miss=0; else miss=$((miss+1)); fi; "
+            f"if q=$(squeue -h -t R -o %i); then "
+            f"if echo \"$q\" | grep -qx {main}; then miss=0; else miss=$((miss+1)); fi; fi; "
             f"sleep 2; done")
+
+
+def resizes_once(config: str) -> bool:
+    """Whether Slurm refuses every update of a job after its first shrink (``scontrol show config``: no
+    accounting storage, so a resized job never gets the database index an update waits for)."""
+    return "accounting_storage/none" in config or "AccountingStorageType" not in config
 
 
 def partition_args(name: str | None) -> list[str]:
     return ["-p", name] if name else []
 
 
-def look(part: list[str]) -> tuple[list[SlurmJob], int]:
-    """Every job of the partition and its number of idle nodes."""
+def look(part: list[str], watch: tuple[str, ...] = ()) -> tuple[list[SlurmJob], int]:
+    """Every job of the partition and its number of idle nodes; those of ``watch`` (job ids) that are no
+    longer queued with their final state (``COMPLETED``, ``FAILED``, ...) while Slurm still knows them."""
     jobs = parse_squeue(run(["squeue", "-h", *part, "-o", SQUEUE_FORMAT]))
     idle = sum(int(x) for x in run(["sinfo", "-h", *part, "-t", "idle", "-o", "%D"]).split() if x.isdigit())
-    return jobs, idle
+    listed = {j.id for j in jobs}
+    return jobs + [j for i in watch if i not in listed for j in final_states([i])], idle
+
+
+def final_states(ids: list[str]) -> list[SlurmJob]:
+    """Jobs ``ids`` in any state, finished ones included (for ``MinJobAge`` after they end); an id Slurm
+    has forgotten, or a ``squeue`` that fails, gives none."""
+    try:
+        return parse_squeue(run(["squeue", "-h", "-t", "all", "-j", ",".join(ids), "-o", SQUEUE_FORMAT], 5.0))
+    except SlurmError:
+        return []
 
 
 def submit_expander(main: str, nodes: int, part: list[str], deadline: float | None) -> str:
@@ -159,7 +213,9 @@ class SlurmEdge:
 
     Outbox (from the loop): ``("submit", main, nodes, deadline)``, ``("cancel", job)``, ``("end", main)``
     (the job and its expanders),
-    ``("keep", job, hosts)`` (shrink a Slurm job to these nodes). Inbox (to the loop):
+    ``("keep", job, hosts, minutes)`` (shrink a Slurm job to these nodes, its limit with it),
+    ``("update", job, {field: value})``
+    (``scontrol update``: ``NumNodes``, ``TimeLimit``). Inbox (to the loop):
     ``("view", jobs, idle, seen)``, ``("submitted", main, job or None, t0, error or None)``,
     ``("error", message)``."""
 
@@ -170,6 +226,7 @@ class SlurmEdge:
         self.outbox: queue.SimpleQueue = queue.SimpleQueue()  # from it
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="slurm", daemon=True)
+        self.watch: tuple[str, ...] = ()  # main jobs whose final state each look asks for (set by the loop)
 
     def start(self) -> None:
         self._thread.start()
@@ -184,19 +241,24 @@ class SlurmEdge:
 
     def _do(self, op) -> None:
         kind = op[0]
-        if kind == "submit":
-            t0 = time.time()
-            try:
-                self.inbox.put(("submitted", op[1], submit_expander(op[1], op[2], self.part, op[3]), t0, None))
-            except SlurmError as e:
-                self.inbox.put(("submitted", op[1], None, t0, str(e)))
+        if kind == "submit":  # one expander job per node: each goes back by scancel alone, never an update
+            for _ in range(op[2]):
+                t0 = time.time()
+                try:
+                    self.inbox.put(("submitted", op[1], submit_expander(op[1], 1, self.part, op[3]), t0, None))
+                except SlurmError as e:
+                    self.inbox.put(("submitted", op[1], None, t0, str(e)))
+                    break
         elif kind == "cancel":
             run(["scancel", op[1]])
         elif kind == "end":  # a job and every expander of it (those we submitted: --user)
             run(["scancel", op[1]])
             run(["scancel", "--user", _me(), "--name", expander_name(op[1])])
-        elif kind == "keep":
-            run(["scontrol", "update", f"JobId={op[1]}", f"NodeList={','.join(op[2])}"])
+        elif kind == "keep":  # one update: without accounting Slurm refuses any after a job's first shrink
+            run(["scontrol", "update", f"JobId={op[1]}", f"NodeList={','.join(op[2])}",
+                 *([f"TimeLimit={op[3]}"] if len(op) > 3 and op[3] else [])])
+        elif kind == "update":  # a pending job's NumNodes (a moldable start) and/or any job's TimeLimit
+            run(["scontrol", "update", f"JobId={op[1]}", *(f"{k}={v}" for k, v in op[2].items())])
 
     def _run(self) -> None:
         last = 0.0
@@ -213,6 +275,6 @@ class SlurmEdge:
                 else:
                     last = time.monotonic()
                     seen = time.time()
-                    self.inbox.put(("view", *look(self.part), seen))
+                    self.inbox.put(("view", *look(self.part, self.watch), seen))
             except SlurmError as e:
                 self.inbox.put(("error", str(e)))

@@ -41,9 +41,11 @@ from reshape.joblink import jobenv as E
 from reshape.joblink.auth import ENV_KEYS
 from reshape.joblink.client import DaemonError, SchedulerUnavailable, request
 from reshape.joblink.launchers import get as launcher
-from scheduler.core.jobfile import JobFileError, load_job_file, validate_job
+from scheduler.core.jobfile import JobFileError, load_job_file, spec_from_dict, validate_job
+from scheduler.core.policy import legal_sizes
+from scheduler.core.pool import PoolError
 from scheduler.rm.fixed import allocation_pool
-from scheduler.rm.slurm_view import SlurmError, expander_name
+from scheduler.rm.slurm_view import SlurmError, expander_name, malleable_comment
 from scheduler.rm.slurm_view import run as slurm_run
 from scheduler.service.startup import job_tag, kill_job, start_job
 from scheduler.service.workload import free_port
@@ -90,7 +92,8 @@ def submit_slurm(files: list[str], nodes: int | None, sbatch_args: list[str],
         with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False) as f:
             f.write(script)
         try:
-            out = slurm_run(["sbatch", "--parsable", *sbatch_args, f.name])
+            out = slurm_run(["sbatch", "--parsable", *([f"--comment={malleable_comment(desc)}"] if site else []),
+                             *sbatch_args, f.name])
         finally:
             os.unlink(f.name)
         ids.append(out.strip().split(";")[0])
@@ -118,14 +121,18 @@ def cmd_slurm_run(args: argparse.Namespace) -> int:
     try:
         desc = load_job_file(args.file) if args.file else validate_job(json.loads(args.job), None)
     except (JobFileError, ValueError) as e:
-        print(f"reshape slurm-run: {e}", file=sys.stderr)
+        _say(str(e))
         return 2
     state_dir = os.path.join(E.default_state_dir(), f"slurm-{main}")
-    os.makedirs(state_dir, exist_ok=True)
     controller = args.controller or os.environ.get(CONTROLLER)
-    if controller:
-        return _run_registered(args, desc, main, controller, state_dir)
-    return _run_private(args, desc, main, state_dir)
+    try:
+        os.makedirs(state_dir, exist_ok=True)
+        if controller:
+            return _run_registered(args, desc, main, controller, state_dir)
+        return _run_private(args, desc, main, state_dir)
+    except Exception as e:  # never a silent end: one line on the job's Slurm output
+        _say(f"job {desc['name']} in Slurm job {main} ended on an unexpected {type(e).__name__}: {e}")
+        return 1
 
 
 # ---------------------------------------------------------------------- site mode
@@ -135,8 +142,14 @@ def _slots() -> list[str]:
     return sorted((n.host for n in allocation_pool().nodes for _ in range(n.slots)), key=lambda h: h != batch)
 
 
+def _say(why: str) -> None:
+    """One line on the job's Slurm output: why it ends here."""
+    print(f"reshape slurm-run: {why}", file=sys.stderr, flush=True)
+
+
 def _register(args: argparse.Namespace, desc: dict, main: str, controller: str, hosts: list[str]) -> int | None:
-    """Register with the controller, retrying while it is away (restarting) for ``--register-timeout``."""
+    """Register with the controller, retrying for ``--register-timeout`` while it is away (restarting) or
+    a node of ours is still being left by a job whose Slurm job gave it up (``node_busy``)."""
     body = {"job": desc, "allocation": main, "hosts": hosts}
     end = time.monotonic() + args.register_timeout
     while True:
@@ -144,18 +157,21 @@ def _register(args: argparse.Namespace, desc: dict, main: str, controller: str, 
             return request(controller, "register", body, keys=args.keys, timeout=5.0)["job_id"]
         except SchedulerUnavailable as e:
             if time.monotonic() > end:
-                print(f"reshape slurm-run: no site controller answered in {args.register_timeout:g} s: {e}",
-                      file=sys.stderr)
+                _say(f"no site controller answered at {controller} in {args.register_timeout:g} s: {e}")
                 return None
-            time.sleep(1.0)
         except DaemonError as e:
-            print(f"reshape slurm-run: the controller refused the job: {e}", file=sys.stderr)
-            return None
+            if e.code != "node_busy":
+                _say(f"the controller at {controller} refused the job: {e}")
+                return None
+            if time.monotonic() > end:
+                _say(f"the controller at {controller} still refuses the job after {args.register_timeout:g} s: {e}")
+                return None
+        time.sleep(1.0)
 
 
-def _report(args: argparse.Namespace, controller: str, job_id: int, rc: int) -> None:
+def _report(args: argparse.Namespace, controller: str, job_id: int, rc: int, error: str | None = None) -> None:
     """Tell the controller how the job ended (it also sees the Slurm job end); a few tries."""
-    body = {"status": "done"} if rc == 0 else {"status": "error", "error": f"exit code {rc}"}
+    body = {"status": "done"} if rc == 0 else {"status": "error", "error": error or f"exit code {rc}"}
     for _ in range(10):
         try:
             request(controller, "finished", body, timeout=2.0, keys=args.keys, job_id=job_id)
@@ -168,15 +184,27 @@ def _report(args: argparse.Namespace, controller: str, job_id: int, rc: int) -> 
 
 def _run_registered(args: argparse.Namespace, desc: dict, main: str, controller: str, state_dir: str) -> int:
     sigs = _Signals()
-    slots = _slots()
-    if len(slots) < desc["nprocs"]:
-        print(f"reshape slurm-run: the allocation has {len(slots)} CPUs, the job starts at {desc['nprocs']}",
-              file=sys.stderr)
+    try:
+        slots = _slots()
+    except PoolError as e:
+        _say(f"cannot read this Slurm allocation: {e}")
         return 2
-    hosts = slots[:desc["nprocs"]]
+    # the controller may have started it on fewer nodes than it asked for (a moldable start): its largest
+    # legal size that fits
+    fits = legal_sizes(spec_from_dict(0, 0.0, desc), len(slots), range(1, min(len(slots), desc["nprocs"]) + 1))
+    hosts = slots[:fits[-1] if fits else len(slots)]
     job_id = _register(args, desc, main, controller, hosts)
     if job_id is None:
         return 1
+    if not fits:  # registered, so that the controller records why it failed
+        why = (f"the allocation has {len(slots)} CPUs, the job's smallest size is "
+               f"{max(1, desc.get('min_procs') or 1)}")
+        _say(why)
+        _report(args, controller, job_id, 2, why)
+        return 2
+    if len(hosts) < desc["nprocs"]:
+        print(f"reshape: started at {len(hosts)} of the {desc['nprocs']} processes asked for (a moldable start)",
+              flush=True)
     with contextlib.suppress(SlurmError):
         slurm_run(["scontrol", "update", f"JobId={main}", f"Comment={COMMENT}{controller}"])
     keys = args.keys or os.environ.get(ENV_KEYS)
@@ -186,7 +214,13 @@ def _run_registered(args: argparse.Namespace, desc: dict, main: str, controller:
     print(f"reshape: job {desc['name']} is reshape job {job_id} of the site controller {controller}, "
           f"in Slurm job {main} on {','.join(dict.fromkeys(hosts))}", flush=True)
     # the job's output is the Slurm job's own (no log file: ours would be a link, which start_job refuses)
-    p = start_job(job_id, desc, hosts, controller, launcher("slurm"), None, tag, cwd=os.getcwd())
+    try:
+        p = start_job(job_id, desc, hosts, controller, launcher("slurm"), None, tag, cwd=os.getcwd())
+    except (OSError, ValueError) as e:
+        why = f"cannot start the job's mpiexec: {e}"
+        _say(why)
+        _report(args, controller, job_id, 1, why)
+        return 1
     while p.poll() is None and sigs.sig is None:
         time.sleep(0.2)
     if sigs.sig is not None:
@@ -196,6 +230,8 @@ def _run_registered(args: argparse.Namespace, desc: dict, main: str, controller:
         return 1
     rc = p.returncode
     _report(args, controller, job_id, rc)
+    if rc:
+        _say(f"job {desc['name']} (reshape job {job_id}): its mpiexec exited with status {rc}")
     print(f"reshape: job {desc['name']} exited with status {rc}", flush=True)
     return rc
 

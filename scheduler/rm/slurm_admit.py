@@ -1,0 +1,95 @@
+"""Starting a waiting Slurm job earlier (pure): what it costs, what it saves, whom it would delay.
+
+The controller can start a job that waits in Slurm's queue sooner in two ways: give it nodes
+that running malleable jobs release by shrinking (*shrink to start*), and, for a malleable job
+not yet started, start it on fewer nodes than it asked for and let it grow later (*moldable
+start*: ``scontrol update NumNodes=K`` of the pending job). Both follow SD-Policy (D'Amico,
+Jokanovic & Corbalán, ICPP 2019, §3: apply malleability to running jobs so a queued job
+starts with fewer resources, *only when the estimated slowdown improves over the static
+schedule*), with the estimate in seconds of turnaround:
+
+    start W now at K nodes  iff  sum_i E_i(q_i) + O_W(K)  <  S_W - now
+
+* ``S_W``: the start Slurm's backfill predicts for W at its requested size ``N`` (``squeue %S``):
+  the wait saved;
+* ``E_i(q) = R_i * (t_i(q) / t_i(p_i) - 1)``: the time running job *i* loses by running its
+  remaining ``R_i = left_i * t_i(p_i)`` seconds (iterations left times its measured iteration
+  time) at ``q`` instead of ``p_i`` (measured times where it ran at ``q``, else linear speedup,
+  the most a shrink can cost an application whose efficiency falls with its size);
+* ``O_W(K) = L_W * (N / K - 1)``: what W loses by running at ``K < N`` nodes, with its time
+  limit ``L_W`` as its run time and linear speedup (an upper bound: its efficiency is higher at
+  ``K``, and it grows when nodes free up).
+
+The sum is the change in the total turnaround of the jobs involved; SD-Policy's own test
+compares the jobs' slowdowns (turnaround over run time), which weighs short jobs more. No
+shrink may stretch a job's run past ``max_stretch`` times its run at its requested size (the
+broker's bound, so that no job pays much for others' starts).
+
+**Never delaying another waiting job** (:func:`delays`): with the shrunk jobs' new ends (a job
+below its requested size runs longer: its Slurm limit is extended, ``scheduler.rm.slurm_limits``)
+and W started now, Slurm's backfill plan (:func:`scheduler.rm.slurm_plan.plan`) must start no
+other pending job later than it does without the change.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from scheduler.rm.slurm_plan import Pending, plan
+from scheduler.rm.slurm_view import SlurmJob
+
+__all__ = ["LIVE", "delays", "moldable_limit", "own_cost", "shrink_cost"]
+
+LIVE = ("RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED")
+UNKNOWN_REMAINING = 300.0  # seconds left assumed for a job that did not say how many iterations it runs
+
+
+def shrink_cost(nprocs: int, times: Mapping[int, float], left: int | None, q: int) -> float:
+    """``E(q)``: seconds a job at ``nprocs`` loses running the rest of its work at ``q`` (module docstring)."""
+    if q >= nprocs:
+        return 0.0
+    t_p = times.get(nprocs)
+    if t_p is None or t_p <= 0:
+        return (nprocs / q - 1) * UNKNOWN_REMAINING
+    t_q = times.get(q) or t_p * nprocs / q
+    remaining = left * t_p if left is not None else UNKNOWN_REMAINING
+    return max(0.0, remaining * (t_q / t_p - 1))
+
+
+def own_cost(limit: float | None, n: int, k: int) -> float:
+    """``O(K)``: what a job asking for ``n`` nodes loses by starting on ``k`` (its limit as its run time)."""
+    return 0.0 if k >= n else (limit or 0.0) * (n / k - 1)
+
+
+def moldable_limit(limit: float | None, n: int, k: int) -> int | None:
+    """The time limit, in whole minutes, of a job asking ``n`` nodes for ``limit`` seconds that starts
+    on ``k``: the walltime charging rule (``scheduler.core.walltime``: below its size a job is charged in
+    proportion), so ``limit * n / k``."""
+    return None if limit is None else math.ceil(limit * n / max(1, k) / 60.0)
+
+
+def _inputs(jobs: Sequence[SlurmJob], now: float, skip: Sequence[str]) -> tuple[list, list[SlurmJob]]:
+    running = [(j.nodes, j.end if j.end is not None else math.inf) for j in jobs if j.state in LIVE]
+    pend = sorted((j for j in jobs if j.state == "PENDING" and j.id not in skip
+                   and not j.name.startswith("reshape-expand-")),
+                  key=lambda j: (-j.priority, j.submit or 0.0, j.id))
+    return running, pend
+
+
+def delays(now: float, nodes: Sequence[str], jobs: Sequence[SlurmJob], start: str, k: int, limit: float | None,
+           freed: set[str], ends: Mapping[str, float], tolerance: float = 1.0) -> list[str]:
+    """The pending jobs other than ``start`` that Slurm's plan would start later than now if ``start``
+    ran now on ``k`` nodes for ``limit`` seconds, the nodes ``freed`` were given back, and the
+    running Slurm jobs in ``ends`` (id -> new end) ended then; ``[start]`` if ``start`` itself could
+    not start now that way."""
+    running, pend = _inputs(jobs, now, ())
+    base = plan(now, nodes, running, [Pending(j.id, j.num_nodes, j.limit) for j in pend])
+    after = [(tuple(h for h in j.nodes if h not in freed), ends.get(j.id, j.end if j.end is not None else math.inf))
+             for j in jobs if j.state in LIVE]
+    new = plan(now, nodes, after, [Pending(j.id, k if j.id == start else j.num_nodes,
+                                           limit if j.id == start else j.limit) for j in pend])
+    if start not in new or new[start].start > now:
+        return [start]
+    return [j.id for j in pend if j.id != start and j.id in base
+            and (j.id not in new or new[j.id].start > base[j.id].start + tolerance)]

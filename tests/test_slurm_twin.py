@@ -1,0 +1,47 @@
+"""The simulator's twin of the Slurm experiment (``scheduler.lab.slurm_twin``): its Slurm backfills as the
+real one plans, and its controller is the real one, growing and shrinking the emulated jobs."""
+
+from __future__ import annotations
+
+from scheduler.core.jobfile import validate_job
+from scheduler.lab.slurm_sim import SimSlurm
+from scheduler.lab.slurm_twin import TwinJob, run
+
+TIMES = ((2, 4.0), (4, 2.1), (8, 1.1), (16, 0.6), (32, 0.35))  # seconds per iteration by CPUs
+
+
+def malleable(name: str, arrival: float, nodes: int) -> TwinJob:
+    desc = validate_job({"name": name, "command": ["python", "-m", "apps.emujob"], "nprocs": 2 * nodes,
+                         "sizes": [2, 4, 8, 16, 32], "launch": "single", "iterations": 100,
+                         "walltime": 600.0}, 32)
+    return TwinJob(name, arrival, nodes, 400.0, 10, True, TIMES, 100, 0.02, desc)
+
+
+def test_its_slurm_backfills_a_short_job_and_ends_one_past_its_limit():
+    s = SimSlurm([f"n{i}" for i in range(1, 9)])
+    a = s.submit("a", 6, 2, 0.0, kind="rigid")
+    b = s.submit("b", 8, 1, 0.0, kind="rigid")
+    c = s.submit("c", 2, 1, 0.0, kind="rigid")
+    assert [j.id for j in s.schedule(0.0)] == [a, c]  # c fits in before b's start at a's end
+    assert s.jobs[b].predicted == 120.0
+    view, idle = s.view(1.0)
+    assert idle == 0 and {j.id: j.reason for j in view if j.state == "PENDING"} == {b: "Resources"}
+    s.finish(c, 50.0)
+    s.schedule(50.0)
+    assert s.jobs[a].state == "RUNNING"
+    s.schedule(160.0)  # a ran past its limit (120 s): ended at the next 30 s check plus KillWait
+    assert s.jobs[a].state == "TIMEOUT" and s.jobs[b].state == "RUNNING"
+    assert not s.keep(b, ["n2"]) or s.jobs[b].hosts[0] == "n2"  # never without its first node
+
+
+def test_the_controller_grows_a_lone_job_and_shrinks_it_for_a_rigid_one_that_would_wait():
+    jobs = [malleable("m", 0.0, 2), TwinJob("r", 30.0, 8, 20.0, 1)]
+    static = run(jobs, 16, 2, False)
+    site = run(jobs, 16, 2, True)
+    assert all(j["state"] == "COMPLETED" for r in (static, site) for j in r["jobs"].values())
+    m_static, m_site = (r["jobs"]["m"]["end"] - r["jobs"]["m"]["start"] for r in (static, site))
+    assert m_site < 0.7 * m_static  # it grew into the idle nodes
+    sizes = [e["nprocs"] for e in site["history"]["events"] if e["kind"] in ("start", "expand", "shrink")]
+    assert max(sizes) > 4 and sizes[-1] < max(sizes)  # and gave some back
+    assert site["jobs"]["r"]["start"] - site["jobs"]["r"]["submit"] < 10.0
+    assert not site["late_starts"]
