@@ -164,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="when to kill -9 the controller, as a fraction of the arrival window (default 0.4)")
     ap.add_argument("--twin-only", action="store_true", help="only the simulator's twin (no cluster; seconds)")
     ap.add_argument("--twin-seeds", type=int, default=0, metavar="N",
-                    help="only the twin, over N Lublin-Feitelson workloads (seeds 100.., 36 jobs, load 1.4): "
+                    help="only the twin, over N Lublin-Feitelson workloads (generator seeds from 100 on, "
+                         "36 jobs, load 1.4): "
                          "the mean and range of each ratio; writes <out>_twin.json")
     ap.add_argument("--out", default="slurm_workload", help="result name (default slurm_workload)")
     ap.add_argument("--keep", action="store_true", help="leave the cluster up afterwards")

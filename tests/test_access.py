@@ -183,7 +183,7 @@ def test_a_root_daemon_runs_each_job_as_its_owner(local_daemon):
     assert f"home {pwd.getpwuid(NOBODY).pw_dir}" in logs[theirs]
 
 
-# ---------------------------------------------------------------------- a shared head node (issue 32)
+# ---------------------------------------------------------------------- a shared head node
 def flood(uid: int, path, n: int) -> tuple[int, dict, int]:
     """A child as ``uid`` opening ``n`` raw connections to ``path`` (a Unix socket's path, or a TCP
     ``(host, port)``; no ZMTP handshake) and holding them: (its pid, {"opened", "refused"}, the
