@@ -200,6 +200,25 @@ def test_reserve_keeps_slots_idle_for_arrivals():
             raise AssertionError(f"reserve={bad!r} accepted")
 
 
+def test_announced_arrivals_keep_their_slots_idle_and_nothing_else_does():
+    """``announced``: rule 4 leaves idle the slots of jobs submitted to arrive later, those arriving before
+    the growing job's deadline; with none announced it grows into every idle slot."""
+    from dataclasses import replace
+
+    r = running(1, 2, {2: 1.0})
+    plus = remap_policy("reshape", announced=True)
+    assert plus.at_resize_point(snap(4, [r]), 1) == Expand(1, 3, "idle processors")
+    coming = replace(snap(4, [r]), announced=((50.0, 2), (60.0, 1)))
+    assert plus.at_resize_point(coming, 1) == Expand(1, 3, "idle processors")  # 4 idle, 3 held
+    assert isinstance(plus.at_resize_point(replace(coming, announced=((50.0, 4),)), 1), Continue)
+    assert isinstance(R.at_resize_point(replace(coming, announced=((50.0, 4),)), 1), Expand)  # the paper's rule
+    late = replace(r, deadline=40.0)  # it is gone before they come
+    assert plus.at_resize_point(replace(coming, running=(late,), announced=((50.0, 4),)), 1) == Expand(
+        1, 3, "idle processors")
+    # the fixed reserve, if larger, still holds
+    assert isinstance(remap_policy("reshape", announced=True, reserve=4).at_resize_point(coming, 1), Continue)
+
+
 def test_shrink_requests_free_what_the_head_lacks_largest_jobs_first():
     P = remap_policy("reshape", request_shrinks=True)
     a = running(1, 6, {2: 1.0, 4: 0.7, 6: 0.6}, (2, 4, 6), initial=2)
@@ -268,8 +287,8 @@ def test_plus_preset_is_the_same_class_with_parameters():
     from scheduler.core.policies.reshape_remap import PLUS, ReshapeRemap
 
     p = remap_policy("reshape-plus")
-    assert type(p) is ReshapeRemap and p.borrow and p.reserve == PLUS["reserve"]
-    assert remap_policy("reshape-plus", reserve=0).reserve == 0
+    assert type(p) is ReshapeRemap and p.borrow and p.announced == PLUS["announced"] and p.reserve == 0
+    assert remap_policy("reshape-plus", reserve=0.2).reserve == 0.2
 
 
 @settings(max_examples=200, deadline=None)
