@@ -9,8 +9,9 @@ arrival times, one after the other in this run:
 * paper: EASY backfill with ReSHAPE's Remap Scheduler as the paper states it
   (``reshape-paper``: any gain counts, no noise guard);
 * plus: the presets ``easy-plus`` + ``reshape-plus`` (squeezed starts, honest
-  walltime estimates, a 20% reserve while the queue is empty; see
-  ``docs/simulator.md``, "Policies").
+  walltime estimates, idle slots held for announced arrivals: every job is
+  submitted at the start with its arrival delay; see ``docs/simulator.md``,
+  "Policies").
 
 Each job is an emulated application (``apps.emujob --times``) whose iteration
 time per size is the real application's, calibrated on this machine
