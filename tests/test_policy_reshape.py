@@ -267,6 +267,19 @@ def test_borrowed_slots_are_kept_while_safe_and_given_back_in_time():
     assert B.at_resize_point(late, 1) == Shrink(1, 4, "give back borrowed slots to queued job 2")
 
 
+def test_another_jobs_shrink_under_way_does_not_excuse_a_borrower():
+    """EASY's reservation for the head counts on each borrower giving back at its next resize point plus a
+    redistribution. A borrower that kept its slots because another job's shrink under way would cover the
+    head started the head late when that shrink ended after the reservation (Mira, seed 4: 0.8 s)."""
+    from dataclasses import replace
+
+    late = borrow_case(15.0, nprocs=8, history=(4, 8), free=0, now=90.0)
+    other = RunningJob(wspec(3, 2, 1000.0), 16, 0.0, Profile({2: 40.0, 16: 10.0}, {(2, 16): 30.0}, (2, 16)),
+                       pending_shrink=2)
+    s = replace(late, total_slots=32, running=(*late.running, other), reserved=100.0)
+    assert B.at_resize_point(s, 1) == Shrink(1, 4, "give back borrowed slots to queued job 2")
+
+
 def test_borrow_counts_other_jobs_borrowed_slots_as_returned():
     # job 3 borrowed 4 slots (started at 2); with them back the head starts at t=100, not never
     rigid_ = RunningJob(wspec(9, 8, 100.0, resizable=False), 8, 0.0)

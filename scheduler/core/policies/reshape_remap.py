@@ -76,7 +76,9 @@ computes reservations in the same give-back view):
   shadow time shrinks back to its starting size now, else keeps its slots.
   Without walltimes the shadow time is unknown and the paper's rules decide.
   Borrowed slots only return to the starting size, a size the job ran at, so
-  real jobs need no ``RESHAPE_ALLOW_NEW_SIZES``. Choice: the first
+  real jobs need no ``RESHAPE_ALLOW_NEW_SIZES``. Another job's shrink under
+  way does not excuse a borrower from giving back: the head's reservation
+  counts on this one, and that shrink may end after it. Choice: the first
   expansion, before any redistribution was measured, assumes it costs
   nothing (the give-back may then be one redistribution late). EASY must
   use the same view (``easy-plus``), else it backfills against a later
@@ -438,7 +440,9 @@ class ReshapeRemap(RemapPolicy):
         """
         jid, cur = r.spec.job_id, r.nprocs
         t_iter = r.profile.iter_time.get(cur)
-        if t_iter is None or self._need(snap, jid) <= 0:
+        # other jobs' shrinks under way do not count: the head's reservation counts on this job giving back at
+        # its next resize point, and a shrink decided since may end after it (Mira, seed 4: a head 0.8 s late)
+        if t_iter is None or snap.queue[0].nprocs <= snap.free_slots:
             return None
         shadow = self._head_shadow(snap)
         if math.isinf(shadow):
