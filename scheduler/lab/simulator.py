@@ -43,7 +43,7 @@ later than the first reservation its Application Scheduler made for it
 Events live in a heap keyed by ``(time, seq)``; the events of one instant are
 taken together and put in the canonical order above. ``notice``: jobs are
 submitted that long before they arrive (``arrival_delay``, as the workload
-benchmark submits): the core holds them as waiting jobs until then. A policy
+benchmark's announced row submits): the core holds them as waiting jobs until then. A policy
 that leaves jobs queued on an idle machine with nothing left to happen is a
 :class:`PolicyError` rather than an endless loop. Metrics are
 :mod:`scheduler.core.metrics`' over the core's events and one record per ended job.

@@ -97,9 +97,10 @@ computes reservations in the same give-back view):
   jobs submitted to arrive later (an arrival delay: :attr:`Snapshot.announced`)
   that arrive before the growing job's deadline (all of them when it has
   none), or ``reserve`` if that is more: room for work known to come, none
-  for a guess. W2's arrivals, announced as the workload benchmark submits
-  them, find their slots free; a W2 whose arrivals come unannounced waits
-  for resize points as under the paper's rule.
+  for a guess. W2's arrivals, announced (the workload benchmark's announced
+  row), find their slots free; a W2 whose arrivals come unannounced (its
+  default: jobs submitted as they arrive) waits for resize points as under
+  the paper's rule, and without announcements the preset is ``reserve=0``.
 * ``new_sizes``: shrink points are every legal size from ``min_procs`` up,
   not only sizes run at (:func:`shrink_sizes`). In the simulator a malleable
   trace job has no such constraint; the resize runtime enforces the paper's
