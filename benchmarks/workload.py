@@ -127,7 +127,7 @@ def summary(out: dict, mode: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.workload")
-    ap.add_argument("--quick", action="store_true", help="faster time scale (about 2 minutes)")
+    ap.add_argument("--quick", action="store_true", help="faster time scale (about 1.5 minutes)")
     ap.add_argument("--scale", type=float, help="seconds of emulation per paper second")
     ap.add_argument("--hand", action="store_true", help="the hand-chosen Amdahl curves, not the calibrated ones")
     ap.add_argument("--calibration", default=calibrate_apps.DEFAULT, help="calibration file (default: committed)")

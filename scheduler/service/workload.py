@@ -158,6 +158,28 @@ def _stacks(proc: subprocess.Popen, state_dir: str) -> str:
         return ""
 
 
+def _start_daemon(endpoint: str, state_dir: str, args: list[str]) -> subprocess.Popen:
+    """``reshape daemon`` on ``endpoint`` in its own session, its stderr in ``state_dir/daemon.err``."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
+    with open(os.path.join(state_dir, "daemon.err"), "ab") as err:
+        return subprocess.Popen(
+            [sys.executable, "-m", "scheduler.cli", "daemon", "--endpoint", endpoint, "--state-dir", state_dir, *args],
+            cwd=root, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+
+
+def _wait_ready(conn: Connection, proc: subprocess.Popen, state_dir: str, timeout: float = 20.0) -> None:
+    """Until the daemon answers ``ping``; one line naming why if it exits or does not answer in time."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            conn.request("ping", timeout=0.5)
+            return
+        except Exception:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                why = _stacks(proc, state_dir).strip().splitlines()
+                raise RuntimeError("the daemon did not start" + (f": {why[-1]}" if why else "")) from None
+
+
 def _on_time(jobs: list[dict], announce: bool) -> tuple[list[tuple[float, dict]], list[dict]]:
     """``(later, now)``: without ``announce``, the jobs with an arrival delay, soonest first, each
     ``(delay, job without it)``, and the others; with it, none later."""
@@ -201,24 +223,12 @@ def run_workload(jobs: list[dict], slots: int, remap: str, app: str = "easy",
         tmp = tempfile.TemporaryDirectory(prefix="reshape-workload-")
         state_dir = tmp.name
     endpoint = f"tcp://127.0.0.1:{free_port()}"
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
-    with open(os.path.join(state_dir, "daemon.err"), "ab") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "scheduler.cli", "daemon", "--endpoint", endpoint, "--state-dir",
-             state_dir, "--slots", str(slots), "--app-policy", app, "--remap-policy", remap, *daemon_args],
-            cwd=root, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+    proc = _start_daemon(endpoint, state_dir, ["--slots", str(slots), "--app-policy", app, "--remap-policy", remap,
+                                               *daemon_args])
     conn = Connection(endpoint, timeout=10.0)
     ids: list[int] = []
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                conn.request("ping", timeout=0.5)
-                break
-            except Exception:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    why = _stacks(proc, state_dir).strip().splitlines()
-                    raise RuntimeError("the daemon did not start" + (f": {why[-1]}" if why else "")) from None
+        _wait_ready(conn, proc, state_dir)
         if ready is not None:
             ready(conn.request("status").body)
         held = [j for j in jobs if "hold" in j]
