@@ -1,8 +1,8 @@
 """Trace benchmark: every policy preset on SWF traces, against the baselines a user would pick.
 
-``python -m benchmarks.traces [--quick] [--seed N] [--no-sensitivity] [--limits MODE] [--trace FILE ...]
-[--lublin SEED ...] [--out NAME]``: for ``lublin_256.swf`` and ``mira.swf`` (or the ``--trace`` files, or
-Lublin-Feitelson traces drawn with ``--lublin``'s seeds: 10,000 jobs on 256 nodes), half the jobs
+``python -m benchmarks.traces [--quick] [--seed N | --seeds K] [--no-sensitivity] [--limits MODE]
+[--trace FILE ...] [--lublin SEED ...] [--out NAME]``: for ``lublin_256.swf`` and ``mira.swf`` (or the
+``--trace`` files, or Lublin-Feitelson traces drawn with ``--lublin``'s seeds: 10,000 jobs on 256 nodes), half the jobs
 malleable (seeded), the job model's defaults
 (:func:`scheduler.lab.jobmodel.from_trace`: parallelism ``size-linked``, the
 literature's model: Downey's average parallelism tied to the job's size,
@@ -43,6 +43,12 @@ jobs:
   limits): EASY and ``moldable-easy`` ÷ each resizing preset, big jobs'
   ratio, resizes, the best resizing preset, late starts and kills;
 * ``sim_seconds``: wall time of the ``reshape-plus`` simulation.
+
+``--seeds K`` runs instead, per trace, rigid EASY, ``moldable-easy`` and the resizing presets for
+seeds 0 to K-1 (the malleable set and the speedup draws; one seed is one sample of a quantity that
+moves by several percent from seed to seed) and writes ``traces-seeds.json``: per seed and over the
+seeds (mean, worst, best), rigid EASY ÷ ``moldable-easy`` and ``moldable-easy`` ÷ each resizing
+preset (``summary.<trace>.over_seeds``).
 
 ``--quick`` simulates the first 2,000 jobs (by submit time) of each trace.
 Targets: 0 late starts and 0 kills under every preset; resizing is reported
@@ -189,11 +195,38 @@ def one_trace(name: str, trace, seed: int, limits: str, with_sensitivity: bool) 
     return s, res
 
 
+def over_seeds(name: str, trace, seeds: int, limits: str) -> dict:
+    """Rigid EASY ÷ ``moldable-easy`` and ``moldable-easy`` ÷ each resizing preset for seeds 0 to ``seeds``-1:
+    ``{"per_seed": [...], "<ratio>": {"mean", "worst", "best"}}``, printing one line per seed."""
+    keys = ["easy_over_moldable", *(f"moldable_over_{p}" for p in RESIZING)]
+    print(f"\n{name}: per seed, EASY ÷ moldable-easy, then moldable-easy ÷ " + ", ".join(RESIZING))
+    rows = []
+    for seed in range(seeds):
+        jobs, slots = from_trace(trace, malleable_fraction=0.5, seed=seed)
+        res = run_policies(jobs, slots, ["easy", "moldable-easy", *RESIZING], limits=limits)
+        mold = res["moldable-easy"]["mean_turnaround"]
+        row = {"seed": seed, "easy_over_moldable": res["easy"]["mean_turnaround"] / mold,
+               **{f"moldable_over_{p}": mold / res[p]["mean_turnaround"] for p in RESIZING},
+               "late_starts": sum(m["late_starts"] for m in res.values()),
+               "kills": sum(m["walltime_kills"] for m in res.values())}
+        rows.append(row)
+        print(f"  seed {seed:3d}  " + "  ".join(f"{row[k]:.4f}" for k in keys), flush=True)
+    out: dict = {"per_seed": rows}
+    for k in keys:
+        v = [r[k] for r in rows]
+        out[k] = {"mean": statistics.fmean(v), "worst": min(v), "best": max(v)}
+    print("  mean      " + "  ".join(f"{out[k]['mean']:.4f}" for k in keys))
+    print("  worst     " + "  ".join(f"{out[k]['worst']:.4f}" for k in keys))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.traces", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="first 2,000 jobs of each trace")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seeds", type=int, metavar="K", help="seeds 0..K-1 of the baselines and the resizing presets "
+                    "instead of the tables (traces-seeds.json)")
     ap.add_argument("--traces", default=TRACES, help="directory holding lublin_256.swf and mira.swf")
     ap.add_argument("--trace", action="append", metavar="FILE",
                     help="an SWF trace to run instead of the two shared ones (repeatable)")
@@ -211,13 +244,20 @@ def main(argv: list[str] | None = None) -> int:
     paths = a.trace or ([] if a.lublin else [os.path.join(a.traces, f"{n}.swf") for n in ("lublin_256", "mira")])
     traces = [(os.path.splitext(os.path.basename(p))[0], lambda p=p: read_swf(p, max_jobs=max_jobs)) for p in paths]
     traces += [(f"lublin_seed{k}", lambda k=k: generate(max_jobs or 10_000, 256, seed=k)) for k in a.lublin or ()]
+    if a.seeds is not None and a.seeds < 1:
+        ap.error(f"--seeds must be at least 1, got {a.seeds}")
     summary, detail = {}, {}
     for name, load in traces:
-        summary[name], detail[name] = one_trace(name, load(), a.seed, a.limits, not a.no_sensitivity)
+        if a.seeds:
+            summary[name] = {"over_seeds": over_seeds(name, load(), a.seeds, a.limits)}
+        else:
+            summary[name], detail[name] = one_trace(name, load(), a.seed, a.limits, not a.no_sensitivity)
     os.makedirs(RESULTS, exist_ok=True)
-    out = os.path.join(RESULTS, a.out or ("traces-quick.json" if a.quick else "traces.json"))
+    default = "traces-seeds.json" if a.seeds else "traces-quick.json" if a.quick else "traces.json"
+    out = os.path.join(RESULTS, a.out or default)
     with open(out, "w") as f:
-        json.dump({"benchmark": "traces", "quick": a.quick, "seed": a.seed, "traces": [n for n, _ in traces],
+        json.dump({"benchmark": "traces", "quick": a.quick, "seed": a.seed, "seeds": a.seeds,
+                   "traces": [n for n, _ in traces],
                    "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
                    "host": {"cpus": os.cpu_count(), "python": platform.python_version()},
                    "summary": summary, "results": detail}, f, indent=1)

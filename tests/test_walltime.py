@@ -174,15 +174,18 @@ def test_a_late_reservation_stops_backfilling_past_it():
 
 
 class _SqueezeWithoutLimit(AppPolicy):
-    """Starts the head on whatever is free, below its size, and leaves its time limit alone."""
+    """Starts queued jobs in order on whatever is free, below their size, and leaves their time limits alone."""
 
     name = "squeeze-keep-limit"
 
     def schedule(self, snap):
-        if snap.queue and snap.free_slots:
-            head = snap.queue[0]
-            return [Start(head.job_id, min(head.nprocs, snap.free_slots))]
-        return []
+        out, free = [], snap.free_slots
+        for job in snap.queue:
+            if not free:
+                break
+            out.append(Start(job.job_id, min(job.nprocs, free)))
+            free -= out[-1].nprocs
+        return out
 
 
 def _squeezed_workload():

@@ -163,6 +163,7 @@ class JobTable:
         self._stale: set[int] = set()  # running jobs whose view must be rebuilt
         self._pos: dict[int, int] | None = {}  # job id -> its index in the running tuple (None: to rebuild)
         self._waiting: dict[int, Job] = {}
+        self._announced: tuple[tuple[float, int], ...] | None = ()  # the snapshots' view of them (None: to rebuild)
         self._killing: dict[int, Job] = {}  # cancelling or ending: their kill not yet confirmed (they hold their slots)
         self._snap: Snapshot | None = None  # the last snapshot, reused while nothing it shows changed
 
@@ -212,6 +213,7 @@ class JobTable:
             self._run_t = self._pos = None
         elif j.state == JobState.WAITING:
             self._waiting.pop(j.job_id, None)
+            self._announced = None
         elif j.state in KILLING:
             self._killing.pop(j.job_id, None)
 
@@ -231,6 +233,7 @@ class JobTable:
             self._run_t = self._pos = None
         elif j.state == JobState.WAITING:
             self._waiting[j.job_id] = j
+            self._announced = None
         elif j.state in KILLING:
             self._killing[j.job_id] = j
         if j.state in FINAL:
@@ -290,13 +293,17 @@ class JobTable:
         if self._pos is None:
             self._pos = {i: k for k, i in enumerate(self._views)}
         head = self.jobs[self._queued[0][1]].reservation if self._queued else None
+        if self._announced is None:
+            self._announced = tuple(sorted((j.arrival_time, j.spec.nprocs) for j in self._waiting.values()))
         total, free, last = self.pool.total, self.pool.free, self._snap
         if (last is not None and last.now == now and last.free_slots == free and last.total_slots == total
                 and last.queue._version == self._queue_version  # type: ignore[attr-defined]
-                and last.running is self._run_t and last.reserved == head):
+                and last.running is self._run_t and last.reserved == head
+                and last.announced is self._announced):
             return last  # nothing changed since the last one (several policy calls per event)
         queue = last.queue if last is not None and last.queue._version == self._queue_version \
             else QueueView(self, self._queued_specs, self._queue_version)  # type: ignore[attr-defined]
-        self._snap = Snapshot(now, total, free, queue, self._run_t, head, self._pos)  # type: ignore[arg-type]
+        self._snap = Snapshot(now, total, free, queue, self._run_t, head, self._pos,  # type: ignore[arg-type]
+                              self._announced)
         return self._snap
 

@@ -176,6 +176,8 @@ class Snapshot:
     running: tuple[RunningJob, ...]
     reserved: float | None = None  # the queue head's reservation: the first its Application Scheduler made
     positions: Mapping[int, int] | None = field(default=None, compare=False, repr=False)  # job id -> running[i]
+    # (arrival time, slots) of the jobs submitted to arrive later (an arrival delay), soonest first
+    announced: tuple[tuple[float, int], ...] = ()
 
     def job(self, job_id: int) -> RunningJob:
         i = self.positions.get(job_id) if self.positions is not None else None

@@ -149,6 +149,9 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts, Kills):
         self.walltime_kills = 0
         self.limit_extensions = 0  # jobs started with a time limit longer than their walltime
         self._idle: Snapshot | None = None  # the last snapshot a scheduling pass started nothing on
+        # while True, the scheduling pass an event would run is left out: the caller handles every event of
+        # one instant and then runs one pass (``tick``), the simulator's batch (scheduler.lab.simulator)
+        self.defer_passes = False
         self._init_indexes()
         if require_monitors:
             for rec in self.nodes.values():
@@ -260,7 +263,7 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts, Kills):
     def schedule(self, now: float) -> list[Launch | Kill]:
         """Application Scheduler, then (while jobs still wait) the Remap Scheduler's shrink requests."""
         out: list[Launch | Kill] = []
-        if not self._queued:
+        if not self._queued or self.defer_passes:
             return out
         free = self.pool.free
         snap = self.snapshot(now)

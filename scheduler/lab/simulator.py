@@ -19,8 +19,12 @@ submit, the jobs that run, report their iterations, redistribute and exit.
   last iteration they report ``finished`` and exit; ``start_latency``: a
   started job holds its slots that long before its first iteration (a live
   job's process start-up, large against a time-scaled workload's iterations);
-* after every event the Application Scheduler runs (the daemon's tick runs
-  after every batch of requests);
+* each instant is one batch: every event at time t is applied (ends first,
+  then ends of redistributions, arrivals, resize points and kills, each kind
+  in job-id order), then the Application Scheduler runs once (the daemon's
+  tick runs after every batch of requests). The order in which simultaneous
+  events were created (a trace's line order; whether a job's last iteration
+  is a resize point) therefore decides nothing;
 * walltimes are enforced as a resource manager does: a job still running
   at its deadline is killed there (the core's ``expire``, which the daemon
   calls with its ``--overtime`` grace); its record says so and how much of
@@ -36,8 +40,10 @@ later than the first reservation its Application Scheduler made for it
 (``late_starts`` in the metrics, with the first 100 cases in
 :attr:`SimResult.late_starts`).
 
-Events live in a heap keyed by ``(time, seq)``: ``seq`` keeps simultaneous
-events in the order they were created, so a run is deterministic. A policy
+Events live in a heap keyed by ``(time, seq)``; the events of one instant are
+taken together and put in the canonical order above. ``notice``: jobs are
+submitted that long before they arrive (``arrival_delay``, as the workload
+benchmark's announced row submits): the core holds them as waiting jobs until then. A policy
 that leaves jobs queued on an idle machine with nothing left to happen is a
 :class:`PolicyError` rather than an endless loop. Metrics are
 :mod:`scheduler.core.metrics`' over the core's events and one record per ended job.
@@ -61,6 +67,8 @@ __all__ = ["Decision", "PolicyError", "SimResult", "Simulator", "desc_of", "simu
 
 _ARRIVE, _ITER, _REDIST, _FINISH, _KILL = 0, 1, 2, 3, 4
 _LAST = 1 << 62  # a kill at time t comes after every other event at t (a job ending at its deadline is not killed)
+#: an event's place in its instant (:meth:`Simulator.run`; a resize point that ends its job counts as an end)
+_PHASE = {_FINISH: 0, _REDIST: 1, _ARRIVE: 2, _ITER: 3, _KILL: 4}
 
 
 def desc_of(spec: JobSpec) -> dict:
@@ -106,12 +114,15 @@ class Simulator:
     keep_ended: bool = True  # False: an ended job leaves the core once recorded (memory flat in the trace's length)
     limits: str = "wall-clock"  # or "stretched" (scheduler.core.walltime, "Wall-clock limits")
     start_latency: float = 0.0  # seconds from a start to the job's first iteration (process start-up), slots held
+    notice: float = 0.0  # jobs are submitted this long before they arrive (an arrival delay), from the first arrival
 
     def __post_init__(self) -> None:
         if self.total_slots < 1:
             raise ValueError(f"total_slots must be >= 1, got {self.total_slots}")
         if not self.start_latency >= 0:
             raise ValueError(f"start_latency must be >= 0 seconds, got {self.start_latency!r}")
+        if not self.notice >= 0:
+            raise ValueError(f"notice must be >= 0 seconds, got {self.notice!r}")
         self.state = ClusterState(Pool([Node("sim", self.total_slots)]), self.app,
                                   self.remap or remap_policy("static"), strict=True, record=self.record,
                                   limits=self.limits)
@@ -141,7 +152,10 @@ class Simulator:
         i = self._next_arrival
         if i < len(self._arrivals):
             inp = self._arrivals[i]
-            heapq.heappush(self._heap, (inp.spec.submit_time, i + 1, _ARRIVE, inp.spec.job_id))
+            t = inp.spec.submit_time
+            if self.notice:  # announced ahead of its arrival, not before the first one
+                t = max(self._arrivals[0].spec.submit_time, t - self.notice)
+            heapq.heappush(self._heap, (t, i + 1, _ARRIVE, inp.spec.job_id))
             self._next_arrival = i + 1
 
     def _push(self, t: float, kind: int, jid: int) -> None:
@@ -216,7 +230,7 @@ class Simulator:
         else:  # the next iteration at the same size
             self._iter_at[jid] = (anchor, p, t, k + 1)
             self._push(anchor + (k + 2) * t, _ITER, jid)
-        return st.tick(now)
+        return []
 
     def _redistributed(self, jid: int, now: float) -> list[Launch | Kill]:
         p, q = self._target.pop(jid)
@@ -232,30 +246,66 @@ class Simulator:
                 self._kill_at[jid] = j.deadline
                 self._push(kill_time(j.deadline), _KILL, jid)
 
+    def _phase(self, kind: int, jid: int) -> int:
+        """Where an event goes in its instant (:meth:`run`): ends, ends of redistributions, arrivals,
+        resize points, kills."""
+        if kind == _ITER:
+            n = self._iters.get(jid)
+            return 0 if n is not None and n + 1 >= self._inp[jid].model.iterations else 3
+        return _PHASE[kind]
+
+    def _handle(self, kind: int, jid: int, now: float) -> list[Launch | Kill]:
+        """One event, with the core's scheduling pass deferred to the end of its instant."""
+        st = self.state
+        if kind == _ARRIVE:
+            if jid in st.jobs:  # announced earlier (``notice``): it joins the queue now
+                return []
+            st.submit(self._desc(jid, now), now, job_id=jid)
+            j = st.jobs[jid]
+            if j.arrival_time > now:  # announced: it joins the queue at its trace time
+                self._push(j.arrival_time, _ARRIVE, jid)
+            return []
+        j = st.jobs.get(jid)
+        if j is None or j.state != "running":
+            return []  # the event of a job killed at its deadline
+        if kind == _KILL:
+            return [] if now != kill_time(j.deadline) else st.expire(now)  # else its deadline moved
+        if kind == _FINISH:
+            return self._exit(jid, now)
+        if kind == _ITER:
+            return self._resize_point(jid, now)
+        return self._redistributed(jid, now)
+
+    def _desc(self, jid: int, now: float) -> dict:
+        spec = self._inp[jid].spec
+        desc = desc_of(spec)
+        if spec.submit_time > now:  # submitted ``notice`` seconds ahead of its arrival
+            desc["arrival_delay"] = spec.submit_time - now
+        return desc
+
     def run(self) -> SimResult:
         st = self.state
         self._push_arrival()
         heap = self._heap
-        jobs = st.jobs
+        phase = self._phase
         while heap:
-            now, _, kind, jid = heapq.heappop(heap)
-            if kind == _ARRIVE:
-                self._push_arrival()
-            elif jid not in jobs or jobs[jid].state != "running":
-                continue  # the event of a job killed at its deadline
-            if kind == _KILL:
-                if now != kill_time(st.jobs[jid].deadline):
-                    continue  # its deadline moved
-                acts = st.expire(now)
-            elif kind == _ARRIVE:
-                st.submit(desc_of(self._inp[jid].spec), now, job_id=jid)
-                acts = st.tick(now)
-            elif kind == _FINISH:
-                acts = self._exit(jid, now)
-            elif kind == _ITER:
-                acts = self._resize_point(jid, now)
-            else:
-                acts = self._redistributed(jid, now)
+            now = heap[0][0]
+            batch = []
+            while heap and heap[0][0] == now:  # the whole instant, arrivals pushed as they are reached
+                ev = heapq.heappop(heap)
+                if ev[2] == _ARRIVE and ev[1] <= len(self._arrivals):
+                    self._push_arrival()
+                batch.append(ev)
+            if len(batch) > 1:  # a canonical order: ends first, then by job id, whatever the order of creation
+                batch.sort(key=lambda e: (phase(e[2], e[3]), e[3], e[1]))
+            st.defer_passes = True
+            acts: list[Launch | Kill] = []
+            try:
+                for _, _, kind, jid in batch:
+                    acts += self._handle(kind, jid, now)
+            finally:
+                st.defer_passes = False
+            acts += st.tick(now)  # one scheduling pass for the instant
             self._perform(acts, now)
             for e in st.events:
                 self.usage.feed(e["t"], e["busy"])

@@ -12,7 +12,8 @@ a tenth of the job's static turnaround in Tables 4 and 5; ``serial`` and
 application's sweet spot. Times are multiplied by ``scale``.
 
 :func:`run_workload` starts ``reshape daemon`` as a separate process on a
-free loopback port, submits every job with its arrival delay, waits for all
+free loopback port, submits every job with its arrival delay (or, with
+``announce=False``, each job when its delay has passed), waits for all
 of them and returns the daemon's history and its summary
 (:func:`scheduler.service.report.summarize`).
 """
@@ -157,12 +158,49 @@ def _stacks(proc: subprocess.Popen, state_dir: str) -> str:
         return ""
 
 
+def _start_daemon(endpoint: str, state_dir: str, args: list[str]) -> subprocess.Popen:
+    """``reshape daemon`` on ``endpoint`` in its own session, its stderr in ``state_dir/daemon.err``."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
+    with open(os.path.join(state_dir, "daemon.err"), "ab") as err:
+        return subprocess.Popen(
+            [sys.executable, "-m", "scheduler.cli", "daemon", "--endpoint", endpoint, "--state-dir", state_dir, *args],
+            cwd=root, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+
+
+def _wait_ready(conn: Connection, proc: subprocess.Popen, state_dir: str, timeout: float = 20.0) -> None:
+    """Until the daemon answers ``ping``; one line naming why if it exits or does not answer in time."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            conn.request("ping", timeout=0.5)
+            return
+        except Exception:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                why = _stacks(proc, state_dir).strip().splitlines()
+                raise RuntimeError("the daemon did not start" + (f": {why[-1]}" if why else "")) from None
+
+
+def _on_time(jobs: list[dict], announce: bool) -> tuple[list[tuple[float, dict]], list[dict]]:
+    """``(later, now)``: without ``announce``, the jobs with an arrival delay, soonest first, each
+    ``(delay, job without it)``, and the others; with it, none later."""
+    if announce:
+        return [], jobs
+    later = sorted(((j["arrival_delay"], {k: v for k, v in j.items() if k != "arrival_delay"})
+                    for j in jobs if j.get("arrival_delay")), key=lambda x: x[0])
+    return later, [j for j in jobs if not j.get("arrival_delay")]
+
+
 def run_workload(jobs: list[dict], slots: int, remap: str, app: str = "easy",
                  timeout: float = 600.0, state_dir: str | None = None,
                  logs: bool = False, watch: Callable[[dict, list[dict]], None] | None = None,
                  daemon_args: tuple[str, ...] = (), ready: Callable[[dict], None] | None = None,
-                 ) -> dict[str, Any]:
+                 announce: bool = True) -> dict[str, Any]:
     """Run ``jobs`` on a fresh daemon; returns ``{"history": ..., "summary": ...}``.
+
+    ``announce``: a job's ``arrival_delay`` goes to the daemon with it, all jobs submitted at the
+    start (``reshape submit --delay``: the daemon knows what is coming, ``Snapshot.announced``);
+    with ``announce=False`` each job is submitted without it when its delay has passed, as a user
+    who submits work as it comes does (the daemon sees it only when it arrives).
 
     ``ready(status)``: called once the daemon answers, before any job is submitted, with its
     ``status`` reply (``status["daemon"]["dashboard"]``: the dashboard's URL, its real port).
@@ -185,36 +223,26 @@ def run_workload(jobs: list[dict], slots: int, remap: str, app: str = "easy",
         tmp = tempfile.TemporaryDirectory(prefix="reshape-workload-")
         state_dir = tmp.name
     endpoint = f"tcp://127.0.0.1:{free_port()}"
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
-    with open(os.path.join(state_dir, "daemon.err"), "ab") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "scheduler.cli", "daemon", "--endpoint", endpoint, "--state-dir",
-             state_dir, "--slots", str(slots), "--app-policy", app, "--remap-policy", remap, *daemon_args],
-            cwd=root, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+    proc = _start_daemon(endpoint, state_dir, ["--slots", str(slots), "--app-policy", app, "--remap-policy", remap,
+                                               *daemon_args])
     conn = Connection(endpoint, timeout=10.0)
     ids: list[int] = []
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                conn.request("ping", timeout=0.5)
-                break
-            except Exception:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    why = _stacks(proc, state_dir).strip().splitlines()
-                    raise RuntimeError("the daemon did not start" + (f": {why[-1]}" if why else "")) from None
+        _wait_ready(conn, proc, state_dir)
         if ready is not None:
             ready(conn.request("status").body)
         held = [j for j in jobs if "hold" in j]
-        for job in jobs:
-            if "hold" not in job:
-                ids.append(conn.request("submit", {"job": job}).body["job_id"])
+        later, now_jobs = _on_time([j for j in jobs if "hold" not in j], announce)
         started = time.monotonic()
+        for job in now_jobs:
+            ids.append(conn.request("submit", {"job": job}).body["job_id"])
         deadline = started + timeout
         seen: set[tuple] = set()
         since = None
         expansions = 0
         while True:
+            while later and time.monotonic() - started >= later[0][0]:
+                ids.append(conn.request("submit", {"job": later.pop(0)[1]}).body["job_id"])
             st = conn.request("status").body
             if watch is not None or held:
                 events = conn.request("history", {"since": since} if since else {"limit": len(jobs)},
@@ -232,11 +260,11 @@ def run_workload(jobs: list[dict], slots: int, remap: str, app: str = "easy",
                     held.remove(job)
                     body = {k: v for k, v in job.items() if k != "hold"}
                     ids.append(conn.request("submit", {"job": body}).body["job_id"])
-            if not st["running"] and not st["queue"] and not st["waiting"] and not held:
+            if not st["running"] and not st["queue"] and not st["waiting"] and not held and not later:
                 break
             if time.monotonic() > deadline:
                 raise RuntimeError(f"workload did not finish in {timeout}s")
-            time.sleep(0.2)
+            time.sleep(min(0.2, max(0.0, later[0][0] - (time.monotonic() - started))) if later else 0.2)
         hist = conn.request("history", timeout=30).body
         tails = {i: conn.request("log", {"job_id": i, "tail": 40}).body["text"] for i in ids} if logs else {}
         stop_error = None

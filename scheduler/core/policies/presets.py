@@ -32,7 +32,7 @@ way and never adds: the baseline that tells what resizing adds to moldable
 starts (a resource manager that starts a job at any size in ``--nodes=MIN-MAX``
 does as much); ``easy-plus`` is EASY with
 ``squeeze=True, give_back=True`` and ``reshape-plus`` the Remap Scheduler
-with ``borrow=True, reserve=0.2, prior=True`` (:mod:`scheduler.core.policies.easy`,
+with ``borrow=True, announced=True, prior=True`` (:mod:`scheduler.core.policies.easy`,
 :mod:`scheduler.core.policies.reshape_remap`).
 """
 

@@ -58,7 +58,7 @@ nothing.
 
 With ``min_gain=0`` and the other defaults :class:`ReshapeRemap` is exactly
 the above. Parameters add rules the paper does not have (registered preset ``"reshape-plus"`` =
-``borrow=True, reserve=0.2, prior=True``, same class; it is meant to run with the EASY
+``borrow=True, announced=True, prior=True``, same class; it is meant to run with the EASY
 preset ``"easy-plus"``, which squeezes resizable heads into free slots and
 computes reservations in the same give-back view):
 
@@ -76,17 +76,31 @@ computes reservations in the same give-back view):
   shadow time shrinks back to its starting size now, else keeps its slots.
   Without walltimes the shadow time is unknown and the paper's rules decide.
   Borrowed slots only return to the starting size, a size the job ran at, so
-  real jobs need no ``RESHAPE_ALLOW_NEW_SIZES``. Choice: the first
+  real jobs need no ``RESHAPE_ALLOW_NEW_SIZES``. Another job's shrink under
+  way does not excuse a borrower from giving back: the head's reservation
+  counts on this one, and that shrink may end after it. Choice: the first
   expansion, before any redistribution was measured, assumes it costs
   nothing (the give-back may then be one redistribution late). EASY must
   use the same view (``easy-plus``), else it backfills against a later
   shadow time than the one borrowers give back by, at the expense of the
   head.
 * ``reserve``: rule 4 leaves this many slots (int) or this fraction of the
-  pool (float) idle, room for arrivals; it does not limit ``borrow`` (those
-  slots come back by the head's shadow time). Seed 001's W2 fills the
-  machine exactly with its later arrivals; 0.2 of 36 slots keeps room for
-  them (0.15 does not).
+  pool (float) idle, room for arrivals nobody announced; it does not limit
+  ``borrow`` (those slots come back by the head's shadow time). Off in the
+  preset: a fixed reserve is a guess at arrivals, right for seed 001's W2
+  (its later arrivals fill the machine exactly; 0.2 of 36 slots keeps room
+  for them, 0.15 does not) and wrong for W1, whose arrivals have all come
+  when its longest job reaches its first resize point on a live daemon
+  (a job's start-up delays it): W1 then grew only as jobs ended. On the
+  traces it changes nothing beyond noise (12 seeds; docs/simulator.md).
+* ``announced`` (in ``reshape-plus``): rule 4 leaves idle the slots of the
+  jobs submitted to arrive later (an arrival delay: :attr:`Snapshot.announced`)
+  that arrive before the growing job's deadline (all of them when it has
+  none), or ``reserve`` if that is more: room for work known to come, none
+  for a guess. W2's arrivals, announced (the workload benchmark's announced
+  row), find their slots free; a W2 whose arrivals come unannounced (its
+  default: jobs submitted as they arrive) waits for resize points as under
+  the paper's rule, and without announcements the preset is ``reserve=0``.
 * ``new_sizes``: shrink points are every legal size from ``min_procs`` up,
   not only sizes run at (:func:`shrink_sizes`). In the simulator a malleable
   trace job has no such constraint; the resize runtime enforces the paper's
@@ -220,7 +234,7 @@ class ReshapeRemap(RemapPolicy):
     name = "reshape"
 
     def __init__(self, min_gain: float = NOISE_GUARD, new_sizes: bool = False, reserve: float = 0,
-                 request_shrinks: bool = False, borrow: bool = False, prior: bool = False):
+                 request_shrinks: bool = False, borrow: bool = False, prior: bool = False, announced: bool = False):
         if isinstance(min_gain, bool) or not isinstance(min_gain, int | float) or not 0 <= min_gain < 1:
             raise ValueError(f"min_gain must be a number in [0, 1), got {min_gain!r}")
         if isinstance(reserve, bool) or not isinstance(reserve, int | float) or reserve < 0 \
@@ -232,6 +246,7 @@ class ReshapeRemap(RemapPolicy):
         self.request_shrinks = request_shrinks
         self.borrow = borrow
         self.prior = prior
+        self.announced = announced
 
     def _improved(self, r: RunningJob, p: int, q: int) -> bool:
         """Was ``q`` faster than ``p`` (fastest iterations)? The paper: any gain; with the noise
@@ -362,10 +377,14 @@ class ReshapeRemap(RemapPolicy):
             return []
         return [p for p, _ in r.profile.shrink_points(r.nprocs)]
 
-    def _reserve(self, total: int) -> int:
-        if isinstance(self.reserve, float):
-            return int(self.reserve * total)
-        return int(self.reserve)
+    def _held(self, snap: Snapshot, r: RunningJob) -> int:
+        """The idle slots rule 4 leaves to arrivals when ``r`` would grow: ``reserve``, or with
+        ``announced`` the slots of the jobs announced to arrive before ``r``'s deadline if more."""
+        held = int(self.reserve * snap.total_slots) if isinstance(self.reserve, float) else int(self.reserve)
+        if self.announced and snap.announced:
+            end = math.inf if r.deadline is None else r.deadline
+            held = max(held, sum(n for t, n in snap.announced if t < end))
+        return held
 
     @staticmethod
     def _need(snap: Snapshot, exclude: int | None = None) -> int:
@@ -422,7 +441,9 @@ class ReshapeRemap(RemapPolicy):
         """
         jid, cur = r.spec.job_id, r.nprocs
         t_iter = r.profile.iter_time.get(cur)
-        if t_iter is None or self._need(snap, jid) <= 0:
+        # other jobs' shrinks under way do not count: the head's reservation counts on this job giving back at
+        # its next resize point, and a shrink decided since may end after it (Mira, seed 4: a head 0.8 s late)
+        if t_iter is None or snap.queue[0].nprocs <= snap.free_slots:
             return None
         shadow = self._head_shadow(snap)
         if math.isinf(shadow):
@@ -477,7 +498,7 @@ class ReshapeRemap(RemapPolicy):
             return Shrink(job_id, exp[0], f"sweet spot: {exp[0]} -> {cur} did not help")
         room = 0
         if not snap.queue:
-            room = snap.free_slots - self._reserve(snap.total_slots)
+            room = snap.free_slots - self._held(snap, r)
             if cur < spec.nprocs:  # squeezed: it grows back to the size it asked for whatever the reserve
                 room = max(room, min(snap.free_slots, spec.nprocs - cur))
         if room > 0:
@@ -523,7 +544,7 @@ register_remap_policy("reshape-paper")(partial(ReshapeRemap, **PAPER))
 
 #: The tuned variant under its own registry name, so the daemon (which takes a
 #: policy name, not parameters) can run it: the same class, other parameters.
-PLUS = {"borrow": True, "reserve": 0.2, "prior": True}
+PLUS = {"borrow": True, "announced": True, "prior": True}
 register_remap_policy("reshape-plus")(partial(ReshapeRemap, **PLUS))
 
 
