@@ -2,7 +2,7 @@
 
 Every application is an ordinary ``mpiexec -n K python -m apps.<name>``
 program built on :mod:`reshape.runtime`. One job iteration is one whole
-operation (seed 001 §4, Table 1: "a single job consisted of ten iterations of
+operation (Sudarsan & Ribbens 2007 §4, Table 1: "a single job consisted of ten iterations of
 the task"); after each iteration the job logs its time (slowest rank) and
 calls ``resize()``. After every resize each rank checks its own blocks of the
 distributed data (a local check, no gather) and the ranks agree on the

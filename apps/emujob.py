@@ -11,7 +11,7 @@ time outside them (``benchmarks.calibrate_apps`` derives such curves from the
 real applications). A resize costs ``redist * (1 + min(old, new) / max(old,
 new))`` seconds. These times come from :mod:`reshape.joblink.emulated`, as do
 the scheduler's models of this job. The job sleeps instead of computing, so
-time-scaled workloads of many "processors" (seed 001 §4.2, 36 processors)
+time-scaled workloads of many "processors" (Sudarsan & Ribbens 2007 §4.2, 36 processors)
 can run against the real daemon on a small machine; the job file says
 ``launch = "single"`` so Job Startup runs one process. It talks to the
 scheduler exactly as the resize runtime does: a

@@ -1,4 +1,4 @@
-"""Resizable 2-D FFT image filter (seed 001 Table 1, "FFT ... used for image transformation").
+"""Resizable 2-D FFT image filter (Sudarsan & Ribbens 2007 Table 1, "FFT ... used for image transformation").
 
 The image ``X`` (``n x n`` complex) is a registered array in contiguous row
 blocks. One job iteration is one whole filtering pass ``X <- ifft2(H * fft2(X))``

@@ -1,4 +1,4 @@
-"""Resizable dense-matrix Jacobi solver (seed 001 Table 1, "Jacobi").
+"""Resizable dense-matrix Jacobi solver (Sudarsan & Ribbens 2007 Table 1, "Jacobi").
 
 Solves ``A x = b`` for a dense, strictly diagonally dominant ``n x n`` matrix
 with the Jacobi iteration ``x' = (b - (A - D) x) / d``. ``A``, ``b`` and ``x``

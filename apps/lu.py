@@ -1,4 +1,4 @@
-"""Resizable LU factorization with partial pivoting, PDGETRF-style (seed 001 Table 1, "LU").
+"""Resizable LU factorization with partial pivoting, PDGETRF-style (Sudarsan & Ribbens 2007 Table 1, "LU").
 
 The input ``A`` and the factors ``F`` (``n x n``) are registered arrays,
 block-cyclic in ``nb x nb`` blocks over the nearly-square process grid of the

@@ -1,4 +1,4 @@
-"""Resizable synthetic master-worker job (seed 001 Table 1, "Master-worker").
+"""Resizable synthetic master-worker job (Sudarsan & Ribbens 2007 Table 1, "Master-worker").
 
 One job iteration processes ``--units`` fixed-time work units (20,000 in the
 paper; 2,000 by default here). Rank 0 is the master: it hands out chunks of

@@ -1,4 +1,4 @@
-"""Resizable matrix multiply, SUMMA on a 2-D block-cyclic grid (seed 001 Table 1, "PDGEMM").
+"""Resizable matrix multiply, SUMMA on a 2-D block-cyclic grid (Sudarsan & Ribbens 2007 Table 1, "PDGEMM").
 
 ``A``, ``B`` and ``C`` (``n x n``) are registered arrays, block-cyclic in
 ``nb x nb`` blocks over the nearly-square process grid of the current size

@@ -1,4 +1,4 @@
-"""Out-of-core conjugate gradient on emulated heterogeneous nodes (seed 004 §6.1, "CG").
+"""Out-of-core conjugate gradient on emulated heterogeneous nodes (Nakazawa 2005 §6.1, "CG").
 
 Solves ``A x = b`` for a symmetric positive-definite 5-point operator on an
 ``rows x cols`` grid whose coefficients are stored explicitly, rows in

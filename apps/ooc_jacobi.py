@@ -1,4 +1,4 @@
-"""Out-of-core Jacobi on emulated heterogeneous nodes (seed 004 §6.1, "Jacobi iteration").
+"""Out-of-core Jacobi on emulated heterogeneous nodes (Nakazawa 2005 §6.1, "Jacobi iteration").
 
 A 5-point Jacobi sweep over an ``rows x cols`` grid (zero boundary), rows in
 GEN_BLOCK over the ranks. Each rank keeps both grid planes (old and new) in

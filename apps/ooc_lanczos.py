@@ -1,4 +1,4 @@
-"""Out-of-core Lanczos on emulated heterogeneous nodes (seed 004 §6.1, "Lanczos").
+"""Out-of-core Lanczos on emulated heterogeneous nodes (Nakazawa 2005 §6.1, "Lanczos").
 
 The Lanczos iteration for the same stored symmetric positive-definite 5-point
 operator as :mod:`apps.ooc_cg` (rows in GEN_BLOCK over the ranks, the

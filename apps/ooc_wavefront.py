@@ -1,6 +1,6 @@
 """A pipelined wavefront on emulated heterogeneous nodes: MHETA's pipeline pattern, live.
 
-Seed 004's RNA application (pseudoknot prediction) is "pipelined plus
+Nakazawa's (2005) RNA application (pseudoknot prediction) is "pipelined plus
 reduction" and the thesis gives nothing more of it; this is the smallest
 program with that communication structure. Each iteration sweeps an
 ``rows x cols`` grid (rows in GEN_BLOCK over the ranks) with the recurrence

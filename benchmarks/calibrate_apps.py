@@ -2,7 +2,7 @@
 
 ``python -m benchmarks.calibrate_apps [--out PATH]`` (about 2 minutes on 2 cores)
 
-Seed 001's workloads (§4.2) run LU, MM, master-worker, Jacobi and FFT on up to
+Sudarsan & Ribbens' (2007) workloads (§4.2) run LU, MM, master-worker, Jacobi and FFT on up to
 36 processors; ``benchmarks.workload`` runs them as emulated jobs
 (``apps.emujob --times``) whose iteration time per size comes from here. On a
 2-core machine a real application cannot show its time at 36 ranks (more

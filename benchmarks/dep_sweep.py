@@ -1,9 +1,10 @@
-"""Seed 000 §6 in small form: DEP vs the best static partitioning over load, Poisson and hyperexponential.
+"""Islam, Prodromidis & Squillante §6 in small form: DEP vs the best static partitioning over load,
+Poisson and hyperexponential.
 
 ``python -m benchmarks.dep_sweep [--jobs N] [--cv CV]`` sweeps the relative load
 U = 0.1 ... 0.9 on P = 8 nodes for two job classes (speedup ``p**0.9``;
 execution : repartition overhead 100 : 1, "large" jobs like W1's, and 6 : 1,
-seed 000's W3) and two arrival processes: Poisson (the CTMC and Erlang C of
+Islam, Prodromidis & Squillante's W3) and two arrival processes: Poisson (the CTMC and Erlang C of
 :mod:`scheduler.lab.models.dep_sp`) and hyperexponential with coefficient of
 variation ``cv`` (default 3: the paper matched its hyperexponential to HPC
 traces without giving the CV; simulation of DEP and of every SP(K), K | 8).
@@ -11,7 +12,7 @@ Per point: DEP's mean response time, SP*'s (best K), the ratio T_SP* / T_DP
 (> 1: DEP wins) and p_r, the fraction of time spent repartitioning.
 
 Writes ``benchmarks/results/dep_sweep.json``; ``summary`` checks the paper's
-statements (§6, notes 000 §5): hyperexponential arrivals raise DEP's response
+statements (§6): hyperexponential arrivals raise DEP's response
 time; Poisson arrivals give the higher p_r; DEP wins at heavy load for large
 jobs and loses at every load for small ones; p_r falls toward saturation.
 """

@@ -1,4 +1,4 @@
-"""Seed 000 §2.6: DEP, folding and DEP with smoothing through the scheduler core's simulator.
+"""Islam, Prodromidis & Squillante §2.6: DEP, folding and DEP with smoothing through the scheduler core's simulator.
 
 The paper's preliminary W1 result: smoothing has the lowest mean response time
 and the smallest variance of execution times, and DEP consistently beats

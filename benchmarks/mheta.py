@@ -1,7 +1,7 @@
 """MHETA accuracy: predicted vs measured per-iteration time of real out-of-core runs.
 
 For each emulated configuration (CPU-only, memory-only, disk-only and mixed,
-like the thesis's DC / IO / HY1 / HY2, seed 004 §6.2), one ``mpiexec`` run:
+like the thesis's DC / IO / HY1 / HY2, Nakazawa 2005 §6.2), one ``mpiexec`` run:
 instrument one BLOCK iteration, build MHETA, then for every distribution of
 the sweep Blk -> I-C -> I-C/Bal -> Bal -> Blk place the data, time real
 iterations (median, first one dropped) and compare with the prediction.
@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--app", default="jacobi", choices=sorted(APPS))
     ap.add_argument("--prefetch", action="store_true",
                     help="the prefetch set: reads overlap computation, on the 12 configurations with "
-                         "out-of-core nodes (seed 004 §6.2: Jacobi with prefetching, 12 architectures)")
+                         "out-of-core nodes (Nakazawa 2005 §6.2: Jacobi with prefetching, 12 architectures)")
     ap.add_argument("--only", help="comma-separated configuration names")
     ap.add_argument("--worker", nargs=2, metavar=("CONFIG", "OUT"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)

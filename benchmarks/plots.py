@@ -3,18 +3,18 @@
 ``python -m benchmarks.plots`` reads ``benchmarks/results`` (``RESHAPE_RESULTS_DIR``
 if set) and draws, for ``docs/reproduction.md``:
 
-* ``fig3a.png``: seed 001 Fig. 3(a), LU iteration time and redistribution cost
+* ``fig3a.png``: Sudarsan & Ribbens 2007 Fig. 3(a), LU iteration time and redistribution cost
   per size, the paper's and ours, each relative to its first point (the
   absolute scales differ by two orders of magnitude);
-* ``fig3b.png``: seed 001 Fig. 3(b), checkpoint ÷ ReSHAPE redistribution time per
+* ``fig3b.png``: Sudarsan & Ribbens 2007 Fig. 3(b), checkpoint ÷ ReSHAPE redistribution time per
   application, the paper's and ours;
-* ``fig2.png``: seed 001 Fig. 2(a)/(b), LU iteration time and redistribution
+* ``fig2.png``: Sudarsan & Ribbens 2007 Fig. 2(a)/(b), LU iteration time and redistribution
   cost per size for several matrix sizes: measured on 2 cores, the model on
   dedicated cores, and the paper's 12000 curve (Fig. 3(a)), times relative to
   the time at 2;
-* ``tables45.png``: seed 001 Tables 4 and 5, dynamic ÷ static turnaround per job;
-* ``dep_sweep.png``: seed 000 Figs. 11-16 in shape, T_SP* / T_DP and p_r over load;
-* ``spanning.png``: seed 002 §5.4, mean response time over the spanning factor.
+* ``tables45.png``: Sudarsan & Ribbens 2007 Tables 4 and 5, dynamic ÷ static turnaround per job;
+* ``dep_sweep.png``: Islam, Prodromidis & Squillante Figs. 11-16 in shape, T_SP* / T_DP and p_r over load;
+* ``spanning.png``: Lynch 1999 §5.4, mean response time over the spanning factor.
 
 A figure whose results file is missing is skipped, saying so.
 """
@@ -137,8 +137,8 @@ def dep_sweep(d: dict) -> None:
         a.plot([r["U"] for r in rs], [r["ratio"] for r in rs], style, marker="o", ms=3, label=f"{cls}, {arr}")
         b.plot([r["U"] for r in rs], [r["p_r"] for r in rs], style, marker="o", ms=3, label=f"{cls}, {arr}")
     a.axhline(1.0, color="grey", lw=0.8)
-    a.set(xlabel="relative load U", ylabel="T_SP* / T_DP", title="seed 000 Figs. 11-13 (shape)")
-    b.set(xlabel="relative load U", ylabel="p_r", title="seed 000 Figs. 14-16 (shape)")
+    a.set(xlabel="relative load U", ylabel="T_SP* / T_DP", title="Islam, Prodromidis & Squillante Figs. 11-13 (shape)")
+    b.set(xlabel="relative load U", ylabel="p_r", title="Islam, Prodromidis & Squillante Figs. 14-16 (shape)")
     a.legend(fontsize=7)
     _save(fig, "dep_sweep.png")
 
@@ -152,7 +152,7 @@ def spanning(d: dict) -> None:
         ax.plot([r["sigma"] for r in rs], [r["mrt"] / 1e3 for r in rs], "-" if pol == "ss" else "--", marker="o",
                 label=f"{pol.upper()}, {variant}")
     ax.set(xlabel="spanning factor sigma", ylabel="mean response time (ks)",
-           title="seed 002 §5.4, Network 13, load 0.3")
+           title="Lynch 1999 §5.4, Network 13, load 0.3")
     ax.legend(fontsize=7)
     _save(fig, "spanning.png")
 

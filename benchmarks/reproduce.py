@@ -36,8 +36,8 @@ PY = sys.executable
 # the small forms: name -> argv (run from ROOT); "tests" runs the paper-exact tests
 QUICK_RUNS: dict[str, list[str]] = {
     "tests": ["-m", "pytest", "-q", "-p", "no:cacheprovider", "--junitxml", "{out}/tests.xml",
-              "tests/test_seed001_repro.py", "tests/test_seed000_dep.py", "tests/test_models_dep_sp.py",
-              "tests/test_seed002_hetero.py", "tests/test_models_slowdown.py", "tests/test_seed004_gang.py",
+              "tests/test_reshape_paper_repro.py", "tests/test_dep_islam.py", "tests/test_models_dep_sp.py",
+              "tests/test_hetero_lynch.py", "tests/test_models_slowdown.py", "tests/test_gang_nakazawa.py",
               "tests/test_shared_search.py"],
     "slowdown": ["-m", "benchmarks.slowdown", "--quick"],
     "gang": ["-m", "scheduler.cli", "gang", "--json", "--scenario", "baseline", "--scenario", "cn-half",
@@ -250,13 +250,14 @@ def _none(r: Results) -> tuple[str, bool]:
     return "-", True
 
 
-S1, S0, S2, S3, S4 = "001 ReSHAPE", "000 DEP", "002 Lynch", "003 slowdown", "004 SHARED/MHETA"
+S1, S0, S2, S3, S4 = ("Sudarsan & Ribbens 2007", "Islam, Prodromidis & Squillante", "Lynch 1999", "Figueira & Berman",
+                      "Nakazawa 2005")
 ROWS = [
     Row(S1, "Fig. 3(a): resize sequence of LU 12000 under the Remap Scheduler",
-        "pytest tests/test_seed001_repro.py -k fig3a", "2->4->6->9->12->16->12",
+        "pytest tests/test_reshape_paper_repro.py -k fig3a", "2->4->6->9->12->16->12",
         _tested("reshape-paper: 2->4->6->9->12->16->12; reshape (5% noise guard): 2->4->6->9->6", "fig3a"),
         "agrees", "the default preset's guard stops at 6 (6->9 gains 3.3%), by design"),
-    Row(S1, "Table 2: processor configurations (10 rows)", "pytest tests/test_seed001_repro.py -k table2",
+    Row(S1, "Table 2: processor configurations (10 rows)", "pytest tests/test_reshape_paper_repro.py -k table2",
         "10 rows", _tested("every row, walked by the policy", "table2"), "agrees",
         "7 rows follow the stated rule; LU 21000 (skips 4x4), Jacobi 8000 (skips 5, 25) and master-worker "
         "(even 4-22) list their sizes: the paper states no rule that gives them"),
@@ -293,7 +294,7 @@ ROWS = [
         "the per-size structure, gains growing with n, but no sweet spot below 36: this machine's messaging is "
         "cheap beside its compute, unlike Gigabit Ethernet"),
     Row(S0, "Table 1: DEP partitions on arrivals and departures (P=8)",
-        "pytest tests/test_seed000_dep.py -k table1", "Table 1", _tested("every state and reconfiguration count",
+        "pytest tests/test_dep_islam.py -k table1", "Table 1", _tested("every state and reconfiguration count",
                                                                             "test_table1"), "agrees"),
     Row(S0, "Figs. 11-13: DEP vs SP* by overhead and load (exponential case)",
         "pytest tests/test_models_dep_sp.py", "small overhead: DEP wins at heavy load; large: loses",
@@ -310,11 +311,11 @@ ROWS = [
         _dep_variants, "agrees in shape",
         "the order depends on the reconfiguration cost: costly (the paper's DS relaunched processes) gives "
         "smoothing < folding < DEP, cheap gives DEP < folding < smoothing; our simulator's malleable jobs, not W1"),
-    Row(S2, "§5.1: Network 1 ordering", "pytest tests/test_seed002_hetero.py -k single_node",
+    Row(S2, "§5.1: Network 1 ordering", "pytest tests/test_hetero_lynch.py -k single_node",
         "DNS ~ DSS < SS < NS (mean response)", _tested("same ordering", "single_node_network_ordering"),
         "agrees"),
     Row(S2, "§5.2, ch. 6: never-span beats span on multi-node networks",
-        "pytest tests/test_seed002_hetero.py -k never_span", "NS, DNS < SS, DSS on networks 11-13",
+        "pytest tests/test_hetero_lynch.py -k never_span", "NS, DNS < SS, DSS on networks 11-13",
         _tested("same, loads 0.3-0.6", "never_span_beats_span", "spanning_more_is_worse"), "agrees"),
     Row(S2, "§5.4: spanning factor sigma 0.1 / 0.5 / 0.9 (network 13, load 0.3)",
         "reshape hetero --network 13 --policy ss --policy dss --sigma S", "little or no difference",

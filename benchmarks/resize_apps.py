@@ -1,4 +1,4 @@
-"""Resizing the five applications: seed 001 Fig. 3(a) and Fig. 3(b) at this machine's scale.
+"""Resizing the five applications: Sudarsan & Ribbens 2007 Fig. 3(a) and Fig. 3(b) at this machine's scale.
 
 Part (a): LU grows along the nearly-square grid sizes 2 -> 4 -> 6 -> 9 -> 12
 (one step per iteration, as ReSHAPE's profiler does); the table gives each
@@ -43,7 +43,7 @@ start and the end says how busy the shared machine was.
 Run: ``python -m benchmarks.resize_apps`` (about 5 minutes) or ``--quick``
 (under 2). Writes ``benchmarks/results/resize_apps.json``.
 
-``--fig2`` runs only seed 001 Fig. 2(a)/(b) instead (:func:`fig2`, about 3
+``--fig2`` runs only Sudarsan & Ribbens 2007 Fig. 2(a)/(b) instead (:func:`fig2`, about 3
 minutes; ``--quick`` under 1) and writes ``resize_apps_fig2.json``.
 """
 
@@ -216,7 +216,8 @@ FIG2_PAPER = {"12000": {"procs": [2, 4, 6, 9, 12], "T": [129.63, 112.52, 82.31, 
 
 
 def fig2(quick: bool) -> int:
-    """Seed 001 Fig. 2(a)/(b): LU iteration time and redistribution cost per size, for several matrix sizes.
+    """Sudarsan & Ribbens 2007 Fig. 2(a)/(b): LU iteration time and redistribution cost per size, for several
+    matrix sizes.
 
     Each ``n`` runs once growing 2 -> 2 -> 4 -> 6 -> 9 (``--quick``: to 6), one
     iteration per size (the first warms up). On 2 cores the measured ``T`` cannot
@@ -278,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=None, help="runs per method in part (b) (default 2, quick 1)")
     ap.add_argument("--no-background", action="store_true",
                     help="skip the background-vs-blocking part (benchmarks.reproduce --quick needs Fig. 3 only)")
-    ap.add_argument("--fig2", action="store_true", help="only seed 001 Fig. 2: LU per matrix size (fig2())")
+    ap.add_argument("--fig2", action="store_true", help="only Sudarsan & Ribbens 2007 Fig. 2: LU per matrix size")
     args = ap.parse_args(argv)
     if args.fig2:
         return fig2(args.quick)

@@ -1,4 +1,4 @@
-"""GBS / GBS-B / GS / GA / SA at 8 nodes with a 1 s budget (seed 004 §6.3, Figs. 6.5-6.6).
+"""GBS / GBS-B / GS / GA / SA at 8 nodes with a 1 s budget (Nakazawa 2005 §6.3, Figs. 6.5-6.6).
 
 For each emulated 8-node configuration (DC, IO, HY1, HY2, HY3 and random
 hybrids), one ``mpiexec -n 8`` run of an out-of-core application: instrument one

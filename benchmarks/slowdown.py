@@ -1,4 +1,4 @@
-"""Seed 003 §5 on this machine: does the slowdown model predict a real MPI job's slowdown within 15%?
+"""Figueira & Berman §5 on this machine: does the slowdown model predict a real MPI job's slowdown within 15%?
 
 A 2-rank CPU-bound, loosely synchronous job (:mod:`benchmarks.slowdown_job`, one rank per
 core) runs dedicated, then with real CPU-bound competitor processes pinned to its cores. The

@@ -1,4 +1,4 @@
-"""A loosely synchronous CPU-bound MPI job (seed 003's target): fixed uniform work per rank.
+"""A loosely synchronous CPU-bound MPI job (Figueira & Berman's target): fixed uniform work per rank.
 
 Each rank pins itself to core ``rank % ncores``, runs ``ITERS`` iterations of
 a fixed compute kernel followed by an allreduce (waited on politely, so a rank

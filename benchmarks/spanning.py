@@ -1,8 +1,8 @@
-"""Seed 002 §5.4: why the spanning factor matters here and hardly at all in the thesis.
+"""Lynch 1999 §5.4: why the spanning factor matters here and hardly at all in the thesis.
 
 ``python -m benchmarks.spanning [--jobs N] [--seeds K]`` simulates SS and DSS on
 Network 13 at load 0.3 for σ ∈ {0.1, 0.5, 0.9} under three readings of what
-the thesis lost (notes 002 §§4, 6.2): the default (alternative capacity form B,
+the thesis lost: the default (alternative capacity form B,
 communication ratio c = 2), form A (a deduction linear in the job's node count)
 and no communication cost (c = 0). It prints mean response time (MRT) and
 partitions per job, and writes ``benchmarks/results/spanning.json`` whose

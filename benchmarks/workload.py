@@ -1,4 +1,4 @@
-"""Benchmark: seed 001 §4.2 workloads W1 and W2, static vs. ReSHAPE, on a real daemon.
+"""Benchmark: Sudarsan & Ribbens 2007 §4.2 workloads W1 and W2, static vs. ReSHAPE, on a real daemon.
 
 ``python -m benchmarks.workload [--quick]``
 
@@ -54,7 +54,7 @@ PUBLISHED = {"W1": {"LU": 3626.93 / 4482.60, "MM": 2212.72 / 3661.20, "Master-wo
                     "FFT": 1.0}}
 
 RESULTS = os.path.join(_common.RESULTS, "workload.json")
-ITERATIONS = 10  # seed 001 §4: "a single job consisted of ten iterations"
+ITERATIONS = 10  # Sudarsan & Ribbens 2007 §4: "a single job consisted of ten iterations"
 
 
 def calibrated_jobs(workload: tuple[int, tuple[EmuJob, ...]], scale: float, cal: dict) -> list[dict]:

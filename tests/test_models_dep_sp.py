@@ -1,4 +1,4 @@
-"""Seed 000's DEP vs SP analytic model (exponential CTMC), cross-checked by simulation."""
+"""Islam, Prodromidis & Squillante's DEP vs SP analytic model (exponential CTMC), cross-checked by simulation."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def test_erlang_c_reduces_to_mm1():
 
 
 def test_small_overhead_dep_wins_at_heavy_load_large_overhead_loses_everywhere():
-    # seed 000 §6: DEP beats SP* when overhead << job time, especially at heavy load
+    # Islam, Prodromidis & Squillante §6: DEP beats SP* when overhead << job time, especially at heavy load
     mu, gamma = rates(1000.0, 2.0)
     lam = 0.8 * N * mu[N]
     assert sp_star(lam, mu, N)[0] / dep_ctmc(lam, mu, gamma, N)["T"] > 1.0

@@ -1,4 +1,4 @@
-"""Seed 003: every table's aggregate slowdown reproduced by the model."""
+"""Figueira & Berman: every table's aggregate slowdown reproduced by the model."""
 
 from __future__ import annotations
 

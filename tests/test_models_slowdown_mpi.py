@@ -1,7 +1,7 @@
-"""Seed 003 with a real MPI job: the set-up ``python -m benchmarks.slowdown`` measures with.
+"""Figueira & Berman with a real MPI job: the set-up ``python -m benchmarks.slowdown`` measures with.
 
 Whether competitors slow the job in the order the model predicts (load-dependent 4/3 < uniform 2 <
-3), and how close the model comes (seed 003 §5 claims 15%), are timing claims: the benchmark measures
+3), and how close the model comes (Figueira & Berman §5 claims 15%), are timing claims: the benchmark measures
 them and reports them (``ordering_holds``, ``max_error``; docs/reproduction.md), with the model's
 premises measured beside them. A test on a shared machine checks what holds whatever the load: the
 2-rank job runs, also along the load-dependent partition, with competitors pinned to the cores it

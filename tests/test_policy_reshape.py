@@ -1,4 +1,4 @@
-"""ReSHAPE Remap Scheduler rules (seed 001 §3.1) and the FCFS / EASY application policies."""
+"""ReSHAPE Remap Scheduler rules (Sudarsan & Ribbens 2007 §3.1) and the FCFS / EASY application policies."""
 
 from __future__ import annotations
 

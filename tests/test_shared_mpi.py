@@ -59,7 +59,7 @@ def test_a_failing_rank_fails_the_whole_run_at_once(mpirun):
 
 @pytest.mark.parametrize("prefetch", [False, True])
 def test_ooc_lanczos_matches_in_core(mpirun, prefetch):
-    """Lanczos (seed 004's third application): alpha, beta and v as the in-core serial run."""
+    """Lanczos (Nakazawa's (2005) third application): alpha, beta and v as the in-core serial run."""
     argv = ["-m", "apps.ooc_lanczos", "--rows", "50", "--cols", "40", "--iters", "8",
             "--counts", "12,25,13", "--nodes", CG_NODES, "--check"]
     res = mpirun(3, argv + (["--prefetch"] if prefetch else []), timeout=60)

@@ -1,4 +1,4 @@
-"""GBS optimality, the GS counterexample and the anytime searches (seed 004 §4.2)."""
+"""GBS optimality, the GS counterexample and the anytime searches (Nakazawa 2005 §4.2)."""
 
 from __future__ import annotations
 

@@ -157,7 +157,7 @@ def test_borrowing_fills_a_reservation_hole_without_delaying_the_head():
 
 
 def w2_jobs():
-    """Seed 001 §4.2's W2 (``scheduler.service.workload``) with the emulated jobs' timing model."""
+    """Sudarsan & Ribbens 2007 §4.2's W2 (``scheduler.service.workload``) with the emulated jobs' timing model."""
     from dataclasses import dataclass
 
     from reshape.joblink.emulated import iteration_time
@@ -214,7 +214,7 @@ def test_w2_announced_arrivals_find_their_slots_free():
 
 
 def w1_jobs(scale: float):
-    """Seed 001 §4.2's W1 as ``python -m benchmarks.workload`` runs it: the committed calibrated curves
+    """Sudarsan & Ribbens 2007 §4.2's W1 as ``python -m benchmarks.workload`` runs it: the committed calibrated curves
     (``benchmarks/data/apps_calibration.json``), one iteration at the initial size a tenth of the static
     turnaround, times ``scale``; resizes cost what ``apps.emujob --redist`` charges LU, the longest job."""
     from benchmarks import calibrate_apps

@@ -2,7 +2,7 @@
 
 At every resize point rank 0 of a job hands a
 :class:`~reshape.joblink.protocol.ResizeReport` to an *advisor* and gets back
-an :class:`~reshape.joblink.protocol.Advice` (seed 001 §3.2.3,
+an :class:`~reshape.joblink.protocol.Advice` (Sudarsan & Ribbens 2007 §3.2.3,
 ``contact_scheduler``). After acting it confirms the outcome with
 :meth:`Advisor.resized`, and it says goodbye with :meth:`Advisor.finished`.
 

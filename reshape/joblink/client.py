@@ -1,4 +1,4 @@
-"""ZeroMQ client of the scheduler daemon: ``contact_scheduler`` (seed 001 §3.2.3).
+"""ZeroMQ client of the scheduler daemon: ``contact_scheduler`` (Sudarsan & Ribbens 2007 §3.2.3).
 
 :class:`Connection` sends one request and waits (bounded) for its reply.
 :class:`SchedulerClient` is the :class:`reshape.joblink.advice.Advisor` a job uses
@@ -274,7 +274,7 @@ def request(endpoint: str, type_: str, body: dict[str, Any] | None = None, timeo
 
 
 class SchedulerClient:
-    """The Advisor a daemon-started job uses on rank 0 (seed 001 §3.2.3 ``contact_scheduler``)."""
+    """The Advisor a daemon-started job uses on rank 0 (Sudarsan & Ribbens 2007 §3.2.3 ``contact_scheduler``)."""
 
     def __init__(self, endpoint: str, job_id: int, timeout: float = 2.0, retry_after: float = 2.0):
         self.endpoint = endpoint
@@ -368,7 +368,7 @@ def contact_scheduler(node_name: str, job_id: int, num_nodes: int, processor_row
                       processor_column_count: int, iteration_time: float,
                       redistribution_time: float | None = None, *, endpoint: str | None = None,
                       iteration: int = 0) -> Advice:
-    """The paper's ``contact_scheduler`` call as a one-shot function (seed 001 §3.2.3)."""
+    """The paper's ``contact_scheduler`` call as a one-shot function (Sudarsan & Ribbens 2007 §3.2.3)."""
     endpoint = endpoint or os.environ.get(E.SCHEDULER, "")
     client = SchedulerClient(endpoint, job_id)
     try:

@@ -2,7 +2,7 @@
 
 Hydra (MPICH's ``mpiexec``) starts one proxy per host, and the proxy forks
 that host's ranks; it starts proxies through a *bootstrap launcher*. Ranks
-spawned later (``MPI_Comm_spawn`` with a ``host`` info key, seed 001 §3.2.1)
+spawned later (``MPI_Comm_spawn`` with a ``host`` info key, Sudarsan & Ribbens 2007 §3.2.1)
 go through the same Hydra, so the launcher a job starts with is the launcher
 of all its expansions. Each launcher here says:
 

@@ -115,7 +115,7 @@ _JOB_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     # the job lost ranks and carried on without them (in-place recovery, reshape.runtime.inplace)
     "lost": {"old": (_INT, True), "new": (_INT, True), "ranks": (_LIST, True), "reason": (_STR, True),
              "seconds": (_NUM + _NONE, False)},
-    # node monitor on the job's first node -> System Monitor (seed 001 §3.1: job end / job error)
+    # node monitor on the job's first node -> System Monitor (Sudarsan & Ribbens 2007 §3.1: job end / job error)
     "job_ended": {"node": (_STR, True), "incarnation": (_STR, True), "status": (_STR, True),
                   "processes": (_INT, False), "detail": (_STR + _NONE, False), "attempt": (_INT, False),
                   "code": (_INT, False)},
@@ -255,7 +255,7 @@ class Hello(Request):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ResizePoint(Request):
-    """A job at a resize point (seed 001 §3.2.3 ``contact_scheduler``): its iteration and its time."""
+    """A job at a resize point (Sudarsan & Ribbens 2007 §3.2.3 ``contact_scheduler``): its iteration and its time."""
 
     type: ClassVar[str] = "resize_point"
     iteration: int
@@ -299,7 +299,7 @@ class Finished(Request):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class JobEnded(Request):
-    """The monitor of a job's first node saw its processes there end (seed 001 §3.1)."""
+    """The monitor of a job's first node saw its processes there end (Sudarsan & Ribbens 2007 §3.1)."""
 
     type: ClassVar[str] = "job_ended"
     node: str

@@ -1,4 +1,4 @@
-"""SHARED's model (seed 004): out-of-core arrays on heterogeneous nodes, the MHETA model and GBS search.
+"""SHARED's model (Nakazawa 2005): out-of-core arrays on heterogeneous nodes, the MHETA model and GBS search.
 
 Modules: ``cluster`` (node descriptions and their emulation), ``ooc`` (HDF5
 out-of-core local arrays streamed in ICLA pieces), ``structure`` (application

@@ -1,4 +1,4 @@
-"""What every out-of-core SHARED application rank has in common (seed 004 ch. 5-6).
+"""What every out-of-core SHARED application rank has in common (Nakazawa 2005 ch. 5-6).
 
 :class:`OOCApp` holds one rank's emulated node, its instrumentation recorder
 and its HDF5 store, and provides the instrumented run that produces the MHETA

@@ -1,4 +1,4 @@
-"""Heterogeneous nodes and their emulation inside real MPI processes (seed 004 §6.1).
+"""Heterogeneous nodes and their emulation inside real MPI processes (Nakazawa 2005 §6.1).
 
 A :class:`Node` has a relative CPU speed, the memory available to the job's
 arrays, disk read/write bandwidths and a per-call seek overhead. A

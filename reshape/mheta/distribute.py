@@ -1,4 +1,4 @@
-"""From a job's structure and instrumented iteration to a GEN_BLOCK split (seed 004 ch. 1, 7).
+"""From a job's structure and instrumented iteration to a GEN_BLOCK split (Nakazawa 2005 ch. 1, 7).
 
 :func:`choose_split` is the one call the resize runtime needs: MHETA built
 from the structure and profile, GBS over MHETA's per-node unblocked times

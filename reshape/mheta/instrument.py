@@ -1,4 +1,4 @@
-"""The instrumented iteration (seed 004 §5.2): what MHETA measures under BLOCK.
+"""The instrumented iteration (Nakazawa 2005 §5.2): what MHETA measures under BLOCK.
 
 A :class:`Recorder` per rank collects, during one iteration:
 

@@ -1,6 +1,6 @@
 """MHETA: per-iteration time of any GEN_BLOCK split from one instrumented iteration.
 
-Seed 004 ch. 5. Inputs: the application structure
+Nakazawa 2005 ch. 5. Inputs: the application structure
 (:mod:`reshape.mheta.structure`) and a :class:`Profile` measured in one
 iteration under BLOCK (per node: per-stage computation time ``T_phi``, seek
 overheads ``O_r``/``O_w``, per-row read/write latencies ``r(m)``/``w(m)``,

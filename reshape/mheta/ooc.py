@@ -3,7 +3,7 @@
 Each rank keeps its block of every distributed array in a private HDF5 file
 (its "local disk"). An array that fits the node's memory is *in core*: read
 once and kept in memory. An *out-of-core* array (the OCLA) is processed every
-iteration in ICLA-sized pieces: read, compute, write back (seed 004 §5.3.1).
+iteration in ICLA-sized pieces: read, compute, write back (Nakazawa 2005 §5.3.1).
 All reads and writes go through the node's :class:`~reshape.mheta.cluster.Emulator`
 (throttled to the emulated disk) and are reported to an optional recorder.
 

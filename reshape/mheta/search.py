@@ -1,4 +1,4 @@
-"""Searches for a GEN_BLOCK row split: GBS, GS, GA and SA (seed 004, ch. 4).
+"""Searches for a GEN_BLOCK row split: GBS, GS, GA and SA (Nakazawa 2005, ch. 4).
 
 The problem (§4.2): choose non-negative integers ``x`` with ``sum(x) == S``
 minimising ``max_i f_i(x_i)``; ``f_i`` is node ``i``'s unblocked time

@@ -1,4 +1,4 @@
-"""Application structure for MHETA (seed 004 §5.1-5.2) and its JSON file format.
+"""Application structure for MHETA (Nakazawa 2005 §5.1-5.2) and its JSON file format.
 
 An iteration is an ordered list of *parallel sections*; each section has
 ``tiles`` repetitions of its ordered *stages* and ends with one communication

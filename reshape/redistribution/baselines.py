@@ -1,4 +1,4 @@
-"""The two baselines the circulant engine is measured against (seed 001 §4.1.3).
+"""The two baselines the circulant engine is measured against (Sudarsan & Ribbens 2007 §4.1.3).
 
 * :func:`alltoallv`: packs per-destination buffers, one ``MPI_Alltoallv``,
   unpacks.
@@ -59,7 +59,7 @@ def alltoallv(comm: MPI.Comm, plan: Plan, src_local, out, dtype: np.dtype) -> No
 
 
 def checkpoint(comm: MPI.Comm, plan: Plan, src_local, out, dtype: np.dtype, root: int, directory, tag: int) -> None:
-    """Gather to ``root``, write + fsync an HDF5 file, read it back, scatter (seed 001 §4.1.3).
+    """Gather to ``root``, write + fsync an HDF5 file, read it back, scatter (Sudarsan & Ribbens 2007 §4.1.3).
 
     ``tag``: the point-to-point tag of the gather and scatter messages (the
     engine's, ``reshape.redistribution.redistribute.TAG``).

@@ -79,7 +79,7 @@ def indxl2g(indxloc: int, nb: int, iproc: int, isrcproc: int, nprocs: int) -> in
 def nearly_square_grid(p: int) -> tuple[int, int]:
     """Factor ``p`` as ``pr x pc`` with ``pr <= pc`` and ``pr`` as large as possible.
 
-    The one nearly-square factoring of the project (seed 001: "nearly-square
+    The one nearly-square factoring of the project (Sudarsan & Ribbens 2007: "nearly-square
     grids, smallest side grows"): the runtime's ``"2d"`` layouts, the grid a
     job reports at its resize points, the 2-D legal-size rule
     (:func:`scheduler.core.policy.legal_sizes`) and the remap policy's grid walk

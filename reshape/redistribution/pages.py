@@ -33,7 +33,7 @@ is not unmapped but kept for the next allocation of about its size (up to
 kernel take its pages back whenever it needs memory, and until then they
 are still the process's, so the next block of that size is written at copy
 speed instead of being faulted in. A shrink is where this tells: it returns
-to a size the job has run at (seed 001 §3.1), so each staying rank's new
+to a size the job has run at (Sudarsan & Ribbens 2007 §3.1), so each staying rank's new
 block is the size of a block it freed at the expansion before. Kept blocks
 count in the process's resident size until the kernel reclaims them.
 

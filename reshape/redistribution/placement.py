@@ -1,6 +1,6 @@
 """Where each layout position lives after a resize: which ranks stay, and which rank holds which position.
 
-Seed 001 §3.2 fixes *who* takes part in a resize: an expansion adds the
+Sudarsan & Ribbens 2007 §3.2 fixes *who* takes part in a resize: an expansion adds the
 spawned ranks, a shrink retires the most recently spawned ones (whole spawn
 groups, so that they can leave at once; §3.1's rule that a job shrinks only to
 sizes it has run at makes that exact). The layouts fix *what* each position

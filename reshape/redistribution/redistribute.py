@@ -5,7 +5,7 @@ checks: the arguments are validated collectively before any byte moves, so a
 bad call raises the same :class:`RedistributionError` on every rank and
 leaves every buffer untouched.
 
-* ``"circulant"`` (default, seed 001 §3.2.2): between ranks of one host whose
+* ``"circulant"`` (default, Sudarsan & Ribbens 2007 §3.2.2): between ranks of one host whose
   source blocks are memfd-backed (:mod:`reshape.redistribution.nodecopy`) the receiver reads
   the sender's block directly, one strided copy per transfer; every other
   transfer is sent in the order of the plan's contention-free steps, as one

@@ -4,7 +4,7 @@ Pure code (no MPI). Given a source and a destination :class:`~reshape.redistribu
 and the communicator ranks holding each, :func:`make_plan` computes
 
 * for every (sender, receiver) pair, the local index runs to send and to
-  receive (the paper's *initial* and *final distribution tables*, seed 001
+  receive (the paper's *initial* and *final distribution tables*, Sudarsan & Ribbens 2007
   §3.2.2, after Park, Prasanna & Raghavendra 1999): per array axis, the
   intersection of the two 1-D distributions, so a 2-D checkerboard plan is the
   product of two 1-D plans;

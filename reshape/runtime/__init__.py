@@ -1,4 +1,4 @@
-"""The resize runtime: grow and shrink a running MPI job at iteration boundaries (seed 001 §3.2).
+"""The resize runtime: grow and shrink a running MPI job at iteration boundaries (Sudarsan & Ribbens 2007 §3.2).
 
 ``from reshape.runtime import init, Resizer`` (or ``import reshape.runtime as
 runtime; runtime.init()``): the names below are imported on first use, so that

@@ -1,4 +1,4 @@
-"""The resize runtime: grow and shrink a running MPI job at iteration boundaries (seed 001 §3.2).
+"""The resize runtime: grow and shrink a running MPI job at iteration boundaries (Sudarsan & Ribbens 2007 §3.2).
 
 An application registers the global arrays and values that must survive a
 resize, and calls :meth:`Resizer.resize` at the end of each iteration::
@@ -29,7 +29,7 @@ iteration (``rt.iterations`` starts there).
 ``MPI_Comm_split`` makes the smaller communicator, every rank disconnects the
 old one, and the retired ranks finalize MPI and leave with exit status 0
 (``SystemExit(0)`` raised from ``resize``). By default a job shrinks only to a
-size it has run at (seed 001 §3.1); such a shrink always retires whole spawn
+size it has run at (Sudarsan & Ribbens 2007 §3.1); such a shrink always retires whole spawn
 groups, so retired ranks exit at once. Shrinking to a new size is possible
 (``allow_new_sizes=True``); then a retired rank whose spawn group (or, for an
 original rank, ``mpiexec``'s ``MPI_COMM_WORLD``) keeps running members stays

@@ -1,4 +1,4 @@
-"""Which sizes a resizable job accepts, and announcing them to the scheduler (seed 001 §3.1).
+"""Which sizes a resizable job accepts, and announcing them to the scheduler (Sudarsan & Ribbens 2007 §3.1).
 
 A mixin of :class:`reshape.runtime.resizer.Resizer`: the checks of a size that do not depend on the
 moment (``max_procs``, the ``sizes`` test, a layout for every registered array:

@@ -1,4 +1,4 @@
-"""Starting new ranks and handing them the running job's state: an expansion's parts (seed 001 §3.2).
+"""Starting new ranks and handing them the running job's state: an expansion's parts (Sudarsan & Ribbens 2007 §3.2).
 
 Rank 0 spawns the new ranks (:func:`spawn`: ``MPI_Comm_spawn_multiple``, one
 command per target host, after probing remote hosts; the new ranks start under

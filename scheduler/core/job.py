@@ -47,7 +47,7 @@ FINAL = (JobState.DONE, JobState.FAILED, JobState.CANCELLED, JobState.LOST)
 
 @dataclass(slots=True)
 class PendingResize:
-    """A resize advised at a resize point and not yet confirmed (seed 001 §3.2.1).
+    """A resize advised at a resize point and not yet confirmed (Sudarsan & Ribbens 2007 §3.2.1).
 
     ``hosts``: an expansion's reserved slots (one host per new rank), or a
     shrink's dropped ones; ``t``: when it was advised; ``budget``: the

@@ -2,11 +2,11 @@
 
 A run is the scheduler core's event stream (``scheduler.core.state``: every event
 carries ``t`` and ``busy``, the slots held after it) plus one
-:class:`JobRecord` per ended job. From them (seed 001 §4.2):
+:class:`JobRecord` per ended job. From them (Sudarsan & Ribbens 2007 §4.2):
 
 * utilization: busy slot-seconds / (slots x makespan), makespan from the first
   arrival to the last end; slots held during a redistribution count as busy
-  (seed 001 §4.2's footnote: CPU-seconds *assigned* to a running job);
+  (Sudarsan & Ribbens 2007 §4.2's footnote: CPU-seconds *assigned* to a running job);
 * turnaround = end - arrival; wait = start - arrival;
 * bounded slowdown = max(1, turnaround / max(run, 10 s)), with ``run`` the
   job's reference run time (the trace's at its requested size in the

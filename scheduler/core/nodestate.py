@@ -1,4 +1,4 @@
-"""Nodes as the System Monitor sees them (seed 001 §3.1), the node half of the scheduler core.
+"""Nodes as the System Monitor sees them (Sudarsan & Ribbens 2007 §3.1), the node half of the scheduler core.
 
 :class:`NodeStates` is mixed into ``scheduler.core.state.ClusterState``: node
 monitors register and heartbeat, silent nodes go down (their jobs fail), a

@@ -7,7 +7,7 @@ and the simulator (``scheduler.lab``) are two shells around the same policy
 objects, so a policy measured offline on a trace is the policy that runs
 online.
 
-Two kinds of policy (seed 001 §3.1):
+Two kinds of policy (Sudarsan & Ribbens 2007 §3.1):
 
 * :class:`AppPolicy` (the *Application Scheduler*): which queued jobs start
   now, at which size (FCFS, EASY backfill, equi-partitioning, ...). Called
@@ -95,7 +95,7 @@ class JobSpec:
 
 @dataclass(frozen=True, slots=True)
 class Profile:
-    """Performance Profiler record of one job (seed 001 §3.1).
+    """Performance Profiler record of one job (Sudarsan & Ribbens 2007 §3.1).
 
     ``iter_time[p]`` is the latest measured iteration time at ``p`` processes;
     ``redist_time[(p, q)]`` the measured cost of the last redistribution
@@ -118,7 +118,7 @@ class Profile:
     def shrink_points(self, current: int) -> list[tuple[int, float]]:
         """``(size, expected iteration-time increase)`` for each smaller size the job ran at.
 
-        A job may only shrink to a configuration it has run on (seed 001 §3.1).
+        A job may only shrink to a configuration it has run on (Sudarsan & Ribbens 2007 §3.1).
         """
         t_now = self.iter_time.get(current)
         out = []
@@ -366,7 +366,7 @@ def legal_sizes(spec: JobSpec, pool: int,
 # the registry: every policy of every kind, and the named presets
 # --------------------------------------------------------------------------
 
-KINDS = ("app", "remap", "net", "gang")  # Application / Remap Scheduler; seed 002's networks; seed 004's gangs
+KINDS = ("app", "remap", "net", "gang")  # Application / Remap Scheduler; Lynch 1999 networks; Nakazawa 2005 gangs
 _REGISTRY: dict[str, dict[str, Callable[..., object]]] = {k: {} for k in KINDS}
 
 

@@ -1,4 +1,4 @@
-"""Performance Profiler (seed 001 §3.1): what each job ran at and how fast.
+"""Performance Profiler (Sudarsan & Ribbens 2007 §3.1): what each job ran at and how fast.
 
 Per job: every processor configuration it ran on with its latest and its
 fastest iteration time there, the measured redistribution cost between

@@ -1,4 +1,4 @@
-"""The Remap Scheduler's half of the core (seed 001 §3.1, §3.2.1): resize points, the resize handshake,
+"""The Remap Scheduler's half of the core (Sudarsan & Ribbens 2007 §3.1, §3.2.1): resize points, the resize handshake,
 shrink requests and what-ifs. :class:`Resizes` is mixed into ``scheduler.core.state.ClusterState``
 (like :class:`scheduler.core.nodestate.NodeStates`); the rules are in that module's docstring.
 """

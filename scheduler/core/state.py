@@ -28,7 +28,7 @@ runner whose own node went down cannot confirm: the monitors of the job's
 other nodes then kill what is left of it there, each node's slots freed as it
 confirms (``scheduler.core.kills``).
 
-Resize handshake (seed 001 §3.1, §3.2.1): at a resize point the Remap
+Resize handshake (Sudarsan & Ribbens 2007 §3.1, §3.2.1): at a resize point the Remap
 Scheduler's decision becomes a *pending* resize; an expansion reserves its
 new slots at once, a shrink releases the dropped ranks' slots when the job
 confirms with ``resized``. If the confirmation is lost (daemon restarted),
@@ -39,7 +39,7 @@ A resize is bounded: the job's runtime aborts it after the job file's
 (:meth:`ClusterState.check_resizes`), so no job holds slots with a pending
 action forever. A job that fails mid-resize says so in its ``error``.
 
-Nodes (seed 001 §3.1, System Monitor): a pool node is ``unmonitored`` until
+Nodes (Sudarsan & Ribbens 2007 §3.1, System Monitor): a pool node is ``unmonitored`` until
 a node monitor registers it (or ``down`` from the start when monitors are
 required), then ``up`` while its heartbeats come, and ``down`` when they
 stop for ``node_timeout`` seconds (:meth:`ClusterState.check_nodes`). A node

@@ -4,7 +4,7 @@ A job file's ``walltime`` (an SWF trace's requested time) is the user's
 limit for the job **at its requested size** ``n``. A resource manager kills a
 job that outlives its limit; a resizable job, though, may run below ``n``
 (squeezed at start, shrunk to admit others) and then needs longer. The rule
-(a choice: seed 001 does not treat limits):
+(a choice: Sudarsan & Ribbens 2007 does not treat limits):
 
 * the limit is a *budget* of ``walltime`` seconds, consumed at rate
   ``min(1, p / n)`` while the job runs at ``p`` processes: below its size a
@@ -149,7 +149,7 @@ REDIST_PRIOR = 10.0  # seconds a first redistribution is assumed to take at the 
 def expected_redist(r: RunningJob, q: int | None = None, floor: float = REDIST_PRIOR) -> float:
     """The cost a policy should expect of ``r`` redistributing from its size ``p`` to ``q``.
 
-    Seed 001 Fig. 2(b): the cost falls with the processor count, the smaller
+    Sudarsan & Ribbens 2007 Fig. 2(b): the cost falls with the processor count, the smaller
     side limiting it, so each measured ``(p0, q0)`` predicts ``c * min(p0, q0)
     / min(p, q)``; the largest prediction counts. Before any was measured:
     ``max(one iteration at p, floor) * p / min(p, q)``. The default ``floor``,

@@ -14,7 +14,7 @@ the same workload can run through the live daemon and through the simulator
 job run with ``--times`` (an iteration time per size).
 
 :func:`app_iter_time` is the model behind those tables for the five real
-applications (seed 001 Table 1; ``benchmarks.calibrate_apps`` fits it): one
+applications (Sudarsan & Ribbens 2007 Table 1; ``benchmarks.calibrate_apps`` fits it): one
 iteration at ``p`` ranks costs the 1-rank time divided among the ranks that
 compute, plus ``alpha`` per communication step and ``beta`` per byte on the
 critical path, the steps and bytes counted from each application's algorithm

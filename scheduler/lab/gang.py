@@ -1,4 +1,4 @@
-"""Seed 004 ch. 3: the I/O-aware gang-scheduling simulator and its experiments (notes 004 §6).
+"""Nakazawa 2005 ch. 3: the I/O-aware gang-scheduling simulator and its experiments.
 
 Machine: ``n_sys`` nodes (128, a mesh; the topology only matters to the
 communication the thesis simulates, which we leave out, see below) and a
@@ -246,10 +246,10 @@ def _run_cli(args: argparse.Namespace) -> int:
 
 
 def add_command(subparsers) -> None:
-    """Register ``reshape gang``: seed 004's I/O-aware gang-scheduling tables."""
+    """Register ``reshape gang``: Nakazawa's (2005) I/O-aware gang-scheduling tables."""
     p = subparsers.add_parser(
         "gang",
-        help="seed 004 ch. 3: I/O-aware gang scheduling (Tables 3.3-3.5)",
+        help="Nakazawa 2005 ch. 3: I/O-aware gang scheduling (Tables 3.3-3.5)",
         description="Gang-schedule 100 jobs on 128 nodes with each task-count method "
         f"({', '.join(TCMS)}) and placement ({', '.join(MODES)}). Scenarios: {', '.join(SCENARIOS)}.",
     )

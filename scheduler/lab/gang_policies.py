@@ -1,6 +1,6 @@
-"""Seed 004 ch. 3: I/O-aware gang scheduling: task-count methods and trace-matrix placement.
+"""Nakazawa 2005 ch. 3: I/O-aware gang scheduling: task-count methods and trace-matrix placement.
 
-Nakazawa (2005), ch. 3 (notes 004 §6). A gang scheduler keeps a *trace
+Nakazawa (2005), ch. 3. A gang scheduler keeps a *trace
 matrix*: rows are time slices, columns processors; entry (r, p) is the job
 whose process runs on processor p while the scheduler is at row r. These
 are the pure decisions the simulator (:mod:`scheduler.lab.gang`) asks for:

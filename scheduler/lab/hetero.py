@@ -1,4 +1,4 @@
-"""Seed 002's machine and job model and its event-driven simulator (notes 002 §§1-5, 7).
+"""Lynch's (1999) machine and job model and its event-driven simulator.
 
 Machine: nodes of ``size`` processors at one ``speed`` (total capacity 12800
 in every preset). Inside a node communication is free; between nodes every
@@ -448,11 +448,11 @@ def _run_cli(args: argparse.Namespace) -> int:
 
 
 def add_command(subparsers) -> None:
-    """Register ``reshape hetero``: seed 002's policies on a network of multiprocessor nodes."""
+    """Register ``reshape hetero``: Lynch's (1999) policies on a network of multiprocessor nodes."""
     p = subparsers.add_parser(
         "hetero",
-        help="seed 002: NS/SS/DNS/DSS on a heterogeneous network of multiprocessor nodes",
-        description="Simulate seed 002's space-sharing policies on generated Feitelson-model "
+        help="Lynch 1999: NS/SS/DNS/DSS on a heterogeneous network of multiprocessor nodes",
+        description="Simulate Lynch's (1999) space-sharing policies on generated Feitelson-model "
         f"workloads. Networks: {', '.join(NETWORKS)} or SIZExSPEED,...; policies: "
         f"{', '.join(net_policy_names())}.",
     )

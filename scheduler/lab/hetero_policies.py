@@ -1,7 +1,7 @@
-"""Seed 002's space-sharing policies on networks of multiprocessor nodes: NS, SS, DNS, DSS.
+"""Lynch's (1999) space-sharing policies on networks of multiprocessor nodes: NS, SS, DNS, DSS.
 
 Lynch (1999), "Parallel job scheduling on heterogeneous networks of
-multiprocessor workstations" (notes 002 §§1-6). A network is a tuple of nodes,
+multiprocessor workstations". A network is a tuple of nodes,
 each ``size`` processors of one ``speed``; a job is ``threads`` SPMD threads
 whose allocation is a set of *partitions* (node, processors, threads). Threads
 never move between nodes once a job starts; the dynamic policies may change a

@@ -6,7 +6,7 @@ iteration time at ``p`` processors follows Downey's speedup model (A. Downey,
 "A model for speedup of parallel programs", UCB/CSD-97-933, 1997) with
 average parallelism ``A`` and variance parameter ``sigma``; both are drawn per
 job, reproducibly from a seed. Beyond ``A``-ish processors the curve is flat,
-so a job has a sweet spot (seed 001 §4.1.1).
+so a job has a sweet spot (Sudarsan & Ribbens 2007 §4.1.1).
 
 The traces carry no speedup information, and what :func:`from_trace` assumes
 in their place decides how much resizing can gain; the assumptions are its
@@ -68,7 +68,7 @@ is malleable at every larger one. The former single stream is gone, so
 ``parallelism="relative:0:2", estimates="exact"`` is the former model, not
 the former numbers of a given seed.
 
-Redistribution cost (seed 001 Fig. 2b: grows with data size, falls with the
+Redistribution cost (Sudarsan & Ribbens 2007 Fig. 2b: grows with data size, falls with the
 processor count) is ``latency + data / (bandwidth * min(p, q))``: the data a
 job holds is proportional to its requested size (jobs are sized for memory),
 and the slowest side of the move, the smaller configuration, limits it.
@@ -124,7 +124,7 @@ class RedistModel:
     """``cost(p, q) = latency + seconds_per_slot * size / min(p, q)``.
 
     With the defaults a job moving between its own size and anything larger
-    pays 0.5 s + 2 s: the order of seed 001 Table 1's measured costs, small
+    pays 0.5 s + 2 s: the order of Sudarsan & Ribbens 2007 Table 1's measured costs, small
     against hour-long trace jobs.
     """
 

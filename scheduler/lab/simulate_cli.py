@@ -239,7 +239,7 @@ def add_commands(subparsers) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar and no legend under the table")
     p.set_defaults(func=run_simulate)
 
-    # seed 002's networks of multiprocessor nodes and seed 004's gang scheduler do not fit the
+    # Lynch's (1999) networks of multiprocessor nodes and Nakazawa's (2005) gang scheduler do not fit the
     # slot-count trace model: they get their own commands
     from scheduler.lab import gang, hetero
 

@@ -36,7 +36,7 @@ takes one look at Slurm and returns operations, applied by the adapters
    group in flight, sized to the policy's next step. Idle nodes Slurm keeps
    for a waiting job that cannot start yet are *borrowed* too, until the
    start Slurm predicts for it: that expander's ``--deadline`` is that start
-   (seed 001's idle processors, within EASY's shadow time as in the
+   (Sudarsan & Ribbens' (2007) idle processors, within EASY's shadow time as in the
    ``reshape-plus`` policy's ``borrow``); the waiting job's own service (2)
    takes them back as soon as it could start. An expander is
    submitted with the lowest priority (``--nice``) and a ``--deadline`` at

@@ -110,7 +110,7 @@ class SlurmManager(ResourceManager):
             prof = j.profile.frozen()
             if new_sizes(j.desc):  # any legal size below its own (SD-Policy's shrink to start needs them)
                 points = tuple(p for p in legal_sizes(j.spec, state.pool.capacity) if p < j.nprocs)
-            else:  # only sizes it ran at (seed 001 §3.1)
+            else:  # only sizes it ran at (Sudarsan & Ribbens 2007 §3.1)
                 points = tuple(p for p, _ in prof.shrink_points(j.nprocs) if p >= j.spec.min_procs)
             times = {p: t for p in prof.iter_time if (t := prof.best(p)) is not None}
             total = j.spec.iterations or j.total

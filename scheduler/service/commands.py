@@ -546,7 +546,7 @@ def _add_clients(sub: argparse._SubParsersAction) -> None:
 
 def _add_demo(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="start a local daemon and run the bundled resizable apps as a "
-                                    "small workload like W1 (seed 001 §4.2)")
+                                    "small workload like W1 (Sudarsan & Ribbens 2007 §4.2)")
     p.add_argument("--plot", default=None, metavar="FILE.png",
                    help="allocation plot to write ('' for none; default: reshape-demo.png in --state-dir, "
                    "else in ~/.reshape, $RESHAPE_STATE_DIR when set); the demo prints where it wrote it")

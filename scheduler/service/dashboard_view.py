@@ -2,7 +2,7 @@
 its Prometheus text exposition.
 
 :func:`snapshot` reads :class:`scheduler.core.state.ClusterState` (queue, running jobs, nodes, the
-Performance Profiler's iteration times per size, seed 001 §3.1) plus the recent allocation
+Performance Profiler's iteration times per size, Sudarsan & Ribbens 2007 §3.1) plus the recent allocation
 events and the daemon's request latencies, and returns a JSON-ready dict that is never mutated
 afterwards: the daemon's loop builds one now and then, the HTTP thread
 (``scheduler.service.dashboard``) only reads the latest. :func:`metrics_text` renders the same

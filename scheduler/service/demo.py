@@ -1,6 +1,6 @@
-"""``reshape demo``: a local daemon running a small mixed workload of the bundled apps (seed 001 §4.2).
+"""``reshape demo``: a local daemon running a small mixed workload of the bundled apps (Sudarsan & Ribbens 2007 §4.2).
 
-A scaled-down W1 (seed 001 §4.2.1, Table 4) with the real, resizable
+A scaled-down W1 (Sudarsan & Ribbens 2007 §4.2.1, Table 4) with the real, resizable
 applications of ``apps/`` run by ``mpiexec`` under a daemon on localhost:
 LU and MM start at once on two processes each, with half the slots idle, and
 expand into them; Jacobi (4 processes) is submitted once a job has expanded and

@@ -26,7 +26,7 @@ SHOWN = {"start": "started", "advise": "advised", "expand": "expanded", "shrink"
 
 
 def idle_note(st: dict[str, Any]) -> str | None:
-    """Why slots are idle while jobs queue (EASY backfilling, seed 001 §3.1), or None."""
+    """Why slots are idle while jobs queue (EASY backfilling, Sudarsan & Ribbens 2007 §3.1), or None."""
     queue = st["queue"]
     free = st["free_slots"]
     if not queue or free <= 0:
@@ -40,7 +40,7 @@ def idle_note(st: dict[str, Any]) -> str | None:
         note += (f"; {', '.join(fits)} would fit but may pass it only if its walltime estimate ends before "
                  f"{head['name']}'s reservation (EASY backfilling)")
     return note + ("; a running job shrinks to admit it at its next resize point, but only to a size it "
-                   "has run at (seed 001 §3.1)")
+                   "has run at (Sudarsan & Ribbens 2007 §3.1)")
 
 
 def view_model(st: dict[str, Any], decisions: list[dict[str, Any]], t0: float) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Node monitor: one per compute node, reporting to the daemon's System Monitor (seed 001 §3.1).
+"""Node monitor: one per compute node, reporting to the daemon's System Monitor (Sudarsan & Ribbens 2007 §3.1).
 
 ``reshape nodemon --daemon ENDPOINT --node NAME`` registers the node
 (``node_register``: the node is up, its slots join the pool), then sends a

@@ -1,6 +1,7 @@
-"""A daemon's history: read in pages, a table, metrics (``scheduler.core.metrics``), allocation plots (seed 001 §4.2).
+"""A daemon's history: read in pages, a table, metrics (``scheduler.core.metrics``), allocation plots
+(Sudarsan & Ribbens 2007 §4.2).
 
-Utilization follows seed 001 §4.2's footnote: the percentage of total
+Utilization follows Sudarsan & Ribbens 2007 §4.2's footnote: the percentage of total
 available CPU-seconds assigned to a running job, over the interval from the
 first job arrival to the last job end.
 """

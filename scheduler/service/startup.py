@@ -1,4 +1,4 @@
-"""Job Startup (seed 001 §3.1): run a job's ``mpiexec`` on its allocated hosts.
+"""Job Startup (Sudarsan & Ribbens 2007 §3.1): run a job's ``mpiexec`` on its allocated hosts.
 
 Each job runs in its own session (``start_new_session``) so the job, its
 Hydra proxies and any ranks it spawns later can be killed together

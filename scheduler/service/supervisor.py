@@ -1,4 +1,4 @@
-"""Job Startup and the System Monitor (seed 001 §3.1): the daemon's edge to the jobs' processes.
+"""Job Startup and the System Monitor (Sudarsan & Ribbens 2007 §3.1): the daemon's edge to the jobs' processes.
 
 :meth:`Supervisor.perform` carries out the core's actions: a :class:`Launch`
 starts the job's ``mpiexec`` (``scheduler.service.startup``), a

@@ -1,4 +1,4 @@
-"""Time-scaled emulations of seed 001 §4.2's workloads W1 and W2, run against a real daemon.
+"""Time-scaled emulations of Sudarsan & Ribbens 2007 §4.2's workloads W1 and W2, run against a real daemon.
 
 Each job is an emulated resizable application (``apps.emujob``: one
 process standing for ``p`` processors, iteration time
@@ -45,7 +45,7 @@ def _even(n: int | None, lo: int, hi: int) -> tuple[int, ...]:
     return tuple(p for p in range(lo, hi + 1, 2) if n is None or n % p == 0)
 
 
-#: Seed 001 Table 2: each row's job (start size, legal sizes) in the paper's 50-node pool; the
+#: Sudarsan & Ribbens 2007 Table 2: each row's job (start size, legal sizes) in the paper's 50-node pool; the
 #: Remap Scheduler's growth (:func:`scheduler.core.policies.reshape_remap.growth`) walks the row.
 #: The stated rule (§4: each grid side, or the size, divides the problem size; 2-D grids grow
 #: their smaller side) gives the LU/MM rows and FFT's. Three rows need more than the rule:

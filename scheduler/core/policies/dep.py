@@ -1,7 +1,7 @@
-"""Seed 000's space-sharing policies: DEP (minimal repartitioning), SP(K), folding, smoothing.
+"""Islam, Prodromidis & Squillante's space-sharing policies: DEP (minimal repartitioning), SP(K), folding, smoothing.
 
 Islam, Prodromidis & Squillante, "Dynamic partitioning in different
-distributed-memory environments" (seed 000):
+distributed-memory environments" (Islam, Prodromidis & Squillante):
 
 * :func:`dep_partition` — dynamic equi-partitioning (§2.1) in units of ``M``
   among at most ``N = P/M`` jobs, in the variant that *minimises the number of
@@ -145,7 +145,7 @@ def _targets(snap: Snapshot, M: int, admit: bool) -> dict[int, int]:
 
 @register_app_policy("dep")
 class DEPApp(AppPolicy):
-    """Start the queue head at its DEP share once that share is free (seed 000 §2.1)."""
+    """Start the queue head at its DEP share once that share is free (Islam, Prodromidis & Squillante §2.1)."""
 
     name = "dep"
 
@@ -208,7 +208,7 @@ def shrinks_to(snap: Snapshot, targets: dict[int, int], reason: str) -> list[Shr
 
 @register_app_policy("sp")
 class SPApp(AppPolicy):
-    """SP(K): K static partitions of ``S = total // k`` slots, FCFS (seed 000 §2.2).
+    """SP(K): K static partitions of ``S = total // k`` slots, FCFS (Islam, Prodromidis & Squillante §2.2).
 
     A job runs at its legal size nearest ``S`` from below (:func:`_legal_near`):
     a malleable job at ``S`` (with the limit the walltime rule allows if that is

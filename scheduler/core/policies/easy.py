@@ -1,4 +1,4 @@
-"""EASY backfill (Lifka 1995; seed 001 §3.1 "simple backfill").
+"""EASY backfill (Lifka 1995; Sudarsan & Ribbens 2007 §3.1 "simple backfill").
 
 FCFS, and when the queue head does not fit: reserve for it the earliest time
 at which enough slots will be free (the *shadow time*, from running jobs'
@@ -34,7 +34,7 @@ partner of the remap preset ``"reshape-plus"``):
   ``borrow`` rule uses, which returns them by the head's shadow time.
   Without it EASY's shadow time is later than the remap policy's, and it
   backfills more than the head's reservation allows.
-* ``squeeze`` (seed 001 §1: "squeezing them into processors that are
+* ``squeeze`` (Sudarsan & Ribbens 2007 §1: "squeezing them into processors that are
   available, and then adding more processors later"): when the head still
   does not fit after EASY's starts and is resizable, it starts at the largest
   legal size that fits in the free slots, if that is at least its

@@ -1,4 +1,4 @@
-"""First Come First Served application scheduling (seed 001 §3.1, Application Scheduler)."""
+"""First Come First Served application scheduling (Sudarsan & Ribbens 2007 §3.1, Application Scheduler)."""
 
 from __future__ import annotations
 

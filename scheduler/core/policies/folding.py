@@ -1,6 +1,6 @@
-"""Folding as a scheduling policy (seed 000 §2.6, after McCann & Zahorjan 1994).
+"""Folding as a scheduling policy (Islam, Prodromidis & Squillante §2.6, after McCann & Zahorjan 1994).
 
-Seed 000 names folding as the variant of dynamic partitioning that "reduces the
+Islam, Prodromidis & Squillante names folding as the variant of dynamic partitioning that "reduces the
 number of reconfigurations ... at the expense of a less equitable allocation"
 and "interrupt[s] fewer jobs"; it gives no precise rule. The rule here is
 :func:`scheduler.core.policies.dep.fold_partition` (the one implementation of

@@ -1,4 +1,4 @@
-"""ReSHAPE's Remap Scheduler (seed 001 §3.1), and the static baseline.
+"""ReSHAPE's Remap Scheduler (Sudarsan & Ribbens 2007 §3.1), and the static baseline.
 
 At a resize point of job J (``snap`` already holds J's latest iteration time):
 
@@ -87,7 +87,7 @@ computes reservations in the same give-back view):
 * ``reserve``: rule 4 leaves this many slots (int) or this fraction of the
   pool (float) idle, room for arrivals nobody announced; it does not limit
   ``borrow`` (those slots come back by the head's shadow time). Off in the
-  preset: a fixed reserve is a guess at arrivals, right for seed 001's W2
+  preset: a fixed reserve is a guess at arrivals, right for Sudarsan & Ribbens' (2007) W2
   (its later arrivals fill the machine exactly; 0.2 of 36 slots keeps room
   for them, 0.15 does not) and wrong for W1, whose arrivals have all come
   when its longest job reaches its first resize point on a live daemon
@@ -202,7 +202,7 @@ def next_size(spec: JobSpec, current: int, limit: int) -> int | None:
 
 def growth(spec: JobSpec, limit: int) -> list[int]:
     """The sizes a job passes through when it expands at every resize point, from its starting
-    size up to ``limit`` (:func:`next_size` step by step): seed 001 Table 2's rows."""
+    size up to ``limit`` (:func:`next_size` step by step): Sudarsan & Ribbens 2007 Table 2's rows."""
     out = [spec.nprocs]
     while (p := next_size(spec, out[-1], limit)) is not None:
         out.append(p)
@@ -550,7 +550,7 @@ register_remap_policy("reshape-plus")(partial(ReshapeRemap, **PLUS))
 
 @register_remap_policy("static")
 class StaticRemap(RemapPolicy):
-    """Never resize (the static-scheduling baseline of seed 001 §4.2)."""
+    """Never resize (the static-scheduling baseline of Sudarsan & Ribbens 2007 §4.2)."""
 
     name = "static"
 

@@ -1,4 +1,4 @@
-"""Seed 000's analytic model of DEP vs SP(K), exponential case, as a CTMC.
+"""Islam, Prodromidis & Squillante's analytic model of DEP vs SP(K), exponential case, as a CTMC.
 
 The paper solves a phase-type model (details in Squillante, IBM RC 19950,
 not available); this is the exponential special case reconstructed in the
@@ -114,7 +114,7 @@ def sp_star(lam: float, mu: Sequence[float], N: int) -> tuple[float, int]:
 
 def arrival_sampler(lam: float, cv: float, rng: random.Random):
     """Interarrival times of mean ``1/lam``: exponential for ``cv = 1``, else the balanced
-    two-branch hyperexponential of seed 002's generator
+    two-branch hyperexponential of Lynch's (1999) generator
     (:func:`scheduler.lab.workloads.lynch.hyperexp_interarrivals`) with coefficient of variation ``cv``."""
     from scheduler.lab.workloads.lynch import hyperexp_interarrivals
 

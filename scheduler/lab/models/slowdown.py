@@ -1,4 +1,4 @@
-"""Aggregate slowdown of a data-parallel job on shared, heterogeneous nodes (seed 003).
+"""Aggregate slowdown of a data-parallel job on shared, heterogeneous nodes (Figueira & Berman).
 
 Figueira & Berman model the time of a loosely synchronous, CPU-bound job on
 time-shared nodes as ``X = X_ded * sd`` (Eq. 1), with ``sd`` built from each

@@ -1,4 +1,4 @@
-"""Synthetic workload generators (seed 002's Feitelson-model generator)."""
+"""Synthetic workload generators (Lynch's (1999) Feitelson-model generator)."""
 
 from scheduler.lab.workloads.lynch import (
     HeteroJob,

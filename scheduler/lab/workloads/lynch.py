@@ -1,7 +1,7 @@
-"""Seed 002's workload generator (Lynch 1999, Appendices B and C).
+"""Lynch's (1999) workload generator (Lynch 1999, Appendices B and C).
 
 Job sizes, runtimes and repetitions follow the Feitelson (1996) model as ported
-in Appendix B, *as printed* (notes 002 §3.2):
+in Appendix B, *as printed*:
 
 * sizes 1..128: harmonic envelope of order 1.5 with extra weight on powers of
   two, squares and multiples of ten, sizes 1, 2, 4 reduced and 3, 5, 6, 7

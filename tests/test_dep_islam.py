@@ -1,4 +1,4 @@
-"""Seed 000: DEP's Table 1 exactly, SP(K), folding, and DEP driven through the simulator."""
+"""Islam, Prodromidis & Squillante: DEP's Table 1 exactly, SP(K), folding, and DEP driven through the simulator."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from scheduler.core.policies.dep import balanced, dep_partition, fold_partition
 from scheduler.core.policy import JobSpec, app_policy, remap_policy
 from scheduler.lab import JobModel, SimInput, simulate
 
-# Seed 000 Table 1 (P = 8, M = 1): state -> state after an arrival
+# Islam, Prodromidis & Squillante Table 1 (P = 8, M = 1): state -> state after an arrival
 TABLE1 = [
     [],
     [8],
@@ -119,7 +119,8 @@ def _long(i, t, iters=40):
 
 
 def test_folding_policy_halves_the_largest_job_for_each_arrival():
-    # seed 000 §2.6 folding through the one scheduler core (preset "fold"): 8 nodes, three arrivals
+    # Islam, Prodromidis & Squillante §2.6 folding through the one scheduler core (preset "fold"):
+    # 8 nodes, three arrivals
     jobs = [_long(0, 0.0), _long(1, 10.0), _long(2, 20.0)]
     res = simulate(jobs, 8, app_policy("fold"), remap_policy("fold"), record=True)
     d = [(x.kind, x.job_id, x.nprocs) for x in res.decisions]

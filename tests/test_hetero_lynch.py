@@ -1,4 +1,4 @@
-"""Seed 002 (Lynch): workload generator, model pieces, NS/SS/DNS/DSS, and the never-span ordering."""
+"""Lynch 1999 (Lynch): workload generator, model pieces, NS/SS/DNS/DSS, and the never-span ordering."""
 
 from __future__ import annotations
 
@@ -256,7 +256,7 @@ def _mrt(net: str, load: float, names, seeds=3, n=800, **params):
 
 @pytest.mark.parametrize("load", [0.3, 0.6])
 def test_never_span_beats_span_on_a_multinode_network(load):
-    """Seed 002 conclusion 1: on multi-node networks NS and DNS beat SS and DSS (MRT)."""
+    """Lynch 1999 conclusion 1: on multi-node networks NS and DNS beat SS and DSS (MRT)."""
     m = _mrt("13", load, ["ns", "ss", "dns", "dss"])
     assert m["dns"] < m["dss"]
     assert m["ns"] < m["ss"]

@@ -1,4 +1,4 @@
-"""Seed 001 as published: Fig. 3(a)'s resize sequence out of the Remap Scheduler, Table 2's sizes.
+"""Sudarsan & Ribbens 2007 as published: Fig. 3(a)'s resize sequence out of the Remap Scheduler, Table 2's sizes.
 
 Fig. 3(a): LU on a 12000 x 12000 matrix starts on 2 processors; the paper's
 table gives the iteration time measured at each size. Replayed through the

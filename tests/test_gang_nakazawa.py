@@ -1,4 +1,4 @@
-"""Seed 004 ch. 3: I/O-aware gang scheduling; Tables 3.3-3.5's orderings in shape."""
+"""Nakazawa 2005 ch. 3: I/O-aware gang scheduling; Tables 3.3-3.5's orderings in shape."""
 
 from __future__ import annotations
 
