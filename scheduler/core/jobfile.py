@@ -36,11 +36,11 @@ import shlex
 from dataclasses import replace
 from typing import Any
 
+from reshape.joblink.jobenv import MPI_FLAVOURS as FLAVOURS
+from reshape.joblink.jobenv import RESIZE_TIMEOUT_DEFAULT as DEFAULT_RESIZE_TIMEOUT
 from reshape.joblink.jobenv import parse_every
-from reshape.joblink.mpis import FLAVOURS
 from reshape.joblink.protocol import MAX_SIZES
 from reshape.redistribution.layout import nearly_square_grid
-from reshape.runtime.watchdog import DEFAULT_TIMEOUT as DEFAULT_RESIZE_TIMEOUT
 from scheduler.core.policy import JobSpec, legal_sizes
 from scheduler.core.tomlfile import read_toml
 
