@@ -26,7 +26,6 @@ MAX_FUNCTION = 80     # lines of one function, ``def`` to its last line
 
 # present offenders: path -> lines (may only shrink, then go)
 LONG_MODULES: dict[str, int] = {
-    "reshape/runtime/resizer.py": 604,
 }
 # present offenders: "path:qualified.name" -> lines
 LONG_FUNCTIONS: dict[str, int] = {
