@@ -138,7 +138,9 @@ _CONTROL_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "log": {"job_id": (_INT, True), "tail": (_INT, False)},
     "stop": {"kill_jobs": (_BOOL, False)},
     # a job a resource manager started registers with a site controller (docs/slurm.md, "Site mode")
-    "register": {"job": (_DICT, True), "allocation": (_STR, True), "hosts": (_LIST, True)},
+    # ... and, after its mpiexec exited (``code``; ``lost``: its nodes found dead), asks for its next attempt there
+    "register": {"job": (_DICT, True), "allocation": (_STR, True), "hosts": (_LIST, True),
+                 "restart": (_BOOL, False), "code": (_INT + _NONE, False), "lost": (_LIST, False)},
     **_NODE_CONTROL_BODIES,
 }
 _REPLY_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
@@ -391,6 +393,9 @@ class Register(Request):
     job: dict[str, Any]
     allocation: str
     hosts: tuple[str, ...]
+    restart: bool | None = None  # the registered job's next attempt after a loss, on ``hosts``
+    code: int | None = None  # the exit status of the attempt that ended (None: unknown)
+    lost: tuple[str, ...] = ()  # the job's nodes found dead
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -626,6 +631,10 @@ def _check_values(t: str, body: dict[str, Any], seq: int) -> None:
         if not 0 < len(hs) <= MAX_SIZES or not all(_is(h, _STR) and 0 < len(h) <= 255 for h in hs):
             raise ProtocolError("bad_field", f"register: 'hosts' must list 1-{MAX_SIZES} host names (one per "
                                              "slot) of 1-255 characters", seq)
+        lost = body.get("lost", [])
+        if len(lost) > MAX_SIZES or not all(_is(h, _STR) and 0 < len(h) <= 255 for h in lost):
+            raise ProtocolError("bad_field", f"register: 'lost' must list at most {MAX_SIZES} host names "
+                                             "of 1-255 characters", seq)
     if t == "hello" and "sizes" in body:
         _check_sizes(body["sizes"], seq)
     if t == "advice":
