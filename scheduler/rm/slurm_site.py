@@ -31,7 +31,9 @@ in their own allocations and keep running at their sizes while it is away
 journal and Slurm's queue (:meth:`SlurmSite.attach`). An expander that
 Slurm ends (``scancel`` by hand, a time limit) makes its job shrink off its
 nodes at the next resize point; only a job that cannot (below ``min_procs``)
-fails.
+fails. A job with checkpoints that loses a rank or a node is restarted inside
+its allocation by its batch script, on the nodes left, as the same job
+(:meth:`SlurmSite.restart`; docs/slurm.md, "Failures").
 """
 
 from __future__ import annotations

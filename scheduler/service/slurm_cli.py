@@ -9,7 +9,10 @@ Inside the allocation that runs the job in one of two modes:
   ``$RESHAPE_CONTROLLER``; ``scheduler.rm.slurm_site``): register with the
   controller (``register``: the Slurm job id and nodes), run the job's
   ``mpiexec`` here, report how it ended. The controller grows and shrinks it
-  together with every other malleable job of the partition.
+  together with every other malleable job of the partition. A job with
+  checkpoints whose ``mpiexec`` ends by a loss runs again from its last
+  checkpoint on the nodes of the allocation still alive, as the controller
+  agrees (``register`` with ``restart``; docs/slurm.md, "Failures").
 * **private mode** (no controller): start a daemon that grows and shrinks
   through Slurm (``--slurm-grow``, ``scheduler.rm.slurm_manager``) on the job's
   first node, submit the job to it, report each size change to the job's
