@@ -115,3 +115,11 @@ def test_a_register_naming_bad_lost_hosts_is_refused_on_the_wire():
         frame = json.dumps({"v": P.VERSION, "type": "register", "seq": 1, "body": {**body, "lost": lost}}).encode()
         with pytest.raises(P.ProtocolError, match="'lost'"):
             P.decode(frame)
+
+
+def test_nodes_named_lost_that_are_not_the_jobs_own_are_left_alone():
+    st, rm, _ = registered()
+    rm.adopt(st, heat(nprocs=2), "102", ["n4", "n4"], 1.0, None)  # another job's node, named lost by this one
+    rm.adopt(st, heat(), "101", ["n1", "n1"], 10.0, None, (255, ["n2", "n4"]))
+    assert "n4" not in st.pool.draining and "n4" not in rm.broker.draining and "n2" in st.pool.draining
+    st.validate()

@@ -103,8 +103,8 @@ class Restarts:
                 raise StateError("bad_hosts", f"{h!r} is not a node of allocation {j.allocation} in this pool")
         what = f"exit code {code}" if code is not None else "mpiexec vanished"
         cause = f"{what}, node(s) {', '.join(lost)} lost" if lost else what
-        for h in lost:  # nothing new is placed there: the job's Slurm jobs give them back
-            if self.pool.has(h) and h not in self.pool.down:
+        for h in lost:  # nothing new is placed there: the job's Slurm jobs give them back (its own nodes only)
+            if self.pool.has(h) and h not in self.pool.down and self.pool.leases.get(h) == j.allocation:
                 self.pool.set_draining(h)
         self._next_attempt(j, cause)
         self.pool.claim(hosts[:fits[0]])  # leased to its allocation: no other job holds them

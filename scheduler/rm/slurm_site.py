@@ -222,7 +222,7 @@ class SlurmSite(SlurmManager):
             self.note(f"job {j.job_id} ({j.desc['name']}) not restarted in Slurm job {j.allocation}: {e.message}")
             raise
         for h in dict.fromkeys(lost):
-            if h in self.broker.held:
+            if self.broker.group_of(h) == j.allocation:  # only nodes of its own Slurm jobs
                 self.broker.draining[h] = f"lost by job {j.job_id}"
         self.note(f"job {j.job_id} ({j.desc['name']}) restarted in Slurm job {j.allocation} at {size} on "
                   f"{','.join(dict.fromkeys(hosts[:size]))}" + (f" (lost: {', '.join(lost)})" if lost else ""))

@@ -306,7 +306,7 @@ def slurm_nodes(main: str) -> list[tuple[str, str]]:
     """(host, Slurm job) for every node of Slurm job ``main`` and its running expander jobs, as Slurm says now."""
     out: list[tuple[str, str]] = []
     try:
-        text = slurm_run(["squeue", "-h", "-t", "R", "-o", "%A|%j|%N"])
+        text = slurm_run(["squeue", "-h", "-t", "R", "-u", str(os.getuid()), "-o", "%A|%j|%N"])
     except SlurmError:
         return out
     for line in text.splitlines():
