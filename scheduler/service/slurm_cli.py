@@ -271,15 +271,16 @@ def _restart(args: argparse.Namespace, desc: dict, main: str, controller: str, r
     allocation still alive), or why there is none (the controller's one line), or None when the
     controller cannot be reached (the job then ends as it did). The job's nodes, its own and its
     expanders', are probed with the launcher its ranks start with; the dead ones are reported lost."""
-    held = slurm_nodes(main)
+    held = slurm_nodes(main) or [(h, main) for h in dict.fromkeys(slots)]  # squeue failed: the allocation's
     dead = unreachable([h for h, _ in held])
-    now = [h for h, j in held if j == main]
-    hosts = restart_hosts(slots, now, dead)
+    hosts = restart_hosts(slots, [h for h, j in held if j == main], dead)
+    if not hosts:
+        return f"no node of Slurm job {main} is left (lost: {', '.join(sorted(dead)) or 'none'})"
     fits = legal_sizes(spec_from_dict(0, 0.0, desc), len(slots), range(1, min(len(hosts), desc["nprocs"]) + 1))
     hosts = hosts[:fits[-1]] if fits else hosts  # none: the controller says why (too few left)
     if dead:
         print(f"reshape: node(s) {', '.join(sorted(dead))} lost", flush=True)
-    body = {"job": desc, "allocation": main, "hosts": hosts or slots[:1], "restart": True, "code": rc,
+    body = {"job": desc, "allocation": main, "hosts": hosts, "restart": True, "code": rc,
             "lost": sorted(dead)}
     end = time.monotonic() + args.register_timeout
     while True:
