@@ -311,6 +311,9 @@ class Register(Request):
     job: dict[str, Any]
     allocation: str
     hosts: tuple[str, ...]
+    restart: bool | None = None  # the registered job's next attempt after a loss, on ``hosts``
+    code: int | None = None  # the exit status of the attempt that ended (None: unknown)
+    lost: tuple[str, ...] = ()  # the job's nodes found dead
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -111,7 +111,9 @@ _CONTROL_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "log": {"job_id": (INT, True), "tail": (INT, False)},
     "stop": {"kill_jobs": (_BOOL, False)},
     # a job a resource manager started registers with a site controller (docs/slurm.md, "Site mode")
-    "register": {"job": (_DICT, True), "allocation": (_STR, True), "hosts": (_LIST, True)},
+    # ... and, after its mpiexec exited (``code``; ``lost``: its nodes found dead), asks for its next attempt there
+    "register": {"job": (_DICT, True), "allocation": (_STR, True), "hosts": (_LIST, True),
+                 "restart": (_BOOL, False), "code": (INT + _NONE, False), "lost": (_LIST, False)},
     **_NODE_CONTROL_BODIES,
 }
 _REPLY_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
@@ -309,6 +311,10 @@ def _check_values(t: str, body: dict[str, Any], seq: int) -> None:
         if not 0 < len(hs) <= MAX_SIZES or not all(is_type(h, _STR) and 0 < len(h) <= 255 for h in hs):
             raise ProtocolError("bad_field", f"register: 'hosts' must list 1-{MAX_SIZES} host names (one per "
                                              "slot) of 1-255 characters", seq)
+        lost = body.get("lost", [])
+        if len(lost) > MAX_SIZES or not all(is_type(h, _STR) and 0 < len(h) <= 255 for h in lost):
+            raise ProtocolError("bad_field", f"register: 'lost' must list at most {MAX_SIZES} host names "
+                                             "of 1-255 characters", seq)
     if t == "hello" and "sizes" in body:
         _check_sizes(body["sizes"], seq)
     if t == "advice":
