@@ -662,11 +662,15 @@ walltime = 600
 """
 
 
-def test_a_node_killed_under_a_malleable_job_restarts_it_in_its_allocation_from_its_checkpoint(slurm):
+@pytest.mark.parametrize("how", ["kill", "pause"])
+def test_a_node_killed_under_a_malleable_job_restarts_it_in_its_allocation_from_its_checkpoint(slurm, how):
     """``docker kill`` of one of the two slurmd nodes a malleable job with checkpoints runs on (not its batch
     host): its batch script finds the node dead, the controller restarts the job in its allocation on the
     node left (same reshape job, restarts 1; Slurm keeps the job: ``--no-kill``), the dead node goes back to
-    Slurm, and the job ends done with the field a run that never failed gives, bit for bit."""
+    Slurm, and the job ends done with the field a run that never failed gives, bit for bit. ``pause``: the
+    node hangs instead (``docker pause``); nothing on it answers or closes a connection, so the job learns
+    of the loss only from Slurm, which has by then taken the node out of the job: a node Slurm reports down
+    is as lost as one that does not answer."""
     c = slurm
     name, steps, ckpt, out = "site-nodekill", 300, "/cluster/ckpt-site-nodekill", "/cluster/slurm-nodekill"
     victim = None
@@ -683,9 +687,12 @@ def test_a_node_killed_under_a_malleable_job_restarts_it_in_its_allocation_from_
             victim = row["hosts"][-1]  # the batch host is the first
             assert victim != row["hosts"][0], row
             t0 = time.monotonic()
-            c.cmd("kill", victim)
-            again = wait_for(lambda: (r := by_slurm(site(c), a)) and r["restarts"] >= 1 and r, 120, every=0.5)
-            TIMINGS["site: node killed -> job restarted in its allocation"] = time.monotonic() - t0
+            c.cmd(how, victim)
+            try:
+                again = wait_for(lambda: (r := by_slurm(site(c), a)) and r["restarts"] >= 1 and r, 120, every=0.5)
+            except AssertionError as e:
+                raise AssertionError(f"{e}: no restart after {how} of {victim}\n{evidence(c, a, out)}") from None
+            TIMINGS[f"site: node {how} -> job restarted in its allocation"] = time.monotonic() - t0
             assert again["job_id"] == row["job_id"] and victim not in again["hosts"], again
             st = wait_for(lambda: (s := site(c)) and not s["running"] and s, 300, every=1.0)
             log = sh(c, f"cat {out}/{a}.out")
@@ -699,12 +706,22 @@ def test_a_node_killed_under_a_malleable_job_restarts_it_in_its_allocation_from_
             assert scontrol_job(c, a)["JobState"] == "COMPLETED"
             notes = st["daemon"]["rm"]["notes"]
             assert any(f"restarted in Slurm job {a}" in n and victim in n for n in notes), notes
-            NOTES["site: node kill"] = (f"resumed at {j['resumed_at']}, iterations lost {j['iterations_lost']}, "
+            NOTES[f"site: node {how}"] = (f"resumed at {j['resumed_at']}, iterations lost {j['iterations_lost']}, "
                                         f"{j['failures']}")
         finally:
             if victim:
-                c.cmd("start", victim)  # slurmd registers again (ReturnToService=2): the next test has 16 idle
+                # slurmd registers again (ReturnToService=2): the next test has 16 idle
+                c.cmd("unpause" if how == "pause" else "start", victim)
     quiet_site(c, 180)
+
+
+def evidence(c: ComposeCluster, slurm_job: str, out: str) -> str:
+    """What a failed Slurm-tier test needs to say where a job stopped: its Slurm output, Slurm's view of it
+    and of the nodes, the controller's log and its view of the job."""
+    cmds = [f"tail -c 3000 {out}/{slurm_job}.out", f"scontrol show job {slurm_job} | head -30",
+            "sinfo -N -h -o '%N %T %E'", "squeue -h -o '%A %j %T %N'", f"tail -n 60 {SITE_STATE}/controller.log",
+            f"reshape status --all --endpoint {SITE}"]
+    return "\n".join(f"$ {cmd}\n{c.exec('head', cmd + ' 2>&1', check=False).stdout}" for cmd in cmds)
 
 
 def sha(text: str) -> str:

@@ -123,3 +123,30 @@ def test_nodes_named_lost_that_are_not_the_jobs_own_are_left_alone():
     rm.adopt(st, heat(), "101", ["n1", "n1"], 10.0, None, (255, ["n2", "n4"]))
     assert "n4" not in st.pool.draining and "n4" not in rm.broker.draining and "n2" in st.pool.draining
     st.validate()
+
+
+def test_a_node_slurm_took_out_of_the_job_before_its_batch_script_looked_is_lost_though_the_script_found_none():
+    """A node that hangs is found by Slurm first: it leaves the job (``--no-kill``) before ``mpiexec`` ends,
+    so the batch script probes only the node left and names none lost; the controller saw Slurm take it."""
+    st, rm, jid = registered()
+    rm.apply(st, 8.0, [job("101", "heat", "RUNNING", ["n1"])], 4, 8.0)  # Slurm: n2 is out of the job
+    again = rm.adopt(st, heat(), "101", ["n1", "n1"], 10.0, None, (255, []))
+    j = st.jobs[jid]
+    assert again == jid and (j.state, j.restarts, j.hosts) == ("running", 1, ["n1", "n1"])
+    assert j.failures == ["exit code 255, node(s) n2 lost"], j.failures
+    st.validate()
+
+
+def test_a_job_at_its_smallest_size_on_a_node_slurm_lost_is_left_to_its_allocation_to_restart():
+    """It cannot shrink off the node Slurm took: the node is down, but the job, whose batch script restarts
+    it in its allocation, is not failed by the controller meanwhile."""
+    st, rm = site()
+    jid = rm.adopt(st, heat(nprocs=2, min_procs=2, max_procs=2, divides=2), "101", ["n1", "n2"], 0.0, None)
+    st.handle(P.ResizePoint(job_id=jid, iteration=12, nprocs=2, iter_time=1.0), 5.0)
+    rm.apply(st, 8.0, [job("101", "heat", "RUNNING", ["n1"])], 4, 8.0)
+    rm.apply(st, 9.0, [job("101", "heat", "RUNNING", ["n1"])], 4, 9.0)
+    j = st.jobs[jid]
+    assert j.state == "running" and "n2" in st.pool.down, (j.state, j.error)
+    rm.adopt(st, heat(nprocs=2, min_procs=2, max_procs=2, divides=2), "101", ["n1", "n1"], 10.0, None, (255, []))
+    assert (j.state, j.restarts, j.hosts) == ("running", 1, ["n1", "n1"]) and j.failures[0].endswith("n2 lost")
+    st.validate()

@@ -123,7 +123,9 @@ class NodeStates:
         self._node_event(now, rec, "down", reason)
         out: list[Launch | Kill] = []
         for j in self.running():
-            if host in j.hosts and self.restartable(j, None, loss=True):
+            if host in j.hosts and j.allocation is not None and self.restartable(j, None, loss=True, here=True):
+                self._event(now, j, "node_lost", f"node {host} down ({reason}): its allocation restarts it")
+            elif host in j.hosts and self.restartable(j, None, loss=True):
                 out += self.restart(j, now, f"node {host} down ({reason})", attempt_killed=True, known_cause=True)
             elif host in j.hosts:
                 out += self._kill_failed(j, now, f"node {host} down ({reason})", f"node {host} down")

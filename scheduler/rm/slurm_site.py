@@ -215,6 +215,9 @@ class SlurmSite(SlurmManager):
         (:meth:`scheduler.core.restarts.Restarts.restart_here`); the lost nodes go back to Slurm (released
         once no rank uses them, or gone when Slurm removes them from the job). A refusal is noted and raised."""
         code, lost = restart
+        # the job's nodes Slurm took back or that went down while its ranks ran there are lost too, whatever
+        # its batch script found (a node that hung is out of the job before mpiexec ends)
+        lost = [*lost, *(h for h in j.hosts if h not in hosts and (h in self.broker.gone or h in state.pool.down))]
         try:
             self.verified.register(j.allocation or "", hosts, owner)
             size = state.restart_here(j, hosts, code, [h for h in dict.fromkeys(lost) if state.pool.has(h)], now)

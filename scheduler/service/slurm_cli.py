@@ -222,7 +222,7 @@ def _run_registered(args: argparse.Namespace, desc: dict, main: str, controller:
     attempt = 0
     while True:
         tag = job_tag(state_dir, job_id, attempt)
-        rc = _attempt(args, desc, job_id, hosts, controller, tag, sigs)
+        rc = _attempt(args, desc, job_id, hosts, controller, tag, sigs, main)
         if rc is None:
             return 1
         again = _restart(args, desc, main, controller, rc, slots) if rc and desc.get("checkpoint") else None
@@ -244,7 +244,7 @@ def _run_registered(args: argparse.Namespace, desc: dict, main: str, controller:
 
 
 def _attempt(args: argparse.Namespace, desc: dict, job_id: int, hosts: list[str], controller: str, tag: str,
-             sigs: _Signals) -> int | None:
+             sigs: _Signals, main: str) -> int | None:
     """Run one attempt of the job's ``mpiexec`` on ``hosts``: its exit status, or None when a signal ended it
     (or it could not start: said and reported)."""
     # the job's output is the Slurm job's own (no log file: ours would be a link, which start_job refuses)
@@ -255,8 +255,16 @@ def _attempt(args: argparse.Namespace, desc: dict, job_id: int, hosts: list[str]
         _say(why)
         _report(args, controller, job_id, 1, why)
         return None
+    watch = LossWatch(main, hosts)
     while p.poll() is None and sigs.sig is None:
         time.sleep(0.2)
+        lost = watch.lost()
+        if lost:
+            print(f"reshape: Slurm declares node(s) {', '.join(sorted(lost))} of this job down: ending this "
+                  f"attempt", flush=True)
+            kill_job(tag, grace=1.0)
+            rc = p.wait()
+            return 128 - rc if rc < 0 else rc or 1  # killed by a signal: as a shell reports it
     if sigs.sig is not None:
         print(f"reshape: signal {sigs.sig}: ending the job and its ranks", flush=True)
         kill_job(tag, grace=1.0)
@@ -272,7 +280,8 @@ def _restart(args: argparse.Namespace, desc: dict, main: str, controller: str, r
     controller cannot be reached (the job then ends as it did). The job's nodes, its own and its
     expanders', are probed with the launcher its ranks start with; the dead ones are reported lost."""
     held = slurm_nodes(main) or [(h, main) for h in dict.fromkeys(slots)]  # squeue failed: the allocation's
-    dead = unreachable([h for h, _ in held])
+    # a node that hung is found by Slurm first, which takes it out of the job (--no-kill): lost as well
+    dead = unreachable([h for h, _ in held]) | slurm_down([h for h in slots if h not in {g for g, _ in held}])
     hosts = restart_hosts(slots, [h for h, j in held if j == main], dead)
     if not hosts:
         return f"no node of Slurm job {main} is left (lost: {', '.join(sorted(dead)) or 'none'})"
@@ -315,6 +324,44 @@ def slurm_nodes(main: str) -> list[tuple[str, str]]:
         if (jid == main or name == expander_name(main)) and nodes:
             out += [(h, jid) for h in hostlist.expand_hostlist(nodes)]
     return out
+
+
+DOWN_STATES = ("down", "fail")  # sinfo %T words of a node Slurm has declared lost (not: drained, not responding)
+
+
+def slurm_down(hosts: list[str] | set[str]) -> set[str]:
+    """Those of ``hosts`` Slurm declares down or failed (``sinfo -N -o '%N|%T'``, after ``SlurmdTimeout``
+    without an answer). Nodes Slurm did not list, or an ``sinfo`` that failed: none."""
+    if not hosts:
+        return set()
+    try:
+        text = slurm_run(["sinfo", "-h", "-N", "-n", ",".join(sorted(hosts)), "-o", "%N|%T"])
+    except SlurmError:
+        return set()
+    return {h for h, st in (line.split("|", 1) for line in text.splitlines() if "|" in line)
+            if h in hosts and any(w in st.lower() for w in DOWN_STATES)}
+
+
+class LossWatch:
+    """While an attempt runs: the nodes of its Slurm jobs (its own and its expanders') that Slurm declares
+    down. A node that hangs closes no connection, so ``mpiexec`` and the ranks left wait on it for ever;
+    Slurm takes it out of the job (``--no-kill``) and the attempt must be ended here. A node Slurm took
+    out is watched until the next look (it leaves the job and goes down at once); one the controller
+    gave back is not down then and is forgotten."""
+
+    EVERY = 5.0  # seconds between looks (two Slurm queries each)
+
+    def __init__(self, main: str, hosts: list[str]):
+        self.main, self.prev, self.next = main, set(hosts), time.monotonic() + self.EVERY
+
+    def lost(self) -> set[str]:
+        if time.monotonic() < self.next:
+            return set()
+        self.next = time.monotonic() + self.EVERY
+        held = {h for h, _ in slurm_nodes(self.main)}
+        down = slurm_down(self.prev | held)
+        self.prev = held or self.prev
+        return down
 
 
 PROBE_TIMEOUT = 20.0  # seconds a step on a live node takes at most to run 'true' (a dead one never answers)
