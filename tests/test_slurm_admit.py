@@ -84,6 +84,18 @@ def test_a_start_that_would_delay_a_job_planned_before_it_is_found():
     assert delays(0.0, NODES, short, "11", 2, 120.0, {"n5", "n6"}, {"1": 400.0}) == ["10"]
 
 
+def test_a_start_may_move_another_job_later_in_the_plan_but_never_past_its_first_predicted_start():
+    jobs = [sj("1", "grown", "RUNNING", NODES[:6], end=300.0, limit=300.0),
+            sj("2", "rigid", "RUNNING", NODES[6:], end=100.0, limit=100.0),
+            sj("10", "big", "PENDING", n=8, start=300.0, limit=60.0, prio=200),
+            sj("11", "small", "PENDING", n=2, start=360.0, limit=120.0, prio=100)]
+    # the shrunk job ends 20 s later: big moves from 300 to 320 in Slurm's plan
+    assert delays(0.0, NODES, jobs, "11", 2, 120.0, {"n5", "n6"}, {"1": 320.0}) == ["10"]
+    # Slurm first predicted 330 for big (a start it announced, the one a late start is counted against): kept
+    assert delays(0.0, NODES, jobs, "11", 2, 120.0, {"n5", "n6"}, {"1": 320.0}, promised={"10": 330.0}) == []
+    assert delays(0.0, NODES, jobs, "11", 2, 120.0, {"n5", "n6"}, {"1": 320.0}, promised={"10": 310.0}) == ["10"]
+
+
 # ---------------------------------------------------------------------- the broker
 def broker(**kw) -> Broker:
     b = Broker(grant_timeout=10, idle_release=30, node_slots=2, nodes=NODES, **kw)
@@ -121,6 +133,19 @@ def test_running_jobs_shrink_for_a_waiting_job_only_when_the_wait_saved_exceeds_
     assert [o for o in ops if isinstance(o, AskShrink)] == [
         AskShrink(1, 8, "Slurm job 20 is waiting for 2 node(s)", ("n5", "n6"))]
     assert {o.host for o in ops if isinstance(o, Drain)} == {"n5", "n6"}
+
+
+def test_a_shrink_that_keeps_a_job_within_its_slurm_limit_is_planned_with_that_limit():
+    # the job registered 1.5 s after Slurm started it: its end at any size from 8 up is 1.5 s past its Slurm
+    # limit, which rule 5 leaves as it is (within LIMIT_SLACK), so Slurm's plan keeps its end at 3600
+    t = grown(ends={12: 3601.5, 8: 3601.5})
+    b = broker()
+    first_look(b, t)
+    w = sj("20", "w", "PENDING", n=2, reason="Resources", start=200.0, limit=60.0, prio=200)
+    whole = sj("21", "whole", "PENDING", n=8, reason="Priority", start=3600.0, limit=60.0, prio=100)
+    ops = b.step(1.0, jobs_with(w, whole), 0, {h: 2 for h in NODES}, [t], lambda j, e: None)
+    assert [o for o in ops if isinstance(o, AskShrink)] == [
+        AskShrink(1, 8, "Slurm job 20 is waiting for 2 node(s)", ("n5", "n6"))]
 
 
 def test_the_earlier_rule_shrinks_for_any_waiting_job_that_can_start():

@@ -78,11 +78,13 @@ def _inputs(jobs: Sequence[SlurmJob], now: float, skip: Sequence[str]) -> tuple[
 
 
 def delays(now: float, nodes: Sequence[str], jobs: Sequence[SlurmJob], start: str, k: int, limit: float | None,
-           freed: set[str], ends: Mapping[str, float], tolerance: float = 1.0) -> list[str]:
+           freed: set[str], ends: Mapping[str, float], tolerance: float = 1.0,
+           promised: Mapping[str, float] | None = None) -> list[str]:
     """The pending jobs other than ``start`` that Slurm's plan would start later than now if ``start``
     ran now on ``k`` nodes for ``limit`` seconds, the nodes ``freed`` were given back, and the
     running Slurm jobs in ``ends`` (id -> new end) ended then; ``[start]`` if ``start`` itself could
-    not start now that way."""
+    not start now that way. ``promised``: the first start Slurm predicted for a job (id -> time): a
+    job planned later than now but not past that start is not delayed."""
     running, pend = _inputs(jobs, now, ())
     base = plan(now, nodes, running, [Pending(j.id, j.num_nodes, j.limit) for j in pend])
     after = [(tuple(h for h in j.nodes if h not in freed), ends.get(j.id, j.end if j.end is not None else math.inf))
@@ -91,5 +93,7 @@ def delays(now: float, nodes: Sequence[str], jobs: Sequence[SlurmJob], start: st
                                            limit if j.id == start else j.limit) for j in pend])
     if start not in new or new[start].start > now:
         return [start]
+    promised = promised or {}
     return [j.id for j in pend if j.id != start and j.id in base
-            and (j.id not in new or new[j.id].start > base[j.id].start + tolerance)]
+            and (j.id not in new or new[j.id].start > max(base[j.id].start + tolerance,
+                                                          promised.get(j.id, -math.inf)))]

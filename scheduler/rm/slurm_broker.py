@@ -471,11 +471,14 @@ class Broker:
             if cost > 0 and (saving is None or cost >= saving):
                 continue
             if (take or dropped or k < n) and self.nodes:
-                ends = {by_id[j].main: by_id[j].ends[q] for j, (q, _, _) in tried.items()
-                        if self.time_limits != "off" and q in by_id[j].ends}
+                # the ends Slurm will plan with: the limits rule 5 gives the shrunk jobs (whole minutes)
+                ends = {m.id: m.start + 60.0 * self._limit(m, by_id[j].ends[q]) for j, (q, _, _) in tried.items()
+                        if self.time_limits != "off" and q in by_id[j].ends
+                        and (m := next((x for x in jobs if x.id == by_id[j].main), None)) is not None
+                        and m.start is not None and m.id not in self.frozen}
                 lim = moldable_limit(w.limit, n, k)
                 if delays(now, self.nodes, jobs, w.id, k, None if lim is None else 60.0 * lim,
-                          {*take, *dropped}, ends):
+                          {*take, *dropped}, ends, promised=self.predicted):
                     continue
             gain = (saving or 0.0) - cost
             if best is None or gain > best[0]:
@@ -558,6 +561,19 @@ class Broker:
             ops.append(Submit(g, nodes, end))
         return ops
 
+    def _have(self, main: SlurmJob) -> int | None:
+        """The time limit (minutes) Slurm job ``main`` has now, as last set."""
+        return self.limits.get(main.id, None if main.limit is None else round(main.limit / 60.0))
+
+    def _limit(self, main: SlurmJob, end: float) -> int:
+        """The time limit (minutes) rule 5 keeps running Slurm job ``main`` at for a job ending at ``end``:
+        extended when the end is more than LIMIT_SLACK past it (a job registers a second or two after
+        Slurm starts it: not worth a minute more), brought down by whole minutes, else left as it is."""
+        want, have = max(1, math.ceil((end - (main.start or 0.0)) / 60.0)), self._have(main)
+        if have is None or end > (main.start or 0.0) + 60 * have + LIMIT_SLACK or want < have:
+            return want
+        return have
+
     def _limits(self, by_id: Mapping[str, SlurmJob], tenants: Sequence[Tenant]) -> list:
         """Time limits that follow the jobs' sizes (``scheduler.rm.slurm_limits``): a job's own Slurm job
         gets the whole minutes to the end it will have at its size now, so Slurm's backfill plans with
@@ -567,11 +583,8 @@ class Broker:
             end, main = t.ends.get(t.nprocs), by_id.get(t.main)
             if end is None or main is None or main.state not in LIVE or main.start is None or t.main in self.frozen:
                 continue
-            want = max(1, math.ceil((end - main.start) / 60.0))
-            have = self.limits.get(t.main, None if main.limit is None else round(main.limit / 60.0))
-            # extended when its end is more than LIMIT_SLACK past the limit (a job registers a second or two
-            # after Slurm starts it: not worth a minute more), brought down by whole minutes
-            if have is None or end > main.start + 60 * have + LIMIT_SLACK or want < have:
+            want, have = self._limit(main, end), self._have(main)
+            if want != have:
                 self.limits[t.main] = want
                 ops.append(Update(t.main, minutes=want, why=f"its end at {t.nprocs} processes"))
             for jid in {j for h, j in self.held.items() if j != t.main and self.owner.get(j) == t.main}:
