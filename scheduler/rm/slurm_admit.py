@@ -28,7 +28,8 @@ broker's bound, so that no job pays much for others' starts).
 **Never delaying another waiting job** (:func:`delays`): with the shrunk jobs' new ends (a job
 below its requested size runs longer: its Slurm limit is extended, ``scheduler.rm.slurm_limits``)
 and W started now, Slurm's backfill plan (:func:`scheduler.rm.slurm_plan.plan`) must start no
-other pending job later than it does without the change.
+other pending job later than both its start without the change and the first start Slurm
+predicted for it (the reservation conservative backfilling keeps, Mu'alem & Feitelson 2001).
 """
 
 from __future__ import annotations
