@@ -169,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
                          "the mean and range of each ratio; writes <out>_twin.json")
     ap.add_argument("--out", default="slurm_workload", help="result name (default slurm_workload)")
     ap.add_argument("--keep", action="store_true", help="leave the cluster up afterwards")
+    ap.add_argument("--add", action="store_true",
+                    help="add these workloads to the result already written under --out (a workload run again "
+                         "replaces its entry) and summarize over all of them")
     a = ap.parse_args(argv)
     if a.repeat < 1:
         ap.error(f"--repeat {a.repeat} must be >= 1")
@@ -204,12 +207,14 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if not a.keep:
             c.down()
+    runs = {k: v["runs"] for k, v in per.items()}
+    if a.add:
+        per, runs, paths = with_earlier(a.out, per, runs, paths)
     summary = overall({k: v for k, v in per.items() if "/" not in k})
     summary["ablation"] = {k: {r: v.get(r) for r in RATIOS} for k, v in per.items() if "/" in k} or None
     print(json.dumps({k: v for k, v in summary.items() if k != "per_workload"}, indent=1))
     path = _common.write_result(a.out, {"workloads": [p for p in paths], "controller_args": base_args,
-                                        "repeat": a.repeat, "summary": summary,
-                                        "runs": {k: v["runs"] for k, v in per.items()}})
+                                        "repeat": a.repeat, "summary": summary, "runs": runs})
     print(f"wrote {path}")
     return 0
 
@@ -236,6 +241,20 @@ def series(c: ComposeCluster, w: Workload, variants: dict[str, list[str]], cal: 
             runs[v].append({"summary": s, "rows": rows, "events": (reshape.get("history") or {}).get("events")})
     return {(w.name if v == "default" else f"{w.name}/{v}"): combine([r["summary"] for r in rs], twins[v])
             | {"runs": rs} for v, rs in runs.items()}
+
+
+def with_earlier(out: str, per: dict[str, dict], runs: dict, paths: list[str]) -> tuple[dict, dict, list[str]]:
+    """``--add``: the per-workload entries, runs and workload files of the result already under ``out``,
+    with this invocation's replacing those of the same workload."""
+    try:
+        with open(os.path.join(RESULTS, f"{out}.json")) as f:
+            old = json.load(f)
+    except FileNotFoundError:
+        return per, runs, paths
+    earlier = old["summary"].get("per_workload") or {}  # (an earlier ablation is not carried over)
+    merged = {k: v for k, v in earlier.items() if k not in per} | per
+    old_runs = {k: v for k, v in (old.get("runs") or {}).items() if k not in runs}
+    return merged, old_runs | runs, list(dict.fromkeys([*old.get("workloads", []), *paths]))
 
 
 def overall(per: dict[str, dict]) -> dict:

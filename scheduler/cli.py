@@ -5,7 +5,7 @@ function that registers parsers whose ``func`` attribute runs the command:
 
 * ``reshape.redistribution.demo`` -> ``redistribution-demo``
 * ``scheduler.tools.netns`` -> ``netns`` (a network-namespace test cluster)
-* ``scheduler.service.commands`` -> the daemon, job and workload commands (``daemon``, ``submit``, ``demo``, ...)
+* ``scheduler.service.cliparser`` -> the daemon, job and workload commands (``daemon``, ``submit``, ``demo``, ...)
 * ``scheduler.lab.simulate_cli`` -> ``simulate``
 * ``reshape.joblink.mpiexec_cli`` -> ``mpiexec`` (a program under MPICH or Open MPI)
 """
@@ -17,7 +17,7 @@ import importlib
 import re
 import sys
 
-PARTS = ("reshape.redistribution.demo", "scheduler.tools.netns", "scheduler.service.commands",
+PARTS = ("reshape.redistribution.demo", "scheduler.tools.netns", "scheduler.service.cliparser",
          "scheduler.lab.simulate_cli", "reshape.joblink.mpiexec_cli")
 
 

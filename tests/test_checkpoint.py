@@ -156,5 +156,8 @@ def test_under_the_daemon_a_checkpointed_program_that_never_calls_finish_ends_do
     d = daemon(2, remap="static")
     jid = d.submit(name="nofinish", command=["python", "-m", "tests.mpi.resize_nofinish"], nprocs=2,
                    checkpoint="every:2", max_restarts=2)
-    j = wait_for(lambda: (j := d.job(jid))["state"] in ("done", "failed") and j, 120, every=0.5)
+    try:
+        j = wait_for(lambda: (j := d.job(jid))["state"] in ("done", "failed") and j, 120, every=0.5)
+    except AssertionError:  # say where it stopped: the job as the daemon sees it, and its output
+        raise AssertionError(f"the job never ended: {d.job(jid)}\n{d.req('log', {'job_id': jid})}") from None
     assert j["state"] == "done" and j["restarts"] == 0, j

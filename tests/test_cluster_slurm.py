@@ -647,3 +647,67 @@ def test_a_malleable_job_shrinks_below_its_size_for_a_waiting_job_and_slurm_gets
         st = site(c)
         assert st["daemon"]["rm"]["rigid_late_starts"] == 0, st["daemon"]["rm"]
         assert before == 3 and after <= 2 * before, (before, after)  # as submitted; at most twice at half the size
+
+
+# a malleable job with checkpoints on the volume every node mounts, 4 ranks on two nodes, at least 2
+NODEKILL = """name = "{name}"
+command = ["python", "/opt/reshape/examples/heat.py", "--n", "256", "--steps", "{steps}", "--work", "0.4"]
+nprocs = 4
+min_procs = 2
+max_procs = 4
+divides = 256
+checkpoint = "every:10"
+checkpoint_dir = "{ckpt}"
+walltime = 600
+"""
+
+
+def test_a_node_killed_under_a_malleable_job_restarts_it_in_its_allocation_from_its_checkpoint(slurm):
+    """``docker kill`` of one of the two slurmd nodes a malleable job with checkpoints runs on (not its batch
+    host): its batch script finds the node dead, the controller restarts the job in its allocation on the
+    node left (same reshape job, restarts 1; Slurm keeps the job: ``--no-kill``), the dead node goes back to
+    Slurm, and the job ends done with the field a run that never failed gives, bit for bit."""
+    c = slurm
+    name, steps, ckpt, out = "site-nodekill", 300, "/cluster/ckpt-site-nodekill", "/cluster/slurm-nodekill"
+    victim = None
+    with controller(c):
+        sh(c, f"rm -rf {ckpt} {out}; mkdir -p {out}")
+        ref = sha(sh(c, f"mpiexec -n 2 python /opt/reshape/examples/heat.py --n 256 --steps {steps}", 180))
+        c.exec("head", f"cat > /tmp/{name}.toml", input=NODEKILL.format(name=name, steps=steps, ckpt=ckpt))
+        a = json.loads(sh(c, f"cd /tmp && reshape submit --slurm --json --controller {SITE} "
+                             f"--sbatch=--output={out}/%j.out /tmp/{name}.toml"))["slurm_job_ids"][0]
+        try:
+            row = wait_for(lambda: (r := by_slurm(site(c), a)) and len(set(r["hosts"])) == 2 and r, 90, every=0.5)
+            wait_for(lambda: any(n.startswith("ckpt-") and not n.endswith(".part")
+                                 for n in sh(c, f"ls {ckpt} 2>/dev/null; true").split()), 90, every=0.3)
+            victim = row["hosts"][-1]  # the batch host is the first
+            assert victim != row["hosts"][0], row
+            t0 = time.monotonic()
+            c.cmd("kill", victim)
+            again = wait_for(lambda: (r := by_slurm(site(c), a)) and r["restarts"] >= 1 and r, 120, every=0.5)
+            TIMINGS["site: node killed -> job restarted in its allocation"] = time.monotonic() - t0
+            assert again["job_id"] == row["job_id"] and victim not in again["hosts"], again
+            st = wait_for(lambda: (s := site(c)) and not s["running"] and s, 300, every=1.0)
+            log = sh(c, f"cat {out}/{a}.out")
+            hist = json.loads(sh(c, "python -c " + shlex.quote(
+                f"import json; from reshape.joblink.client import request as r; "
+                f"print(json.dumps(r('{SITE}', 'history')))")))
+            (j,) = [j for j in hist["jobs"] if j["name"] == name]
+            assert (j["state"], j["restarts"]) == ("done", 1), (j, log[-3000:])
+            assert sha(log) == ref, log[-3000:]
+            assert "reshape slurm-run:" not in log, log[-3000:]
+            assert scontrol_job(c, a)["JobState"] == "COMPLETED"
+            notes = st["daemon"]["rm"]["notes"]
+            assert any(f"restarted in Slurm job {a}" in n and victim in n for n in notes), notes
+            NOTES["site: node kill"] = (f"resumed at {j['resumed_at']}, iterations lost {j['iterations_lost']}, "
+                                        f"{j['failures']}")
+        finally:
+            if victim:
+                c.cmd("start", victim)  # slurmd registers again (ReturnToService=2): the next test has 16 idle
+    quiet_site(c, 180)
+
+
+def sha(text: str) -> str:
+    m = re.search(r"sha256 ([0-9a-f]{16})", text)
+    assert m, text[-2000:]
+    return m.group(1)

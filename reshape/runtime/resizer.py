@@ -55,7 +55,6 @@ with the next resize point's report, as the paper does.
 
 from __future__ import annotations
 
-import os
 import socket
 import sys
 import time
@@ -66,11 +65,10 @@ import numpy as np
 from mpi4py import MPI
 
 from reshape import faults
-from reshape.joblink import jobenv as E
 from reshape.joblink import launchers
 from reshape.joblink.advice import Advisor
 from reshape.joblink.protocol import Advice, ResizeReport
-from reshape.mpiutil import allreduce, barrier, bcast_obj, release
+from reshape.mpiutil import allreduce, bcast_obj, release
 from reshape.redistribution import placement
 from reshape.redistribution.layout import Layout, nearly_square_grid
 from reshape.redistribution.redistribute import redistribute
@@ -78,6 +76,7 @@ from reshape.runtime import checkpoint, checks, ftcomm, recovery
 from reshape.runtime.background import Background, Pending
 from reshape.runtime.checkpoint import Checkpointer, Restored
 from reshape.runtime.darray import DistArray, LayoutRule, Registered, layout_rule
+from reshape.runtime.ending import Ending
 from reshape.runtime.inplace import Buddies, failure
 from reshape.runtime.parking import CallBack, CalledBack, Parking, Reserve
 from reshape.runtime.recovery import Expanding
@@ -90,7 +89,7 @@ __all__ = ["EXPAND_PARTS", "Registered", "ResizeError", "ResizeResult", "Resizer
 
 
 @dataclass
-class Resizer(Joining, Background, Parking, Sizing):
+class Resizer(Joining, Background, Parking, Sizing, Ending):
     """The per-process handle of a resizable job (see module docstring); :func:`reshape.runtime.start.init`
     makes it.
 
@@ -529,67 +528,7 @@ class Resizer(Joining, Background, Parking, Sizing):
         finally:
             self._disarm()
 
-    def finish(self, status: str = "done") -> None:
-        """Tell the scheduler the job ended. Collective; call it once, after the last iteration.
-
-        A background expansion or shrink still waiting for its switch completes
-        first, so the ranks it spawned are not left waiting (a shrink's retiring
-        ranks retire here: they do not return).
-        """
-        self._finished = True
-        self._status = status
-        if self._pending is not None:
-            self.results.append(self._switch())
-        if self._ckpt is not None:
-            self._ckpt.close(self.comm)
-        self._release_parked()
-        if self._buddies is not None:  # what the buddy copies cost (reshape.runtime.inplace), slowest rank
-            secs = allreduce(self.comm, self._buddies.seconds)
-            if self.rank == 0:
-                print(f"[reshape] buddy copies: {self._buddies.refreshes} made, {secs:.3f} s on the slowest rank",
-                      file=sys.stderr, flush=True)
-        barrier(self.comm)
-        if self.rank == 0 and self.advisor:
-            try:
-                self.advisor.finished(status)
-            except Exception as e:
-                print(f"[reshape] advisor error at finish: {e}", file=sys.stderr, flush=True)
-
     # ------------------------------------------------------------ internals
-    def _done_at_exit(self) -> None:
-        """At a normal exit of rank 0 of a program that never called :meth:`finish`: tell the scheduler
-        ``done``. Without it a clean exit could not be told from one Hydra reports as 0 after a rank of
-        the job was killed (the scheduler restarts a checkpointed job that exits 0 unannounced)."""
-        if not self._finished and self.advisor is not None:  # only rank 0 has one; no MPI call (finalized)
-            self._finished = True
-            try:
-                self.advisor.finished("done")
-            except Exception as e:
-                print(f"[reshape] advisor error at exit: {e}", file=sys.stderr, flush=True)
-
-    def _exit_after_recovery(self) -> None:
-        """At the exit of a process that recovered from a lost rank (reshape.runtime.inplace): leave without
-        ``MPI_Finalize``, whose fence in Open MPI 5.0.11 sometimes never completes once a rank of the job
-        was lost (docs/mpi.md); ``mpirun --with-ft ulfm`` takes such an exit as a normal one. The exit
-        status is the one :meth:`finish` was told (0 for ``done``)."""
-        if self.recoveries:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(0 if self._status in (None, "done") else 1)
-
-    def _report_abort(self, reason: str, lost: bool = False) -> None:
-        """Tell the scheduler (any rank may) why the job is being aborted; bounded, best effort.
-        ``lost``: a process was lost mid-resize (status ``lost``: the job may be restarted from its checkpoint)."""
-        status = "lost" if lost else "error"
-        self._finished = True  # no "done" at exit after this
-        if os.environ.get(E.SCHEDULER):
-            from reshape.joblink.client import SchedulerClient
-
-            env = {**os.environ, E.SCHEDULER_TIMEOUT: "2.0"}
-            SchedulerClient.from_env(env).finished(status, reason)
-        elif self.advisor is not None:
-            self.advisor.finished(status, reason)
-
     def _replace_comm(self, new: MPI.Intracomm) -> None:
         old = self.comm
         self.comm = new

@@ -48,6 +48,33 @@ def whole_lines() -> None:
                 stream.reconfigure(line_buffering=True, write_through=False)
 
 
+def _parking(reuse: bool, standby: int, spawned: bool) -> tuple[bool, int]:
+    """``reuse`` and ``standby`` as this launcher and MPI allow them (each dropped with a line on rank 0)."""
+    launcher = launchers.from_env()
+    no_parking = (f"the {launcher.name} launcher: {launcher.no_parking}" if launcher.no_parking else
+                  f"Open MPI: {NO_PARKING_OPEN_MPI}" if open_mpi() else None)
+    if reuse and no_parking:
+        if MPI.COMM_WORLD.rank == 0 and not spawned:
+            print(f"[reshape] {E.REUSE}=1{' and standby ranks' if standby else ''} ignored under "
+                  f"{no_parking}", file=sys.stderr, flush=True)
+        reuse, standby = False, 0
+    if standby and (why := unspawnable()):
+        if MPI.COMM_WORLD.rank == 0:
+            print(f"[reshape] {E.STANDBY}={standby} ignored: {why}", file=sys.stderr, flush=True)
+        standby = 0
+    return reuse, standby
+
+
+def _go_inplace(rt: Resizer, buddy_every) -> None:
+    """Recover lost ranks in place (:mod:`reshape.runtime.inplace`): errors come back as exceptions."""
+    rt.inplace = True
+    rt.comm = rt.comm  # now an FTComm (reshape.runtime.ftcomm)
+    atexit.register(rt._exit_after_recovery)  # first registered: runs after every other exit handler
+    rt.comm.Set_errhandler(MPI.ERRORS_RETURN)
+    mpiutil.watch(rt)
+    rt._buddies = Buddies(buddy_every)
+
+
 def init(
     advisor: Advisor | None = None,
     *,
@@ -95,18 +122,7 @@ def init(
     background = cfg.background if background is None else background
     reuse = cfg.reuse if reuse is None else reuse
     standby = int(cfg.standby if standby is None else standby)
-    launcher = launchers.from_env()
-    no_parking = (f"the {launcher.name} launcher: {launcher.no_parking}" if launcher.no_parking else
-                  f"Open MPI: {NO_PARKING_OPEN_MPI}" if open_mpi() else None)
-    if reuse and no_parking:
-        if MPI.COMM_WORLD.rank == 0 and parent == MPI.COMM_NULL:
-            print(f"[reshape] {E.REUSE}=1{' and standby ranks' if standby else ''} ignored under "
-                  f"{no_parking}", file=sys.stderr, flush=True)
-        reuse, standby = False, 0
-    if standby and (why := unspawnable()):
-        if MPI.COMM_WORLD.rank == 0:
-            print(f"[reshape] {E.STANDBY}={standby} ignored: {why}", file=sys.stderr, flush=True)
-        standby = 0
+    reuse, standby = _parking(reuse, standby, spawned=parent != MPI.COMM_NULL)
     if parent != MPI.COMM_NULL:
         called = time.time()
         rt = Resizer(MPI.COMM_WORLD, None, job_id, allow_new_sizes, sizes, max_procs, method, timeout, background,
@@ -134,12 +150,7 @@ def init(
         checkpoint.resume(rt, cfg)
     rt._ckpt = checkpoint.from_settings(rt.comm, cfg, job_id, spawned=rt.joined, directory=rt.checkpoint_dir)
     if cfg.inplace:  # reshape.runtime.inplace: errors come back as exceptions, copies refreshed by run()
-        rt.inplace = True
-        rt.comm = rt.comm  # now an FTComm (reshape.runtime.ftcomm)
-        atexit.register(rt._exit_after_recovery)  # first registered: runs after every other exit handler
-        rt.comm.Set_errhandler(MPI.ERRORS_RETURN)
-        mpiutil.watch(rt)
-        rt._buddies = Buddies(cfg.buddy_every)
+        _go_inplace(rt, cfg.buddy_every)
     rt._plan = None if rt.joined else cfg.plan
     _RUNTIME = rt
     return rt

@@ -46,7 +46,7 @@ __all__ = ["ABORT_CODE", "DEFAULT_TIMEOUT", "ENV_TIMEOUT", "Guarded", "Watchdog"
            "install_excepthook", "resize_timeout"]
 
 ENV_TIMEOUT = E.RESIZE_TIMEOUT
-DEFAULT_TIMEOUT = 120.0  # seconds for one whole resize (spawn, merge, redistribution)
+DEFAULT_TIMEOUT = E.RESIZE_TIMEOUT_DEFAULT  # seconds for one whole resize (spawn, merge, redistribution)
 ABORT_CODE = 75
 ABORT_GRACE = 5.0  # seconds MPI_Abort gets before the process exits by itself
 

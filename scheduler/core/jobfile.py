@@ -36,11 +36,11 @@ import shlex
 from dataclasses import replace
 from typing import Any
 
+from reshape.joblink.jobenv import MPI_FLAVOURS as FLAVOURS
+from reshape.joblink.jobenv import RESIZE_TIMEOUT_DEFAULT as DEFAULT_RESIZE_TIMEOUT
 from reshape.joblink.jobenv import parse_every
-from reshape.joblink.mpis import FLAVOURS
 from reshape.joblink.protocol import MAX_SIZES
 from reshape.redistribution.layout import nearly_square_grid
-from reshape.runtime.watchdog import DEFAULT_TIMEOUT as DEFAULT_RESIZE_TIMEOUT
 from scheduler.core.policy import JobSpec, legal_sizes
 from scheduler.core.tomlfile import read_toml
 
@@ -145,6 +145,41 @@ def _text(s: str) -> bool:
     return "\0" not in s
 
 
+def _sizes(d: dict[str, Any]) -> list[int] | None:
+    """The job file's ``sizes``, sorted without repeats (None if absent)."""
+    sizes = d.get("sizes")
+    if sizes is not None:
+        if not isinstance(sizes, list) or not sizes or not all(
+                isinstance(s, int) and not isinstance(s, bool) and s >= 1 for s in sizes):
+            raise JobFileError("'sizes' must be a non-empty list of positive integers")
+        sizes = sorted(set(sizes))
+    return sizes
+
+
+def _env(d: dict[str, Any]) -> dict[str, str]:
+    """The job file's ``env`` table: variable names to values without NUL."""
+    env = d.get("env", {})
+    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                            for k, v in env.items()):
+        raise JobFileError("'env' must be a table of string values")
+    for k, v in env.items():
+        if not _ENV_NAME.match(k):
+            raise JobFileError(f"'env': {k[:100]!r} is not a variable name (letters, digits, _; not first a digit)")
+        if not _text(v):
+            raise JobFileError(f"'env': the value of {k} must not contain NUL bytes")
+    return env
+
+
+def _why_illegal(nprocs: int, sizes: list[int] | None, topology: str, divides: int | None) -> str:
+    """Why ``nprocs`` is not a legal size of the job."""
+    if sizes and nprocs not in sizes:
+        return f"not one of 'sizes' {sizes}"[:300]
+    if topology == "2d":
+        r, c = nearly_square_grid(nprocs)
+        return f"the sides of its {r}x{c} grid must divide {divides}"
+    return f"it does not divide {divides}"
+
+
 def validate_job(d: Any, pool_slots: int | None = None) -> dict[str, Any]:
     """Check a job description; returns it normalised (defaults filled in)."""
     if not isinstance(d, dict):
@@ -165,12 +200,7 @@ def validate_job(d: Any, pool_slots: int | None = None) -> dict[str, Any]:
     max_procs = _int(d, "max_procs")
     divides = _int(d, "divides")
     iterations = _int(d, "iterations")
-    sizes = d.get("sizes")
-    if sizes is not None:
-        if not isinstance(sizes, list) or not sizes or not all(
-                isinstance(s, int) and not isinstance(s, bool) and s >= 1 for s in sizes):
-            raise JobFileError("'sizes' must be a non-empty list of positive integers")
-        sizes = sorted(set(sizes))
+    sizes = _sizes(d)
     topology = d.get("topology", "1d")
     if topology not in ("1d", "2d"):
         raise JobFileError(f"'topology' must be '1d' or '2d', got {topology!r}")
@@ -180,15 +210,7 @@ def validate_job(d: Any, pool_slots: int | None = None) -> dict[str, Any]:
     launch = d.get("launch", "mpi")
     if launch not in ("mpi", "single"):
         raise JobFileError(f"'launch' must be 'mpi' or 'single', got {launch!r}")
-    env = d.get("env", {})
-    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str)
-                                            for k, v in env.items()):
-        raise JobFileError("'env' must be a table of string values")
-    for k, v in env.items():
-        if not _ENV_NAME.match(k):
-            raise JobFileError(f"'env': {k[:100]!r} is not a variable name (letters, digits, _; not first a digit)")
-        if not _text(v):
-            raise JobFileError(f"'env': the value of {k} must not contain NUL bytes")
+    env = _env(d)
     resize_timeout = _num(d, "resize_timeout")
     if resize_timeout is not None and not 0 < resize_timeout < 1e9:
         raise JobFileError(f"'resize_timeout' must be a number of seconds > 0, got {d['resize_timeout']!r}")
@@ -220,14 +242,7 @@ def validate_job(d: Any, pool_slots: int | None = None) -> dict[str, Any]:
            **({"mpi": mpi} if mpi else {})}
     spec = spec_from_dict(0, 0.0, out)
     if not legal_sizes(spec, pool_slots or nprocs, (nprocs,)):
-        if sizes and nprocs not in sizes:
-            why = f"not one of 'sizes' {sizes}"[:300]
-        elif topology == "2d":
-            r, c = nearly_square_grid(nprocs)
-            why = f"the sides of its {r}x{c} grid must divide {divides}"
-        else:
-            why = f"it does not divide {divides}"
-        raise JobFileError(f"nprocs {nprocs} is not a legal size: {why}")
+        raise JobFileError(f"nprocs {nprocs} is not a legal size: {_why_illegal(nprocs, sizes, topology, divides)}")
     return out
 
 

@@ -35,7 +35,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from reshape.joblink.launchers import LAUNCHERS
+from reshape.joblink.jobenv import LAUNCHER_NAMES
 from scheduler.core.tomlfile import read_toml
 
 __all__ = ["Node", "Pool", "PoolError", "default_pool", "load_pool"]
@@ -201,8 +201,8 @@ def load_pool(path: str) -> Pool:
     if unknown:
         raise PoolError(f"{path}: unknown keys {sorted(unknown)} (allowed: launcher, [[node]])")
     launcher = data.get("launcher")
-    if launcher is not None and launcher not in LAUNCHERS:
-        raise PoolError(f"{path}: launcher {launcher!r} is not one of {', '.join(LAUNCHERS)}")
+    if launcher is not None and launcher not in LAUNCHER_NAMES:
+        raise PoolError(f"{path}: launcher {launcher!r} is not one of {', '.join(LAUNCHER_NAMES)}")
     raw = data.get("node")
     if not isinstance(raw, list) or not raw:
         raise PoolError(f"{path}: expected one or more [[node]] tables")

@@ -14,6 +14,10 @@ restarted, up to its job file's ``max_restarts``) when the job has ``checkpoint`
   restart of the daemon, no exit status), or
 * its node went down, or a resize of it was never confirmed.
 
+A job a resource manager started (``allocation``: a Slurm job under the site controller) is never queued
+again here: its batch script runs each attempt inside its allocation and asks for the next one
+(:meth:`Restarts.restart_here`, by the same criteria, on the hosts it still holds).
+
 A job that reported ``error`` (its program failed), ended with another status (a program's own exit code, a
 crash such as SIGSEGV), ran past its walltime or was cancelled is not restarted. Each attempt has its own
 process tag (``scheduler.service.startup.job_tag``), so what is left of a lost attempt is killed without
@@ -24,8 +28,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from scheduler.core.actions import Kill, Launch
+from scheduler.core.actions import Kill, Launch, StateError
 from scheduler.core.job import Job, JobState
+from scheduler.core.walltime import start_deadline
 
 if TYPE_CHECKING:
     from scheduler.core.pool import Pool
@@ -44,11 +49,12 @@ class Restarts:
     pool: Pool
 
     @staticmethod
-    def restartable(j: Job, code: int | None, loss: bool = False) -> bool:
+    def restartable(j: Job, code: int | None, loss: bool = False, here: bool = False) -> bool:
         """Whether ``j``'s end is a loss it recovers from (module docstring). ``loss``: a node went down
-        or a resize was never confirmed."""
-        if not j.desc.get("checkpoint") or j.restarts >= j.desc.get("max_restarts", 0) or j.allocation is not None:
-            return False  # (a job a resource manager started is restarted there, e.g. by Slurm's requeue)
+        or a resize was never confirmed. ``here``: asked by the job's own allocation (:meth:`restart_here`)."""
+        if not j.desc.get("checkpoint") or j.restarts >= j.desc.get("max_restarts", 0) or \
+                (j.allocation is not None and not here):
+            return False  # (a job a resource manager started is restarted there: restart_here)
         if j.reported == "lost":
             return True
         if j.reported is not None:
@@ -68,6 +74,64 @@ class Restarts:
         out: list[Launch | Kill] = [Kill(j.job_id, j.restarts)] if attempt_killed else []
         if not known_cause:
             self._suspect(j.hosts, now)
+        self._next_attempt(j, why)
+        fits = [p for p in range(min(j.spec.nprocs, self.pool.total), 0, -1) if self._legal(j.spec, p)]
+        if fits and fits[0] < j.spec.nprocs:  # nodes were lost: start at the largest legal size that fits
+            j.restart_at(fits[0])
+        self._set(j, JobState.QUEUED)
+        self._event(now, j, "restart", f"attempt {j.restarts + 1} after: {why}")
+        return out + self.schedule(now)
+
+    def restart_here(self, j: Job, hosts: list[str], code: int | None, lost: list[str], now: float) -> int:
+        """The next attempt of ``j``, a job its allocation runs (a Slurm job under the site controller), on
+        ``hosts`` (one per slot, the nodes of the allocation still alive, already leased to it): its
+        ``mpiexec`` exited with ``code`` and ``lost`` are the job's nodes found dead (a loss). Runs at the
+        largest legal size that fits, at most its requested one; returns that size. StateError
+        ``not_restartable`` (one line: why) when the end is not a loss it recovers from, or too few
+        nodes are left for its smallest size; the job stays as it was (its report ends it)."""
+        if j.state != JobState.RUNNING:
+            raise StateError("not_running", f"job {j.job_id} is {j.state}, not running")
+        why = self._why_not(j, code, bool(lost))
+        fits = [p for p in range(min(j.spec.nprocs, len(hosts)), 0, -1) if self._legal(j.spec, p)]
+        if why is None and not fits:
+            why = (f"{len(hosts)} CPU(s) left in its allocation (lost: {', '.join(lost) or 'none'}), its "
+                   f"smallest size is {max(1, j.spec.min_procs)}")
+        if why is not None:
+            raise StateError("not_restartable", why)
+        for h in set(hosts):
+            if not self.pool.has(h) or h in self.pool.down or self.pool.leases.get(h) != j.allocation:
+                raise StateError("bad_hosts", f"{h!r} is not a node of allocation {j.allocation} in this pool")
+        what = f"exit code {code}" if code is not None else "mpiexec vanished"
+        cause = f"{what}, node(s) {', '.join(lost)} lost" if lost else what
+        for h in lost:  # nothing new is placed there: the job's Slurm jobs give them back (its own nodes only)
+            if self.pool.has(h) and h not in self.pool.down and self.pool.leases.get(h) == j.allocation:
+                self.pool.set_draining(h)
+        self._next_attempt(j, cause)
+        self.pool.claim(hosts[:fits[0]])  # leased to its allocation: no other job holds them
+        j.hosts, j.nprocs = list(hosts[:fits[0]]), fits[0]
+        j.start_time = j.point_time = now
+        j.deadline = start_deadline(j.spec.walltime, j.spec.nprocs, j.nprocs, now)
+        j.profile.ran_at(j.nprocs)
+        self._event(now, j, "restart", f"attempt {j.restarts + 1} in its allocation at {j.nprocs} after: {cause}")
+        self._mark(j)
+        return j.nprocs
+
+    def _why_not(self, j: Job, code: int | None, loss: bool) -> str | None:
+        """Why ``j``'s end is not a loss it recovers from in its allocation, or None (:meth:`restartable`)."""
+        if self.restartable(j, code, loss, here=True):
+            return None
+        if not j.desc.get("checkpoint"):
+            return "it has no checkpoint setting ('checkpoint' in its job file) to resume from"
+        if j.restarts >= j.desc.get("max_restarts", 0):
+            return f"it was restarted {j.restarts} time(s), its max_restarts"
+        if j.reported == "done":
+            return "it finished"
+        if j.reported == "error":
+            return f"the program failed: {j.error or 'its own error'}"
+        return f"its mpiexec exited with status {code}: the program's own failure, not a lost rank or node"
+
+    def _next_attempt(self, j: Job, why: str) -> None:
+        """Forget ``j``'s lost attempt (its slots return; the iterations since its last checkpoint are lost)."""
         self._release_all(j)
         j.failures = [*j.failures, why]
         j.iterations_lost_at = j.iterations
@@ -77,12 +141,6 @@ class Restarts:
         j.out_base = None
         j.start_time = j.deadline = j.reservation = j.point_time = None
         j.connected, j.iterations, j.parked = False, 0, []
-        fits = [p for p in range(min(j.spec.nprocs, self.pool.total), 0, -1) if self._legal(j.spec, p)]
-        if fits and fits[0] < j.spec.nprocs:  # nodes were lost: start at the largest legal size that fits
-            j.restart_at(fits[0])
-        self._set(j, JobState.QUEUED)
-        self._event(now, j, "restart", f"attempt {j.restarts + 1} after: {why}")
-        return out + self.schedule(now)
 
     def _suspect(self, hosts: list[str], now: float) -> None:
         """The monitored nodes of a lost attempt take nothing new until each heartbeats again: a node that

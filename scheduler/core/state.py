@@ -55,25 +55,13 @@ reports the job's end (``job_ended``).
 from __future__ import annotations
 
 import collections
-import itertools
-from collections.abc import Callable
 from typing import Any
 
-from reshape.joblink.protocol import (
-    Finished,
-    Heartbeat,
-    Hello,
-    JobEnded,
-    Lost,
-    NodeRegister,
-    Request,
-    Resized,
-    ResizePoint,
-)
 from scheduler.core.actions import Decision, Kill, Launch, PolicyError, StateError
+from scheduler.core.events import TypedEvents
 from scheduler.core.job import JobState
 from scheduler.core.jobtable import FINAL, KILLING, RECENT, Job, JobTable
-from scheduler.core.kills import Kills, awaited, confirmers
+from scheduler.core.kills import Kills
 from scheduler.core.nodestate import NodeRecord, NodeStates
 from scheduler.core.policy import (
     AppPolicy,
@@ -82,7 +70,6 @@ from scheduler.core.policy import (
     JobSpec,
     RemapPolicy,
     Reserve,
-    RunningJob,
     Shrink,
     Snapshot,
     Start,
@@ -91,6 +78,7 @@ from scheduler.core.policy import (
 from scheduler.core.pool import Pool, PoolError
 from scheduler.core.resizes import RESIZE_GRACE, Resizes
 from scheduler.core.restarts import Restarts
+from scheduler.core.views import StateViews
 from scheduler.core.walltime import (
     LIMITS,
     clock_time,
@@ -105,7 +93,7 @@ __all__ = ["RESIZE_GRACE", "ClusterState", "Job", "Kill", "Launch", "NodeRecord"
 
 
 
-class ClusterState(JobTable, NodeStates, Resizes, Restarts, Kills):
+class ClusterState(JobTable, NodeStates, Resizes, Restarts, Kills, StateViews, TypedEvents):
     """Queue, running jobs, pool and profiles, driven by events (see module docstring).
 
     ``strict``: a policy decision that cannot be applied (a start of a job that
@@ -556,153 +544,3 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts, Kills):
             j.error = why or j.error or f"monitor of {r['node']}: {r.get('detail') or r['status']}"
         self._event(now, j, "end", f"{j.state} (reported by the monitor of {r['node']})")
         return [Kill(job_id), *self.schedule(now)]
-
-    # ---------------------------------------------------------------- views / restore
-    def status(self, now: float | None = None, limit: int | None = None,
-               running_limit: int | None = None) -> dict[str, Any]:
-        """Pool, running jobs, queue (the first ``limit`` queued and waiting jobs and the first
-        ``running_limit`` running ones; the totals are ``queued_total``/``waiting_total``/
-        ``running_total``), recently ended jobs and nodes. Costs the jobs listed, not the queue's
-        length. The protocol's ``status`` pages all three with its ``limit``."""
-        def row(j: Job) -> dict[str, Any]:
-            return {"job_id": j.job_id, "name": j.desc["name"], "state": j.state, "nprocs": j.nprocs,
-                    "requested": j.desc["nprocs"], "hosts": sorted(set(j.hosts)),
-                    "submit_time": j.submit_time, "start_time": j.start_time,
-                    "iterations": j.iterations, "connected": j.connected,
-                    "pending": None if not j.pending else f"{j.pending.action} {j.pending.new}",
-                    "parked": dict(sorted(collections.Counter(j.parked).items())), "allocation": j.allocation,
-                    "restarts": j.restarts, "resumed_at": j.resumed_at, "iterations_lost": j.iterations_lost}
-
-        def ending(j: Job) -> dict[str, Any]:
-            since = f" {max(0.0, now - j.cancel_time):.1f} s ago" if now is not None and j.cancel_time else ""
-            why = f"{j.then['why']}: " if j.then else ""
-            return row(j) | {"detail": f"{why}kill ordered{since}, not yet confirmed by {confirmers(j)}"}
-
-        waiting = list(self._waiting.values()) if limit is None else \
-            list(itertools.islice(self._waiting.values(), max(0, limit)))
-        return {"total_slots": self.pool.total, "free_slots": self.pool.free,
-                "capacity_slots": self.pool.capacity,
-                # cancelling and ending jobs hold their slots: listed with the running ones, their state says which
-                "running": [row(j) for j in (self._run.values() if running_limit is None
-                                             else itertools.islice(self._run.values(), max(0, running_limit)))]
-                           + [ending(j) for j in self._killing.values()],
-                "running_total": len(self._run) + len(self._killing),
-                "queue": [row(j) for j in self.queue(limit)], "queued_total": len(self._queued),
-                "waiting": [row(j) for j in waiting], "waiting_total": len(self._waiting),
-                "ended": [{"job_id": j.job_id, "name": j.desc["name"], "state": j.state,
-                           "end_time": j.end_time, "sizes": list(j.profile.history), "error": j.error}
-                          for j in (self.jobs[i] for i in reversed(self.recent))],
-                "nodes": self.node_rows(0.0 if now is None else now)}
-
-    def forget(self, job_id: int) -> None:
-        """Drop an ended job's record (the simulator, once it recorded the job, keeps memory flat this way)."""
-        j = self.jobs.get(job_id)
-        if j is None or j.state not in FINAL:
-            raise StateError("not_ended", f"job {job_id} has not ended")
-        del self.jobs[job_id]
-        self.dirty.discard(job_id)
-        if job_id in self.recent:
-            self.recent.remove(job_id)
-
-    def restore(self, jobs: list[Job], next_id: int) -> None:
-        """Reload journaled jobs; running jobs get their slots back and must reconnect."""
-        ended = sorted((j for j in jobs if j.state in FINAL and j.end_time is not None), key=lambda j: j.end_time)
-        self.recent.extend(j.job_id for j in ended[-RECENT:])
-        for j in jobs:
-            j.connected = False
-            self.jobs[j.job_id] = j
-            self._index(j)
-            if j.state == JobState.RUNNING or j.state in KILLING:
-                self.pool.claim(j.hosts)
-                if j.pending and j.pending.expands:
-                    self.pool.claim(j.pending.hosts)
-        self.next_id = max([next_id, *(j.job_id + 1 for j in jobs)])
-
-    def validate(self) -> None:
-        """Invariants (tests call this after every event)."""
-        used = sum(len(j.hosts) + (len(j.pending.hosts) if j.pending and j.pending.expands else 0)
-                   for j in self.running()) + sum(len(j.hosts) for j in self.killing())
-        assert used == sum(self.pool.used.values()), (used, dict(self.pool.used))
-        assert self.pool.free == sum(max(0, n.slots - self.pool.used[n.host]) for n in self.pool.nodes
-                                     if n.host not in self.pool.down and n.host not in self.pool.draining)
-        for rec in self.nodes.values():
-            assert (rec.state == "down") == (rec.host in self.pool.down), rec
-            if rec.state == "down":
-                assert not any(rec.host in j.hosts for j in self.running()), rec
-        queued = (j for j in self.live.values() if j.state == JobState.QUEUED)
-        assert self._queued == sorted((j.arrival_time, j.job_id) for j in queued)
-        assert self._queued_specs == [self.jobs[i].spec for _, i in self._queued]
-        assert set(self._by_id) == {i for _, i in self._queued}
-        assert sorted(k for lst in self._sized.by_size.values() for k in lst) == self._queued
-        assert self._sized.sizes == sorted(self._sized.by_size) and all(self._sized.by_size.values())
-        assert all(self._by_id[i].nprocs == n for n, lst in self._sized.by_size.items() for _, i in lst)
-        assert list(self._run) == [i for i in self._run if self.jobs[i].state == JobState.RUNNING]
-        assert set(self._run) == {i for i, j in self.live.items() if j.state == JobState.RUNNING}
-        assert set(self._waiting) == {i for i, j in self.live.items() if j.state == JobState.WAITING}
-        assert set(self._killing) == {i for i, j in self.live.items() if j.state in KILLING}
-        assert list(self._views) == list(self._run) and self._stale <= set(self._run)
-        assert self._pos is None or self._pos == {i: k for k, i in enumerate(self._run)}
-        if self._run_t is not None:  # the cached view is the fresh one
-            assert self._run_t == tuple(RunningJob(j.spec, j.nprocs, j.start_time, j.profile.frozen(), j.iterations,
-                                                   self._pending_shrink(j), j.deadline, j.point_time)
-                                        for j in self._run.values())
-        for j in self.jobs.values():
-            assert (j.state not in FINAL) == (j.job_id in self.live), (j.job_id, j.state)
-            if j.state == JobState.RUNNING:
-                assert j.nprocs == len(j.hosts) >= 1
-            elif j.state in KILLING:
-                assert j.runner is not None and j.nprocs == len(j.hosts) and j.pending is None
-                assert (j.then is None) == (j.state == JobState.CANCELLING), (j.job_id, j.state, j.then)
-                assert not j.kill_on or (set(j.hosts) <= set(awaited(j)) and awaited(j)), (j.job_id, j.kill_on)
-            else:
-                assert not j.hosts and j.pending is None
-            if j.state not in KILLING:
-                assert not j.kill_on, (j.job_id, j.state, j.kill_on)
-
-    # ---------------------------------------------------------------- typed events
-    def handle(self, event: Request, now: float) -> tuple[Any, list[Launch | Kill]]:
-        """One event from a job or a node monitor (a :mod:`reshape.joblink.protocol` request) -> (result, actions):
-        the advice for a ``resize_point``, None for the others."""
-        on = _HANDLERS.get(type(event))
-        if on is None:
-            raise StateError("unexpected", f"{event.type!r} is not an event of the scheduler core")
-        return on(self, event, now)
-
-
-def _hello(s: ClusterState, ev: Hello, now: float) -> tuple[Any, list]:
-    s.hello(ev.job_id, ev.nprocs, now, ev.sizes)
-    return None, []
-
-
-def _resized(s: ClusterState, ev: Resized, now: float) -> tuple[Any, list]:
-    return None, s.resized(ev.job_id, ev.old, ev.new, ev.seconds, ev.error, now)
-
-
-def _lost(s: ClusterState, ev: Lost, now: float) -> tuple[Any, list]:
-    return None, s.lost(ev.job_id, ev.old, ev.new, tuple(ev.ranks), ev.reason, now)
-
-
-def _finished(s: ClusterState, ev: Finished, now: float) -> tuple[Any, list]:
-    s.finished(ev.job_id, ev.status, ev.error, now)
-    return None, []
-
-
-def _job_ended(s: ClusterState, ev: JobEnded, now: float) -> tuple[Any, list]:
-    return None, s.job_ended(ev.job_id, ev.node, ev.status, ev.detail, now, ev.attempt or 0, ev.code)
-
-
-def _node_register(s: ClusterState, ev: NodeRegister, now: float) -> tuple[Any, list]:
-    monitor = {k: v for k, v in (("pid", ev.pid), ("host", ev.host)) if v is not None}
-    return None, s.node_register(ev.node, ev.incarnation, now, monitor)
-
-
-def _heartbeat(s: ClusterState, ev: Heartbeat, now: float) -> tuple[Any, list]:
-    s.node_heartbeat(ev.node, ev.incarnation, list(ev.jobs), now)
-    return None, s.runs_seen(ev.node, list(ev.jobs), list(ev.runs or ()), now, list(ev.killed or ()))
-
-
-_HANDLERS: dict[type, Callable[[ClusterState, Any, float], tuple[Any, list]]] = {
-    ResizePoint: lambda s, ev, now: (s.resize_point(ev, now), []),
-    Hello: _hello, Resized: _resized, Lost: _lost, Finished: _finished, JobEnded: _job_ended,
-    NodeRegister: _node_register, Heartbeat: _heartbeat,
-}

@@ -83,8 +83,9 @@ class ResourceManager(ABC):
         """Raise :class:`scheduler.core.actions.StateError` if this daemon does not take submitted jobs."""
 
     def adopt(self, state: ClusterState, desc: dict[str, Any], allocation: str, hosts: list[str], now: float,
-              owner: str | None) -> int:
-        """A job the manager started in ``allocation`` registers (``register``): its job id."""
+              owner: str | None, restart: tuple[int | None, list[str]] | None = None) -> int:
+        """A job the manager started in ``allocation`` registers (``register``): its job id. ``restart``: it
+        is registered already and asks for its next attempt on ``hosts`` (exit status, nodes lost)."""
         from scheduler.core.actions import StateError
 
         raise StateError("not_supported", "this daemon starts its own jobs ('reshape submit'); 'register' is "

@@ -31,7 +31,9 @@ in their own allocations and keep running at their sizes while it is away
 journal and Slurm's queue (:meth:`SlurmSite.attach`). An expander that
 Slurm ends (``scancel`` by hand, a time limit) makes its job shrink off its
 nodes at the next resize point; only a job that cannot (below ``min_procs``)
-fails.
+fails. A job with checkpoints that loses a rank or a node is restarted inside
+its allocation by its batch script, on the nodes left, as the same job
+(:meth:`SlurmSite.restart`; docs/slurm.md, "Failures").
 """
 
 from __future__ import annotations
@@ -160,12 +162,15 @@ class SlurmSite(SlurmManager):
                                           "'reshape submit --slurm FILE' (its batch script registers here)")
 
     def adopt(self, state: ClusterState, desc: dict[str, Any], allocation: str, hosts: list[str], now: float,
-              owner: str | None) -> int:
-        """Register the job Slurm started as ``allocation`` on ``hosts``; the same allocation again: its id.
-        A refusal is noted (``reshape status``) and raised."""
+              owner: str | None, restart: tuple[int | None, list[str]] | None = None) -> int:
+        """Register the job Slurm started as ``allocation`` on ``hosts``; the same allocation again: its id
+        (``restart``: its next attempt, :meth:`restart`). A refusal is noted (``reshape status``) and raised."""
         for j in state.live.values():
             if j.allocation == allocation and j.state not in FINAL:
-                return self.verified.reattach(j, owner)  # a retry after a lost reply: its owner's only
+                job_id = self.verified.reattach(j, owner)  # a retry after a lost reply: its owner's only
+                return job_id if restart is None else self.restart(state, j, hosts, restart, now, owner)
+        if restart is not None:
+            raise StateError("unknown_job", f"Slurm job {allocation} has no registered job to restart")
         try:
             return self._adopt(state, desc, allocation, hosts, now, owner)
         except StateError as e:
@@ -202,6 +207,26 @@ class SlurmSite(SlurmManager):
         self.note(f"job {job_id} ({desc['name']}) registered from Slurm job {allocation} on "
                   f"{','.join(dict.fromkeys(hosts))}")
         return job_id
+
+    def restart(self, state: ClusterState, j: Job, hosts: list[str], restart: tuple[int | None, list[str]],
+                now: float, owner: str | None) -> int:
+        """Job ``j``'s attempt ended (exit status, its nodes found dead): its next attempt runs in its allocation
+        on ``hosts`` (Slurm vouches that the allocation holds them) when the end is a loss and they suffice
+        (:meth:`scheduler.core.restarts.Restarts.restart_here`); the lost nodes go back to Slurm (released
+        once no rank uses them, or gone when Slurm removes them from the job). A refusal is noted and raised."""
+        code, lost = restart
+        try:
+            self.verified.register(j.allocation or "", hosts, owner)
+            size = state.restart_here(j, hosts, code, [h for h in dict.fromkeys(lost) if state.pool.has(h)], now)
+        except StateError as e:
+            self.note(f"job {j.job_id} ({j.desc['name']}) not restarted in Slurm job {j.allocation}: {e.message}")
+            raise
+        for h in dict.fromkeys(lost):
+            if self.broker.group_of(h) == j.allocation:  # only nodes of its own Slurm jobs
+                self.broker.draining[h] = f"lost by job {j.job_id}"
+        self.note(f"job {j.job_id} ({j.desc['name']}) restarted in Slurm job {j.allocation} at {size} on "
+                  f"{','.join(dict.fromkeys(hosts[:size]))}" + (f" (lost: {', '.join(lost)})" if lost else ""))
+        return j.job_id
 
     def _given_to(self, s: ClusterState, host: str, allocation: str, now: float) -> list:
         """Slurm started ``allocation`` on ``host``: with whole nodes no other Slurm job holds it now,

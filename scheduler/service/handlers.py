@@ -241,7 +241,8 @@ def _register(d: Daemon, ev: P.Register, now: float, who: str | None) -> tuple[P
     if not d.accounts.is_admin(who):  # the site controller asks Slurm about each, in this loop (:class:`Quota`)
         d.quota.take(who, now, "registers")
     desc = validate_job(ev.job, d.state.pool.capacity)
-    return P.reply(ev, job_id=d.rm.adopt(d.state, desc, ev.allocation, list(ev.hosts), now, who)), []
+    again = (ev.code, list(ev.lost)) if ev.restart else None
+    return P.reply(ev, job_id=d.rm.adopt(d.state, desc, ev.allocation, list(ev.hosts), now, who, again)), []
 
 
 def _status(d: Daemon, ev: P.Status, now: float, who: str | None) -> tuple[P.Message, list]:

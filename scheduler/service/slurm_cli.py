@@ -9,7 +9,10 @@ Inside the allocation that runs the job in one of two modes:
   ``$RESHAPE_CONTROLLER``; ``scheduler.rm.slurm_site``): register with the
   controller (``register``: the Slurm job id and nodes), run the job's
   ``mpiexec`` here, report how it ended. The controller grows and shrinks it
-  together with every other malleable job of the partition.
+  together with every other malleable job of the partition. A job with
+  checkpoints whose ``mpiexec`` ends by a loss runs again from its last
+  checkpoint on the nodes of the allocation still alive, as the controller
+  agrees (``register`` with ``restart``; docs/slurm.md, "Failures").
 * **private mode** (no controller): start a daemon that grows and shrinks
   through Slurm (``--slurm-grow``, ``scheduler.rm.slurm_manager``) on the job's
   first node, submit the job to it, report each size change to the job's
@@ -36,6 +39,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import hostlist
 
 from reshape.joblink import jobenv as E
 from reshape.joblink.auth import ENV_KEYS
@@ -92,7 +97,9 @@ def submit_slurm(files: list[str], nodes: int | None, sbatch_args: list[str],
         with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False) as f:
             f.write(script)
         try:
-            out = slurm_run(["sbatch", "--parsable", *([f"--comment={malleable_comment(desc)}"] if site else []),
+            # --no-kill: a node lost takes only itself from the job, which restarts on the others (docs/slurm.md)
+            out = slurm_run(["sbatch", "--parsable", *([f"--comment={malleable_comment(desc)}", "--no-kill"]
+                                                       if site else []),
                              *sbatch_args, f.name])
         finally:
             os.unlink(f.name)
@@ -210,9 +217,36 @@ def _run_registered(args: argparse.Namespace, desc: dict, main: str, controller:
     keys = args.keys or os.environ.get(ENV_KEYS)
     if keys:
         desc = {**desc, "env": {**desc.get("env", {}), ENV_KEYS: os.path.abspath(keys)}}
-    tag = job_tag(state_dir, job_id)
     print(f"reshape: job {desc['name']} is reshape job {job_id} of the site controller {controller}, "
           f"in Slurm job {main} on {','.join(dict.fromkeys(hosts))}", flush=True)
+    attempt = 0
+    while True:
+        tag = job_tag(state_dir, job_id, attempt)
+        rc = _attempt(args, desc, job_id, hosts, controller, tag, sigs)
+        if rc is None:
+            return 1
+        again = _restart(args, desc, main, controller, rc, slots) if rc and desc.get("checkpoint") else None
+        if isinstance(again, str):
+            _report(args, controller, job_id, rc, again)
+            _say(f"job {desc['name']} (reshape job {job_id}) not restarted: {again}")
+            return rc
+        if again is None or sigs.sig is not None:
+            break
+        kill_job(tag, grace=1.0)  # what is left of the lost attempt here (its ranks elsewhere went with their steps)
+        hosts, attempt = again, attempt + 1
+        print(f"reshape: restarting job {desc['name']} from its last checkpoint on "
+              f"{','.join(dict.fromkeys(hosts))} ({len(hosts)} CPUs; attempt {attempt + 1})", flush=True)
+    _report(args, controller, job_id, rc)
+    if rc:
+        _say(f"job {desc['name']} (reshape job {job_id}): its mpiexec exited with status {rc}")
+    print(f"reshape: job {desc['name']} exited with status {rc}", flush=True)
+    return rc
+
+
+def _attempt(args: argparse.Namespace, desc: dict, job_id: int, hosts: list[str], controller: str, tag: str,
+             sigs: _Signals) -> int | None:
+    """Run one attempt of the job's ``mpiexec`` on ``hosts``: its exit status, or None when a signal ended it
+    (or it could not start: said and reported)."""
     # the job's output is the Slurm job's own (no log file: ours would be a link, which start_job refuses)
     try:
         p = start_job(job_id, desc, hosts, controller, launcher("slurm"), None, tag, cwd=os.getcwd())
@@ -220,20 +254,88 @@ def _run_registered(args: argparse.Namespace, desc: dict, main: str, controller:
         why = f"cannot start the job's mpiexec: {e}"
         _say(why)
         _report(args, controller, job_id, 1, why)
-        return 1
+        return None
     while p.poll() is None and sigs.sig is None:
         time.sleep(0.2)
     if sigs.sig is not None:
         print(f"reshape: signal {sigs.sig}: ending the job and its ranks", flush=True)
         kill_job(tag, grace=1.0)
         p.wait()
-        return 1
-    rc = p.returncode
-    _report(args, controller, job_id, rc)
-    if rc:
-        _say(f"job {desc['name']} (reshape job {job_id}): its mpiexec exited with status {rc}")
-    print(f"reshape: job {desc['name']} exited with status {rc}", flush=True)
-    return rc
+        return None
+    return p.returncode
+
+
+def _restart(args: argparse.Namespace, desc: dict, main: str, controller: str, rc: int,
+             slots: list[str]) -> list[str] | str | None:
+    """After an attempt that exited with ``rc``: the hosts of the next one (one per CPU, the nodes of the
+    allocation still alive), or why there is none (the controller's one line), or None when the
+    controller cannot be reached (the job then ends as it did). The job's nodes, its own and its
+    expanders', are probed with the launcher its ranks start with; the dead ones are reported lost."""
+    held = slurm_nodes(main) or [(h, main) for h in dict.fromkeys(slots)]  # squeue failed: the allocation's
+    dead = unreachable([h for h, _ in held])
+    hosts = restart_hosts(slots, [h for h, j in held if j == main], dead)
+    if not hosts:
+        return f"no node of Slurm job {main} is left (lost: {', '.join(sorted(dead)) or 'none'})"
+    fits = legal_sizes(spec_from_dict(0, 0.0, desc), len(slots), range(1, min(len(hosts), desc["nprocs"]) + 1))
+    hosts = hosts[:fits[-1]] if fits else hosts  # none: the controller says why (too few left)
+    if dead:
+        print(f"reshape: node(s) {', '.join(sorted(dead))} lost", flush=True)
+    body = {"job": desc, "allocation": main, "hosts": hosts, "restart": True, "code": rc,
+            "lost": sorted(dead)}
+    end = time.monotonic() + args.register_timeout
+    while True:
+        try:
+            request(controller, "register", body, keys=args.keys, timeout=10.0)
+            return hosts
+        except SchedulerUnavailable as e:
+            if time.monotonic() > end:
+                _say(f"no site controller answered at {controller} in {args.register_timeout:g} s: {e}")
+                return None
+        except DaemonError as e:
+            return e.message if e.code == "not_restartable" else str(e)
+        time.sleep(1.0)
+
+
+def restart_hosts(slots: list[str], held: list[str], dead: set[str]) -> list[str]:
+    """The hosts of a restart in the allocation: its slots (one per CPU, the batch host's first) on the nodes
+    Slurm still gives it (``held``) that are not ``dead``, in the same order."""
+    keep = set(held) - dead
+    return [h for h in slots if h in keep]
+
+
+def slurm_nodes(main: str) -> list[tuple[str, str]]:
+    """(host, Slurm job) for every node of Slurm job ``main`` and its running expander jobs, as Slurm says now."""
+    out: list[tuple[str, str]] = []
+    try:
+        text = slurm_run(["squeue", "-h", "-t", "R", "-u", str(os.getuid()), "-o", "%A|%j|%N"])
+    except SlurmError:
+        return out
+    for line in text.splitlines():
+        jid, name, nodes = [*line.split("|"), "", ""][:3]
+        if (jid == main or name == expander_name(main)) and nodes:
+            out += [(h, jid) for h in hostlist.expand_hostlist(nodes)]
+    return out
+
+
+PROBE_TIMEOUT = 20.0  # seconds a step on a live node takes at most to run 'true' (a dead one never answers)
+
+
+def unreachable(hosts: list[str], timeout: float = PROBE_TIMEOUT) -> set[str]:
+    """The hosts where Hydra could start no proxy now (the ``slurm`` launcher's probe, all at once): dead nodes."""
+    probes = {h: argv for h in dict.fromkeys(hosts) if (argv := launcher("slurm").probe(h, timeout))}
+    procs = {h: subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                 start_new_session=True) for h, argv in probes.items()}
+    end, dead = time.monotonic() + timeout, set()
+    for h, p in procs.items():
+        try:
+            if p.wait(max(0.1, end - time.monotonic())) != 0:
+                dead.add(h)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+            dead.add(h)
+    return dead
 
 
 # ---------------------------------------------------------------------- private mode

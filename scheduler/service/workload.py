@@ -190,6 +190,36 @@ def _on_time(jobs: list[dict], announce: bool) -> tuple[list[tuple[float, dict]]
     return later, [j for j in jobs if not j.get("arrival_delay")]
 
 
+def _submit_held(conn: Connection, held: list[dict], st: dict, expansions: int, started: float,
+                 ids: list[int]) -> None:
+    """Submit each held job whose ``hold`` is over (see :func:`run_workload`), adding its id to ``ids``."""
+    for job in list(held):
+        hold = job["hold"]
+        if ((expansions >= hold.get("after_expansions", 0) and st["free_slots"] < job["nprocs"])
+                or time.monotonic() - started >= hold.get("latest", 0.0)):
+            held.remove(job)
+            body = {k: v for k, v in job.items() if k != "hold"}
+            ids.append(conn.request("submit", {"job": body}).body["job_id"])
+
+
+def _collect_and_stop(conn: Connection, proc: subprocess.Popen, state_dir: str, ids: list[int],
+                      logs: bool) -> dict[str, Any]:
+    """The history (and with ``logs`` the jobs' output tails) of a finished workload, then stop the daemon."""
+    from scheduler.service.report import summarize
+
+    hist = conn.request("history", timeout=30).body
+    tails = {i: conn.request("log", {"job_id": i, "tail": 40}).body["text"] for i in ids} if logs else {}
+    stop_error = None
+    try:
+        conn.request("stop", {"kill_jobs": True})
+        proc.wait(10)
+    except (SchedulerUnavailable, subprocess.TimeoutExpired) as e:
+        # killed below; reported (with the daemon's stacks) so a hang does not go unnoticed
+        stop_error = f"{e}\n{_stacks(proc, state_dir)}"
+    return {"history": hist, "summary": summarize(hist), "state_dir": state_dir,
+            "clean_stop": stop_error is None, "stop_error": stop_error, "logs": tails}
+
+
 def run_workload(jobs: list[dict], slots: int, remap: str, app: str = "easy",
                  timeout: float = 600.0, state_dir: str | None = None,
                  logs: bool = False, watch: Callable[[dict, list[dict]], None] | None = None,
@@ -216,8 +246,6 @@ def run_workload(jobs: list[dict], slots: int, remap: str, app: str = "easy",
     the daemon's ``status`` reply and the allocation events (decisions with their reasons)
     journaled since the previous call. ``daemon_args``: more ``reshape daemon`` options.
     """
-    from scheduler.service.report import summarize
-
     tmp = None
     if state_dir is None:
         tmp = tempfile.TemporaryDirectory(prefix="reshape-workload-")
@@ -253,29 +281,13 @@ def run_workload(jobs: list[dict], slots: int, remap: str, app: str = "easy",
                 expansions += sum(e["kind"] == "expand" for e in new)
                 if watch is not None:
                     watch(st, new)
-            for job in list(held):
-                hold = job["hold"]
-                if ((expansions >= hold.get("after_expansions", 0) and st["free_slots"] < job["nprocs"])
-                        or time.monotonic() - started >= hold.get("latest", 0.0)):
-                    held.remove(job)
-                    body = {k: v for k, v in job.items() if k != "hold"}
-                    ids.append(conn.request("submit", {"job": body}).body["job_id"])
+            _submit_held(conn, held, st, expansions, started, ids)
             if not st["running"] and not st["queue"] and not st["waiting"] and not held and not later:
                 break
             if time.monotonic() > deadline:
                 raise RuntimeError(f"workload did not finish in {timeout}s")
             time.sleep(min(0.2, max(0.0, later[0][0] - (time.monotonic() - started))) if later else 0.2)
-        hist = conn.request("history", timeout=30).body
-        tails = {i: conn.request("log", {"job_id": i, "tail": 40}).body["text"] for i in ids} if logs else {}
-        stop_error = None
-        try:
-            conn.request("stop", {"kill_jobs": True})
-            proc.wait(10)
-        except (SchedulerUnavailable, subprocess.TimeoutExpired) as e:
-            # killed below; reported (with the daemon's stacks) so a hang does not go unnoticed
-            stop_error = f"{e}\n{_stacks(proc, state_dir)}"
-        return {"history": hist, "summary": summarize(hist), "state_dir": state_dir,
-                "clean_stop": stop_error is None, "stop_error": stop_error, "logs": tails}
+        return _collect_and_stop(conn, proc, state_dir, ids, logs)
     finally:
         conn.close()
         if proc.poll() is None:

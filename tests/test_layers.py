@@ -1,0 +1,218 @@
+"""The shape of the source tree, read from its syntax trees (no import is executed).
+
+* the sans-I/O core (``scheduler/core``) imports nothing from the application's runtime
+  (``reshape.runtime``) or the launchers (``reshape.joblink.launchers``), at module level or
+  inside a function;
+* no module over :data:`MAX_MODULE` lines, no function over :data:`MAX_FUNCTION` lines;
+* no import cycle among the modules of ``reshape/`` and ``scheduler/``, counting imports made
+  inside functions (a cycle hidden in a function still ties the modules together).
+
+A present offender that cannot be fixed at once is listed in :data:`LONG_MODULES`,
+:data:`LONG_FUNCTIONS` or :data:`CYCLES` with its present size; the lists may only shrink: an entry
+that grew, or that is now within the limits and still listed, fails.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PACKAGES = ("reshape", "scheduler")
+CORE = "scheduler.core"
+FORBIDDEN_IN_CORE = ("reshape.runtime", "reshape.joblink.launchers")
+MAX_MODULE = 600      # lines of one module
+MAX_FUNCTION = 80     # lines of one function, ``def`` to its last line
+
+# present offenders: path -> lines (may only shrink, then go)
+LONG_MODULES: dict[str, int] = {}
+# present offenders: "path:qualified.name" -> lines
+LONG_FUNCTIONS: dict[str, int] = {
+    "scheduler/lab/jobmodel.py:from_trace": 127,
+    "scheduler/lab/swf.py:read_swf": 118,
+}
+# present cycles, each as its sorted tuple of modules
+CYCLES: set[tuple[str, ...]] = set()
+
+
+def _modules() -> dict[str, pathlib.Path]:
+    """Dotted module name -> file, for every module of the packages."""
+    out = {}
+    for top in PACKAGES:
+        for f in sorted((ROOT / top).rglob("*.py")):
+            if "__pycache__" in f.parts:
+                continue
+            parts = list(f.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join(parts)] = f
+    return out
+
+
+MODULES = _modules()
+TREES = {name: ast.parse(f.read_text(), str(f)) for name, f in MODULES.items()}
+
+
+def _is_package(name: str) -> bool:
+    return MODULES[name].name == "__init__.py"
+
+
+def _imports(name: str) -> set[str]:
+    """The modules of the packages that module *name* imports, anywhere in its body."""
+    out: set[str] = set()
+    for node in ast.walk(TREES[name]):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                here = name.split(".") if _is_package(name) else name.split(".")[:-1]
+                here = here[:len(here) - (node.level - 1)]
+                base = ".".join(here + ([base] if base else []))
+            # ``from pkg import mod`` imports the module pkg.mod; ``from mod import name`` the module
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
+        else:
+            continue
+        for t in targets:
+            while t and t not in MODULES:   # ``import a.b.c`` where c is a name: the nearest module
+                t = t.rpartition(".")[0]
+            if t and t != name:
+                out.add(t)
+    return out
+
+
+GRAPH = {name: _imports(name) for name in MODULES}
+
+
+def _rel(name: str) -> str:
+    return str(MODULES[name].relative_to(ROOT))
+
+
+def test_core_imports_neither_the_runtime_nor_the_launchers():
+    bad = sorted(f"{_rel(m)} imports {t}" for m, targets in GRAPH.items()
+                 if m == CORE or m.startswith(CORE + ".")
+                 for t in targets
+                 if any(t == f or t.startswith(f + ".") for f in FORBIDDEN_IN_CORE))
+    assert not bad, "the core must not depend on the runtime or the launchers:\n" + "\n".join(bad)
+
+
+def test_the_values_the_core_checks_are_the_runtimes():
+    """The core checks launcher and MPI names and the default resize timeout against ``jobenv``'s
+    lists, not the runtime's modules: those lists must be what the runtime implements."""
+    from reshape.joblink import jobenv, launchers, mpis
+    from reshape.runtime import watchdog
+    assert tuple(launchers.LAUNCHERS) == jobenv.LAUNCHER_NAMES
+    assert mpis.FLAVOURS == jobenv.MPI_FLAVOURS
+    assert watchdog.DEFAULT_TIMEOUT == jobenv.RESIZE_TIMEOUT_DEFAULT
+
+
+def _module_sizes() -> dict[str, int]:
+    return {_rel(m): len(f.read_text().splitlines()) for m, f in MODULES.items()}
+
+
+def _function_sizes() -> dict[str, int]:
+    out = {}
+
+    def visit(node: ast.AST, prefix: str, path: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                qual = f"{prefix}{child.name}"
+                if not isinstance(child, ast.ClassDef):
+                    out[f"{path}:{qual}"] = child.end_lineno - child.lineno + 1
+                visit(child, qual + ".", path)
+            else:
+                visit(child, prefix, path)
+
+    for m, tree in TREES.items():
+        visit(tree, "", _rel(m))
+    return out
+
+
+def _check_sizes(sizes: dict[str, int], limit: int, allowed: dict[str, int], what: str) -> list[str]:
+    bad = [f"{k}: {n} lines (limit {limit})" for k, n in sorted(sizes.items())
+           if n > limit and k not in allowed]
+    for k, was in sorted(allowed.items()):
+        now = sizes.get(k)
+        if now is None or now <= limit:
+            bad.append(f"{k}: now within the limit ({now}): remove it from the allowed {what}")
+        elif now > was:
+            bad.append(f"{k}: grew from {was} to {now} lines: shorten it")
+    return bad
+
+
+def test_no_module_over_the_limit():
+    bad = _check_sizes(_module_sizes(), MAX_MODULE, LONG_MODULES, "LONG_MODULES")
+    assert not bad, "\n".join(bad)
+
+
+def test_no_function_over_the_limit():
+    bad = _check_sizes(_function_sizes(), MAX_FUNCTION, LONG_FUNCTIONS, "LONG_FUNCTIONS")
+    assert not bad, "\n".join(bad)
+
+
+def _cycles(graph: dict[str, set[str]]) -> set[tuple[str, ...]]:
+    """The strongly connected components of more than one module (Tarjan 1972)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: set[tuple[str, ...]] = set()
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph.get(w, ())))))
+                    break
+                if w in on:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    if len(comp) > 1:
+                        found.add(tuple(sorted(comp)))
+    return found
+
+
+def test_no_import_cycle():
+    found = _cycles(GRAPH)
+    bad = [" -> ".join(c) for c in sorted(found - CYCLES)]
+    gone = [" -> ".join(c) for c in sorted(CYCLES - found)]
+    assert not bad and not gone, ("import cycles (counting imports inside functions):\n" + "\n".join(bad)
+                                  + ("\nno longer cycles, remove them from CYCLES:\n" + "\n".join(gone)
+                                     if gone else ""))
+
+
+def test_the_checks_see_function_level_imports_and_cycles():
+    """An import made inside a function, or relative, is an edge; a cycle through one is found."""
+    probe = "reshape.runtime._probe"
+    TREES[probe] = ast.parse("def f():\n    from reshape.runtime import checks\n    from . import ftcomm\n")
+    MODULES[probe] = ROOT / "reshape" / "runtime" / "_probe.py"
+    try:
+        edges = _imports(probe)
+    finally:
+        del TREES[probe], MODULES[probe]
+    assert edges == {"reshape.runtime.checks", "reshape.runtime.ftcomm"}
+    graph = {**GRAPH, probe: edges, "reshape.runtime.checks": GRAPH["reshape.runtime.checks"] | {probe}}
+    assert (probe, "reshape.runtime.checks") in _cycles(graph)

@@ -1,0 +1,125 @@
+"""Restarts in their allocation under the site controller, without Slurm: the core, :class:`SlurmSite` and
+``reshape slurm-run``'s choice of hosts, driven by registrations and Slurm views written here (the real
+``docker kill`` of a node under a running job is in ``tests/test_cluster_slurm.py``).
+
+A job with checkpoints whose ``mpiexec`` ended by a loss (a rank killed, a node dead) asks for its next
+attempt on the nodes its allocation still holds: it keeps its reshape job id, runs at the largest legal
+size that fits, its lost nodes go back to Slurm, and nothing else is touched. An end that is not a loss,
+or too few nodes left, is refused with one line saying why.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from reshape.joblink import protocol as P
+from scheduler.core.actions import StateError
+from scheduler.core.jobfile import validate_job
+from scheduler.service.slurm_cli import restart_hosts
+from tests.test_slurm_site import job, outbox, point, site
+
+
+def heat(**kw) -> dict:
+    return validate_job({"name": "heat", "command": ["python", "examples/heat.py"], "nprocs": 4, "min_procs": 2,
+                         "max_procs": 4, "divides": 4, "checkpoint": "every:5", **kw}, None)
+
+
+ALLOC = ["n1", "n1", "n2", "n2"]
+
+
+def registered(**kw):
+    st, rm = site()
+    jid = rm.adopt(st, heat(**kw), "101", ALLOC, 0.0, None)
+    st.handle(P.ResizePoint(job_id=jid, iteration=12, nprocs=4, iter_time=1.0), 5.0)
+    return st, rm, jid
+
+
+def test_a_job_that_lost_a_node_restarts_in_its_allocation_on_the_nodes_left_and_gives_the_lost_one_back():
+    st, rm, jid = registered()
+    again = rm.adopt(st, heat(), "101", ["n1", "n1"], 10.0, None, (255, ["n2"]))
+    j = st.jobs[jid]
+    assert again == jid and j.state == "running" and j.restarts == 1 and (j.nprocs, j.hosts) == (2, ["n1", "n1"])
+    assert j.failures == ["exit code 255, node(s) n2 lost"] and j.iterations == 0
+    assert st.pool.used["n2"] == 0 and "n2" in st.pool.draining and rm.broker.draining["n2"]
+    st.validate()
+    # the next look: Slurm still lists n2 in the job (it has not noticed yet): it is given back, n1 kept
+    rm.apply(st, 11.0, [job("101", "heat", "RUNNING", ["n1", "n2"])], 4, 11.0)
+    assert ("keep", "101", ["n1"], None) in [(*o[:3], None) for o in outbox(rm) if o[0] == "keep"]
+    point(st, jid, 11, 1.0, 12.0)  # resumed at the checkpoint of iteration 10: two iterations lost
+    assert (j.resumed_at, j.iterations_lost) == (10, 2)
+    st.validate()
+
+
+def test_a_rank_killed_restarts_the_job_on_its_own_nodes_and_leaves_its_expanders_nodes_to_it():
+    st, rm = site()
+    jid = rm.adopt(st, heat(nprocs=2, max_procs=4), "101", ["n1", "n1"], 0.0, None)
+    mains = [job("101", "heat", "RUNNING", ["n1"])]
+    rm.apply(st, 1.0, [*mains, job("201", "reshape-expand-101", "RUNNING", ["n3"])], 4, 1.0)
+    st.pool.claim(["n3", "n3"])  # grown onto its expander's node
+    j = st.jobs[jid]
+    j.hosts, j.nprocs = ["n1", "n1", "n3", "n3"], 4
+    rm.adopt(st, heat(nprocs=2, max_procs=4), "101", ["n1", "n1"], 5.0, None, (137, []))
+    assert (j.restarts, j.nprocs, j.hosts) == (1, 2, ["n1", "n1"]) and not st.pool.draining
+    assert st.pool.used["n3"] == 0 and st.pool.leases["n3"] == "101"  # its expander's, for it to grow into again
+    st.validate()
+
+
+@pytest.mark.parametrize(("kw", "report", "code", "hosts", "why"), [
+    ({"checkpoint": None}, None, 255, ["n1", "n1"], "no checkpoint setting"),
+    ({}, "error", 1, ["n1", "n1"], "the program failed"),
+    ({}, None, 3, ["n1", "n1", "n2", "n2"], "exited with status 3: the program's own failure"),
+    ({"min_procs": 4}, None, 255, ["n1", "n1"], "2 CPU(s) left in its allocation (lost: n2), its smallest size is 4"),
+    ({"max_restarts": 0}, None, 255, ["n1", "n1"], "restarted 0 time(s), its max_restarts"),
+])
+def test_an_end_that_is_no_loss_or_too_few_nodes_left_is_refused_with_why_and_nothing_changes(
+        kw, report, code, hosts, why):
+    st, rm, jid = registered(**kw)
+    if report:
+        st.handle(P.Finished(job_id=jid, status=report, error="division by zero"), 6.0)
+    with pytest.raises(StateError) as e:
+        rm.adopt(st, heat(**kw), "101", hosts, 10.0, None, (code, ["n2"] if len(hosts) == 2 else []))
+    assert e.value.code == "not_restartable" and why in e.value.message, e.value.message
+    j = st.jobs[jid]
+    assert (j.restarts, j.hosts, j.state) == (0, ALLOC, "running") and not st.pool.draining
+    assert any("not restarted" in n for n in rm.info()["notes"])
+    st.validate()
+
+
+def test_a_restart_of_an_unregistered_allocation_or_on_nodes_not_its_own_is_refused():
+    st, rm, jid = registered()
+    with pytest.raises(StateError, match="no registered job"):
+        rm.adopt(st, heat(), "999", ["n1"], 10.0, None, (255, []))
+    with pytest.raises(StateError) as e:
+        rm.adopt(st, heat(), "101", ["n5", "n5"], 10.0, None, (255, ["n2"]))
+    assert e.value.code == "bad_hosts" and st.jobs[jid].restarts == 0
+    st.validate()
+
+
+@pytest.mark.parametrize(("held", "dead", "want"), [
+    (["n1", "n2"], set(), ["n1", "n1", "n2", "n2"]),
+    (["n1", "n2"], {"n2"}, ["n1", "n1"]),
+    (["n1"], set(), ["n1", "n1"]),  # Slurm removed n2 from the job already
+    (["n1", "n2"], {"n1", "n2"}, []),
+])
+def test_slurm_run_restarts_on_the_slots_of_the_nodes_slurm_still_gives_it_that_answer(held, dead, want):
+    assert restart_hosts(["n1", "n1", "n2", "n2"], held, dead) == want
+
+
+def test_a_register_naming_bad_lost_hosts_is_refused_on_the_wire():
+    body = {"job": {}, "allocation": "1", "hosts": ["n1"], "restart": True, "code": 9}
+    ok = P.decode(json.dumps({"v": P.VERSION, "type": "register", "seq": 1, "body": {**body, "lost": ["n2"]}}).encode())
+    assert ok.restart and ok.code == 9 and ok.lost == ("n2",)
+    for lost in ([""], ["n" * 256], [3]):
+        frame = json.dumps({"v": P.VERSION, "type": "register", "seq": 1, "body": {**body, "lost": lost}}).encode()
+        with pytest.raises(P.ProtocolError, match="'lost'"):
+            P.decode(frame)
+
+
+def test_nodes_named_lost_that_are_not_the_jobs_own_are_left_alone():
+    st, rm, _ = registered()
+    rm.adopt(st, heat(nprocs=2), "102", ["n4", "n4"], 1.0, None)  # another job's node, named lost by this one
+    rm.adopt(st, heat(), "101", ["n1", "n1"], 10.0, None, (255, ["n2", "n4"]))
+    assert "n4" not in st.pool.draining and "n4" not in rm.broker.draining and "n2" in st.pool.draining
+    st.validate()
