@@ -45,6 +45,10 @@ def add_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-stretch", type=float, default=1.1, metavar="FACTOR",
                    help="no shrink makes a malleable job run longer than FACTOR times its run at its requested "
                         "size (default 1.1)")
+    g.add_argument("--shrink-criterion", choices=("turnaround", "slowdown"), default="turnaround",
+                   help="what a shrink to start weighs (docs/slurm.md): turnaround (default) the seconds the shrunk "
+                        "jobs lose against the seconds the waiting job saves, slowdown each divided by its job's run "
+                        "time (SD-Policy's test)")
     g.add_argument("--time-limits", choices=("charge", "measured", "off"), default="charge",
                    help="the Slurm time limit of a job that resized: charge (default) the walltime charging "
                         "rule's end (longer below its requested size), measured also brought down to the end "
@@ -56,7 +60,7 @@ def broker_params(args: argparse.Namespace) -> dict:
     return {"grant_timeout": args.grant_timeout, "idle_release": args.idle_release,
             "expire_margin": args.expire_margin, "moldable": not args.no_moldable,
             "shrink_to_start": not args.no_shrink_to_start, "time_limits": args.time_limits,
-            "max_stretch": args.max_stretch}
+            "max_stretch": args.max_stretch, "criterion": args.shrink_criterion}
 
 
 def from_args(args: argparse.Namespace) -> ResourceManager | None:

@@ -40,7 +40,9 @@ from collections.abc import Mapping, Sequence
 from scheduler.rm.slurm_plan import Pending, plan
 from scheduler.rm.slurm_view import SlurmJob
 
-__all__ = ["LIVE", "delays", "moldable_limit", "own_cost", "shrink_cost"]
+__all__ = ["CRITERIA", "LIVE", "delays", "loss_weight", "moldable_limit", "own_cost", "shrink_cost"]
+
+CRITERIA = ("turnaround", "slowdown")
 
 LIVE = ("RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED")
 UNKNOWN_REMAINING = 300.0  # seconds left assumed for a job that did not say how many iterations it runs
@@ -61,6 +63,17 @@ def shrink_cost(nprocs: int, times: Mapping[int, float], left: int | None, q: in
 def own_cost(limit: float | None, n: int, k: int) -> float:
     """``O(K)``: what a job asking for ``n`` nodes loses by starting on ``k`` (its limit as its run time)."""
     return 0.0 if k >= n else (limit or 0.0) * (n / k - 1)
+
+
+def loss_weight(criterion: str, limit: float | None, run: float | None) -> float:
+    """What one second lost by a running job whose run at its requested size is ``run`` seconds weighs
+    against one second of wait saved by a waiting job with time limit ``limit``: 1 under the
+    ``turnaround`` criterion; ``limit / run`` under ``slowdown`` (SD-Policy's own test, D'Amico et al.
+    2019 §3: both sides divided by their job's run time, so a second matters more to a short job).
+    1 where either run time is unknown."""
+    if criterion != "slowdown" or not limit or not run or run <= 0:
+        return 1.0
+    return limit / run
 
 
 def moldable_limit(limit: float | None, n: int, k: int) -> int | None:

@@ -57,7 +57,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scheduler.rm.slurm_admit import LIVE, delays, moldable_limit, own_cost, shrink_cost
+from scheduler.rm.slurm_admit import LIVE, delays, loss_weight, moldable_limit, own_cost, shrink_cost
 from scheduler.rm.slurm_ops import (
     AskShrink,
     Cancel,
@@ -95,6 +95,7 @@ class Tenant:
     left: int | None = None  # iterations left, if it said how many it runs
     ends: Mapping[int, float] = field(default_factory=dict)  # size -> the end Slurm should see at that size
     latest: float | None = None  # the latest end a shrink may push it to (max_stretch times its run at its size)
+    run: float | None = None  # seconds its whole run takes at its requested size (measured, else scaled)
 
     def gain(self) -> float:
         """Relative speed gained per processor added at its last measured step up (unmeasured: linear)."""
@@ -149,6 +150,7 @@ class Broker:
     nodes: tuple[str, ...] = ()  # the partition's nodes, in Slurm's order (the backfill plan's)
     resizes_once: bool = False  # Slurm refuses any update of a job after its first shrink (no accounting)
     max_stretch: float = 1.1  # no shrink makes a job run longer than this times its run at its requested size
+    criterion: str = "turnaround"  # what a shrink to start weighs: seconds ("turnaround") or "slowdown" (slurm_admit)
     _now: float = 0.0
     groups: dict[str, _Group] = field(default_factory=dict)
     held: dict[str, str] = field(default_factory=dict)  # host -> Slurm job holding it for us
@@ -460,14 +462,16 @@ class Broker:
             take = spare[:max(0, k - len(mine) - a - b)]
             d = k - len(mine) - a - b - len(take)
             tried = dict(plans)
-            dropped = self._least_loss(d, tenants, tried, why) if d > 0 else []
+            dropped = self._least_loss(d, tenants, tried, why, w.limit) if d > 0 else []
             if len(dropped) < d:
                 continue
             if not self.shrink_to_start:  # the earlier rule: every waiting job served whenever it can start
                 return k, a, b, take, dropped[:d], tried
             by_id = {t.job_id: t for t in tenants}
             cost = own_cost(w.limit, n, k) + sum(
-                by_id[j].loss(q) - by_id[j].loss(plans.get(j, (by_id[j].nprocs,))[0]) for j, (q, _, _) in tried.items())
+                loss_weight(self.criterion, w.limit, by_id[j].run)
+                * (by_id[j].loss(q) - by_id[j].loss(plans.get(j, (by_id[j].nprocs,))[0]))
+                for j, (q, _, _) in tried.items())
             if cost > 0 and (saving is None or cost >= saving):
                 continue
             if (take or dropped or k < n) and self.nodes:
@@ -485,9 +489,11 @@ class Broker:
                 best = (gain, (k, a, b, take, dropped[:d], tried))
         return None if best is None else best[1]
 
-    def _least_loss(self, nodes: int, tenants: Sequence[Tenant], plans: dict, why: str) -> list[str]:
+    def _least_loss(self, nodes: int, tenants: Sequence[Tenant], plans: dict, why: str,
+                    limit: float | None = None) -> list[str]:
         """Extend ``plans`` (job id -> (size, hosts left, why)) by shrinks that free ``nodes`` more whole
-        nodes at the least loss per node; the nodes freed (fewer if no shrink can)."""
+        nodes at the least loss per node (weighed by :attr:`criterion` for a waiting job with time limit
+        ``limit``); the nodes freed (fewer if no shrink can)."""
         freed: list[str] = []
         if nodes <= 0:
             return freed
@@ -509,7 +515,7 @@ class Broker:
                        and self.held.get(h) not in self.frozen]
                 if not new:
                     continue
-                cost = (t.loss(q) - t.loss(q0)) / len(new)
+                cost = loss_weight(self.criterion, limit, t.run) * (t.loss(q) - t.loss(q0)) / len(new)
                 if best is None or cost < best[0]:
                     best = (cost, t.job_id, q, gone, new)
             if best is None:
