@@ -441,7 +441,21 @@ class Broker:
                 ops.append(Update(w.id, nodes=k, minutes=moldable_limit(w.limit, w.num_nodes, k),
                                   why=f"started on {k} of its {w.num_nodes} node(s)"))
         ops += [AskShrink(j, q, why, gone) for j, (q, gone, why) in plans.items()]
+        ops += self._surplus(plans)
         return idle, served, (kept, until)
+
+    def _surplus(self, plans: Mapping[int, tuple[int, tuple[str, ...], str]]) -> list[Drain]:
+        """The nodes a planned shrink frees beyond what the waiting jobs were promised (a job's sizes step by
+        more than the need): given back with the others, promised to no one, so Slurm's backfill starts
+        whichever waiting job fits them (kept, they idle until the job ends where Slurm takes no further
+        update of a shrunk job, :attr:`resizes_once`)."""
+        ops = []
+        for _, gone, why in plans.values():
+            for h in gone:
+                if h in self.held and h not in self.draining and not self._batch(h):
+                    self.draining[h] = f"freed beyond the need by a shrink ({why})"
+                    ops.append(Drain(h))
+        return ops
 
     def _admit(self, now: float, jobs: Sequence[SlurmJob], w: SlurmJob, idle: int, mine: set[str],
                coming: list[str], spare: list[str], tenants: Sequence[Tenant], plans: dict) -> tuple | None:
