@@ -36,11 +36,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from scheduler.rm.slurm_plan import Pending, plan
 from scheduler.rm.slurm_view import SlurmJob
 
-__all__ = ["CRITERIA", "LIVE", "delays", "loss_weight", "moldable_limit", "own_cost", "shrink_cost"]
+__all__ = ["CRITERIA", "LIVE", "Tenant", "delays", "loss_weight", "moldable_limit", "own_cost", "shrink_cost",
+           "shrink_off"]
 
 CRITERIA = ("turnaround", "slowdown")
 
@@ -60,9 +62,14 @@ def shrink_cost(nprocs: int, times: Mapping[int, float], left: int | None, q: in
     return max(0.0, remaining * (t_q / t_p - 1))
 
 
-def own_cost(limit: float | None, n: int, k: int) -> float:
-    """``O(K)``: what a job asking for ``n`` nodes loses by starting on ``k`` (its limit as its run time)."""
-    return 0.0 if k >= n else (limit or 0.0) * (n / k - 1)
+def own_cost(limit: float | None, n: int, k: int, wait: float | None = None) -> float:
+    """``O(K)``: what a job asking for ``n`` nodes loses by starting on ``k`` (its limit as its run time);
+    with ``wait`` (the seconds until Slurm would start it at ``n``), at most ``wait * (1 - k/n)``: the
+    run it loses if it grows to ``n`` when those nodes would have been its own (module docstring)."""
+    if k >= n:
+        return 0.0
+    bound = (limit or 0.0) * (n / k - 1)
+    return bound if wait is None else min(bound, max(0.0, wait) * (1 - k / n))
 
 
 def loss_weight(criterion: str, limit: float | None, run: float | None) -> float:
@@ -81,6 +88,51 @@ def moldable_limit(limit: float | None, n: int, k: int) -> int | None:
     on ``k``: the walltime charging rule (``scheduler.core.walltime``: below its size a job is charged in
     proportion), so ``limit * n / k``."""
     return None if limit is None else math.ceil(limit * n / max(1, k) / 60.0)
+
+
+@dataclass(frozen=True)
+class Tenant:
+    """A malleable job as the broker sees it."""
+
+    job_id: int
+    main: str  # the group (Slurm job) it runs in
+    nprocs: int
+    hosts: tuple[str, ...]  # one per rank, in rank order
+    min_procs: int = 1
+    busy: bool = False  # a resize under way: ask nothing of it now
+    points: tuple[int, ...] = ()  # sizes it may shrink to, ascending
+    times: Mapping[int, float] = field(default_factory=dict)  # best iteration time measured per size
+    left: int | None = None  # iterations left, if it said how many it runs
+    ends: Mapping[int, float] = field(default_factory=dict)  # size -> the end Slurm should see at that size
+    latest: float | None = None  # the latest end a shrink may push it to (max_stretch times its run at its size)
+    run: float | None = None  # seconds its whole run takes at its requested size (measured, else scaled)
+
+    def gain(self) -> float:
+        """Relative speed gained per processor added at its last measured step up (unmeasured: linear)."""
+        sizes = sorted(p for p in self.times if p <= self.nprocs)
+        if len(sizes) >= 2:
+            p0, p1 = sizes[-2], sizes[-1]
+            return (self.times[p0] / self.times[p1] - 1) / (p1 - p0)
+        return 1.0 / self.nprocs
+
+    def end_at(self, q: int, now: float) -> float | None:
+        """When it would end running the rest at ``q`` from ``now`` (measured time, else linear); None: unknown."""
+        t_p = self.times.get(self.nprocs)
+        if self.left is None or not t_p:
+            return None
+        return now + self.left * (self.times.get(q) or t_p * self.nprocs / q)
+
+    def loss(self, q: int) -> float:
+        """Seconds lost running the rest at ``q`` instead of its size now (``slurm_admit.shrink_cost``)."""
+        return shrink_cost(self.nprocs, self.times, self.left, q)
+
+
+def shrink_off(t: Tenant, drop: set[str]) -> int | None:
+    """The size ``t`` shrinks to so that no rank is left on ``drop`` (retired ranks are the last):
+    the largest shrink point at or below the first rank on a dropped host; None if below ``min_procs``."""
+    k = next((i for i, h in enumerate(t.hosts) if h in drop), t.nprocs)
+    fits = [q for q in t.points if t.min_procs <= q <= k and q < t.nprocs]
+    return max(fits) if fits else None
 
 
 def _inputs(jobs: Sequence[SlurmJob], now: float, skip: Sequence[str]) -> tuple[list, list[SlurmJob]]:

@@ -57,7 +57,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scheduler.rm.slurm_admit import LIVE, delays, loss_weight, moldable_limit, own_cost, shrink_cost
+from scheduler.rm.slurm_admit import LIVE, Tenant, delays, loss_weight, moldable_limit, own_cost, shrink_off
 from scheduler.rm.slurm_ops import (
     AskShrink,
     Cancel,
@@ -78,51 +78,6 @@ __all__ = ["WAITING_FOR_NODES", "AskShrink", "Broker", "Cancel", "Drain", "Ended
 
 WAITING_FOR_NODES = ("Resources", "Priority")  # pending reasons that mean "needs nodes"
 LIMIT_SLACK = 10.0  # seconds an end may pass its Slurm limit before the limit is extended (slurmctld checks every 30)
-
-
-@dataclass(frozen=True)
-class Tenant:
-    """A malleable job as the broker sees it."""
-
-    job_id: int
-    main: str  # the group (Slurm job) it runs in
-    nprocs: int
-    hosts: tuple[str, ...]  # one per rank, in rank order
-    min_procs: int = 1
-    busy: bool = False  # a resize under way: ask nothing of it now
-    points: tuple[int, ...] = ()  # sizes it may shrink to, ascending
-    times: Mapping[int, float] = field(default_factory=dict)  # best iteration time measured per size
-    left: int | None = None  # iterations left, if it said how many it runs
-    ends: Mapping[int, float] = field(default_factory=dict)  # size -> the end Slurm should see at that size
-    latest: float | None = None  # the latest end a shrink may push it to (max_stretch times its run at its size)
-    run: float | None = None  # seconds its whole run takes at its requested size (measured, else scaled)
-
-    def gain(self) -> float:
-        """Relative speed gained per processor added at its last measured step up (unmeasured: linear)."""
-        sizes = sorted(p for p in self.times if p <= self.nprocs)
-        if len(sizes) >= 2:
-            p0, p1 = sizes[-2], sizes[-1]
-            return (self.times[p0] / self.times[p1] - 1) / (p1 - p0)
-        return 1.0 / self.nprocs
-
-    def end_at(self, q: int, now: float) -> float | None:
-        """When it would end running the rest at ``q`` from ``now`` (measured time, else linear); None: unknown."""
-        t_p = self.times.get(self.nprocs)
-        if self.left is None or not t_p:
-            return None
-        return now + self.left * (self.times.get(q) or t_p * self.nprocs / q)
-
-    def loss(self, q: int) -> float:
-        """Seconds lost running the rest at ``q`` instead of its size now (``slurm_admit.shrink_cost``)."""
-        return shrink_cost(self.nprocs, self.times, self.left, q)
-
-
-def shrink_off(t: Tenant, drop: set[str]) -> int | None:
-    """The size ``t`` shrinks to so that no rank is left on ``drop`` (retired ranks are the last):
-    the largest shrink point at or below the first rank on a dropped host; None if below ``min_procs``."""
-    k = next((i for i, h in enumerate(t.hosts) if h in drop), t.nprocs)
-    fits = [q for q in t.points if t.min_procs <= q <= k and q < t.nprocs]
-    return max(fits) if fits else None
 
 
 Want = Callable[[int, int], "int | None"]  # (job id, extra slots) -> size it would expand to, or None
@@ -149,8 +104,9 @@ class Broker:
     time_limits: str = "charge"  # keep each job's Slurm time limit at its end: "charge", "measured" or "off"
     nodes: tuple[str, ...] = ()  # the partition's nodes, in Slurm's order (the backfill plan's)
     resizes_once: bool = False  # Slurm refuses any update of a job after its first shrink (no accounting)
-    max_stretch: float = 1.1  # no shrink makes a job run longer than this times its run at its requested size
-    criterion: str = "turnaround"  # what a shrink to start weighs: seconds ("turnaround") or "slowdown" (slurm_admit)
+    max_stretch: float = 1.25  # no shrink makes a job run longer than this times its run at its requested size
+    regrow: bool = False  # a moldable start's own cost assumes it grows back when Slurm would have started it
+    criterion: str = "slowdown"  # what a shrink to start weighs: seconds ("turnaround") or "slowdown" (slurm_admit)
     _now: float = 0.0
     groups: dict[str, _Group] = field(default_factory=dict)
     held: dict[str, str] = field(default_factory=dict)  # host -> Slurm job holding it for us
@@ -482,7 +438,7 @@ class Broker:
             if not self.shrink_to_start:  # the earlier rule: every waiting job served whenever it can start
                 return k, a, b, take, dropped[:d], tried
             by_id = {t.job_id: t for t in tenants}
-            cost = own_cost(w.limit, n, k) + sum(
+            cost = own_cost(w.limit, n, k, saving if self.regrow else None) + sum(
                 loss_weight(self.criterion, w.limit, by_id[j].run)
                 * (by_id[j].loss(q) - by_id[j].loss(plans.get(j, (by_id[j].nprocs,))[0]))
                 for j, (q, _, _) in tried.items())
@@ -495,8 +451,9 @@ class Broker:
                         and (m := next((x for x in jobs if x.id == by_id[j].main), None)) is not None
                         and m.start is not None and m.id not in self.frozen}
                 lim = moldable_limit(w.limit, n, k)
+                freed = {*take, *dropped, *(h for _, gone, _ in tried.values() for h in gone if not self._batch(h))}
                 if delays(now, self.nodes, jobs, w.id, k, None if lim is None else 60.0 * lim,
-                          {*take, *dropped}, ends, promised=self.predicted):
+                          freed, ends, promised=self.predicted):
                     continue
             gain = (saving or 0.0) - cost
             if best is None or gain > best[0]:
