@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from scheduler.core.job import Job
 from scheduler.core.jobfile import validate_job
-from scheduler.rm.slurm_admit import delays, moldable_limit, own_cost, shrink_cost
+from scheduler.rm.slurm_admit import delays, loss_weight, moldable_limit, own_cost, shrink_cost
 from scheduler.rm.slurm_broker import AskShrink, Broker, Drain, Release, Tenant, Update
 from scheduler.rm.slurm_limits import slurm_end
 from scheduler.rm.slurm_plan import NO_LIMIT, Pending, plan
@@ -67,6 +67,20 @@ def test_the_cost_of_a_shrink_is_the_time_the_job_loses_and_a_smaller_start_its_
     assert shrink_cost(8, {8: 1.0}, 50, 8) == 0.0
     assert own_cost(120.0, 4, 2) == 120.0 and own_cost(120.0, 4, 4) == 0.0
     assert moldable_limit(120.0, 4, 1) == 8  # the walltime charging rule: 4x as long, in whole minutes
+
+
+def test_a_smaller_start_that_grows_back_costs_at_most_the_run_lost_until_slurm_would_have_started_it():
+    # 30 s at half its nodes before it would have started at four: 15 s of its run lost
+    assert own_cost(120.0, 4, 2, wait=30.0) == 15.0
+    assert own_cost(120.0, 4, 2, wait=1000.0) == 120.0  # never more than its limit stretched
+    assert own_cost(120.0, 4, 4, wait=30.0) == 0.0
+
+
+def test_under_the_slowdown_criterion_a_second_weighs_in_proportion_to_the_jobs_run_times():
+    assert loss_weight("slowdown", 60.0, 1200.0) == 0.05  # a short waiting job, a long running one
+    assert loss_weight("slowdown", 600.0, 300.0) == 2.0
+    assert loss_weight("turnaround", 60.0, 1200.0) == 1.0
+    assert loss_weight("slowdown", None, 1200.0) == loss_weight("slowdown", 60.0, None) == 1.0  # unknown: seconds
 
 
 def test_a_start_that_would_delay_a_job_planned_before_it_is_found():
@@ -265,3 +279,52 @@ def test_where_slurm_takes_one_update_of_a_shrunk_job_its_limit_goes_with_the_sh
     ops = b.step(3.0, later, 0, {h: 2 for h in NODES[:2]} | {h: 2 for h in NODES[4:]}, [small],
                  lambda j, e: None)
     assert not [o for o in ops if isinstance(o, AskShrink | Update)], ops  # no second shrink, no limit update
+
+
+# ---------------------------------------------------------------------- SD-Policy's slowdown test, surplus nodes
+@settings(max_examples=60, deadline=None)
+@given(st.floats(60.0, 6000.0), st.sampled_from([60.0, 120.0, 300.0]), st.floats(3.0, 300.0))
+def test_a_shrink_is_asked_exactly_when_the_slowdown_it_costs_is_less_than_the_slowdown_it_saves(run, limit, start):
+    """The running job loses 100 iterations * 0.2 s = 20 s shrinking from 12 to 8; the waiting job saves its
+    wait. Under ``slowdown`` each is divided by its job's run time (its limit for the waiting one)."""
+    saving, loss = start - 2.0, 20.0
+    if saving <= 0 or math.isclose(loss / run, saving / limit, rel_tol=1e-6):
+        return
+    for criterion, pays in (("slowdown", loss / run < saving / limit), ("turnaround", loss < saving)):
+        t = Tenant(**{**grown().__dict__, "run": run})
+        b = broker(criterion=criterion)
+        first_look(b, t)
+        w = sj("20", "w", "PENDING", n=2, reason="Resources", start=start, limit=limit)
+        ops = b.step(2.0, jobs_with(w), 0, {h: 2 for h in NODES}, [t], lambda j, e: None)
+        assert bool([o for o in ops if isinstance(o, AskShrink)]) == pays, (criterion, run, limit, start)
+
+
+def test_a_long_job_shrinks_for_a_short_one_under_the_slowdown_criterion_and_not_under_turnaround():
+    t = Tenant(**{**grown().__dict__, "run": 1200.0})  # a 20-minute job loses 20 s: 1.7% of its run
+    w = sj("20", "w", "PENDING", n=2, reason="Resources", start=16.0, limit=60.0)  # a 1-minute job saves 14 s
+    asked = {}
+    for criterion in ("slowdown", "turnaround"):
+        b = broker(criterion=criterion)
+        first_look(b, t)
+        asked[criterion] = [o for o in b.step(2.0, jobs_with(w), 0, {h: 2 for h in NODES}, [t], lambda j, e: None)
+                            if isinstance(o, AskShrink)]
+    assert asked == {"slowdown": [AskShrink(1, 8, "Slurm job 20 is waiting for 2 node(s)", ("n5", "n6"))],
+                     "turnaround": []}
+
+
+def test_nodes_a_shrink_frees_beyond_the_need_go_back_to_slurm_with_the_others():
+    """The job steps from 12 to 8 processes (two nodes) for a job waiting for one: both nodes are given
+    back, one promised to the waiting job, the other to no one (Slurm's backfill starts what fits)."""
+    t = grown()
+    b = broker()
+    first_look(b, t)
+    w = sj("20", "w", "PENDING", n=1, reason="Resources", start=300.0, limit=60.0)
+    ops = b.step(2.0, jobs_with(w), 0, {h: 2 for h in NODES}, [t], lambda j, e: None)
+    assert [o for o in ops if isinstance(o, AskShrink)] == [
+        AskShrink(1, 8, "Slurm job 20 is waiting for 1 node(s)", ("n5", "n6"))]
+    assert {o.host for o in ops if isinstance(o, Drain)} == {"n5", "n6"}
+    assert len(b.promised["20"]) == 1
+    shrunk = Tenant(**{**t.__dict__, "nprocs": 8, "hosts": t.hosts[:8]})
+    used = {h: 2 for h in NODES[:4]} | {h: 2 for h in NODES[6:]}
+    ops = b.step(3.0, jobs_with(w), 0, used, [shrunk], lambda j, e: None)
+    assert {o.host for o in ops if isinstance(o, Release)} == {"n5", "n6"}
