@@ -6,9 +6,13 @@ not yet started, start it on fewer nodes than it asked for and let it grow later
 start*: ``scontrol update NumNodes=K`` of the pending job). Both follow SD-Policy (D'Amico,
 Jokanovic & Corbalán, ICPP 2019, §3: apply malleability to running jobs so a queued job
 starts with fewer resources, *only when the estimated slowdown improves over the static
-schedule*), with the estimate in seconds of turnaround:
+schedule*), each job's seconds weighed by :func:`loss_weight`:
 
-    start W now at K nodes  iff  sum_i E_i(q_i) + O_W(K)  <  S_W - now
+    start W now at K nodes  iff  sum_i c_i * E_i(q_i) + O_W(K)  <  S_W - now
+
+with ``c_i = L_W / T_i`` under the ``slowdown`` criterion (the default: both sides divided by
+``L_W``, each job's seconds are divided by its own run time, SD-Policy's slowdowns; ``T_i`` the
+run of job *i* at its requested size) and ``c_i = 1`` under ``turnaround``;
 
 * ``S_W``: the start Slurm's backfill predicts for W at its requested size ``N`` (``squeue %S``):
   the wait saved;
@@ -18,11 +22,12 @@ schedule*), with the estimate in seconds of turnaround:
   the most a shrink can cost an application whose efficiency falls with its size);
 * ``O_W(K) = L_W * (N / K - 1)``: what W loses by running at ``K < N`` nodes, with its time
   limit ``L_W`` as its run time and linear speedup (an upper bound: its efficiency is higher at
-  ``K``, and it grows when nodes free up).
+  ``K``, and it grows when nodes free up); with ``regrow``, at most ``(S_W - now) * (1 - K / N)``,
+  what it loses if it grows to ``N`` when Slurm would have started it.
 
-The sum is the change in the total turnaround of the jobs involved; SD-Policy's own test
-compares the jobs' slowdowns (turnaround over run time), which weighs short jobs more. No
-shrink may stretch a job's run past ``max_stretch`` times its run at its requested size (the
+Under ``turnaround`` the sum is the change in the total turnaround of the jobs involved; under
+``slowdown`` the change in their slowdowns (turnaround over run time), which weighs short jobs
+more. No shrink may stretch a job's run past ``max_stretch`` times its run at its requested size (the
 broker's bound, so that no job pays much for others' starts).
 
 **Never delaying another waiting job** (:func:`delays`): with the shrunk jobs' new ends (a job

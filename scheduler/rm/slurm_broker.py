@@ -24,9 +24,9 @@ takes one look at Slurm and returns operations, applied by the adapters
    job (:mod:`scheduler.rm.slurm_admit`: SD-Policy's criterion, Slurm's plan), the
    shortfall promised (:class:`Drain`), the nodes chosen by the least seconds lost
    per node; nothing below ``min_procs``, never a group's batch host, a Slurm job's
-   first node given back last, and never more than the shortfall (nodes a shrink
-   frees beyond it stay with their job): promises are counted per waiting job, so two
-   jobs never release for one demand. A promised node no rank uses is given back
+   first node given back last; promises are counted per waiting job, so two jobs never
+   release for one demand (nodes a shrink frees beyond the shortfall are given back to
+   no one in particular). A promised node no rank uses is given back
    (:class:`Release`). Pending jobs' predicted starts (Slurm's backfill, ``squeue
    %S``) are recorded; a start later than the first prediction (by more than
    ``late_tolerance``) is counted in :attr:`late`.
@@ -104,7 +104,7 @@ class Broker:
     time_limits: str = "charge"  # keep each job's Slurm time limit at its end: "charge", "measured" or "off"
     nodes: tuple[str, ...] = ()  # the partition's nodes, in Slurm's order (the backfill plan's)
     resizes_once: bool = False  # Slurm refuses any update of a job after its first shrink (no accounting)
-    max_stretch: float = 1.25  # no shrink makes a job run longer than this times its run at its requested size
+    max_stretch: float = 2.0  # no shrink makes a job run longer than this times its run at its requested size
     regrow: bool = False  # a moldable start's own cost assumes it grows back when Slurm would have started it
     criterion: str = "slowdown"  # what a shrink to start weighs: seconds ("turnaround") or "slowdown" (slurm_admit)
     _now: float = 0.0
