@@ -328,3 +328,22 @@ def test_nodes_a_shrink_frees_beyond_the_need_go_back_to_slurm_with_the_others()
     used = {h: 2 for h in NODES[:4]} | {h: 2 for h in NODES[6:]}
     ops = b.step(3.0, jobs_with(w), 0, used, [shrunk], lambda j, e: None)
     assert {o.host for o in ops if isinstance(o, Release)} == {"n5", "n6"}
+
+
+def test_the_no_delay_check_counts_every_node_the_planned_shrinks_give_back():
+    """Job 7 (8 processes on n1-n4) steps down to 4 for W1 (n3, n4 go back), then to 2 for W2 (n2 too).
+    A job X waiting for six nodes still starts at 200 on n2-n8 if the check for W2 counts n3 and n4, given
+    back for W1, as free; held by job 7 until its longer end at 2 processes, X would move past the 3600
+    Slurm predicted for it, and W2 would wait."""
+    own = tuple(h for h in NODES[:4] for _ in range(2))
+    t = Tenant(1, "7", 8, own, 2, False, (2, 4), {8: 1.0, 4: 2.0, 2: 4.0}, 10, {8: 3600.0, 4: 5000.0, 2: 8000.0})
+    b = broker()
+    base = [sj("7", "mall", "RUNNING", NODES[:4], start=0.0, end=3600.0, limit=3600.0),
+            sj("9", "rigid", "RUNNING", NODES[4:], start=0.0, end=200.0, limit=200.0),
+            sj("30", "x", "PENDING", n=6, reason="Resources", start=3600.0, limit=100.0, prio=300)]
+    b.step(0.0, base, 0, {h: 2 for h in NODES}, [t], lambda j, e: None)
+    w1 = sj("21", "w1", "PENDING", n=1, reason="Priority", start=300.0, limit=60.0, prio=200)
+    w2 = sj("22", "w2", "PENDING", n=1, reason="Priority", start=300.0, limit=60.0, prio=100)
+    ops = b.step(2.0, [*base, w1, w2], 0, {h: 2 for h in NODES}, [t], lambda j, e: None)
+    assert [o for o in ops if isinstance(o, AskShrink)] == [
+        AskShrink(1, 2, "Slurm job 21 is waiting for 1 node(s)", ("n2", "n3", "n4"))]
