@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from scheduler.core.job import Job
 from scheduler.core.jobfile import validate_job
-from scheduler.rm.slurm_admit import delays, moldable_limit, own_cost, shrink_cost
+from scheduler.rm.slurm_admit import delays, loss_weight, moldable_limit, own_cost, shrink_cost
 from scheduler.rm.slurm_broker import AskShrink, Broker, Drain, Release, Tenant, Update
 from scheduler.rm.slurm_limits import slurm_end
 from scheduler.rm.slurm_plan import NO_LIMIT, Pending, plan
@@ -69,6 +69,20 @@ def test_the_cost_of_a_shrink_is_the_time_the_job_loses_and_a_smaller_start_its_
     assert moldable_limit(120.0, 4, 1) == 8  # the walltime charging rule: 4x as long, in whole minutes
 
 
+def test_a_smaller_start_that_grows_back_costs_at_most_the_run_lost_until_slurm_would_have_started_it():
+    # 30 s at half its nodes before it would have started at four: 15 s of its run lost
+    assert own_cost(120.0, 4, 2, wait=30.0) == 15.0
+    assert own_cost(120.0, 4, 2, wait=1000.0) == 120.0  # never more than its limit stretched
+    assert own_cost(120.0, 4, 4, wait=30.0) == 0.0
+
+
+def test_under_the_slowdown_criterion_a_second_weighs_in_proportion_to_the_jobs_run_times():
+    assert loss_weight("slowdown", 60.0, 1200.0) == 0.05  # a short waiting job, a long running one
+    assert loss_weight("slowdown", 600.0, 300.0) == 2.0
+    assert loss_weight("turnaround", 60.0, 1200.0) == 1.0
+    assert loss_weight("slowdown", None, 1200.0) == loss_weight("slowdown", 60.0, None) == 1.0  # unknown: seconds
+
+
 def test_a_start_that_would_delay_a_job_planned_before_it_is_found():
     jobs = [sj("1", "grown", "RUNNING", NODES[:6], end=300.0, limit=300.0),
             sj("2", "rigid", "RUNNING", NODES[6:], end=100.0, limit=100.0),
@@ -82,6 +96,18 @@ def test_a_start_that_would_delay_a_job_planned_before_it_is_found():
     assert delays(0.0, NODES, short, "11", 2, 120.0, {"n5", "n6"}, {}) == []
     # a shrunk job whose end moves later delays big too
     assert delays(0.0, NODES, short, "11", 2, 120.0, {"n5", "n6"}, {"1": 400.0}) == ["10"]
+
+
+def test_a_start_may_move_another_job_later_in_the_plan_but_never_past_its_first_predicted_start():
+    jobs = [sj("1", "grown", "RUNNING", NODES[:6], end=300.0, limit=300.0),
+            sj("2", "rigid", "RUNNING", NODES[6:], end=100.0, limit=100.0),
+            sj("10", "big", "PENDING", n=8, start=300.0, limit=60.0, prio=200),
+            sj("11", "small", "PENDING", n=2, start=360.0, limit=120.0, prio=100)]
+    # the shrunk job ends 20 s later: big moves from 300 to 320 in Slurm's plan
+    assert delays(0.0, NODES, jobs, "11", 2, 120.0, {"n5", "n6"}, {"1": 320.0}) == ["10"]
+    # Slurm first predicted 330 for big (a start it announced, the one a late start is counted against): kept
+    assert delays(0.0, NODES, jobs, "11", 2, 120.0, {"n5", "n6"}, {"1": 320.0}, promised={"10": 330.0}) == []
+    assert delays(0.0, NODES, jobs, "11", 2, 120.0, {"n5", "n6"}, {"1": 320.0}, promised={"10": 310.0}) == ["10"]
 
 
 # ---------------------------------------------------------------------- the broker
@@ -121,6 +147,19 @@ def test_running_jobs_shrink_for_a_waiting_job_only_when_the_wait_saved_exceeds_
     assert [o for o in ops if isinstance(o, AskShrink)] == [
         AskShrink(1, 8, "Slurm job 20 is waiting for 2 node(s)", ("n5", "n6"))]
     assert {o.host for o in ops if isinstance(o, Drain)} == {"n5", "n6"}
+
+
+def test_a_shrink_that_keeps_a_job_within_its_slurm_limit_is_planned_with_that_limit():
+    # the job registered 1.5 s after Slurm started it: its end at any size from 8 up is 1.5 s past its Slurm
+    # limit, which rule 5 leaves as it is (within LIMIT_SLACK), so Slurm's plan keeps its end at 3600
+    t = grown(ends={12: 3601.5, 8: 3601.5})
+    b = broker()
+    first_look(b, t)
+    w = sj("20", "w", "PENDING", n=2, reason="Resources", start=200.0, limit=60.0, prio=200)
+    whole = sj("21", "whole", "PENDING", n=8, reason="Priority", start=3600.0, limit=60.0, prio=100)
+    ops = b.step(1.0, jobs_with(w, whole), 0, {h: 2 for h in NODES}, [t], lambda j, e: None)
+    assert [o for o in ops if isinstance(o, AskShrink)] == [
+        AskShrink(1, 8, "Slurm job 20 is waiting for 2 node(s)", ("n5", "n6"))]
 
 
 def test_the_earlier_rule_shrinks_for_any_waiting_job_that_can_start():
@@ -240,3 +279,71 @@ def test_where_slurm_takes_one_update_of_a_shrunk_job_its_limit_goes_with_the_sh
     ops = b.step(3.0, later, 0, {h: 2 for h in NODES[:2]} | {h: 2 for h in NODES[4:]}, [small],
                  lambda j, e: None)
     assert not [o for o in ops if isinstance(o, AskShrink | Update)], ops  # no second shrink, no limit update
+
+
+# ---------------------------------------------------------------------- SD-Policy's slowdown test, surplus nodes
+@settings(max_examples=60, deadline=None)
+@given(st.floats(60.0, 6000.0), st.sampled_from([60.0, 120.0, 300.0]), st.floats(3.0, 300.0))
+def test_a_shrink_is_asked_exactly_when_the_slowdown_it_costs_is_less_than_the_slowdown_it_saves(run, limit, start):
+    """The running job loses 100 iterations * 0.2 s = 20 s shrinking from 12 to 8; the waiting job saves its
+    wait. Under ``slowdown`` each is divided by its job's run time (its limit for the waiting one)."""
+    saving, loss = start - 2.0, 20.0
+    if saving <= 0 or math.isclose(loss / run, saving / limit, rel_tol=1e-6):
+        return
+    for criterion, pays in (("slowdown", loss / run < saving / limit), ("turnaround", loss < saving)):
+        t = Tenant(**{**grown().__dict__, "run": run})
+        b = broker(criterion=criterion)
+        first_look(b, t)
+        w = sj("20", "w", "PENDING", n=2, reason="Resources", start=start, limit=limit)
+        ops = b.step(2.0, jobs_with(w), 0, {h: 2 for h in NODES}, [t], lambda j, e: None)
+        assert bool([o for o in ops if isinstance(o, AskShrink)]) == pays, (criterion, run, limit, start)
+
+
+def test_a_long_job_shrinks_for_a_short_one_under_the_slowdown_criterion_and_not_under_turnaround():
+    t = Tenant(**{**grown().__dict__, "run": 1200.0})  # a 20-minute job loses 20 s: 1.7% of its run
+    w = sj("20", "w", "PENDING", n=2, reason="Resources", start=16.0, limit=60.0)  # a 1-minute job saves 14 s
+    asked = {}
+    for criterion in ("slowdown", "turnaround"):
+        b = broker(criterion=criterion)
+        first_look(b, t)
+        asked[criterion] = [o for o in b.step(2.0, jobs_with(w), 0, {h: 2 for h in NODES}, [t], lambda j, e: None)
+                            if isinstance(o, AskShrink)]
+    assert asked == {"slowdown": [AskShrink(1, 8, "Slurm job 20 is waiting for 2 node(s)", ("n5", "n6"))],
+                     "turnaround": []}
+
+
+def test_nodes_a_shrink_frees_beyond_the_need_go_back_to_slurm_with_the_others():
+    """The job steps from 12 to 8 processes (two nodes) for a job waiting for one: both nodes are given
+    back, one promised to the waiting job, the other to no one (Slurm's backfill starts what fits)."""
+    t = grown()
+    b = broker()
+    first_look(b, t)
+    w = sj("20", "w", "PENDING", n=1, reason="Resources", start=300.0, limit=60.0)
+    ops = b.step(2.0, jobs_with(w), 0, {h: 2 for h in NODES}, [t], lambda j, e: None)
+    assert [o for o in ops if isinstance(o, AskShrink)] == [
+        AskShrink(1, 8, "Slurm job 20 is waiting for 1 node(s)", ("n5", "n6"))]
+    assert {o.host for o in ops if isinstance(o, Drain)} == {"n5", "n6"}
+    assert len(b.promised["20"]) == 1
+    shrunk = Tenant(**{**t.__dict__, "nprocs": 8, "hosts": t.hosts[:8]})
+    used = {h: 2 for h in NODES[:4]} | {h: 2 for h in NODES[6:]}
+    ops = b.step(3.0, jobs_with(w), 0, used, [shrunk], lambda j, e: None)
+    assert {o.host for o in ops if isinstance(o, Release)} == {"n5", "n6"}
+
+
+def test_the_no_delay_check_counts_every_node_the_planned_shrinks_give_back():
+    """Job 7 (8 processes on n1-n4) steps down to 4 for W1 (n3, n4 go back), then to 2 for W2 (n2 too).
+    A job X waiting for six nodes still starts at 200 on n2-n8 if the check for W2 counts n3 and n4, given
+    back for W1, as free; held by job 7 until its longer end at 2 processes, X would move past the 3600
+    Slurm predicted for it, and W2 would wait."""
+    own = tuple(h for h in NODES[:4] for _ in range(2))
+    t = Tenant(1, "7", 8, own, 2, False, (2, 4), {8: 1.0, 4: 2.0, 2: 4.0}, 10, {8: 3600.0, 4: 5000.0, 2: 8000.0})
+    b = broker()
+    base = [sj("7", "mall", "RUNNING", NODES[:4], start=0.0, end=3600.0, limit=3600.0),
+            sj("9", "rigid", "RUNNING", NODES[4:], start=0.0, end=200.0, limit=200.0),
+            sj("30", "x", "PENDING", n=6, reason="Resources", start=3600.0, limit=100.0, prio=300)]
+    b.step(0.0, base, 0, {h: 2 for h in NODES}, [t], lambda j, e: None)
+    w1 = sj("21", "w1", "PENDING", n=1, reason="Priority", start=300.0, limit=60.0, prio=200)
+    w2 = sj("22", "w2", "PENDING", n=1, reason="Priority", start=300.0, limit=60.0, prio=100)
+    ops = b.step(2.0, [*base, w1, w2], 0, {h: 2 for h in NODES}, [t], lambda j, e: None)
+    assert [o for o in ops if isinstance(o, AskShrink)] == [
+        AskShrink(1, 2, "Slurm job 21 is waiting for 1 node(s)", ("n2", "n3", "n4"))]

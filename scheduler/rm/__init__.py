@@ -42,9 +42,16 @@ def add_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-shrink-to-start", action="store_true",
                    help="shrink running jobs for every waiting job that can start so, without weighing what it "
                         "costs them or checking Slurm's plan (the rule before the SD-Policy criterion)")
-    g.add_argument("--max-stretch", type=float, default=1.1, metavar="FACTOR",
+    g.add_argument("--max-stretch", type=float, default=2.0, metavar="FACTOR",
                    help="no shrink makes a malleable job run longer than FACTOR times its run at its requested "
-                        "size (default 1.1)")
+                        "size (default 2)")
+    g.add_argument("--shrink-criterion", choices=("slowdown", "turnaround"), default="slowdown",
+                   help="what a shrink to start weighs (docs/slurm.md): slowdown (default; SD-Policy's test) the "
+                        "seconds the shrunk jobs lose and the waiting job saves, each divided by its job's run time; "
+                        "turnaround the seconds alone")
+    g.add_argument("--moldable-cost", choices=("regrow", "bound"), default="bound",
+                   help="what a moldable start costs the job itself: bound (default) its limit at the smaller size, "
+                        "regrow what it loses if it grows back when Slurm would have started it (docs/slurm.md)")
     g.add_argument("--time-limits", choices=("charge", "measured", "off"), default="charge",
                    help="the Slurm time limit of a job that resized: charge (default) the walltime charging "
                         "rule's end (longer below its requested size), measured also brought down to the end "
@@ -56,7 +63,8 @@ def broker_params(args: argparse.Namespace) -> dict:
     return {"grant_timeout": args.grant_timeout, "idle_release": args.idle_release,
             "expire_margin": args.expire_margin, "moldable": not args.no_moldable,
             "shrink_to_start": not args.no_shrink_to_start, "time_limits": args.time_limits,
-            "max_stretch": args.max_stretch}
+            "max_stretch": args.max_stretch, "criterion": args.shrink_criterion,
+            "regrow": args.moldable_cost == "regrow"}
 
 
 def from_args(args: argparse.Namespace) -> ResourceManager | None:

@@ -6,9 +6,13 @@ not yet started, start it on fewer nodes than it asked for and let it grow later
 start*: ``scontrol update NumNodes=K`` of the pending job). Both follow SD-Policy (D'Amico,
 Jokanovic & Corbalán, ICPP 2019, §3: apply malleability to running jobs so a queued job
 starts with fewer resources, *only when the estimated slowdown improves over the static
-schedule*), with the estimate in seconds of turnaround:
+schedule*), each job's seconds weighed by :func:`loss_weight`:
 
-    start W now at K nodes  iff  sum_i E_i(q_i) + O_W(K)  <  S_W - now
+    start W now at K nodes  iff  sum_i c_i * E_i(q_i) + O_W(K)  <  S_W - now
+
+with ``c_i = L_W / T_i`` under the ``slowdown`` criterion (the default: both sides divided by
+``L_W``, each job's seconds are divided by its own run time, SD-Policy's slowdowns; ``T_i`` the
+run of job *i* at its requested size) and ``c_i = 1`` under ``turnaround``;
 
 * ``S_W``: the start Slurm's backfill predicts for W at its requested size ``N`` (``squeue %S``):
   the wait saved;
@@ -18,28 +22,34 @@ schedule*), with the estimate in seconds of turnaround:
   the most a shrink can cost an application whose efficiency falls with its size);
 * ``O_W(K) = L_W * (N / K - 1)``: what W loses by running at ``K < N`` nodes, with its time
   limit ``L_W`` as its run time and linear speedup (an upper bound: its efficiency is higher at
-  ``K``, and it grows when nodes free up).
+  ``K``, and it grows when nodes free up); with ``regrow``, at most ``(S_W - now) * (1 - K / N)``,
+  what it loses if it grows to ``N`` when Slurm would have started it.
 
-The sum is the change in the total turnaround of the jobs involved; SD-Policy's own test
-compares the jobs' slowdowns (turnaround over run time), which weighs short jobs more. No
-shrink may stretch a job's run past ``max_stretch`` times its run at its requested size (the
+Under ``turnaround`` the sum is the change in the total turnaround of the jobs involved; under
+``slowdown`` the change in their slowdowns (turnaround over run time), which weighs short jobs
+more. No shrink may stretch a job's run past ``max_stretch`` times its run at its requested size (the
 broker's bound, so that no job pays much for others' starts).
 
 **Never delaying another waiting job** (:func:`delays`): with the shrunk jobs' new ends (a job
 below its requested size runs longer: its Slurm limit is extended, ``scheduler.rm.slurm_limits``)
 and W started now, Slurm's backfill plan (:func:`scheduler.rm.slurm_plan.plan`) must start no
-other pending job later than it does without the change.
+other pending job later than both its start without the change and the first start Slurm
+predicted for it (the reservation conservative backfilling keeps, Mu'alem & Feitelson 2001).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from scheduler.rm.slurm_plan import Pending, plan
 from scheduler.rm.slurm_view import SlurmJob
 
-__all__ = ["LIVE", "delays", "moldable_limit", "own_cost", "shrink_cost"]
+__all__ = ["CRITERIA", "LIVE", "Tenant", "delays", "loss_weight", "moldable_limit", "own_cost", "shrink_cost",
+           "shrink_off"]
+
+CRITERIA = ("turnaround", "slowdown")
 
 LIVE = ("RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED")
 UNKNOWN_REMAINING = 300.0  # seconds left assumed for a job that did not say how many iterations it runs
@@ -57,9 +67,25 @@ def shrink_cost(nprocs: int, times: Mapping[int, float], left: int | None, q: in
     return max(0.0, remaining * (t_q / t_p - 1))
 
 
-def own_cost(limit: float | None, n: int, k: int) -> float:
-    """``O(K)``: what a job asking for ``n`` nodes loses by starting on ``k`` (its limit as its run time)."""
-    return 0.0 if k >= n else (limit or 0.0) * (n / k - 1)
+def own_cost(limit: float | None, n: int, k: int, wait: float | None = None) -> float:
+    """``O(K)``: what a job asking for ``n`` nodes loses by starting on ``k`` (its limit as its run time);
+    with ``wait`` (the seconds until Slurm would start it at ``n``), at most ``wait * (1 - k/n)``: the
+    run it loses if it grows to ``n`` when those nodes would have been its own (module docstring)."""
+    if k >= n:
+        return 0.0
+    bound = (limit or 0.0) * (n / k - 1)
+    return bound if wait is None else min(bound, max(0.0, wait) * (1 - k / n))
+
+
+def loss_weight(criterion: str, limit: float | None, run: float | None) -> float:
+    """What one second lost by a running job whose run at its requested size is ``run`` seconds weighs
+    against one second of wait saved by a waiting job with time limit ``limit``: 1 under the
+    ``turnaround`` criterion; ``limit / run`` under ``slowdown`` (SD-Policy's own test, D'Amico et al.
+    2019 §3: both sides divided by their job's run time, so a second matters more to a short job).
+    1 where either run time is unknown."""
+    if criterion != "slowdown" or not limit or not run or run <= 0:
+        return 1.0
+    return limit / run
 
 
 def moldable_limit(limit: float | None, n: int, k: int) -> int | None:
@@ -67,6 +93,51 @@ def moldable_limit(limit: float | None, n: int, k: int) -> int | None:
     on ``k``: the walltime charging rule (``scheduler.core.walltime``: below its size a job is charged in
     proportion), so ``limit * n / k``."""
     return None if limit is None else math.ceil(limit * n / max(1, k) / 60.0)
+
+
+@dataclass(frozen=True)
+class Tenant:
+    """A malleable job as the broker sees it."""
+
+    job_id: int
+    main: str  # the group (Slurm job) it runs in
+    nprocs: int
+    hosts: tuple[str, ...]  # one per rank, in rank order
+    min_procs: int = 1
+    busy: bool = False  # a resize under way: ask nothing of it now
+    points: tuple[int, ...] = ()  # sizes it may shrink to, ascending
+    times: Mapping[int, float] = field(default_factory=dict)  # best iteration time measured per size
+    left: int | None = None  # iterations left, if it said how many it runs
+    ends: Mapping[int, float] = field(default_factory=dict)  # size -> the end Slurm should see at that size
+    latest: float | None = None  # the latest end a shrink may push it to (max_stretch times its run at its size)
+    run: float | None = None  # seconds its whole run takes at its requested size (measured, else scaled)
+
+    def gain(self) -> float:
+        """Relative speed gained per processor added at its last measured step up (unmeasured: linear)."""
+        sizes = sorted(p for p in self.times if p <= self.nprocs)
+        if len(sizes) >= 2:
+            p0, p1 = sizes[-2], sizes[-1]
+            return (self.times[p0] / self.times[p1] - 1) / (p1 - p0)
+        return 1.0 / self.nprocs
+
+    def end_at(self, q: int, now: float) -> float | None:
+        """When it would end running the rest at ``q`` from ``now`` (measured time, else linear); None: unknown."""
+        t_p = self.times.get(self.nprocs)
+        if self.left is None or not t_p:
+            return None
+        return now + self.left * (self.times.get(q) or t_p * self.nprocs / q)
+
+    def loss(self, q: int) -> float:
+        """Seconds lost running the rest at ``q`` instead of its size now (``slurm_admit.shrink_cost``)."""
+        return shrink_cost(self.nprocs, self.times, self.left, q)
+
+
+def shrink_off(t: Tenant, drop: set[str]) -> int | None:
+    """The size ``t`` shrinks to so that no rank is left on ``drop`` (retired ranks are the last):
+    the largest shrink point at or below the first rank on a dropped host; None if below ``min_procs``."""
+    k = next((i for i, h in enumerate(t.hosts) if h in drop), t.nprocs)
+    fits = [q for q in t.points if t.min_procs <= q <= k and q < t.nprocs]
+    return max(fits) if fits else None
 
 
 def _inputs(jobs: Sequence[SlurmJob], now: float, skip: Sequence[str]) -> tuple[list, list[SlurmJob]]:
@@ -78,11 +149,13 @@ def _inputs(jobs: Sequence[SlurmJob], now: float, skip: Sequence[str]) -> tuple[
 
 
 def delays(now: float, nodes: Sequence[str], jobs: Sequence[SlurmJob], start: str, k: int, limit: float | None,
-           freed: set[str], ends: Mapping[str, float], tolerance: float = 1.0) -> list[str]:
+           freed: set[str], ends: Mapping[str, float], tolerance: float = 1.0,
+           promised: Mapping[str, float] | None = None) -> list[str]:
     """The pending jobs other than ``start`` that Slurm's plan would start later than now if ``start``
     ran now on ``k`` nodes for ``limit`` seconds, the nodes ``freed`` were given back, and the
     running Slurm jobs in ``ends`` (id -> new end) ended then; ``[start]`` if ``start`` itself could
-    not start now that way."""
+    not start now that way. ``promised``: the first start Slurm predicted for a job (id -> time): a
+    job planned later than now but not past that start is not delayed."""
     running, pend = _inputs(jobs, now, ())
     base = plan(now, nodes, running, [Pending(j.id, j.num_nodes, j.limit) for j in pend])
     after = [(tuple(h for h in j.nodes if h not in freed), ends.get(j.id, j.end if j.end is not None else math.inf))
@@ -91,5 +164,7 @@ def delays(now: float, nodes: Sequence[str], jobs: Sequence[SlurmJob], start: st
                                            limit if j.id == start else j.limit) for j in pend])
     if start not in new or new[start].start > now:
         return [start]
+    promised = promised or {}
     return [j.id for j in pend if j.id != start and j.id in base
-            and (j.id not in new or new[j.id].start > base[j.id].start + tolerance)]
+            and (j.id not in new or new[j.id].start > max(base[j.id].start + tolerance,
+                                                          promised.get(j.id, -math.inf)))]

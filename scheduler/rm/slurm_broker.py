@@ -24,9 +24,9 @@ takes one look at Slurm and returns operations, applied by the adapters
    job (:mod:`scheduler.rm.slurm_admit`: SD-Policy's criterion, Slurm's plan), the
    shortfall promised (:class:`Drain`), the nodes chosen by the least seconds lost
    per node; nothing below ``min_procs``, never a group's batch host, a Slurm job's
-   first node given back last, and never more than the shortfall (nodes a shrink
-   frees beyond it stay with their job): promises are counted per waiting job, so two
-   jobs never release for one demand. A promised node no rank uses is given back
+   first node given back last; promises are counted per waiting job, so two jobs never
+   release for one demand (nodes a shrink frees beyond the shortfall are given back to
+   no one in particular). A promised node no rank uses is given back
    (:class:`Release`). Pending jobs' predicted starts (Slurm's backfill, ``squeue
    %S``) are recorded; a start later than the first prediction (by more than
    ``late_tolerance``) is counted in :attr:`late`.
@@ -57,7 +57,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scheduler.rm.slurm_admit import LIVE, delays, moldable_limit, own_cost, shrink_cost
+from scheduler.rm.slurm_admit import LIVE, Tenant, delays, loss_weight, moldable_limit, own_cost, shrink_off
 from scheduler.rm.slurm_ops import (
     AskShrink,
     Cancel,
@@ -78,50 +78,6 @@ __all__ = ["WAITING_FOR_NODES", "AskShrink", "Broker", "Cancel", "Drain", "Ended
 
 WAITING_FOR_NODES = ("Resources", "Priority")  # pending reasons that mean "needs nodes"
 LIMIT_SLACK = 10.0  # seconds an end may pass its Slurm limit before the limit is extended (slurmctld checks every 30)
-
-
-@dataclass(frozen=True)
-class Tenant:
-    """A malleable job as the broker sees it."""
-
-    job_id: int
-    main: str  # the group (Slurm job) it runs in
-    nprocs: int
-    hosts: tuple[str, ...]  # one per rank, in rank order
-    min_procs: int = 1
-    busy: bool = False  # a resize under way: ask nothing of it now
-    points: tuple[int, ...] = ()  # sizes it may shrink to, ascending
-    times: Mapping[int, float] = field(default_factory=dict)  # best iteration time measured per size
-    left: int | None = None  # iterations left, if it said how many it runs
-    ends: Mapping[int, float] = field(default_factory=dict)  # size -> the end Slurm should see at that size
-    latest: float | None = None  # the latest end a shrink may push it to (max_stretch times its run at its size)
-
-    def gain(self) -> float:
-        """Relative speed gained per processor added at its last measured step up (unmeasured: linear)."""
-        sizes = sorted(p for p in self.times if p <= self.nprocs)
-        if len(sizes) >= 2:
-            p0, p1 = sizes[-2], sizes[-1]
-            return (self.times[p0] / self.times[p1] - 1) / (p1 - p0)
-        return 1.0 / self.nprocs
-
-    def end_at(self, q: int, now: float) -> float | None:
-        """When it would end running the rest at ``q`` from ``now`` (measured time, else linear); None: unknown."""
-        t_p = self.times.get(self.nprocs)
-        if self.left is None or not t_p:
-            return None
-        return now + self.left * (self.times.get(q) or t_p * self.nprocs / q)
-
-    def loss(self, q: int) -> float:
-        """Seconds lost running the rest at ``q`` instead of its size now (``slurm_admit.shrink_cost``)."""
-        return shrink_cost(self.nprocs, self.times, self.left, q)
-
-
-def shrink_off(t: Tenant, drop: set[str]) -> int | None:
-    """The size ``t`` shrinks to so that no rank is left on ``drop`` (retired ranks are the last):
-    the largest shrink point at or below the first rank on a dropped host; None if below ``min_procs``."""
-    k = next((i for i, h in enumerate(t.hosts) if h in drop), t.nprocs)
-    fits = [q for q in t.points if t.min_procs <= q <= k and q < t.nprocs]
-    return max(fits) if fits else None
 
 
 Want = Callable[[int, int], "int | None"]  # (job id, extra slots) -> size it would expand to, or None
@@ -148,7 +104,9 @@ class Broker:
     time_limits: str = "charge"  # keep each job's Slurm time limit at its end: "charge", "measured" or "off"
     nodes: tuple[str, ...] = ()  # the partition's nodes, in Slurm's order (the backfill plan's)
     resizes_once: bool = False  # Slurm refuses any update of a job after its first shrink (no accounting)
-    max_stretch: float = 1.1  # no shrink makes a job run longer than this times its run at its requested size
+    max_stretch: float = 2.0  # no shrink makes a job run longer than this times its run at its requested size
+    regrow: bool = False  # a moldable start's own cost assumes it grows back when Slurm would have started it
+    criterion: str = "slowdown"  # what a shrink to start weighs: seconds ("turnaround") or "slowdown" (slurm_admit)
     _now: float = 0.0
     groups: dict[str, _Group] = field(default_factory=dict)
     held: dict[str, str] = field(default_factory=dict)  # host -> Slurm job holding it for us
@@ -439,7 +397,21 @@ class Broker:
                 ops.append(Update(w.id, nodes=k, minutes=moldable_limit(w.limit, w.num_nodes, k),
                                   why=f"started on {k} of its {w.num_nodes} node(s)"))
         ops += [AskShrink(j, q, why, gone) for j, (q, gone, why) in plans.items()]
+        ops += self._surplus(plans)
         return idle, served, (kept, until)
+
+    def _surplus(self, plans: Mapping[int, tuple[int, tuple[str, ...], str]]) -> list[Drain]:
+        """The nodes a planned shrink frees beyond what the waiting jobs were promised (a job's sizes step by
+        more than the need): given back with the others, promised to no one, so Slurm's backfill starts
+        whichever waiting job fits them (kept, they idle until the job ends where Slurm takes no further
+        update of a shrunk job, :attr:`resizes_once`)."""
+        ops = []
+        for _, gone, why in plans.values():
+            for h in gone:
+                if h in self.held and h not in self.draining and not self._batch(h):
+                    self.draining[h] = f"freed beyond the need by a shrink ({why})"
+                    ops.append(Drain(h))
+        return ops
 
     def _admit(self, now: float, jobs: Sequence[SlurmJob], w: SlurmJob, idle: int, mine: set[str],
                coming: list[str], spare: list[str], tenants: Sequence[Tenant], plans: dict) -> tuple | None:
@@ -460,31 +432,39 @@ class Broker:
             take = spare[:max(0, k - len(mine) - a - b)]
             d = k - len(mine) - a - b - len(take)
             tried = dict(plans)
-            dropped = self._least_loss(d, tenants, tried, why) if d > 0 else []
+            dropped = self._least_loss(d, tenants, tried, why, w.limit) if d > 0 else []
             if len(dropped) < d:
                 continue
             if not self.shrink_to_start:  # the earlier rule: every waiting job served whenever it can start
                 return k, a, b, take, dropped[:d], tried
             by_id = {t.job_id: t for t in tenants}
-            cost = own_cost(w.limit, n, k) + sum(
-                by_id[j].loss(q) - by_id[j].loss(plans.get(j, (by_id[j].nprocs,))[0]) for j, (q, _, _) in tried.items())
+            cost = own_cost(w.limit, n, k, saving if self.regrow else None) + sum(
+                loss_weight(self.criterion, w.limit, by_id[j].run)
+                * (by_id[j].loss(q) - by_id[j].loss(plans.get(j, (by_id[j].nprocs,))[0]))
+                for j, (q, _, _) in tried.items())
             if cost > 0 and (saving is None or cost >= saving):
                 continue
             if (take or dropped or k < n) and self.nodes:
-                ends = {by_id[j].main: by_id[j].ends[q] for j, (q, _, _) in tried.items()
-                        if self.time_limits != "off" and q in by_id[j].ends}
+                # the ends Slurm will plan with: the limits rule 5 gives the shrunk jobs (whole minutes)
+                ends = {m.id: m.start + 60.0 * self._limit(m, by_id[j].ends[q]) for j, (q, _, _) in tried.items()
+                        if self.time_limits != "off" and q in by_id[j].ends
+                        and (m := next((x for x in jobs if x.id == by_id[j].main), None)) is not None
+                        and m.start is not None and m.id not in self.frozen}
                 lim = moldable_limit(w.limit, n, k)
+                freed = {*take, *dropped, *(h for _, gone, _ in tried.values() for h in gone if not self._batch(h))}
                 if delays(now, self.nodes, jobs, w.id, k, None if lim is None else 60.0 * lim,
-                          {*take, *dropped}, ends):
+                          freed, ends, promised=self.predicted):
                     continue
             gain = (saving or 0.0) - cost
             if best is None or gain > best[0]:
                 best = (gain, (k, a, b, take, dropped[:d], tried))
         return None if best is None else best[1]
 
-    def _least_loss(self, nodes: int, tenants: Sequence[Tenant], plans: dict, why: str) -> list[str]:
+    def _least_loss(self, nodes: int, tenants: Sequence[Tenant], plans: dict, why: str,
+                    limit: float | None = None) -> list[str]:
         """Extend ``plans`` (job id -> (size, hosts left, why)) by shrinks that free ``nodes`` more whole
-        nodes at the least loss per node; the nodes freed (fewer if no shrink can)."""
+        nodes at the least loss per node (weighed by :attr:`criterion` for a waiting job with time limit
+        ``limit``); the nodes freed (fewer if no shrink can)."""
         freed: list[str] = []
         if nodes <= 0:
             return freed
@@ -506,7 +486,7 @@ class Broker:
                        and self.held.get(h) not in self.frozen]
                 if not new:
                     continue
-                cost = (t.loss(q) - t.loss(q0)) / len(new)
+                cost = loss_weight(self.criterion, limit, t.run) * (t.loss(q) - t.loss(q0)) / len(new)
                 if best is None or cost < best[0]:
                     best = (cost, t.job_id, q, gone, new)
             if best is None:
@@ -558,6 +538,19 @@ class Broker:
             ops.append(Submit(g, nodes, end))
         return ops
 
+    def _have(self, main: SlurmJob) -> int | None:
+        """The time limit (minutes) Slurm job ``main`` has now, as last set."""
+        return self.limits.get(main.id, None if main.limit is None else round(main.limit / 60.0))
+
+    def _limit(self, main: SlurmJob, end: float) -> int:
+        """The time limit (minutes) rule 5 keeps running Slurm job ``main`` at for a job ending at ``end``:
+        extended when the end is more than LIMIT_SLACK past it (a job registers a second or two after
+        Slurm starts it: not worth a minute more), brought down by whole minutes, else left as it is."""
+        want, have = max(1, math.ceil((end - (main.start or 0.0)) / 60.0)), self._have(main)
+        if have is None or end > (main.start or 0.0) + 60 * have + LIMIT_SLACK or want < have:
+            return want
+        return have
+
     def _limits(self, by_id: Mapping[str, SlurmJob], tenants: Sequence[Tenant]) -> list:
         """Time limits that follow the jobs' sizes (``scheduler.rm.slurm_limits``): a job's own Slurm job
         gets the whole minutes to the end it will have at its size now, so Slurm's backfill plans with
@@ -567,11 +560,8 @@ class Broker:
             end, main = t.ends.get(t.nprocs), by_id.get(t.main)
             if end is None or main is None or main.state not in LIVE or main.start is None or t.main in self.frozen:
                 continue
-            want = max(1, math.ceil((end - main.start) / 60.0))
-            have = self.limits.get(t.main, None if main.limit is None else round(main.limit / 60.0))
-            # extended when its end is more than LIMIT_SLACK past the limit (a job registers a second or two
-            # after Slurm starts it: not worth a minute more), brought down by whole minutes
-            if have is None or end > main.start + 60 * have + LIMIT_SLACK or want < have:
+            want, have = self._limit(main, end), self._have(main)
+            if want != have:
                 self.limits[t.main] = want
                 ops.append(Update(t.main, minutes=want, why=f"its end at {t.nprocs} processes"))
             for jid in {j for h, j in self.held.items() if j != t.main and self.owner.get(j) == t.main}:

@@ -117,17 +117,18 @@ class SlurmManager(ResourceManager):
             out.append(Tenant(j.job_id, g, j.nprocs, tuple(j.hosts), j.spec.min_procs, j.pending is not None,
                               points, times, None if total is None else max(0, total - j.iterations),
                               slurm_ends(j, [*points, j.nprocs], now, self.broker.time_limits == "measured"),
-                              self._latest(j, times, total)))
+                              *self._run(j, times, total)))
         return out
 
-    def _latest(self, j: Job, times: Mapping[int, float], total: int | None) -> float | None:
-        """The latest end a shrink may push job ``j`` to: ``max_stretch`` times its run at its requested size
-        (its measured time there, else the nearest size measured, scaled linearly), from its start."""
+    def _run(self, j: Job, times: Mapping[int, float], total: int | None) -> tuple[float | None, float | None]:
+        """The latest end a shrink may push job ``j`` to (``max_stretch`` times its run at its requested size,
+        from its start) and that run: its measured time there, else the nearest size measured, scaled linearly."""
         n = j.spec.nprocs
         near = min(times, key=lambda p: abs(p - n), default=None)
-        if not total or near is None or j.start_time is None:
-            return None
-        return j.start_time + self.broker.max_stretch * total * times[near] * near / n
+        if not total or near is None:
+            return None, None
+        run = total * times[near] * near / n
+        return (None if j.start_time is None else j.start_time + self.broker.max_stretch * run), run
 
     def _drain_inbox(self) -> tuple | None:
         """What the Slurm thread saw and did since the last step: the newest look, if any."""
