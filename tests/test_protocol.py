@@ -38,6 +38,16 @@ def test_doc_examples_encode_back_to_the_same_json(example):
     assert json.loads(P.encode(P.decode(example.encode()))) == json.loads(example)
 
 
+def test_every_body_field_is_declared_with_its_bounds():
+    """The classes are the schema: every field but the envelope's is a declared body field."""
+    from dataclasses import fields
+
+    from reshape.joblink.wireschema import rules
+    for cls in [*P.REQUESTS.values(), P.Advice, P.Error]:
+        body = {f.name for f in fields(cls)} - {"seq", "job_id", "keys"}
+        assert body == {r.attr for r in rules(cls)}, cls.__name__
+
+
 def test_replies_decode_to_their_types():
     adv = P.decode(b'{"v": 1, "type": "advice", "seq": 2, "job_id": 3, "body": {"action": "expand", "nprocs": 6, '
                    b'"hosts": ["n1", "n2"], "reason": "idle processors"}}', P.MAX_REPLY_BYTES)
