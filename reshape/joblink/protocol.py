@@ -1,8 +1,8 @@
 """Wire protocol between jobs, the command line and the scheduler daemon (version 1).
 
 ``docs/protocol.md`` is the normative description; this module is its only
-implementation, with its schema, limits and frame checks in
-:mod:`reshape.joblink.wireschema`. A message is one ZeroMQ frame holding a
+implementation: its classes are the schema, and :mod:`reshape.joblink.wireschema` holds the
+limits and the frame checks derived from them. A message is one ZeroMQ frame holding a
 UTF-8 JSON object, the *envelope*::
 
     {"v": 1, "type": "resize_point", "seq": 7, "job_id": 3, "body": {...}}
@@ -91,6 +91,7 @@ __all__ = [
     "Status",
     "Stop",
     "Submit",
+    "Typed",
     "answer",
     "decode",
     "encode",

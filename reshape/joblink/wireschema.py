@@ -24,6 +24,7 @@ __all__ = [
     "INT",
     "MAX_DEPTH",
     "MAX_EPOCH",
+    "MAX_HOST",
     "MAX_INT",
     "MAX_MESSAGE_BYTES",
     "MAX_OUTPUT_BYTES",
@@ -41,6 +42,8 @@ __all__ = [
     "json_depth",
     "no_constant",
     "printable",
+    "rules",
+    "sizes_rule",
     "wire",
 ]
 
