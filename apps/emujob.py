@@ -29,7 +29,7 @@ import time
 from reshape.joblink import jobenv as E
 from reshape.joblink.advice import advisor_from_env
 from reshape.joblink.emulated import iteration_time, parse_times, resize_time, table_time
-from reshape.joblink.protocol import ResizeReport
+from reshape.joblink.protocol import ResizePoint
 from reshape.redistribution.layout import nearly_square_grid
 
 __all__ = ["main"]
@@ -79,8 +79,9 @@ def main(argv: list[str] | None = None) -> int:
             return 3
         if it == a.iterations:
             break
-        adv = advisor.advise(ResizeReport(job_id, it, p, nearly_square_grid(p), t, redist_t, redist_from,
-                                          total=a.iterations))
+        adv = advisor.advise(ResizePoint(job_id=job_id, iteration=it, nprocs=p, grid=tuple(nearly_square_grid(p)),
+                                         iter_time=t, redist_time=redist_t, redist_from=redist_from,
+                                         total=a.iterations))
         redist_t = redist_from = None
         if adv.action in ("expand", "shrink") and adv.nprocs != p:
             cost = resize_time(a.redist, p, adv.nprocs)

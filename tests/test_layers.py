@@ -27,10 +27,7 @@ MAX_FUNCTION = 80     # lines of one function, ``def`` to its last line
 # present offenders: path -> lines (may only shrink, then go)
 LONG_MODULES: dict[str, int] = {}
 # present offenders: "path:qualified.name" -> lines
-LONG_FUNCTIONS: dict[str, int] = {
-    "scheduler/lab/jobmodel.py:from_trace": 127,
-    "scheduler/lab/swf.py:read_swf": 118,
-}
+LONG_FUNCTIONS: dict[str, int] = {}
 # present cycles, each as its sorted tuple of modules
 CYCLES: set[tuple[str, ...]] = set()
 

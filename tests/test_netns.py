@@ -255,14 +255,15 @@ def test_daemon_in_the_head_runs_a_job_across_nodes(tmp_path):
 JOB = """
 import sys, time
 from mpi4py import MPI
-from reshape.joblink.protocol import ResizeReport
+from reshape.joblink.protocol import ResizePoint
 from reshape.joblink.client import SchedulerClient
 comm = MPI.COMM_WORLD
 client = SchedulerClient.from_env() if comm.rank == 0 else None
 for it in range(int(sys.argv[1])):
     time.sleep(1.0)
     if client:
-        client.advise(ResizeReport(client.job_id, it + 1, comm.size, (comm.size,), 1.0))
+        client.advise(ResizePoint(job_id=client.job_id, iteration=it + 1, nprocs=comm.size, grid=(comm.size,),
+                                  iter_time=1.0))
 req = comm.Ibarrier()
 while not req.Test():
     time.sleep(0.01)

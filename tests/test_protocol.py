@@ -31,6 +31,34 @@ def test_doc_examples_decode_and_roundtrip(example):
     assert P.decode(P.encode(msg)) == msg
 
 
+@pytest.mark.parametrize("example", doc_examples())
+def test_doc_examples_encode_back_to_the_same_json(example):
+    """The typed messages carry the wire format as it is: a field sent as null stays null, one left
+    out stays out (an optional field takes either form)."""
+    assert json.loads(P.encode(P.decode(example.encode()))) == json.loads(example)
+
+
+def test_every_body_field_is_declared_with_its_bounds():
+    """The classes are the schema: every field but the envelope's is a declared body field."""
+    from dataclasses import fields
+
+    from reshape.joblink.wireschema import rules
+    for cls in [*P.REQUESTS.values(), P.Advice, P.Error]:
+        body = {f.name for f in fields(cls)} - {"seq", "job_id", "keys"}
+        assert body == {r.attr for r in rules(cls)}, cls.__name__
+
+
+def test_replies_decode_to_their_types():
+    adv = P.decode(b'{"v": 1, "type": "advice", "seq": 2, "job_id": 3, "body": {"action": "expand", "nprocs": 6, '
+                   b'"hosts": ["n1", "n2"], "reason": "idle processors"}}', P.MAX_REPLY_BYTES)
+    assert isinstance(adv, P.Advice) and (adv.seq, adv.job_id) == (2, 3)
+    assert adv.decision() == P.Advice("expand", 6, ("n1", "n2"), "idle processors")
+    err = P.decode(P.encode(P.error_reply("out_of_order", "no pending resize", 9, 3)))
+    assert isinstance(err, P.Error) and (err.code, err.message, err.seq) == ("out_of_order", "no pending resize", 9)
+    ok = P.decode(b'{"v": 1, "type": "ok", "seq": 2, "job_id": null, "body": {"job_id": 7}}')
+    assert isinstance(ok, P.Message) and ok.body == {"job_id": 7}
+
+
 @pytest.mark.parametrize(
     ("frame", "code"),
     [

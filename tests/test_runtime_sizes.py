@@ -5,11 +5,13 @@ One process (MPI.COMM_SELF); nothing is resized, so no mpiexec is needed.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from mpi4py import MPI
 
 from reshape.joblink import protocol as P
 from reshape.joblink.client import SchedulerClient
-from reshape.joblink.protocol import Advice, ResizeReport
+from reshape.joblink.protocol import Advice, ResizePoint
 from reshape.redistribution.layout import LayoutError, block
 from reshape.runtime import Resizer
 
@@ -47,7 +49,7 @@ class Recorder:
     def announce_sizes(self, sizes):
         self.announced.append(list(sizes))
 
-    def advise(self, report: ResizeReport) -> Advice:
+    def advise(self, report: ResizePoint) -> Advice:
         return Advice("continue", report.nprocs)
 
     def resized(self, *a, **k):
@@ -78,11 +80,11 @@ class FakeConnection:
     def __init__(self):
         self.sent: list[P.Message] = []
 
-    def request(self, type_, body=None, job_id=None, timeout=None):
-        msg = P.Message(type_, len(self.sent) + 1, job_id, body or {})
+    def send(self, msg, timeout=None):
+        msg = replace(msg, seq=len(self.sent) + 1)
         self.sent.append(P.decode(P.encode(msg)))  # what the daemon would read
-        if type_ == "resize_point":
-            return P.reply(msg, "advice", action="continue", nprocs=body["nprocs"])
+        if msg.type == "resize_point":
+            return P.answer(msg, P.Advice("continue", msg.nprocs))
         return P.reply(msg)
 
     def close(self):
@@ -92,7 +94,7 @@ class FakeConnection:
 def test_client_sends_the_sizes_in_hello_and_greets_again_when_they_change():
     c = SchedulerClient("tcp://127.0.0.1:9", 7)
     c.conn = conn = FakeConnection()
-    report = ResizeReport(7, 1, 4, (2, 2), 0.5)
+    report = ResizePoint(job_id=7, iteration=1, nprocs=4, grid=(2, 2), iter_time=0.5)
     c.announce_sizes([8, 4, 2, 1, 4, 5000])
     c.advise(report)
     c.advise(report)
@@ -109,7 +111,7 @@ def test_client_sends_the_sizes_in_hello_and_greets_again_when_they_change():
 def test_client_without_announced_sizes_sends_a_plain_hello():
     c = SchedulerClient("tcp://127.0.0.1:9", 7)
     c.conn = conn = FakeConnection()
-    c.advise(ResizeReport(7, 1, 4, (2, 2), 0.5))
+    c.advise(ResizePoint(job_id=7, iteration=1, nprocs=4, grid=(2, 2), iter_time=0.5))
     assert conn.sent[0].type == "hello" and "sizes" not in conn.sent[0].body
 
 

@@ -1,7 +1,7 @@
 """Where resize decisions come from: the scheduler, a scripted plan, or nobody.
 
 At every resize point rank 0 of a job hands a
-:class:`~reshape.joblink.protocol.ResizeReport` to an *advisor* and gets back
+:class:`~reshape.joblink.protocol.ResizePoint` to an *advisor* and gets back
 an :class:`~reshape.joblink.protocol.Advice` (Sudarsan & Ribbens 2007 §3.2.3,
 ``contact_scheduler``). After acting it confirms the outcome with
 :meth:`Advisor.resized`, and it says goodbye with :meth:`Advisor.finished`.
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from reshape.joblink import jobenv as E
-from reshape.joblink.protocol import Advice, ResizeReport
+from reshape.joblink.protocol import Advice, ResizePoint
 
 __all__ = [
     "Advisor",
@@ -43,7 +43,7 @@ ENV_SCHEDULER = E.SCHEDULER
 
 
 class Advisor(Protocol):
-    def advise(self, report: ResizeReport) -> Advice: ...
+    def advise(self, report: ResizePoint) -> Advice: ...
 
     def resized(self, old: int, new: int, seconds: float, error: str | None = None) -> None: ...
 
@@ -53,7 +53,7 @@ class Advisor(Protocol):
 class Static:
     """Never resize."""
 
-    def advise(self, report: ResizeReport) -> Advice:
+    def advise(self, report: ResizePoint) -> Advice:
         return Advice("continue", report.nprocs, reason="static run")
 
     def resized(self, old: int, new: int, seconds: float, error: str | None = None) -> None:
@@ -102,7 +102,7 @@ class ScriptedPlan:
     _points: int = 0
     log: list[str] = field(default_factory=list)
 
-    def advise(self, report: ResizeReport) -> Advice:
+    def advise(self, report: ResizePoint) -> Advice:
         self._points += 1
         if self._points % self.every or self.step + 1 >= len(self.sizes):
             return Advice("continue", report.nprocs, reason="plan")

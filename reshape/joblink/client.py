@@ -24,6 +24,7 @@ import secrets
 import socket
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import zmq
@@ -36,9 +37,16 @@ from reshape.joblink.protocol import (
     MAX_REPLY_BYTES,
     MAX_SIZES,
     Advice,
+    Error,
+    Finished,
+    Hello,
+    Lost,
     Message,
     ProtocolError,
-    ResizeReport,
+    Reply,
+    Request,
+    Resized,
+    ResizePoint,
     decode,
     encode,
 )
@@ -200,10 +208,15 @@ class Connection:
         self.reset()
 
     def request(self, type_: str, body: dict[str, Any] | None = None, job_id: int | None = None,
-                timeout: float | None = None) -> Message:
-        """Send one message and return the reply; raises SchedulerUnavailable or DaemonError."""
+                timeout: float | None = None) -> Message | Reply:
+        """Send one message built from a body dict and return the reply (:meth:`send`)."""
+        return self.send(Message(type_, 0, job_id, body or {}), timeout)
+
+    def send(self, msg: Request | Message, timeout: float | None = None) -> Message | Reply:
+        """Send one request (its ``seq`` is this connection's next) and return the reply: an ``ok``
+        :class:`Message` or a typed :class:`Reply`; raises SchedulerUnavailable or DaemonError."""
         self._seq += 1
-        msg = Message(type_, self._seq, job_id, body or {})
+        msg = replace(msg, seq=self._seq)
         floor = _size_floor(msg.body, MAX_MESSAGE_BYTES)
         if floor > MAX_MESSAGE_BYTES:
             raise RequestTooLarge(floor, at_least=True)
@@ -255,8 +268,8 @@ class Connection:
             if rep.seq != self._seq and not (rep.seq == 0 and rep.type == "error"):
                 continue  # a late reply to an earlier, timed-out request
             # seq 0: the daemon could not read the request's seq (too large, not JSON): it is ours
-            if rep.type == "error":
-                raise DaemonError(rep.body.get("code", "error"), rep.body.get("message", ""))
+            if isinstance(rep, Error):
+                raise DaemonError(rep.code, rep.message)
             return rep
 
 
@@ -303,17 +316,15 @@ class SchedulerClient:
             raise ValueError(f"{E.SCHEDULER} is empty")
         return cls(endpoint, job_id, timeout=float(env.get(E.SCHEDULER_TIMEOUT, "2.0")))
 
-    def _send(self, type_: str, body: dict[str, Any], nprocs: int | None = None) -> Message | None:
+    def _send(self, req: Request, nprocs: int | None = None) -> Message | Reply | None:
         if self.conn is None or time.monotonic() < self._down_until:
             return None
         try:
             if not self._greeted and nprocs is not None:
-                hello = {"nprocs": nprocs, "host": self.host, "pid": os.getpid()}
-                if self.sizes:
-                    hello["sizes"] = self.sizes
-                self.conn.request("hello", hello, job_id=self.job_id)
+                self.conn.send(Hello(job_id=self.job_id, nprocs=nprocs, host=self.host, pid=os.getpid(),
+                                     sizes=tuple(self.sizes) if self.sizes else None))
                 self._greeted = True
-            return self.conn.request(type_, body, job_id=self.job_id)
+            return self.conn.send(replace(req, job_id=self.job_id))
         except SchedulerUnavailable as e:
             self.errors.append(str(e))
             self._down_until = time.monotonic() + self.retry_after
@@ -334,32 +345,23 @@ class SchedulerClient:
             self.sizes = new
             self._greeted = False
 
-    def advise(self, report: ResizeReport) -> Advice:
-        body = {
-            "iteration": report.iteration, "nprocs": report.nprocs, "grid": list(report.grid),
-            "iter_time": float(report.iter_time), "redist_time": report.redist_time,
-            "redist_from": report.redist_from, "host": report.host or self.host,
-        }
-        if report.parked:
-            body["parked"] = list(report.parked)
-        if report.total is not None:
-            body["total"] = int(report.total)
-        rep = self._send("resize_point", body, nprocs=report.nprocs)
-        if rep is None or rep.type != "advice":
+    def advise(self, report: ResizePoint) -> Advice:
+        """Send the resize point (from this host when it names none) and return the daemon's advice."""
+        rep = self._send(report if report.host else replace(report, host=self.host), nprocs=report.nprocs)
+        if not isinstance(rep, Advice):
             return Advice("continue", report.nprocs, reason="scheduler unavailable")
-        b = rep.body
-        return Advice(b["action"], b["nprocs"], tuple(b.get("hosts", ())), b.get("reason", ""))
+        return rep.decision()
 
     def resized(self, old: int, new: int, seconds: float, error: str | None = None) -> None:
-        self._send("resized", {"old": old, "new": new, "seconds": float(seconds), "error": error})
+        self._send(Resized(old=old, new=new, seconds=float(seconds), error=error))
 
     def lost(self, old: int, new: int, ranks: list[int], reason: str, seconds: float | None = None) -> None:
         """The job lost ``ranks`` of its ``old`` and carries on on ``new`` (reshape.runtime.inplace)."""
-        self._send("lost", {"old": old, "new": new, "ranks": list(ranks), "reason": reason,
-                            "seconds": None if seconds is None else float(seconds)})
+        self._send(Lost(old=old, new=new, ranks=tuple(ranks), reason=reason,
+                        seconds=None if seconds is None else float(seconds)))
 
     def finished(self, status: str = "done", error: str | None = None) -> None:
-        self._send("finished", {"status": status, "error": error})
+        self._send(Finished(status=status, error=error))
         if self.conn is not None:
             self.conn.close()
 
@@ -372,9 +374,9 @@ def contact_scheduler(node_name: str, job_id: int, num_nodes: int, processor_row
     endpoint = endpoint or os.environ.get(E.SCHEDULER, "")
     client = SchedulerClient(endpoint, job_id)
     try:
-        grid = (processor_row_count, processor_column_count)
-        return client.advise(ResizeReport(job_id, iteration, num_nodes, grid, iteration_time,
-                                          redistribution_time, None, node_name))
+        return client.advise(ResizePoint(
+            job_id=job_id, iteration=iteration, nprocs=num_nodes, grid=(processor_row_count, processor_column_count),
+            iter_time=float(iteration_time), redist_time=redistribution_time, host=node_name))
     finally:
         if client.conn is not None:
             client.conn.close()

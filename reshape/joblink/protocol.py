@@ -1,8 +1,8 @@
 """Wire protocol between jobs, the command line and the scheduler daemon (version 1).
 
 ``docs/protocol.md`` is the normative description; this module is its only
-implementation, with its schema, limits and frame checks in
-:mod:`reshape.joblink.wireschema`. A message is one ZeroMQ frame holding a
+implementation: its classes are the schema, and :mod:`reshape.joblink.wireschema` holds the
+limits and the frame checks derived from them. A message is one ZeroMQ frame holding a
 UTF-8 JSON object, the *envelope*::
 
     {"v": 1, "type": "resize_point", "seq": 7, "job_id": 3, "body": {...}}
@@ -12,49 +12,51 @@ names, JSON types, ranges) and raises :class:`ProtocolError` with a stable
 ``code`` on anything else, so the daemon can answer with an ``error`` message
 and carry on serving.
 
-:class:`ResizeReport` and :class:`Advice` are the two sides of a resize point
-as records: what a job reports (``resize_point``'s body) and what it is told
-(``advice``'s body). The runtime's advisors, the daemon's client and the
-scheduler core exchange them.
+:class:`ResizePoint` and :class:`Advice` are the two sides of a resize point: what a
+job reports and what it is told. The runtime's advisors, the daemon's client and the scheduler
+core exchange these same records; the dataclasses here, their fields declared with their bounds,
+are the only schema (:mod:`reshape.joblink.wireschema` derives the validation from them).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal
 
 from reshape.joblink.wireschema import (
-    CONTROL_TYPES,
+    ADVICE_ACTIONS,
+    FINISHED,
     INT,
-    JOB_TYPES,
     MAX_DEPTH,
-    MAX_LEN,
+    MAX_EPOCH,
+    MAX_HOST,
     MAX_MESSAGE_BYTES,
     MAX_OUTPUT_BYTES,
     MAX_REPLY_BYTES,
     MAX_SECONDS,
     MAX_SIZES,
     MAX_TEXT,
-    NODE_TYPES,
-    REPLY_TYPES,
     VERSION,
     ProtocolError,
     bad_value,
     check_envelope,
     finite_float,
+    host_list,
     is_type,
     json_depth,
     no_constant,
     printable,
+    rules,
+    sizes_rule,
+    wire,
 )
 
 __all__ = [
     "CONTROL_TYPES",
     "JOB_TYPES",
     "MAX_DEPTH",
-    "MAX_LEN",
     "MAX_MESSAGE_BYTES",
     "MAX_OUTPUT_BYTES",
     "MAX_REPLY_BYTES",
@@ -62,11 +64,13 @@ __all__ = [
     "MAX_SIZES",
     "MAX_TEXT",
     "NODE_TYPES",
+    "REPLIES",
     "REPLY_TYPES",
     "REQUESTS",
     "VERSION",
     "Advice",
     "Cancel",
+    "Error",
     "Finished",
     "Heartbeat",
     "Hello",
@@ -80,13 +84,15 @@ __all__ = [
     "Ping",
     "ProtocolError",
     "Register",
+    "Reply",
     "Request",
     "ResizePoint",
-    "ResizeReport",
     "Resized",
     "Status",
     "Stop",
     "Submit",
+    "Typed",
+    "answer",
     "decode",
     "encode",
     "error_reply",
@@ -97,8 +103,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Message:
-    """One protocol message: envelope fields plus the type-specific ``body`` (what a client sends
-    and reads; the daemon reads requests as :class:`Request` events)."""
+    """A message of any type with its ``body`` as a dict: an ``ok`` reply (whose fields depend on
+    the request), or a request a client builds by hand (``encode`` validates it all the same)."""
 
     type: str
     seq: int = 0
@@ -107,95 +113,153 @@ class Message:
     v: int = VERSION
 
 
-@dataclass(frozen=True)
-class ResizeReport:
-    """What a job tells the scheduler at a resize point (``resize_point``'s body)."""
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Typed:
+    """A message of a declared type: the envelope's ``seq`` and ``job_id`` plus its body's fields,
+    typed (lists become tuples), each declared with :func:`~reshape.joblink.wireschema.wire`: these
+    declarations are the protocol's schema. ``keys``: the body's keys as decoded (so that it encodes
+    back to the same JSON); None for one built here, whose fields that are None are left out."""
 
-    job_id: int
-    iteration: int  # iterations completed so far
-    nprocs: int
-    grid: tuple[int, ...]
-    iter_time: float  # seconds, last iteration (or the mean since the last resize point)
-    redist_time: float | None = None  # cost of the previous resize, reported one point later
-    redist_from: int | None = None  # size before that resize
-    host: str = ""
-    parked: tuple[str, ...] = ()  # hosts of the ranks parked for reuse, one per rank (reshape.runtime.parking)
-    total: int | None = None  # iterations the job runs in all, if it knows (``rt.iterations(n)``)
+    type: ClassVar[str] = ""
+    v: ClassVar[int] = VERSION
+    seq: int = 0
+    job_id: int | None = None
+    keys: frozenset[str] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def body(self) -> dict[str, Any]:
+        """The body as sent."""
+        out = {}
+        for r in rules(type(self)):
+            x = getattr(self, r.attr)
+            if (r.key in self.keys) if self.keys is not None else x is not None:
+                out[r.key] = list(x) if isinstance(x, tuple) else x
+        return out
 
 
-@dataclass(frozen=True)
-class Advice:
-    """The answer (``advice``'s body): expand or shrink to ``nprocs`` processes, or continue.
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Request(Typed):
+    """A decoded, validated request; :func:`decode` returns one subclass per request type.
+    ``needs_job``: sent by a job (its envelope names it); ``from_node``: sent by a node monitor."""
+
+    needs_job: ClassVar[bool] = False
+    from_node: ClassVar[bool] = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Reply(Typed):
+    """A reply of a declared type (``advice``, ``error``); ``ok`` replies are :class:`Message`."""
+
+
+def _one_of(name: str, allowed: tuple[str, ...], said: str) -> Any:
+    return lambda x: None if x in allowed else f"{name} must be {said}"
+
+
+_TEXT = {"max_len": MAX_TEXT}
+_NAME = {"max_len": MAX_HOST, "nonempty": True}  # a node or incarnation name
+_SECONDS = {"lo": 0, "hi": MAX_SECONDS}
+
+
+# ---------------------------------------------------------------------- replies
+@dataclass(frozen=True, slots=True)
+class Advice(Reply):
+    """The answer to a resize point (``advice``): expand or shrink to ``nprocs`` processes, or continue.
 
     For an expansion ``hosts`` lists one host name per new rank (repeats allowed);
     empty means "spawn on the job's own hosts" (one machine, or the hostfile).
     """
 
-    action: Literal["expand", "shrink", "continue"]
-    nprocs: int
-    hosts: tuple[str, ...] = ()
-    reason: str = ""
+    type: ClassVar[str] = "advice"
+    action: Literal["expand", "shrink", "continue"] = wire(
+        check=_one_of("action", ADVICE_ACTIONS, f"one of {ADVICE_ACTIONS}"))
+    nprocs: int = wire(lo=1)
+    hosts: tuple[str, ...] = wire((), check=lambda hs: None if all(is_type(h, (str,)) for h in hs)
+                                  else "'hosts' must be strings")
+    reason: str = wire("")
+
+    def decision(self) -> Advice:
+        """This advice without its envelope (what an advisor returns)."""
+        return Advice(self.action, self.nprocs, self.hosts, self.reason)
 
 
-# ---------------------------------------------------------------------- typed requests
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Request:
-    """A decoded, validated request: the envelope's ``seq`` and ``job_id`` plus its body's fields,
-    typed (lists become tuples). :func:`decode` returns one subclass per request type."""
+class Error(Reply):
+    """A request refused: ``code`` names the rule (docs/protocol.md, "Errors")."""
 
-    type: ClassVar[str] = ""
-    _WIRE: ClassVar[dict[str, str]] = {}  # field -> body key, where the body's name is the envelope's
-    seq: int = 0
-    job_id: int | None = None
-    v: ClassVar[int] = VERSION
-
-    @property
-    def body(self) -> dict[str, Any]:
-        """The request's body as sent (optional fields left out when None)."""
-        out = {}
-        for f in fields(self):
-            if f.name in ("seq", "job_id"):
-                continue
-            x = getattr(self, f.name)
-            if x is not None:
-                out[self._WIRE.get(f.name, f.name)] = list(x) if isinstance(x, tuple) else x
-        return out
+    type: ClassVar[str] = "error"
+    code: str = wire()
+    message: str = wire()
 
 
+# ---------------------------------------------------------------------- job requests
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Hello(Request):
     """A job (re)connects at ``nprocs``; ``sizes``: every size its program accepts."""
 
     type: ClassVar[str] = "hello"
-    nprocs: int
-    host: str | None = None
-    pid: int | None = None
-    sizes: tuple[int, ...] | None = None
+    needs_job: ClassVar[bool] = True
+    nprocs: int = wire(lo=1)
+    host: str | None = wire(None, max_len=MAX_HOST)
+    pid: int | None = wire(None, lo=0)
+    sizes: tuple[int, ...] | None = wire(None, check=sizes_rule)
+
+
+def _grid(g: list) -> str | None:
+    return None if len(g) <= 3 and all(is_type(x, INT) and x >= 1 for x in g) \
+        else "'grid' must list 1-3 positive integers"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ResizePoint(Request):
-    """A job at a resize point (Sudarsan & Ribbens 2007 §3.2.3 ``contact_scheduler``): its iteration and its time."""
+    """A job at a resize point (Sudarsan & Ribbens 2007 §3.2.3 ``contact_scheduler``): its iteration
+    (completed so far) and its time (seconds, the last iteration's or the mean since the last point).
+
+    ``redist_time``: the previous resize's cost, from ``redist_from`` processes, reported one point
+    later; ``parked``: the hosts of its ranks parked for reuse (``reshape.runtime.parking``), one per
+    rank; ``total``: the iterations it runs in all, when it knows (``rt.iterations(n)``).
+    """
 
     type: ClassVar[str] = "resize_point"
-    iteration: int
-    nprocs: int
-    iter_time: float
-    grid: tuple[int, ...] | None = None
-    redist_time: float | None = None
-    redist_from: int | None = None
-    host: str | None = None
-    parked: tuple[str, ...] | None = None
-    total: int | None = None
+    needs_job: ClassVar[bool] = True
+    iteration: int = wire(lo=0)
+    nprocs: int = wire(lo=1)
+    grid: tuple[int, ...] | None = wire(None, check=_grid)
+    iter_time: float = wire(**_SECONDS)
+    redist_time: float | None = wire(None, null=True, **_SECONDS)
+    redist_from: int | None = wire(None, null=True, lo=1)
+    host: str | None = wire(None, max_len=MAX_HOST)
+    parked: tuple[str, ...] | None = wire(None, check=host_list("parked"))
+    total: int | None = wire(None, null=True)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Resized(Request):
+    """The outcome of the resize a job was advised: ``old`` to ``new`` in ``seconds``, or ``error``."""
+
     type: ClassVar[str] = "resized"
-    old: int
-    new: int
-    seconds: float
-    error: str | None = None
+    needs_job: ClassVar[bool] = True
+    old: int = wire(lo=1)
+    new: int = wire(lo=1)
+    seconds: float = wire(**_SECONDS)
+    error: str | None = wire(None, null=True, **_TEXT)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Finished(Request):
+    type: ClassVar[str] = "finished"
+    needs_job: ClassVar[bool] = True
+    status: str = wire(max_len=16, check=_one_of("status", FINISHED, f"one of {', '.join(FINISHED)}"))
+    error: str | None = wire(None, null=True, **_TEXT)
+
+
+def _lost_ranks(body: dict[str, Any]) -> str | None:
+    """``lost``: 1 to old-1 distinct ranks in ``[0, old)``, and ``new`` at most the survivors."""
+    rs, old = body["ranks"], body["old"]
+    if not 0 < len(rs) < old or not all(is_type(r, INT) and 0 <= r < old for r in rs) or len(set(rs)) != len(rs):
+        return f"'ranks' must list 1 to old-1 distinct ranks in [0, old) (integers), got {json.dumps(rs)[:100]}"
+    if body["new"] > old - len(rs):
+        return f"'new' {body['new']} must be at most old - lost = {old - len(rs)}"
+    return None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -203,18 +267,13 @@ class Lost(Request):
     """The job lost ranks ``ranks`` (of ``old``) and carried on, in place, on the ``new`` survivors."""
 
     type: ClassVar[str] = "lost"
-    old: int
-    new: int
-    ranks: tuple[int, ...]
-    reason: str
-    seconds: float | None = None
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Finished(Request):
-    type: ClassVar[str] = "finished"
-    status: str
-    error: str | None = None
+    needs_job: ClassVar[bool] = True
+    body_rule: ClassVar = staticmethod(_lost_ranks)
+    old: int = wire(lo=1)
+    new: int = wire(lo=1)
+    ranks: tuple[int, ...] = wire()
+    reason: str = wire(**_TEXT)
+    seconds: float | None = wire(None, null=True, **_SECONDS)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -222,13 +281,15 @@ class JobEnded(Request):
     """The monitor of a job's first node saw its processes there end (Sudarsan & Ribbens 2007 §3.1)."""
 
     type: ClassVar[str] = "job_ended"
-    node: str
-    incarnation: str
-    status: str
-    processes: int | None = None
-    detail: str | None = None
-    attempt: int | None = None  # of a job restarted after a loss (0: the first)
-    code: int | None = None  # the exit status of the job's mpiexec, when this monitor ran it
+    needs_job: ClassVar[bool] = True
+    from_node: ClassVar[bool] = True
+    node: str = wire(**_NAME)
+    incarnation: str = wire(**_NAME)
+    status: str = wire(max_len=16, check=_one_of("status", ("end", "error"), "'end' or 'error'"))
+    processes: int | None = wire(None, lo=0)
+    detail: str | None = wire(None, null=True, **_TEXT)
+    attempt: int | None = wire(None, lo=0)  # of a job restarted after a loss (0: the first)
+    code: int | None = wire(None)  # the exit status of the job's mpiexec, when this monitor ran it
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -237,32 +298,55 @@ class JobOutput(Request):
     output, base64 in ``data`` (at most :data:`MAX_OUTPUT_BYTES` decoded)."""
 
     type: ClassVar[str] = "job_output"
-    node: str
-    incarnation: str
-    attempt: int
-    offset: int
-    data: str
+    needs_job: ClassVar[bool] = True
+    from_node: ClassVar[bool] = True
+    node: str = wire(**_NAME)
+    incarnation: str = wire(**_NAME)
+    attempt: int = wire(lo=0)
+    offset: int = wire(lo=0)
+    data: str = wire(check=lambda d: None if len(d) <= (MAX_OUTPUT_BYTES * 4) // 3 + 4
+                     else f"'data' must hold at most {MAX_OUTPUT_BYTES} bytes (base64)")
 
 
+# ---------------------------------------------------------------------- node monitors' control requests
 @dataclass(frozen=True, kw_only=True, slots=True)
 class NodeRegister(Request):
     type: ClassVar[str] = "node_register"
-    node: str
-    incarnation: str
-    pid: int | None = None
-    host: str | None = None
+    from_node: ClassVar[bool] = True
+    node: str = wire(**_NAME)
+    incarnation: str = wire(**_NAME)
+    pid: int | None = wire(None, lo=0)
+    host: str | None = wire(None, max_len=MAX_HOST)
+
+
+def _records(*keys: str) -> Any:
+    """A check of a list of objects with exactly ``keys``, each a non-negative integer."""
+    def check(rs: list) -> str | None:
+        if all(isinstance(r, dict) and set(r) == set(keys) and all(is_type(v, INT) and v >= 0 for v in r.values())
+               for r in rs):
+            return None
+        return f"must list objects {{{', '.join(keys)}}} of non-negative integers"
+    return check
+
+
+_RUNS, _KILLED = _records("job_id", "attempt", "pid"), _records("job_id", "attempt")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Heartbeat(Request):
     type: ClassVar[str] = "heartbeat"
-    node: str
-    incarnation: str
-    jobs: tuple[int, ...] = ()
-    runs: tuple[dict, ...] | None = None  # the jobs whose mpiexec this monitor runs: {job_id, attempt, pid}
-    killed: tuple[dict, ...] | None = None  # attempts it was ordered to kill by tag, none left: {job_id, attempt}
+    from_node: ClassVar[bool] = True
+    node: str = wire(**_NAME)
+    incarnation: str = wire(**_NAME)
+    jobs: tuple[int, ...] = wire((), check=lambda js: None if all(is_type(x, INT) and x >= 0 for x in js)
+                                 else "'jobs' must list job ids")
+    # the jobs whose mpiexec this monitor runs: {job_id, attempt, pid}
+    runs: tuple[dict, ...] | None = wire(None, check=lambda rs: (w := _RUNS(rs)) and f"'runs' {w}")
+    # attempts it was ordered to kill by tag, none left: {job_id, attempt}
+    killed: tuple[dict, ...] | None = wire(None, check=lambda rs: (w := _KILLED(rs)) and f"'killed' {w}")
 
 
+# ---------------------------------------------------------------------- control requests
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Ping(Request):
     type: ClassVar[str] = "ping"
@@ -271,87 +355,94 @@ class Ping(Request):
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Submit(Request):
     type: ClassVar[str] = "submit"
-    job: dict[str, Any]
+    job: dict[str, Any] = wire()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Status(Request):
     type: ClassVar[str] = "status"
-    limit: int | None = None
+    limit: int | None = wire(None, lo=0)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Cancel(Request):
     type: ClassVar[str] = "cancel"
-    _WIRE: ClassVar[dict[str, str]] = {"target": "job_id"}
-    target: int
+    target: int = wire(key="job_id", lo=0)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class History(Request):
     type: ClassVar[str] = "history"
-    limit: int | None = None
-    since: float | None = None
-    after: int | None = None  # a page: the first ``limit`` jobs with a larger id
+    limit: int | None = wire(None, lo=0)
+    since: float | None = wire(None, lo=0, hi=MAX_EPOCH)
+    after: int | None = wire(None, lo=0)  # a page: the first ``limit`` jobs with a larger id
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Log(Request):
     type: ClassVar[str] = "log"
-    _WIRE: ClassVar[dict[str, str]] = {"target": "job_id"}
-    target: int
-    tail: int | None = None
+    target: int = wire(key="job_id", lo=0)
+    tail: int | None = wire(None, lo=0)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Register(Request):
-    """A job started by a resource manager in ``allocation`` on ``hosts`` (one per slot) registers."""
+    """A job started by a resource manager in ``allocation`` on ``hosts`` (one per slot) registers
+    with a site controller (docs/slurm.md, "Site mode"); after its mpiexec exited, it asks for its
+    next attempt there (``restart``; ``code``: the exit status, None: unknown; ``lost``: its nodes
+    found dead)."""
 
     type: ClassVar[str] = "register"
-    job: dict[str, Any]
-    allocation: str
-    hosts: tuple[str, ...]
-    restart: bool | None = None  # the registered job's next attempt after a loss, on ``hosts``
-    code: int | None = None  # the exit status of the attempt that ended (None: unknown)
-    lost: tuple[str, ...] = ()  # the job's nodes found dead
+    job: dict[str, Any] = wire()
+    allocation: str = wire(max_len=64, nonempty=True)
+    hosts: tuple[str, ...] = wire(check=host_list("hosts", 1, " (one per slot)"))
+    restart: bool | None = wire(None)
+    code: int | None = wire(None, null=True)
+    lost: tuple[str, ...] = wire((), check=host_list("lost"))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Stop(Request):
     type: ClassVar[str] = "stop"
-    kill_jobs: bool | None = None
+    kill_jobs: bool | None = wire(None)
 
 
 REQUESTS: dict[str, type[Request]] = {c.type: c for c in (
     Hello, ResizePoint, Resized, Lost, Finished, JobEnded, JobOutput, NodeRegister, Heartbeat,
     Ping, Submit, Status, Cancel, History, Log, Stop, Register)}
+REPLIES: dict[str, type[Reply] | None] = {"ok": None, "advice": Advice, "error": Error}  # ok: any body
+JOB_TYPES = frozenset(t for t, c in REQUESTS.items() if c.needs_job)
+CONTROL_TYPES = frozenset(REQUESTS) - JOB_TYPES
+NODE_TYPES = frozenset(t for t, c in REQUESTS.items() if c.from_node)  # sent by node monitors
+REPLY_TYPES = frozenset(REPLIES)
+_CLASSES = {**REQUESTS, **REPLIES}
 
 
-def _request(env: dict[str, Any]) -> Request:
-    cls = REQUESTS[env["type"]]
+def _typed(cls: type[Typed], env: dict[str, Any]) -> Typed:
     body = env.get("body") or {}
-    names = {v: k for k, v in cls._WIRE.items()}
-    kw = {names.get(k, k): tuple(v) if isinstance(v, list) else v for k, v in body.items()}
-    return cls(seq=env["seq"], job_id=env.get("job_id"), **kw)
+    attr = {r.key: r.attr for r in rules(cls)}
+    kw = {attr[k]: tuple(v) if isinstance(v, list) else v for k, v in body.items()}
+    return cls(seq=env["seq"], job_id=env.get("job_id"), keys=frozenset(body), **kw)
 
 
-def encode(msg: Message | Request) -> bytes:
+def encode(msg: Message | Typed) -> bytes:
     """The frame for ``msg`` (validated, so a sender cannot emit what a receiver rejects)."""
     env = {"v": msg.v, "type": msg.type, "seq": msg.seq, "job_id": msg.job_id, "body": msg.body}
     data = json.dumps(env, separators=(",", ":"), allow_nan=False).encode()
-    check_envelope(env, len(data))
+    check_envelope(env, len(data), _CLASSES)
     return data
 
 
-def decode(frame: bytes, limit: int = MAX_MESSAGE_BYTES) -> Request | Message:
-    """Parse and validate one frame: a typed :class:`Request` (one class per request type) or a
-    reply :class:`Message`; raises :class:`ProtocolError`.
+def decode(frame: bytes, limit: int = MAX_MESSAGE_BYTES) -> Typed | Message:
+    """Parse and validate one frame: a typed :class:`Request` (one class per request type), a typed
+    :class:`Reply` (:class:`Advice`, :class:`Error`) or an ``ok`` :class:`Message`; raises
+    :class:`ProtocolError`.
 
     Before the schema: at most ``limit`` bytes (a client reading replies passes
     :data:`MAX_REPLY_BYTES`), nesting at most :data:`MAX_DEPTH` deep, numbers
     finite, integers within :data:`MAX_INT`, strings without NUL that UTF-8 can
     encode (JSON's ``"\\ud800"``, a lone surrogate, cannot be). After it: each
-    field's length (:data:`MAX_LEN`), seconds within :data:`MAX_SECONDS`, the
+    field's declared bounds: its length, seconds within :data:`MAX_SECONDS`, the
     shape of every list. So nothing a peer sends can exhaust the parser's stack,
     or reach the journal as a value that cannot be written back (``1e999`` is
     infinity, which JSON cannot carry; a surrogate, which SQLite cannot store).
@@ -371,9 +462,10 @@ def decode(frame: bytes, limit: int = MAX_MESSAGE_BYTES) -> Request | Message:
     if bad:
         seq = env.get("seq") if isinstance(env, dict) and is_type(env.get("seq"), INT) else None
         raise ProtocolError("bad_field", bad, seq)
-    check_envelope(env, len(frame))
-    if env["type"] in REQUESTS:
-        return _request(env)
+    check_envelope(env, len(frame), _CLASSES)
+    cls = _CLASSES[env["type"]]
+    if cls is not None:
+        return _typed(cls, env)
     return Message(env["type"], env["seq"], env.get("job_id"), env.get("body") or {}, env["v"])
 
 
@@ -381,8 +473,14 @@ _LEADING_SEQ = re.compile(rb'\{"v":\s*1,\s*"type":\s*"[a-z_]{1,32}",\s*"seq":\s*
 
 
 def reply(request: Message | Request, type_: str = "ok", **body: Any) -> Message:
+    """An ``ok`` reply to ``request`` with these body fields."""
     return Message(type_, request.seq, request.job_id, body)
 
 
-def error_reply(code: str, message: str, seq: int = 0, job_id: int | None = None) -> Message:
-    return Message("error", seq, job_id, {"code": code, "message": message[:2000]})
+def answer(request: Message | Request, rep: Reply) -> Reply:
+    """The typed reply ``rep`` (an :class:`Advice`, say) as the answer to ``request``."""
+    return replace(rep, seq=request.seq, job_id=request.job_id, keys=None)
+
+
+def error_reply(code: str, message: str, seq: int = 0, job_id: int | None = None) -> Error:
+    return Error(code=code, message=message[:MAX_TEXT], seq=seq, job_id=job_id)

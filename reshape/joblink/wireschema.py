@@ -1,44 +1,50 @@
-"""The wire protocol's schema and limits, and the validation of every frame against them.
+"""The wire protocol's limits, its field declarations and the validation of every frame.
 
-:mod:`reshape.joblink.protocol` (its only user) encodes and decodes with :func:`check_envelope`
-and re-exports the public names here; ``docs/protocol.md`` is the normative description. The
-limits bound what a peer may send (sizes, nesting, numbers, text), so that nothing it sends can
-exhaust the parser or reach the journal as a value that cannot be written back.
+The message classes of :mod:`reshape.joblink.protocol` are the schema: each body field is a
+dataclass field whose annotation gives its JSON types and whose :func:`wire` declaration gives its
+bounds (least value, most seconds, longest text, a shape check). :func:`check_envelope` validates a
+frame against them; ``docs/protocol.md`` is the normative description. The limits bound what a peer
+may send (sizes, nesting, numbers, text), so that nothing it sends can exhaust the parser or reach
+the journal as a value that cannot be written back.
 """
 
 from __future__ import annotations
 
-import json
+import dataclasses
+import functools
 import re
-from typing import Any
+import typing
+from collections.abc import Callable, Mapping
+from types import UnionType
+from typing import Any, Literal
 
 __all__ = [
     "ADVICE_ACTIONS",
-    "CONTROL_TYPES",
     "FINISHED",
     "INT",
-    "JOB_TYPES",
     "MAX_DEPTH",
     "MAX_EPOCH",
+    "MAX_HOST",
     "MAX_INT",
-    "MAX_LEN",
     "MAX_MESSAGE_BYTES",
     "MAX_OUTPUT_BYTES",
     "MAX_REPLY_BYTES",
     "MAX_SECONDS",
     "MAX_SIZES",
     "MAX_TEXT",
-    "NODE_TYPES",
-    "REPLY_TYPES",
     "VERSION",
     "ProtocolError",
     "bad_value",
     "check_envelope",
     "finite_float",
+    "host_list",
     "is_type",
     "json_depth",
     "no_constant",
     "printable",
+    "rules",
+    "sizes_rule",
+    "wire",
 ]
 
 VERSION = 1
@@ -50,94 +56,79 @@ MAX_SIZES = 4096  # ``hello``'s ``sizes`` lists the sizes a job accepts among 1.
 MAX_SECONDS = 1e9  # durations a peer may send (about 31 years)
 MAX_EPOCH = 4e9  # times a peer may send (epoch seconds: the year 2096)
 MAX_TEXT = 2000  # characters of a free text a peer sends (a reason, an error, a detail)
-# the longest string each body field may hold (fields not listed: bounded by the message's size)
-MAX_LEN = {"reason": MAX_TEXT, "error": MAX_TEXT, "detail": MAX_TEXT, "message": MAX_TEXT, "host": 255,
-           "node": 255, "incarnation": 255, "status": 16, "allocation": 64}
-# numbers that are seconds: at most MAX_SECONDS (no 1e308 reaches a sum, no sum reaches infinity)
-_SECONDS_FIELDS = ("iter_time", "redist_time", "seconds")
-
-INT = (int,)
-_NUM = (int, float)
-_STR = (str,)
-_BOOL = (bool,)
-_LIST = (list,)
-_DICT = (dict,)
-_NONE = (type(None),)
-
-# type -> {field: (allowed JSON types, required)}
-_JOB_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
-    "hello": {"nprocs": (INT, True), "host": (_STR, False), "pid": (INT, False), "sizes": (_LIST, False)},
-    "resize_point": {
-        "iteration": (INT, True),
-        "nprocs": (INT, True),
-        "grid": (_LIST, False),
-        "iter_time": (_NUM, True),
-        "redist_time": (_NUM + _NONE, False),
-        "redist_from": (INT + _NONE, False),
-        "host": (_STR, False),
-        "parked": (_LIST, False),
-        "total": (INT + _NONE, False),
-    },
-    "resized": {
-        "old": (INT, True),
-        "new": (INT, True),
-        "seconds": (_NUM, True),
-        "error": (_STR + _NONE, False),
-    },
-    "finished": {"status": (_STR, True), "error": (_STR + _NONE, False)},
-    # the job lost ranks and carried on without them (in-place recovery, reshape.runtime.inplace)
-    "lost": {"old": (INT, True), "new": (INT, True), "ranks": (_LIST, True), "reason": (_STR, True),
-             "seconds": (_NUM + _NONE, False)},
-    # node monitor on the job's first node -> System Monitor (Sudarsan & Ribbens 2007 §3.1: job end / job error)
-    "job_ended": {"node": (_STR, True), "incarnation": (_STR, True), "status": (_STR, True),
-                  "processes": (INT, False), "detail": (_STR + _NONE, False), "attempt": (INT, False),
-                  "code": (INT, False)},
-    # the node monitor that runs a job's mpiexec -> the job's log on the head (docs/protocol.md, "Jobs on nodes")
-    "job_output": {"node": (_STR, True), "incarnation": (_STR, True), "attempt": (INT, True),
-                   "offset": (INT, True), "data": (_STR, True)},
-}
-_NODE_CONTROL_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
-    "node_register": {"node": (_STR, True), "incarnation": (_STR, True), "pid": (INT, False),
-                      "host": (_STR, False)},
-    "heartbeat": {"node": (_STR, True), "incarnation": (_STR, True), "jobs": (_LIST, False),
-                  "runs": (_LIST, False), "killed": (_LIST, False)},
-}
-_CONTROL_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
-    "ping": {},
-    "submit": {"job": (_DICT, True)},
-    "status": {"limit": (INT, False)},
-    "cancel": {"job_id": (INT, True)},
-    "history": {"limit": (INT, False), "since": (_NUM, False), "after": (INT, False)},
-    "log": {"job_id": (INT, True), "tail": (INT, False)},
-    "stop": {"kill_jobs": (_BOOL, False)},
-    # a job a resource manager started registers with a site controller (docs/slurm.md, "Site mode")
-    # ... and, after its mpiexec exited (``code``; ``lost``: its nodes found dead), asks for its next attempt there
-    "register": {"job": (_DICT, True), "allocation": (_STR, True), "hosts": (_LIST, True),
-                 "restart": (_BOOL, False), "code": (INT + _NONE, False), "lost": (_LIST, False)},
-    **_NODE_CONTROL_BODIES,
-}
-_REPLY_BODIES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
-    "ok": {},
-    "advice": {
-        "action": (_STR, True),
-        "nprocs": (INT, True),
-        "hosts": (_LIST, False),
-        "reason": (_STR, False),
-    },
-    "error": {"code": (_STR, True), "message": (_STR, True)},
-}
-JOB_TYPES = frozenset(_JOB_BODIES)
-CONTROL_TYPES = frozenset(_CONTROL_BODIES)
-REPLY_TYPES = frozenset(_REPLY_BODIES)
-NODE_TYPES = frozenset({*_NODE_CONTROL_BODIES, "job_ended", "job_output"})  # sent by node monitors (the last two
-# are job messages)
+MAX_HOST = 255  # characters of a host, node or incarnation name
 MAX_OUTPUT_BYTES = 32 * 1024  # a job_output's data, decoded (base64 makes it 4/3 as long: within a request)
-_REQUEST_BODIES = {**_JOB_BODIES, **_CONTROL_BODIES}
-_ALL = {**_REQUEST_BODIES, **_REPLY_BODIES}
-_CLOSED = set(_JOB_BODIES) | {"advice", "error"} | set(_CONTROL_BODIES)  # no extra fields
 ADVICE_ACTIONS = ("expand", "shrink", "continue")
 # done; error: the program failed; lost: a process of the job was lost (a resize could not complete)
 FINISHED = ("done", "error", "lost")
+
+INT = (int,)
+_JSON = {int: INT, float: (int, float), str: (str,), bool: (bool,), tuple: (list,), dict: (dict,)}
+_NONE = type(None)
+
+
+def wire(default: Any = dataclasses.MISSING, *, key: str | None = None, null: bool = False,
+         lo: float | None = None, hi: float | None = None, max_len: int | None = None, nonempty: bool = False,
+         check: Callable[[Any], str | None] | None = None) -> Any:
+    """A body field of a message class with its bounds: ``key``, its name in the body when not the
+    field's; ``null``: JSON null is allowed (else an optional field may only be left out); ``lo``: the
+    least value; ``hi``: the most seconds; ``max_len``: the longest text (``nonempty``: and not
+    empty); ``check``: why a value that has the right JSON type is refused (or None)."""
+    meta = {"key": key, "null": null, "lo": lo, "hi": hi, "max_len": max_len, "nonempty": nonempty,
+            "check": check}
+    return dataclasses.field(default=default, metadata=meta)
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """One body field as :func:`check_envelope` checks it (derived from its declaration)."""
+
+    key: str
+    attr: str
+    types: tuple[type, ...]
+    required: bool
+    lo: float | None = None
+    hi: float | None = None
+    max_len: int | None = None
+    nonempty: bool = False
+    check: Callable[[Any], str | None] | None = None
+
+
+def _json_types(tp: Any, null: bool) -> tuple[type, ...]:
+    """The JSON types a field annotated ``tp`` takes (``X | None``: X's, and null where ``null``)."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, UnionType):
+        (inner,) = [a for a in typing.get_args(tp) if a is not _NONE]
+        return _json_types(inner, False) + ((_NONE,) if null else ())
+    if origin is Literal:
+        return _JSON[type(typing.get_args(tp)[0])]
+    return _JSON[origin or tp]
+
+
+@functools.cache
+def rules(cls: type) -> tuple[Rule, ...]:
+    """The body fields of message class ``cls`` (its dataclass fields declared with :func:`wire`)."""
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        if "key" not in f.metadata:
+            continue  # an envelope field (seq, job_id) or one that is not sent
+        m = f.metadata
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        out.append(Rule(m["key"] or f.name, f.name, _json_types(hints[f.name], m["null"]), required, m["lo"],
+                        m["hi"], m["max_len"], m["nonempty"], m["check"]))
+    return tuple(out)
+
+
+def host_list(name: str, least: int = 0, note: str = "") -> Callable[[list], str | None]:
+    """A check of a list of host names (each of 1-255 characters), ``least`` to :data:`MAX_SIZES` of them."""
+    many = f"{least}-{MAX_SIZES}" if least else f"at most {MAX_SIZES}"
+
+    def check(hs: list) -> str | None:
+        if not least <= len(hs) <= MAX_SIZES or not all(is_type(h, (str,)) and 0 < len(h) <= MAX_HOST for h in hs):
+            return f"{name!r} must list {many} host names{note} of 1-{MAX_HOST} characters"
+        return None
+    return check
 
 
 class ProtocolError(ValueError):
@@ -234,7 +225,9 @@ def is_type(value: Any, types: tuple[type, ...]) -> bool:
     return isinstance(value, types)
 
 
-def check_envelope(env: Any, size: int) -> None:
+def check_envelope(env: Any, size: int, classes: Mapping[str, type | None]) -> None:
+    """Validate a parsed frame: its envelope, then its body against the class of its type in
+    ``classes`` (None: a body of any fields); raises :class:`ProtocolError`."""
     if not isinstance(env, dict):
         raise ProtocolError("malformed", "the envelope must be a JSON object")
     seq = env.get("seq") if is_type(env.get("seq"), INT) else None
@@ -247,138 +240,72 @@ def check_envelope(env: Any, size: int) -> None:
     if extra:
         raise ProtocolError("malformed", f"unknown envelope fields {sorted(extra)}", seq)
     t = env.get("type")
-    if not is_type(t, _STR):
+    if not is_type(t, (str,)):
         raise ProtocolError("malformed", "envelope field 'type' must be a string", seq)
     if seq is None or seq < 0:
         raise ProtocolError("malformed", "envelope field 'seq' must be a non-negative integer", None)
     job_id = env.get("job_id")
     if job_id is not None and (not is_type(job_id, INT) or job_id < 0):
         raise ProtocolError("malformed", "'job_id' must be a non-negative integer or null", seq)
-    if t not in _ALL:
+    if t not in classes:
         raise ProtocolError("unknown_type", f"unknown message type {t!r}", seq)
-    if t in _JOB_BODIES and job_id is None:
+    cls = classes[t]
+    if getattr(cls, "needs_job", False) and job_id is None:
         raise ProtocolError("malformed", f"{t!r} needs a 'job_id'", seq)
     body = env.get("body", {})
     if body is None:
         body = {}
     if not isinstance(body, dict):
         raise ProtocolError("malformed", "'body' must be a JSON object", seq)
-    schema = _ALL[t]
-    for name, (types, required) in schema.items():
-        if name not in body:
-            if required:
-                raise ProtocolError("bad_field", f"{t}: missing field {name!r}", seq)
-            continue
-        if not is_type(body[name], types):
-            names = "/".join("null" if x is type(None) else x.__name__ for x in types)
-            raise ProtocolError("bad_field", f"{t}: field {name!r} must be {names}", seq)
-    if t in _CLOSED:
-        extra = set(body) - set(schema)
-        if extra:
-            raise ProtocolError("bad_field", f"{t}: unknown fields {sorted(extra)}", seq)
-    _check_values(t, body, seq)
+    if cls is not None:
+        why = _why_not(cls, body)
+        if why:
+            raise ProtocolError("bad_field", f"{t}: {why}", seq)
 
 
-def _check_values(t: str, body: dict[str, Any], seq: int) -> None:
-    def positive(name: str) -> None:
-        if name in body and body[name] is not None and body[name] < 1:
-            raise ProtocolError("bad_field", f"{t}: {name!r} must be >= 1", seq)
-
-    def nonneg(name: str) -> None:
-        if name in body and body[name] is not None and body[name] < 0:
-            raise ProtocolError("bad_field", f"{t}: {name!r} must be >= 0", seq)
-
-    for name in ("nprocs", "old", "new", "redist_from"):
-        positive(name)
-    for name in ("iteration", "iter_time", "redist_time", "seconds", "job_id", "tail", "processes", "pid",
-                 "limit", "since", "after", "attempt", "offset"):
-        nonneg(name)
-    if t in _REQUEST_BODIES:
-        _check_bounds(t, body, seq)
-    if t == "resize_point" and "grid" in body:
-        g = body["grid"]
-        if len(g) > 3 or not all(is_type(x, INT) and x >= 1 for x in g):
-            raise ProtocolError("bad_field", "resize_point: 'grid' must list 1-3 positive integers", seq)
-    if t == "resize_point" and "parked" in body:
-        pk = body["parked"]
-        if len(pk) > MAX_SIZES or not all(is_type(h, _STR) and 0 < len(h) <= 255 for h in pk):
-            raise ProtocolError("bad_field", f"resize_point: 'parked' must list at most {MAX_SIZES} host names "
-                                             "of 1-255 characters", seq)
-    if t == "register":
-        if not 0 < len(body["allocation"]) <= 64:
-            raise ProtocolError("bad_field", "register: 'allocation' must be 1-64 characters", seq)
-        hs = body["hosts"]
-        if not 0 < len(hs) <= MAX_SIZES or not all(is_type(h, _STR) and 0 < len(h) <= 255 for h in hs):
-            raise ProtocolError("bad_field", f"register: 'hosts' must list 1-{MAX_SIZES} host names (one per "
-                                             "slot) of 1-255 characters", seq)
-        lost = body.get("lost", [])
-        if len(lost) > MAX_SIZES or not all(is_type(h, _STR) and 0 < len(h) <= 255 for h in lost):
-            raise ProtocolError("bad_field", f"register: 'lost' must list at most {MAX_SIZES} host names "
-                                             "of 1-255 characters", seq)
-    if t == "hello" and "sizes" in body:
-        _check_sizes(body["sizes"], seq)
-    if t == "advice":
-        if body["action"] not in ADVICE_ACTIONS:
-            raise ProtocolError("bad_field", f"advice: action must be one of {ADVICE_ACTIONS}", seq)
-        if not all(is_type(h, _STR) for h in body.get("hosts", [])):
-            raise ProtocolError("bad_field", "advice: 'hosts' must be strings", seq)
-    if t == "finished" and body["status"] not in FINISHED:
-        raise ProtocolError("bad_field", f"finished: status must be one of {', '.join(FINISHED)}", seq)
-    if t == "job_ended" and body["status"] not in ("end", "error"):
-        raise ProtocolError("bad_field", "job_ended: status must be 'end' or 'error'", seq)
-    if t in NODE_TYPES:
-        for name in ("node", "incarnation"):
-            if not 0 < len(body[name]) <= 255:
-                raise ProtocolError("bad_field", f"{t}: {name!r} must be 1-255 characters", seq)
-    if t == "heartbeat" and not all(is_type(x, INT) and x >= 0 for x in body.get("jobs", [])):
-        raise ProtocolError("bad_field", "heartbeat: 'jobs' must list job ids", seq)
-    if t == "heartbeat" and not all(isinstance(r, dict) and set(r) == {"job_id", "attempt", "pid"}
-                                    and all(is_type(v, INT) and v >= 0 for v in r.values())
-                                    for r in body.get("runs", [])):
-        raise ProtocolError("bad_field", "heartbeat: 'runs' must list objects {job_id, attempt, pid} of "
-                                         "non-negative integers", seq)
-    if t == "heartbeat" and not all(isinstance(r, dict) and set(r) == {"job_id", "attempt"}
-                                    and all(is_type(v, INT) and v >= 0 for v in r.values())
-                                    for r in body.get("killed", [])):
-        raise ProtocolError("bad_field", "heartbeat: 'killed' must list objects {job_id, attempt} of "
-                                         "non-negative integers", seq)
-    if t == "job_output" and len(body["data"]) > (MAX_OUTPUT_BYTES * 4) // 3 + 4:
-        raise ProtocolError("bad_field", f"job_output: 'data' must hold at most {MAX_OUTPUT_BYTES} bytes "
-                                         "(base64)", seq)
+def _why_not(cls: type, body: dict[str, Any]) -> str | None:
+    """Why ``body`` is not one of ``cls`` (its fields' JSON types, then no other field, then each
+    field's bounds in order, then the class's own rule across fields), else None."""
+    rs = rules(cls)
+    for r in rs:
+        if r.key not in body:
+            if r.required:
+                return f"missing field {r.key!r}"
+        elif not is_type(body[r.key], r.types):
+            return f"field {r.key!r} must be {'/'.join('null' if x is _NONE else x.__name__ for x in r.types)}"
+    extra = set(body) - {r.key for r in rs}
+    if extra:
+        return f"unknown fields {sorted(extra)}"
+    for r in rs:
+        x = body.get(r.key)
+        if x is not None and (why := _out_of_bounds(r, x)):
+            return why
+    rule = getattr(cls, "body_rule", None)
+    return rule(body) if rule else None
 
 
-def _check_bounds(t: str, body: dict[str, Any], seq: int) -> None:
-    """A request's strings within their lengths, its seconds and times within range, its lists' shapes."""
-    for name in (*_SECONDS_FIELDS, "since"):
-        most = MAX_EPOCH if name == "since" else MAX_SECONDS
-        if body.get(name) is not None and body[name] > most:
-            raise ProtocolError("bad_field", f"{t}: {name!r} must be at most {most:g} seconds, got "
-                                             f"{body[name]:.6g}", seq)
-    for name, most in MAX_LEN.items():
-        v = body.get(name)
-        if isinstance(v, str) and len(v) > most:
-            raise ProtocolError("bad_field", f"{t}: {name!r} must be at most {most} characters, got {len(v)}", seq)
-    if t == "lost":
-        rs = body["ranks"]
-        if not 0 < len(rs) < body["old"] or not all(is_type(r, INT) and 0 <= r < body["old"] for r in rs) \
-                or len(set(rs)) != len(rs):
-            raise ProtocolError("bad_field", "lost: 'ranks' must list 1 to old-1 distinct ranks in [0, old) "
-                                             f"(integers), got {json.dumps(rs)[:100]}", seq)
-        if body["new"] > body["old"] - len(rs):
-            raise ProtocolError("bad_field", f"lost: 'new' {body['new']} must be at most old - lost = "
-                                             f"{body['old'] - len(rs)}", seq)
+def _out_of_bounds(r: Rule, x: Any) -> str | None:
+    """Why value ``x`` (of the right JSON type) breaks the bounds declared for field ``r``, else None."""
+    if r.lo is not None and x < r.lo:
+        return f"{r.key!r} must be >= {r.lo:g}"
+    if r.hi is not None and x > r.hi:
+        return f"{r.key!r} must be at most {r.hi:g} seconds, got {x:.6g}"
+    if r.max_len is not None and len(x) > r.max_len:
+        return f"{r.key!r} must be at most {r.max_len} characters, got {len(x)}"
+    if r.nonempty and not x:
+        return f"{r.key!r} must be 1-{r.max_len} characters"
+    return r.check(x) if r.check else None
 
 
-def _check_sizes(sizes: list, seq: int) -> None:
+def sizes_rule(sizes: list) -> str | None:
     """``hello``'s ``sizes``: 1 to :data:`MAX_SIZES` integers in ``[1, MAX_SIZES]``, strictly ascending."""
     if not sizes or len(sizes) > MAX_SIZES:
-        raise ProtocolError("bad_field", f"hello: 'sizes' must list 1-{MAX_SIZES} sizes, got {len(sizes)}", seq)
+        return f"'sizes' must list 1-{MAX_SIZES} sizes, got {len(sizes)}"
     prev = 0
     for i, x in enumerate(sizes):
         if not is_type(x, INT) or not 1 <= x <= MAX_SIZES:
-            raise ProtocolError("bad_field", f"hello: 'sizes'[{i}] must be an integer in [1, {MAX_SIZES}], "
-                                             f"got {x!r}"[:200], seq)
+            return f"'sizes'[{i}] must be an integer in [1, {MAX_SIZES}], got {x!r}"[:193]
         if x <= prev:
-            raise ProtocolError("bad_field", f"hello: 'sizes' must be strictly ascending ('sizes'[{i}] = {x} "
-                                             f"after {prev})", seq)
+            return f"'sizes' must be strictly ascending ('sizes'[{i}] = {x} after {prev})"
         prev = x
+    return None

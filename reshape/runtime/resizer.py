@@ -67,7 +67,7 @@ from mpi4py import MPI
 from reshape import faults
 from reshape.joblink import launchers
 from reshape.joblink.advice import Advisor
-from reshape.joblink.protocol import Advice, ResizeReport
+from reshape.joblink.protocol import Advice, ResizePoint
 from reshape.mpiutil import allreduce, bcast_obj, release
 from reshape.redistribution import placement
 from reshape.redistribution.layout import Layout, nearly_square_grid
@@ -292,11 +292,12 @@ class Resizer(Joining, Background, Parking, Sizing, Ending):
         if self.rank == 0:
             t = iter_time if iter_time is not None else (float(np.mean(self._times)) if self._times else 0.0)
             prev = self._last_redist
-            report = ResizeReport(
+            report = ResizePoint(
                 job_id=self.job_id, iteration=self.iteration + (1 if self._in_body else 0),
-                nprocs=self.size, grid=self.grid, iter_time=t,
+                nprocs=self.size, grid=tuple(self.grid), iter_time=float(t),
                 redist_time=prev[1] if prev else None, redist_from=prev[0] if prev else None,
-                host=socket.gethostname(), parked=self._reserve.parked_hosts(), total=self._end,
+                host=socket.gethostname(), parked=tuple(self._reserve.parked_hosts()) or None,
+                total=None if self._end is None else int(self._end),
             )
             self._announce_sizes()
             try:

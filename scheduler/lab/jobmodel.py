@@ -273,6 +273,41 @@ def from_trace(
     """
     from scheduler.lab.swf import procs_per_node, trace_unit
 
+    relative = _check_options(load, malleable_fraction, min_fraction, iterations, parallelism, estimates, step)
+    u = unit or trace_unit(trace)
+    total = trace.max_procs // u
+    if step is None:
+        k = procs_per_node(trace)
+        step = k // u if k > 1 and u < k else 1
+    jobs = trace.jobs[:max_jobs]
+    limit = _site_limit(trace)
+    r_mall = random.Random(f"{seed}:malleable")
+    r_speed = random.Random(f"{seed}:speedup")
+    r_est = random.Random(f"{seed}:estimates")
+    log_total = math.log2(total)
+    t0 = jobs[0].submit
+    out = []
+    for i, j in enumerate(jobs):
+        malleable = r_mall.random() < malleable_fraction
+        x, y = r_speed.random(), r_speed.random()
+        guess = user_estimate(j.run_time, r_est, limit)  # drawn for every job: streams stay aligned
+        shape = _parallelism(relative, min(total, max(1, math.ceil(j.procs / u))), x, y, log_total)
+        out.append(_sim_input(i, j, malleable, shape, total, guess if estimates == "model" else j.run_time,
+                              (t0, load), (min_fraction, step, iterations)))
+    return out, total
+
+
+def _site_limit(trace) -> float:
+    """The site's run-time limit: it covers the header's longest run time and the trace's longest job."""
+    try:
+        longest = float(trace.header.get("MaxRuntime", "").split()[0])
+    except (ValueError, IndexError):
+        longest = 0.0
+    return round_limit(max(longest if 0 < longest <= MAX_SECONDS else 0.0, *(j.run_time for j in trace.jobs)))
+
+
+def _check_options(load, malleable_fraction, min_fraction, iterations, parallelism, estimates, step):
+    """:func:`from_trace`'s options checked; returns the parsed ``parallelism``."""
     if isinstance(load, bool) or not isinstance(load, int | float) or not math.isfinite(load) \
             or load <= 0:
         raise ValueError(f"load must be a positive number, got {load!r}")
@@ -288,61 +323,35 @@ def from_trace(
                          f"(the run time), got {estimates!r}")
     if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 1):
         raise ValueError(f"step must be a positive number of slots, got {step!r}")
-    u = unit or trace_unit(trace)
-    total = trace.max_procs // u
-    if step is None:
-        k = procs_per_node(trace)
-        step = k // u if k > 1 and u < k else 1
-    jobs = trace.jobs[:max_jobs]
-    try:  # the site's limit covers the header's longest run time and the trace's longest job
-        longest = float(trace.header.get("MaxRuntime", "").split()[0])
-    except (ValueError, IndexError):
-        longest = 0.0
-    limit = round_limit(max(longest if 0 < longest <= MAX_SECONDS else 0.0,
-                            *(j.run_time for j in trace.jobs)))
-    r_mall = random.Random(f"{seed}:malleable")
-    r_speed = random.Random(f"{seed}:speedup")
-    r_est = random.Random(f"{seed}:estimates")
-    log_total = math.log2(total)
-    t0 = jobs[0].submit
-    out = []
-    for i, j in enumerate(jobs):
-        size = min(total, max(1, math.ceil(j.procs / u)))
-        malleable = r_mall.random() < malleable_fraction
-        x = r_speed.random()
-        y = r_speed.random()
-        if relative == "size-linked":
-            A = max(1.0, size * 2 ** (SIZE_SPREAD * (2 * x - 1)))
-            sigma = sigma_cirne_berman(y)
-        elif relative == "independent":
-            A = 2 ** (x * log_total)
-            sigma = 2.0 * y
-        else:
-            lo, hi = relative
-            A = max(1.0, size * 2 ** (lo + (hi - lo) * x))
-            sigma = 2.0 * y
-        model = make_model(size, j.run_time, A, sigma, iterations)
-        guess = user_estimate(j.run_time, r_est, limit)  # drawn for every job: streams stay aligned
-        walltime = j.req_time if j.req_time is not None else (
-            guess if estimates == "model" else j.run_time)
-        min_procs, sizes = size, None
-        if malleable:
-            min_procs = max(1, math.ceil(min_fraction * size))
-            if step > 1:
-                first = -(-min_procs // step) * step
-                min_procs = min(first, size)
-                sizes = tuple(sorted({size, *range(first, total + 1, step)}))
-        spec = JobSpec(
-            job_id=i,
-            name=f"swf{j.job_id}",
-            submit_time=(j.submit - t0) / load,
-            nprocs=size,
-            min_procs=min_procs,
-            max_procs=None if malleable else size,
-            sizes=sizes,
-            resizable=malleable,
-            walltime=walltime,
-            iterations=iterations,
-        )
-        out.append(SimInput(spec, model, j.run_time))
-    return out, total
+    return relative
+
+
+def _parallelism(relative, size: int, x: float, y: float, log_total: float) -> tuple[int, float, float]:
+    """``(size, A, sigma)``: a job's Downey parameters from its two uniform draws (:func:`from_trace`)."""
+    if relative == "size-linked":
+        return size, max(1.0, size * 2 ** (SIZE_SPREAD * (2 * x - 1))), sigma_cirne_berman(y)
+    if relative == "independent":
+        return size, 2 ** (x * log_total), 2.0 * y
+    lo, hi = relative
+    return size, max(1.0, size * 2 ** (lo + (hi - lo) * x)), 2.0 * y
+
+
+def _sim_input(i: int, j, malleable: bool, shape: tuple[int, float, float], total: int, estimate: float,
+               clock: tuple[float, float], sizing: tuple[float, int, int]) -> SimInput:
+    """Trace job ``j`` (the ``i``-th) as a simulator input; ``estimate``: its walltime when the trace has none."""
+    size, A, sigma = shape
+    min_fraction, step, iterations = sizing
+    model = make_model(size, j.run_time, A, sigma, iterations)
+    walltime = j.req_time if j.req_time is not None else estimate
+    min_procs, sizes = size, None
+    if malleable:
+        min_procs = max(1, math.ceil(min_fraction * size))
+        if step > 1:
+            first = -(-min_procs // step) * step
+            min_procs = min(first, size)
+            sizes = tuple(sorted({size, *range(first, total + 1, step)}))
+    t0, load = clock
+    spec = JobSpec(job_id=i, name=f"swf{j.job_id}", submit_time=(j.submit - t0) / load, nprocs=size,
+                   min_procs=min_procs, max_procs=None if malleable else size, sizes=sizes,
+                   resizable=malleable, walltime=walltime, iterations=iterations)
+    return SimInput(spec, model, j.run_time)

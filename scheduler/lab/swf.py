@@ -118,56 +118,66 @@ def read_swf(path: str | os.PathLike, max_jobs: int | None = None) -> SwfTrace:
                 if sep:
                     header[key.strip()] = val.strip()
                 continue
-            toks = s.split()
-            if len(toks) > N_FIELDS:
-                raise SwfError(
-                    f"{path}:{lineno}: {len(toks)} fields, SWF has at most {N_FIELDS}"
-                )
-            if len(toks) < 5:
-                raise SwfError(
-                    f"{path}:{lineno}: {len(toks)} fields, need at least 5 "
-                    "(id, submit, wait, run time, processors)"
-                )
-            v = [_num(t, path, lineno, i) for i, t in enumerate(toks)]
-            v += [-1.0] * (N_FIELDS - len(v))
-            submit, run, alloc, avg_cpu, req_procs, req_time = v[1], v[3], v[4], v[5], v[7], v[8]
-            if submit < 0:
-                raise SwfError(f"{path}:{lineno}: negative submit time {toks[1]}")
-            for col, what in ((3, "run time"), (8, "requested time")):
-                if v[col] > MAX_SECONDS:
-                    raise SwfError(
-                        f"{path}:{lineno}: {what} (field {col + 1}) is {toks[col]} s; "
-                        f"allowed: at most {MAX_SECONDS:.0e} s (about 31 years), or -1 for unknown"
-                    )
-            for col, what in ((4, "allocated processors"), (7, "requested processors")):
-                if v[col] > MAX_PROCS:
-                    raise SwfError(
-                        f"{path}:{lineno}: {what} (field {col + 1}) is {toks[col]}; "
-                        f"allowed: at most {MAX_PROCS:.0e}, or -1 for unknown"
-                    )
-            procs = int(alloc) if alloc > 0 else int(req_procs)
-            if run <= 0 or procs <= 0:
-                entries.append((submit, lineno, None))
-                continue
-            est: float | None = req_time if req_time > 0 else None
-            if est is None and avg_cpu > run:
-                if avg_cpu > MAX_SECONDS:
-                    raise SwfError(
-                        f"{path}:{lineno}: requested time (read from field 6, average CPU time) "
-                        f"is {toks[5]} s; allowed: at most {MAX_SECONDS:.0e} s (about 31 years)"
-                    )
-                est = avg_cpu
-            entries.append((submit, lineno, SwfJob(
-                job_id=int(v[0]),
-                submit=submit,
-                wait=v[2],
-                run_time=run,
-                procs=procs,
-                req_time=est,
-                status=int(v[10]),
-                user=int(v[11]),
-                line=lineno,
-            )))
+            entries.append(_job_line(s, path, lineno))
+    return _trace(path, header, entries, max_jobs)
+
+
+def _job_line(s: str, path: str, lineno: int) -> tuple[float, int, SwfJob | None]:
+    """One job line checked: ``(submit, line, job)``, job None for a line skipped (run time or processors unknown)."""
+    toks = s.split()
+    if len(toks) > N_FIELDS:
+        raise SwfError(
+            f"{path}:{lineno}: {len(toks)} fields, SWF has at most {N_FIELDS}"
+        )
+    if len(toks) < 5:
+        raise SwfError(
+            f"{path}:{lineno}: {len(toks)} fields, need at least 5 "
+            "(id, submit, wait, run time, processors)"
+        )
+    v = [_num(t, path, lineno, i) for i, t in enumerate(toks)]
+    v += [-1.0] * (N_FIELDS - len(v))
+    submit, run, alloc, avg_cpu, req_procs, req_time = v[1], v[3], v[4], v[5], v[7], v[8]
+    if submit < 0:
+        raise SwfError(f"{path}:{lineno}: negative submit time {toks[1]}")
+    for col, what in ((3, "run time"), (8, "requested time")):
+        if v[col] > MAX_SECONDS:
+            raise SwfError(
+                f"{path}:{lineno}: {what} (field {col + 1}) is {toks[col]} s; "
+                f"allowed: at most {MAX_SECONDS:.0e} s (about 31 years), or -1 for unknown"
+            )
+    for col, what in ((4, "allocated processors"), (7, "requested processors")):
+        if v[col] > MAX_PROCS:
+            raise SwfError(
+                f"{path}:{lineno}: {what} (field {col + 1}) is {toks[col]}; "
+                f"allowed: at most {MAX_PROCS:.0e}, or -1 for unknown"
+            )
+    procs = int(alloc) if alloc > 0 else int(req_procs)
+    if run <= 0 or procs <= 0:
+        return submit, lineno, None
+    est: float | None = req_time if req_time > 0 else None
+    if est is None and avg_cpu > run:
+        if avg_cpu > MAX_SECONDS:
+            raise SwfError(
+                f"{path}:{lineno}: requested time (read from field 6, average CPU time) "
+                f"is {toks[5]} s; allowed: at most {MAX_SECONDS:.0e} s (about 31 years)"
+            )
+        est = avg_cpu
+    return submit, lineno, SwfJob(
+        job_id=int(v[0]),
+        submit=submit,
+        wait=v[2],
+        run_time=run,
+        procs=procs,
+        req_time=est,
+        status=int(v[10]),
+        user=int(v[11]),
+        line=lineno,
+    )
+
+
+def _trace(path: str, header: dict[str, str], entries: list[tuple[float, int, SwfJob | None]],
+           max_jobs: int | None) -> SwfTrace:
+    """The trace of the lines read: sorted by submit time, cut at ``max_jobs``, the machine's size checked."""
     everyone = [e[2] for e in entries if e[2] is not None]
     if not everyone:
         raise SwfError(f"{path}: no runnable jobs in trace")

@@ -116,7 +116,7 @@ __all__ = ["HANDLERS", "READS", "Quota", "answer"]
 # to build and encode: a status page; nothing else in the turn waits for them)
 READS = frozenset({"status", "history", "log"})
 
-Handler = Callable[[Daemon, Any, float, "str | None"], "tuple[P.Message, list]"]
+Handler = Callable[[Daemon, Any, float, "str | None"], "tuple[P.Message | P.Reply, list]"]
 
 
 def check_access(d: Daemon, ev: P.Request, who: str | None) -> None:
@@ -149,7 +149,7 @@ def check_access(d: Daemon, ev: P.Request, who: str | None) -> None:
 
 
 def answer(d: Daemon, ev: P.Request, now: float, who: str | None = None,
-           frame: bytes = b"") -> tuple[P.Message, list]:
+           frame: bytes = b"") -> tuple[P.Message | P.Reply, list]:
     """The reply to a decoded request and its actions (never raises)."""
     t0 = time.perf_counter()
     try:
@@ -182,10 +182,9 @@ def _limited(d: Daemon, ev: P.Lost | P.Resized, now: float, who: str | None) -> 
     return _core(d, ev, now, who)
 
 
-def _resize_point(d: Daemon, ev: P.ResizePoint, now: float, who: str | None) -> tuple[P.Message, list]:
+def _resize_point(d: Daemon, ev: P.ResizePoint, now: float, who: str | None) -> tuple[P.Advice, list]:
     adv, acts = d.state.handle(ev, now)
-    return P.reply(ev, "advice", action=adv.action, nprocs=adv.nprocs, hosts=list(adv.hosts),
-                   reason=adv.reason), acts
+    return P.answer(ev, adv), acts
 
 
 def _node_register(d: Daemon, ev: P.NodeRegister, now: float, who: str | None) -> tuple[P.Message, list]:

@@ -58,6 +58,7 @@ import threading
 import uuid
 
 from reshape.joblink import jobenv as E
+from reshape.joblink import protocol as P
 from reshape.joblink.auth import ENV_CLIENT_KEY, ClientKeys, check_pinned, keys_dir_for, load_client_keys
 from reshape.joblink.client import Connection, DaemonError, SchedulerUnavailable
 from reshape.joblink.launch import sweep_ipc
@@ -206,8 +207,8 @@ class NodeMonitor:
 
     def register(self) -> None:
         """Raises DaemonError (e.g. ``unknown_node``: not in the pool) or SchedulerUnavailable."""
-        rep = self.conn.request("node_register", {"node": self.node, "incarnation": self.incarnation,
-                                                  "pid": os.getpid(), "host": socket.gethostname()})
+        rep = self.conn.send(P.NodeRegister(node=self.node, incarnation=self.incarnation, pid=os.getpid(),
+                                            host=socket.gethostname()))
         b = rep.body
         self.tag = b["tag"]
         self.runner.tag_prefix = self.tag
@@ -239,10 +240,10 @@ class NodeMonitor:
 
     def _ended(self, key: tuple[int, int], n: int) -> None:
         jid, attempt = key
-        body = {"node": self.node, "incarnation": self.incarnation, "status": "end", "processes": n,
-                "detail": f"its {n} process(es) on {self.node} ended"}
         try:
-            self.conn.request("job_ended", {**body, "attempt": attempt} if attempt else body, job_id=jid)
+            self.conn.send(P.JobEnded(job_id=jid, node=self.node, incarnation=self.incarnation, status="end",
+                                      processes=n, detail=f"its {n} process(es) on {self.node} ended",
+                                      attempt=attempt or None))
             self.say(f"job {jid}: ended here (reported)")
         except DaemonError as e:  # not_running: the daemon saw the end first
             self.say(f"job {jid}: ended here ({e.code})")
@@ -270,21 +271,21 @@ class NodeMonitor:
                 self._send_exit(run)
 
     def _send_output(self, run: Run, offset: int, data: bytes) -> None:
-        body = {"node": self.node, "incarnation": self.incarnation, "attempt": run.attempt, "offset": offset,
-                "data": base64.b64encode(data).decode()}
+        out = P.JobOutput(job_id=run.job_id, node=self.node, incarnation=self.incarnation, attempt=run.attempt,
+                          offset=offset, data=base64.b64encode(data).decode())
         try:
-            run.sent = int(self.conn.request("job_output", body, job_id=run.job_id).body["at"])
+            run.sent = int(self.conn.send(out).body["at"])
         except DaemonError as e:  # not_running: the job ended at the daemon (cancelled, its node lost, ...)
             self.say(f"job {run.job_id}: output not taken ({e.code}); dropped")
             run.dropped = True
 
     def _send_exit(self, run: Run) -> None:
         assert run.code is not None
-        body = {"node": self.node, "incarnation": self.incarnation, "status": "end" if run.code == 0 else "error",
-                "code": run.code, "detail": f"mpiexec on {self.node} exited with status {run.code}"}
         try:
-            self.conn.request("job_ended", {**body, "attempt": run.attempt} if run.attempt else body,
-                              job_id=run.job_id)
+            self.conn.send(P.JobEnded(job_id=run.job_id, node=self.node, incarnation=self.incarnation,
+                                      status="end" if run.code == 0 else "error", code=run.code,
+                                      detail=f"mpiexec on {self.node} exited with status {run.code}",
+                                      attempt=run.attempt or None))
             self.say(f"job {run.job_id}: mpiexec exited {run.code} (reported)")
         except DaemonError as e:  # not_running: the daemon ended it already
             self.say(f"job {run.job_id}: mpiexec exited {run.code} ({e.code})")
@@ -297,16 +298,13 @@ class NodeMonitor:
             self.register()
         jobs = self.scan()
         self.flush()
-        body = {"node": self.node, "incarnation": self.incarnation, "jobs": jobs}
-        runs = self.runner.running()
-        if runs:
-            body["runs"] = runs
+        runs, killed = tuple(self.runner.running()), ()
         if self.runner.to_confirm():  # confirmed once no process of the attempt is left here
-            killed = self.runner.killed(tags_here(self.tag or ""))
-            if killed:
-                body["killed"] = killed
+            killed = tuple(self.runner.killed(tags_here(self.tag or "")))
+        beat = P.Heartbeat(node=self.node, incarnation=self.incarnation, jobs=tuple(jobs), runs=runs or None,
+                           killed=killed or None)
         try:
-            rep = self.conn.request("heartbeat", body)
+            rep = self.conn.send(beat)
         except DaemonError as e:
             if e.code != "not_registered":
                 raise

@@ -29,7 +29,7 @@ class ExpandThenShrink:
 
     def advise(self, report):
         self.points += 1
-        print(f"REPORT {json.dumps(report.parked)}", flush=True)
+        print(f"REPORT {json.dumps(report.parked or [])}", flush=True)  # None: no rank is parked
         if self.points > 2 * self.rounds:
             return Advice("continue", report.nprocs)
         if self.points % 2:

@@ -63,7 +63,8 @@ def main() -> int:
         advise = rt.advisor.advise
 
         def logged(report):
-            print(f"PARKED {len(report.parked)} here {report.parked.count(report.host)}", flush=True)
+            parked = report.parked or ()  # None: no rank is parked
+            print(f"PARKED {len(parked)} here {parked.count(report.host)}", flush=True)
             return advise(report)
 
         rt.advisor.advise = logged
