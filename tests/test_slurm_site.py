@@ -16,8 +16,8 @@ from scheduler.core.jobfile import validate_job
 from scheduler.core.policy import app_policy, remap_policy
 from scheduler.core.pool import Node, Pool
 from scheduler.core.state import ClusterState
-from scheduler.rm.slurm_site import SlurmSite
-from scheduler.rm.slurm_view import SlurmJob, expander_name
+from scheduler.rm.slurm.site import SlurmSite
+from scheduler.rm.slurm.view import SlurmJob, expander_name
 
 NODES = [f"n{i}" for i in range(1, 7)]
 

@@ -8,7 +8,7 @@ replays both on a virtual clock with what decides the outcome there:
   backfill planned with time limits in whole minutes (a job is planned to end at its limit,
   not when it will), a pass at every submission and end and once a second, expanders at the
   lowest priority with the minutes left before their deadline, the 30-s time-limit check;
-* **the controller itself**: the real :class:`scheduler.rm.slurm_site.SlurmSite` and the core
+* **the controller itself**: the real :class:`scheduler.rm.slurm.site.SlurmSite` and the core
   (:class:`scheduler.core.state.ClusterState`, the daemon's default policies), looking at the
   simulated ``squeue`` once a second; its Slurm commands (expanders, ``scancel``, ``scontrol
   update``) are carried out on the simulated Slurm as they are queued;
@@ -40,8 +40,8 @@ from scheduler.core.policy import app_policy, preset, remap_policy
 from scheduler.core.pool import Node, Pool
 from scheduler.core.state import ClusterState
 from scheduler.lab.slurm_sim import SimSlurm, Sjob
-from scheduler.rm.slurm_site import SlurmSite
-from scheduler.rm.slurm_view import expander_name, malleable_comment
+from scheduler.rm.slurm.site import SlurmSite
+from scheduler.rm.slurm.view import expander_name, malleable_comment
 
 __all__ = ["Latencies", "TwinJob", "run"]
 

@@ -5,8 +5,8 @@
 pool file or ``--slots``, the Slurm allocation the daemon runs in, or this
 machine); ``--slurm-grow`` makes Slurm the resource manager of one job's
 daemon and ``--slurm-site`` starts the site controller of every malleable
-job of a Slurm partition (:mod:`scheduler.rm.slurm_manager`,
-:mod:`scheduler.rm.slurm_site`). Each manager is one module with one
+job of a Slurm partition (:mod:`scheduler.rm.slurm.manager`,
+:mod:`scheduler.rm.slurm.site`). Each manager is one module with one
 :class:`~scheduler.rm.base.ResourceManager` class; its options are added here.
 """
 
@@ -59,7 +59,7 @@ def add_options(p: argparse.ArgumentParser) -> None:
 
 
 def broker_params(args: argparse.Namespace) -> dict:
-    """The Slurm broker's parameters from the options (:class:`scheduler.rm.slurm_broker.Broker`)."""
+    """The Slurm broker's parameters from the options (:class:`scheduler.rm.slurm.broker.Broker`)."""
     return {"grant_timeout": args.grant_timeout, "idle_release": args.idle_release,
             "expire_margin": args.expire_margin, "moldable": not args.no_moldable,
             "shrink_to_start": not args.no_shrink_to_start, "time_limits": args.time_limits,
@@ -80,11 +80,11 @@ def from_args(args: argparse.Namespace) -> ResourceManager | None:
     if args.partition and not args.slurm_site:
         raise ValueError("--partition is for --slurm-site (--slurm-grow uses its own job's partition)")
     if args.slurm_site:
-        from scheduler.rm.slurm_site import SlurmSite
+        from scheduler.rm.slurm.site import SlurmSite
 
         return SlurmSite(args.partition, params)
     if args.slurm_grow:
-        from scheduler.rm.slurm_manager import SlurmGrow
+        from scheduler.rm.slurm.manager import SlurmGrow
 
         return SlurmGrow(params)
     return None

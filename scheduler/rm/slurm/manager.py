@@ -1,10 +1,10 @@
 """Slurm as the resource manager: the broker's operations applied to the core and to Slurm.
 
 :class:`SlurmManager` is what both Slurm modes share: the Slurm thread
-(:class:`scheduler.rm.slurm_view.SlurmEdge`) looks at the partition every
+(:class:`scheduler.rm.slurm.view.SlurmEdge`) looks at the partition every
 second; at each tick the newest look, the core's malleable jobs and the
 Remap Scheduler's what-if go through the pure
-:class:`scheduler.rm.slurm_broker.Broker`, whose operations change the pool
+:class:`scheduler.rm.slurm.broker.Broker`, whose operations change the pool
 through the core's node events (granted, released, down) and shrink
 requests, or are queued for the Slurm thread (``sbatch`` an expander,
 ``scancel``, ``scontrol update ... NodeList=``).
@@ -13,7 +13,7 @@ requests, or are queued for the Slurm thread (``sbatch`` an expander,
 controller (``reshape daemon --slurm-grow``, started by ``reshape slurm-run``
 inside the job's own allocation): one group, the daemon's own Slurm job,
 whose jobs the daemon launches itself; the site mode is
-:mod:`scheduler.rm.slurm_site`. docs/slurm.md describes both.
+:mod:`scheduler.rm.slurm.site`. docs/slurm.md describes both.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from scheduler.core.policy import legal_sizes
 from scheduler.core.pool import Pool
 from scheduler.rm.base import ResourceManager
 from scheduler.rm.fixed import allocation_pool
-from scheduler.rm.slurm_broker import (
+from scheduler.rm.slurm.broker import (
     AskShrink,
     Broker,
     Cancel,
@@ -48,8 +48,8 @@ from scheduler.rm.slurm_broker import (
     Tenant,
     Update,
 )
-from scheduler.rm.slurm_limits import slurm_ends
-from scheduler.rm.slurm_view import SlurmEdge, SlurmError, partition_args, partition_pool, resizes_once, run
+from scheduler.rm.slurm.limits import slurm_ends
+from scheduler.rm.slurm.view import SlurmEdge, SlurmError, partition_args, partition_pool, resizes_once, run
 
 if TYPE_CHECKING:
     from scheduler.core.state import ClusterState

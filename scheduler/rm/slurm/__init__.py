@@ -1,0 +1,1 @@
+"""Slurm as the resource manager (docs/slurm.md)."""
