@@ -14,6 +14,8 @@ manager") says how a new one joins.
 from __future__ import annotations
 
 import argparse
+import importlib
+import pkgutil
 
 from scheduler.rm.base import ResourceManager
 from scheduler.rm.registry import managers, option_sets
@@ -22,8 +24,11 @@ __all__ = ["ResourceManager", "add_options", "from_args"]
 
 
 def _load_builtin() -> None:
-    """Import the managers' packages: each registers itself (one line per package)."""
-    from scheduler.rm import slurm  # noqa: F401
+    """Import every package of ``scheduler.rm`` (as ``scheduler.core.policies`` does its modules):
+    each registers its managers; a package is imported once, so each registers once."""
+    for m in pkgutil.iter_modules(__path__):
+        if m.ispkg:
+            importlib.import_module(f"{__name__}.{m.name}")
 
 
 def add_options(p: argparse.ArgumentParser) -> None:

@@ -21,7 +21,7 @@ existing Slurm allocation: nodes never change hands),
 :mod:`scheduler.rm.slurm.manager` (Slurm as the resource manager of one
 job's daemon: nodes are granted by expander jobs and given back) and
 :mod:`scheduler.rm.slurm.site` (one controller for every malleable job of a
-Slurm partition). A new manager is one module with one class;
+Slurm partition). A new manager is one package that registers itself;
 ``docs/daemon.md`` ("Adding a resource manager") says how.
 """
 
