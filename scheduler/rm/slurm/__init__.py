@@ -6,7 +6,7 @@ controller of every malleable job of a partition. Both read the broker's options
 (:class:`scheduler.rm.slurm.broker.Broker`), registered here once (:mod:`scheduler.rm.registry`).
 The rest of the package: the pure broker (``broker``, ``ops``), Slurm's backfill plan (``plan``),
 starting waiting jobs earlier (``admit``), time limits (``limits``), checks against Slurm
-(``verify``) and Slurm's commands and thread (``view``).
+(``verify``), Slurm's commands (``view``) and the thread that runs them, with its messages (``edge``).
 """
 
 from __future__ import annotations

@@ -45,6 +45,7 @@ from scheduler.core.actions import StateError
 from scheduler.core.job import FINAL, Job
 from scheduler.core.pool import Pool
 from scheduler.rm.slurm.broker import Ended
+from scheduler.rm.slurm.edge import EndJob
 from scheduler.rm.slurm.manager import SlurmManager
 from scheduler.rm.slurm.verify import Verified, own_expanders
 from scheduler.rm.slurm.view import (
@@ -264,7 +265,7 @@ class SlurmSite(SlurmManager):
             j = state.jobs.get(jid)
             if j is not None and j.allocation is not None:
                 if j.allocation in self.verified.jobs:  # never a Slurm job it did not check
-                    self.edge.outbox.put(("end", j.allocation))
+                    self.edge.outbox.put(EndJob(j.allocation))
                 done.add(jid)
         return done
 
