@@ -18,10 +18,10 @@ adopted job's end and kill are the manager's (:meth:`ResourceManager.kill`).
 
 Implementations: :mod:`scheduler.rm.fixed` (one machine, a pool file, an
 existing Slurm allocation: nodes never change hands),
-:mod:`scheduler.rm.slurm_manager` (Slurm as the resource manager of one
+:mod:`scheduler.rm.slurm.manager` (Slurm as the resource manager of one
 job's daemon: nodes are granted by expander jobs and given back) and
-:mod:`scheduler.rm.slurm_site` (one controller for every malleable job of a
-Slurm partition). A new manager is one module with one class;
+:mod:`scheduler.rm.slurm.site` (one controller for every malleable job of a
+Slurm partition). A new manager is one package that registers itself;
 ``docs/daemon.md`` ("Adding a resource manager") says how.
 """
 

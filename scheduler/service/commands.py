@@ -16,7 +16,7 @@ from reshape.joblink import jobenv as E
 from reshape.joblink.client import DaemonError, RequestTooLarge, SchedulerUnavailable, request
 from reshape.joblink.protocol import printable
 from scheduler.core.jobtable import FINAL
-from scheduler.rm.slurm_view import SlurmError
+from scheduler.rm.slurm.view import SlurmError
 from scheduler.service.endpoint import DEFAULT_ENDPOINT
 from scheduler.service.report import read_history
 

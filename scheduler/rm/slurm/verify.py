@@ -1,6 +1,6 @@
 """The site controller believes only Slurm: every ``register`` checked against ``slurmctld`` before it acts.
 
-The controller (``reshape daemon --slurm-site``, :mod:`scheduler.rm.slurm_site`) runs as root or
+The controller (``reshape daemon --slurm-site``, :mod:`scheduler.rm.slurm.site`) runs as root or
 as the user that submits expanders, and acts on the Slurm jobs of the jobs registered with it:
 ``scancel`` of a job and its expanders on ``reshape cancel``, ``scontrol update ... NodeList=`` to
 give nodes back. So a registration is taken only when Slurm vouches for every word of it
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import hostlist
 
 from scheduler.core.actions import StateError
-from scheduler.rm.slurm_view import SlurmError, SlurmJob, run
+from scheduler.rm.slurm.view import SlurmError, SlurmJob, run
 
 if TYPE_CHECKING:
     from scheduler.core.job import Job
