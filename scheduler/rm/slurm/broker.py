@@ -104,7 +104,7 @@ class Broker:
     time_limits: str = "charge"  # keep each job's Slurm time limit at its end: "charge", "measured" or "off"
     nodes: tuple[str, ...] = ()  # the partition's nodes, in Slurm's order (the backfill plan's)
     resizes_once: bool = False  # Slurm refuses any update of a job after its first shrink (no accounting)
-    max_stretch: float = 2.0  # no shrink makes a job run longer than this times its run at its requested size
+    max_stretch: float = 1.1  # no shrink makes a job run longer than this times its run at its requested size
     regrow: bool = False  # a moldable start's own cost assumes it grows back when Slurm would have started it
     criterion: str = "slowdown"  # what a shrink to start weighs: seconds ("turnaround") or "slowdown" (admit)
     _now: float = 0.0
