@@ -118,7 +118,8 @@ def twin_jobs(w: Workload, cal: dict) -> list:
 
 def twin_params(args: list[str]) -> dict:
     """The controller options the twin's controller takes (``reshape daemon``'s resource-manager options)."""
-    from scheduler.rm import add_options, broker_params
+    from scheduler.rm import add_options
+    from scheduler.rm.slurm import broker_params
 
     p = argparse.ArgumentParser(add_help=False)
     add_options(p)

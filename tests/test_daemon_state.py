@@ -227,7 +227,7 @@ def test_a_resize_not_confirmed_in_time_fails_and_kills_the_job():
 
 
 def test_nodes_granted_drained_and_released_by_a_resource_manager():
-    """The core's side of growing through Slurm (scheduler.rm.slurm_manager): a node not ours is down, a granted
+    """The core's side of growing through Slurm (scheduler.rm.slurm.manager): a node not ours is down, a granted
     one joins the pool, a draining one offers no slot, and only an unused node can be given back."""
     from scheduler.core.pool import Node, Pool
 

@@ -1,6 +1,6 @@
 """Starting waiting Slurm jobs earlier, without Slurm: the backfill plan, the SD-Policy criterion, moldable
-starts, and the time limits that follow a job's size (``scheduler.rm.slurm_plan``, ``slurm_admit``,
-``slurm_limits``, the broker's use of them). The real slurmctld is in ``tests/test_cluster_slurm.py``."""
+starts, and the time limits that follow a job's size (``scheduler.rm.slurm.plan``, ``admit``,
+``limits``, the broker's use of them). The real slurmctld is in ``tests/test_cluster_slurm.py``."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 
 from scheduler.core.job import Job
 from scheduler.core.jobfile import validate_job
-from scheduler.rm.slurm_admit import delays, loss_weight, moldable_limit, own_cost, shrink_cost
-from scheduler.rm.slurm_broker import AskShrink, Broker, Drain, Release, Tenant, Update
-from scheduler.rm.slurm_limits import slurm_end
-from scheduler.rm.slurm_plan import NO_LIMIT, Pending, plan
-from scheduler.rm.slurm_view import SlurmJob, expander_name, parse_squeue
+from scheduler.rm.slurm.admit import delays, loss_weight, moldable_limit, own_cost, shrink_cost
+from scheduler.rm.slurm.broker import AskShrink, Broker, Drain, Release, Tenant, Update
+from scheduler.rm.slurm.limits import slurm_end
+from scheduler.rm.slurm.plan import NO_LIMIT, Pending, plan
+from scheduler.rm.slurm.view import SlurmJob, expander_name, parse_squeue
 
 NODES = tuple(f"n{i}" for i in range(1, 9))
 

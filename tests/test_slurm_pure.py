@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from reshape.joblink import launchers
 from scheduler.core.pool import PoolError
 from scheduler.rm.fixed import allocation_pool
-from scheduler.rm.slurm_broker import (
+from scheduler.rm.slurm.broker import (
     AskShrink,
     Broker,
     Cancel,
@@ -29,7 +29,7 @@ from scheduler.rm.slurm_broker import (
     Submit,
     Tenant,
 )
-from scheduler.rm.slurm_view import SlurmJob, expander_name, parse_squeue, partition_pool
+from scheduler.rm.slurm.view import SlurmJob, expander_name, parse_squeue, partition_pool
 
 
 def test_allocation_pool_reads_hostlist_and_cpu_counts():

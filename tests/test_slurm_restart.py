@@ -18,6 +18,7 @@ from reshape.joblink import protocol as P
 from scheduler.cli.slurm import restart_hosts
 from scheduler.core.actions import StateError
 from scheduler.core.jobfile import validate_job
+from scheduler.rm.slurm.edge import KeepNodes
 from tests.test_slurm_site import job, outbox, point, site
 
 
@@ -46,7 +47,7 @@ def test_a_job_that_lost_a_node_restarts_in_its_allocation_on_the_nodes_left_and
     st.validate()
     # the next look: Slurm still lists n2 in the job (it has not noticed yet): it is given back, n1 kept
     rm.apply(st, 11.0, [job("101", "heat", "RUNNING", ["n1", "n2"])], 4, 11.0)
-    assert ("keep", "101", ["n1"], None) in [(*o[:3], None) for o in outbox(rm) if o[0] == "keep"]
+    assert ("101", ["n1"]) in [(o.job, o.hosts) for o in outbox(rm) if isinstance(o, KeepNodes)]
     point(st, jid, 11, 1.0, 12.0)  # resumed at the checkpoint of iteration 10: two iterations lost
     assert (j.resumed_at, j.iterations_lost) == (10, 2)
     st.validate()

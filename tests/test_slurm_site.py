@@ -16,8 +16,9 @@ from scheduler.core.jobfile import validate_job
 from scheduler.core.policy import app_policy, remap_policy
 from scheduler.core.pool import Node, Pool
 from scheduler.core.state import ClusterState
-from scheduler.rm.slurm_site import SlurmSite
-from scheduler.rm.slurm_view import SlurmJob, expander_name
+from scheduler.rm.slurm.edge import CancelJob, EndJob, SubmitExpanders
+from scheduler.rm.slurm.site import SlurmSite
+from scheduler.rm.slurm.view import SlurmJob, expander_name
 
 NODES = [f"n{i}" for i in range(1, 7)]
 
@@ -63,8 +64,8 @@ def test_jobs_register_and_each_grows_only_onto_its_own_expanders():
     assert st.pool.leases == {"n1": "101", "n2": "102"} and st.pool.free == 0
     mains = [job("101", "a", "RUNNING", ["n1"]), job("102", "b", "RUNNING", ["n2"])]
     rm.apply(st, 1.0, mains, 4, 1.0)
-    asks = [o for o in outbox(rm) if o[0] == "submit"]
-    assert sorted(o[1] for o in asks) == ["101", "102"] and all(o[2] == 1 for o in asks)  # 2 -> 4 each
+    asks = [o for o in outbox(rm) if isinstance(o, SubmitExpanders)]
+    assert sorted(o.main for o in asks) == ["101", "102"] and all(o.nodes == 1 for o in asks)  # 2 -> 4 each
     rm.broker.submitted("101", "201", 1.0)
     rm.broker.submitted("102", "202", 1.0)
     views = [*mains, job("201", expander_name("101"), "RUNNING", ["n3"]),
@@ -97,7 +98,7 @@ def test_a_waiting_rigid_job_gets_a_node_from_the_job_that_loses_least():
     assert adv.action == "shrink" and adv.nprocs == 2
     st.handle(P.Resized(job_id=b, old=4, new=2, seconds=0.1), 5.1)
     rm.apply(st, 6.0, [*views, rigid], 0, 6.0)
-    assert ("cancel", "202") in outbox(rm)  # its expander held nothing else: cancelled
+    assert CancelJob("202") in outbox(rm)  # its expander held nothing else: cancelled
     assert "n4" in st.pool.down
     st.validate()
 
@@ -111,7 +112,7 @@ def test_a_job_ends_with_its_slurm_job_and_a_cancel_ends_the_slurm_job():
         rm.apply(st, t, [job("102", "b", "RUNNING", ["n2"])], 4, t)
     assert st.jobs[a].state == "done" and "n1" in st.pool.down and "n1" not in st.pool.leases
     assert rm.kill(st, st.cancel(b, 3.0) and [b]) == {b}
-    assert ("end", "102") in outbox(rm)
+    assert EndJob("102") in outbox(rm)
     st.validate()
 
 

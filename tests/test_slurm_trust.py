@@ -1,4 +1,4 @@
-"""The site controller believes only Slurm (``scheduler.rm.slurm_verify``).
+"""The site controller believes only Slurm (``scheduler.rm.slurm.verify``).
 
 Pure: ``scontrol show job -o`` read, and what of a registration Slurm does not vouch for. Against
 the real ``slurmctld`` of the compose cluster's Slurm overlay (marker ``cluster``, one cluster, one
@@ -19,8 +19,8 @@ import pytest
 from scheduler.core.actions import StateError
 from scheduler.core.job import Job
 from scheduler.core.jobfile import validate_job
-from scheduler.rm.slurm_verify import SlurmFacts, Verified, mismatch, own_expanders, parse_show_job
-from scheduler.rm.slurm_view import SlurmJob
+from scheduler.rm.slurm.verify import SlurmFacts, Verified, mismatch, own_expanders, parse_show_job
+from scheduler.rm.slurm.view import SlurmJob
 from tests.helpers import wait_for
 from tests.test_cluster_slurm import slurm  # noqa: F401  (the fixture: one Slurm cluster for this module)
 
@@ -85,8 +85,8 @@ def test_registrations_take_the_senders_submission_tokens_before_slurm_is_asked(
     from scheduler.daemon.accounts import Accounts
     from scheduler.daemon.handlers import Quota, answer
     from scheduler.observe.loopstats import LoopStats
-    from scheduler.rm.slurm_site import SlurmSite
-    from scheduler.rm.slurm_view import SlurmError
+    from scheduler.rm.slurm.site import SlurmSite
+    from scheduler.rm.slurm.view import SlurmError
 
     asked: list[str] = []
 

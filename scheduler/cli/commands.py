@@ -18,7 +18,7 @@ from reshape.joblink.protocol import printable
 from scheduler.core.jobtable import FINAL
 from scheduler.daemon.endpoint import DEFAULT_ENDPOINT
 from scheduler.observe.report import read_history
-from scheduler.rm.slurm_view import SlurmError
+from scheduler.rm.slurm.view import SlurmError
 
 __all__ = ["cmd_cancel", "cmd_daemon", "cmd_demo", "cmd_history", "cmd_keys", "cmd_log", "cmd_status", "cmd_stop",
            "cmd_submit", "cmd_wait", "read_history", "request"]

@@ -6,7 +6,7 @@ job file's ``walltime`` as its time limit), whose body is ``reshape slurm-run``.
 Inside the allocation that runs the job in one of two modes:
 
 * **site mode** (a site controller is named: ``--controller`` or
-  ``$RESHAPE_CONTROLLER``; ``scheduler.rm.slurm_site``): register with the
+  ``$RESHAPE_CONTROLLER``; ``scheduler.rm.slurm.site``): register with the
   controller (``register``: the Slurm job id and nodes), run the job's
   ``mpiexec`` here, report how it ended. The controller grows and shrinks it
   together with every other malleable job of the partition. A job with
@@ -14,7 +14,7 @@ Inside the allocation that runs the job in one of two modes:
   checkpoint on the nodes of the allocation still alive, as the controller
   agrees (``register`` with ``restart``; docs/slurm.md, "Failures").
 * **private mode** (no controller): start a daemon that grows and shrinks
-  through Slurm (``--slurm-grow``, ``scheduler.rm.slurm_manager``) on the job's
+  through Slurm (``--slurm-grow``, ``scheduler.rm.slurm.manager``) on the job's
   first node, submit the job to it, report each size change to the job's
   Slurm output, and end with the job.
 
@@ -52,8 +52,8 @@ from scheduler.core.policy import legal_sizes
 from scheduler.core.pool import PoolError
 from scheduler.daemon.startup import job_tag, kill_job, start_job
 from scheduler.rm.fixed import allocation_pool
-from scheduler.rm.slurm_view import SlurmError, expander_name, malleable_comment
-from scheduler.rm.slurm_view import run as slurm_run
+from scheduler.rm.slurm.view import SlurmError, expander_name, malleable_comment
+from scheduler.rm.slurm.view import run as slurm_run
 
 __all__ = ["CONTROLLER", "add_commands", "daemon_of", "submit_slurm"]
 

@@ -22,7 +22,7 @@ not offered (``free``) and nothing new is allocated there: it is about to be
 given back to a resource manager (``scheduler.rm``).
 
 A node may be *leased* to one allocation of a resource manager (e.g. the Slurm
-job, or its expander, that holds it for one malleable job: ``scheduler.rm.slurm_site``):
+job, or its expander, that holds it for one malleable job: ``scheduler.rm.slurm.site``):
 its free slots are then offered only to jobs of that allocation
 (:meth:`Pool.free_for`, ``allocate(lease=)``). Without leases every free slot
 is everyone's, as in the papers.

@@ -2,13 +2,13 @@
 
 What the controller and the benchmark see of Slurm, on a virtual clock: whole nodes
 (``select/linear``), first-come-first-served priority with ``--nice`` jobs after all others
-(``priority/basic``), Slurm's backfill plan (:func:`scheduler.rm.slurm_plan.plan`: time limits in
+(``priority/basic``), Slurm's backfill plan (:func:`scheduler.rm.slurm.plan.plan`: time limits in
 whole minutes, a job planned to end at its limit, a deadline job given the minutes left) run at
 every submission, every end and once a second (``bf_interval=1``), and the commands the
 controller uses: ``sbatch`` (:meth:`SimSlurm.submit`), ``scancel``, ``scontrol update``
 (``NodeList=`` of a running job, once without accounting, ``TimeLimit=``, ``NumNodes=`` of a
 pending one) and ``squeue``
-(:meth:`SimSlurm.view`: the controller's :class:`~scheduler.rm.slurm_view.SlurmJob` rows, with
+(:meth:`SimSlurm.view`: the controller's :class:`~scheduler.rm.slurm.view.SlurmJob` rows, with
 the predicted starts and the reasons ``Resources``/``Priority``). A job past its limit is ended
 (``TIMEOUT``) by the periodic check Slurm runs every 30 s, plus ``KillWait``.
 """
@@ -18,8 +18,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from scheduler.rm.slurm_plan import NO_LIMIT, Pending, plan
-from scheduler.rm.slurm_view import SlurmJob
+from scheduler.rm.slurm.plan import NO_LIMIT, Pending, plan
+from scheduler.rm.slurm.view import SlurmJob
 
 __all__ = ["LIMIT_CHECK", "SimSlurm", "Sjob"]
 

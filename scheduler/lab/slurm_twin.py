@@ -8,7 +8,7 @@ replays both on a virtual clock with what decides the outcome there:
   backfill planned with time limits in whole minutes (a job is planned to end at its limit,
   not when it will), a pass at every submission and end and once a second, expanders at the
   lowest priority with the minutes left before their deadline, the 30-s time-limit check;
-* **the controller itself**: the real :class:`scheduler.rm.slurm_site.SlurmSite` and the core
+* **the controller itself**: the real :class:`scheduler.rm.slurm.site.SlurmSite` and the core
   (:class:`scheduler.core.state.ClusterState`, the daemon's default policies), looking at the
   simulated ``squeue`` once a second; its Slurm commands (expanders, ``scancel``, ``scontrol
   update``) are carried out on the simulated Slurm as they are queued;
@@ -40,8 +40,9 @@ from scheduler.core.policy import app_policy, preset, remap_policy
 from scheduler.core.pool import Node, Pool
 from scheduler.core.state import ClusterState
 from scheduler.lab.slurm_sim import SimSlurm, Sjob
-from scheduler.rm.slurm_site import SlurmSite
-from scheduler.rm.slurm_view import expander_name, malleable_comment
+from scheduler.rm.slurm.edge import CancelJob, EndJob, KeepNodes, SubmitExpanders, UpdateJob
+from scheduler.rm.slurm.site import SlurmSite
+from scheduler.rm.slurm.view import expander_name, malleable_comment
 
 __all__ = ["Latencies", "TwinJob", "run"]
 
@@ -276,26 +277,26 @@ class Twin:
         changed = False
         while not out.empty():
             op = out.get()
-            if op[0] == "submit":  # one expander job per node, as the controller's Slurm thread submits them
-                for _ in range(op[2]):
-                    sid = self.slurm.submit(expander_name(op[1]), 1, None, now, deadline=op[3], nice=True,
+            if isinstance(op, SubmitExpanders):  # one expander job per node, as the controller's Slurm thread
+                for _ in range(op.nodes):
+                    sid = self.slurm.submit(expander_name(op.main), 1, None, now, deadline=op.deadline, nice=True,
                                             kind="expander")
-                    self.rm.broker.submitted(op[1], sid, now)
-            elif op[0] == "cancel":
-                self.slurm.cancel(op[1], now)
-                self._gone(op[1])
-            elif op[0] == "end":
-                self.slurm.cancel(op[1], now)
-                self.slurm.cancel_name(expander_name(op[1]), now)
-                self._gone(op[1])
-            elif op[0] == "keep":
-                if self.slurm.keep(op[1], list(op[2])) and len(op) > 3 and op[3]:
-                    self.slurm.set_limit(op[1], op[3], after_keep=True)
-            elif op[0] == "update":
-                if "NumNodes" in op[2]:
-                    self.slurm.set_nodes(op[1], op[2]["NumNodes"])
-                if "TimeLimit" in op[2]:
-                    self.slurm.set_limit(op[1], op[2]["TimeLimit"])
+                    self.rm.broker.submitted(op.main, sid, now)
+            elif isinstance(op, CancelJob):
+                self.slurm.cancel(op.job, now)
+                self._gone(op.job)
+            elif isinstance(op, EndJob):
+                self.slurm.cancel(op.main, now)
+                self.slurm.cancel_name(expander_name(op.main), now)
+                self._gone(op.main)
+            elif isinstance(op, KeepNodes):
+                if self.slurm.keep(op.job, list(op.hosts)) and op.minutes:
+                    self.slurm.set_limit(op.job, op.minutes, after_keep=True)
+            elif isinstance(op, UpdateJob):
+                if "NumNodes" in op.fields:
+                    self.slurm.set_nodes(op.job, op.fields["NumNodes"])
+                if "TimeLimit" in op.fields:
+                    self.slurm.set_limit(op.job, op.fields["TimeLimit"])
             changed = True
         if changed:
             self._schedule()

@@ -31,8 +31,8 @@ more. No shrink may stretch a job's run past ``max_stretch`` times its run at it
 broker's bound, so that no job pays much for others' starts).
 
 **Never delaying another waiting job** (:func:`delays`): with the shrunk jobs' new ends (a job
-below its requested size runs longer: its Slurm limit is extended, ``scheduler.rm.slurm_limits``)
-and W started now, Slurm's backfill plan (:func:`scheduler.rm.slurm_plan.plan`) must start no
+below its requested size runs longer: its Slurm limit is extended, ``scheduler.rm.slurm.limits``)
+and W started now, Slurm's backfill plan (:func:`scheduler.rm.slurm.plan.plan`) must start no
 other pending job later than both its start without the change and the first start Slurm
 predicted for it (the reservation conservative backfilling keeps, Mu'alem & Feitelson 2001).
 """
@@ -43,8 +43,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scheduler.rm.slurm_plan import Pending, plan
-from scheduler.rm.slurm_view import SlurmJob
+from scheduler.rm.slurm.plan import Pending, plan
+from scheduler.rm.slurm.view import SlurmJob
 
 __all__ = ["CRITERIA", "LIVE", "Tenant", "delays", "loss_weight", "moldable_limit", "own_cost", "shrink_cost",
            "shrink_off"]
@@ -128,7 +128,7 @@ class Tenant:
         return now + self.left * (self.times.get(q) or t_p * self.nprocs / q)
 
     def loss(self, q: int) -> float:
-        """Seconds lost running the rest at ``q`` instead of its size now (``slurm_admit.shrink_cost``)."""
+        """Seconds lost running the rest at ``q`` instead of its size now (``admit.shrink_cost``)."""
         return shrink_cost(self.nprocs, self.times, self.left, q)
 
 

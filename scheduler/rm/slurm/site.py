@@ -12,7 +12,7 @@ are leased to its Slurm job, so its expansions land only where its own Slurm
 jobs are (the ``slurm`` launcher starts ranks as steps of them).
 
 From then on the controller arbitrates across all malleable jobs with the
-same core and Remap Scheduler as everywhere (:class:`scheduler.rm.slurm_broker.Broker`):
+same core and Remap Scheduler as everywhere (:class:`scheduler.rm.slurm.broker.Broker`):
 which job grows into idle nodes (expander jobs, largest measured gain
 first), which shrinks when a Slurm job waits (least loss first, never below
 ``min_procs``, never two for one demand), and never delays a waiting job
@@ -23,7 +23,7 @@ time limit) ends its reshape job.
 
 Trust: the controller believes only Slurm. A registration is taken when ``slurmctld`` says the job
 runs, is the sender's, and holds the hosts named; the controller cancels, shrinks and gives back
-only jobs it so verified and expanders it submitted (:mod:`scheduler.rm.slurm_verify`).
+only jobs it so verified and expanders it submitted (:mod:`scheduler.rm.slurm.verify`).
 
 Nothing is lost when the controller goes: its core is journaled, the jobs run
 in their own allocations and keep running at their sizes while it is away
@@ -44,10 +44,11 @@ from typing import TYPE_CHECKING, Any
 from scheduler.core.actions import StateError
 from scheduler.core.job import FINAL, Job
 from scheduler.core.pool import Pool
-from scheduler.rm.slurm_broker import Ended
-from scheduler.rm.slurm_manager import SlurmManager
-from scheduler.rm.slurm_verify import Verified, own_expanders
-from scheduler.rm.slurm_view import (
+from scheduler.rm.slurm.broker import Ended
+from scheduler.rm.slurm.edge import EndJob
+from scheduler.rm.slurm.manager import SlurmManager
+from scheduler.rm.slurm.verify import Verified, own_expanders
+from scheduler.rm.slurm.view import (
     SlurmError,
     final_states,
     look,
@@ -86,7 +87,7 @@ class SlurmSite(SlurmManager):
                                      "resizes_once": once})
         self.broker.nodes = tuple(n.host for n in self._pool.nodes)
         self.pending_actions: list = []  # actions of the start-up reconciliation, performed with the first step
-        self.verified = Verified()  # the Slurm jobs it checked: the only ones it acts on (slurm_verify)
+        self.verified = Verified()  # the Slurm jobs it checked: the only ones it acts on (verify)
         self.source = (f"Slurm partition {partition or '(default)'} ({len(self._pool.nodes)} nodes): site controller "
                        f"of every 'reshape submit --slurm' job")
 
@@ -264,12 +265,12 @@ class SlurmSite(SlurmManager):
             j = state.jobs.get(jid)
             if j is not None and j.allocation is not None:
                 if j.allocation in self.verified.jobs:  # never a Slurm job it did not check
-                    self.edge.outbox.put(("end", j.allocation))
+                    self.edge.outbox.put(EndJob(j.allocation))
                 done.add(jid)
         return done
 
     def apply(self, state: ClusterState, now: float, jobs: list, idle: int, seen: float) -> list:
-        """As every Slurm manager, with only the expanders this controller submitted (slurm_verify)."""
+        """As every Slurm manager, with only the expanders this controller submitted (verify)."""
         return super().apply(state, now, own_expanders(jobs, self.verified.me), idle, seen)
 
     def ended(self, s: ClusterState, op: Ended, now: float) -> list:

@@ -1,6 +1,6 @@
 """The Slurm broker's operations: what one look at Slurm asks of the core and of Slurm (plain data).
 
-:class:`scheduler.rm.slurm_broker.Broker` returns them; :class:`scheduler.rm.slurm_manager.SlurmManager`
+:class:`scheduler.rm.slurm.broker.Broker` returns them; :class:`scheduler.rm.slurm.manager.SlurmManager`
 applies them to the core (node events, shrink requests) and queues the Slurm commands (``sbatch`` an
 expander, ``scancel``, ``scontrol update``).
 """

@@ -1,10 +1,10 @@
 """Slurm as the resource manager: the broker's operations applied to the core and to Slurm.
 
 :class:`SlurmManager` is what both Slurm modes share: the Slurm thread
-(:class:`scheduler.rm.slurm_view.SlurmEdge`) looks at the partition every
+(:class:`scheduler.rm.slurm.edge.SlurmEdge`) looks at the partition every
 second; at each tick the newest look, the core's malleable jobs and the
 Remap Scheduler's what-if go through the pure
-:class:`scheduler.rm.slurm_broker.Broker`, whose operations change the pool
+:class:`scheduler.rm.slurm.broker.Broker`, whose operations change the pool
 through the core's node events (granted, released, down) and shrink
 requests, or are queued for the Slurm thread (``sbatch`` an expander,
 ``scancel``, ``scontrol update ... NodeList=``).
@@ -13,7 +13,7 @@ requests, or are queued for the Slurm thread (``sbatch`` an expander,
 controller (``reshape daemon --slurm-grow``, started by ``reshape slurm-run``
 inside the job's own allocation): one group, the daemon's own Slurm job,
 whose jobs the daemon launches itself; the site mode is
-:mod:`scheduler.rm.slurm_site`. docs/slurm.md describes both.
+:mod:`scheduler.rm.slurm.site`. docs/slurm.md describes both.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from scheduler.core.policy import legal_sizes
 from scheduler.core.pool import Pool
 from scheduler.rm.base import ResourceManager
 from scheduler.rm.fixed import allocation_pool
-from scheduler.rm.slurm_broker import (
+from scheduler.rm.slurm.broker import (
     AskShrink,
     Broker,
     Cancel,
@@ -48,8 +48,18 @@ from scheduler.rm.slurm_broker import (
     Tenant,
     Update,
 )
-from scheduler.rm.slurm_limits import slurm_ends
-from scheduler.rm.slurm_view import SlurmEdge, SlurmError, partition_args, partition_pool, resizes_once, run
+from scheduler.rm.slurm.edge import (
+    CancelJob,
+    KeepNodes,
+    Look,
+    SlurmEdge,
+    SlurmFailed,
+    SubmitExpanders,
+    Submitted,
+    UpdateJob,
+)
+from scheduler.rm.slurm.limits import slurm_ends
+from scheduler.rm.slurm.view import SlurmError, partition_args, partition_pool, resizes_once, run
 
 if TYPE_CHECKING:
     from scheduler.core.state import ClusterState
@@ -130,7 +140,7 @@ class SlurmManager(ResourceManager):
         run = total * times[near] * near / n
         return (None if j.start_time is None else j.start_time + self.broker.max_stretch * run), run
 
-    def _drain_inbox(self) -> tuple | None:
+    def _drain_inbox(self) -> Look | None:
         """What the Slurm thread saw and did since the last step: the newest look, if any."""
         view = None
         while True:
@@ -138,20 +148,20 @@ class SlurmManager(ResourceManager):
                 msg = self.edge.inbox.get_nowait()
             except queue.Empty:
                 return view
-            if msg[0] == "view":
+            if isinstance(msg, Look):
                 view = msg
-            elif msg[0] == "submitted":
-                self.broker.submitted(msg[1], msg[2], msg[3])
-                if msg[4]:
-                    self.error = msg[4]
-            elif msg[0] == "error":
-                self.error = msg[1]
+            elif isinstance(msg, Submitted):
+                self.broker.submitted(msg.main, msg.job, msg.t0)
+                if msg.error:
+                    self.error = msg.error
+            elif isinstance(msg, SlurmFailed):
+                self.error = msg.message
 
     def step(self, state: ClusterState, now: float) -> list:
         view = self._drain_inbox()
         if view is None:
             return []
-        return self.apply(state, now, view[1], view[2], view[3])
+        return self.apply(state, now, view.jobs, view.idle, view.seen)
 
     def apply(self, state: ClusterState, now: float, jobs: list, idle: int, seen: float) -> list:
         """One look at Slurm through the broker; the core actions that follow."""
@@ -165,7 +175,7 @@ class SlurmManager(ResourceManager):
             acts += self._apply(op, state, now)
         for job, minutes in self._keeps.items():
             kept = self.broker.kept(job)
-            self.edge.outbox.put(("keep", job, kept, minutes) if kept else ("cancel", job))
+            self.edge.outbox.put(KeepNodes(job, kept, minutes) if kept else CancelJob(job))
         return acts
 
     # ------------------------------------------------------------------ operations
@@ -190,7 +200,7 @@ class SlurmManager(ResourceManager):
             b.forgotten(op.host)
             return s.node_down(op.host, now, op.why)
         elif isinstance(op, Cancel):
-            out.put(("cancel", op.job))
+            out.put(CancelJob(op.job))
             self.note(f"Slurm job {op.job} cancelled: {op.why}")
         elif isinstance(op, Drain):
             if op.host not in s.pool.down:
@@ -201,10 +211,10 @@ class SlurmManager(ResourceManager):
             cpus = op.nodes * b.node_slots if op.nodes else None  # a job asking tasks: as many as the nodes' CPUs
             fields = {k: v for k, v in (("NumTasks", cpus), ("NumCPUs", cpus), ("NumNodes", op.nodes),
                                         ("TimeLimit", op.minutes)) if v}
-            out.put(("update", op.job, fields))
+            out.put(UpdateJob(op.job, fields))
             self.note(f"Slurm job {op.job}: {' '.join(f'{k}={v}' for k, v in fields.items())} ({op.why})")
         elif isinstance(op, Submit):
-            out.put(("submit", op.main, op.nodes, op.deadline))
+            out.put(SubmitExpanders(op.main, op.nodes, op.deadline))
             self.note(f"asked Slurm for {op.nodes} node(s) for job {op.main}")
         elif isinstance(op, Ended):
             return self.ended(s, op, now)

@@ -5,10 +5,10 @@ daemon inside its own allocation (``--slurm-grow``: one *group*, the
 daemon's Slurm job) or every ``reshape submit --slurm`` job of a site
 (``--slurm-site``: one group per job's Slurm job). A group is a *main*
 Slurm job and the **expander jobs** it grows with (named
-:func:`~scheduler.rm.slurm_view.expander_name`; DMR/MaM's mechanism, since
+:func:`~scheduler.rm.slurm.view.expander_name`; DMR/MaM's mechanism, since
 Slurm 22.05 cannot grow a running job in place). Each call of :meth:`Broker.step`
 takes one look at Slurm and returns operations, applied by the adapters
-(``scheduler.rm.slurm_manager``, ``scheduler.rm.slurm_site``):
+(``scheduler.rm.slurm.manager``, ``scheduler.rm.slurm.site``):
 
 1. **Holdings.** The nodes of every running main job and expander are ours,
    each held by the Slurm job it came from: new ones are :class:`Grant`\\ed
@@ -21,7 +21,7 @@ takes one look at Slurm and returns operations, applied by the adapters
    waiting job is started now with our free nodes and nodes our jobs release by
    shrinking (:class:`AskShrink`; a malleable job not started yet possibly on fewer
    nodes: :class:`Update` ``NumNodes``) when that pays and delays no other waiting
-   job (:mod:`scheduler.rm.slurm_admit`: SD-Policy's criterion, Slurm's plan), the
+   job (:mod:`scheduler.rm.slurm.admit`: SD-Policy's criterion, Slurm's plan), the
    shortfall promised (:class:`Drain`), the nodes chosen by the least seconds lost
    per node; nothing below ``min_procs``, never a group's batch host, a Slurm job's
    first node given back last; promises are counted per waiting job, so two jobs never
@@ -47,7 +47,7 @@ takes one look at Slurm and returns operations, applied by the adapters
    goes back; an expander whose end comes within ``expire_margin`` is
    vacated (its job asked to shrink off it) before Slurm ends it.
 5. **Time limits.** Each job's Slurm limit is kept at the end it has at its size
-   (:mod:`scheduler.rm.slurm_limits`; :class:`Update` ``TimeLimit``), its expanders'
+   (:mod:`scheduler.rm.slurm.limits`; :class:`Update` ``TimeLimit``), its expanders'
    brought down to it.
 """
 
@@ -57,8 +57,8 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scheduler.rm.slurm_admit import LIVE, Tenant, delays, loss_weight, moldable_limit, own_cost, shrink_off
-from scheduler.rm.slurm_ops import (
+from scheduler.rm.slurm.admit import LIVE, Tenant, delays, loss_weight, moldable_limit, own_cost, shrink_off
+from scheduler.rm.slurm.ops import (
     AskShrink,
     Cancel,
     Drain,
@@ -71,7 +71,7 @@ from scheduler.rm.slurm_ops import (
     Submit,
     Update,
 )
-from scheduler.rm.slurm_view import SlurmJob, expander_name
+from scheduler.rm.slurm.view import SlurmJob, expander_name
 
 __all__ = ["WAITING_FOR_NODES", "AskShrink", "Broker", "Cancel", "Drain", "Ended", "Fail", "Forget", "Grant",
            "Lost", "Release", "Submit", "Tenant", "Update", "shrink_off"]
@@ -99,14 +99,14 @@ class Broker:
     expire_margin: float = 60.0
     late_tolerance: float = 5.0
     node_slots: int = 1
-    moldable: bool = True  # start a waiting malleable job on fewer nodes when that pays (slurm_admit)
+    moldable: bool = True  # start a waiting malleable job on fewer nodes when that pays (admit)
     shrink_to_start: bool = True  # shrink running jobs for a waiting one only when that pays and delays no one
     time_limits: str = "charge"  # keep each job's Slurm time limit at its end: "charge", "measured" or "off"
     nodes: tuple[str, ...] = ()  # the partition's nodes, in Slurm's order (the backfill plan's)
     resizes_once: bool = False  # Slurm refuses any update of a job after its first shrink (no accounting)
-    max_stretch: float = 2.0  # no shrink makes a job run longer than this times its run at its requested size
+    max_stretch: float = 1.1  # no shrink makes a job run longer than this times its run at its requested size
     regrow: bool = False  # a moldable start's own cost assumes it grows back when Slurm would have started it
-    criterion: str = "slowdown"  # what a shrink to start weighs: seconds ("turnaround") or "slowdown" (slurm_admit)
+    criterion: str = "slowdown"  # what a shrink to start weighs: seconds ("turnaround") or "slowdown" (admit)
     _now: float = 0.0
     groups: dict[str, _Group] = field(default_factory=dict)
     held: dict[str, str] = field(default_factory=dict)  # host -> Slurm job holding it for us
@@ -415,7 +415,7 @@ class Broker:
 
     def _admit(self, now: float, jobs: Sequence[SlurmJob], w: SlurmJob, idle: int, mine: set[str],
                coming: list[str], spare: list[str], tenants: Sequence[Tenant], plans: dict) -> tuple | None:
-        """How waiting job ``w`` starts now, if it can and that pays (``scheduler.rm.slurm_admit``): ``(nodes,
+        """How waiting job ``w`` starts now, if it can and that pays (``scheduler.rm.slurm.admit``): ``(nodes,
         idle nodes it takes, nodes on their way it takes, our free nodes given back, nodes shrinks free,
         the shrink plans)``; None where it cannot (or, with ``shrink_to_start``, where no way pays)."""
         n = w.num_nodes
@@ -552,7 +552,7 @@ class Broker:
         return have
 
     def _limits(self, by_id: Mapping[str, SlurmJob], tenants: Sequence[Tenant]) -> list:
-        """Time limits that follow the jobs' sizes (``scheduler.rm.slurm_limits``): a job's own Slurm job
+        """Time limits that follow the jobs' sizes (``scheduler.rm.slurm.limits``): a job's own Slurm job
         gets the whole minutes to the end it will have at its size now, so Slurm's backfill plans with
         it; its expanders' limits are brought down to that end (never extended: they are vacated before)."""
         ops: list = []

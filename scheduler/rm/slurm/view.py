@@ -2,23 +2,18 @@
 
 :func:`run` runs one command with a timeout (a clear :class:`SlurmError` when
 it fails); :func:`parse_squeue` and :func:`partition_pool` read ``squeue`` and
-``sinfo``; :class:`SlurmEdge` is the thread that looks at Slurm every second
-and runs the operations a manager queues (``sbatch`` an expander job,
-``scancel``, ``scontrol update ... NodeList=``), so the daemon's loop never
-waits for Slurm. Expander jobs (DMR/MaM's mechanism: Slurm 22.05 cannot grow
-a running job in place) are named :func:`expander_name` and only wait while
-their main job runs (:func:`expander_script`).
+``sinfo``; :func:`look`, :func:`submit_expander` and :func:`cancel_expanders`
+are what the Slurm thread (:mod:`scheduler.rm.slurm.edge`) runs. Expander jobs
+(DMR/MaM's mechanism: Slurm 22.05 cannot grow a running job in place) are named
+:func:`expander_name` and only wait while their main job runs (:func:`expander_script`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pwd
-import queue
 import shlex
 import subprocess
-import threading
 import time
 from dataclasses import dataclass
 
@@ -26,9 +21,9 @@ import hostlist
 
 from scheduler.core.pool import Node, Pool, PoolError
 
-__all__ = ["MALLEABLE", "SQUEUE_FORMAT", "SlurmEdge", "SlurmError", "SlurmJob", "duration", "expander_name",
-           "expander_script", "final_states", "look", "malleable_comment", "parse_squeue", "partition_args",
-           "partition_pool", "resizes_once", "run", "submit_expander"]
+__all__ = ["MALLEABLE", "SQUEUE_FORMAT", "SlurmError", "SlurmJob", "cancel_expanders", "duration",
+           "expander_name", "expander_script", "final_states", "look", "malleable_comment", "parse_squeue",
+           "partition_args", "partition_pool", "resizes_once", "run", "submit_expander"]
 
 # id, name, state, user, nodes wanted, nodes held, reason, priority, start (predicted while pending), end,
 # submit, time limit, comment (last: it may hold '|'); times as epoch seconds (SLURM_TIME_FORMAT=%s below),
@@ -197,6 +192,11 @@ def final_states(ids: list[str]) -> list[SlurmJob]:
         return []
 
 
+def cancel_expanders(main: str) -> None:
+    """``scancel`` every expander job of job ``main`` that this user submitted."""
+    run(["scancel", "--user", _me(), "--name", expander_name(main)])
+
+
 def submit_expander(main: str, nodes: int, part: list[str], deadline: float | None) -> str:
     """``sbatch`` an expander job of ``nodes`` nodes for job ``main``; its Slurm id. ``deadline``: its
     main job's end (epoch seconds): ``--deadline`` makes Slurm give it, when it starts, a time limit
@@ -205,76 +205,3 @@ def submit_expander(main: str, nodes: int, part: list[str], deadline: float | No
     out = run(["sbatch", "--parsable", "-N", str(nodes), *part, *until, f"--nice={EXPANDER_NICE}",
                "--job-name", expander_name(main), "--output", "/dev/null", "--wrap", expander_script(main)])
     return out.strip().split(";")[0]
-
-
-# ---------------------------------------------------------------------- edge (I/O thread)
-class SlurmEdge:
-    """Runs Slurm commands off the daemon's loop: a look every ``period`` s, operations as queued.
-
-    Outbox (from the loop): ``("submit", main, nodes, deadline)``, ``("cancel", job)``, ``("end", main)``
-    (the job and its expanders),
-    ``("keep", job, hosts, minutes)`` (shrink a Slurm job to these nodes, its limit with it),
-    ``("update", job, {field: value})``
-    (``scontrol update``: ``NumNodes``, ``TimeLimit``). Inbox (to the loop):
-    ``("view", jobs, idle, seen)``, ``("submitted", main, job or None, t0, error or None)``,
-    ``("error", message)``."""
-
-    def __init__(self, partition: str | None, period: float = 1.0):
-        self.period = period
-        self.part = partition_args(partition)
-        self.inbox: queue.SimpleQueue = queue.SimpleQueue()   # to the daemon's loop
-        self.outbox: queue.SimpleQueue = queue.SimpleQueue()  # from it
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="slurm", daemon=True)
-        self.watch: tuple[str, ...] = ()  # main jobs whose final state each look asks for (set by the loop)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self, cancel_expanders_of: tuple[str, ...] = ()) -> None:
-        self._stop.set()
-        self.outbox.put(None)
-        self._thread.join(timeout=10)
-        for main in cancel_expanders_of:
-            with contextlib.suppress(SlurmError):
-                run(["scancel", "--user", _me(), "--name", expander_name(main)])
-
-    def _do(self, op) -> None:
-        kind = op[0]
-        if kind == "submit":  # one expander job per node: each goes back by scancel alone, never an update
-            for _ in range(op[2]):
-                t0 = time.time()
-                try:
-                    self.inbox.put(("submitted", op[1], submit_expander(op[1], 1, self.part, op[3]), t0, None))
-                except SlurmError as e:
-                    self.inbox.put(("submitted", op[1], None, t0, str(e)))
-                    break
-        elif kind == "cancel":
-            run(["scancel", op[1]])
-        elif kind == "end":  # a job and every expander of it (those we submitted: --user)
-            run(["scancel", op[1]])
-            run(["scancel", "--user", _me(), "--name", expander_name(op[1])])
-        elif kind == "keep":  # one update: without accounting Slurm refuses any after a job's first shrink
-            run(["scontrol", "update", f"JobId={op[1]}", f"NodeList={','.join(op[2])}",
-                 *([f"TimeLimit={op[3]}"] if len(op) > 3 and op[3] else [])])
-        elif kind == "update":  # a pending job's NumNodes (a moldable start) and/or any job's TimeLimit
-            run(["scontrol", "update", f"JobId={op[1]}", *(f"{k}={v}" for k, v in op[2].items())])
-
-    def _run(self) -> None:
-        last = 0.0
-        while not self._stop.is_set():
-            try:
-                op = self.outbox.get(timeout=max(0.0, last + self.period - time.monotonic()))
-            except queue.Empty:
-                op = ()
-            if op is None:
-                break
-            try:
-                if op:
-                    self._do(op)
-                else:
-                    last = time.monotonic()
-                    seen = time.time()
-                    self.inbox.put(("view", *look(self.part, self.watch), seen))
-            except SlurmError as e:
-                self.inbox.put(("error", str(e)))
