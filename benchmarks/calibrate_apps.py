@@ -49,7 +49,7 @@ APPS = {
     "master_worker": {"n": 2000, "opts": ["--unit-us", "50", "--chunk", "50"], "model": {"chunk": 50},
                       "paper": "master-worker, 20000 units"},
 }
-#: the workload's job names (scheduler.service.workload) -> application
+#: the workload's job names (scheduler.cli.workload) -> application
 JOB_APP = {"LU": "lu", "MM": "mm", "Jacobi": "jacobi", "FFT": "fft2d", "Master-worker": "master_worker"}
 
 

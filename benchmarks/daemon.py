@@ -34,7 +34,7 @@ import time
 import numpy as np
 
 from reshape.joblink.client import Connection
-from scheduler.service.startup import job_tag, kill_job
+from scheduler.daemon.startup import job_tag, kill_job
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "daemon.json")
 
@@ -91,7 +91,7 @@ def run_daemon_bench(a, seconds: float, dashboard: bool = False) -> dict:
     """One daemon, its jobs, and the ping and resize_point measurements; with ``dashboard``, the
     daemon serves its dashboard and a scraper reads /api/state and /metrics 5 times a second
     meanwhile (a page and a Prometheus server), so the cost shows in the same numbers."""
-    from scheduler.service.workload import free_port
+    from scheduler.cli.workload import free_port
 
     state = tempfile.TemporaryDirectory(prefix="reshape-bench-")
     endpoint = f"tcp://127.0.0.1:{free_port()}"

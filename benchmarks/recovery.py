@@ -53,8 +53,8 @@ from benchmarks import _common
 from reshape.joblink import jobenv as E
 from reshape.joblink.launch import mpirun, tagged_pids
 from reshape.runtime.checkpoint import latest
-from scheduler.service.startup import job_tag
-from scheduler.service.workload import run_workload
+from scheduler.cli.workload import run_workload
+from scheduler.daemon.startup import job_tag
 
 EVERY = 5  # checkpoint interval of the failure runs (iterations)
 DEFAULT = "auto"  # the checkpoint interval a job file or RESHAPE_CHECKPOINT gets by measured cost

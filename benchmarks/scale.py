@@ -30,7 +30,7 @@ request (a late request goes out at once, and its round trip is timed from
 when it was sent, not from when it was due), and a round trip runs from the
 send to the reply, the client's own encoding and decoding included. Where a
 round trip's time goes, next to it: the daemon's loop
-(:mod:`scheduler.service.loopstats`, read from ``status`` before and after
+(:mod:`scheduler.observe.loopstats`, read from ``status`` before and after
 the measurement: p99 of a whole turn, ``loop_busy_p99_ms``, and of its
 phases; handling time per request kind; GC pauses; the slowest turns with
 their breakdown), the time the daemon's main thread was runnable but waited
@@ -79,8 +79,8 @@ import psutil
 from benchmarks._common import RESULTS, table, write_result
 from benchmarks.scale_sim import SIM_LOAD, SIM_SLOTS, run_sims
 from reshape.joblink.client import Connection
-from scheduler.service.loopstats import delta
-from scheduler.service.startup import job_tag, kill_jobs
+from scheduler.daemon.startup import job_tag, kill_jobs
+from scheduler.observe.loopstats import delta
 
 PERIOD = 1.0  # seconds between two resize points of one emulated job
 SUBMITS_PER_S = 20.0
@@ -235,7 +235,7 @@ def _cpu_pressure() -> float:
 
 def run_daemon(running: int, queued: tuple[int, ...], seconds: float, log=print, clients: int = 2) -> list[dict]:
     """One daemon with ``running`` emulated jobs; the queue grown to each of ``queued`` in turn."""
-    from scheduler.service.workload import free_port
+    from scheduler.cli.workload import free_port
 
     state = tempfile.TemporaryDirectory(prefix="reshape-scale-")
     endpoint = f"tcp://127.0.0.1:{free_port()}"

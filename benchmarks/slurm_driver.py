@@ -75,7 +75,7 @@ class Driver:
         out = f"--output {self.dir}/out/%x-%j.out"
         self.submitted[j.name] = time.time()
         if j.malleable and self.site:
-            from scheduler.service.slurm_cli import submit_slurm
+            from scheduler.cli.slurm import submit_slurm
 
             path = f"/tmp/{j.name}.toml"
             with open(path, "w") as f:

@@ -67,7 +67,7 @@ from benchmarks.slurm_jobs import (
     lublin,
 )
 from benchmarks.slurm_metrics import RATIOS, combine, summarize
-from scheduler.tools.compose import ComposeCluster, base_image, unavailable
+from scheduler.testing.compose import ComposeCluster, base_image, unavailable
 
 FILES = ("docker-compose.yml", "docker/slurm-compose.yml")
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")

@@ -24,7 +24,7 @@ benchmarks.calibrate_apps``: the real app's 1-rank time and this machine's
 messaging, put through the application's communication model), scaled so
 that one iteration at the job's initial size takes a tenth of its static
 turnaround in Tables 4 and 5. ``--hand`` runs the earlier hand-chosen
-Amdahl curves (:data:`scheduler.service.workload.MODELS`) instead.
+Amdahl curves (:data:`scheduler.cli.workload.MODELS`) instead.
 
 Writes ``benchmarks/results/workload.json``. ``summary`` holds, for ``plus``
 (the project's default recommendation, jobs submitted as they arrive), W1's
@@ -44,8 +44,8 @@ import statistics
 import sys
 
 from benchmarks import _common, calibrate_apps
+from scheduler.cli.workload import W1, W2, EmuJob, jobs_for, run_workload
 from scheduler.lab.emumodel import TableModel
-from scheduler.service.workload import W1, W2, EmuJob, jobs_for, run_workload
 
 #: The published dynamic / static turnaround per job (Tables 4 and 5)
 PUBLISHED = {"W1": {"LU": 3626.93 / 4482.60, "MM": 2212.72 / 3661.20, "Master-worker": 148.00 / 147.47,

@@ -12,7 +12,7 @@ import time
 
 from reshape.joblink.client import Connection
 from reshape.joblink.launch import kill_session
-from scheduler.service.startup import job_tag, kill_jobs
+from scheduler.daemon.startup import job_tag, kill_jobs
 
 TIMINGS: dict[str, float] = {}  # seconds of the cluster tier's steps; conftest prints them after the run
 NOTES: dict[str, str] = {}  # other observations printed with them

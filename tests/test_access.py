@@ -286,7 +286,7 @@ def test_loopback_tcp_peers_are_identified_by_uid(daemon):
         assert rep["type"] == "error" and rep["body"]["code"] == "forbidden", rep
     owners = {j["job_id"]: j["owner"] for j in d.req("history")["jobs"]}
     assert owners == {mine: "uid:0", sub["body"]["job_id"]: f"uid:{NOBODY}"}
-    from scheduler.service.supervisor import run_as
+    from scheduler.daemon.supervisor import run_as
 
     assert run_as(owners[sub["body"]["job_id"]]) == NOBODY
     assert d.proc.poll() is None and d.job(mine)["state"] == "waiting"
@@ -306,8 +306,8 @@ def test_an_unidentified_peer_may_only_read(tmp_path):
     """A sender the daemon cannot identify (TCP without CURVE, not a local peer) runs nothing and
     speaks for no job or node; it may ping and read status and history."""
     from scheduler.core.pool import default_pool
-    from scheduler.service.daemon import Daemon
-    from scheduler.service.peers import UNIDENTIFIED
+    from scheduler.daemon.loop import Daemon
+    from scheduler.daemon.peers import UNIDENTIFIED
 
     d = Daemon(str(tmp_path), pool=default_pool(2))
     try:
@@ -458,7 +458,7 @@ def test_history_and_status_all_come_in_pages(daemon):
     each reply bounded, whatever the journal's size."""
     import subprocess
 
-    from scheduler.service.commands import read_history
+    from scheduler.cli.commands import read_history
     from tests.helpers import ROOT
 
     d = daemon(2)

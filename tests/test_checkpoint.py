@@ -118,7 +118,7 @@ def test_under_the_daemon_a_job_that_loses_a_rank_restarts_from_its_checkpoint_a
     """kill -9 of one rank of a running job: the daemon queues it again as its next attempt, which resumes
     from the last complete checkpoint and ends ``done`` with the bytes of a run that never failed."""
     from reshape.joblink.launch import tagged_pids
-    from scheduler.service.startup import job_tag
+    from scheduler.daemon.startup import job_tag
 
     steps = 24
     _, ref = digest(mpirun(2, [*HEAT, "--steps", str(steps)]))

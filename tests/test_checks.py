@@ -3,7 +3,8 @@
 import pytest
 
 from reshape.joblink import jobenv as E
-from reshape.runtime.checks import env_problems, plan_problems
+from reshape.runtime.checks import plan_problems
+from reshape.runtime.settings import env_problems
 
 BAD = {
     E.PLAN: ("2,x", "'x' is not a number"),

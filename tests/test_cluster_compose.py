@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from scheduler.tools.compose import ComposeCluster, base_image, unavailable
+from scheduler.testing.compose import ComposeCluster, base_image, unavailable
 from tests.helpers import NOTES, TIMINGS, expansion_times, repeated_undone_expansions, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]

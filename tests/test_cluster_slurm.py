@@ -27,7 +27,7 @@ from datetime import datetime
 import hostlist
 import pytest
 
-from scheduler.tools.compose import ComposeCluster, base_image, unavailable
+from scheduler.testing.compose import ComposeCluster, base_image, unavailable
 from tests.helpers import NOTES, TIMINGS, expansion_times, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
@@ -112,7 +112,7 @@ while reshape status --json --endpoint tcp://head:5600 \
       | python -c "import json,sys; s=json.load(sys.stdin); sys.exit(0 if s['running']+s['queue'] else 1)"; do
     sleep 0.5
 done
-python -c "import json; from scheduler.service.commands import request as r; \
+python -c "import json; from scheduler.cli.commands import request as r; \
 print(json.dumps(r('tcp://head:5600', 'history')))"
 reshape stop --endpoint tcp://head:5600
 wait $d
@@ -158,9 +158,9 @@ def test_a_job_grows_onto_nodes_slurm_grants_and_gives_them_back_to_a_waiting_jo
     released = [n for n in st["nodes"] if n["host"] in started["hosts"]]
     assert all(n["state"] == "down" and "released to Slurm" in n["reason"] for n in released), released
 
-    endpoint = sh(c, f"python -c 'from scheduler.service.slurm_cli import daemon_of; print(daemon_of({sid}))'").strip()
+    endpoint = sh(c, f"python -c 'from scheduler.cli.slurm import daemon_of; print(daemon_of({sid}))'").strip()
     hist = json.loads(sh(c, "python -c " + shlex.quote(
-        f"import json; from scheduler.service.commands import request as r; "
+        f"import json; from scheduler.cli.commands import request as r; "
         f"print(json.dumps(r('{endpoint}', 'history')))")))
     NOTES["slurm expansions (s)"] = ", ".join(expansion_times(hist["events"]))
 

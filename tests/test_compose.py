@@ -109,7 +109,7 @@ def test_pool_and_jobs_match_the_cluster(compose):
 def test_daemon_command_line_of_the_head_is_accepted(compose):
     from scheduler.cli import build_parser
     from scheduler.core.policy import app_policy, remap_policy
-    from scheduler.service.daemon import mpiexec_on
+    from scheduler.daemon.loop import mpiexec_on
 
     head = compose["services"]["head"]
     argv = ["daemon", "--endpoint", head["environment"]["RESHAPE_ENDPOINT"], "--config",

@@ -23,7 +23,7 @@ import zmq
 from reshape.joblink import protocol as P
 from reshape.joblink.client import Connection, DaemonError, SchedulerUnavailable
 from scheduler.core.walltime import kill_time
-from scheduler.service.startup import job_pids, job_tag, kill_job, read_exit_status
+from scheduler.daemon.startup import job_pids, job_tag, kill_job, read_exit_status
 from tests.helpers import repeated_undone_expansions, wait_for
 
 pytestmark = pytest.mark.procs
@@ -287,7 +287,7 @@ def test_kill9_right_after_acknowledgements_loses_nothing(daemon):
 def test_submit_and_cancel_in_one_batch_launches_nothing(tmp_path):
     """A job started and cancelled within one batch of requests is never launched."""
     from scheduler.core.pool import default_pool
-    from scheduler.service.daemon import Daemon
+    from scheduler.daemon.loop import Daemon
 
     d = Daemon(str(tmp_path), pool=default_pool(2))
     try:
@@ -327,7 +327,7 @@ def test_stop_kill_jobs_launches_nothing(tmp_path):
     not start on them in the daemon's last batch (one did, and outlived the daemon), nor may
     a job the same batch allocated before the stop."""
     from scheduler.core.pool import default_pool
-    from scheduler.service.daemon import Daemon
+    from scheduler.daemon.loop import Daemon
 
     d = Daemon(str(tmp_path), pool=default_pool(2))
     try:

@@ -11,8 +11,8 @@ import sys
 import psutil
 import pytest
 
-from scheduler.service.demo import demo_jobs, resizes, shrink_reasons, story_times
-from scheduler.service.startup import TAG, job_tag, kill_job
+from scheduler.cli.demo import demo_jobs, resizes, shrink_reasons, story_times
+from scheduler.daemon.startup import TAG, job_tag, kill_job
 
 pytestmark = pytest.mark.procs
 

@@ -125,7 +125,7 @@ def test_a_job_hydra_cannot_exec_fails_with_hydras_cause_not_its_source_path(dae
 def test_a_job_that_cannot_be_started_fails_and_the_daemon_serves_on(tmp_path):
     """Past validation (a job journaled by an older version), Popen's ValueError fails the job only."""
     from scheduler.core.pool import default_pool
-    from scheduler.service.daemon import Daemon
+    from scheduler.daemon.loop import Daemon
 
     d = Daemon(str(tmp_path), pool=default_pool(2))
     try:
@@ -139,7 +139,7 @@ def test_a_job_that_cannot_be_started_fails_and_the_daemon_serves_on(tmp_path):
 
 def test_an_internal_error_costs_one_request(tmp_path, monkeypatch):
     from scheduler.core.pool import default_pool
-    from scheduler.service.daemon import Daemon
+    from scheduler.daemon.loop import Daemon
 
     d = Daemon(str(tmp_path), pool=default_pool(2))
     try:
@@ -154,7 +154,7 @@ def test_an_internal_error_costs_one_request(tmp_path, monkeypatch):
 
 def test_an_unreadable_journal_record_is_set_aside_with_a_warning(tmp_path):
     from scheduler.core.pool import default_pool
-    from scheduler.service.daemon import Daemon
+    from scheduler.daemon.loop import Daemon
 
     d = Daemon(str(tmp_path), pool=default_pool(2))
     d.journal.close()
@@ -324,8 +324,8 @@ def test_exited_jobs_are_found_without_polling_every_job(tmp_path):
     import subprocess
 
     from scheduler.core.pool import default_pool
-    from scheduler.service.daemon import Daemon
-    from scheduler.service.startup import job_tag, kill_jobs
+    from scheduler.daemon.loop import Daemon
+    from scheduler.daemon.startup import job_tag, kill_jobs
     from tests.helpers import wait_for
 
     d = Daemon(str(tmp_path), pool=default_pool(4))
@@ -409,7 +409,7 @@ def test_a_lost_hydra_proxy_fails_the_job_and_frees_its_slots(daemon):
 
     import psutil
 
-    from scheduler.service.startup import job_pids, job_tag
+    from scheduler.daemon.startup import job_pids, job_tag
 
     d = daemon(4)
     jid = d.submit(name="victim", command=["sleep", "120"], nprocs=2, resizable=False)

@@ -14,8 +14,8 @@ from scheduler.core.jobfile import validate_job
 from scheduler.core.policy import app_policy, remap_policy
 from scheduler.core.pool import default_pool
 from scheduler.core.state import ClusterState
-from scheduler.service.dashboard import Dashboard, is_loopback, parse_bind
-from scheduler.service.dashboard_view import LatencyHistogram, metrics_text, page, snapshot
+from scheduler.observe.dashboard import Dashboard, is_loopback, parse_bind
+from scheduler.observe.dashboard_view import LatencyHistogram, metrics_text, page, snapshot
 
 
 def _state_with_history():
@@ -147,7 +147,7 @@ def test_where_the_protocol_needs_curve_the_dashboard_needs_the_token(tmp_path, 
 
 
 def test_page_and_history_plot_share_a_palette_that_does_not_repeat_for_many_jobs():
-    from scheduler.service import palette, report
+    from scheduler.observe import palette, report
 
     colors = palette.palette()
     assert len(set(colors)) == palette.COLORS >= 64  # job 11 is not job 1's colour again, nor job 21

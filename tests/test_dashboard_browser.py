@@ -144,8 +144,8 @@ def _many_jobs_state():
 def test_layout_at_1400x1000_with_many_jobs(tmp_path):
     """The decision log and the nodes are on screen without scrolling, running jobs' charts come first,
     and no two of the jobs drawn share a colour."""
-    from scheduler.service.dashboard import Dashboard
-    from scheduler.service.dashboard_view import snapshot
+    from scheduler.observe.dashboard import Dashboard
+    from scheduler.observe.dashboard_view import snapshot
 
     st, now = _many_jobs_state()
     d = Dashboard("127.0.0.1:0")
@@ -181,8 +181,8 @@ def test_the_page_shows_texts_users_chose_as_their_escapes(tmp_path):
     import copy
 
     from reshape.joblink.protocol import printable
-    from scheduler.service.dashboard import Dashboard
-    from scheduler.service.dashboard_view import snapshot
+    from scheduler.observe.dashboard import Dashboard
+    from scheduler.observe.dashboard_view import snapshot
     from tests.test_dashboard import EVIL, _state_with_evil_texts
 
     st, a, _ = _state_with_evil_texts()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import io
 
-from scheduler.service.live import LiveView, idle_note, view_model
-from scheduler.service.report import plot_history
+from scheduler.observe.live import LiveView, idle_note, view_model
+from scheduler.observe.report import plot_history
 
 
 def _row(jid, name, n, state="running", req=None):
@@ -56,7 +56,7 @@ def test_jobs_not_yet_arrived_are_not_listed_as_queued():
 
 
 def test_the_demo_header_says_when_each_job_comes():
-    from scheduler.service.demo import _when, demo_jobs
+    from scheduler.cli.demo import _when, demo_jobs
 
     assert [_when(j) for j in demo_jobs()] == ["+0s", "+0s", "once a job has grown, by +20s", "+20s", "+25s"]
 
@@ -114,10 +114,10 @@ def test_plot_has_one_lane_per_job_and_marks_decisions(tmp_path, monkeypatch):
     assert sorted(ln.get_marker() for ln in marks) == ["^", "v"]  # expand and shrink advice of LU
     assert path.stat().st_size > 10_000
     assert [t.get_text() for t in stack.get_legend().get_texts()] == ["1 LU", "2 Jacobi", "slots"]
-    # the dashboard's colours (scheduler.service.palette), by job id; a lane label that says what the band is
+    # the dashboard's colours (scheduler.observe.palette), by job id; a lane label that says what the band is
     from matplotlib.colors import to_hex
 
-    from scheduler.service.palette import job_color
+    from scheduler.observe.palette import job_color
 
     assert [to_hex(p.get_facecolor()) for p in stack.get_legend().get_patches()] == [job_color(1), job_color(2)]
     assert "band's height" in lanes.get_ylabel() and "full =" not in lanes.get_ylabel()

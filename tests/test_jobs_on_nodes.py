@@ -24,7 +24,7 @@ import psutil
 import pytest
 
 from reshape.joblink.launch import mpi_env
-from scheduler.service.startup import job_argv, job_pids, job_tag
+from scheduler.daemon.startup import job_argv, job_pids, job_tag
 from tests.helpers import ROOT, wait_for
 from tests.test_nodemon import Cluster
 

@@ -7,7 +7,7 @@ from scheduler.core.jobfile import validate_job
 from scheduler.core.policy import app_policy, remap_policy
 from scheduler.core.pool import default_pool
 from scheduler.core.state import ClusterState
-from scheduler.service.journal import Journal
+from scheduler.daemon.journal import Journal
 
 
 def test_roundtrip(tmp_path):

@@ -5,7 +5,9 @@
   inside a function;
 * no module over :data:`MAX_MODULE` lines, no function over :data:`MAX_FUNCTION` lines;
 * no import cycle among the modules of ``reshape/`` and ``scheduler/``, counting imports made
-  inside functions (a cycle hidden in a function still ties the modules together).
+  inside functions (a cycle hidden in a function still ties the modules together);
+* no import cycle among their packages either (``scheduler.daemon``, ``scheduler.cli``,
+  ``reshape.runtime``, ...): each package only uses the ones below it.
 
 A present offender that cannot be fixed at once is listed in :data:`LONG_MODULES`,
 :data:`LONG_FUNCTIONS` or :data:`CYCLES` with its present size; the lists may only shrink: an entry
@@ -201,6 +203,26 @@ def test_no_import_cycle():
                                      if gone else ""))
 
 
+def _package(name: str) -> str:
+    """The package a module belongs to, one level below the top (``scheduler.daemon.loop`` -> ``scheduler.daemon``)."""
+    parts = name.split(".")
+    return ".".join(parts[:2]) if len(parts) > 2 or (len(parts) == 2 and _is_package(name)) else name
+
+
+def _package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for m, targets in graph.items():
+        edges = out.setdefault(_package(m), set())
+        edges.update(p for p in map(_package, targets) if p != _package(m))
+    return out
+
+
+def test_no_import_cycle_among_the_packages():
+    found = _cycles(_package_graph(GRAPH))
+    assert not found, "import cycles among packages (counting imports inside functions):\n" + "\n".join(
+        " -> ".join(c) for c in sorted(found))
+
+
 def test_the_checks_see_function_level_imports_and_cycles():
     """An import made inside a function, or relative, is an edge; a cycle through one is found."""
     probe = "reshape.runtime._probe"
@@ -213,3 +235,7 @@ def test_the_checks_see_function_level_imports_and_cycles():
     assert edges == {"reshape.runtime.checks", "reshape.runtime.ftcomm"}
     graph = {**GRAPH, probe: edges, "reshape.runtime.checks": GRAPH["reshape.runtime.checks"] | {probe}}
     assert (probe, "reshape.runtime.checks") in _cycles(graph)
+    # one import of the command line inside a function of the daemon's loop ties the two packages
+    daemon = "scheduler.daemon.loop"
+    graph = {**GRAPH, daemon: GRAPH[daemon] | {"scheduler.cli.commands"}}
+    assert any({"scheduler.cli", "scheduler.daemon"} <= set(c) for c in _cycles(_package_graph(graph)))

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.service.loopstats import BOUNDS, LoopStats, ServiceWindow, delta, percentile
+from scheduler.observe.loopstats import BOUNDS, LoopStats, ServiceWindow, delta, percentile
 
 pytestmark = pytest.mark.pure
 

@@ -17,8 +17,8 @@ import time
 import pytest
 
 from reshape.joblink.auth import make_keys
-from scheduler.tools import netns
-from scheduler.tools.netns import LAUNCHER, NetnsCluster, NetnsError
+from scheduler.testing import netns
+from scheduler.testing.netns import LAUNCHER, NetnsCluster, NetnsError
 from tests.helpers import wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from reshape.redistribution import nodecopy
 from reshape.redistribution.redistribute import _Peers
 from reshape.redistribution.schedule import Runs, Transfer
-from reshape.runtime.checks import env_problems
+from reshape.runtime.settings import env_problems
 
 
 def fds() -> int:

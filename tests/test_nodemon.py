@@ -19,7 +19,7 @@ import pytest
 
 from reshape.joblink.client import Connection
 from reshape.joblink.launch import kill_session
-from scheduler.service.startup import job_pids, job_tag
+from scheduler.daemon.startup import job_pids, job_tag
 from tests.helpers import ROOT, free_port, kill_journaled_jobs, wait_for
 
 pytestmark = pytest.mark.procs
@@ -198,9 +198,9 @@ def test_a_kill_to_confirm_is_confirmed_once_no_process_of_the_attempt_is_left_h
     without ``confirm`` (every earlier daemon's) is never reported; an order no longer repeated is forgotten."""
     import threading
 
-    from scheduler.service.nodemon import tags_here
-    from scheduler.service.noderun import NodeRunner
-    from scheduler.service.startup import TAG, attempt_tag, tag_prefix
+    from scheduler.daemon.startup import TAG, attempt_tag, tag_prefix
+    from scheduler.node.monitor import tags_here
+    from scheduler.node.runner import NodeRunner
 
     prefix = tag_prefix(str(tmp_path))
     procs = {key: subprocess.Popen(["sleep", "600"], env={**os.environ, TAG: attempt_tag(prefix, *key)},

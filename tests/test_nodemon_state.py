@@ -15,7 +15,7 @@ from scheduler.core.jobfile import validate_job
 from scheduler.core.policy import app_policy, remap_policy
 from scheduler.core.pool import Node, Pool
 from scheduler.core.state import ClusterState, Job, Kill, Launch, StateError
-from scheduler.service.journal import Journal
+from scheduler.daemon.journal import Journal
 
 
 def make(require=False, timeout=2.0, remap="reshape"):

@@ -125,8 +125,8 @@ TABLE2_PAPER = {
 @pytest.mark.parametrize("row", list(TABLE2_PAPER))
 def test_table2_row_is_the_remap_schedulers_growth(row):
     from reshape.redistribution.layout import nearly_square_grid
+    from scheduler.cli.workload import TABLE2, TABLE2_POOL
     from scheduler.core.policies.reshape_remap import growth
-    from scheduler.service.workload import TABLE2, TABLE2_POOL
 
     spec = TABLE2[row]
     sizes = growth(spec, TABLE2_POOL)
@@ -154,8 +154,8 @@ def test_table2_rows_the_rule_alone_gives():
     """Which rows the stated rule (sides divide the problem size) gives without a size list."""
     from dataclasses import replace
 
+    from scheduler.cli.workload import TABLE2, TABLE2_POOL
     from scheduler.core.policies.reshape_remap import growth
-    from scheduler.service.workload import TABLE2, TABLE2_POOL
 
     assert [r for r, s in TABLE2.items() if s.sizes is None] == [
         "8000 (LU, MM)", "12000 (LU, MM)", "14000 (LU, MM)", "16000 (LU, MM)", "20000 (LU, MM)",

@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from scheduler.service.startup import job_pids, job_tag
+from scheduler.daemon.startup import job_pids, job_tag
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.procs

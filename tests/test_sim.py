@@ -157,11 +157,11 @@ def test_borrowing_fills_a_reservation_hole_without_delaying_the_head():
 
 
 def w2_jobs():
-    """Sudarsan & Ribbens 2007 §4.2's W2 (``scheduler.service.workload``) with the emulated jobs' timing model."""
+    """Sudarsan & Ribbens 2007 §4.2's W2 (``scheduler.cli.workload``) with the emulated jobs' timing model."""
     from dataclasses import dataclass
 
     from reshape.joblink.emulated import iteration_time
-    from scheduler.service.workload import MODELS, W2
+    from scheduler.cli.workload import MODELS, W2
 
     @dataclass(frozen=True)
     class Emu:
@@ -218,8 +218,8 @@ def w1_jobs(scale: float):
     (``benchmarks/data/apps_calibration.json``), one iteration at the initial size a tenth of the static
     turnaround, times ``scale``; resizes cost what ``apps.emujob --redist`` charges LU, the longest job."""
     from benchmarks import calibrate_apps
+    from scheduler.cli.workload import MODELS, W1
     from scheduler.lab.emumodel import EmuRedistModel, TableModel
-    from scheduler.service.workload import MODELS, W1
 
     cal = calibrate_apps.load()
     slots, rows = W1

@@ -15,10 +15,10 @@ import json
 import pytest
 
 from reshape.joblink import protocol as P
+from scheduler.cli.slurm import restart_hosts
 from scheduler.core.actions import StateError
 from scheduler.core.jobfile import validate_job
 from scheduler.rm.slurm.edge import KeepNodes
-from scheduler.service.slurm_cli import restart_hosts
 from tests.test_slurm_site import job, outbox, point, site
 
 

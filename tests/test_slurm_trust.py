@@ -82,11 +82,11 @@ def test_registrations_take_the_senders_submission_tokens_before_slurm_is_asked(
     from scheduler.core.policy import app_policy, remap_policy
     from scheduler.core.pool import Node, Pool
     from scheduler.core.state import ClusterState
+    from scheduler.daemon.accounts import Accounts
+    from scheduler.daemon.handlers import Quota, answer
+    from scheduler.observe.loopstats import LoopStats
     from scheduler.rm.slurm.site import SlurmSite
     from scheduler.rm.slurm.view import SlurmError
-    from scheduler.service.accounts import Accounts
-    from scheduler.service.handlers import Quota, answer
-    from scheduler.service.loopstats import LoopStats
 
     asked: list[str] = []
 

@@ -85,7 +85,7 @@ def test_node_keys_speak_for_their_node_only_and_keys_have_their_accounts_rights
             rep = keyed(d.endpoint, keys, "node-localhost", t, body)
             assert rep.get("error") == "forbidden", (t, rep)
         # a monitor picks its node's key by itself (KEYS/node-localhost.key_secret): the node is up with it
-        from scheduler.service.nodemon import monitor_keys
+        from scheduler.node.monitor import monitor_keys
 
         node_key = zmq.auth.load_certificate(os.path.join(keys, "node-localhost.key"))[0]
         assert monitor_keys(d.endpoint, keys, "localhost").public == node_key
@@ -215,7 +215,7 @@ def test_a_monitor_obeys_no_socket_but_its_daemons(tmp_path):
 
 
 def test_a_start_order_that_names_no_uid_is_refused(tmp_path):
-    from scheduler.service.noderun import NodeRunner
+    from scheduler.node.runner import NodeRunner
 
     proof = tmp_path / "proof"
     said: list[str] = []

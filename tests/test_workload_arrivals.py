@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.service.workload import run_workload
+from scheduler.cli.workload import run_workload
 
 pytestmark = pytest.mark.procs
 

@@ -7,8 +7,8 @@ import pytest
 from benchmarks import calibrate_apps
 from benchmarks.workload import calibrated_jobs
 from reshape.joblink.emulated import parse_times, table_time
+from scheduler.cli.workload import W1, W2
 from scheduler.lab.emumodel import APPS, app_iter_time
-from scheduler.service.workload import W1, W2
 
 
 def test_the_committed_calibration_is_complete_and_says_how_it_was_made():

@@ -18,8 +18,8 @@ files, ``zmq.auth.create_certificates``)::
     DIR/accounts.toml         the local account of each key: ``NAME = "ACCOUNT"`` (read at daemon start)
 
 A client uses ``DIR/client.key_secret`` unless ``$RESHAPE_CLIENT_KEY`` names
-another secret key file. The daemon's side is ``scheduler.service.gatekeeper``;
-what a key's account may do, ``scheduler.service.accounts``.
+another secret key file. The daemon's side is ``scheduler.daemon.gatekeeper``;
+what a key's account may do, ``scheduler.daemon.accounts``.
 
 Accounts. A key has the rights of its account: jobs it submits run as that
 account (on a daemon running as root), and a key whose account is root or

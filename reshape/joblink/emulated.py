@@ -4,7 +4,7 @@ The emulated job is one process standing for ``p`` ranks of an iterative
 code; it sleeps instead of computing, so time-scaled workloads of many
 "processors" can run against the real daemon on a small machine. Its times
 come from here, and the scheduler's models of it (the simulator's
-``scheduler.lab.emumodel``, the workloads of ``scheduler.service.workload``)
+``scheduler.lab.emumodel``, the workloads of ``scheduler.cli.workload``)
 compute theirs from the same functions, so a workload run live and simulated
 sees the same times to the bit.
 

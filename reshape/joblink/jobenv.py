@@ -1,7 +1,7 @@
 """Every ``RESHAPE_*`` environment variable, by name, in one place (``docs/protocol.md`` §6).
 
 *Job environment*: what the daemon's Job Startup gives every process of a job
-(``scheduler.service.startup.start_job``); ranks spawned later inherit it through
+(``scheduler.daemon.startup.start_job``); ranks spawned later inherit it through
 Hydra. *Tuning*: what a user may set for a run. *Tools*: what the CLI, node
 monitors and test launchers read. Code names a variable only through this
 module, so a rename or a new variable is one edit here plus its line in the

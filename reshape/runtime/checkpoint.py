@@ -63,6 +63,7 @@ from reshape.mpiutil import allreduce, bcast_obj
 from reshape.redistribution.layout import Layout
 from reshape.redistribution.schedule import make_plan
 from reshape.runtime import ckptfiles
+from reshape.runtime.checks import agree
 
 __all__ = ["AUTO_FACTOR", "AUTO_MIN_SECONDS", "Checkpointer", "Refused", "Restored", "from_settings", "latest",
            "parse_every", "restore", "restored_array", "resume"]
@@ -170,8 +171,6 @@ class Checkpointer:
     def start(self, comm, done: int, arrays: dict, values: dict, resume_at: int) -> None:
         """Copy every local block and value now; write them in a helper thread (one checkpoint in flight).
         A value a checkpoint cannot hold is the same :class:`reshape.runtime.checks.UsageError` on every rank."""
-        from reshape.runtime.checks import agree
-
         self.settle(comm, wait=True)
         t0 = time.perf_counter()
         part = os.path.join(self.directory, _name(resume_at) + ".part")
@@ -323,7 +322,6 @@ def from_settings(comm, cfg, job_id: int, spawned: bool = False, directory: str 
     :class:`reshape.runtime.checks.UsageError` on every rank. Collective, but for ranks spawned by a resize
     (``directory``: the running job's, which it checked when it started)."""
     from reshape.joblink import jobenv as E
-    from reshape.runtime.checks import agree
 
     setting, own = cfg.checkpoint, False
     if setting is None and cfg.inplace:
@@ -352,7 +350,6 @@ def resume(rt, cfg) -> None:
     ``RESHAPE_CHECKPOINT`` set, the default directory), if there is one. A checkpoint or directory that must
     not be read is the same :class:`reshape.runtime.checks.UsageError` on every rank."""
     from reshape.joblink import jobenv as E
-    from reshape.runtime.checks import agree
 
     if cfg.checkpoint_dir is None and cfg.checkpoint is None:
         return
@@ -374,7 +371,6 @@ def resume(rt, cfg) -> None:
 def restored_array(got: Restored, comm, name: str, shape, dtype, rule):
     """A registered array filled from checkpoint ``got`` at the layout ``rule`` gives at this size (collective)."""
     from reshape.redistribution import nodecopy
-    from reshape.runtime.checks import agree
     from reshape.runtime.darray import DistArray
 
     saved = got.meta["arrays"][name]

@@ -26,28 +26,20 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
 import numpy as np
 
-from reshape import faults
 from reshape.joblink import jobenv as E
-from reshape.joblink.advice import parse_plan
-from reshape.joblink.jobenv import parse_every
-from reshape.joblink.launchers import LAUNCHERS
-from reshape.mpiutil import mpi_type
-from reshape.redistribution import nodecopy, pages
+from reshape.mpiutil import mpi_type, open_mpi
 from reshape.redistribution.layout import Layout, LayoutError, nearly_square_grid
-from reshape.redistribution.redistribute import METHODS
 from reshape.runtime.darray import layout_rule
-from reshape.runtime.watchdog import DEFAULT_TIMEOUT, resize_timeout
+from reshape.runtime.settings import JobSettings, env_problems
 
-__all__ = ["LAYOUTS", "JobSettings", "UsageError", "agree", "array_rule", "collectively", "data_limit",
-           "env_problems", "init_function", "job_settings", "oversubscribed_warning", "plan_data_problem",
-           "plan_problems", "start_data_problem"]
+__all__ = ["LAYOUTS", "UsageError", "agree", "array_rule", "collectively", "data_limit", "init_function",
+           "job_settings", "oversubscribed_warning", "plan_data_problem", "plan_problems", "start_data_problem",
+           "ulfm_problem"]
 
 LAYOUTS = ("rows", "cols", "rows-cyclic", "cols-cyclic", "2d")
-WAITS = ("auto", "spin", "poll")
 
 
 class UsageError(ValueError):
@@ -57,134 +49,6 @@ class UsageError(ValueError):
         super().__init__(message)
         self.rank = rank
         self.agreed = agreed  # False: found on this rank alone (a spawned rank), which must abort the job
-
-
-@dataclass(frozen=True)
-class JobSettings:
-    """The job's ``RESHAPE_*`` settings, parsed (defaults where unset)."""
-
-    plan: tuple[int, ...] | None = None
-    max_procs: int | None = None
-    allow_new_sizes: bool = False
-    method: str = "circulant"
-    background: bool = False
-    resize_timeout: float = DEFAULT_TIMEOUT
-    job_id: int = 0
-    relabel: bool = True
-    reuse: bool = False
-    standby: int = 0
-    checkpoint: tuple[str, float] | None = None  # ("every", N) or ("seconds", T)
-    checkpoint_dir: str | None = None
-    inplace: bool = False  # RESHAPE_INPLACE: lost ranks recovered in place (reshape.runtime.inplace)
-    buddy_every: int = 10  # RESHAPE_BUDDY=every:N
-
-
-# ---------------------------------------------------------------------- environment (pure)
-def _int(env: Mapping[str, str], var: str, low: int, problems: list[str]) -> int | None:
-    text = env.get(var, "")
-    if not text:
-        return None
-    try:
-        value = int(text)
-    except ValueError:
-        value = None
-    if value is None or value < low:
-        problems.append(f"{var}={text!r}: expected an integer >= {low}")
-        return None
-    return value
-
-
-def _choice(env: Mapping[str, str], var: str, allowed, problems: list[str], default: str = "") -> str:
-    text = env.get(var, "")
-    if text and text not in allowed:
-        problems.append(f"{var}={text!r}: expected one of {', '.join(allowed)}")
-        return default
-    return text or default
-
-
-def _flag(env: Mapping[str, str], var: str, problems: list[str], default: bool = False) -> bool:
-    try:
-        return E.flag(var, default, env)
-    except ValueError as e:
-        problems.append(str(e))
-        return default
-
-
-def env_problems(env: Mapping[str, str] | None = None) -> tuple[JobSettings, list[str]]:
-    """Parse every ``RESHAPE_*`` variable a job reads; the settings and what is wrong (pure).
-
-    ``RESHAPE_KEYS`` and the tools' variables (``RESHAPE_DAEMON``, ``RESHAPE_STATE_DIR``, ...)
-    are not read by a job; ``reshape.joblink.auth`` and the CLI check them where they use them.
-    """
-    env = os.environ if env is None else env
-    problems: list[str] = []
-    plan = None
-    if env.get(E.PLAN):
-        try:
-            plan = tuple(parse_plan(env[E.PLAN]))
-        except ValueError as e:
-            problems.append(str(e))
-    _int(env, E.PLAN_EVERY, 1, problems)
-    max_procs = _int(env, E.MAX_PROCS, 1, problems)
-    allow = _flag(env, E.ALLOW_NEW_SIZES, problems)
-    background = _flag(env, E.BACKGROUND, problems)
-    _flag(env, E.ABORT_ON_ERROR, problems, True)
-    _flag(env, E.DEBUG, problems)
-    method = _choice(env, E.REDIST_METHOD, METHODS, problems, "circulant")
-    _choice(env, E.WAIT, WAITS, problems)
-    _choice(env, E.ONECOPY, nodecopy.MODES, problems)
-    _choice(env, E.PAGES, pages.MODES, problems)
-    _flag(env, E.KEEP_BLOCKS, problems, True)
-    _choice(env, E.LAUNCHER, sorted(LAUNCHERS), problems)
-    timeout = DEFAULT_TIMEOUT
-    try:
-        timeout = resize_timeout(env)
-    except ValueError as e:
-        problems.append(str(e))
-    relabel = _flag(env, E.RELABEL, problems, True)
-    reuse = _flag(env, E.REUSE, problems)
-    standby = _int(env, E.STANDBY, 0, problems) or 0
-    if env.get(E.FAULT):
-        try:
-            faults.parse_all(env[E.FAULT])
-        except ValueError as e:
-            problems.append(str(e))
-    text = env.get(E.SCHEDULER_TIMEOUT, "")
-    if text:
-        try:
-            ok = 0 < float(text) < float("inf")
-        except ValueError:
-            ok = False
-        if not ok:
-            problems.append(f"{E.SCHEDULER_TIMEOUT}={text!r}: expected a number of seconds > 0")
-    job_id = _int(env, E.JOB_ID, 0, problems) or 0
-    nprocs = _int(env, E.NPROCS, 1, problems)
-    hosts = env.get(E.HOSTS)
-    if hosts is not None and (not hosts or any(not h.strip() for h in hosts.split(","))):
-        problems.append(f"{E.HOSTS}={hosts!r}: expected host names separated by commas")
-    elif hosts and nprocs is not None and len(hosts.split(",")) != nprocs:
-        problems.append(f"{E.HOSTS}={hosts!r}: expected {E.NPROCS}={nprocs} host names")
-    sched = env.get(E.SCHEDULER)
-    if sched is not None and not sched.startswith(("tcp://", "ipc://")):
-        problems.append(f"{E.SCHEDULER}={sched!r}: expected a ZeroMQ endpoint, tcp://HOST:PORT or ipc://PATH")
-    checkpoint = None
-    if env.get(E.CHECKPOINT):
-        checkpoint = parse_every(env[E.CHECKPOINT])
-        if checkpoint is None:
-            problems.append(f"{E.CHECKPOINT}={env[E.CHECKPOINT]!r}: expected every:N (iterations, N >= 1), "
-                            "seconds:T (T > 0) or auto (spaced by their measured cost)")
-    once = env.get(E.FAULT_ONCE)
-    if once is not None and (not once.strip() or "\0" in once):
-        problems.append(f"{E.FAULT_ONCE}={once!r}: expected a file path")
-    ckdir = env.get(E.CHECKPOINT_DIR)
-    if ckdir is not None and (not ckdir.strip() or "\0" in ckdir):
-        problems.append(f"{E.CHECKPOINT_DIR}={ckdir!r}: expected a directory path")
-    from reshape.runtime import inplace
-
-    on, every, more = inplace.settings_problem(env)
-    problems += more
-    return JobSettings(plan, max_procs, allow, method, background, timeout, job_id, relabel, reuse,
-                       standby, checkpoint, ckdir or None, on, every or inplace.DEFAULT_EVERY), problems
 
 
 def plan_problems(plan: tuple[int, ...] | None, size: int) -> list[str]:
@@ -264,11 +128,22 @@ def job_settings(comm, spawned: bool = False, env: Mapping[str, str] | None = No
     if not spawned:
         problems += plan_problems(settings.plan, comm.size)
     if settings.inplace:
-        from reshape.runtime.inplace import ulfm_problem
-
         problems += [p for p in [ulfm_problem()] if p]
     agree(comm, "; ".join(problems) or None, "reshape.init()")
     return settings
+
+
+def ulfm_problem(env=None) -> str | None:
+    """Why in-place recovery cannot work in this process (MPI, launcher), or None."""
+    env = os.environ if env is None else env
+    if not open_mpi():
+        return (f"{E.INPLACE}=1 needs Open MPI's ULFM ({E.MPI}=openmpi); MPICH cannot shrink a communicator "
+                f"around a lost rank: use {E.CHECKPOINT} instead (the daemon restarts the job from its last "
+                "checkpoint)")
+    if env.get("OMPI_MCA_mpi_ft_enable", "").strip().lower() not in ("1", "true", "yes", "on"):
+        return (f"{E.INPLACE}=1: the job was not started with Open MPI's fault tolerance (mpirun --with-ft ulfm;"
+                " reshape mpiexec, reshape.joblink.launch and the daemon add it)")
+    return None
 
 
 def oversubscribed_warning(plan: tuple[int, ...] | None) -> str | None:

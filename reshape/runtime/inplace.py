@@ -51,7 +51,6 @@ last checkpoint).
 from __future__ import annotations
 
 import contextlib
-import os
 import pickle
 import socket
 import time
@@ -61,14 +60,11 @@ import numpy as np
 from mpi4py import MPI
 
 from reshape import mpiutil
-from reshape.joblink import jobenv as E
-from reshape.joblink.jobenv import parse_every
 from reshape.redistribution.schedule import make_plan
 from reshape.runtime import ftcomm
 
-__all__ = ["DEFAULT_EVERY", "Buddies", "RankLost", "failure", "settings_problem", "ulfm_problem"]
+__all__ = ["Buddies", "RankLost", "failure"]
 
-DEFAULT_EVERY = 10
 TAG = 7300  # tags of the buddy messages: TAG + array index (values: TAG - 1)
 TAG_RECOVER = 7400  # recovery transfers: TAG_RECOVER + transfer index
 KEEP = 2  # copies of each kind kept
@@ -90,40 +86,6 @@ def failure(e: BaseException) -> bool:
         return e.Get_error_class() in codes
     except MPI.Exception:
         return False
-
-
-def settings_problem(env) -> tuple[bool, int | None, list[str]]:
-    """``RESHAPE_INPLACE`` and ``RESHAPE_BUDDY`` parsed (pure): (on, every, problems)."""
-    problems: list[str] = []
-    try:
-        on = E.flag(E.INPLACE, False, env)
-    except ValueError as e:
-        problems.append(str(e))
-        on = False
-    every = None
-    text = env.get(E.BUDDY, "")
-    if text:
-        got = parse_every(text)
-        if got is None or got[0] != "every":
-            problems.append(f"{E.BUDDY}={text!r}: expected every:N (iterations, N >= 1)")
-        else:
-            every = int(got[1])
-            if not on:
-                problems.append(f"{E.BUDDY}={text!r}: buddy copies serve in-place recovery; set {E.INPLACE}=1 too")
-    return on, every, problems
-
-
-def ulfm_problem(env=None) -> str | None:
-    """Why in-place recovery cannot work in this process (MPI, launcher), or None."""
-    env = os.environ if env is None else env
-    if not mpiutil.open_mpi():
-        return (f"{E.INPLACE}=1 needs Open MPI's ULFM ({E.MPI}=openmpi); MPICH cannot shrink a communicator "
-                f"around a lost rank: use {E.CHECKPOINT} instead (the daemon restarts the job from its last "
-                "checkpoint)")
-    if env.get("OMPI_MCA_mpi_ft_enable", "").strip().lower() not in ("1", "true", "yes", "on"):
-        return (f"{E.INPLACE}=1: the job was not started with Open MPI's fault tolerance (mpirun --with-ft ulfm;"
-                " reshape mpiexec, reshape.joblink.launch and the daemon add it)")
-    return None
 
 
 def keepers(hosts: list[str], peers: list[set[int]] | None = None) -> list[int]:

@@ -2,7 +2,7 @@
 
 Policies are pure objects over plain data: they receive a frozen
 :class:`Snapshot` (the clock arrives inside it; a policy never reads a clock,
-a socket or a file) and return decisions. The daemon (``scheduler.service.daemon``)
+a socket or a file) and return decisions. The daemon (``scheduler.daemon.loop``)
 and the simulator (``scheduler.lab``) are two shells around the same policy
 objects, so a policy measured offline on a trace is the policy that runs
 online.

@@ -20,7 +20,7 @@ again here: its batch script runs each attempt inside its allocation and asks fo
 
 A job that reported ``error`` (its program failed), ended with another status (a program's own exit code, a
 crash such as SIGSEGV), ran past its walltime or was cancelled is not restarted. Each attempt has its own
-process tag (``scheduler.service.startup.job_tag``), so what is left of a lost attempt is killed without
+process tag (``scheduler.daemon.startup.job_tag``), so what is left of a lost attempt is killed without
 touching the next one, and a node monitor's report of an attempt that ended settles only that attempt.
 """
 

@@ -2,7 +2,7 @@
 
 Every method takes the event and ``now`` (seconds, caller's clock), updates
 the state and returns the :class:`Launch` / :class:`Kill` actions the shell
-(``scheduler.service.daemon``) must perform. Nothing here touches a socket, a
+(``scheduler.daemon.loop``) must perform. Nothing here touches a socket, a
 process, a file or a clock, so the same object runs in tests without any.
 
 Job states: ``waiting`` (submitted with an arrival delay) -> ``queued`` ->

@@ -4,7 +4,7 @@ The core (``scheduler.core.state``) schedules over a :class:`~scheduler.core.poo
 a :class:`ResourceManager` says which nodes exist and which are ours (the
 pool it builds, and nodes it marks as held by others), grants more, takes
 some back, and notices losses. The daemon polls it once per tick for core
-actions, like every other edge (``scheduler.service.daemon``): it never
+actions, like every other edge (``scheduler.daemon.loop``): it never
 blocks the loop (slow commands run in its own thread), and it changes the
 core only through the core's node events (``node_granted``, ``node_released``,
 ``node_down``, ``request_shrink``), so the same rules hold whatever manages
@@ -52,7 +52,7 @@ class ResourceManager(ABC):
     #: a SIGTERM to the daemon means the nodes are being taken away (the allocation ends):
     #: the jobs are ended with it rather than left for a restarted daemon to adopt
     jobs_end_with_daemon: bool = False
-    #: who the daemon's senders are (``scheduler.service.accounts.Accounts``), set by the daemon
+    #: who the daemon's senders are (``scheduler.daemon.accounts.Accounts``), set by the daemon
     accounts: Any = None
 
     @abstractmethod

@@ -6,7 +6,7 @@ as the user that submits expanders, and acts on the Slurm jobs of the jobs regis
 give nodes back. So a registration is taken only when Slurm vouches for every word of it
 (``scontrol show job -o ID``): the job exists, is ``RUNNING``, belongs to the sender's local
 account (its ``UserId``; a CURVE key's account is the key directory's ``accounts.toml``,
-``scheduler.service.accounts``), and holds every host named (its ``NodeList``). Anything else is
+``scheduler.daemon.accounts``), and holds every host named (its ``NodeList``). Anything else is
 refused in one line naming what did not match: ``bad_hosts`` for a job or hosts that are not
 so, ``forbidden`` for someone else's job. A job is registered by its owner only: a retry by the
 same account re-attaches to the job it registered; anyone else is refused, so nobody registers
@@ -105,7 +105,7 @@ class Verified:
     """The Slurm jobs this controller checked (registered, or re-checked at restart): the only ones it
     cancels, shrinks or gives nodes of (module docstring). ``show``: how Slurm is asked (a test's own)."""
 
-    accounts: Any = None  # the daemon's scheduler.service.accounts.Accounts (None: no sender is named)
+    accounts: Any = None  # the daemon's scheduler.daemon.accounts.Accounts (None: no sender is named)
     show: Callable[[str], str] = show_job
     me: str = field(default_factory=lambda: pwd.getpwuid(os.geteuid()).pw_name)
     jobs: set[str] = field(default_factory=set)

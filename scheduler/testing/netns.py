@@ -572,8 +572,8 @@ def _cmd_rejoin(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m scheduler.tools.netns ACTION ...`` (the same as ``reshape netns``)."""
-    parser = argparse.ArgumentParser(prog="python -m scheduler.tools.netns")
+    """``python -m scheduler.testing.netns ACTION ...`` (the same as ``reshape netns``)."""
+    parser = argparse.ArgumentParser(prog="python -m scheduler.testing.netns")
     add_commands(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["netns", *(sys.argv[1:] if argv is None else argv)])
     return int(args.func(args) or 0)

@@ -1,6 +1,6 @@
 """Work the daemon's loop does on a clock rather than on a request: a small scheduler of periodic tasks.
 
-Each task has a name (the loop phase it is timed under, ``scheduler.service.loopstats``),
+Each task has a name (the loop phase it is timed under, ``scheduler.observe.loopstats``),
 a period, and a function of ``now`` returning the core actions it produced
 (launches, kills: the loop performs them in the same turn as a request's).
 :meth:`Periodic.run` runs the tasks whose time came, in the order they were
@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from scheduler.service.loopstats import LoopStats
+from scheduler.observe.loopstats import LoopStats
 
 __all__ = ["Periodic", "Task"]
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from reshape.joblink.client import request
 from scheduler.core.metrics import JobRecord, Usage, metrics
-from scheduler.service.palette import job_color
+from scheduler.observe.palette import job_color
 
 __all__ = ["allocation_series", "plot_history", "read_history", "summarize"]
 

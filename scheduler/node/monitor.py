@@ -30,14 +30,14 @@ daemon's user (``--daemon-user``, default the monitor's own): the kernel names t
 the other end (``SO_PEERCRED``, ``/proc/net/tcp``) before anything is sent, and a socket
 never reconnects unchecked (``reshape.joblink.client.Connection``'s ``check_peer``), so a
 user who binds the port while the daemon is away gets nothing and orders nothing. A start
-order that names no uid to run as is refused (``scheduler.service.noderun``).
+order that names no uid to run as is refused (``scheduler.node.runner``).
 
 Jobs on nodes. With a daemon that runs jobs on their first node (``reshape daemon
 --mpiexec-on first-node``), a heartbeat's reply may carry ``orders``: start a job's
 ``mpiexec`` here, kill a run the daemon does not expect, or kill by its tag what is left here of a job
 whose ``mpiexec``'s node was lost (an order with ``confirm``: the heartbeat then confirms, in ``killed``,
 each such attempt with no process left in this node's namespace, until the daemon orders it no more).
-:class:`scheduler.service.noderun.NodeRunner` carries them out; each round sends the runs' output
+:class:`scheduler.node.runner.NodeRunner` carries them out; each round sends the runs' output
 (``job_output``) and, once a run's ``mpiexec`` exited and its output is all sent, ``job_ended`` with its exit status
 (``code``), repeated until the daemon answers (also across a restart of the daemon). The
 heartbeat lists the runs still going (``runs``), which confirms a start. Such a run
@@ -63,9 +63,9 @@ from reshape.joblink.auth import ENV_CLIENT_KEY, ClientKeys, check_pinned, keys_
 from reshape.joblink.client import Connection, DaemonError, SchedulerUnavailable
 from reshape.joblink.launch import sweep_ipc
 from reshape.joblink.protocol import MAX_OUTPUT_BYTES, printable
-from scheduler.service.noderun import NodeRunner, Run
-from scheduler.service.peers import ipc_peer_uid, tcp_peer_uid
-from scheduler.service.startup import WRAPPER_NAME
+from scheduler.daemon.peers import ipc_peer_uid, tcp_peer_uid
+from scheduler.daemon.startup import WRAPPER_NAME
+from scheduler.node.runner import NodeRunner, Run
 
 __all__ = ["NodeMonitor", "add_commands", "local_jobs"]
 

@@ -1,7 +1,7 @@
 """Job Startup and the System Monitor (Sudarsan & Ribbens 2007 §3.1): the daemon's edge to the jobs' processes.
 
 :meth:`Supervisor.perform` carries out the core's actions: a :class:`Launch`
-starts the job's ``mpiexec`` (``scheduler.service.startup``), a
+starts the job's ``mpiexec`` (``scheduler.daemon.startup``), a
 :class:`Kill` ends every process of the job. :meth:`Supervisor.monitor` is
 the System Monitor's poll: a job whose ``mpiexec`` exited (or, for jobs
 adopted after a restart, whose session has no process left) returns its
@@ -15,7 +15,7 @@ Jobs on nodes (``reshape daemon --mpiexec-on first-node``): a job whose hosts al
 registered node monitor does not run its ``mpiexec`` here. The monitor of its first node
 gets a start order in its next heartbeat's reply (:meth:`Supervisor.node_orders`, repeated
 until the monitor lists the run in a heartbeat), runs ``mpiexec`` there
-(``scheduler.service.noderun``), streams its output back (``job_output``, appended to the
+(``scheduler.node.runner``), streams its output back (``job_output``, appended to the
 job's log here) and reports its exit status (``job_ended`` with ``code``), which settles the
 job as an exit of the daemon's own child would. A run the daemon does not expect (the job
 ended or was restarted meanwhile) gets a kill order. Such a job outlives the daemon: a
@@ -59,8 +59,8 @@ from scheduler.core.job import JobState
 from scheduler.core.jobfile import JobFileError
 from scheduler.core.jobtable import KILLING
 from scheduler.core.state import ClusterState, Kill, Launch, StateError
-from scheduler.service.accounts import Accounts
-from scheduler.service.startup import (
+from scheduler.daemon.accounts import Accounts
+from scheduler.daemon.startup import (
     LOCAL,
     full_env,
     job_argv,
@@ -71,7 +71,7 @@ from scheduler.service.startup import (
     read_exit_status,
     start_job,
 )
-from scheduler.service.statedir import open_private
+from scheduler.daemon.statedir import open_private
 
 __all__ = ["MONITOR_GRACE", "ON_NODES", "ProxyWatch", "Supervisor", "log_tail", "process_table"]
 
@@ -209,7 +209,7 @@ class ProxyWatch:
 
 def run_as(owner: str | None, accounts: Accounts | None = None) -> int | None:
     """The uid to run a job as: its owner's account's, when the daemon runs as root and that is not
-    root (``scheduler.service.accounts``; ValueError: an owner with no account)."""
+    root (``scheduler.daemon.accounts``; ValueError: an owner with no account)."""
     return (accounts or Accounts()).run_as(owner)
 
 
@@ -236,7 +236,7 @@ class Supervisor:
                  endpoint: str, keys_dir: str | None, overtime: float, checkpoint_root: str | None = None,
                  mpiexec_on: str = "head", accounts: Accounts | None = None):
         self.state, self.state_dir, self.workdir = state, state_dir, workdir
-        self.accounts = accounts or Accounts()  # whose job runs as whom (scheduler.service.accounts)
+        self.accounts = accounts or Accounts()  # whose job runs as whom (scheduler.daemon.accounts)
         self.checkpoint_root = checkpoint_root or os.path.join(state_dir, "checkpoints")
         self.launcher, self.endpoint, self.keys_dir, self.overtime = launcher, endpoint, keys_dir, overtime
         self.procs: dict[int, subprocess.Popen] = {}
@@ -256,7 +256,7 @@ class Supervisor:
         user (a root daemon does not look up paths for another user: that would tell them what exists where
         they may not look), and the program is a path (from the jobs' working directory) or a name on the
         ``PATH`` the job gets. A leading ``python`` is the daemon's own interpreter
-        (:func:`scheduler.service.startup.job_argv`)."""
+        (:func:`scheduler.daemon.startup.job_argv`)."""
         prog = desc["command"][0]
         if prog in ("python", "python3") or self.on_nodes or self.accounts.job_uid(owner) != self.accounts.me or \
                 any(n.host not in LOCAL for n in self.state.pool.nodes):

@@ -4,7 +4,7 @@ A scaled-down W1 (Sudarsan & Ribbens 2007 §4.2.1, Table 4) with the real, resiz
 applications of ``apps/`` run by ``mpiexec`` under a daemon on localhost:
 LU and MM start at once on two processes each, with half the slots idle, and
 expand into them; Jacobi (4 processes) is submitted once a job has expanded and
-it does not fit (``hold``, see :func:`scheduler.service.workload.run_workload`),
+it does not fit (``hold``, see :func:`scheduler.cli.workload.run_workload`),
 so it queues and a running job shrinks to admit it whatever the machine's load;
 master-worker and FFT arrive later. An expansion that does not pay returns to
 the previous size (sweet spot: on a two-core machine more ranks rarely pay).
@@ -12,7 +12,7 @@ Prints per-job turnaround, the sizes each job ran at, the utilization and the
 times of the first expansion and the first shrink to admit a queued job, and
 draws processors per job and busy processors over time (Fig. 4a/4b style).
 
-While it runs, a live view (:mod:`scheduler.service.live`) shows the jobs and their sizes, the
+While it runs, a live view (:mod:`scheduler.observe.live`) shows the jobs and their sizes, the
 queue and the scheduler's decisions with their reasons; ``--dashboard PORT`` also serves the
 daemon's web dashboard. Jobs carry walltime estimates of about twice their run time here:
 EASY backfilling lets a later job pass a waiting one only when its estimate ends before the
@@ -38,9 +38,9 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-from scheduler.service.live import LiveView
-from scheduler.service.report import plot_history
-from scheduler.service.workload import run_workload
+from scheduler.cli.workload import run_workload
+from scheduler.observe.live import LiveView
+from scheduler.observe.report import plot_history
 
 __all__ = ["DemoApp", "demo_jobs", "resizes", "run_demo", "shrink_reasons", "story_times"]
 
@@ -67,7 +67,7 @@ class DemoApp:
         out = {"name": self.name, "command": cmd, "nprocs": self.nprocs, "max_procs": self.max_procs,
                "topology": self.topology, "divides": self.divides, "walltime": self.walltime,
                "arrival_delay": self.arrival}
-        if self.hold is not None:  # scheduler.service.workload.run_workload submits it when the slots are full
+        if self.hold is not None:  # scheduler.cli.workload.run_workload submits it when the slots are full
             out["hold"] = {"after_expansions": 1, "latest": self.hold}
         return out
 
@@ -142,7 +142,7 @@ def story_times(events: list[dict[str, Any]], t0: float) -> dict[str, float | No
 def _when(job: dict[str, Any]) -> str:
     """When a demo job is submitted, as the header says it."""
     hold = job.get("hold")
-    if hold:  # scheduler.service.workload.run_workload holds it back
+    if hold:  # scheduler.cli.workload.run_workload holds it back
         return f"once a job has grown, by +{hold['latest']:g}s"
     return f"+{job['arrival_delay']:g}s"
 

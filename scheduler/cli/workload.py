@@ -15,7 +15,7 @@ application's sweet spot. Times are multiplied by ``scale``.
 free loopback port, submits every job with its arrival delay (or, with
 ``announce=False``, each job when its delay has passed), waits for all
 of them and returns the daemon's history and its summary
-(:func:`scheduler.service.report.summarize`).
+(:func:`scheduler.observe.report.summarize`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import Any
 from reshape.joblink.client import Connection, SchedulerUnavailable
 from reshape.joblink.emulated import iteration_time
 from scheduler.core.policy import JobSpec
-from scheduler.service.startup import job_tag, kill_job
+from scheduler.daemon.startup import job_tag, kill_job
 
 __all__ = ["TABLE2", "TABLE2_POOL", "W1", "W2", "AppModel", "EmuJob", "jobs_for", "run_workload"]
 
@@ -205,7 +205,7 @@ def _submit_held(conn: Connection, held: list[dict], st: dict, expansions: int, 
 def _collect_and_stop(conn: Connection, proc: subprocess.Popen, state_dir: str, ids: list[int],
                       logs: bool) -> dict[str, Any]:
     """The history (and with ``logs`` the jobs' output tails) of a finished workload, then stop the daemon."""
-    from scheduler.service.report import summarize
+    from scheduler.observe.report import summarize
 
     hist = conn.request("history", timeout=30).body
     tails = {i: conn.request("log", {"job_id": i, "tail": 40}).body["text"] for i in ids} if logs else {}

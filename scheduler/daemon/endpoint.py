@@ -4,9 +4,9 @@ Access (docs/protocol.md, "Access"): an ``ipc://`` socket identifies each local
 peer by its uid (the kernel's word, ``SO_PEERCRED``, through a ZAP handler);
 a daemon with keys, or one listening beyond loopback, is a CURVE server and
 accepts only the clients its key directory authorizes
-(``scheduler.service.gatekeeper``); a loopback TCP socket without keys identifies each peer by
-uid at its handshake (``scheduler.service.peers.loopback_uid``). Every socket has the connection limits
-of ``scheduler.service.peers`` and a 5 s handshake timeout. A second daemon on a busy endpoint
+(``scheduler.daemon.gatekeeper``); a loopback TCP socket without keys identifies each peer by
+uid at its handshake (``scheduler.daemon.peers.loopback_uid``). Every socket has the connection limits
+of ``scheduler.daemon.peers`` and a 5 s handshake timeout. A second daemon on a busy endpoint
 fails before writing anything.
 """
 
@@ -19,8 +19,8 @@ import socket
 import zmq
 
 from reshape.joblink import jobenv as E
-from scheduler.service.gatekeeper import Gatekeeper
-from scheduler.service.peers import (
+from scheduler.daemon.gatekeeper import Gatekeeper
+from scheduler.daemon.peers import (
     HANDSHAKE_SECONDS,
     ConnectionLimits,
     Valve,

@@ -4,10 +4,14 @@ Each part adds its subcommands through an ``add_commands(subparsers)``
 function that registers parsers whose ``func`` attribute runs the command:
 
 * ``reshape.redistribution.demo`` -> ``redistribution-demo``
-* ``scheduler.tools.netns`` -> ``netns`` (a network-namespace test cluster)
-* ``scheduler.service.cliparser`` -> the daemon, job and workload commands (``daemon``, ``submit``, ``demo``, ...)
+* ``scheduler.testing.netns`` -> ``netns`` (a network-namespace test cluster)
+* ``scheduler.cli.parser`` -> the daemon, job and workload commands (``daemon``, ``submit``, ``demo``, ...)
 * ``scheduler.lab.simulate_cli`` -> ``simulate``
 * ``reshape.joblink.mpiexec_cli`` -> ``mpiexec`` (a program under MPICH or Open MPI)
+
+``python -m scheduler.cli`` is the same command (``__main__.py``). The package holds the
+command line's own modules: ``parser`` and ``commands`` (the daemon and job commands), ``slurm``
+(``submit --slurm``, ``slurm-run``), ``demo`` and ``workload`` (the emulated workloads it runs).
 """
 
 from __future__ import annotations
@@ -15,9 +19,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import re
-import sys
 
-PARTS = ("reshape.redistribution.demo", "scheduler.tools.netns", "scheduler.service.cliparser",
+PARTS = ("reshape.redistribution.demo", "scheduler.testing.netns", "scheduler.cli.parser",
          "scheduler.lab.simulate_cli", "reshape.joblink.mpiexec_cli")
 
 
@@ -66,6 +69,3 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     return int(args.func(args) or 0)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,5 +1,5 @@
 """``reshape daemon|submit|status|cancel|history|log|wait|stop|demo|keys``: the daemon's command line
-(the commands; their argument parsers are in :mod:`scheduler.service.cliparser`)."""
+(the commands; their argument parsers are in :mod:`scheduler.cli.parser`)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from reshape.joblink import jobenv as E
 from reshape.joblink.client import DaemonError, RequestTooLarge, SchedulerUnavailable, request
 from reshape.joblink.protocol import printable
 from scheduler.core.jobtable import FINAL
+from scheduler.daemon.endpoint import DEFAULT_ENDPOINT
+from scheduler.observe.report import read_history
 from scheduler.rm.slurm.view import SlurmError
-from scheduler.service.endpoint import DEFAULT_ENDPOINT
-from scheduler.service.report import read_history
 
 __all__ = ["cmd_cancel", "cmd_daemon", "cmd_demo", "cmd_history", "cmd_keys", "cmd_log", "cmd_status", "cmd_stop",
            "cmd_submit", "cmd_wait", "read_history", "request"]
@@ -40,7 +40,7 @@ def _client(fn):
     def run(args: argparse.Namespace) -> int:
         try:
             if getattr(args, "slurm_job", None):
-                from scheduler.service.slurm_cli import daemon_of
+                from scheduler.cli.slurm import daemon_of
 
                 args.endpoint = daemon_of(args.slurm_job)
             return fn(args)
@@ -73,8 +73,8 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     from reshape.joblink.mpis import find as find_mpi
     from scheduler.core.policy import preset
     from scheduler.core.pool import PoolError, default_pool, load_pool
+    from scheduler.daemon.loop import Daemon, Settings
     from scheduler.rm import from_args
-    from scheduler.service.daemon import Daemon, Settings
 
     try:
         if args.mpi:  # the jobs' default MPI (a job file's 'mpi' overrides it); it must be installed here
@@ -124,7 +124,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     from scheduler.core.jobfile import load_job_file
 
     if args.slurm:
-        from scheduler.service.slurm_cli import CONTROLLER, submit_slurm
+        from scheduler.cli.slurm import CONTROLLER, submit_slurm
 
         sids = submit_slurm(args.files, args.nodes, args.sbatch, args.controller or os.environ.get(CONTROLLER))
         print(json.dumps({"slurm_job_ids": sids}) if args.json else
@@ -219,7 +219,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 @_client
 def cmd_history(args: argparse.Namespace) -> int:
-    from scheduler.service.report import plot_history, summarize
+    from scheduler.observe.report import plot_history, summarize
 
     body = {k: v for k, v in (("limit", args.limit),
                               ("since", time.time() - args.since if args.since is not None else None)) if v is not None}
@@ -274,7 +274,7 @@ def cmd_log(args: argparse.Namespace) -> int:
         path = os.path.join(args.state_dir, "logs", f"job-{args.job_id}.log")
         if not os.path.isfile(path):
             raise
-        from scheduler.service.supervisor import log_tail
+        from scheduler.daemon.supervisor import log_tail
 
         print(f"reshape: {e}; job {args.job_id}'s log, from {path}:", file=sys.stderr)
         text = log_tail(path, args.tail)
@@ -317,10 +317,10 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from scheduler.service.demo import run_demo
+    from scheduler.cli.demo import run_demo
 
     if args.dashboard is not None:
-        from scheduler.service.dashboard import parse_bind
+        from scheduler.observe.dashboard import parse_bind
 
         try:
             parse_bind(args.dashboard)

@@ -11,9 +11,9 @@ and the rule for when they are needed: ``reshape.joblink.auth``.
 
 Without keys the ZAP handler names local peers: on ``ipc://`` by the uid
 libzmq reads from the kernel, on loopback TCP by the uid owning the peer's
-connections (``scheduler.service.peers.loopback_uid``). The same thread
+connections (``scheduler.daemon.peers.loopback_uid``). The same thread
 counts connections per identity from the socket's monitor events and shuts
-those over the limits (``scheduler.service.peers``): a connection the kernel
+those over the limits (``scheduler.daemon.peers``): a connection the kernel
 cannot name (a CURVE peer on the network) is counted under the key its
 handshake authenticated, which the ZAP handler learns first; the
 handshake's success (``EVENT_HANDSHAKE_SUCCEEDED``, with the descriptor)
@@ -37,7 +37,7 @@ from zmq.utils.monitor import parse_monitor_message
 
 from reshape.joblink.auth import ServerKeys
 from reshape.joblink.protocol import printable
-from scheduler.service.peers import UNIDENTIFIED, ConnectionLimits, Valve, ipc_peer_uid, loopback_uid, tcp_peer_uid
+from scheduler.daemon.peers import UNIDENTIFIED, ConnectionLimits, Valve, ipc_peer_uid, loopback_uid, tcp_peer_uid
 
 __all__ = ["Gatekeeper"]
 
@@ -63,9 +63,9 @@ class Gatekeeper:
         """``keys``: CURVE with these server keys; None: a local (``ipc://``) socket, whose peers are
         identified by the kernel (``SO_PEERCRED``, which libzmq gives ZAP as ``localhost:UID:GID:PID``).
         ``local``: an ``ipc://`` socket (else TCP: without keys, a loopback socket whose peers are
-        identified by ``scheduler.service.peers.loopback_uid``, on :attr:`port`).
+        identified by ``scheduler.daemon.peers.loopback_uid``, on :attr:`port`).
         ``limits``: connections per user and in all; ``valve``: closes an ipc socket to other users
-        while the open files near the limit (both ``scheduler.service.peers``)."""
+        while the open files near the limit (both ``scheduler.daemon.peers``)."""
         self.keys = keys
         self.local = local
         self.limits = limits

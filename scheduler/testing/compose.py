@@ -164,7 +164,7 @@ class ComposeCluster:
     def history(self) -> dict:
         """The daemon's whole ``history`` reply (jobs with profiles and errors, events, node events)."""
         out = self.exec("head", "python -c " + shlex.quote(
-            "import json; from scheduler.service.commands import request; "
+            "import json; from scheduler.cli.commands import request; "
             "print(json.dumps(request('tcp://127.0.0.1:5555', 'history', timeout=30)))")).stdout
         return json.loads(out)
 

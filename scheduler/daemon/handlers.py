@@ -29,14 +29,14 @@ from reshape.joblink import protocol as P
 from scheduler.core.job import JobState
 from scheduler.core.jobfile import JobFileError, validate_job
 from scheduler.core.state import ClusterState, StateError
+from scheduler.daemon.accounts import Accounts
+from scheduler.daemon.journal import Journal
+from scheduler.daemon.peers import UNIDENTIFIED
+from scheduler.daemon.retention import JobLimits
+from scheduler.daemon.startup import tag_prefix
+from scheduler.daemon.supervisor import Supervisor
+from scheduler.observe.loopstats import LoopStats
 from scheduler.rm.base import ResourceManager
-from scheduler.service.accounts import Accounts
-from scheduler.service.journal import Journal
-from scheduler.service.loopstats import LoopStats
-from scheduler.service.peers import UNIDENTIFIED
-from scheduler.service.retention import JobLimits
-from scheduler.service.startup import tag_prefix
-from scheduler.service.supervisor import Supervisor
 
 # ---------------------------------------------------------------------- per-user limits on submissions
 _WAITING = (JobState.QUEUED, JobState.WAITING)
@@ -94,7 +94,7 @@ class Quota:
 
 
 class Daemon(Protocol):
-    """What the handlers use of the daemon (``scheduler.service.daemon.Daemon``)."""
+    """What the handlers use of the daemon (``scheduler.daemon.loop.Daemon``)."""
 
     state: ClusterState
     rm: ResourceManager
@@ -121,7 +121,7 @@ Handler = Callable[[Daemon, Any, float, "str | None"], "tuple[P.Message | P.Repl
 
 def check_access(d: Daemon, ev: P.Request, who: str | None) -> None:
     """Ownership (docs/cluster.md, "Who may do what"): a job's owner or an admin (root, the daemon's
-    user, a key whose account is one of them: ``scheduler.service.accounts``) may cancel it, read its
+    user, a key whose account is one of them: ``scheduler.daemon.accounts``) may cancel it, read its
     log and speak for it; only an admin stops the daemon; only an admin or that node's key
     (``node-HOST``) speaks for a node. Anyone identified may ping and read status; submit and
     register as the accounts rules say. A peer the daemon cannot identify (a TCP socket without

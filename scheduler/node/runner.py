@@ -3,7 +3,7 @@
 With ``reshape daemon --mpiexec-on first-node`` the daemon does not start a job's
 ``mpiexec`` itself when every node of the job has a monitor: it sends the monitor of
 the job's first node a start order (in a heartbeat's reply). :class:`NodeRunner` runs
-it here, as the daemon would (``scheduler.service.startup``: the job's variables on top
+it here, as the daemon would (``scheduler.daemon.startup``: the job's variables on top
 of this node's environment, its own session, as its owner's uid when the monitor runs
 as root), so the job does not depend on the daemon's process or host: a daemon that
 restarts finds it still running.
@@ -42,8 +42,8 @@ from dataclasses import dataclass, field
 
 from reshape.joblink import jobenv as E
 from reshape.joblink.launch import kill_tagged, sweep_ipc
-from scheduler.service.startup import attempt_tag, full_env, user_ids
-from scheduler.service.statedir import open_private
+from scheduler.daemon.startup import attempt_tag, full_env, user_ids
+from scheduler.daemon.statedir import open_private
 
 __all__ = ["NodeRunner", "Run"]
 

@@ -1,6 +1,6 @@
 """The argument parsers of ``reshape daemon|submit|status|cancel|history|log|wait|stop|demo|keys``
 (and, through their own modules, ``nodemon`` and the Slurm commands); the commands themselves are in
-:mod:`scheduler.service.commands`."""
+:mod:`scheduler.cli.commands`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from reshape.joblink import jobenv as E
 from reshape.joblink.launchers import LAUNCHERS
-from scheduler.service.commands import (
+from scheduler.cli.commands import (
     ENV_ENDPOINT,
     _default_endpoint,
     _default_state_dir,
@@ -26,13 +26,13 @@ from scheduler.service.commands import (
     cmd_submit,
     cmd_wait,
 )
-from scheduler.service.endpoint import DEFAULT_ENDPOINT
+from scheduler.daemon.endpoint import DEFAULT_ENDPOINT
 
 __all__ = ["add_commands"]
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    from scheduler.service.nodemon import add_commands as add_nodemon
-    from scheduler.service.slurm_cli import add_commands as add_slurm
+    from scheduler.cli.slurm import add_commands as add_slurm
+    from scheduler.node.monitor import add_commands as add_nodemon
 
     _add_daemon(sub)
     _add_keys(sub)
@@ -115,7 +115,7 @@ def _add_daemon(sub: argparse._SubParsersAction) -> None:
 
 def _add_limits(p: argparse.ArgumentParser) -> None:
     """The daemon's limits on users other than admins (docs/cluster.md, "Who may do what")."""
-    from scheduler.service.endpoint import MAX_PEERS, MAX_PEERS_PER_USER
+    from scheduler.daemon.endpoint import MAX_PEERS, MAX_PEERS_PER_USER
 
     g = p.add_argument_group("limits", "what one user (not root, not the daemon's user) may hold")
     g.add_argument("--max-peers", type=_positive_int, metavar="N",

@@ -5,7 +5,7 @@ its Prometheus text exposition.
 Performance Profiler's iteration times per size, Sudarsan & Ribbens 2007 §3.1) plus the recent allocation
 events and the daemon's request latencies, and returns a JSON-ready dict that is never mutated
 afterwards: the daemon's loop builds one now and then, the HTTP thread
-(``scheduler.service.dashboard``) only reads the latest. :func:`metrics_text` renders the same
+(``scheduler.observe.dashboard``) only reads the latest. :func:`metrics_text` renders the same
 snapshot in the Prometheus text format (``prometheus_client``'s exposition code), so both views
 always agree. The page itself is ``dashboard.html`` beside this module (no external assets).
 
@@ -26,8 +26,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from reshape.joblink.protocol import printable
-from scheduler.service.live import idle_note
-from scheduler.service.palette import palette
+from scheduler.observe.live import idle_note
+from scheduler.observe.palette import palette
 
 __all__ = ["DECISION_KINDS", "LATENCY_BUCKETS", "LatencyHistogram", "metrics_text", "page", "snapshot"]
 
@@ -194,6 +194,6 @@ def page() -> bytes:
     global _PAGE
     if _PAGE is None:
         with open(os.path.join(os.path.dirname(__file__), "dashboard.html"), "rb") as f:
-            # the job colours of reshape history --plot (scheduler.service.palette), one per job id
+            # the job colours of reshape history --plot (scheduler.observe.palette), one per job id
             _PAGE = f.read().replace(b"/*PALETTE*/[]", json.dumps(palette()).encode())
     return _PAGE

@@ -1,6 +1,6 @@
-"""Job colours, one per job id, shared by the dashboard (:mod:`scheduler.service.dashboard_view`
+"""Job colours, one per job id, shared by the dashboard (:mod:`scheduler.observe.dashboard_view`
 puts the list into the page) and ``reshape history --plot`` / the demo's plot
-(:func:`scheduler.service.report.plot_history`), so that a job has the same colour in both.
+(:func:`scheduler.observe.report.plot_history`), so that a job has the same colour in both.
 
 Hues step by the golden angle (137.5°), so consecutive jobs are far apart on the colour wheel
 and no hue comes back exactly; lightness and saturation cycle with different periods, so two

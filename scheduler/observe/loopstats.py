@@ -28,13 +28,13 @@ __all__ = ["BOUNDS", "PHASES", "LoopStats", "ServiceWindow", "delta", "percentil
 #: Bucket upper bounds in seconds: 10 us to ~10 s, 8 per decade (each 1.33x the one before).
 BOUNDS = tuple(1e-5 * 10 ** (i / 8) for i in range(49))
 
-#: The phases of one turn of the loop (``scheduler.service.daemon.Daemon.serve``), in order:
+#: The phases of one turn of the loop (``scheduler.daemon.loop.Daemon.serve``), in order:
 #: ``recv`` receiving and decoding-to-reply overhead beside ``handle`` (the core's work per request,
 #: decode included); ``tick`` the System Monitor and the scheduling pass (every ``tick`` seconds);
 #: ``kill``; ``commit`` the journal's group commit; ``send`` the replies (the read-only requests,
 #: ``status``, ``history`` and ``log``, are answered there, after the others); ``launch`` fork/exec of
 #: started jobs and their commit; ``wal`` rewinding the journal's WAL; ``freeze`` ``gc.freeze``;
-#: ``dashboard`` its snapshot; ``retain`` pruning the journal (``scheduler.service.retention``).
+#: ``dashboard`` its snapshot; ``retain`` pruning the journal (``scheduler.daemon.retention``).
 #: ``busy`` is the whole turn without the wait for a request; ``gc``
 #: the collector's pauses inside the turn (already counted in the phase they interrupted).
 PHASES = ("recv", "handle", "tick", "kill", "commit", "send", "launch", "wal", "freeze", "dashboard", "retain", "busy",

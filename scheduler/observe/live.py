@@ -60,7 +60,7 @@ def view_model(st: dict[str, Any], decisions: list[dict[str, Any]], t0: float) -
 
 
 class LiveView:
-    """``watch`` callback for :func:`scheduler.service.workload.run_workload`; use as a context manager."""
+    """``watch`` callback for :func:`scheduler.cli.workload.run_workload`; use as a context manager."""
 
     def __init__(self, names: dict[int, str] | None = None, out: TextIO | None = None,
                  terminal: bool | None = None):

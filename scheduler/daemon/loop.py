@@ -1,18 +1,18 @@
 """The scheduler daemon: a ZeroMQ ROUTER loop around :class:`scheduler.core.state.ClusterState`.
 
 One turn of the loop: a batch of requests is decoded into typed events and
-answered through the handler table (``scheduler.service.handlers``); the
+answered through the handler table (``scheduler.daemon.handlers``); the
 periodic work that is due runs (the System Monitor's poll, the scheduler's
-tick, the resource manager's step: ``scheduler.service.periodic``); kills
+tick, the resource manager's step: ``scheduler.daemon.periodic``); kills
 are performed; one journal commit; the replies go out; launches are performed.
 The edges are parts of their own: the jobs' processes
-(``scheduler.service.supervisor``), the nodes (a resource manager,
+(``scheduler.daemon.supervisor``), the nodes (a resource manager,
 ``scheduler.rm``), the journal, the dashboard. When the daemon listens beyond
 loopback (or is given keys), every peer must authenticate with CURVE
-(``reshape.joblink.auth``, ``scheduler.service.gatekeeper``); on loopback TCP without keys
+(``reshape.joblink.auth``, ``scheduler.daemon.gatekeeper``); on loopback TCP without keys
 the kernel names each sender's uid, and connections are limited per user
-(``scheduler.service.peers``). The state directory is checked before use and kept private
-(``scheduler.service.statedir``).
+(``scheduler.daemon.peers``). The state directory is checked before use and kept private
+(``scheduler.daemon.statedir``).
 """
 
 from __future__ import annotations
@@ -39,20 +39,20 @@ from scheduler.core.kills import awaited
 from scheduler.core.policy import app_policy, remap_policy
 from scheduler.core.pool import Pool
 from scheduler.core.state import ClusterState, Kill, Launch
+from scheduler.daemon import statedir
+from scheduler.daemon.accounts import Accounts
+from scheduler.daemon.endpoint import DEFAULT_ENDPOINT, bind, job_endpoint, user_id
+from scheduler.daemon.gatekeeper import Gatekeeper
+from scheduler.daemon.handlers import READS, Quota, answer
+from scheduler.daemon.journal import Journal
+from scheduler.daemon.periodic import Periodic
+from scheduler.daemon.retention import PRUNE_EVERY, JobLimits, Retention
+from scheduler.daemon.supervisor import ON_NODES, Supervisor
+from scheduler.observe.dashboard import Dashboard, parse_bind
+from scheduler.observe.dashboard_view import LatencyHistogram, snapshot
+from scheduler.observe.loopstats import LoopStats, ServiceWindow
 from scheduler.rm.base import ResourceManager
 from scheduler.rm.fixed import fixed_pool
-from scheduler.service import statedir
-from scheduler.service.accounts import Accounts
-from scheduler.service.dashboard import Dashboard, parse_bind
-from scheduler.service.dashboard_view import LatencyHistogram, snapshot
-from scheduler.service.endpoint import DEFAULT_ENDPOINT, bind, job_endpoint, user_id
-from scheduler.service.gatekeeper import Gatekeeper
-from scheduler.service.handlers import READS, Quota, answer
-from scheduler.service.journal import Journal
-from scheduler.service.loopstats import LoopStats, ServiceWindow
-from scheduler.service.periodic import Periodic
-from scheduler.service.retention import PRUNE_EVERY, JobLimits, Retention
-from scheduler.service.supervisor import ON_NODES, Supervisor
 
 __all__ = ["DEFAULT_ENDPOINT", "Daemon", "Settings", "job_endpoint", "mpiexec_on"]
 
@@ -107,7 +107,7 @@ class Settings:
     submit_rate: float = 20.0  # submissions per second one user (not an admin) may make, on average
     submit_burst: int = 200  # submissions one user may make at once before the rate applies
     accept_users: tuple[str, ...] = ()  # a daemon not running as root: accounts besides its own it runs jobs for
-    retain_jobs: int = 10_000  # ended jobs kept in memory (scheduler.service.retention)
+    retain_jobs: int = 10_000  # ended jobs kept in memory (scheduler.daemon.retention)
     retain_days: float = 30.0  # ended jobs kept in the journal, in days (0: for ever)
 
     def check(self) -> None:
@@ -178,7 +178,7 @@ class Daemon:
                                      self.mpiexec_on, self.accounts)
         self.supervisor.settle_unlaunched(now)
         self.retention = Retention(cfg.retain_jobs, cfg.retain_days)
-        self.job_limits = JobLimits()  # per job: lost/resized and output (scheduler.service.retention)
+        self.job_limits = JobLimits()  # per job: lost/resized and output (scheduler.daemon.retention)
         self.retention.restored(self.state)  # the journal's oldest ended jobs beyond the count leave memory
         self._init_counters()
         self.warnings: list[str] = [f"journal record set aside (table quarantine): {q}"
@@ -221,7 +221,7 @@ class Daemon:
 
         ``who``: the sender (``uid:N`` on an ``ipc://`` endpoint and on loopback TCP, ``key:NAME``
         with CURVE, ``peer:unidentified`` when the daemon cannot tell), or None for a caller in
-        this process (trusted); ``scheduler.service.handlers`` says who may do what. ``reads``: a read-only
+        this process (trusted); ``scheduler.daemon.handlers`` says who may do what. ``reads``: a read-only
         request (``handlers.READS``) is appended there and answered later (:meth:`answer`), reply None."""
         try:
             ev = P.decode(frame)
@@ -251,7 +251,7 @@ class Daemon:
         return self.monitor(now) + self.state.tick(now) + self.rm.step(self.state, now)
 
     def monitor(self, now: float) -> list:
-        """The System Monitor's poll (:meth:`scheduler.service.supervisor.Supervisor.monitor`)."""
+        """The System Monitor's poll (:meth:`scheduler.daemon.supervisor.Supervisor.monitor`)."""
         return self.supervisor.monitor(now)
 
     def perform(self, actions: list, now: float) -> None:
@@ -308,7 +308,7 @@ class Daemon:
 
     # ------------------------------------------------------------------ socket
     def listen(self) -> None:
-        """Bind the daemon's socket (:func:`scheduler.service.endpoint.bind`). ``reshape daemon`` calls this
+        """Bind the daemon's socket (:func:`scheduler.daemon.endpoint.bind`). ``reshape daemon`` calls this
         (``listen=True``) before anything is written to the state directory, so a second daemon on a
         busy endpoint leaves no trace; :meth:`serve` otherwise."""
         cfg = self.settings
@@ -549,7 +549,7 @@ class Daemon:
     # ------------------------------------------------------------------ views
     def service_stats(self, loop: bool = False) -> dict[str, Any]:
         """Requests served and the service time (request received -> reply sent) of recent ones;
-        ``loop``: with the loop's statistics (:class:`scheduler.service.loopstats.LoopStats`)."""
+        ``loop``: with the loop's statistics (:class:`scheduler.observe.loopstats.LoopStats`)."""
         got = self.service.stats()
         access = {"auth": "curve" if self.server_keys else "uid" if self.endpoint.startswith("ipc://") else "none",
                   "refused": self.gate.refused if self.gate else 0,

@@ -9,7 +9,7 @@ journal for ever. Two retentions bound them (``reshape daemon --retain-jobs``,
   ``history``, ``log``, ``cancel``'s answer name them); older ones are dropped from memory
   (:meth:`scheduler.core.state.ClusterState.forget`) once journaled.
 * **Journal**: jobs that ended more than ``retain_days`` ago are deleted from it with
-  their events (:meth:`scheduler.service.journal.Journal.prune`, a bounded batch every
+  their events (:meth:`scheduler.daemon.journal.Journal.prune`, a bounded batch every
   :data:`PRUNE_EVERY` seconds), so its size follows the retained period, not the
   daemon's age.
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from scheduler.core.job import FINAL
 from scheduler.core.state import ClusterState
-from scheduler.service.journal import Journal
+from scheduler.daemon.journal import Journal
 
 __all__ = ["PRUNE_EVERY", "JobLimits", "Retention"]
 

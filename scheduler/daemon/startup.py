@@ -27,7 +27,7 @@ from reshape.joblink import jobenv as E
 from reshape.joblink.launch import MPIRunError, kill_tagged, mpi_env, selected_mpi, tagged_pids
 from reshape.joblink.launchers import Launcher, is_local
 from scheduler.core.jobfile import resize_timeout_of
-from scheduler.service.statedir import open_private
+from scheduler.daemon.statedir import open_private
 
 __all__ = ["attempt_tag", "full_env", "job_argv", "job_env", "job_pids", "job_tag", "kill_job", "kill_jobs",
            "read_exit_status", "start_job", "tag_prefix", "user_ids"]

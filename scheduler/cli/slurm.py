@@ -46,14 +46,14 @@ from reshape.joblink import jobenv as E
 from reshape.joblink.auth import ENV_KEYS
 from reshape.joblink.client import DaemonError, SchedulerUnavailable, request
 from reshape.joblink.launchers import get as launcher
+from scheduler.cli.workload import free_port
 from scheduler.core.jobfile import JobFileError, load_job_file, spec_from_dict, validate_job
 from scheduler.core.policy import legal_sizes
 from scheduler.core.pool import PoolError
+from scheduler.daemon.startup import job_tag, kill_job, start_job
 from scheduler.rm.fixed import allocation_pool
 from scheduler.rm.slurm.view import SlurmError, expander_name, malleable_comment
 from scheduler.rm.slurm.view import run as slurm_run
-from scheduler.service.startup import job_tag, kill_job, start_job
-from scheduler.service.workload import free_port
 
 __all__ = ["CONTROLLER", "add_commands", "daemon_of", "submit_slurm"]
 

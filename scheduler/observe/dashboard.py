@@ -1,4 +1,4 @@
-"""The daemon's web dashboard and ``/metrics``: a thin HTTP edge over :mod:`scheduler.service.dashboard_view`.
+"""The daemon's web dashboard and ``/metrics``: a thin HTTP edge over :mod:`scheduler.observe.dashboard_view`.
 
 ``reshape daemon --dashboard [HOST:]PORT`` serves, read-only:
 
@@ -37,7 +37,7 @@ import time
 import urllib.parse
 from typing import Any
 
-from scheduler.service.dashboard_view import metrics_text, page
+from scheduler.observe.dashboard_view import metrics_text, page
 
 __all__ = ["Dashboard", "is_loopback", "parse_bind"]
 
