@@ -122,15 +122,17 @@ class NodeStates:
         self.pool.set_down(host)
         self._node_event(now, rec, "down", reason)
         out: list[Launch | Kill] = []
+        why = f"node {host} down ({reason})"
         for j in self.running():
-            if host in j.hosts and j.allocation is not None and self.restartable(j, None, loss=True, here=True):
-                self._event(now, j, "node_lost", f"node {host} down ({reason}): its allocation restarts it")
-            elif host in j.hosts and self.restartable(j, None, loss=True):
-                out += self.restart(j, now, f"node {host} down ({reason})", attempt_killed=True, known_cause=True)
-            elif host in j.hosts:
-                out += self._kill_failed(j, now, f"node {host} down ({reason})", f"node {host} down")
-            elif j.pending and j.pending.expands and host in j.pending.hosts:
-                self._abandon_resize(j, now, f"node {host} down")
+            if host not in j.hosts:
+                if j.pending and j.pending.expands and host in j.pending.hosts:
+                    self._abandon_resize(j, now, f"node {host} down")
+            elif j.allocation is not None and self.restartable(j, None, loss=True, here=True):
+                self._event(now, j, "node_lost", f"{why}: its allocation restarts it")  # its batch script does
+            elif self.restartable(j, None, loss=True):
+                out += self.restart(j, now, why, attempt_killed=True, known_cause=True)
+            else:
+                out += self._kill_failed(j, now, why, f"node {host} down")
         out += self.node_lost_kills(host, reason, now)  # kills it was to confirm (scheduler.core.kills)
         return out + self.schedule(now)
 

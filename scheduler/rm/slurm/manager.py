@@ -33,21 +33,8 @@ from scheduler.core.policy import legal_sizes
 from scheduler.core.pool import Pool
 from scheduler.rm.base import ResourceManager
 from scheduler.rm.fixed import allocation_pool
-from scheduler.rm.slurm.broker import (
-    AskShrink,
-    Broker,
-    Cancel,
-    Drain,
-    Ended,
-    Fail,
-    Forget,
-    Grant,
-    Lost,
-    Release,
-    Submit,
-    Tenant,
-    Update,
-)
+from scheduler.rm.slurm.admit import Tenant
+from scheduler.rm.slurm.broker import Broker
 from scheduler.rm.slurm.edge import (
     CancelJob,
     KeepNodes,
@@ -59,6 +46,7 @@ from scheduler.rm.slurm.edge import (
     UpdateJob,
 )
 from scheduler.rm.slurm.limits import slurm_ends
+from scheduler.rm.slurm.ops import AskShrink, Cancel, Drain, Ended, Fail, Forget, Grant, Lost, Release, Submit, Update
 from scheduler.rm.slurm.view import SlurmError, partition_args, partition_pool, resizes_once, run
 
 if TYPE_CHECKING:
