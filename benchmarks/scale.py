@@ -342,7 +342,7 @@ def run_core(running: int, queued: tuple[int, ...], reps: int = 300) -> list[dic
     ids = [j.job_id for j in st.running()]
     rows = []
     for target in queued:
-        while len(st._queued) < target:
+        while len(st.table.queued) < target:
             st.submit(validate_job(_queued_job(rng, running), pool.capacity), now)
         st.tick(now)
         lat: dict[str, list[float]] = {"resize_point": [], "submit": [], "tick": [], "status": []}

@@ -239,3 +239,38 @@ def test_the_checks_see_function_level_imports_and_cycles():
     daemon = "scheduler.daemon.loop"
     graph = {**GRAPH, daemon: GRAPH[daemon] | {"scheduler.cli.commands"}}
     assert any({"scheduler.cli", "scheduler.daemon"} <= set(c) for c in _cycles(_package_graph(graph)))
+
+
+def _self_names(cls: ast.ClassDef) -> tuple[set[str], set[str]]:
+    """The names a class defines on ``self`` (its methods, class-level names, attributes it assigns) and
+    the names it reads through ``self``."""
+    defined = {n.name for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    defined |= {t.id for n in cls.body if isinstance(n, (ast.Assign, ast.AnnAssign))
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)}
+    read: set[str] = set()
+    for n in ast.walk(cls):
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self":
+            (defined if isinstance(n.ctx, ast.Store) else read).add(n.attr)
+    return defined, read
+
+
+def _core_classes() -> dict[str, ast.ClassDef]:
+    return {f"{m}.{c.name}": c for m, tree in TREES.items() if m.startswith(CORE + ".")
+            for c in tree.body if isinstance(c, ast.ClassDef)}
+
+
+def test_the_core_state_is_composed_not_mixed_in():
+    """``ClusterState`` holds its parts (job table, nodes, resizes, restarts, kills, ...) and inherits from
+    none; each class of the core reads through ``self`` only what it defines itself (a part reaches another
+    through the reference it was given, never through fields another class sets on a shared ``self``)."""
+    classes = _core_classes()
+    state = classes["scheduler.core.state.ClusterState"]
+    assert not state.bases, f"ClusterState inherits {[ast.unparse(b) for b in state.bases]}: compose parts instead"
+    borrowed = {}
+    for name, cls in classes.items():
+        if cls.bases and not all(ast.unparse(b) in ("Sequence", "Exception", "ValueError") for b in cls.bases):
+            continue  # a policy or record type: not a part of the state
+        defined, read = _self_names(cls)
+        if read - defined:
+            borrowed[name] = sorted(read - defined)
+    assert not borrowed, f"classes reading fields they do not define: {borrowed}"

@@ -7,23 +7,29 @@ queue), so a request costs the jobs it concerns rather than the whole history
 or the whole queue. The policies' frozen views
 (:class:`scheduler.core.policy.Snapshot`) are cached: a running job's view is
 rebuilt only after it changed, and the queue is shown without a copy (:class:`QueueView`).
-Every change to a job goes through :meth:`JobTable._mark` (or ``_event``, which
+Every change to a job goes through :meth:`JobTable.mark` (or ``event``, which
 calls it): the journal writes the job, and its view is rebuilt.
-:class:`scheduler.core.state.ClusterState` is a :class:`JobTable`.
+:class:`scheduler.core.state.ClusterState` holds one :class:`JobTable` (``table``), which every other
+part of the core is given.
 """
 
 from __future__ import annotations
 
 import bisect
+import collections
 import heapq
 import math
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from scheduler.core.actions import Decision, StateError
 from scheduler.core.job import FINAL, Job, JobState
 from scheduler.core.policy import JobSpec, RunningJob, Snapshot
 
-__all__ = ["FINAL", "KILLING", "RECENT", "Job", "JobTable", "SizeIndex"]
+if TYPE_CHECKING:
+    from scheduler.core.pool import Pool
+
+__all__ = ["FINAL", "KILLING", "RECENT", "Job", "JobTable", "SizeIndex", "pending_shrink"]
 
 RECENT = 10  # ended jobs listed by ``status``
 KILLING = (JobState.CANCELLING, JobState.ENDING)  # kill ordered to the node monitor that runs the job, unconfirmed
@@ -145,140 +151,203 @@ class SizeIndex:
         return (specs[k[1]] for k in out)
 
 
+def pending_shrink(j: Job) -> int | None:
+    """A shrink under way (advised, not confirmed), else a requested one."""
+    if j.pending and not j.pending.expands:
+        return j.pending.new
+    return j.shrink_request
+
+
 class JobTable:
     """Jobs by id and by state, their events and decisions, and the policies' views of them.
 
-    Expects ``pool``, ``jobs``, ``live``, ``events``, ``dirty``, ``recent`` and
-    ``decisions`` (set by :class:`scheduler.core.state.ClusterState`)."""
+    ``pool``: the slots (an event records how many are busy); ``record``: keep every applied
+    decision in ``decisions``. ``events`` (allocation history) and ``dirty`` (jobs changed since
+    the journal last wrote them) are the journal's; ``live`` holds the jobs not in a final state."""
 
-    def _init_indexes(self) -> None:
-        self._queued: list[tuple[float, int]] = []  # (arrival_time, job_id), sorted: the queue order
+    def __init__(self, pool: Pool, record: bool = False):
+        self.pool = pool
+        self.jobs: dict[int, Job] = {}
+        self.next_id = 1
+        self.events: list[dict[str, Any]] = []  # allocation history, appended to the journal
+        self.dirty: set[int] = set()
+        self.live: dict[int, Job] = {}  # jobs not in a final state (finished ones are not scanned)
+        self.recent: collections.deque[int] = collections.deque(maxlen=RECENT)  # last ended jobs, newest last
+        self.decisions: list[Decision] | None = [] if record else None
+        self.queued: list[tuple[float, int]] = []  # (arrival_time, job_id), sorted: the queue order
         self._queued_specs: list[JobSpec] = []  # their specs, in the same order
         self._queue_version = 0  # bumped on every queue change: the snapshots' QueueView checks it
         self._by_id: dict[int, JobSpec] = {}  # queued job id -> spec
         self._sized = SizeIndex(self._by_id)  # queued jobs by size, for backfill
-        self._run: dict[int, Job] = {}  # running jobs in the order they started
+        self.started: dict[int, Job] = {}  # running jobs in the order they started
         self._run_t: tuple[RunningJob, ...] | None = ()  # their views, cached until one changes
         self._views: dict[int, RunningJob | None] = {}  # job id -> its view (None: to rebuild), start order
         self._stale: set[int] = set()  # running jobs whose view must be rebuilt
         self._pos: dict[int, int] | None = {}  # job id -> its index in the running tuple (None: to rebuild)
-        self._waiting: dict[int, Job] = {}
+        self.waiting: dict[int, Job] = {}
         self._announced: tuple[tuple[float, int], ...] | None = ()  # the snapshots' view of them (None: to rebuild)
-        self._killing: dict[int, Job] = {}  # cancelling or ending: their kill not yet confirmed (they hold their slots)
+        self.unconfirmed: dict[int, Job] = {}  # cancelling or ending: kill not yet confirmed (they hold their slots)
         self._snap: Snapshot | None = None  # the last snapshot, reused while nothing it shows changed
 
     # ---------------------------------------------------------------- helpers
-    def _job(self, job_id: int) -> Job:
+    def job(self, job_id: int) -> Job:
         if job_id not in self.jobs:
             raise StateError("unknown_job", f"no job {job_id}")
         return self.jobs[job_id]
 
-    def _running(self, job_id: int) -> Job:
-        j = self._job(job_id)
+    def running_job(self, job_id: int) -> Job:
+        j = self.job(job_id)
         if j.state != JobState.RUNNING:
             raise StateError("not_running", f"job {job_id} is {j.state}, not running")
         return j
 
-    def _mark(self, j: Job) -> None:
+    def mark(self, j: Job) -> None:
         """``j`` changed: journal it; a running job's policy view is rebuilt. Every change to a
-        running job goes through here (or :meth:`_event`, which calls it)."""
+        running job goes through here (or :meth:`event`, which calls it)."""
         self.dirty.add(j.job_id)
         if j.state == JobState.RUNNING:
             j._view = None
             self._stale.add(j.job_id)
             self._run_t = None
 
-    def _event(self, now: float, job: Job, kind: str, detail: str = "") -> None:
-        self._mark(job)
+    def event(self, now: float, job: Job, kind: str, detail: str = "") -> None:
+        self.mark(job)
         self.events.append({"t": now, "job_id": job.job_id, "kind": kind, "nprocs": job.nprocs,
                             "busy": self.pool.total - self.pool.free, "detail": detail})
 
-    def _decided(self, now: float, kind: str, job_id: int, nprocs: int) -> None:
+    def decided(self, now: float, kind: str, job_id: int, nprocs: int) -> None:
         if self.decisions is not None:
             self.decisions.append(Decision(now, kind, job_id, nprocs))
 
     def _unindex(self, j: Job) -> None:
         if j.state == JobState.QUEUED:
             k = (j.arrival_time, j.job_id)
-            i = bisect.bisect_left(self._queued, k)
-            if i < len(self._queued) and self._queued[i] == k:
-                del self._queued[i]
+            i = bisect.bisect_left(self.queued, k)
+            if i < len(self.queued) and self.queued[i] == k:
+                del self.queued[i]
                 del self._queued_specs[i]
                 self._sized.remove(self._by_id.pop(j.job_id), k)
             self._queue_version += 1
         elif j.state == JobState.RUNNING:
-            self._run.pop(j.job_id, None)
+            self.started.pop(j.job_id, None)
             self._views.pop(j.job_id, None)
             self._stale.discard(j.job_id)
             self._run_t = self._pos = None
         elif j.state == JobState.WAITING:
-            self._waiting.pop(j.job_id, None)
+            self.waiting.pop(j.job_id, None)
             self._announced = None
         elif j.state in KILLING:
-            self._killing.pop(j.job_id, None)
+            self.unconfirmed.pop(j.job_id, None)
 
-    def _index(self, j: Job) -> None:
+    def index(self, j: Job) -> None:
         if j.state == JobState.QUEUED:
             k = (j.arrival_time, j.job_id)
-            i = bisect.bisect_right(self._queued, k)
-            self._queued.insert(i, k)
+            i = bisect.bisect_right(self.queued, k)
+            self.queued.insert(i, k)
             self._queued_specs.insert(i, j.spec)
             self._by_id[j.job_id] = j.spec
             self._sized.add(j.spec, k)
             self._queue_version += 1
         elif j.state == JobState.RUNNING:
-            self._run[j.job_id] = j
+            self.started[j.job_id] = j
             self._views[j.job_id] = None
             self._stale.add(j.job_id)
             self._run_t = self._pos = None
         elif j.state == JobState.WAITING:
-            self._waiting[j.job_id] = j
+            self.waiting[j.job_id] = j
             self._announced = None
         elif j.state in KILLING:
-            self._killing[j.job_id] = j
+            self.unconfirmed[j.job_id] = j
         if j.state in FINAL:
             self.live.pop(j.job_id, None)
         else:
             self.live[j.job_id] = j
 
-    def _set(self, j: Job, state: JobState) -> None:
+    def set(self, j: Job, state: JobState) -> None:
         self._unindex(j)
         j.state = state
-        self._index(j)
+        self.index(j)
+
+    def forget(self, job_id: int) -> None:
+        """Drop an ended job's record (the simulator, once it recorded the job, keeps memory flat this way)."""
+        j = self.jobs.get(job_id)
+        if j is None or j.state not in FINAL:
+            raise StateError("not_ended", f"job {job_id} has not ended")
+        del self.jobs[job_id]
+        self.dirty.discard(job_id)
+        if job_id in self.recent:
+            self.recent.remove(job_id)
+
+    def restore(self, jobs: list[Job], next_id: int) -> None:
+        """Reload journaled jobs; running jobs get their slots back and must reconnect."""
+        ended = sorted((j for j in jobs if j.state in FINAL and j.end_time is not None), key=lambda j: j.end_time)
+        self.recent.extend(j.job_id for j in ended[-RECENT:])
+        for j in jobs:
+            j.connected = False
+            self.jobs[j.job_id] = j
+            self.index(j)
+            if j.state == JobState.RUNNING or j.state in KILLING:
+                self.pool.claim(j.hosts)
+                if j.pending and j.pending.expands:
+                    self.pool.claim(j.pending.hosts)
+        self.next_id = max([next_id, *(j.job_id + 1 for j in jobs)])
+
+    def check(self) -> None:
+        """The indexes agree with the jobs' states (tests call this after every event)."""
+        queued = (j for j in self.live.values() if j.state == JobState.QUEUED)
+        assert self.queued == sorted((j.arrival_time, j.job_id) for j in queued)
+        assert self._queued_specs == [self.jobs[i].spec for _, i in self.queued]
+        assert set(self._by_id) == {i for _, i in self.queued}
+        assert sorted(k for lst in self._sized.by_size.values() for k in lst) == self.queued
+        assert self._sized.sizes == sorted(self._sized.by_size) and all(self._sized.by_size.values())
+        assert all(self._by_id[i].nprocs == n for n, lst in self._sized.by_size.items() for _, i in lst)
+        assert list(self.started) == [i for i in self.started if self.jobs[i].state == JobState.RUNNING]
+        assert set(self.started) == {i for i, j in self.live.items() if j.state == JobState.RUNNING}
+        assert set(self.waiting) == {i for i, j in self.live.items() if j.state == JobState.WAITING}
+        assert set(self.unconfirmed) == {i for i, j in self.live.items() if j.state in KILLING}
+        assert list(self._views) == list(self.started) and self._stale <= set(self.started)
+        assert self._pos is None or self._pos == {i: k for k, i in enumerate(self.started)}
+        if self._run_t is not None:  # the cached view is the fresh one
+            assert self._run_t == tuple(RunningJob(j.spec, j.nprocs, j.start_time, j.profile.frozen(), j.iterations,
+                                                   pending_shrink(j), j.deadline, j.point_time)
+                                        for j in self.started.values())
+
+    def release_all(self, j: Job) -> None:
+        """``j`` holds no slot any more (a pending expansion's either), nor a resize or shrink request."""
+        self.pool.release(j.hosts)
+        if j.pending and j.pending.expands:
+            self.pool.release(j.pending.hosts)
+        j.pending = None
+        j.shrink_request = None
+        j.hosts = []
+        j.nprocs = 0
 
     def busy(self) -> int:
         return self.pool.total - self.pool.free
 
     def queue(self, limit: int | None = None) -> list[Job]:
         """Queued jobs in arrival order (ties: submission order); the first ``limit`` if given."""
-        keys = self._queued if limit is None else self._queued[:max(0, limit)]
+        keys = self.queued if limit is None else self.queued[:max(0, limit)]
         return [self.jobs[i] for _, i in keys]
 
     def running(self) -> list[Job]:
         """Running jobs in the order they started."""
-        return list(self._run.values())
+        return list(self.started.values())
 
     def killing(self) -> list[Job]:
         """Jobs whose kill their node's monitor has not confirmed yet (cancelling or ending; they hold their slots)."""
-        return list(self._killing.values())
+        return list(self.unconfirmed.values())
 
-    def _end(self, j: Job, state: str, now: float) -> None:
-        self._set(j, state)
+    def end(self, j: Job, state: str, now: float) -> None:
+        self.set(j, state)
         j.end_time = now
         self.recent.append(j.job_id)
 
-    @staticmethod
-    def _pending_shrink(j: Job) -> int | None:
-        """A shrink under way (advised, not confirmed), else a requested one."""
-        if j.pending and not j.pending.expands:
-            return j.pending.new
-        return j.shrink_request
-
     def _view(self, j: Job) -> RunningJob:
-        """The policy's frozen view of a running job, rebuilt only after the job changed (:meth:`_mark`)."""
+        """The policy's frozen view of a running job, rebuilt only after the job changed (:meth:`mark`)."""
         if j._view is None:
             j._view = RunningJob(j.spec, j.nprocs, j.start_time, j.profile.frozen(), j.iterations,
-                                 self._pending_shrink(j), j.deadline, j.point_time)
+                                 pending_shrink(j), j.deadline, j.point_time)
         return j._view
 
     def snapshot(self, now: float) -> Snapshot:
@@ -287,14 +356,14 @@ class JobTable:
         if self._run_t is None:
             views = self._views
             for i in self._stale:
-                views[i] = self._view(self._run[i])
+                views[i] = self._view(self.started[i])
             self._stale.clear()
             self._run_t = tuple(views.values())  # type: ignore[arg-type]  # none is stale now
         if self._pos is None:
             self._pos = {i: k for k, i in enumerate(self._views)}
-        head = self.jobs[self._queued[0][1]].reservation if self._queued else None
+        head = self.jobs[self.queued[0][1]].reservation if self.queued else None
         if self._announced is None:
-            self._announced = tuple(sorted((j.arrival_time, j.spec.nprocs) for j in self._waiting.values()))
+            self._announced = tuple(sorted((j.arrival_time, j.spec.nprocs) for j in self.waiting.values()))
         total, free, last = self.pool.total, self.pool.free, self._snap
         if (last is not None and last.now == now and last.free_slots == free and last.total_slots == total
                 and last.queue._version == self._queue_version  # type: ignore[attr-defined]

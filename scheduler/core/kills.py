@@ -1,7 +1,7 @@
 """Ending a job run on a node, the core's half: a kill the daemon orders and a node monitor confirms.
 
-:class:`Kills` is mixed into ``scheduler.core.state.ClusterState`` (its module docstring, "Ending a job
-run on a node", gives the rules). A job whose ``mpiexec`` a node monitor runs (``runner``) is killed by
+:class:`Kills` is one of the parts ``scheduler.core.state.ClusterState`` composes (its module docstring,
+"Ending a job run on a node", gives the rules). A job whose ``mpiexec`` a node monitor runs (``runner``) is killed by
 that monitor: the job is ``cancelling`` (a cancel) or ``ending`` (an end the daemon decided: walltime, a
 node down, a restart; ``Job.then`` says what it becomes), every slot held, until the runner's monitor
 confirms the run ended (its ``job_ended`` for that attempt, or a heartbeat that lists the job neither among
@@ -20,6 +20,7 @@ becomes what its end decided.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from scheduler.core.actions import Kill, Launch
@@ -27,8 +28,10 @@ from scheduler.core.job import Job, JobState
 from scheduler.core.jobtable import KILLING
 
 if TYPE_CHECKING:
-    from scheduler.core.nodestate import NodeRecord
+    from scheduler.core.jobtable import JobTable
+    from scheduler.core.nodestate import NodeTable
     from scheduler.core.pool import Pool
+    from scheduler.core.restarts import Restarts
 
 __all__ = ["KILLED", "Kills", "awaited", "confirmers"]
 
@@ -53,39 +56,38 @@ def confirmers(j: Job) -> str:
 
 
 class Kills:
-    """The kill half of the core; expects ``pool``, ``nodes`` and the job helpers of ``ClusterState``."""
+    """Kills of ``table``'s jobs that node monitors carry out and confirm, as ``nodes`` says they are up;
+    the slots return to ``pool`` as they confirm. A kill confirmed ends the job as its end decided:
+    ``restarts`` queues it again, and ``schedule`` (the scheduling pass) runs."""
 
-    pool: Pool
-    nodes: dict[str, NodeRecord]
-
-    def _up(self, host: str | None, monitored: bool = False) -> bool:
-        rec = self.nodes.get(host) if host is not None else None
-        return rec is not None and rec.state == "up" and (not monitored or rec.incarnation is not None)
+    def __init__(self, table: JobTable, nodes: NodeTable, pool: Pool, restarts: Restarts,
+                 schedule: Callable[[float], list[Launch | Kill]]):
+        self.table, self.nodes, self.pool, self.restarts, self.schedule = table, nodes, pool, restarts, schedule
 
     def _others(self, j: Job) -> list[str]:
         """The nodes of ``j`` besides its runner's with a monitor up: they kill what is left of it if it is lost."""
         hosts = [*j.hosts, *(j.pending.hosts if j.pending and j.pending.expands else ())]
-        return sorted({h for h in hosts if h != j.runner and self._up(h, monitored=True)})
+        return sorted({h for h in hosts if h != j.runner and self.nodes.up(h, monitored=True)})
 
-    def _confirms_kill(self, j: Job) -> bool:
+    def confirms_kill(self, j: Job) -> bool:
         """Whether ``j``'s kill waits for node monitors' confirmation: its ``mpiexec`` runs on a node
         (``runner``) whose monitor is up, or that node is down and other nodes of the job have monitors up."""
-        return j.runner is not None and (self._up(j.runner) or bool(self._others(j)))
+        return j.runner is not None and (self.nodes.up(j.runner) or bool(self._others(j)))
 
-    def _kill_on_node(self, j: Job, now: float, then: dict[str, Any] | None, why: str) -> list[Launch | Kill]:
+    def kill_on_node(self, j: Job, now: float, then: dict[str, Any] | None, why: str) -> list[Launch | Kill]:
         """Order the kill of ``j``, whose ``mpiexec`` a node monitor runs, through the monitors (module docstring):
         ``cancelling`` (``then`` None) or ``ending`` (``then``: what it becomes once confirmed), every slot held."""
         self._hold(j)
-        if not self._up(j.runner):
+        if not self.nodes.up(j.runner):
             self._kill_elsewhere(j)
-        self._set(j, JobState.CANCELLING if then is None else JobState.ENDING)
+        self.table.set(j, JobState.CANCELLING if then is None else JobState.ENDING)
         j.cancel_time = now
         j.then = then
-        ordered = self._ordered(j)
-        self._event(now, j, str(j.state), f"{why}: {ordered}" if why else ordered)
+        ordered = self.ordered(j)
+        self.table.event(now, j, str(j.state), f"{why}: {ordered}" if why else ordered)
         return [Kill(j.job_id)]
 
-    def _ordered(self, j: Job) -> str:
+    def ordered(self, j: Job) -> str:
         return f"kill ordered to {confirmers(j)}, not yet confirmed"
 
     def _hold(self, j: Job) -> None:
@@ -99,7 +101,7 @@ class Kills:
     def _kill_elsewhere(self, j: Job) -> None:
         """``j``'s runner's node is down: the monitors of its other nodes are to kill what is left of it there
         and confirm; the slots no monitor can speak for (the lost node's) leave with their node now."""
-        rec = self.nodes.get(j.runner or "")
+        rec = self.nodes.nodes.get(j.runner or "")
         others = self._others(j)
         j.kill_on = {j.runner or "?": f"down ({rec.reason if rec else 'gone'})", **dict.fromkeys(others, "")}
         self._drop(j, {h for h in j.hosts if h not in others})
@@ -109,7 +111,7 @@ class Kills:
         self.pool.release([h for h in j.hosts if h in hosts])
         j.hosts = [h for h in j.hosts if h not in hosts]
         j.nprocs = len(j.hosts)
-        self._mark(j)
+        self.table.mark(j)
 
     def killed_on(self, j: Job, node: str, now: float, outcome: str = KILLED) -> list[Launch | Kill]:
         """``node`` will not run anything of ``j`` any more: its monitor confirmed the kill (``killed``), or it
@@ -132,7 +134,7 @@ class Kills:
         cancelling job is cancelled, an ending one what its end decided (failed, or queued again to restart);
         its slots free. ``error``: the kill could not be confirmed (its node went down): the same, saying so.
         A job whose runner's node was lost is confirmed by its other nodes only (:meth:`killed_on`)."""
-        j = self._job(job_id)
+        j = self.table.job(job_id)
         if j.state not in KILLING or j.runner != node or j.kill_on:
             return []
         return self._settle(j, now, how, error)
@@ -141,17 +143,17 @@ class Kills:
         then, j.then, j.cancel_time, j.kill_on = j.then, None, None, {}
         story = "; ".join(x for x in (how, error) if x)
         if then is not None and then.get("restart"):  # the restart the daemon decided (its slots return there)
-            return self.restart(j, now, then["why"], known_cause=bool(then.get("known_cause") or error))
-        self._release_all(j)
+            return self.restarts.restart(j, now, then["why"], known_cause=bool(then.get("known_cause") or error))
+        self.table.release_all(j)
         if then is not None:
-            self._end(j, JobState.FAILED, now)
+            self.table.end(j, JobState.FAILED, now)
             j.error = f"{then['error']}; {error}" if error else then["error"]
-            self._event(now, j, "end", f"failed: {then['detail']} ({story})")
+            self.table.event(now, j, "end", f"failed: {then['detail']} ({story})")
             return self.schedule(now)
-        self._end(j, JobState.CANCELLED, now)
+        self.table.end(j, JobState.CANCELLED, now)
         if error:
             j.error = error
-        self._event(now, j, "end", f"cancelled: {story}")
+        self.table.event(now, j, "end", f"cancelled: {story}")
         return self.schedule(now)
 
     def runs_seen(self, node: str, jobs: list[int], runs: list[dict], now: float,
@@ -162,11 +164,11 @@ class Kills:
         any heartbeat after it.) ``killed``: the attempts ``{job_id, attempt}`` it was ordered to kill by their
         tag that have no process left there (a job whose runner's node was lost, :meth:`killed_on`)."""
         out: list[Launch | Kill] = []
-        if not self._killing:
+        if not self.table.unconfirmed:
             return out
         listed = set(jobs) | {r["job_id"] for r in runs}
         gone = {(k["job_id"], k["attempt"]) for k in killed}
-        for j in self.killing():
+        for j in self.table.killing():
             if j.kill_on:
                 if (j.job_id, j.restarts) in gone:
                     out += self.killed_on(j, node, now)
@@ -178,12 +180,12 @@ class Kills:
         """``host`` went down: the kills it was to confirm. A job it runs is killed by the monitors of its other
         nodes, if any (else it ends unconfirmed); a job it was to kill what was left of is settled there."""
         out: list[Launch | Kill] = []
-        for j in self.killing():
+        for j in self.table.killing():
             if j.kill_on:
                 out += self.killed_on(j, host, now, f"down ({reason})")
             elif j.runner == host and self._others(j):
                 self._kill_elsewhere(j)
-                self._event(now, j, str(j.state), self._ordered(j))
+                self.table.event(now, j, str(j.state), self.ordered(j))
             elif j.runner == host:
                 out += self.kill_confirmed(j.job_id, host, now, "", f"kill ordered, never confirmed: node {host} "
                                            f"went down ({reason}) before its monitor reported the run ended")

@@ -1,23 +1,25 @@
-"""Nodes as the System Monitor sees them (Sudarsan & Ribbens 2007 §3.1), the node half of the scheduler core.
+"""NodeTable as the System Monitor sees them (Sudarsan & Ribbens 2007 §3.1), the node half of the scheduler core.
 
-:class:`NodeStates` is mixed into ``scheduler.core.state.ClusterState``: node
-monitors register and heartbeat, silent nodes go down (their jobs fail), a
-resource manager grants and takes back nodes (``scheduler.rm``). Like the
-rest of the core it is sans I/O: events and ``now`` in, actions out. The
+:class:`NodeTable` holds a record per pool node: node monitors register and
+heartbeat, silent nodes go down, a resource manager grants and takes back
+nodes (``scheduler.rm``), and the nodes of a lost attempt are suspect until
+they heartbeat again. It knows no job: what a node's loss does to the jobs on
+it is ``scheduler.core.runs``'s. Like the rest of the core it is sans I/O. The
 rules are in ``scheduler.core.state``'s module docstring.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from scheduler.core.actions import Kill, Launch, StateError
+from scheduler.core.actions import StateError
 
 if TYPE_CHECKING:
     from scheduler.core.pool import Pool
 
-__all__ = ["NodeRecord", "NodeStates"]
+__all__ = ["NodeRecord", "NodeTable"]
 
 
 @dataclass
@@ -42,28 +44,45 @@ class NodeRecord:
         return cls(**{k: v for k, v in d.items() if k != "last_seen"})
 
 
-class NodeStates:
-    """The node events of the core; expects ``pool``, ``nodes``, ``node_events``, ``dirty_nodes``,
-    ``node_timeout`` and the job helpers of ``ClusterState``."""
+class NodeTable:
+    """The pool's nodes as the System Monitor sees them. ``pool``: their slots (a node down leaves it);
+    ``node_timeout``: seconds of silence after which a monitored node is down; ``require_monitors``:
+    every node is down until its monitor registers. ``node_events`` (node history) and ``dirty_nodes``
+    are the journal's; ``suspect``: host -> when an attempt on it was lost (no placement until it
+    heartbeats)."""
 
-    pool: Pool
-    nodes: dict[str, NodeRecord]
-    node_timeout: float
+    def __init__(self, pool: Pool, node_timeout: float = 5.0, require_monitors: bool = False):
+        self.pool = pool
+        self.node_timeout = node_timeout
+        self.nodes: dict[str, NodeRecord] = {n.host: NodeRecord(n.host) for n in pool.nodes}
+        self.node_events: list[dict[str, Any]] = []  # node history, appended to the journal
+        self.dirty_nodes: set[str] = set()
+        self.suspect: dict[str, float] = {}
+        self._last_check: float | None = None
+        if require_monitors:
+            for rec in self.nodes.values():
+                rec.state, rec.reason = "down", "no node monitor yet"
+                pool.set_down(rec.host)
 
-    def _node_event(self, now: float, rec: NodeRecord, kind: str, detail: str = "") -> None:
+    def event(self, now: float, rec: NodeRecord, kind: str, detail: str = "") -> None:
         self.dirty_nodes.add(rec.host)
         self.node_events.append({"t": now, "host": rec.host, "kind": kind, "detail": detail,
                                  "total": self.pool.total})
 
-    def _node(self, host: str) -> NodeRecord:
+    def node(self, host: str) -> NodeRecord:
         if host not in self.nodes:
             raise StateError("unknown_node", f"no node {host!r} in the pool ({', '.join(self.nodes)})")
         return self.nodes[host]
 
-    def node_register(self, host: str, incarnation: str, now: float,
-                      monitor: dict[str, Any] | None = None) -> list[Launch | Kill]:
-        """A node monitor (re)starts: the node is up (back in the pool if it was down)."""
-        rec = self._node(host)
+    def up(self, host: str | None, monitored: bool = False) -> bool:
+        """Whether ``host`` is up (``monitored``: under a registered monitor)."""
+        rec = self.nodes.get(host) if host is not None else None
+        return rec is not None and rec.state == "up" and (not monitored or rec.incarnation is not None)
+
+    def register(self, host: str, incarnation: str, now: float, monitor: dict[str, Any] | None = None) -> bool:
+        """A node monitor (re)starts: the node is up (back in the pool if it was down). False: the same
+        monitor again (its first reply was lost), nothing changed; True: a scheduling pass is due."""
+        rec = self.node(host)
         old = rec.incarnation
         was = rec.state
         rec.incarnation, rec.monitor, rec.last_seen, rec.jobs = incarnation, dict(monitor or {}), now, []
@@ -73,15 +92,15 @@ class NodeStates:
         self.suspect.pop(host, None)
         self.pool.set_up(host)
         if was == "up" and old == incarnation:
-            return []  # the same monitor again (its first reply was lost)
+            return False
         # down: lost (rejoin), or never registered yet while monitors are required (up)
         kind = "monitor_restart" if was == "up" else "rejoin" if old is not None else "up"
-        self._node_event(now, rec, kind, f"monitor {incarnation}")
-        return self.schedule(now)
+        self.event(now, rec, kind, f"monitor {incarnation}")
+        return True
 
-    def node_heartbeat(self, host: str, incarnation: str, jobs: list[int], now: float) -> None:
+    def heartbeat(self, host: str, incarnation: str, jobs: list[int], now: float) -> None:
         """A heartbeat of the registered monitor; any other gets ``not_registered`` (it registers again)."""
-        rec = self._node(host)
+        rec = self.node(host)
         if rec.state != "up" or rec.incarnation != incarnation:
             raise StateError("not_registered", f"node {host!r} is {rec.state}; monitor {incarnation} "
                              f"must register (node_register)")
@@ -91,8 +110,9 @@ class NodeStates:
             rec.jobs = list(jobs)
             self.dirty_nodes.add(host)
 
-    def check_nodes(self, now: float) -> list[Launch | Kill]:
-        """Nodes whose heartbeats stopped for ``node_timeout`` seconds go down.
+    def silent(self, now: float) -> Iterator[tuple[str, str]]:
+        """The nodes whose heartbeats stopped for ``node_timeout`` seconds, with why, as the caller takes
+        them down (each is checked after the previous one went down).
 
         Silence is counted on the daemon's side only while the daemon was
         listening: when the previous check is more than a second ago (the
@@ -100,73 +120,74 @@ class NodeStates:
         dropped by monitors that timed out), that gap is credited to every
         node, so a stalled daemon does not write off nodes that were fine.
         """
-        out: list[Launch | Kill] = []
-        gap = 0.0 if self._last_node_check is None else now - self._last_node_check
-        self._last_node_check = now
+        gap = 0.0 if self._last_check is None else now - self._last_check
+        self._last_check = now
         if gap > 1.0:
             for rec in self.nodes.values():
                 if rec.last_seen is not None:
                     rec.last_seen += gap
         for rec in self.nodes.values():
             if rec.state == "up" and rec.last_seen is not None and now - rec.last_seen > self.node_timeout:
-                out += self.node_down(rec.host, now, f"no heartbeat for {now - rec.last_seen:.1f} s")
-        return out
+                yield rec.host, f"no heartbeat for {now - rec.last_seen:.1f} s"
 
-    def node_down(self, host: str, now: float, reason: str) -> list[Launch | Kill]:
-        """``host`` is gone: its slots leave the pool, its jobs fail, expansions onto it are abandoned."""
-        rec = self._node(host)
+    def set_down(self, host: str, now: float, reason: str) -> bool:
+        """``host`` is gone: its slots leave the pool. False: it was down already."""
+        rec = self.node(host)
         if rec.state == "down":
-            return []
+            return False
         rec.state, rec.since, rec.reason = "down", now, reason
         self.suspect.pop(host, None)
         self.pool.set_down(host)
-        self._node_event(now, rec, "down", reason)
-        out: list[Launch | Kill] = []
-        why = f"node {host} down ({reason})"
-        for j in self.running():
-            if host not in j.hosts:
-                if j.pending and j.pending.expands and host in j.pending.hosts:
-                    self._abandon_resize(j, now, f"node {host} down")
-            elif j.allocation is not None and self.restartable(j, None, loss=True, here=True):
-                self._event(now, j, "node_lost", f"{why}: its allocation restarts it")  # its batch script does
-            elif self.restartable(j, None, loss=True):
-                out += self.restart(j, now, why, attempt_killed=True, known_cause=True)
-            else:
-                out += self._kill_failed(j, now, why, f"node {host} down")
-        out += self.node_lost_kills(host, reason, now)  # kills it was to confirm (scheduler.core.kills)
-        return out + self.schedule(now)
+        self.event(now, rec, "down", reason)
+        return True
 
-    def node_granted(self, host: str, now: float, detail: str, lease: str | None = None) -> list[Launch | Kill]:
-        """A resource manager gave ``host`` to the pool (e.g. a Slurm expander job started on it);
-        ``lease``: only jobs of that allocation may use it (:meth:`scheduler.core.pool.Pool.lease`)."""
-        rec = self._node(host)
+    def grant(self, host: str, now: float, detail: str, lease: str | None = None) -> bool:
+        """A resource manager gave ``host`` to the pool (``lease``: only jobs of that allocation may use it,
+        :meth:`scheduler.core.pool.Pool.lease`). True: it came up (a scheduling pass is due)."""
+        rec = self.node(host)
         self.pool.lease(host, lease)
         if rec.state == "up":
-            return []
+            return False
         rec.state, rec.since, rec.reason, rec.last_seen = "up", now, detail, None  # no heartbeats expected
         self.pool.set_up(host)
-        self._node_event(now, rec, "granted", detail)
-        return self.schedule(now)
+        self.event(now, rec, "granted", detail)
+        return True
 
-    def node_released(self, host: str, now: float, detail: str) -> bool:
-        """``host`` goes back to the resource manager; only a node no job uses can (False otherwise)."""
-        rec = self._node(host)
-        if rec.state == "down" or self.pool.used[host] or any(
-                j.pending and host in j.pending.hosts for j in self.running()):
+    def release(self, host: str, now: float, detail: str, expanding: bool) -> bool:
+        """``host`` goes back to the resource manager; only a node no job uses can (False otherwise).
+        ``expanding``: a pending expansion of a job is onto it."""
+        rec = self.node(host)
+        if rec.state == "down" or self.pool.used[host] or expanding:
             return False
         rec.state, rec.since, rec.reason = "down", now, detail
         self.pool.set_down(host)
         self.pool.lease(host, None)
-        self._node_event(now, rec, "released", detail)
+        self.event(now, rec, "released", detail)
         return True
 
     def not_ours(self, host: str, detail: str) -> None:
         """``host`` is in the pool's config but another resource manager holds it (down, no event)."""
-        rec = self._node(host)
+        rec = self.node(host)
         rec.state, rec.reason = "down", detail
         self.pool.set_down(host)
 
-    def restore_nodes(self, records: list[NodeRecord], now: float) -> None:
+    def suspect_hosts(self, hosts: list[str], now: float) -> None:
+        """The monitored nodes of a lost attempt take nothing new until each heartbeats again: a node that
+        died is only known down after the node timeout, and a restart placed on it meanwhile would be lost too."""
+        for h in set(hosts):
+            rec = self.nodes.get(h)
+            if rec is not None and rec.state == "up" and rec.last_seen is not None and h not in self.pool.draining:
+                self.suspect[h] = now
+                self.pool.set_draining(h)
+
+    def cleared(self, host: str, now: float) -> None:
+        """``host`` heartbeated (or registered, or went down): no longer suspect."""
+        t = self.suspect.get(host)
+        if t is not None and now > t:
+            del self.suspect[host]
+            self.pool.set_draining(host, False)
+
+    def restore(self, records: list[NodeRecord], now: float) -> None:
         """Journaled node states; nodes that were up under a monitor get one timeout from ``now`` to
         heartbeat again (a node a resource manager granted has no monitor and expects no heartbeat)."""
         for r in records:
@@ -179,7 +200,7 @@ class NodeStates:
             else:
                 self.pool.set_up(r.host)
 
-    def node_rows(self, now: float) -> list[dict[str, Any]]:
+    def rows(self, now: float) -> list[dict[str, Any]]:
         rows = []
         for d in self.pool.describe():
             rec = self.nodes[d["host"]]

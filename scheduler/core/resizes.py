@@ -1,6 +1,7 @@
 """The Remap Scheduler's half of the core (Sudarsan & Ribbens 2007 §3.1, §3.2.1): resize points, the resize handshake,
-shrink requests and what-ifs. :class:`Resizes` is mixed into ``scheduler.core.state.ClusterState``
-(like :class:`scheduler.core.nodestate.NodeStates`); the rules are in that module's docstring.
+shrink requests and what-ifs. :class:`Resizes` is one of the parts ``scheduler.core.state.ClusterState``
+composes; the rules are in that module's docstring. A resize confirmed or abandoned frees slots: the
+caller runs the scheduling pass after it (``resized``, ``lost``).
 """
 
 from __future__ import annotations
@@ -10,13 +11,16 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from reshape.joblink.protocol import Advice, ResizePoint
-from scheduler.core.actions import Kill, Launch, StateError
+from scheduler.core.actions import StateError
 from scheduler.core.job import Job, JobState, PendingResize
-from scheduler.core.jobfile import JobFileError, narrow_spec, resize_timeout_of
+from scheduler.core.jobfile import JobFileError, narrow_spec
 from scheduler.core.policy import Expand, RemapPolicy, Snapshot
+from scheduler.core.restarts import resumed
 from scheduler.core.walltime import budget_left, deadline_after, rate
 
 if TYPE_CHECKING:
+    from scheduler.core.checks import PolicyChecks
+    from scheduler.core.jobtable import JobTable
     from scheduler.core.pool import Pool
 
 __all__ = ["RESIZE_GRACE", "Resizes"]
@@ -25,25 +29,26 @@ RESIZE_GRACE = (5.0, 0.1)  # the daemon kills a job stuck in a resize 5 s + 10% 
 
 
 class Resizes:
-    """The resize half of the core; expects ``pool``, ``remap`` and the job helpers of ``ClusterState``."""
+    """The resize handshake of ``table``'s running jobs over ``pool``'s slots: ``remap`` advises at each
+    resize point, ``checks`` vets its advice."""
 
-    pool: Pool
-    remap: RemapPolicy
+    def __init__(self, table: JobTable, pool: Pool, checks: PolicyChecks, remap: RemapPolicy):
+        self.table, self.pool, self.checks, self.remap = table, pool, checks, remap
 
     def request_shrink(self, job_id: int, nprocs: int, reason: str, now: float) -> bool:
         """Ask a running job to shrink to ``nprocs`` at its next resize point; False if it cannot."""
-        j = self.jobs.get(job_id)
+        j = self.table.jobs.get(job_id)
         if (j is None or j.state != JobState.RUNNING or not j.spec.resizable or j.pending
                 or not j.spec.min_procs <= nprocs < j.nprocs):
             return False
         if j.shrink_request != nprocs:
             j.shrink_request = nprocs
-            self._event(now, j, "shrink_request", f"{j.nprocs}->{nprocs}: {reason}")
+            self.table.event(now, j, "shrink_request", f"{j.nprocs}->{nprocs}: {reason}")
         return True
 
     def _snapshot_for(self, j: Job, now: float) -> Snapshot:
         """The policies' view at ``j``'s resize point: with leased nodes, the free slots are those it may take."""
-        snap = self.snapshot(now)
+        snap = self.table.snapshot(now)
         if self.pool.leases:
             snap = replace(snap, free_slots=self.pool.free_for(j.allocation))
         return snap
@@ -51,7 +56,7 @@ class Resizes:
     def would_expand(self, job_id: int, extra: int, now: float) -> int | None:
         """The size running job ``job_id`` would expand to at its next resize point if ``extra`` more
         slots were its own (a what-if over the pure policy: nothing changes); None: it would not."""
-        j = self.jobs.get(job_id)
+        j = self.table.jobs.get(job_id)
         if j is None or j.state != JobState.RUNNING or not j.spec.resizable or j.pending:
             return None
         snap = self._snapshot_for(j, now)
@@ -59,41 +64,12 @@ class Resizes:
         d = self.remap.at_resize_point(snap, job_id)
         return d.nprocs if isinstance(d, Expand) and d.nprocs > j.nprocs else None
 
-
-    @staticmethod
-    def _resize_name(j: Job) -> str:
-        return str(j.pending) if j.pending else ""
-
-    def check_resizes(self, now: float) -> list[Launch | Kill]:
-        """Resizes not confirmed within the job's ``resize_timeout`` plus :data:`RESIZE_GRACE` (5 s + 10%).
-
-        The job's own watchdog (``reshape.runtime.watchdog``) aborts it at
-        ``resize_timeout`` and reports why; this is the daemon's bound for a
-        job that could not: it is killed and failed, its slots freed. No job
-        stays running with a pending resize for longer.
-        """
-        out: list[Launch | Kill] = []
-        for j in self.running():
-            p = j.pending
-            if p is None or p.t is None:
-                continue
-            timeout = resize_timeout_of(j.desc)
-            limit = timeout + RESIZE_GRACE[0] + RESIZE_GRACE[1] * timeout
-            if now - p.t > limit and self.restartable(j, None, loss=True):
-                out += self.restart(j, now, f"{self._resize_name(j)} not confirmed within {limit:g} s",
-                                    attempt_killed=True)
-            elif now - p.t > limit:
-                why = f"{self._resize_name(j)} not confirmed within {limit:g} s; job killed"
-                out += self._kill_failed(j, now, why if not j.error else f"{j.error}; {why}", why)
-        return out + (self.schedule(now) if out else [])
-
-
     # ---------------------------------------------------------------- Remap Scheduler handshake
     def hello(self, job_id: int, nprocs: int, now: float, sizes: Sequence[int] | None = None) -> None:
         """The job (re)connected at ``nprocs``; ``sizes``: every size its program accepts (its
         runtime's own rules: arrays' layouts, a ``sizes`` test), which narrow its legal sizes
         from then on (:func:`scheduler.core.jobfile.narrow_spec`; kept in the journal with the job)."""
-        j = self._running(job_id)
+        j = self.table.running_job(job_id)
         if sizes:
             try:
                 narrowed = narrow_spec(j.spec, sizes, nprocs)
@@ -102,14 +78,14 @@ class Resizes:
             j.announce(narrowed.sizes)
         j.connected = True
         self._reconcile(j, nprocs, now)
-        self._mark(j)
+        self.table.mark(j)
 
     def _reconcile(self, j: Job, nprocs: int, now: float) -> None:
         """A lost ``resized``: the size the job reports decides whether the resize happened."""
         if j.pending and nprocs == j.pending.new:
             self._apply_resize(j, j.pending.old, j.pending.new, None, now)
         elif j.pending and nprocs == j.pending.old:
-            self._abandon_resize(j, now, "not confirmed")
+            self.abandon_resize(j, now, "not confirmed")
 
     def resize_point(self, ev: ResizePoint, now: float) -> Advice:
         """Performance Profiler update, then the Remap Scheduler's advice."""
@@ -123,12 +99,12 @@ class Resizes:
                         ) -> tuple[str, int, tuple[str, ...], str]:
         """:meth:`resize_point` with the event's fields as arguments (the simulator's call: no event
         or advice object per resize point); returns the advice's ``(action, nprocs, hosts, reason)``."""
-        j = self._running(job_id)
+        j = self.table.running_job(job_id)
         j.connected = True
         self._reconcile(j, n, now)
         if n != j.nprocs:
             raise StateError("bad_size", f"job {job_id} reports {n} processes, scheduler has {j.nprocs}")
-        self.resumed(j, iteration)
+        resumed(j, iteration)
         j.iterations = max(j.iterations, iteration)
         if total is not None:
             j.report_total(total)
@@ -137,55 +113,53 @@ class Resizes:
         j.profile.record_iteration(n, iter_time)
         if redist_time is not None and redist_from:
             j.profile.record_redistribution(redist_from, n, redist_time)
-        self._mark(j)
+        self.table.mark(j)
         if not j.spec.resizable:
             return "continue", n, (), "static job"
         d = self.remap.at_resize_point(self._snapshot_for(j, now), job_id)
         if j.shrink_request is not None:
             j.shrink_request = None  # the policy has seen it
-            self._mark(j)
-        q = self._check_remap(d, j, now)
+            self.table.mark(j)
+        q = self.checks.remap_size(d, j, now)
         if q > n:
             hosts = self.pool.allocate(q - n, prefer=j.parked, lease=j.allocation)  # where parked ranks are
             j.pending = PendingResize("expand", n, q, hosts, now)
             self._start_resize(j, n, q, now)
-            self._event(now, j, "advise", f"expand {n}->{q}: {d.reason}")
-            self._decided(now, "expand", job_id, q)
+            self.table.event(now, j, "advise", f"expand {n}->{q}: {d.reason}")
+            self.table.decided(now, "expand", job_id, q)
             return "expand", q, tuple(hosts), d.reason
         if q < n:
             j.pending = PendingResize("shrink", n, q, j.hosts[q:], now)
             self._start_resize(j, n, q, now)
-            self._event(now, j, "advise", f"shrink {n}->{q}: {d.reason}")
-            self._decided(now, "shrink", job_id, q)
+            self.table.event(now, j, "advise", f"shrink {n}->{q}: {d.reason}")
+            self.table.decided(now, "shrink", job_id, q)
             return "shrink", q, (), d.reason
         return "continue", n, (), getattr(d, "reason", "")
 
-    def resized(self, job_id: int, old: int, new: int, seconds: float, error: str | None,
-                now: float) -> list[Launch | Kill]:
-        j = self._running(job_id)
+    def resized(self, job_id: int, old: int, new: int, seconds: float, error: str | None, now: float) -> None:
+        """The job confirms the resize it was advised (or says it failed or changed nothing)."""
+        j = self.table.running_job(job_id)
         p = j.pending
         if p is None:
             raise StateError("out_of_order", f"job {job_id} sent 'resized' without a pending resize")
         if old != p.old:
             raise StateError("out_of_order", f"job {job_id}: resized from {old}, advised from {p.old}")
         if error or new == old:
-            self._abandon_resize(j, now, error or "no change")
+            self.abandon_resize(j, now, error or "no change")
         elif new == p.new:
             self._apply_resize(j, old, new, seconds, now)
         else:
             raise StateError("out_of_order", f"job {job_id}: resized to {new}, advised {p.new}")
-        return self.schedule(now)
 
-    def lost(self, job_id: int, old: int, new: int, ranks: tuple[int, ...], reason: str,
-             now: float) -> list[Launch | Kill]:
+    def lost(self, job_id: int, old: int, new: int, ranks: tuple[int, ...], reason: str, now: float) -> None:
         """The job lost ``ranks`` (of its ``old``) and carries on, in place, on ``new`` survivors
         (``reshape.runtime.inplace``): a resize under way is abandoned, the lost ranks' slots are
         freed, the reason is recorded, and the freed slots go to whoever the policies pick (the job
         too, at a later resize point)."""
-        j = self._running(job_id)
+        j = self.table.running_job(job_id)
         self._reconcile(j, old, now)  # a resize the job made (or not) before the loss, unconfirmed
         if j.pending is not None:
-            self._abandon_resize(j, now, f"a rank was lost: {reason}")
+            self.abandon_resize(j, now, f"a rank was lost: {reason}")
         if old != j.nprocs or not 1 <= new <= old - len(set(ranks)) or not all(0 <= r < old for r in ranks):
             raise StateError("bad_size", f"job {job_id} reports losing ranks {list(ranks)[:16]} of {old} and "
                                          f"going on at {new}: the scheduler has it at {j.nprocs}")
@@ -197,8 +171,7 @@ class Resizes:
         j.nprocs = new
         j.point_time = now
         j.profile.ran_at(new)
-        self._event(now, j, "lost", f"{old}->{new}: {reason}")
-        return self.schedule(now)
+        self.table.event(now, j, "lost", f"{old}->{new}: {reason}")
 
     def _start_resize(self, j: Job, p: int, q: int, now: float) -> None:
         """A resize ``p -> q`` starts: the budget left now, and the deadline's bound while it runs."""
@@ -232,14 +205,14 @@ class Resizes:
         if seconds is not None:
             j.profile.record_redistribution(old, new, seconds)
             j.redist_seconds += seconds
-        self._event(now, j, p.action, f"{old}->{new}")
+        self.table.event(now, j, p.action, f"{old}->{new}")
 
-    def _abandon_resize(self, j: Job, now: float, why: str) -> None:
+    def abandon_resize(self, j: Job, now: float, why: str) -> None:
         p = j.pending
         assert p is not None
         if p.expands:
             self.pool.release(p.hosts)
         self._end_resize(j, p.old, now)
         j.pending = None
-        self._event(now, j, "resize_failed", why)
+        self.table.event(now, j, "resize_failed", why)
 

@@ -1,7 +1,7 @@
 """Recovery from lost processes (the core's half): a job with checkpoints that loses a rank, a node or its
 ``mpiexec`` is queued again and resumes from its last checkpoint, at a size that fits the live nodes.
 
-:class:`Restarts` is mixed into ``scheduler.core.state.ClusterState``. A failure is a *loss* (the job is
+:class:`Restarts` is one of the parts ``scheduler.core.state.ClusterState`` composes. A failure is a *loss* (the job is
 restarted, up to its job file's ``max_restarts``) when the job has ``checkpoint`` set and:
 
 * the job reported ``lost`` (``finished``: its runtime aborted a resize a process of it could not finish), or
@@ -26,6 +26,7 @@ touching the next one, and a node monitor's report of an attempt that ended sett
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from scheduler.core.actions import Kill, Launch, StateError
@@ -33,9 +34,12 @@ from scheduler.core.job import Job, JobState
 from scheduler.core.walltime import start_deadline
 
 if TYPE_CHECKING:
+    from scheduler.core.checks import PolicyChecks
+    from scheduler.core.jobtable import JobTable
+    from scheduler.core.nodestate import NodeTable
     from scheduler.core.pool import Pool
 
-__all__ = ["KILLED", "Restarts"]
+__all__ = ["KILLED", "Restarts", "resumed"]
 
 # SIGKILL, SIGTERM as Hydra reports a killed rank (the signal number), and with SIGHUP, SIGINT as a shell reports
 # a killed mpiexec (128 + n); not 1 and 2, which programs exit with themselves; 255: Hydra's own "process manager
@@ -43,10 +47,23 @@ __all__ = ["KILLED", "Restarts"]
 KILLED = frozenset({9, 15, 129, 130, 137, 143, 255})
 
 
-class Restarts:
-    """The restart half of the core; expects ``pool`` and the job helpers of ``ClusterState``."""
+def resumed(j: Job, iteration: int) -> None:
+    """The first resize point after a restart: the job resumed at ``iteration`` (completed ones
+    before it); the iterations done since the last checkpoint are counted as lost."""
+    if j.iterations_lost_at is not None:
+        j.resumed_at = max(0, iteration - 1)
+        j.iterations_lost += max(0, j.iterations_lost_at - j.resumed_at)
+        j.iterations_lost_at = None
 
-    pool: Pool
+
+class Restarts:
+    """Restarts of ``table``'s jobs on ``pool``'s slots: the nodes of a lost attempt are made suspect in
+    ``nodes``, the size it restarts at is legal by ``checks``, and ``schedule`` (the scheduling pass)
+    runs once a job is queued again."""
+
+    def __init__(self, table: JobTable, nodes: NodeTable, pool: Pool, checks: PolicyChecks,
+                 schedule: Callable[[float], list[Launch | Kill]]):
+        self.table, self.nodes, self.pool, self.checks, self.schedule = table, nodes, pool, checks, schedule
 
     @staticmethod
     def restartable(j: Job, code: int | None, loss: bool = False, here: bool = False) -> bool:
@@ -64,22 +81,19 @@ class Restarts:
     def restart(self, j: Job, now: float, why: str, attempt_killed: bool = False,
                 known_cause: bool = False) -> list[Launch | Kill]:
         """Queue ``j`` again to resume from its last checkpoint; its slots return. ``attempt_killed``:
-        its processes still run (a node down, a stuck resize): a kill of this attempt comes first, and where
-        a node monitor runs its ``mpiexec`` the job is ``ending``, holding its slots, until that monitor
-        confirms the kill (``scheduler.core.state``, "Ending a job run on a node"), and restarts then.
-        ``known_cause``: the node lost is known (down), the others are not suspect."""
-        if attempt_killed and self._confirms_kill(j):
-            return self._kill_on_node(j, now, {"why": why, "restart": True, "known_cause": known_cause},
-                                      f"to restart after: {why}")
+        its processes still run (a node down, a stuck resize): a kill of this attempt comes first (where a
+        node monitor runs its ``mpiexec``, the caller orders the kill through it first and restarts the job
+        once it is confirmed: ``scheduler.core.runs``). ``known_cause``: the node lost is known (down), the
+        others are not suspect."""
         out: list[Launch | Kill] = [Kill(j.job_id, j.restarts)] if attempt_killed else []
         if not known_cause:
-            self._suspect(j.hosts, now)
+            self.nodes.suspect_hosts(j.hosts, now)
         self._next_attempt(j, why)
-        fits = [p for p in range(min(j.spec.nprocs, self.pool.total), 0, -1) if self._legal(j.spec, p)]
+        fits = [p for p in range(min(j.spec.nprocs, self.pool.total), 0, -1) if self.checks.legal(j.spec, p)]
         if fits and fits[0] < j.spec.nprocs:  # nodes were lost: start at the largest legal size that fits
             j.restart_at(fits[0])
-        self._set(j, JobState.QUEUED)
-        self._event(now, j, "restart", f"attempt {j.restarts + 1} after: {why}")
+        self.table.set(j, JobState.QUEUED)
+        self.table.event(now, j, "restart", f"attempt {j.restarts + 1} after: {why}")
         return out + self.schedule(now)
 
     def restart_here(self, j: Job, hosts: list[str], code: int | None, lost: list[str], now: float) -> int:
@@ -92,7 +106,7 @@ class Restarts:
         if j.state != JobState.RUNNING:
             raise StateError("not_running", f"job {j.job_id} is {j.state}, not running")
         why = self._why_not(j, code, bool(lost))
-        fits = [p for p in range(min(j.spec.nprocs, len(hosts)), 0, -1) if self._legal(j.spec, p)]
+        fits = [p for p in range(min(j.spec.nprocs, len(hosts)), 0, -1) if self.checks.legal(j.spec, p)]
         if why is None and not fits:
             why = (f"{len(hosts)} CPU(s) left in its allocation (lost: {', '.join(lost) or 'none'}), its "
                    f"smallest size is {max(1, j.spec.min_procs)}")
@@ -112,8 +126,8 @@ class Restarts:
         j.start_time = j.point_time = now
         j.deadline = start_deadline(j.spec.walltime, j.spec.nprocs, j.nprocs, now)
         j.profile.ran_at(j.nprocs)
-        self._event(now, j, "restart", f"attempt {j.restarts + 1} in its allocation at {j.nprocs} after: {cause}")
-        self._mark(j)
+        self.table.event(now, j, "restart", f"attempt {j.restarts + 1} in its allocation at {j.nprocs} after: {cause}")
+        self.table.mark(j)
         return j.nprocs
 
     def _why_not(self, j: Job, code: int | None, loss: bool) -> str | None:
@@ -132,7 +146,7 @@ class Restarts:
 
     def _next_attempt(self, j: Job, why: str) -> None:
         """Forget ``j``'s lost attempt (its slots return; the iterations since its last checkpoint are lost)."""
-        self._release_all(j)
+        self.table.release_all(j)
         j.failures = [*j.failures, why]
         j.iterations_lost_at = j.iterations
         j.restarts += 1
@@ -141,27 +155,3 @@ class Restarts:
         j.out_base = None
         j.start_time = j.deadline = j.reservation = j.point_time = None
         j.connected, j.iterations, j.parked = False, 0, []
-
-    def _suspect(self, hosts: list[str], now: float) -> None:
-        """The monitored nodes of a lost attempt take nothing new until each heartbeats again: a node that
-        died is only known down after the node timeout, and a restart placed on it meanwhile would be lost too."""
-        for h in set(hosts):
-            rec = self.nodes.get(h)
-            if rec is not None and rec.state == "up" and rec.last_seen is not None and h not in self.pool.draining:
-                self.suspect[h] = now
-                self.pool.set_draining(h)
-
-    def cleared(self, host: str, now: float) -> None:
-        """``host`` heartbeated (or registered, or went down): no longer suspect."""
-        t = self.suspect.get(host)
-        if t is not None and now > t:
-            del self.suspect[host]
-            self.pool.set_draining(host, False)
-
-    def resumed(self, j: Job, iteration: int) -> None:
-        """The first resize point after a restart: the job resumed at ``iteration`` (completed ones
-        before it); the iterations done since the last checkpoint are counted as lost."""
-        if j.iterations_lost_at is not None:
-            j.resumed_at = max(0, iteration - 1)
-            j.iterations_lost += max(0, j.iterations_lost_at - j.resumed_at)
-            j.iterations_lost_at = None

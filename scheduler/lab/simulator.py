@@ -314,10 +314,10 @@ class Simulator:
             st.dirty.clear()
             if self.check:
                 st.validate()
-            if not heap and st._queued:
+            if not heap and st.table.queued:
                 first = st.queue()[0]
                 raise PolicyError(
-                    f"policy {self.app.name!r} left {len(st._queued)} job(s) queued on an idle machine "
+                    f"policy {self.app.name!r} left {len(st.table.queued)} job(s) queued on an idle machine "
                     f"(first: job {first.job_id}, {first.desc['nprocs']} slots of {self.total_slots})")
         if self.progress is not None:
             self.progress(len(self.records), len(self.jobs))
