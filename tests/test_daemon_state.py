@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from reshape.joblink import protocol as P
+from scheduler.core import events as C
 from scheduler.core.jobfile import JobFileError, validate_job
 from scheduler.core.policy import RemapPolicy, Shrink, app_policy, remap_policy
 from scheduler.core.pool import default_pool
@@ -22,7 +22,7 @@ def job(n=2, **kw):
 
 
 def point(st, jid, n, t, it=1):
-    adv = st.handle(P.ResizePoint(job_id=jid, iteration=it, nprocs=n, iter_time=t), 0.0)[0]
+    adv = st.handle(C.ResizePoint(job_id=jid, iteration=it, nprocs=n, iter_time=t), 0.0)[0]
     st.validate()
     return adv
 
@@ -70,17 +70,17 @@ def test_out_of_order_and_unknown_jobs_are_errors_that_change_nothing():
     st = make(4)
     a = st.submit(job(2), 0.0)
     with pytest.raises(StateError) as e:
-        st.handle(P.ResizePoint(job_id=a, iteration=1, nprocs=2, iter_time=1.0), 0.0)[0]
+        st.handle(C.ResizePoint(job_id=a, iteration=1, nprocs=2, iter_time=1.0), 0.0)[0]
     assert e.value.code == "not_running"
     st.tick(0.0)
     with pytest.raises(StateError) as e:
         st.resized(a, 2, 4, 0.1, None, 0.0)
     assert e.value.code == "out_of_order"
     with pytest.raises(StateError) as e:
-        st.handle(P.ResizePoint(job_id=99, iteration=1, nprocs=2, iter_time=1.0), 0.0)[0]
+        st.handle(C.ResizePoint(job_id=99, iteration=1, nprocs=2, iter_time=1.0), 0.0)[0]
     assert e.value.code == "unknown_job"
     with pytest.raises(StateError) as e:
-        st.handle(P.ResizePoint(job_id=a, iteration=1, nprocs=3, iter_time=1.0), 0.0)[0]
+        st.handle(C.ResizePoint(job_id=a, iteration=1, nprocs=3, iter_time=1.0), 0.0)[0]
     assert e.value.code == "bad_size"
     st.validate()
     assert st.pool.free == 2
@@ -274,7 +274,7 @@ def test_an_expansion_is_placed_where_the_job_has_parked_ranks():
                           remap_policy("reshape"))
         a = st.submit(job(2, max_procs=3), 0.0)
         st.tick(0.0)
-        adv = st.handle(P.ResizePoint(job_id=a, iteration=1, nprocs=2, iter_time=1.0, parked=parked), 0.0)[0]
+        adv = st.handle(C.ResizePoint(job_id=a, iteration=1, nprocs=2, iter_time=1.0, parked=parked), 0.0)[0]
         st.validate()
         assert adv.action == "expand" and adv.nprocs == 3
         assert st.jobs[a].pending.hosts == list(adv.hosts)  # the reservation is where the advice says
@@ -292,9 +292,9 @@ def test_the_count_a_program_reports_reaches_the_policies_view_and_its_job_file_
     b = st.submit(job(2, max_procs=16, iterations=50), 0.0)
     st.tick(0.0)
     assert st.jobs[a].spec.iterations is None
-    adv = st.handle(P.ResizePoint(job_id=a, iteration=1, nprocs=4, iter_time=20.0, total=10), 0.0)[0]
+    adv = st.handle(C.ResizePoint(job_id=a, iteration=1, nprocs=4, iter_time=20.0, total=10), 0.0)[0]
     assert st.jobs[a].spec.iterations == 10
     assert adv.action == "expand"  # 9 iterations left pay for a first redistribution (one iteration assumed)
-    st.handle(P.ResizePoint(job_id=b, iteration=1, nprocs=2, iter_time=1.0, total=10), 0.0)
+    st.handle(C.ResizePoint(job_id=b, iteration=1, nprocs=2, iter_time=1.0, total=10), 0.0)
     assert st.jobs[b].spec.iterations == 50
     st.validate()

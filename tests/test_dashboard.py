@@ -10,6 +10,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from reshape.joblink import protocol as P
+from scheduler.core import events as C
 from scheduler.core.jobfile import validate_job
 from scheduler.core.policy import app_policy, remap_policy
 from scheduler.core.pool import default_pool
@@ -24,7 +25,7 @@ def _state_with_history():
     a = st.submit(validate_job({"name": "lu", "command": ["true"], "nprocs": 2, "max_procs": 8}), 0.0)
     st.tick(0.0)
     for n, q, t, it in ((2, 3, 1.0, 1), (3, 4, 0.7, 2), (4, 3, 0.69, 3)):
-        st.handle(P.ResizePoint(job_id=a, iteration=it, nprocs=n, iter_time=t), float(it))
+        st.handle(C.ResizePoint(job_id=a, iteration=it, nprocs=n, iter_time=t), float(it))
         st.resized(a, n, q, 0.25, None, it + 0.5)
     st.submit(validate_job({"name": "big", "command": ["true"], "nprocs": 6}), 5.0)
     st.tick(5.0)
@@ -181,7 +182,7 @@ def _state_with_evil_texts():
     a = st.submit(validate_job({"name": EVIL, "command": ["true"], "nprocs": 2}), 0.0)
     b = st.submit(validate_job({"name": "b\x07ell", "command": ["true"], "nprocs": 1}), 0.0)
     st.tick(0.0)
-    st.handle(P.ResizePoint(job_id=a, iteration=1, nprocs=2, iter_time=1.0, parked=("h\x1b]0;x\x07",)), 1.0)
+    st.handle(C.ResizePoint(job_id=a, iteration=1, nprocs=2, iter_time=1.0, parked=("h\x1b]0;x\x07",)), 1.0)
     st.finished(b, "error", "boom\x1b[2J\nreshape daemon: forged line \u2066", 2.0)
     st.exited(b, 1, 2.0)
     st.submit(validate_job({"name": EVIL, "command": ["true"], "nprocs": 4}), 3.0)

@@ -120,7 +120,7 @@ def test_dashboard_address_errors_name_the_value(tmp_path):
 
 def _many_jobs_state():
     """24 jobs on 8 slots: 20 ended after resizing, 2 running (the two newest to start), 2 queued."""
-    from reshape.joblink import protocol as P
+    from scheduler.core import events as C
     from scheduler.core.jobfile import validate_job
     from scheduler.core.policy import app_policy, remap_policy
     from scheduler.core.pool import default_pool
@@ -131,7 +131,7 @@ def _many_jobs_state():
     for k in range(22):
         jid = st.submit(validate_job({"name": f"j{k + 1}", "command": ["true"], "nprocs": 3, "max_procs": 4}), now)
         st.tick(now)
-        st.handle(P.ResizePoint(job_id=jid, iteration=1, nprocs=3, iter_time=1.0), now + 0.5)
+        st.handle(C.ResizePoint(job_id=jid, iteration=1, nprocs=3, iter_time=1.0), now + 0.5)
         if k < 20:
             st.exited(jid, 0, now + 1.0)
         now += 1.0

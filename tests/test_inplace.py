@@ -14,6 +14,7 @@ import pytest
 
 from reshape.joblink import protocol as P
 from reshape.joblink.launch import unheld_ipc_files
+from scheduler.core import events as C
 from scheduler.core.jobfile import validate_job
 from scheduler.core.policy import app_policy, remap_policy
 from scheduler.core.pool import default_pool
@@ -207,8 +208,8 @@ def test_the_scheduler_core_frees_a_lost_ranks_slot_and_records_why():
     st.tick(0.0)
     assert st.pool.free == 0
     b = st.submit(validate_job({"command": ["true"], "nprocs": 1}), 0.5)
-    acts = st.handle(P.Lost(job_id=a, old=4, new=3, ranks=(2,), reason="lost rank 2 of 4; resumed at "
-                            "iteration 3 from buddy copies", seconds=0.1), 1.0)[1]
+    acts = st.handle(C.Lost(job_id=a, old=4, new=3, ranks=(2,), reason="lost rank 2 of 4; resumed at "
+                            "iteration 3 from buddy copies"), 1.0)[1]
     st.validate()
     assert st.jobs[a].nprocs == 3 and len(st.jobs[a].hosts) == 3
     assert [x.job_id for x in acts] == [b]  # the freed slot went to the queued job

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reshape.joblink import protocol as P
+from scheduler.core import events as C
 from scheduler.core.jobfile import validate_job
 from scheduler.core.policy import app_policy, remap_policy
 from scheduler.core.pool import default_pool
@@ -16,7 +16,7 @@ def test_roundtrip(tmp_path):
     b = st.submit(validate_job({"command": ["y"], "nprocs": 6}), 0.0)
     st.tick(0.0)
     st.launched(a, 1234)
-    adv = st.handle(P.ResizePoint(job_id=a, iteration=1, nprocs=2, iter_time=1.5), 1.0)[0]
+    adv = st.handle(C.ResizePoint(job_id=a, iteration=1, nprocs=2, iter_time=1.5), 1.0)[0]
     assert adv.action == "shrink" or adv.action == "continue"  # b waits; a has no shrink point
     j = Journal(str(tmp_path / "j.sqlite"))
     j.save(list(st.jobs.values()), st.events, {"next_id": st.next_id})

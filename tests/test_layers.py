@@ -274,3 +274,11 @@ def test_the_core_state_is_composed_not_mixed_in():
         if read - defined:
             borrowed[name] = sorted(read - defined)
     assert not borrowed, f"classes reading fields they do not define: {borrowed}"
+
+
+def test_the_core_takes_its_own_events_not_the_wire_classes():
+    """The core's events and advice are its own (``scheduler.core.events``); the daemon converts the protocol's
+    at its edge. Only the job-file rules share a limit with the wire (the most sizes a job may list)."""
+    users = sorted(m for m, targets in GRAPH.items()
+                   if m.startswith(CORE + ".") and "reshape.joblink.protocol" in targets)
+    assert users == ["scheduler.core.jobfile"], users

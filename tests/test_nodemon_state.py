@@ -10,6 +10,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from reshape.joblink import protocol as P
+from scheduler.core import events as C
 from scheduler.core.job import PendingResize
 from scheduler.core.jobfile import validate_job
 from scheduler.core.policy import app_policy, remap_policy
@@ -98,7 +99,7 @@ def test_an_expansion_onto_a_node_that_goes_down_is_abandoned_and_the_job_keeps_
     up_all(s)
     a = s.submit(job(2, max_procs=6), 0.0)
     s.tick(0.0)
-    adv = s.handle(P.ResizePoint(job_id=a, iteration=1, nprocs=2, iter_time=1.0), 0.5)[0]
+    adv = s.handle(C.ResizePoint(job_id=a, iteration=1, nprocs=2, iter_time=1.0), 0.5)[0]
     assert adv.action == "expand" and "n2" in adv.hosts
     s.node_down("n2", 1.0, "test")
     s.validate()
@@ -210,7 +211,7 @@ def test_invariants_under_random_node_events(ops):
                 if j.pending:
                     s.resized(j.job_id, j.pending.old, j.pending.new, 0.1, None, t)
                 else:
-                    s.handle(P.ResizePoint(job_id=j.job_id, iteration=1, nprocs=j.nprocs, iter_time=1.0 / n), t)[0]
+                    s.handle(C.ResizePoint(job_id=j.job_id, iteration=1, nprocs=j.nprocs, iter_time=1.0 / n), t)[0]
         elif op == "on_node":
             run = [j for j in s.running() if j.runner is None]
             if run:
@@ -223,7 +224,7 @@ def test_invariants_under_random_node_events(ops):
         elif op == "killed" and s.nodes[h].state == "up":
             gone = tuple({"job_id": j.job_id, "attempt": j.restarts} for j in s.killing()
                          if j.job_id % n == 0)
-            s.handle(P.Heartbeat(node=h, incarnation=s.nodes[h].incarnation, jobs=tuple(
+            s.handle(C.Heartbeat(node=h, incarnation=s.nodes[h].incarnation, jobs=tuple(
                 j.job_id for j in s.killing() if j.runner == h and j.job_id % n), killed=gone), t)
         s.validate()
         assert s.pool.total == 2 * sum(r.state != "down" for r in s.nodes.values())
@@ -250,7 +251,7 @@ def test_a_job_run_on_its_node_is_cancelling_holding_its_slots_until_its_monitor
     b = s.submit(job(6), 0.0)
     assert s.tick(0.0) == [Launch(a)]
     s.run_on(a, "n1", 0)
-    s.handle(P.Heartbeat(node="n1", incarnation="m-n1", jobs=(a,), runs=({"job_id": a, "attempt": 0, "pid": 7},)),
+    s.handle(C.Heartbeat(node="n1", incarnation="m-n1", jobs=(a,), runs=({"job_id": a, "attempt": 0, "pid": 7},)),
              0.5)
     assert s.cancel(a, 1.0) == [Kill(a)]  # nothing scheduled: its slots are still held
     s.validate()
@@ -259,17 +260,17 @@ def test_a_job_run_on_its_node_is_cancelling_holding_its_slots_until_its_monitor
     row = next(r for r in s.status(1.5)["running"] if r["job_id"] == a)
     assert row["state"] == "cancelling" and "not yet confirmed by the monitor of n1" in row["detail"], row
     # a heartbeat still listing the run, or another node's, confirm nothing; nor does another attempt's end
-    for ev in (P.Heartbeat(node="n1", incarnation="m-n1", jobs=(a,), runs=({"job_id": a, "attempt": 0, "pid": 7},)),
-               P.Heartbeat(node="n2", incarnation="m-n2", jobs=())):
+    for ev in (C.Heartbeat(node="n1", incarnation="m-n1", jobs=(a,), runs=({"job_id": a, "attempt": 0, "pid": 7},)),
+               C.Heartbeat(node="n2", incarnation="m-n2", jobs=())):
         assert s.handle(ev, 2.0) == (None, [])
         assert s.jobs[a].state == "cancelling"
     with pytest.raises(StateError):
-        s.handle(P.JobEnded(job_id=a, node="n1", incarnation="m-n1", status="error", attempt=1, code=143), 2.0)
+        s.handle(C.JobEnded(job_id=a, node="n1", status="error", attempt=1, code=143), 2.0)
     assert s.jobs[a].state == "cancelling"
     with pytest.raises(StateError):  # nor does a job's own report any more
         s.finished(a, "done", None, 2.0)
     # the runner's exit status does: cancelled, slots free, the next job starts
-    _, acts = s.handle(P.JobEnded(job_id=a, node="n1", incarnation="m-n1", status="error", code=143), 2.5)
+    _, acts = s.handle(C.JobEnded(job_id=a, node="n1", status="error", code=143), 2.5)
     assert acts == [Launch(b)] and s.jobs[a].state == "cancelled" and s.jobs[a].error is None
     s.validate()
     with pytest.raises(StateError):
@@ -285,7 +286,7 @@ def test_a_cancelling_job_is_confirmed_by_a_heartbeat_without_it_or_ends_unconfi
     s.run_on(b, "n2", 0)
     s.cancel(a, 0.5)
     s.cancel(b, 0.5)
-    assert s.handle(P.Heartbeat(node="n1", incarnation="m-n1", jobs=()), 0.6) == (None, [])  # no run, no process
+    assert s.handle(C.Heartbeat(node="n1", incarnation="m-n1", jobs=()), 0.6) == (None, [])  # no run, no process
     assert s.jobs[a].state == "cancelled" and s.jobs[a].error is None
     s.validate()
     s.node_heartbeat("n1", "m-n1", [], 1.0)
@@ -319,7 +320,7 @@ def on_nodes(**kw):
     b = s.submit(job(4), 0.0)
     assert s.tick(0.0) == [Launch(a)] and s.jobs[a].hosts == ["n1", "n1", "n2", "n2"]
     s.run_on(a, "n1", 0)
-    s.handle(P.Heartbeat(node="n1", incarnation="m-n1", jobs=(a,), runs=({"job_id": a, "attempt": 0, "pid": 7},)),
+    s.handle(C.Heartbeat(node="n1", incarnation="m-n1", jobs=(a,), runs=({"job_id": a, "attempt": 0, "pid": 7},)),
              0.1)
     return s, a, b
 
@@ -328,13 +329,13 @@ def beat(s, now, *, runs=(), jobs=(), nodes=("n1", "n2")):
     out = []
     for h in nodes:
         mine = tuple(r for r in runs if h == "n1")
-        out += s.handle(P.Heartbeat(node=h, incarnation=f"m-{h}", jobs=tuple(jobs) if h == "n1" else (),
+        out += s.handle(C.Heartbeat(node=h, incarnation=f"m-{h}", jobs=tuple(jobs) if h == "n1" else (),
                                     runs=mine), now)[1]
     return out
 
 
 def confirm(s, a, now, code=143, attempt=0):
-    return s.handle(P.JobEnded(job_id=a, node="n1", incarnation="m-n1", status="error", code=code,
+    return s.handle(C.JobEnded(job_id=a, node="n1", status="error", code=code,
                                attempt=attempt), now)[1]
 
 
@@ -418,7 +419,7 @@ def test_a_cancel_of_an_ending_job_cancels_it_and_a_runner_that_goes_down_leaves
     assert acts == [] and s2.pool.free == 0  # a's slots on n2 are held until n2's monitor confirms
     assert j.state == "ending" and j.hosts == ["n2", "n2"] and j.kill_on == {"n1": "down (no heartbeat)", "n2": ""}
     s2.validate()
-    assert s2.handle(P.Heartbeat(node="n2", incarnation="m-n2", killed=({"job_id": a, "attempt": 0},)), 12.5) \
+    assert s2.handle(C.Heartbeat(node="n2", incarnation="m-n2", killed=({"job_id": a, "attempt": 0},)), 12.5) \
         == (None, [])
     assert j.state == "failed" and s2.pool.free == 2 and j.kill_on == {}
     assert "walltime exceeded" in j.error and "never confirmed on n1: it went down (no heartbeat)" in j.error, j.error
@@ -427,7 +428,7 @@ def test_a_cancel_of_an_ending_job_cancels_it_and_a_runner_that_goes_down_leaves
 
 def killed(s, node, a, now, attempt=0):
     """A heartbeat of ``node``'s monitor saying no process of job ``a``'s attempt is left there."""
-    return s.handle(P.Heartbeat(node=node, incarnation=f"m-{node}", killed=({"job_id": a, "attempt": attempt},)),
+    return s.handle(C.Heartbeat(node=node, incarnation=f"m-{node}", killed=({"job_id": a, "attempt": attempt},)),
                     now)[1]
 
 
@@ -471,8 +472,8 @@ def test_a_node_lost_before_it_confirms_takes_its_slots_with_it_and_a_returning_
     assert j.state == "ending" and j.kill_on["n2"] == ""
     # n1 comes back (its monitor restarted) while n2 has not confirmed: n1's word settles nothing now
     s.node_register("n1", "m2-n1", 1.6)
-    assert s.handle(P.Heartbeat(node="n1", incarnation="m2-n1", jobs=()), 1.7) == (None, [])
-    assert s.handle(P.JobEnded(job_id=a, node="n1", incarnation="m2-n1", status="error", code=137), 1.8) \
+    assert s.handle(C.Heartbeat(node="n1", incarnation="m2-n1", jobs=()), 1.7) == (None, [])
+    assert s.handle(C.JobEnded(job_id=a, node="n1", status="error", code=137), 1.8) \
         == (None, [])  # (taken: the monitor forgets the run)
     assert j.state == "ending" and j.hosts == ["n2", "n2"]
     s.validate()

@@ -185,3 +185,20 @@ def test_heartbeat_runs_and_job_output_rejected_with_a_reason(kind, job, body, w
     with pytest.raises(P.ProtocolError) as e:
         P.decode(frame)
     assert e.value.code == "bad_field" and why in e.value.message
+
+
+def test_the_core_events_are_the_requests_in_the_cores_terms():
+    """Each event of the core has a request of the same name on the wire with every field it holds, so the
+    daemon's edge converts by field name; a decoded request converts to the event with the same values."""
+    import dataclasses
+
+    from scheduler.core import events as C
+    from scheduler.daemon.handlers import core_event
+    for cls in C.EVENTS:
+        wire = getattr(P, cls.__name__)
+        assert {f.name for f in dataclasses.fields(cls)} <= {f.name for f in dataclasses.fields(wire)}, cls
+    rp = P.decode(P.encode(P.ResizePoint(seq=1, job_id=5, iteration=2, nprocs=4, iter_time=1.5, parked=("h",),
+                                         total=9, host="n1")))
+    assert core_event(rp) == C.ResizePoint(job_id=5, iteration=2, nprocs=4, iter_time=1.5, parked=("h",), total=9)
+    hb = P.decode(P.encode(P.Heartbeat(seq=2, node="n1", incarnation="m", jobs=(3,))))
+    assert core_event(hb) == C.Heartbeat(node="n1", incarnation="m", jobs=(3,))

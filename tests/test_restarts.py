@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from reshape.joblink import protocol as P
+from scheduler.core import events as C
 from scheduler.core.jobfile import validate_job
 from scheduler.core.policy import app_policy, remap_policy
 from scheduler.core.pool import Node, Pool, default_pool
@@ -35,12 +35,12 @@ def started(st: ClusterState, **kw) -> int:
 def test_a_job_whose_processes_were_killed_is_relaunched_as_its_next_attempt(code):
     st = make()
     jid = started(st)
-    st.handle(P.ResizePoint(job_id=jid, iteration=12, nprocs=2, iter_time=1.0), 5.0)
+    st.handle(C.ResizePoint(job_id=jid, iteration=12, nprocs=2, iter_time=1.0), 5.0)
     acts = st.exited(jid, code, 6.0)
     j = st.jobs[jid]
     assert acts == [Launch(jid)] and j.state == "running" and j.restarts == 1 and j.iterations == 0
     assert j.failures == [f"exit code {code}" if code is not None else "process vanished"]
-    st.handle(P.ResizePoint(job_id=jid, iteration=11, nprocs=2, iter_time=1.0), 9.0)  # resumed at 10
+    st.handle(C.ResizePoint(job_id=jid, iteration=11, nprocs=2, iter_time=1.0), 9.0)  # resumed at 10
     assert (j.resumed_at, j.iterations_lost) == (10, 2)
     st.validate()
 
@@ -50,7 +50,7 @@ def test_what_the_program_got_wrong_or_finished_is_not_restarted(report, code):
     st = make()
     jid = started(st)
     if report:
-        st.handle(P.Finished(job_id=jid, status=report), 1.0)
+        st.handle(C.Finished(job_id=jid, status=report), 1.0)
     st.exited(jid, code, 2.0)
     assert st.jobs[jid].restarts == 0 and st.jobs[jid].state in ("done", "failed")
 
@@ -59,9 +59,9 @@ def test_a_job_that_reports_a_lost_process_is_restarted_until_max_restarts():
     st = make()
     jid = started(st, max_restarts=2)
     for attempt in (1, 2):
-        st.handle(P.Finished(job_id=jid, status="lost", error="expand 2->4 did not complete within 60 s"), 1.0)
+        st.handle(C.Finished(job_id=jid, status="lost", error="expand 2->4 did not complete within 60 s"), 1.0)
         assert st.exited(jid, 75, 2.0) == [Launch(jid)] and st.jobs[jid].restarts == attempt
-    st.handle(P.Finished(job_id=jid, status="lost", error="again"), 3.0)
+    st.handle(C.Finished(job_id=jid, status="lost", error="again"), 3.0)
     st.exited(jid, 75, 4.0)
     j = st.jobs[jid]
     assert j.state == "failed" and j.restarts == 2 and "again" in j.error and len(j.failures) == 2
@@ -92,9 +92,9 @@ def test_a_monitor_report_of_an_earlier_attempt_settles_nothing():
     st.exited(jid, 9, 1.0)
     st.node_heartbeat("a", "m1", [], 1.5)  # heard from since the loss: the next attempt may start there
     st.tick(1.5)
-    st.handle(P.JobEnded(job_id=jid, node="a", incarnation="m1", status="end"), 2.0)  # attempt 0 ended
+    st.handle(C.JobEnded(job_id=jid, node="a", status="end"), 2.0)  # attempt 0 ended
     assert st.jobs[jid].node_report is None
-    st.handle(P.JobEnded(job_id=jid, node="a", incarnation="m1", status="end", attempt=1), 3.0)
+    st.handle(C.JobEnded(job_id=jid, node="a", status="end", attempt=1), 3.0)
     assert st.jobs[jid].node_report is not None
 
 
@@ -104,7 +104,7 @@ def test_a_job_that_ends_with_a_resize_under_way_is_restarted_whatever_its_exit_
     the job did not end by itself."""
     st = ClusterState(default_pool(4), app_policy("easy"), remap_policy("reshape"))
     jid = started(st, max_procs=4)
-    reply = st.handle(P.ResizePoint(job_id=jid, iteration=6, nprocs=2, iter_time=1.0), 5.0)
+    reply = st.handle(C.ResizePoint(job_id=jid, iteration=6, nprocs=2, iter_time=1.0), 5.0)
     assert st.jobs[jid].pending is not None, reply
     assert st.exited(jid, code, 6.0) == [Launch(jid)]
     assert st.jobs[jid].restarts == 1 and st.jobs[jid].pending is None
@@ -117,11 +117,11 @@ def test_a_checkpointed_job_that_exits_0_without_reporting_done_was_killed_and_i
     done report, exit 0 is done; without checkpoints it is done as before."""
     st = make()
     jid = started(st)
-    st.handle(P.ResizePoint(job_id=jid, iteration=12, nprocs=2, iter_time=1.0), 5.0)
+    st.handle(C.ResizePoint(job_id=jid, iteration=12, nprocs=2, iter_time=1.0), 5.0)
     assert st.exited(jid, 0, 6.0) == [Launch(jid)] and st.jobs[jid].restarts == 1
     assert st.jobs[jid].failures == ["exit code 0 without a done report"]
-    st.handle(P.ResizePoint(job_id=jid, iteration=13, nprocs=2, iter_time=1.0), 7.0)
-    st.handle(P.Finished(job_id=jid, status="done"), 8.0)
+    st.handle(C.ResizePoint(job_id=jid, iteration=13, nprocs=2, iter_time=1.0), 7.0)
+    st.handle(C.Finished(job_id=jid, status="done"), 8.0)
     st.exited(jid, 0, 9.0)
     assert st.jobs[jid].state == "done" and st.jobs[jid].restarts == 1
     quiet = make()
@@ -131,7 +131,7 @@ def test_a_checkpointed_job_that_exits_0_without_reporting_done_was_killed_and_i
     plain = make()
     jid = plain.submit(validate_job({"command": ["true"], "nprocs": 2}), 0.0)
     plain.tick(0.0)
-    plain.handle(P.ResizePoint(job_id=jid, iteration=3, nprocs=2, iter_time=1.0), 1.0)
+    plain.handle(C.ResizePoint(job_id=jid, iteration=3, nprocs=2, iter_time=1.0), 1.0)
     plain.exited(jid, 0, 2.0)
     assert plain.jobs[jid].state == "done"
 

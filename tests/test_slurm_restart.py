@@ -16,6 +16,7 @@ import pytest
 
 from reshape.joblink import protocol as P
 from scheduler.cli.slurm import restart_hosts
+from scheduler.core import events as C
 from scheduler.core.actions import StateError
 from scheduler.core.jobfile import validate_job
 from scheduler.rm.slurm.edge import KeepNodes
@@ -33,7 +34,7 @@ ALLOC = ["n1", "n1", "n2", "n2"]
 def registered(**kw):
     st, rm = site()
     jid = rm.adopt(st, heat(**kw), "101", ALLOC, 0.0, None)
-    st.handle(P.ResizePoint(job_id=jid, iteration=12, nprocs=4, iter_time=1.0), 5.0)
+    st.handle(C.ResizePoint(job_id=jid, iteration=12, nprocs=4, iter_time=1.0), 5.0)
     return st, rm, jid
 
 
@@ -78,7 +79,7 @@ def test_an_end_that_is_no_loss_or_too_few_nodes_left_is_refused_with_why_and_no
         kw, report, code, hosts, why):
     st, rm, jid = registered(**kw)
     if report:
-        st.handle(P.Finished(job_id=jid, status=report, error="division by zero"), 6.0)
+        st.handle(C.Finished(job_id=jid, status=report, error="division by zero"), 6.0)
     with pytest.raises(StateError) as e:
         rm.adopt(st, heat(**kw), "101", hosts, 10.0, None, (code, ["n2"] if len(hosts) == 2 else []))
     assert e.value.code == "not_restartable" and why in e.value.message, e.value.message
@@ -143,7 +144,7 @@ def test_a_job_at_its_smallest_size_on_a_node_slurm_lost_is_left_to_its_allocati
     it in its allocation, is not failed by the controller meanwhile."""
     st, rm = site()
     jid = rm.adopt(st, heat(nprocs=2, min_procs=2, max_procs=2, divides=2), "101", ["n1", "n2"], 0.0, None)
-    st.handle(P.ResizePoint(job_id=jid, iteration=12, nprocs=2, iter_time=1.0), 5.0)
+    st.handle(C.ResizePoint(job_id=jid, iteration=12, nprocs=2, iter_time=1.0), 5.0)
     rm.apply(st, 8.0, [job("101", "heat", "RUNNING", ["n1"])], 4, 8.0)
     rm.apply(st, 9.0, [job("101", "heat", "RUNNING", ["n1"])], 4, 9.0)
     j = st.jobs[jid]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from reshape.joblink import protocol as P
+from scheduler.core import events as C
 from scheduler.core.actions import StateError
 from scheduler.core.jobfile import validate_job
 from scheduler.core.policy import app_policy, remap_policy
@@ -52,7 +52,7 @@ def outbox(rm: SlurmSite) -> list:
 
 
 def point(st: ClusterState, jid: int, it: int, t: float, now: float):
-    return st.handle(P.ResizePoint(job_id=jid, iteration=it, nprocs=st.jobs[jid].nprocs, iter_time=t), now)[0]
+    return st.handle(C.ResizePoint(job_id=jid, iteration=it, nprocs=st.jobs[jid].nprocs, iter_time=t), now)[0]
 
 
 def test_jobs_register_and_each_grows_only_onto_its_own_expanders():
@@ -87,7 +87,7 @@ def test_a_waiting_rigid_job_gets_a_node_from_the_job_that_loses_least():
     rm.apply(st, 1.0, views, 0, 1.0)
     for jid, t2, t4 in ((a, 10.0, 5.1), (b, 10.0, 9.0)):  # a gains 2x from its 4 slots, b 10%
         point(st, jid, 1, t2, 2.0)
-        st.handle(P.Resized(job_id=jid, old=2, new=4, seconds=0.1), 2.1)
+        st.handle(C.Resized(job_id=jid, old=2, new=4, seconds=0.1), 2.1)
         point(st, jid, 2, t4, 3.0)
     outbox(rm)
     rigid = job("300", "rigid", "PENDING", reason="Resources", n=1, start=1000.0)  # Slurm predicts it late
@@ -96,7 +96,7 @@ def test_a_waiting_rigid_job_gets_a_node_from_the_job_that_loses_least():
     assert "n4" in st.pool.draining
     adv = point(st, b, 3, 9.0, 5.0)
     assert adv.action == "shrink" and adv.nprocs == 2
-    st.handle(P.Resized(job_id=b, old=4, new=2, seconds=0.1), 5.1)
+    st.handle(C.Resized(job_id=b, old=4, new=2, seconds=0.1), 5.1)
     rm.apply(st, 6.0, [*views, rigid], 0, 6.0)
     assert CancelJob("202") in outbox(rm)  # its expander held nothing else: cancelled
     assert "n4" in st.pool.down
@@ -107,7 +107,7 @@ def test_a_job_ends_with_its_slurm_job_and_a_cancel_ends_the_slurm_job():
     st, rm = site()
     a = rm.adopt(st, emu("a"), "101", ["n1", "n1"], 0.0, None)
     b = rm.adopt(st, emu("b"), "102", ["n2", "n2"], 0.0, None)
-    st.handle(P.Finished(job_id=a, status="done"), 1.0)
+    st.handle(C.Finished(job_id=a, status="done"), 1.0)
     for t in (2.0, 2.5):  # gone from two looks in a row
         rm.apply(st, t, [job("102", "b", "RUNNING", ["n2"])], 4, t)
     assert st.jobs[a].state == "done" and "n1" in st.pool.down and "n1" not in st.pool.leases
@@ -138,7 +138,7 @@ def test_a_restarted_controller_readopts_its_jobs_from_the_journal_and_slurm():
     views = [job("101", "a", "RUNNING", ["n1"]), job("201", expander_name("101"), "RUNNING", ["n2", "n3"])]
     rm.apply(st, 1.0, views, 0, 1.0)
     point(st, a, 1, 4.0, 2.0)
-    st.handle(P.Resized(job_id=a, old=2, new=4, seconds=0.1), 2.1)
+    st.handle(C.Resized(job_id=a, old=2, new=4, seconds=0.1), 2.1)
     assert st.jobs[a].hosts == ["n1", "n1", "n2", "n2"]
     jobs = [Job.from_dict(j.to_dict()) for j in st.jobs.values()]
     nodes = [NodeRecord.from_dict(r.to_dict()) for r in st.nodes.values()]
@@ -170,7 +170,7 @@ def test_a_job_registering_on_the_node_of_a_job_whose_slurm_job_just_ended_is_ad
     a = rm.adopt(st, emu("a"), "101", ["n1", "n1", "n2", "n2"], 0.0, None)
     rm.apply(st, 1.0, [job("101", "a", "RUNNING", ["n1", "n2"])], 4, 1.0)
     if report:
-        st.handle(P.Finished(job_id=a, status=report), 5.0)
+        st.handle(C.Finished(job_id=a, status=report), 5.0)
     b = rm.adopt(st, emu("b"), "102", ["n2", "n2"], 5.2, None)  # no look since job 101 ended
     assert st.jobs[a].state == end and st.jobs[b].state == "running"
     assert st.pool.leases == {"n2": "102"} and "n1" in st.pool.down
@@ -189,7 +189,7 @@ def test_a_registration_on_a_node_an_expander_no_longer_holds_waits_until_its_jo
     views = [job("101", "a", "RUNNING", ["n1"]), job("201", expander_name("101"), "RUNNING", ["n3"])]
     rm.apply(st, 1.0, views, 0, 1.0)
     point(st, a, 1, 4.0, 2.0)
-    st.handle(P.Resized(job_id=a, old=2, new=4, seconds=0.1), 2.1)
+    st.handle(C.Resized(job_id=a, old=2, new=4, seconds=0.1), 2.1)
     assert st.jobs[a].hosts == ["n1", "n1", "n3", "n3"]
     with pytest.raises(StateError, match="node_busy"):  # Slurm ended expander 201 and started 301 on n3
         rm.adopt(st, emu("b"), "301", ["n3", "n3"], 3.0, None)
@@ -197,7 +197,7 @@ def test_a_registration_on_a_node_an_expander_no_longer_holds_waits_until_its_jo
     rm.apply(st, 3.5, [views[0], job("301", "b", "RUNNING", ["n3"])], 0, 3.5)
     adv = point(st, a, 2, 2.0, 4.0)
     assert adv.action == "shrink" and adv.nprocs == 2
-    st.handle(P.Resized(job_id=a, old=4, new=2, seconds=0.1), 4.1)
+    st.handle(C.Resized(job_id=a, old=4, new=2, seconds=0.1), 4.1)
     rm.apply(st, 4.5, [views[0], job("301", "b", "RUNNING", ["n3"])], 0, 4.5)
     b = rm.adopt(st, emu("b"), "301", ["n3", "n3"], 5.0, None)  # slurm-run's retry
     assert st.jobs[b].state == st.jobs[a].state == "running" and st.pool.leases["n3"] == "301"

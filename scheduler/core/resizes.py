@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from reshape.joblink.protocol import Advice, ResizePoint
 from scheduler.core.actions import StateError
+from scheduler.core.events import Advice, ResizePoint
 from scheduler.core.job import Job, JobState, PendingResize
 from scheduler.core.jobfile import JobFileError, narrow_spec
 from scheduler.core.policy import Expand, RemapPolicy, Snapshot

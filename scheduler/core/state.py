@@ -12,7 +12,9 @@ construction the parts it uses and nothing else: the job table
 (``passes``), restarts (``restarts``), kills node monitors confirm
 (``kills``), a job's run and its ends (``runs``) and the views (``views``).
 One table (:data:`ROUTES`) says which part answers each request; the typed
-events of jobs and node monitors go through :meth:`ClusterState.handle`.
+events of jobs and node monitors (the core's own, ``scheduler.core.events``;
+the daemon converts the protocol's at its edge) go through
+:meth:`ClusterState.handle`.
 
 Job states: ``waiting`` (submitted with an arrival delay) -> ``queued`` ->
 ``running`` -> ``done`` | ``failed`` | ``cancelled`` | ``lost`` (the process
@@ -66,19 +68,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from reshape.joblink.protocol import (
+from scheduler.core.actions import Kill, Launch, StateError
+from scheduler.core.checks import PolicyChecks
+from scheduler.core.events import (
+    Advice,
+    Event,
     Finished,
     Heartbeat,
     Hello,
     JobEnded,
     Lost,
     NodeRegister,
-    Request,
     Resized,
     ResizePoint,
 )
-from scheduler.core.actions import Kill, Launch, StateError
-from scheduler.core.checks import PolicyChecks
 from scheduler.core.jobtable import Job, JobTable
 from scheduler.core.kills import Kills
 from scheduler.core.nodestate import NodeRecord, NodeTable
@@ -199,12 +202,12 @@ class ClusterState:
         return self.passes.schedule(now)
 
     # ---------------------------------------------------------------- typed events
-    def handle(self, event: Request, now: float) -> tuple[Any, list[Launch | Kill]]:
-        """One event from a job or a node monitor (a :mod:`reshape.joblink.protocol` request) -> (result, actions):
-        the advice for a ``resize_point``, None for the others."""
+    def handle(self, event: Event, now: float) -> tuple[Advice | None, list[Launch | Kill]]:
+        """One event from a job or a node monitor (:mod:`scheduler.core.events`) -> (result, actions): the
+        :class:`Advice` for a :class:`ResizePoint`, None for the others."""
         on = _EVENTS.get(type(event))
         if on is None:
-            raise StateError("unexpected", f"{event.type!r} is not an event of the scheduler core")
+            raise StateError("unexpected", f"{type(event).__name__} is not an event of the scheduler core")
         return on(self, event, now)
 
 

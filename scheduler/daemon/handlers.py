@@ -3,7 +3,8 @@
 A request arrives decoded and validated (a :class:`reshape.joblink.protocol.Request`
 event); :func:`answer` checks access, looks its type up in :data:`HANDLERS`
 and returns the reply and the core's actions. Job and node events go to the
-core as they are (``ClusterState.handle``); the control requests (submit,
+core as its own event types (:func:`core_event`, ``ClusterState.handle``), its
+advice comes back as the protocol's; the control requests (submit,
 status, cancel, history, log, stop, register) are answered here. Errors the core or
 the job file raise become ``error`` replies; anything else is logged and
 answered ``internal``: a bug costs one request, never the daemon.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import sys
 import time
 import traceback
@@ -26,6 +28,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from reshape.joblink import protocol as P
+from scheduler.core import events as C
 from scheduler.core.job import JobState
 from scheduler.core.jobfile import JobFileError, validate_job
 from scheduler.core.state import ClusterState, StateError
@@ -168,8 +171,18 @@ def answer(d: Daemon, ev: P.Request, now: float, who: str | None = None,
 
 
 # ---------------------------------------------------------------------- job and node events: the core
+# a job's or a node monitor's request -> the core's event of the same name (scheduler.core.events)
+_CORE_EVENTS: dict[type, type] = {getattr(P, c.__name__): c for c in C.EVENTS}
+
+
+def core_event(ev: P.Request) -> C.Event:
+    """The core's event for a decoded, checked request of a job or a node monitor: its fields by name."""
+    cls = _CORE_EVENTS[type(ev)]
+    return cls(**{f.name: getattr(ev, f.name) for f in dataclasses.fields(cls)})
+
+
 def _core(d: Daemon, ev: P.Request, now: float, who: str | None) -> tuple[P.Message, list]:
-    _, acts = d.state.handle(ev, now)
+    _, acts = d.state.handle(core_event(ev), now)
     return P.reply(ev), acts
 
 
@@ -183,12 +196,12 @@ def _limited(d: Daemon, ev: P.Lost | P.Resized, now: float, who: str | None) -> 
 
 
 def _resize_point(d: Daemon, ev: P.ResizePoint, now: float, who: str | None) -> tuple[P.Advice, list]:
-    adv, acts = d.state.handle(ev, now)
-    return P.answer(ev, adv), acts
+    adv, acts = d.state.handle(core_event(ev), now)
+    return P.answer(ev, P.Advice(action=adv.action, nprocs=adv.nprocs, hosts=adv.hosts, reason=adv.reason)), acts
 
 
 def _node_register(d: Daemon, ev: P.NodeRegister, now: float, who: str | None) -> tuple[P.Message, list]:
-    _, acts = d.state.handle(ev, now)
+    _, acts = d.state.handle(core_event(ev), now)
     timeout = d.state.node_timeout
     beat = min(5.0, max(0.05, timeout / 4))
     if d.supervisor.on_nodes:  # its heartbeats' replies carry the orders to start and kill jobs: often
@@ -198,7 +211,7 @@ def _node_register(d: Daemon, ev: P.NodeRegister, now: float, who: str | None) -
 
 def _heartbeat(d: Daemon, ev: P.Heartbeat, now: float, who: str | None) -> tuple[P.Message, list]:
     """A monitor's heartbeat; its reply carries the monitor's orders (jobs on nodes: start, kill)."""
-    _, acts = d.state.handle(ev, now)
+    _, acts = d.state.handle(core_event(ev), now)
     orders = d.supervisor.node_orders(ev.node, list(ev.runs or ()), now, list(ev.jobs))
     return P.reply(ev, **({"orders": orders} if orders else {})), acts
 

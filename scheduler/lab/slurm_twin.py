@@ -33,8 +33,8 @@ import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from reshape.joblink import protocol as P
 from reshape.joblink.emulated import resize_time, table_time
+from scheduler.core import events as C
 from scheduler.core.actions import Kill, StateError
 from scheduler.core.policy import app_policy, preset, remap_policy
 from scheduler.core.pool import Node, Pool
@@ -223,12 +223,12 @@ class Twin:
         t = table_time(a.p, a.job.times)
         if a.k >= a.job.iterations:
             if a.job_id is not None:
-                self._core(P.Finished(job_id=a.job_id, status="done"))
+                self._core(C.Finished(job_id=a.job_id, status="done"))
             self.clock.at(now + self.lat.end, self._finish, a.sid)
             return
         q = a.p
         if a.job_id is not None:
-            adv = self._core(P.ResizePoint(job_id=a.job_id, iteration=a.k, nprocs=a.p, iter_time=t,
+            adv = self._core(C.ResizePoint(job_id=a.job_id, iteration=a.k, nprocs=a.p, iter_time=t,
                                            redist_time=a.redist_t, redist_from=a.redist_from,
                                            total=a.job.iterations))
             a.redist_t = a.redist_from = None
@@ -243,11 +243,11 @@ class Twin:
     def _resized(self, a: _App, q: int, cost: float) -> None:
         if a.dead:
             return
-        self._core(P.Resized(job_id=a.job_id, old=a.p, new=q, seconds=cost))
+        self._core(C.Resized(job_id=a.job_id, old=a.p, new=q, seconds=cost))
         a.redist_t, a.redist_from, a.p = cost, a.p, q
         self.clock.at(self.clock.now + table_time(a.p, a.job.times), self._iterated, a)
 
-    def _core(self, ev: P.Request):
+    def _core(self, ev: C.Event):
         try:
             rep, acts = self.state.handle(ev, self.clock.now)
         except StateError:
