@@ -230,8 +230,8 @@ def inplace_benchmark(runs: int, mpi: str, tmp: str, pairs_n: int = 3) -> dict:
                "inplace_cases": {c: {"runs": sum(x["case"] == c for x in rows),
                                      "recovered": sum(x["recovered"] for x in rows if x["case"] == c),
                                      "bit_identical": sum(x["bit_identical"] for x in rows if x["case"] == c),
-                                     "from_checkpoint_restart": sum(x["case"] == c and x["recovered"] and
-                                                                    x["source"] == "checkpoint (restart)" for x in rows),
+                                     "from_checkpoint_restart": sum(x["recovered"] and x["source"] == "checkpoint "
+                                                                    "(restart)" for x in rows if x["case"] == c),
                                      "max_iterations_lost": max((x["iterations_lost"] or 0 for x in rows
                                                                  if x["case"] == c), default=0),
                                      "recovery_s_max": max((x["failure_to_iterating_s"] or 0 for x in rows
