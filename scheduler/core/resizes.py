@@ -196,6 +196,7 @@ class Resizes:
         j.hosts = keep[:new]
         j.nprocs = new
         j.point_time = now
+        j.lost_in_place += len(gone)
         j.profile.ran_at(new)
         self._event(now, j, "lost", f"{old}->{new}: {reason}")
         return self.schedule(now)

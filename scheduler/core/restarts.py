@@ -140,7 +140,7 @@ class Restarts:
         j.out_at = 0
         j.out_base = None
         j.start_time = j.deadline = j.reservation = j.point_time = None
-        j.connected, j.iterations, j.parked = False, 0, []
+        j.connected, j.iterations, j.parked, j.lost_in_place = False, 0, [], 0
 
     def _suspect(self, hosts: list[str], now: float) -> None:
         """The monitored nodes of a lost attempt take nothing new until each heartbeats again: a node that
