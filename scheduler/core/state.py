@@ -459,7 +459,7 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts, Kills, StateViews, T
         or is unknown (None: only the job's own ``done`` counts then). A clean exit with a resize
         under way and no ``done`` from the job is a failure: Hydra has exited 0 after one of the
         job's ranks was killed mid-resize; so is one of a job with checkpoints that reached a resize
-        point (its runtime reports ``done`` at any normal exit, :meth:`Resizer._done_at_exit`)."""
+        point (its runtime reports ``done`` at any normal exit, :meth:`reshape.runtime.ending.Ending.done_at_exit`)."""
         if j.reported == "error" or clean is False:
             return False
         if clean is None:
