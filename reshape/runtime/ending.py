@@ -26,6 +26,11 @@ class Ending:
         self.finished = False  # finish() was called, or an abort reported (else rank 0 reports done at exit)
         self.status: str | None = None  # what finish() was told
 
+    def begin(self, status: str) -> None:
+        """``finish(status)`` was called: no ``done`` at exit, and the exit status follows ``status``."""
+        self.finished = True
+        self.status = status
+
     def tell(self, status: str, rank: int) -> None:
         """At :meth:`~reshape.runtime.resizer.Resizer.finish`, once every rank is there: rank 0 tells the
         scheduler the job ended with ``status``."""

@@ -148,8 +148,9 @@ class Resizer:
         self._ending = Ending(advisor)
         self._deadline = Deadline(resize_timeout, self._ending.report_abort)
         self._sizing = Sizing(self._job, max_procs, sizes, allow_new_sizes)
-        self._joiner = Joiner(self._job, self._deadline, Reserve())
-        self._parking = Parking(self._job, self._deadline, self._joiner.reserve, self._joiner.join, reuse)
+        self._reserve = Reserve()  # pools of parked ranks (reshape.runtime.parking), shared by joining and parking
+        self._joiner = Joiner(self._job, self._deadline, self._reserve)
+        self._parking = Parking(self._job, self._deadline, self._reserve, self._joiner.join, reuse)
         self._background = Background(self._job, self._deadline, self._joiner, self._parking, background)
         self.job_id = job_id
         self.results: list[ResizeResult] = [] if results is None else results
@@ -315,7 +316,7 @@ class Resizer:
                 job_id=self.job_id, iteration=self.iteration + (1 if self._job.in_body else 0),
                 nprocs=self.size, grid=tuple(self.grid), iter_time=float(t),
                 redist_time=prev[1] if prev else None, redist_from=prev[0] if prev else None,
-                host=socket.gethostname(), parked=tuple(self._parking.reserve.parked_hosts()) or None,
+                host=socket.gethostname(), parked=tuple(self._reserve.parked_hosts()) or None,
                 total=None if self._job.end is None else int(self._job.end),
             )
             self._sizing.announce(self.advisor)
@@ -357,7 +358,7 @@ class Resizer:
             problem = SECOND_SPAWN_OPEN_MPI
         back = None
         if self.rank == 0 and problem is None:
-            back = self._parking.reserve.pick(nprocs - self.size, hosts) if self.reuse else None
+            back = self._reserve.pick(nprocs - self.size, hosts) if self.reuse else None
             if back is None or back.rest:  # ranks to spawn: they must be able to run the program
                 problem = unspawnable()
             if problem is None and back is None:
@@ -516,8 +517,7 @@ class Resizer:
         first, so the ranks it spawned are not left waiting (a shrink's retiring
         ranks retire here: they do not return).
         """
-        self._ending.finished = True
-        self._ending.status = status
+        self._ending.begin(status)
         if self._background.pending is not None:
             self.results.append(self._background.switch())
         if self._ckpt is not None:
