@@ -68,7 +68,6 @@ from reshape.joblink import launchers
 from reshape.joblink.advice import Advisor
 from reshape.joblink.protocol import Advice, ResizePoint
 from reshape.mpiutil import allreduce, barrier, bcast_obj
-from reshape.redistribution import placement
 from reshape.redistribution.layout import nearly_square_grid
 from reshape.redistribution.redistribute import redistribute
 from reshape.runtime import checkpoint, checks, recovery
@@ -81,8 +80,8 @@ from reshape.runtime.job import Job
 from reshape.runtime.parking import CallBack, CalledBack, Parking, Reserve
 from reshape.runtime.recovery import Expanding
 from reshape.runtime.results import EXPAND_PARTS, ResizeError, ResizeResult
-from reshape.runtime.sizing import SECOND_SPAWN_OPEN_MPI, Sizing
-from reshape.runtime.spawning import Joiner, check_hosts, unspawnable
+from reshape.runtime.sizing import Sizing
+from reshape.runtime.spawning import Joiner
 from reshape.runtime.watchdog import DEFAULT_TIMEOUT, Deadline
 
 __all__ = ["EXPAND_PARTS", "Registered", "ResizeError", "ResizeResult", "Resizer", "layout_rule"]
@@ -190,6 +189,10 @@ class Resizer:
         then advises only sizes the job accepts.
         """
         return self._sizing.legal_sizes(upto)
+
+    def _new_ranks(self, nprocs: int, hosts) -> CallBack | None:
+        """An expansion's checks (:meth:`Sizing.new_ranks`): the parked ranks to call back, or None to spawn."""
+        return self._sizing.new_ranks(nprocs, hosts, self._reserve if self.reuse else None)
 
     def _check_size(self, q: int, action: str) -> str | None:
         """Why the job cannot ``action`` (expand or shrink) to ``q`` processes now, or None."""
@@ -334,7 +337,7 @@ class Resizer:
         Must be followed by :meth:`redistribute` (which also hands the new ranks their state).
         """
         old = self.size
-        back = self._new_ranks_from(nprocs, hosts)
+        back = self._new_ranks(nprocs, hosts)
         self._sizing.spawned_remote = self._sizing.spawned_remote or any(not launchers.is_local(h) for h in hosts)
         t0 = time.perf_counter()
         self._joiner.parts = {"_wall": time.time()}
@@ -348,27 +351,6 @@ class Resizer:
         t2 = time.perf_counter()
         self._joiner.parts.update(spawn_call_seconds=call, merge_seconds=t2 - t0 - call)
         return t2 - t0
-
-    def _new_ranks_from(self, nprocs: int, hosts) -> CallBack | None:
-        """An expansion's checks (collective): the parked ranks to call back and the rest to spawn (reuse
-        on and a parked rank fits: :meth:`Reserve.pick`), or ``None`` to spawn them all; ResizeError on
-        every rank if refused (hosts to spawn on are probed now, before anything changes)."""
-        problem = self._check_size(nprocs, "expand") if self.rank == 0 else None
-        if problem is None and self.rank == 0 and self._sizing.growth_cap() is not None:
-            problem = SECOND_SPAWN_OPEN_MPI
-        back = None
-        if self.rank == 0 and problem is None:
-            back = self._reserve.pick(nprocs - self.size, hosts) if self.reuse else None
-            if back is None or back.rest:  # ranks to spawn: they must be able to run the program
-                problem = unspawnable()
-            if problem is None and back is None:
-                problem = check_hosts(hosts, nprocs - self.size)
-            elif problem is None and back.rest:
-                problem = check_hosts(back.rest_hosts, back.rest)
-        problem, back = bcast_obj(self.comm, (problem, back))
-        if problem:
-            raise ResizeError(problem)
-        return back
 
     def redistribute(self) -> float:
         """Move every registered array to its layout at the current size. Collective; returns seconds.
@@ -402,7 +384,7 @@ class Resizer:
         do not return (they finalize MPI and raise ``SystemExit(0)``).
         """
         t0 = time.perf_counter()
-        ranks = self._staying(nprocs)
+        ranks = self._sizing.staying(nprocs)
         self._deadline.phase("redistributing the arrays")
         for reg in self.arrays.values():
             dst = reg.rule(nprocs)
@@ -412,19 +394,6 @@ class Resizer:
         dt = allreduce(self.comm, time.perf_counter() - t0)
         self._parking.retire_others(ranks)
         return dt
-
-    def _staying(self, nprocs: int) -> tuple[int, ...]:
-        """A shrink's checks and placement: the comm rank of every position at ``nprocs``. Collective.
-
-        Raises :class:`ResizeError` on every rank when the shrink is refused.
-        """
-        problem, ranks = (self._check_size(nprocs, "shrink"), ()) if self.rank == 0 else (None, ())
-        if self.rank == 0 and problem is None:
-            ranks = self._job.positions(nprocs, placement.staying(self._job.keys, nprocs))
-        problem, ranks = bcast_obj(self.comm, (problem, ranks))
-        if problem:
-            raise ResizeError(problem)
-        return tuple(ranks)
 
     # ------------------------------------------------------------ simple API
     def resize(self) -> ResizeResult:
@@ -485,7 +454,7 @@ class Resizer:
         self._deadline.arm(what)
         try:
             if advice.action == "expand" and self._background.overlap():
-                return self._background.expand(advice, old, self._new_ranks_from(advice.nprocs, tuple(advice.hosts)))
+                return self._background.expand(advice, old, self._new_ranks(advice.nprocs, tuple(advice.hosts)))
             if advice.action == "expand":
                 if self.inplace:  # a loss before the new ranks have their blocks undoes it (recovery.py)
                     self._expanding = Expanding(old, self.rank, self._buddies.generation)
@@ -496,7 +465,7 @@ class Resizer:
                 return ResizeResult("expand", old, self.size, secs, spawn, reason=advice.reason,
                                     called_back=self._joiner.called_back, **parts)
             if advice.action == "shrink" and self._background.overlap():
-                return self._background.shrink(advice, old, self._staying(advice.nprocs))
+                return self._background.shrink(advice, old, self._sizing.staying(advice.nprocs))
             if advice.action == "shrink":
                 secs = self.shrink_processors(advice.nprocs)
                 return ResizeResult("shrink", old, self.size, secs, reason=advice.reason)

@@ -1,10 +1,13 @@
-"""Which sizes a resizable job accepts, and announcing them to the scheduler (Sudarsan & Ribbens 2007 §3.1).
+"""Which sizes a resizable job accepts, announcing them to the scheduler, and the checks a resize makes
+before anything moves (Sudarsan & Ribbens 2007 §3.1).
 
 A collaborator of :class:`reshape.runtime.resizer.Resizer`: the checks of a size that do not depend on the
 moment (``max_procs``, the ``sizes`` test, a layout for every registered array:
 :func:`reshape.runtime.checks.size_problem`), those that do (the direction, the sizes run at:
 :func:`reshape.runtime.checks.resize_problem`), and the cap on growth where the MPI cannot grow further
-for now (Open MPI across hosts, :data:`SECOND_SPAWN_OPEN_MPI`).
+for now (Open MPI across hosts, :data:`SECOND_SPAWN_OPEN_MPI`); then, agreed on every rank, an
+expansion's parked ranks to call back and hosts probed (:meth:`Sizing.new_ranks`) and a shrink's
+placement (:meth:`Sizing.staying`).
 """
 
 from __future__ import annotations
@@ -18,10 +21,14 @@ from reshape.joblink import jobenv as E
 from reshape.joblink import launchers
 from reshape.joblink.advice import Advisor
 from reshape.joblink.protocol import MAX_SIZES
-from reshape.mpiutil import open_mpi
+from reshape.mpiutil import bcast_obj, open_mpi
+from reshape.redistribution import placement
 from reshape.runtime import checks
 from reshape.runtime.darray import Registered
 from reshape.runtime.job import Job
+from reshape.runtime.parking import CallBack, Reserve
+from reshape.runtime.results import ResizeError
+from reshape.runtime.spawning import check_hosts, unspawnable
 
 __all__ = ["SECOND_SPAWN_OPEN_MPI", "Sizing"]
 
@@ -96,3 +103,38 @@ class Sizing:
         if self.size > start and open_mpi() and (self.spawned_remote or _started_across_hosts()):
             return self.size
         return None
+
+    def new_ranks(self, nprocs: int, hosts, reserve: Reserve | None) -> CallBack | None:
+        """An expansion's checks (collective): the parked ranks of ``reserve`` to call back and the rest to
+        spawn (a parked rank fits: :meth:`~reshape.runtime.parking.Reserve.pick`; ``reserve`` None: reuse
+        off), or ``None`` to spawn them all; ResizeError on every rank if refused (hosts to spawn on are
+        probed now, before anything changes)."""
+        problem = self.check(nprocs, "expand") if self.job.rank == 0 else None
+        if problem is None and self.job.rank == 0 and self.growth_cap() is not None:
+            problem = SECOND_SPAWN_OPEN_MPI
+        back = None
+        if self.job.rank == 0 and problem is None:
+            back = reserve.pick(nprocs - self.size, hosts) if reserve is not None else None
+            if back is None or back.rest:  # ranks to spawn: they must be able to run the program
+                problem = unspawnable()
+            if problem is None and back is None:
+                problem = check_hosts(hosts, nprocs - self.size)
+            elif problem is None and back.rest:
+                problem = check_hosts(back.rest_hosts, back.rest)
+        problem, back = bcast_obj(self.job.comm, (problem, back))
+        if problem:
+            raise ResizeError(problem)
+        return back
+
+    def staying(self, nprocs: int) -> tuple[int, ...]:
+        """A shrink's checks and placement: the comm rank of every position at ``nprocs``. Collective.
+
+        Raises :class:`ResizeError` on every rank when the shrink is refused.
+        """
+        problem, ranks = (self.check(nprocs, "shrink"), ()) if self.job.rank == 0 else (None, ())
+        if self.job.rank == 0 and problem is None:
+            ranks = self.job.positions(nprocs, placement.staying(self.job.keys, nprocs))
+        problem, ranks = bcast_obj(self.job.comm, (problem, ranks))
+        if problem:
+            raise ResizeError(problem)
+        return tuple(ranks)
