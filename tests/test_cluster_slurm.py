@@ -113,7 +113,7 @@ while reshape status --json --endpoint tcp://head:5600 \
     sleep 0.5
 done
 python -c "import json; from scheduler.cli.commands import request as r; \
-print(json.dumps(r('tcp://head:5600', 'history')))"
+print(json.dumps(r('tcp://head:5600', 'history').body))"
 reshape stop --endpoint tcp://head:5600
 wait $d
 """
@@ -161,7 +161,7 @@ def test_a_job_grows_onto_nodes_slurm_grants_and_gives_them_back_to_a_waiting_jo
     endpoint = sh(c, f"python -c 'from scheduler.cli.slurm import daemon_of; print(daemon_of({sid}))'").strip()
     hist = json.loads(sh(c, "python -c " + shlex.quote(
         f"import json; from scheduler.cli.commands import request as r; "
-        f"print(json.dumps(r('{endpoint}', 'history')))")))
+        f"print(json.dumps(r('{endpoint}', 'history').body))")))
     NOTES["slurm expansions (s)"] = ", ".join(expansion_times(hist["events"]))
 
     # scancel ends every rank and every expander job
@@ -457,7 +457,7 @@ def test_the_site_controller_shares_the_cluster_between_two_malleable_jobs_and_a
         TIMINGS["site: a waiting 6-node job started"] = time.monotonic() - t1
         hist = json.loads(sh(c, "python -c " + shlex.quote(
             f"import json; from reshape.joblink.client import request as r; "
-            f"print(json.dumps(r('{SITE}', 'history')))")))
+            f"print(json.dumps(r('{SITE}', 'history').body))")))
         released = [e for e in hist["node_events"] if e["kind"] == "released" and f"Slurm job {rigid} " in e["detail"]]
         # promised to it: what it lacks, no more; what a job's sizes free beyond that goes back to Slurm for anyone
         given = [e for e in released if "freed beyond the need" not in e["detail"]]
@@ -556,7 +556,7 @@ def test_a_burst_of_malleable_jobs_landing_on_nodes_just_given_up_all_register_a
         logs = sh(c, f"cat {OUT}/*.out")
         hist = json.loads(sh(c, "python -c " + shlex.quote(
             f"import json; from reshape.joblink.client import request as r; "
-            f"print(json.dumps(r('{SITE}', 'history')))")))
+            f"print(json.dumps(r('{SITE}', 'history').body))")))
         registered = {j["allocation"] for j in hist["jobs"]}
         assert set(burst) <= registered, (sorted(set(burst) - registered), st["daemon"]["rm"]["notes"], logs[-3000:])
         assert {jid: r["JobState"] for jid, r in records.items()} == dict.fromkeys(burst, "COMPLETED"), records
@@ -701,7 +701,7 @@ def test_a_node_killed_under_a_malleable_job_restarts_it_in_its_allocation_from_
             log = sh(c, f"cat {out}/{a}.out")
             hist = json.loads(sh(c, "python -c " + shlex.quote(
                 f"import json; from reshape.joblink.client import request as r; "
-                f"print(json.dumps(r('{SITE}', 'history')))")))
+                f"print(json.dumps(r('{SITE}', 'history').body))")))
             (j,) = [j for j in hist["jobs"] if j["name"] == name]
             assert (j["state"], j["restarts"]) == ("done", 1), (j, log[-3000:])
             assert sha(log) == ref, log[-3000:]

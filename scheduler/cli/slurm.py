@@ -161,7 +161,7 @@ def _register(args: argparse.Namespace, desc: dict, main: str, controller: str, 
     end = time.monotonic() + args.register_timeout
     while True:
         try:
-            return request(controller, "register", body, keys=args.keys, timeout=5.0)["job_id"]
+            return request(controller, "register", body, keys=args.keys, timeout=5.0).target
         except SchedulerUnavailable as e:
             if time.monotonic() > end:
                 _say(f"no site controller answered at {controller} in {args.register_timeout:g} s: {e}")
@@ -425,7 +425,7 @@ def _follow(args: argparse.Namespace, endpoint: str, job_id: int, daemon: subpro
             if sigs.sig is not None or daemon.poll() is not None:
                 break
             raise
-        row = next((j for j in st["running"] if j["job_id"] == job_id), None)
+        row = next((j for j in st.running if j["job_id"] == job_id), None)
         if row is not None:
             now = (row["nprocs"], tuple(row["hosts"]))
             if now != last:
@@ -433,7 +433,7 @@ def _follow(args: argparse.Namespace, endpoint: str, job_id: int, daemon: subpro
                 print(f"reshape: {time.strftime('%H:%M:%S')} {row['nprocs']} ranks on {hosts}", flush=True)
                 last = now
         else:
-            ended = next((j for j in st.get("ended", []) if j["job_id"] == job_id), None)
+            ended = next((j for j in st.ended if j["job_id"] == job_id), None)
             if ended is not None:
                 print(f"reshape: job {ended['state']}, sizes {'->'.join(map(str, ended['sizes']))}"
                       + (f": {ended['error']}" if ended.get("error") else ""), flush=True)
@@ -460,14 +460,14 @@ def _run_private(args: argparse.Namespace, desc: dict, main: str, state_dir: str
         stop(True)
         return 1
     slurm_run(["scontrol", "update", f"JobId={main}", f"Comment={COMMENT}{endpoint}"])
-    job_id = request(endpoint, "submit", {"job": desc}, keys=args.keys)["job_id"]
+    job_id = request(endpoint, "submit", {"job": desc}, keys=args.keys).target
     print(f"reshape: daemon {endpoint}, job {desc['name']} (reshape job {job_id}) in Slurm job {main}", flush=True)
     state = _follow(args, endpoint, job_id, daemon, sigs)
     if sigs.sig is not None:
         print(f"reshape: signal {sigs.sig}: ending the job, its ranks and its expander jobs", flush=True)
     text = ""
     if sigs.sig is None:
-        text = request(endpoint, "log", {"job_id": job_id, "tail": 0}, keys=args.keys)["text"]
+        text = request(endpoint, "log", {"job_id": job_id, "tail": 0}, keys=args.keys).text
     stop(True)
     sys.stdout.write(text + ("\n" if text and not text.endswith("\n") else ""))
     return 0 if state == "done" else 1
