@@ -365,7 +365,7 @@ class SlurmSite(SlurmManager):
         self.requeueing.add(main)  # asked once
         self.edge.outbox.put(EndJob(main))
         self.note(f"job {j.job_id} ({j.desc['name']}) ended: {why}, and it cannot resume: {bad}")
-        return state.exited(j.job_id, None, now, f"{why}; not requeued: {bad}")
+        return state.exited(j.job_id, 1, now, f"{why}; not requeued: {bad}")
 
     def ended(self, s: ClusterState, op: Ended, now: float) -> list:
         """Group ``op.main``'s Slurm job ended: its job's own report says how, else Slurm's final state
@@ -398,7 +398,7 @@ class SlurmSite(SlurmManager):
         except StateError as e:
             self.edge.outbox.put(EndJob(main))
             self.note(f"job {j.job_id} ({j.desc['name']}) ended: {why}, and it cannot resume: {e.message}")
-            return s.exited(j.job_id, None, now, f"{why}; not resumed: {e.message}")
+            return s.exited(j.job_id, 1, now, f"{why}; not resumed: {e.message}")
         self.waiting[main] = j.job_id
         self.note(f"job {j.job_id} ({j.desc['name']}) waits for requeued Slurm job {main} to run again "
                   f"(restart {j.restarts})")
