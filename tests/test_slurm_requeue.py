@@ -127,3 +127,29 @@ def test_a_new_attempt_is_taken_only_where_slurm_says_it_requeued_the_job():
 def test_site_jobs_with_checkpoints_are_requeueable_and_the_others_are_not():
     assert site_flags(heat())[1:] == ["--no-kill", "--requeue"]
     assert site_flags(heat(checkpoint=None))[1:] == ["--no-kill", "--no-requeue"]
+
+
+def test_a_new_batch_attempt_whose_requeue_no_look_saw_is_taken_as_one_when_slurm_says_so():
+    """The controller was away while Slurm requeued and restarted the job: its next batch attempt registers from
+    another batch host while the job still runs in the controller's books."""
+    st, rm, jid = registered()
+    line = "JobId=101 UserId=u(1001) JobState=RUNNING Restarts={n} BatchHost=n3 NodeList=n[3-4]"
+
+    class Accounts:
+        def account(self, who):
+            return "u"
+
+        def uid(self, who):
+            return 1001
+
+    rm.verified.accounts = Accounts()
+    rm.verified.show = lambda jid: line.format(n=0)
+    with pytest.raises(StateError, match="never requeued"):
+        rm.adopt(st, heat(), "101", ["n3", "n3", "n4", "n4"], 60.0, "uid:1001")
+    j = st.jobs[jid]
+    assert (j.state, j.restarts, j.hosts) == ("running", 0, ["n1", "n1", "n2", "n2"])
+    rm.verified.show = lambda jid: line.format(n=1)
+    assert rm.adopt(st, heat(), "101", ["n3", "n3", "n4", "n4"], 61.0, "uid:1001") == jid
+    assert (j.state, j.restarts, j.hosts) == ("running", 1, ["n3", "n3", "n4", "n4"])
+    assert leased(st, "101") == ["n3", "n4"] and not st.pool.used["n1"]
+    st.validate()

@@ -184,6 +184,8 @@ class SlurmSite(SlurmManager):
         for j in state.live.values():
             if j.allocation == allocation and j.state not in FINAL:
                 job_id = self.verified.reattach(j, owner)  # a retry after a lost reply: its owner's only
+                if restart is None and j.state == JobState.RUNNING and hosts[:1] != j.hosts[:1]:
+                    self._missed_requeue(state, j, hosts, now, owner)
                 if j.state == JobState.WAITING:  # Slurm requeued it: this is its new batch attempt
                     return self.resume(state, j, hosts, now, owner)
                 return job_id if restart is None else self.restart(state, j, hosts, restart, now, owner)
@@ -235,6 +237,13 @@ class SlurmSite(SlurmManager):
         self.broker.add_group(allocation, hosts[0], now)  # the batch host first (slurm-run's order)
         for h in dict.fromkeys(hosts):
             self.broker.held[h] = allocation
+
+    def _missed_requeue(self, state: ClusterState, j: Job, hosts: list[str], now: float, owner: str | None) -> None:
+        """A registration of running job ``j``'s allocation from another batch host: where Slurm says it requeued
+        the job (a new batch attempt the looks missed: the controller was away), it is requeued here first."""
+        self.verified.register(j.allocation or "", hosts, owner, requeued=True)
+        for op in self.broker.end_group(j.allocation or "", "REQUEUED"):
+            self.pending_actions += self._apply(op, state, now)
 
     def resume(self, state: ClusterState, j: Job, hosts: list[str], now: float, owner: str | None) -> int:
         """Job ``j``, whose Slurm job was requeued, registers from its new batch attempt on ``hosts`` (Slurm
