@@ -243,7 +243,8 @@ class ClusterState(JobTable, NodeStates, Resizes, Restarts, Kills, StateViews, T
     def tick(self, now: float) -> list[Launch | Kill]:
         """Time passed: admit arrived jobs and run the Application Scheduler."""
         if self._waiting:
-            for j in [j for j in self._waiting.values() if j.arrival_time <= now]:
+            # a job whose allocation was requeued waits for it to register again (Restarts.requeued), never here
+            for j in [j for j in self._waiting.values() if j.arrival_time <= now and j.allocation is None]:
                 self._set(j, JobState.QUEUED)
                 self._event(now, j, "arrive")
         return self.schedule(now)
