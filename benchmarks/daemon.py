@@ -128,9 +128,9 @@ def run_daemon_bench(a, seconds: float, dashboard: bool = False) -> dict:
         c.timeout = 10
         job = {"name": "idle", "command": ["python", "-c", "import time; time.sleep(600)"], "nprocs": 1,
                "launch": "single"}
-        ids = [c.request("submit", {"job": job}).body["job_id"] for _ in range(a.jobs)]
+        ids = [c.request("submit", {"job": job}).target for _ in range(a.jobs)]
         deadline = time.monotonic() + 30
-        while len(c.request("status").body["running"]) < a.jobs and time.monotonic() < deadline:
+        while len(c.request("status").running) < a.jobs and time.monotonic() < deadline:
             time.sleep(0.1)
         c.close()
         scraper = threading.Thread(target=scrape, daemon=True)
@@ -140,7 +140,7 @@ def run_daemon_bench(a, seconds: float, dashboard: bool = False) -> dict:
         for kind in ("ping", "resize_point"):
             res[kind] = measure(endpoint, ids, a.procs, a.threads, seconds, kind)
             # the daemon's own view: request received -> reply sent, over its last 8192 requests
-            res[kind]["service"] = Connection(endpoint, timeout=10).request("status").body.get("daemon")
+            res[kind]["service"] = Connection(endpoint, timeout=10).request("status").daemon
         stop.set()
         if dashboard:
             scraper.join(5)

@@ -1,6 +1,7 @@
 """Benchmark: in-place recovery (``RESHAPE_INPLACE=1``, Open MPI's ULFM), what it recovers and what it costs.
 
-``python -m benchmarks.recovery --mpi openmpi --inplace [--runs 3]`` (this module does the work):
+``python -m benchmarks.recovery --mpi openmpi --inplace [--runs 3] [--quick]`` (this module does the work;
+``--quick``: one run of each case and one overhead pair, into ``benchmarks/results/recovery-inplace-quick.json``):
 
 * ``lu``: LU n = 2560 on 4 ranks started by ``mpirun`` (no daemon); per run, ``kill -9`` of rank 2 from
   outside at a different point of an early iteration (30%, 50%, 70% of the reference run's iterating
@@ -12,10 +13,13 @@
   and 28 of 40 (``RESHAPE_FAULT``); on the same terms, with the hash of an undisturbed run.
 * ``heat1d-second``: the same, and rank 0 killed too while the survivors recover (it kept rank 2's
   copy: the recovery starts over and reads the checkpoint in-place recovery takes by default).
-* ``expansion``: LU n = 768 started on 3 ranks with ``RESHAPE_PLAN=3,4``; running rank 1 dies while
-  the blocks move to the new rank (``transfer:rank1:kill``): the expansion is undone and the job goes
-  on on 2 ranks (prterun's exit status is then 1, the new rank having left without ``MPI_Finalize``:
-  "recovered" here means the job's own end, ``final size`` and the factors).
+* ``expansion``: LU n = 768 submitted to a real daemon (4 slots, the default policies) on 3 ranks, up to
+  4, with ``checkpoint = "every:2"``: the daemon grows it to 4 at its first resize point, and running
+  rank 1 dies while the blocks move to the new rank (``transfer:rank1:kill``), ``--runs`` times. In
+  place, the expansion is undone and the job goes on on 2 ranks; where Open MPI ends the whole run
+  instead (its ``ob1`` abort, docs/mpi.md), the daemon restarts the job from its last checkpoint.
+  Either way "recovered" is the job's ``done`` and ``from`` says which path (``buddy`` in place,
+  ``checkpoint (restart)``), with the factors compared to a run that never failed.
 
 ``buddy_overhead``: the LU run with buddy copies every 10 iterations (``RESHAPE_BUDDY=every:10``)
 against the same run without in-place recovery, order rotating, median of the pairs (time with /
@@ -102,6 +106,7 @@ def _lu_inplace(tmp: str, tag: str, env: dict, iters: int, kill_after: float | N
 HEAT1D = ["-m", "tests.mpi.heat1d_sendrecv", "--n", "8", "--width", "262144", "--steps", "40"]
 HEAT1D_KILL_AT = (12, 20, 28)
 EXPANSION = ["-m", "apps.lu", "--n", "768", "--nb", "64", "--iters", "6", "--no-check", "--quiet"]
+EXPANSION_CKPT = 2  # the expansion case's job file: a checkpoint every 2 iterations (the restart path's)
 _LOST = re.compile(r"\[reshape\] (lost .*?); resumed at iteration (\d+) from (buddy copies|checkpoint \S+) "
                    r"\(.*?; (\d+) iterations? to run again\); continuing on (\d+) process(?:es)? at ([\d.]+)")
 
@@ -129,8 +134,8 @@ def _fault_run(tmp: str, case: str, tag: str, argv: list[str], procs: int, env: 
     return row
 
 
-def fault_cases(tmp: str, mpi: str) -> list[dict]:
-    """The ``heat1d``, ``heat1d-second`` and ``expansion`` cases (module docstring)."""
+def fault_cases(tmp: str, mpi: str, runs: int = 1) -> list[dict]:
+    """The ``heat1d``, ``heat1d-second`` and ``expansion`` (``runs`` times) cases (module docstring)."""
     base = {E.MPI: mpi, "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))}
     on = {**base, E.INPLACE: "1", E.BUDDY: "every:4"}  # the runs' working directory is tmp: their checkpoints go there
     rows = []
@@ -142,8 +147,7 @@ def fault_cases(tmp: str, mpi: str) -> list[dict]:
     rows.append(_fault_run(tmp, "heat1d-second", "heat1d-second", HEAT1D, 4, env, 2, ref))
     lu_ref = os.path.join(tmp, "expansion-ref.npy")
     mpirun(3, [*EXPANSION, "--out", lu_ref], timeout=900, env=base, cwd=tmp)
-    env = {**on, E.PLAN: "3,4", E.FAULT: "transfer:rank1:kill", E.FAULT_ONCE: os.path.join(tmp, "e.once")}
-    rows.append(_fault_run(tmp, "expansion", "expansion", EXPANSION, 3, env, 2, _result("lu", lu_ref, "")))
+    rows += [expansion_run(tmp, k, _result("lu", lu_ref, "")) for k in range(runs)]
     for r in rows:
         print(f"{r['case']:14} {r['tag']:14} recovered {r['recovered']} from {r['source']} lost "
               f"{r['iterations_lost']} failure->iterating {r['failure_to_iterating_s'] or float('nan'):.2f} s "
@@ -151,7 +155,46 @@ def fault_cases(tmp: str, mpi: str) -> list[dict]:
     return rows
 
 
-def inplace_benchmark(runs: int, mpi: str, tmp: str) -> dict:
+def expansion_run(tmp: str, k: int, ref: str | None) -> dict:
+    """The ``expansion`` case once, under a real daemon (module docstring): in place, or from the checkpoint
+    when Open MPI ends the whole run."""
+    from scheduler.cli.workload import run_workload
+
+    state = tempfile.mkdtemp(prefix=f"expansion-{k}-", dir=tmp)
+    out = os.path.join(state, "out.npy")
+    env = {E.INPLACE: "1", E.BUDDY: "every:4", E.FAULT: "transfer:rank1:kill",
+           E.FAULT_ONCE: os.path.join(state, "fault-fired"),
+           "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))}
+    job = {"name": "lu-expansion", "command": ["python", *EXPANSION, "--out", out], "nprocs": 3, "max_procs": 4,
+           "mpi": "openmpi", "checkpoint": f"every:{EXPANSION_CKPT}", "max_restarts": 2, "resize_timeout": 60,
+           "env": env}
+    res = run_workload([job], 4, "reshape", state_dir=state, logs=True, timeout=900)
+    (j,) = res["history"]["jobs"]
+    try:
+        with open(os.path.join(state, "logs", "job-1.log"), errors="replace") as f:
+            log = f.read()
+    except OSError:
+        log = res["logs"].get(1, "")
+    fired = [float(x) for x in re.findall(r"fault injected: \S+ at ([\d.]+)", log)]
+    m = _LOST.search(log)
+    starts = [e["t"] for e in res["history"]["events"] if e["kind"] == "start"]
+    relaunch = next((t for t in starts if fired and t > fired[0]), None)
+    source = ("checkpoint (restart)" if j["restarts"] else
+              m.group(3).split()[0] if m else None) if fired else None
+    lost = j["iterations_lost"] if j["restarts"] else int(m.group(4)) if m else None
+    back = (relaunch - fired[0] if relaunch else None) if j["restarts"] else \
+        (float(m.group(6)) - fired[0] if m and fired else None)
+    result = _result("lu", out, "")
+    row = {"case": "expansion", "tag": f"expansion-{k}", "state": j["state"], "restarts": j["restarts"],
+           "source": source, "iterations_lost": lost, "failure_to_iterating_s": back, "result": result,
+           "ob1_abort": "request freed" in log, "segfault": "Segmentation fault" in log,
+           "recovered": j["state"] == "done" and bool(fired), "bit_identical": result is not None and result == ref}
+    if not row["recovered"]:
+        row["log_tail"] = log[-2000:]
+    return row
+
+
+def inplace_benchmark(runs: int, mpi: str, tmp: str, pairs_n: int = 3) -> dict:
     """The in-place recovery figures (module docstring): failure runs and the buddy copies' overhead."""
     base = {E.MPI: mpi}
     on = {**base, E.INPLACE: "1", E.BUDDY: "every:10"}
@@ -167,7 +210,7 @@ def inplace_benchmark(runs: int, mpi: str, tmp: str) -> dict:
               f"failure->iterating {row['failure_to_iterating_s'] or float('nan'):.2f} s "
               f"bit-identical {row['bit_identical']}", flush=True)
     pairs = []
-    for r in range(max(3, runs)):
+    for r in range(max(pairs_n, runs)):
         order = [("without", base), ("with", on)][:: 1 if r % 2 == 0 else -1]
         got = {mode: _lu_inplace(tmp, f"ov-{mode}-{r}", env, OVERHEAD_ITERS) for mode, env in order}
         pair = {mode: got[mode]["wall_s"] for mode in got}
@@ -180,13 +223,15 @@ def inplace_benchmark(runs: int, mpi: str, tmp: str) -> dict:
         print(f"buddy overhead pair {r}: without {pair['without']:.1f} s with {pair['with']:.1f} s "
               f"-> {pair['ratio']:+.3f} (cpu {pair['cpu_ratio']:+.3f}; copies {pair['buddy_seconds']} s "
               f"= {pair['buddy_share']:.3f} of the run)", flush=True)
-    rows += fault_cases(tmp, mpi)
+    rows += fault_cases(tmp, mpi, runs)
     times = [x["failure_to_iterating_s"] for x in rows if x["failure_to_iterating_s"] is not None]
     summary = {"inplace_runs": len(rows), "inplace_recovered": sum(x["recovered"] for x in rows),
                "inplace_bit_identical": bool(rows) and all(x["bit_identical"] for x in rows),
                "inplace_cases": {c: {"runs": sum(x["case"] == c for x in rows),
                                      "recovered": sum(x["recovered"] for x in rows if x["case"] == c),
                                      "bit_identical": sum(x["bit_identical"] for x in rows if x["case"] == c),
+                                     "from_checkpoint_restart": sum(x["recovered"] and x["source"] == "checkpoint "
+                                                                    "(restart)" for x in rows if x["case"] == c),
                                      "max_iterations_lost": max((x["iterations_lost"] or 0 for x in rows
                                                                  if x["case"] == c), default=0),
                                      "recovery_s_max": max((x["failure_to_iterating_s"] or 0 for x in rows
@@ -208,13 +253,18 @@ def main(a: argparse.Namespace) -> int:
 
     mpi = a.mpi or os.environ.get(E.MPI) or "openmpi"
     with tempfile.TemporaryDirectory(prefix="reshape-inplace-") as tmp:
-        got = inplace_benchmark(a.runs, mpi, tmp)
+        got = inplace_benchmark(1 if a.quick else a.runs, mpi, tmp, 1 if a.quick else 3)
+    print(f"host: {os.uname().nodename}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     print(_common.table(got["rows"], [("case", "case", ""), ("tag", "run", ""), ("recovered", "recovered", ""),
                                       ("source", "from", ""), ("iterations_lost", "lost", "d"),
                                       ("failure_to_iterating_s", "kill -> iterating (s)", ".2f"),
                                       ("bit_identical", "identical", "")]))
-    return _update({"inplace": {"when": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "rows": got["rows"],
-                                "overhead_pairs": got["overhead_pairs"], "reference": got["reference"]}},
-                   got["summary"])
+    part = {"when": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "rows": got["rows"],
+            "overhead_pairs": got["overhead_pairs"], "reference": got["reference"]}
+    if a.quick:  # one run of each: its own file, recovery.json keeps the full figures
+        print(got["summary"])
+        print(f"wrote {_common.write_result('recovery-inplace-quick', {**part, 'summary': got['summary']})}")
+        return 0
+    return _update({"inplace": part}, got["summary"])
 
 

@@ -65,7 +65,7 @@ def loop(endpoint: str, rate: float, seconds: float) -> None:
         time.sleep(max(0.0, due - time.monotonic()))
         k += 1
         try:
-            jid = conn.request("submit", {"job": JOB}).body["job_id"]
+            jid = conn.request("submit", {"job": JOB}).target
             conn.request("cancel", {"job_id": jid})
         except (DaemonError, SchedulerUnavailable):
             continue  # over the quota for a moment, or a reply that came late: the loop goes on
@@ -90,9 +90,9 @@ def sample(pid: int, endpoint: str, state: str) -> dict:
     def mib(suffix: str) -> float:
         path = os.path.join(state, f"journal.sqlite{suffix}")
         return os.path.getsize(path) / 2**20 if os.path.exists(path) else 0.0
-    hist = Connection(endpoint, 30.0).request("history", {"limit": 1}).body
-    jobs = hist["jobs"][-1]["job_id"] if hist["jobs"] else 0
-    st = Connection(endpoint, 30.0).request("status", {"limit": 0}).body["daemon"]
+    hist = Connection(endpoint, 30.0).request("history", {"limit": 1})
+    jobs = hist.jobs[-1]["job_id"] if hist.jobs else 0
+    st = Connection(endpoint, 30.0).request("status", {"limit": 0}).daemon
     return {"rss_mib": rss, "journal_mib": mib(""), "wal_mib": mib("-wal"), "jobs": jobs,
             "in_memory": st["retention"]["in_memory"], "pruned": st["retention"]["pruned"]}
 

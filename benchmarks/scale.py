@@ -123,7 +123,7 @@ def _pace(endpoint: str, kind: str, per_s: float, seconds: float, start: float, 
             it[jid] += 1
             adv = c.request("resize_point", {"iteration": it[jid], "nprocs": 1,
                                              "iter_time": PERIOD * (1 + 0.01 * rng.random())}, job_id=jid)
-            if adv.body["action"] != "continue":  # an emulated job does not resize: it says so
+            if adv.action != "continue":  # an emulated job does not resize: it says so
                 c.request("resized", {"old": 1, "new": 1, "seconds": 0.0, "error": "emulated job: no resize"},
                           job_id=jid)
         elif kind == "submit":
@@ -256,9 +256,9 @@ def run_daemon(running: int, queued: tuple[int, ...], seconds: float, log=print,
                 time.sleep(0.1)
         c.timeout = 60
         t0 = time.perf_counter()
-        ids = [c.request("submit", {"job": _running_job(i)}).body["job_id"] for i in range(running)]
+        ids = [c.request("submit", {"job": _running_job(i)}).target for i in range(running)]
         deadline = time.monotonic() + 60 + running * 0.2
-        while c.request("status", {"limit": 0}).body["running_total"] < running:
+        while c.request("status", {"limit": 0}).running_total < running:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{running} emulated jobs not running after {deadline:.0f} s")
             time.sleep(0.5)
@@ -270,24 +270,23 @@ def run_daemon(running: int, queued: tuple[int, ...], seconds: float, log=print,
         for i, target in enumerate(queued):
             t0 = time.perf_counter()
             _fill(endpoint, target - have, running, seed=running + i)
-            body = c.request("status", {"limit": 0}).body
-            have = body["queued_total"]
+            have = c.request("status", {"limit": 0}).queued_total
             log(f"R={running}: queue {have} ({time.perf_counter() - t0:.1f} s to fill)")
             load0 = os.getloadavg()[0]
             proc = psutil.Process(daemon.pid)
-            sv0 = c.request("status", {"limit": 0}).body["daemon"]
+            sv0 = c.request("status", {"limit": 0}).daemon
             served0, cpu0, sched0, psi0 = sv0["served"], proc.cpu_times(), _schedstat(daemon.pid), _cpu_pressure()
             w0 = time.perf_counter()
             m = _measure(endpoint, ids, seconds, running, seed=i, clients=clients)
             cpu1, sched1, psi1 = proc.cpu_times(), _schedstat(daemon.pid), _cpu_pressure()
             wall = time.perf_counter() - w0  # the measurement plus the clients' start and end
-            body = c.request("status", {"limit": 0}).body
-            sv = body["daemon"]
+            st = c.request("status", {"limit": 0})
+            sv = st.daemon
             cpu = (cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)
             loop = delta(sv["loop"], sv0["loop"])
             ph = loop["phases"]
             rss = psutil.Process(daemon.pid).memory_info().rss
-            row = {"running": body["running_total"], "queued": have, "queued_after": body["queued_total"],
+            row = {"running": st.running_total, "queued": have, "queued_after": st.queued_total,
                    **{f"{k}_{s}": m[k][s] for k in ("resize_point", "submit", "status")
                       for s in ("p50_ms", "p99_ms", "max_ms", "n")},
                    "resize_points_per_s": m["resize_points_per_s"], "service_p50_ms": sv["p50_ms"],
@@ -307,7 +306,7 @@ def run_daemon(running: int, queued: tuple[int, ...], seconds: float, log=print,
                    "loop": loop, "slowest_turns": sv["loop"]["slowest"][-5:],
                    "loadavg": [load0, os.getloadavg()[0]]}
             rows.append(row)
-            have = body["queued_total"]
+            have = st.queued_total
             log(f"R={running} Q={row['queued']}: resize_point p99 {row['resize_point_p99_ms']:.2f} ms, submit p99 "
                 f"{row['submit_p99_ms']:.2f} ms, status p99 {row['status_p99_ms']:.2f} ms, RSS {row['rss_mb']:.0f} MB; "
                 f"loop busy p99 {ph['busy']['p99_ms']} ms, daemon waited for a CPU "

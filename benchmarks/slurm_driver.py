@@ -154,7 +154,7 @@ class Driver:
         if self.site:
             from reshape.joblink.client import request
 
-            out["history"] = request(SITE, "history", timeout=30)
+            out["history"] = request(SITE, "history", timeout=30).body
             st = json.loads(sh(f"reshape status --json --endpoint {SITE}"))
             out["controller"] = {"late_starts": st["daemon"]["rm"]["rigid_late_starts"],
                                  "notes": st["daemon"]["rm"]["notes"]}

@@ -143,6 +143,32 @@ def summarize(static: dict, reshape: dict, w) -> tuple[list[dict], dict]:
     return rows, s
 
 
+def alone(reshape: dict, w) -> tuple[list[dict], dict]:
+    """A controller run without its plain-Slurm pair (``--controller-only``): per-job rows and what needs no
+    baseline: completions, ``jobs_lost``, late starts, restarts survived, utilization and latencies."""
+    rows = []
+    for j in w.jobs:
+        b = reshape["jobs"][j.name]
+        good = b["state"] == "COMPLETED"
+        rows.append({"job": j.name, "kind": "malleable" if j.malleable else "rigid", "nodes": j.nodes,
+                     "wait_reshape": b["start"] - b["submit"], "run_reshape": b["end"] - b["start"],
+                     "turnaround_reshape": b["end"] - b["submit"], "ok": good,
+                     "sizes": (sizes_of(reshape, j.name) or str(j.nodes * w.cpus_per_node)) if good else
+                     f"lost ({b['state']})"})
+    done = {r["job"] for r in rows if r["ok"]}
+    ub, b0, b1 = utilization(timelines(reshape, w.cpus_per_node, done), w.nodes)
+    hist = reshape.get("history") or {}
+    lost = len(rows) - len(done)
+    s = {"nodes": w.nodes, "offered_load": w.offered_load(), "jobs": len(rows), "completed": len(done),
+         "jobs_lost": lost, "rigid_late_starts": len(reshape["late_starts"]),
+         "controller_late_starts": (reshape.get("controller") or {}).get("late_starts"),
+         "controller_restarts_survived": reshape["restarts"] if not lost else 0, "utilization_reshape": ub,
+         "makespan_reshape_s": b1 - b0,
+         "turnaround_reshape_mean_s": statistics.fmean([r["turnaround_reshape"] for r in rows if r["ok"]] or [0.0]),
+         "release_latency_s": _stats(release_latencies(hist)), "grow_latency_s": _stats(grow_latencies(hist))}
+    return rows, s
+
+
 def combine(runs: list[dict], twin: dict | None) -> dict:
     """A workload's summary over its repeats: the mean of every number (latencies: medians' median, max of
     maxima; counts summed), the twin's ratios and its worst relative error on :data:`TWIN_KEYS`."""

@@ -66,7 +66,7 @@ from benchmarks.slurm_jobs import (
     load,
     lublin,
 )
-from benchmarks.slurm_metrics import RATIOS, combine, summarize
+from benchmarks.slurm_metrics import RATIOS, alone, combine, summarize
 from scheduler.testing.compose import ComposeCluster, base_image, unavailable
 
 FILES = ("docker-compose.yml", "docker/slurm-compose.yml")
@@ -160,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="also run the controller with each mechanism switched off (on the default workload, "
                          "else the first)")
     ap.add_argument("--controller-args", default="", help="extra 'reshape daemon --slurm-site' options")
+    ap.add_argument("--controller-only", action="store_true",
+                    help="skip the plain-Slurm runs: only jobs_lost, late starts, restarts survived, utilization "
+                         "and latencies of the controller's runs (no ratios); for repeated loss checks")
     ap.add_argument("--no-restart", action="store_true", help="do not kill -9 the controller in run (b)")
     ap.add_argument("--restart-at", type=float, default=0.4,
                     help="when to kill -9 the controller, as a fraction of the arrival window (default 0.4)")
@@ -232,18 +235,20 @@ def series(c: ComposeCluster, w: Workload, variants: dict[str, list[str]], cal: 
     runs: dict[str, list[dict]] = {v: [] for v in variants}
     keep = os.path.join(RESULTS, a.out, w.name)
     for k in range(1, a.repeat + 1):
-        print(f"{w.name} run {k}/{a.repeat}: {len(w.jobs)} jobs, offered load {w.offered_load():.2f}; (a) plain "
-              f"Slurm", flush=True)
-        static = run_once(c, w, "static", f"{w.name}-static-r{k}", [], None, os.path.join(keep, f"static-r{k}.tar.gz"))
+        print(f"{w.name} run {k}/{a.repeat}: {len(w.jobs)} jobs, offered load {w.offered_load():.2f}"
+              + ("" if a.controller_only else "; (a) plain Slurm"), flush=True)
+        static = None if a.controller_only else run_once(c, w, "static", f"{w.name}-static-r{k}", [], None,
+                                                         os.path.join(keep, f"static-r{k}.tar.gz"))
         for v, args in variants.items():
             print(f"{w.name} run {k}/{a.repeat}: (b) Slurm + the reshape controller ({v}) {' '.join(args)}", flush=True)
             reshape = run_once(c, w, "reshape", f"{w.name}-{v}-r{k}", args, restart_at,
                                os.path.join(keep, f"{v}-r{k}.tar.gz"))
-            rows, s = summarize(static, reshape, w)
+            rows, s = alone(reshape, w) if static is None else summarize(static, reshape, w)
             key = w.name if v == "default" else f"{w.name}/{v}"
-            print_runs(key, rows, s, twins[v])
+            print_runs(key, rows, s, None if static is None else twins[v])
             runs[v].append({"summary": s, "rows": rows, "events": (reshape.get("history") or {}).get("events")})
-    return {(w.name if v == "default" else f"{w.name}/{v}"): combine([r["summary"] for r in rs], twins[v])
+    return {(w.name if v == "default" else f"{w.name}/{v}"): combine([r["summary"] for r in rs],
+                                                                     None if a.controller_only else twins[v])
             | {"runs": rs} for v, rs in runs.items()}
 
 

@@ -29,15 +29,21 @@ _WATCHED: list = [None]  # the job's communicator when lost ranks are recovered 
 _ABANDONED: list = []  # requests an error left pending (abandon)
 
 
-def abandon(reqs) -> None:
-    """Keep the requests of ``reqs`` that are still pending (and their buffers) for the life of the process.
+def abandon(reqs, buffers=()) -> None:
+    """Keep the requests of ``reqs`` that are still pending (and their buffers), and ``buffers``, for the
+    life of the process.
 
     An error (a lost rank, with in-place recovery) can end a wait with requests still pending. A
     request object that is garbage-collected is freed (``MPI_Request_free``), and in Open MPI 5.0.11
     a freed request that later fails aborts the job ("Send error after request freed", fatal on no
     communicator); its buffer may also still be written. So they are never let go. A few per recovery.
+    ``buffers``: the memory of requests an error completed (``MPI_ERR_REVOKED``, the request set to
+    ``MPI_REQUEST_NULL`` and its buffer let go by mpi4py) while Open MPI's ``ob1`` still moves it: a
+    live receiver's rendezvous acknowledgement makes the sender read its buffer after the revocation
+    (a segmentation fault in ``mca_pml_ob1_send_request_schedule_once`` once the buffer was unmapped).
     """
     _ABANDONED.extend(r for r in reqs if r is not None and r != MPI.REQUEST_NULL)
+    _ABANDONED.extend(b for b in buffers if b is not None)
 
 
 def watch(holder) -> None:

@@ -113,7 +113,7 @@ while reshape status --json --endpoint tcp://head:5600 \
     sleep 0.5
 done
 python -c "import json; from scheduler.cli.commands import request as r; \
-print(json.dumps(r('tcp://head:5600', 'history')))"
+print(json.dumps(r('tcp://head:5600', 'history').body))"
 reshape stop --endpoint tcp://head:5600
 wait $d
 """
@@ -161,7 +161,7 @@ def test_a_job_grows_onto_nodes_slurm_grants_and_gives_them_back_to_a_waiting_jo
     endpoint = sh(c, f"python -c 'from scheduler.cli.slurm import daemon_of; print(daemon_of({sid}))'").strip()
     hist = json.loads(sh(c, "python -c " + shlex.quote(
         f"import json; from scheduler.cli.commands import request as r; "
-        f"print(json.dumps(r('{endpoint}', 'history')))")))
+        f"print(json.dumps(r('{endpoint}', 'history').body))")))
     NOTES["slurm expansions (s)"] = ", ".join(expansion_times(hist["events"]))
 
     # scancel ends every rank and every expander job
@@ -457,7 +457,7 @@ def test_the_site_controller_shares_the_cluster_between_two_malleable_jobs_and_a
         TIMINGS["site: a waiting 6-node job started"] = time.monotonic() - t1
         hist = json.loads(sh(c, "python -c " + shlex.quote(
             f"import json; from reshape.joblink.client import request as r; "
-            f"print(json.dumps(r('{SITE}', 'history')))")))
+            f"print(json.dumps(r('{SITE}', 'history').body))")))
         released = [e for e in hist["node_events"] if e["kind"] == "released" and f"Slurm job {rigid} " in e["detail"]]
         # promised to it: what it lacks, no more; what a job's sizes free beyond that goes back to Slurm for anyone
         given = [e for e in released if "freed beyond the need" not in e["detail"]]
@@ -556,7 +556,7 @@ def test_a_burst_of_malleable_jobs_landing_on_nodes_just_given_up_all_register_a
         logs = sh(c, f"cat {OUT}/*.out")
         hist = json.loads(sh(c, "python -c " + shlex.quote(
             f"import json; from reshape.joblink.client import request as r; "
-            f"print(json.dumps(r('{SITE}', 'history')))")))
+            f"print(json.dumps(r('{SITE}', 'history').body))")))
         registered = {j["allocation"] for j in hist["jobs"]}
         assert set(burst) <= registered, (sorted(set(burst) - registered), st["daemon"]["rm"]["notes"], logs[-3000:])
         assert {jid: r["JobState"] for jid, r in records.items()} == dict.fromkeys(burst, "COMPLETED"), records
@@ -701,7 +701,7 @@ def test_a_node_killed_under_a_malleable_job_restarts_it_in_its_allocation_from_
             log = sh(c, f"cat {out}/{a}.out")
             hist = json.loads(sh(c, "python -c " + shlex.quote(
                 f"import json; from reshape.joblink.client import request as r; "
-                f"print(json.dumps(r('{SITE}', 'history')))")))
+                f"print(json.dumps(r('{SITE}', 'history').body))")))
             (j,) = [j for j in hist["jobs"] if j["name"] == name]
             assert (j["state"], j["restarts"]) == ("done", 1), (j, log[-3000:])
             assert sha(log) == ref, log[-3000:]
@@ -715,6 +715,57 @@ def test_a_node_killed_under_a_malleable_job_restarts_it_in_its_allocation_from_
             if victim:
                 # slurmd registers again (ReturnToService=2): the next test has 16 idle
                 c.cmd("unpause" if how == "pause" else "start", victim)
+    quiet_site(c, 180)
+
+
+def test_the_batch_host_killed_under_a_malleable_job_requeues_it_through_slurm_and_it_resumes_from_its_checkpoint(
+        slurm):
+    """``docker kill`` of the node that runs a malleable checkpointed job's batch script (its first node): the
+    batch script and ``mpiexec`` go with it, and Slurm takes the node out of the job (``--no-kill``); the
+    controller requeues the job (``scontrol requeue``; it was submitted ``--requeue``), and its next batch attempt
+    registers as the same reshape job (restarts 1) and resumes from its checkpoint on the nodes Slurm gives it,
+    ending done with the field a run that never failed gives, bit for bit."""
+    c = slurm
+    name, steps, ckpt, out = "site-batchkill", 300, "/cluster/ckpt-site-batchkill", "/cluster/slurm-batchkill"
+    victim = None
+    with controller(c):
+        sh(c, f"rm -rf {ckpt} {out}; mkdir -p {out}")
+        ref = sha(sh(c, f"mpiexec -n 2 python /opt/reshape/examples/heat.py --n 256 --steps {steps}", 180))
+        c.exec("head", f"cat > /tmp/{name}.toml", input=NODEKILL.format(name=name, steps=steps, ckpt=ckpt))
+        a = json.loads(sh(c, f"cd /tmp && reshape submit --slurm --json --controller {SITE} "
+                             f"--sbatch=--output={out}/%j.out /tmp/{name}.toml"))["slurm_job_ids"][0]
+        try:
+            row = wait_for(lambda: (r := by_slurm(site(c), a)) and len(set(r["hosts"])) == 2 and r, 90, every=0.5)
+            wait_for(lambda: any(n.startswith("ckpt-") and not n.endswith(".part")
+                                 for n in sh(c, f"ls {ckpt} 2>/dev/null; true").split()), 90, every=0.3)
+            victim = row["hosts"][0]  # the batch host
+            assert scontrol_job(c, a)["BatchHost"] == victim, scontrol_job(c, a)
+            t0 = time.monotonic()
+            c.cmd("kill", victim)
+            try:
+                again = wait_for(lambda: (r := by_slurm(site(c), a)) and r["restarts"] >= 1 and r, 420, every=1.0)
+            except AssertionError as e:
+                raise AssertionError(f"{e}: not resumed after kill of {victim}\n{evidence(c, a, out)}") from None
+            TIMINGS["site: batch host kill -> job requeued and running again"] = time.monotonic() - t0
+            assert again["job_id"] == row["job_id"] and victim not in again["hosts"], again
+            st = wait_for(lambda: (s := site(c)) and not s["running"] and not s.get("waiting") and s, 300, every=1.0)
+            log = sh(c, f"cat {out}/{a}.out")
+            hist = json.loads(sh(c, "python -c " + shlex.quote(
+                f"import json; from reshape.joblink.client import request as r; "
+                f"print(json.dumps(r('{SITE}', 'history')))")))
+            (j,) = [j for j in hist["jobs"] if j["name"] == name]
+            assert (j["state"], j["restarts"]) == ("done", 1), (j, log[-3000:], evidence(c, a, out))
+            assert sha(log) == ref, log[-3000:]
+            assert "Slurm requeued this job" in log, log[-3000:]
+            info = scontrol_job(c, a)
+            assert (info["JobState"], info["Restarts"]) == ("COMPLETED", "1"), info
+            notes = st["daemon"]["rm"]["notes"]
+            assert any(f"resumes from its checkpoint in requeued Slurm job {a}" in n for n in notes), notes
+            NOTES["site: batch host kill"] = (f"resumed at {j['resumed_at']}, iterations lost "
+                                              f"{j['iterations_lost']}, {j['failures']}")
+        finally:
+            if victim:
+                c.cmd("start", victim)  # slurmd registers again (ReturnToService=2)
     quiet_site(c, 180)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 
+from reshape.joblink import protocol as P
 from scheduler.observe.live import LiveView, idle_note, view_model
 from scheduler.observe.report import plot_history
 
@@ -89,13 +90,14 @@ def test_rich_view_renders_jobs_queue_and_reasons():
 
 
 def test_plot_has_one_lane_per_job_and_marks_decisions(tmp_path, monkeypatch):
-    hist = {"total_slots": 8, "now": 110.0,
-            "jobs": [{"job_id": 1, "name": "LU", "state": "done", "arrival_time": 100.0},
-                     {"job_id": 2, "name": "Jacobi", "state": "done", "arrival_time": 102.0}],
-            "events": [*EVENTS, {"t": 105.0, "job_id": 1, "kind": "shrink", "nprocs": 2, "busy": 2, "detail": "6->2"},
-                                {"t": 105.0, "job_id": 2, "kind": "start", "nprocs": 4, "busy": 6, "detail": ""},
-                                {"t": 109.0, "job_id": 2, "kind": "end", "nprocs": 0, "busy": 2, "detail": "done"},
-                                {"t": 110.0, "job_id": 1, "kind": "end", "nprocs": 0, "busy": 0, "detail": "done"}]}
+    hist = P.HistoryView(
+        total_slots=8, now=110.0, node_events=(), jobs_total=2,
+        jobs=({"job_id": 1, "name": "LU", "state": "done", "arrival_time": 100.0},
+              {"job_id": 2, "name": "Jacobi", "state": "done", "arrival_time": 102.0}),
+        events=(*EVENTS, {"t": 105.0, "job_id": 1, "kind": "shrink", "nprocs": 2, "busy": 2, "detail": "6->2"},
+                         {"t": 105.0, "job_id": 2, "kind": "start", "nprocs": 4, "busy": 6, "detail": ""},
+                         {"t": 109.0, "job_id": 2, "kind": "end", "nprocs": 0, "busy": 2, "detail": "done"},
+                         {"t": 110.0, "job_id": 1, "kind": "end", "nprocs": 0, "busy": 0, "detail": "done"}))
     import matplotlib.pyplot as plt
 
     path = tmp_path / "p.png"

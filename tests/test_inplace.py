@@ -185,6 +185,42 @@ def test_a_rank_lost_during_an_expansion_undoes_it_and_the_job_goes_on(mpirun, t
 
 
 @needs_ompi
+def test_an_exchange_that_loses_a_rank_mid_transfer_keeps_its_memory_on_the_survivors(mpirun, clean):
+    """RESHAPE_FAULT=transfer:rank1:kill in a redistribution of 3 ranks: ranks 0 and 2 see the loss and keep
+    the exchange's source and destination blocks and pack buffers for good. Open MPI's ob1 may still read a
+    send's buffer after the revocation completed its request in error; a buffer let go then made a survivor
+    of a loss during an expansion crash (a segmentation fault in mca_pml_ob1_send_request_schedule_once)
+    and the run end in ob1's "Send error after request freed"."""
+    res = mpirun(3, ["-m", "tests.mpi.exchange_lost"], timeout=120, check=False,
+                 env={**OPEN, "RESHAPE_INPLACE": "1", "RESHAPE_FAULT": "transfer:rank1:kill"})
+    got = sorted(ln for ln in res.stdout.splitlines() if ln.startswith("rank "))
+    assert [ln.split()[1] for ln in got] == ["0", "2"], res.stdout + res.stderr[-2000:]
+    assert all(ln.endswith("kept source True destination True pack True") for ln in got), got
+
+
+@needs_ompi
+def test_a_rank_lost_while_the_daemon_grows_a_job_2_to_4_is_recovered_bit_identical(daemon, mpirun, tmp_path, clean):
+    """A job the daemon started on 2 ranks (up to 4, in place, with a checkpoint) loses running rank 1 while
+    its first expansion moves the blocks: the expansion is undone in place, or, where Open MPI ends the
+    whole run, the daemon restarts it from the checkpoint; either way it ends ``done`` with the factors of
+    a run that never failed, and the daemon's history says which."""
+    ref, _ = _lu_on(mpirun, tmp_path, 2, "ref", {})
+    out = tmp_path / "grown.npy"
+    d = daemon(4, remap="reshape")
+    jid = d.submit(name="lu-grow-lost", command=["python", *LU, "--out", str(out)], nprocs=2, max_procs=4,
+                   mpi="openmpi", checkpoint="every:2", max_restarts=2,
+                   env={"RESHAPE_INPLACE": "1", "RESHAPE_BUDDY": "every:2", "RESHAPE_FAULT": "transfer:rank1:kill",
+                        **_once(tmp_path)})
+    wait_for(lambda: d.job(jid)["state"] in ("done", "failed"), 300)
+    job, log = d.job(jid), d.req("log", {"job_id": jid, "tail": 0})["text"]
+    assert job["state"] == "done" and "fault injected: transfer:rank1:kill" in log, (job, log[-3000:])
+    lost = [e for e in d.req("history")["events"] if e["job_id"] == jid and e["kind"] == "lost"]
+    undone = [e for e in lost if "during an expansion from 2 (undone)" in e["detail"]]
+    assert len(undone) == 1 or job["restarts"] == 1, (job, lost, log[-3000:])
+    assert np.array_equal(ref, np.load(out))
+
+
+@needs_ompi
 @pytest.mark.parametrize("env,says", [
     ({"RESHAPE_INPLACE": "1", "RESHAPE_BUDDY": "every:0"}, "RESHAPE_BUDDY='every:0': expected every:N"),
     ({"RESHAPE_INPLACE": "maybe"}, "RESHAPE_INPLACE='maybe': expected 1/true/yes/on"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -43,7 +44,7 @@ def test_every_body_field_is_declared_with_its_bounds():
     from dataclasses import fields
 
     from reshape.joblink.wireschema import rules
-    for cls in [*P.REQUESTS.values(), P.Advice, P.Error]:
+    for cls in [*P.REQUESTS.values(), P.Advice, P.Error, *P.OK_REPLIES]:
         body = {f.name for f in fields(cls)} - {"seq", "job_id", "keys"}
         assert body == {r.attr for r in rules(cls)}, cls.__name__
 
@@ -55,8 +56,48 @@ def test_replies_decode_to_their_types():
     assert adv.decision() == P.Advice("expand", 6, ("n1", "n2"), "idle processors")
     err = P.decode(P.encode(P.error_reply("out_of_order", "no pending resize", 9, 3)))
     assert isinstance(err, P.Error) and (err.code, err.message, err.seq) == ("out_of_order", "no pending resize", 9)
-    ok = P.decode(b'{"v": 1, "type": "ok", "seq": 2, "job_id": null, "body": {"job_id": 7}}')
-    assert isinstance(ok, P.Message) and ok.body == {"job_id": 7}
+    frame = b'{"v": 1, "type": "ok", "seq": 2, "job_id": null, "body": {"job_id": 7}}'
+    ok = P.decode(frame, P.MAX_REPLY_BYTES, P.Submit)
+    assert type(ok) is P.Accepted and ok.target == 7 and ok.job_id is None and ok.body == {"job_id": 7}
+    assert P.decode(frame) == ok  # without its request: the one ``ok`` class that takes the body
+
+
+@pytest.mark.parametrize(("answering", "body", "code", "why"), [
+    (P.Cancel, {"job_id": 7}, "bad_field", "missing field 'state'"),
+    (P.Submit, {}, "bad_field", "missing field 'job_id'"),
+    (P.Ping, {"now": 1.0, "version": 1, "extra": 2}, "bad_field", "unknown fields ['extra']"),
+    (P.Status, {"job_id": 7}, "bad_field", "missing field 'now'"),
+    (P.Heartbeat, {"orders": [1]}, "bad_field", "'orders' must list objects"),
+    (P.JobOutput, {"at": -1}, "bad_field", "'at' must be >= 0"),
+    (P.ResizePoint, {}, "unexpected", "does not answer"),
+])
+def test_an_ok_that_is_not_its_requests_reply_is_refused(answering, body, code, why):
+    """A client reads an ``ok`` as its request's ``reply_type``: one with another body is refused, naming why."""
+    frame = json.dumps({"v": 1, "type": "ok", "seq": 1, "job_id": None, "body": body}).encode()
+    with pytest.raises(P.ProtocolError) as e:
+        P.decode(frame, P.MAX_REPLY_BYTES, answering)
+    assert e.value.code == code and why in e.value.message, e.value
+
+
+def _reply_examples() -> list[str]:
+    return [e for e in doc_examples() if json.loads(e)["type"] in P.REPLY_TYPES]
+
+
+def test_doc_has_an_example_for_every_reply_class():
+    assert {type(P.decode(e.encode())) for e in _reply_examples()} == {P.Advice, P.Error, *P.OK_REPLIES}
+
+
+@pytest.mark.parametrize("example", _reply_examples())
+def test_doc_reply_examples_decode_into_their_requests_reply_and_encode_to_the_same_bytes(example):
+    """Each ``ok`` example decodes, as the reply to a request that names its class, into that class, and
+    encodes back to the very bytes (compact JSON, its keys in the order the daemon sends them)."""
+    cls = type(P.decode(example.encode()))
+    asks = [r for r in P.REQUESTS.values() if r.reply_type is cls] or [None]  # error: the answer to any
+    for req in asks:
+        rep = P.decode(example.encode(), P.MAX_REPLY_BYTES, req)
+        assert type(rep) is cls
+        assert P.encode(rep) == json.dumps(json.loads(example), separators=(",", ":")).encode()
+        assert P.encode(P.answer(rep, replace(rep, keys=None))) == P.encode(rep)  # as the daemon builds it
 
 
 @pytest.mark.parametrize(

@@ -85,7 +85,7 @@ class FakeConnection:
         self.sent.append(P.decode(P.encode(msg)))  # what the daemon would read
         if msg.type == "resize_point":
             return P.answer(msg, P.Advice("continue", msg.nprocs))
-        return P.reply(msg)
+        return P.answer(msg, P.Ok())
 
     def close(self):
         pass

@@ -5,7 +5,7 @@
 A job with checkpoints whose ``mpiexec`` ended by a loss (a rank killed, a node dead) asks for its next
 attempt on the nodes its allocation still holds: it keeps its reshape job id, runs at the largest legal
 size that fits, its lost nodes go back to Slurm, and nothing else is touched. An end that is not a loss,
-or too few nodes left, is refused with one line saying why.
+is refused with one line saying why (too few nodes left: requeued, ``tests/test_slurm_requeue.py``).
 """
 
 from __future__ import annotations
@@ -72,10 +72,9 @@ def test_a_rank_killed_restarts_the_job_on_its_own_nodes_and_leaves_its_expander
     ({"checkpoint": None}, None, 255, ["n1", "n1"], "no checkpoint setting"),
     ({}, "error", 1, ["n1", "n1"], "the program failed"),
     ({}, None, 3, ["n1", "n1", "n2", "n2"], "exited with status 3: the program's own failure"),
-    ({"min_procs": 4}, None, 255, ["n1", "n1"], "2 CPU(s) left in its allocation (lost: n2), its smallest size is 4"),
     ({"max_restarts": 0}, None, 255, ["n1", "n1"], "restarted 0 time(s), its max_restarts"),
 ])
-def test_an_end_that_is_no_loss_or_too_few_nodes_left_is_refused_with_why_and_nothing_changes(
+def test_an_end_that_is_no_loss_is_refused_with_why_and_nothing_changes(
         kw, report, code, hosts, why):
     st, rm, jid = registered(**kw)
     if report:

@@ -176,9 +176,9 @@ def _impostor(port: int, seconds: float, proof: str) -> dict:
         ident, frame = s.recv_multipart()
         msg = P.decode(frame)
         got.append(msg.type)
-        body = {"node": "localhost", "heartbeat": 0.2, "timeout": 5.0, "tag": "impostor-"} \
-            if msg.type == "node_register" else {"orders": [order]} if msg.type == "heartbeat" else {}
-        s.send_multipart([ident, P.encode(P.reply(msg, **body))])
+        rep = P.NodeWelcome(node="localhost", heartbeat=0.2, timeout=5.0, tag="impostor-") \
+            if msg.type == "node_register" else P.Orders(orders=(order,)) if msg.type == "heartbeat" else P.Ok()
+        s.send_multipart([ident, P.encode(P.answer(msg, rep))])
     s.close()
     ctx.term()
     return {"got": got}

@@ -36,6 +36,7 @@ from reshape.joblink.protocol import (
     MAX_MESSAGE_BYTES,
     MAX_REPLY_BYTES,
     MAX_SIZES,
+    REQUESTS,
     Advice,
     Error,
     Finished,
@@ -208,13 +209,14 @@ class Connection:
         self.reset()
 
     def request(self, type_: str, body: dict[str, Any] | None = None, job_id: int | None = None,
-                timeout: float | None = None) -> Message | Reply:
+                timeout: float | None = None) -> Reply:
         """Send one message built from a body dict and return the reply (:meth:`send`)."""
         return self.send(Message(type_, 0, job_id, body or {}), timeout)
 
-    def send(self, msg: Request | Message, timeout: float | None = None) -> Message | Reply:
-        """Send one request (its ``seq`` is this connection's next) and return the reply: an ``ok``
-        :class:`Message` or a typed :class:`Reply`; raises SchedulerUnavailable or DaemonError."""
+    def send(self, msg: Request | Message, timeout: float | None = None) -> Reply:
+        """Send one request (its ``seq`` is this connection's next) and return its reply, decoded into
+        the request's ``reply_type`` (an ``ok`` one) or :class:`Advice`; raises SchedulerUnavailable or
+        DaemonError (an ``error``, or a reply that is not the request's)."""
         self._seq += 1
         msg = replace(msg, seq=self._seq)
         floor = _size_floor(msg.body, MAX_MESSAGE_BYTES)
@@ -261,7 +263,7 @@ class Connection:
                        if self.keys is not None else "")
                 raise SchedulerUnavailable(f"no reply from the scheduler daemon at {self.endpoint}{how}")
             try:
-                rep = decode(sock.recv(), MAX_REPLY_BYTES)
+                rep = decode(sock.recv(), MAX_REPLY_BYTES, REQUESTS.get(msg.type))
             except ProtocolError as e:  # not a reply we can read: say so, do not wait it out
                 self.reset()
                 raise DaemonError("bad_reply", f"unreadable reply from {self.endpoint}: {e}") from None
@@ -277,11 +279,11 @@ REFUSED_PATIENCE = 2.0  # seconds a command waits for a daemon that refuses conn
 
 
 def request(endpoint: str, type_: str, body: dict[str, Any] | None = None, timeout: float = 5.0,
-            keys: str | None = None, job_id: int | None = None) -> dict:
-    """One request on a connection of its own (the command line's way): the reply's body."""
+            keys: str | None = None, job_id: int | None = None) -> Reply:
+    """One request on a connection of its own (the command line's way): its typed reply."""
     conn = Connection(endpoint, timeout, keys=keys, fail_fast=min(timeout, REFUSED_PATIENCE))
     try:
-        return conn.request(type_, body or {}, job_id=job_id).body
+        return conn.request(type_, body or {}, job_id=job_id)
     finally:
         conn.close()
 
@@ -316,7 +318,7 @@ class SchedulerClient:
             raise ValueError(f"{E.SCHEDULER} is empty")
         return cls(endpoint, job_id, timeout=float(env.get(E.SCHEDULER_TIMEOUT, "2.0")))
 
-    def _send(self, req: Request, nprocs: int | None = None) -> Message | Reply | None:
+    def _send(self, req: Request, nprocs: int | None = None) -> Reply | None:
         if self.conn is None or time.monotonic() < self._down_until:
             return None
         try:

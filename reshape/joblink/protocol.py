@@ -14,8 +14,10 @@ and carry on serving.
 
 :class:`ResizePoint` and :class:`Advice` are the two sides of a resize point: what a
 job reports and what it is told. The runtime's advisors, the daemon's client and the scheduler
-core exchange these same records; the dataclasses here, their fields declared with their bounds,
-are the only schema (:mod:`reshape.joblink.wireschema` derives the validation from them).
+core exchange these same records; the dataclasses here and the replies' in
+:mod:`reshape.joblink.replies`, their fields declared with their bounds, are the only schema
+(:mod:`reshape.joblink.wireschema` derives the validation from them). Each request class names the
+class of its reply (``reply_type``), so a client decodes an ``ok`` into its request's answer.
 """
 
 from __future__ import annotations
@@ -23,10 +25,25 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
+from reshape.joblink.replies import (
+    OK_REPLIES,
+    Accepted,
+    Advice,
+    Cancelled,
+    Error,
+    HistoryView,
+    LogText,
+    NodeWelcome,
+    Ok,
+    Orders,
+    OutputAt,
+    Pong,
+    Reply,
+    StatusView,
+)
 from reshape.joblink.wireschema import (
-    ADVICE_ACTIONS,
     FINISHED,
     INT,
     MAX_DEPTH,
@@ -40,6 +57,7 @@ from reshape.joblink.wireschema import (
     MAX_TEXT,
     VERSION,
     ProtocolError,
+    Typed,
     bad_value,
     check_envelope,
     finite_float,
@@ -47,6 +65,7 @@ from reshape.joblink.wireschema import (
     is_type,
     json_depth,
     no_constant,
+    one_of,
     printable,
     rules,
     sizes_rule,
@@ -64,24 +83,34 @@ __all__ = [
     "MAX_SIZES",
     "MAX_TEXT",
     "NODE_TYPES",
+    "OK_REPLIES",
     "REPLIES",
     "REPLY_TYPES",
     "REQUESTS",
     "VERSION",
+    "Accepted",
     "Advice",
     "Cancel",
+    "Cancelled",
     "Error",
     "Finished",
     "Heartbeat",
     "Hello",
     "History",
+    "HistoryView",
     "JobEnded",
     "JobOutput",
     "Log",
+    "LogText",
     "Lost",
     "Message",
     "NodeRegister",
+    "NodeWelcome",
+    "Ok",
+    "Orders",
+    "OutputAt",
     "Ping",
+    "Pong",
     "ProtocolError",
     "Register",
     "Reply",
@@ -89,6 +118,7 @@ __all__ = [
     "ResizePoint",
     "Resized",
     "Status",
+    "StatusView",
     "Stop",
     "Submit",
     "Typed",
@@ -97,14 +127,13 @@ __all__ = [
     "encode",
     "error_reply",
     "printable",
-    "reply",
 ]
 
 
 @dataclass(frozen=True)
 class Message:
-    """A message of any type with its ``body`` as a dict: an ``ok`` reply (whose fields depend on
-    the request), or a request a client builds by hand (``encode`` validates it all the same)."""
+    """A message of any type with its ``body`` as a dict: a request a client builds by hand
+    (``encode`` validates it all the same as one of the typed classes)."""
 
     type: str
     seq: int = 0
@@ -113,82 +142,23 @@ class Message:
     v: int = VERSION
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Typed:
-    """A message of a declared type: the envelope's ``seq`` and ``job_id`` plus its body's fields,
-    typed (lists become tuples), each declared with :func:`~reshape.joblink.wireschema.wire`: these
-    declarations are the protocol's schema. ``keys``: the body's keys as decoded (so that it encodes
-    back to the same JSON); None for one built here, whose fields that are None are left out."""
-
-    type: ClassVar[str] = ""
-    v: ClassVar[int] = VERSION
-    seq: int = 0
-    job_id: int | None = None
-    keys: frozenset[str] | None = field(default=None, compare=False, repr=False)
-
-    @property
-    def body(self) -> dict[str, Any]:
-        """The body as sent."""
-        out = {}
-        for r in rules(type(self)):
-            x = getattr(self, r.attr)
-            if (r.key in self.keys) if self.keys is not None else x is not None:
-                out[r.key] = list(x) if isinstance(x, tuple) else x
-        return out
+ReplyClass = type[Reply]  # (a class attribute ``type`` hides the builtin in the classes' annotations)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Request(Typed):
     """A decoded, validated request; :func:`decode` returns one subclass per request type.
-    ``needs_job``: sent by a job (its envelope names it); ``from_node``: sent by a node monitor."""
+    ``needs_job``: sent by a job (its envelope names it); ``from_node``: sent by a node monitor;
+    ``reply_type``: the class of the reply when the request is served (:mod:`reshape.joblink.replies`)."""
 
     needs_job: ClassVar[bool] = False
     from_node: ClassVar[bool] = False
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Reply(Typed):
-    """A reply of a declared type (``advice``, ``error``); ``ok`` replies are :class:`Message`."""
-
-
-def _one_of(name: str, allowed: tuple[str, ...], said: str) -> Any:
-    return lambda x: None if x in allowed else f"{name} must be {said}"
+    reply_type: ClassVar[ReplyClass] = Ok
 
 
 _TEXT = {"max_len": MAX_TEXT}
 _NAME = {"max_len": MAX_HOST, "nonempty": True}  # a node or incarnation name
 _SECONDS = {"lo": 0, "hi": MAX_SECONDS}
-
-
-# ---------------------------------------------------------------------- replies
-@dataclass(frozen=True, slots=True)
-class Advice(Reply):
-    """The answer to a resize point (``advice``): expand or shrink to ``nprocs`` processes, or continue.
-
-    For an expansion ``hosts`` lists one host name per new rank (repeats allowed);
-    empty means "spawn on the job's own hosts" (one machine, or the hostfile).
-    """
-
-    type: ClassVar[str] = "advice"
-    action: Literal["expand", "shrink", "continue"] = wire(
-        check=_one_of("action", ADVICE_ACTIONS, f"one of {ADVICE_ACTIONS}"))
-    nprocs: int = wire(lo=1)
-    hosts: tuple[str, ...] = wire((), check=lambda hs: None if all(is_type(h, (str,)) for h in hs)
-                                  else "'hosts' must be strings")
-    reason: str = wire("")
-
-    def decision(self) -> Advice:
-        """This advice without its envelope (what an advisor returns)."""
-        return Advice(self.action, self.nprocs, self.hosts, self.reason)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Error(Reply):
-    """A request refused: ``code`` names the rule (docs/protocol.md, "Errors")."""
-
-    type: ClassVar[str] = "error"
-    code: str = wire()
-    message: str = wire()
 
 
 # ---------------------------------------------------------------------- job requests
@@ -220,6 +190,7 @@ class ResizePoint(Request):
     """
 
     type: ClassVar[str] = "resize_point"
+    reply_type: ClassVar[ReplyClass] = Advice
     needs_job: ClassVar[bool] = True
     iteration: int = wire(lo=0)
     nprocs: int = wire(lo=1)
@@ -248,7 +219,7 @@ class Resized(Request):
 class Finished(Request):
     type: ClassVar[str] = "finished"
     needs_job: ClassVar[bool] = True
-    status: str = wire(max_len=16, check=_one_of("status", FINISHED, f"one of {', '.join(FINISHED)}"))
+    status: str = wire(max_len=16, check=one_of("status", FINISHED, f"one of {', '.join(FINISHED)}"))
     error: str | None = wire(None, null=True, **_TEXT)
 
 
@@ -285,7 +256,7 @@ class JobEnded(Request):
     from_node: ClassVar[bool] = True
     node: str = wire(**_NAME)
     incarnation: str = wire(**_NAME)
-    status: str = wire(max_len=16, check=_one_of("status", ("end", "error"), "'end' or 'error'"))
+    status: str = wire(max_len=16, check=one_of("status", ("end", "error"), "'end' or 'error'"))
     processes: int | None = wire(None, lo=0)
     detail: str | None = wire(None, null=True, **_TEXT)
     attempt: int | None = wire(None, lo=0)  # of a job restarted after a loss (0: the first)
@@ -298,6 +269,7 @@ class JobOutput(Request):
     output, base64 in ``data`` (at most :data:`MAX_OUTPUT_BYTES` decoded)."""
 
     type: ClassVar[str] = "job_output"
+    reply_type: ClassVar[ReplyClass] = OutputAt
     needs_job: ClassVar[bool] = True
     from_node: ClassVar[bool] = True
     node: str = wire(**_NAME)
@@ -312,6 +284,7 @@ class JobOutput(Request):
 @dataclass(frozen=True, kw_only=True, slots=True)
 class NodeRegister(Request):
     type: ClassVar[str] = "node_register"
+    reply_type: ClassVar[ReplyClass] = NodeWelcome
     from_node: ClassVar[bool] = True
     node: str = wire(**_NAME)
     incarnation: str = wire(**_NAME)
@@ -335,6 +308,7 @@ _RUNS, _KILLED = _records("job_id", "attempt", "pid"), _records("job_id", "attem
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Heartbeat(Request):
     type: ClassVar[str] = "heartbeat"
+    reply_type: ClassVar[ReplyClass] = Orders
     from_node: ClassVar[bool] = True
     node: str = wire(**_NAME)
     incarnation: str = wire(**_NAME)
@@ -350,29 +324,34 @@ class Heartbeat(Request):
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Ping(Request):
     type: ClassVar[str] = "ping"
+    reply_type: ClassVar[ReplyClass] = Pong
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Submit(Request):
     type: ClassVar[str] = "submit"
+    reply_type: ClassVar[ReplyClass] = Accepted
     job: dict[str, Any] = wire()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Status(Request):
     type: ClassVar[str] = "status"
+    reply_type: ClassVar[ReplyClass] = StatusView
     limit: int | None = wire(None, lo=0)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Cancel(Request):
     type: ClassVar[str] = "cancel"
+    reply_type: ClassVar[ReplyClass] = Cancelled
     target: int = wire(key="job_id", lo=0)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class History(Request):
     type: ClassVar[str] = "history"
+    reply_type: ClassVar[ReplyClass] = HistoryView
     limit: int | None = wire(None, lo=0)
     since: float | None = wire(None, lo=0, hi=MAX_EPOCH)
     after: int | None = wire(None, lo=0)  # a page: the first ``limit`` jobs with a larger id
@@ -381,6 +360,7 @@ class History(Request):
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Log(Request):
     type: ClassVar[str] = "log"
+    reply_type: ClassVar[ReplyClass] = LogText
     target: int = wire(key="job_id", lo=0)
     tail: int | None = wire(None, lo=0)
 
@@ -393,6 +373,7 @@ class Register(Request):
     found dead)."""
 
     type: ClassVar[str] = "register"
+    reply_type: ClassVar[ReplyClass] = Accepted
     job: dict[str, Any] = wire()
     allocation: str = wire(max_len=64, nonempty=True)
     hosts: tuple[str, ...] = wire(check=host_list("hosts", 1, " (one per slot)"))
@@ -410,7 +391,8 @@ class Stop(Request):
 REQUESTS: dict[str, type[Request]] = {c.type: c for c in (
     Hello, ResizePoint, Resized, Lost, Finished, JobEnded, JobOutput, NodeRegister, Heartbeat,
     Ping, Submit, Status, Cancel, History, Log, Stop, Register)}
-REPLIES: dict[str, type[Reply] | None] = {"ok": None, "advice": Advice, "error": Error}  # ok: any body
+# a reply's class by its wire type; ``ok``: one of several, the request's ``reply_type`` says which
+REPLIES: dict[str, type[Reply] | tuple[type[Reply], ...]] = {"ok": OK_REPLIES, "advice": Advice, "error": Error}
 JOB_TYPES = frozenset(t for t, c in REQUESTS.items() if c.needs_job)
 CONTROL_TYPES = frozenset(REQUESTS) - JOB_TYPES
 NODE_TYPES = frozenset(t for t, c in REQUESTS.items() if c.from_node)  # sent by node monitors
@@ -426,17 +408,18 @@ def _typed(cls: type[Typed], env: dict[str, Any]) -> Typed:
 
 
 def encode(msg: Message | Typed) -> bytes:
-    """The frame for ``msg`` (validated, so a sender cannot emit what a receiver rejects)."""
+    """The frame for ``msg`` (validated against its class, so a sender cannot emit what a receiver rejects)."""
     env = {"v": msg.v, "type": msg.type, "seq": msg.seq, "job_id": msg.job_id, "body": msg.body}
     data = json.dumps(env, separators=(",", ":"), allow_nan=False).encode()
-    check_envelope(env, len(data), _CLASSES)
+    check_envelope(env, len(data), {**_CLASSES, msg.type: type(msg)} if isinstance(msg, Typed) else _CLASSES)
     return data
 
 
-def decode(frame: bytes, limit: int = MAX_MESSAGE_BYTES) -> Typed | Message:
-    """Parse and validate one frame: a typed :class:`Request` (one class per request type), a typed
-    :class:`Reply` (:class:`Advice`, :class:`Error`) or an ``ok`` :class:`Message`; raises
-    :class:`ProtocolError`.
+def decode(frame: bytes, limit: int = MAX_MESSAGE_BYTES, answering: type[Request] | None = None) -> Typed:
+    """Parse and validate one frame: a typed :class:`Request` (one class per request type) or a typed
+    :class:`Reply`; raises :class:`ProtocolError`. ``answering``: the class of the request this frame
+    answers, whose ``reply_type`` an ``ok`` must be (``unexpected`` when the request is not answered
+    ``ok``); without it, an ``ok`` is the first of :data:`OK_REPLIES` that takes its body.
 
     Before the schema: at most ``limit`` bytes (a client reading replies passes
     :data:`MAX_REPLY_BYTES`), nesting at most :data:`MAX_DEPTH` deep, numbers
@@ -462,19 +445,14 @@ def decode(frame: bytes, limit: int = MAX_MESSAGE_BYTES) -> Typed | Message:
     if bad:
         seq = env.get("seq") if isinstance(env, dict) and is_type(env.get("seq"), INT) else None
         raise ProtocolError("bad_field", bad, seq)
-    check_envelope(env, len(frame), _CLASSES)
-    cls = _CLASSES[env["type"]]
-    if cls is not None:
-        return _typed(cls, env)
-    return Message(env["type"], env["seq"], env.get("job_id"), env.get("body") or {}, env["v"])
+    classes = _CLASSES
+    if answering is not None:
+        rt = answering.reply_type
+        classes = {**_CLASSES, "ok": (rt,) if rt.type == "ok" else ()}
+    return _typed(check_envelope(env, len(frame), classes), env)
 
 
 _LEADING_SEQ = re.compile(rb'\{"v":\s*1,\s*"type":\s*"[a-z_]{1,32}",\s*"seq":\s*(\d{1,15})[,}]')
-
-
-def reply(request: Message | Request, type_: str = "ok", **body: Any) -> Message:
-    """An ``ok`` reply to ``request`` with these body fields."""
-    return Message(type_, request.seq, request.job_id, body)
 
 
 def answer(request: Message | Request, rep: Reply) -> Reply:

@@ -16,7 +16,7 @@ import re
 import typing
 from collections.abc import Callable, Mapping
 from types import UnionType
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 __all__ = [
     "ADVICE_ACTIONS",
@@ -34,6 +34,7 @@ __all__ = [
     "MAX_TEXT",
     "VERSION",
     "ProtocolError",
+    "Typed",
     "bad_value",
     "check_envelope",
     "finite_float",
@@ -41,6 +42,8 @@ __all__ = [
     "is_type",
     "json_depth",
     "no_constant",
+    "objects",
+    "one_of",
     "printable",
     "rules",
     "sizes_rule",
@@ -118,6 +121,40 @@ def rules(cls: type) -> tuple[Rule, ...]:
         out.append(Rule(m["key"] or f.name, f.name, _json_types(hints[f.name], m["null"]), required, m["lo"],
                         m["hi"], m["max_len"], m["nonempty"], m["check"]))
     return tuple(out)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Typed:
+    """A message of a declared type: the envelope's ``seq`` and ``job_id`` plus its body's fields,
+    typed (lists become tuples), each declared with :func:`wire`: these declarations are the
+    protocol's schema. ``keys``: the body's keys as decoded (so that it encodes back to the same
+    JSON); None for one built here, whose fields that are None are left out."""
+
+    type: ClassVar[str] = ""
+    v: ClassVar[int] = VERSION
+    seq: int = 0
+    job_id: int | None = None
+    keys: frozenset[str] | None = dataclasses.field(default=None, compare=False, repr=False)
+
+    @property
+    def body(self) -> dict[str, Any]:
+        """The body as sent."""
+        out = {}
+        for r in rules(type(self)):
+            x = getattr(self, r.attr)
+            if (r.key in self.keys) if self.keys is not None else x is not None:
+                out[r.key] = list(x) if isinstance(x, tuple) else x
+        return out
+
+
+def one_of(name: str, allowed: tuple[str, ...], said: str) -> Callable[[Any], str | None]:
+    """A check that a value is one of ``allowed`` (``said``: how the refusal names them)."""
+    return lambda x: None if x in allowed else f"{name} must be {said}"
+
+
+def objects(name: str) -> Callable[[list], str | None]:
+    """A check of a list of JSON objects (their fields are the reader's to check)."""
+    return lambda xs: None if all(isinstance(x, dict) for x in xs) else f"{name!r} must list objects"
 
 
 def host_list(name: str, least: int = 0, note: str = "") -> Callable[[list], str | None]:
@@ -225,9 +262,10 @@ def is_type(value: Any, types: tuple[type, ...]) -> bool:
     return isinstance(value, types)
 
 
-def check_envelope(env: Any, size: int, classes: Mapping[str, type | None]) -> None:
+def check_envelope(env: Any, size: int, classes: Mapping[str, type | tuple[type, ...]]) -> type:
     """Validate a parsed frame: its envelope, then its body against the class of its type in
-    ``classes`` (None: a body of any fields); raises :class:`ProtocolError`."""
+    ``classes`` (or the first of several that takes it: the ``ok`` replies); returns that class,
+    raises :class:`ProtocolError`."""
     if not isinstance(env, dict):
         raise ProtocolError("malformed", "the envelope must be a JSON object")
     seq = env.get("seq") if is_type(env.get("seq"), INT) else None
@@ -249,18 +287,24 @@ def check_envelope(env: Any, size: int, classes: Mapping[str, type | None]) -> N
         raise ProtocolError("malformed", "'job_id' must be a non-negative integer or null", seq)
     if t not in classes:
         raise ProtocolError("unknown_type", f"unknown message type {t!r}", seq)
-    cls = classes[t]
-    if getattr(cls, "needs_job", False) and job_id is None:
+    cands = classes[t] if isinstance(classes[t], tuple) else (classes[t],)
+    if not cands:
+        raise ProtocolError("unexpected", f"{t!r} does not answer this request", seq)
+    if getattr(cands[0], "needs_job", False) and job_id is None:
         raise ProtocolError("malformed", f"{t!r} needs a 'job_id'", seq)
     body = env.get("body", {})
     if body is None:
         body = {}
     if not isinstance(body, dict):
         raise ProtocolError("malformed", "'body' must be a JSON object", seq)
-    if cls is not None:
+    first = None
+    for cls in cands:
         why = _why_not(cls, body)
-        if why:
-            raise ProtocolError("bad_field", f"{t}: {why}", seq)
+        if not why:
+            return cls
+        first = first or why
+    raise ProtocolError("bad_field", f"{t}: {first}" if len(cands) == 1 else
+                        f"{t}: the body is none of the protocol's {t!r} replies", seq)
 
 
 def _why_not(cls: type, body: dict[str, Any]) -> str | None:

@@ -136,6 +136,13 @@ class Buffers:
         self._free += done
         return bool(done)
 
+    def forsake(self) -> list[np.ndarray]:
+        """After an error: every buffer of this exchange, taken out of use for good (a send from it may
+        still be read by MPI after its request completed in error: :func:`reshape.mpiutil.abandon`)."""
+        bufs = [b for _, b in self._busy] + self._free
+        self._busy, self._free = [], []
+        return bufs
+
     def release(self) -> None:
         """Return the free buffers to the pool (up to :data:`KEEP`). A buffer still being sent from (an
         exchange abandoned on an error) is held aside, never reused, until its send completes."""

@@ -325,7 +325,7 @@ class Exchange:
                 for t in reads:  # in step order: distinct sources at each step
                     self._read(t, peers.descs[t.src], dtype)
         except BaseException:
-            self._free()
+            self._free(failed=True)
             raise
 
     def _pieces(self, src_local, local: Transfer | None, reads: list[Transfer], peers: _Peers | None,
@@ -472,15 +472,22 @@ class Exchange:
             else:
                 wait_all(self._recvs, max_sleep=_DATA_SLEEP)
             wait_all(self._sends, max_sleep=_DATA_SLEEP)
-        finally:
-            self._free()
+        except BaseException:
+            self._free(failed=True)
+            raise
+        self._free()
         return self.out
 
-    def _free(self) -> None:
+    def _free(self, failed: bool = False) -> None:
+        """Let go of the exchange's requests and buffers; ``failed`` (an error ended it): every buffer,
+        the source and destination blocks too, is kept for good (:func:`reshape.mpiutil.abandon`)."""
         if not self._done:
             self._done = True
-            abandon([*self._sends, *self._recvs, *(r for _, r, _ in self._notes)])  # an error's: kept (mpiutil)
-            self._types.free()
+            kept = [self._src, self.out, *self._bufs, *(n for _, _, n in self._notes), *self._pack.forsake()] \
+                if failed else []
+            abandon([*self._sends, *self._recvs, *(r for _, r, _ in self._notes)], kept)  # (mpiutil)
+            if not failed:  # a derived datatype of a request an error completed may still be in use
+                self._types.free()
             self._pack.release()
             self._bufs.clear()
             self._notes.clear()

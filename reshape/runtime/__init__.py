@@ -5,8 +5,9 @@ runtime; runtime.init()``): the names below are imported on first use, so that
 ``python -m reshape.runtime.spawned`` initialises MPI before anything heavy.
 
 * ``start``: :func:`init`, which makes the job's handle; ``resizer``: :class:`Resizer`,
-  the handle (register arrays, ``resize()``, expand, shrink, ``finish()``); ``sizing``: the
-  sizes a job accepts;
+  the handle (register arrays, ``resize()``, expand, shrink, ``finish()``), a façade over the
+  collaborators below; ``job``: the state they share; ``sizing``: the sizes a job accepts and a
+  resize's checks; ``ending``: what the scheduler is told at the end;
 * ``spawning``: an expansion's steps (host probes, ``MPI_Comm_spawn_multiple``,
   merging, handing new ranks the job's state); ``spawned``: the entry point of a
   spawned rank (``MPI_Init`` before the imports);

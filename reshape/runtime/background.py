@@ -6,13 +6,13 @@ running rank spawns the new ranks (or calls parked ones back: :mod:`reshape.runt
 merges with them, hands them the state and
 starts moving the arrays registered ``constant=True``, while the application
 runs one more iteration on its old communicator and layouts. At the next
-resize point (:meth:`Background._switch`) the job waits for those arrays,
+resize point (:meth:`Background.switch`) the job waits for those arrays,
 sends the new ranks the iteration counter and values as they are then, moves
 the other arrays (blocking) and switches communicators. A shrink works the same
 way without the helper thread: the constant arrays start moving to the ranks
 that stay, every rank (the retiring ones too) runs one more iteration on the
 old communicator and layouts, and at the next resize point the other arrays
-move and the retiring ranks retire (:meth:`Background._shrink_background`).
+move and the retiring ranks retire (:meth:`Background.shrink`).
 :class:`Background` holds these steps for :class:`reshape.runtime.Resizer`.
 """
 
@@ -29,18 +29,20 @@ from reshape.mpiutil import allreduce, bcast_obj
 from reshape.redistribution import placement
 from reshape.redistribution.layout import Layout
 from reshape.redistribution.redistribute import redistribute, start
-from reshape.runtime.darray import DistArray, Registered
+from reshape.runtime.darray import DistArray
+from reshape.runtime.job import Job
+from reshape.runtime.parking import CallBack, Parking
 from reshape.runtime.results import ResizeError, ResizeResult
-from reshape.runtime.spawning import JoinState, SwitchState, share, spawn
-from reshape.runtime.watchdog import Guarded
+from reshape.runtime.spawning import Joiner, JoinState, SwitchState, share, spawn
+from reshape.runtime.watchdog import Deadline
 
 __all__ = ["Background", "Pending"]
 
 
 @dataclass
 class Pending:
-    """An expansion or shrink under way behind the job's iteration (:meth:`Background._expand_background`,
-    :meth:`Background._shrink_background`)."""
+    """An expansion or shrink under way behind the job's iteration (:meth:`Background.expand`,
+    :meth:`Background.shrink`)."""
 
     old: int
     new: int
@@ -57,60 +59,55 @@ class Pending:
     error: str | None = None  # anything else: the job is aborted at the switch
 
 
-class Background(Guarded):
-    """The background-expansion steps of :class:`reshape.runtime.resizer.Resizer` (a mixin over its state).
+class Background:
+    """Expansions and shrinks behind the job's next iteration, over its :class:`~reshape.runtime.job.Job`.
 
-    The Resizer's state these steps read and write is declared below (its
-    fields; ``_pending`` is theirs: ``resize()`` and ``finish()`` switch when it
-    is set); of the other parts they call ``_bring_in``
-    (:class:`~reshape.runtime.spawning.Joining`) and the Resizer's steps
-    ``_new_ranks_from``, ``_staying``, ``_retire_others`` and ``_replace_comm``.
+    ``deadline`` bounds the resize at its switch; ``joiner`` brings the new ranks in
+    (:class:`~reshape.runtime.spawning.Joiner`); ``parking`` retires (or parks) a shrink's ranks
+    (:class:`~reshape.runtime.parking.Parking`); ``enabled``: the job asked for background resizes.
+    ``pending`` is the expansion or shrink waiting for its switch: ``resize()`` and ``finish()``
+    switch when it is set.
     """
 
-    comm: MPI.Intracomm
-    size: int
-    iteration: int
-    values: dict
-    history: list[int]
-    arrays: dict[str, Registered]
-    method: str
-    background: bool
-    _in_body: bool  # inside an iteration of rt.iterations()
-    _end: int | None  # the loop's iteration count, when the job uses rt.iterations()
-    _keys: list[placement.Seniority]  # seniority of every comm rank
-    _pending: Pending | None  # a background expansion or shrink waiting for its switch
+    def __init__(self, job: Job, deadline: Deadline, joiner: Joiner, parking: Parking, enabled: bool = False):
+        self.job = job
+        self.deadline = deadline
+        self.joiner = joiner
+        self.parking = parking
+        self.enabled = enabled
+        self.pending: Pending | None = None
 
-    def _overlap(self) -> bool:
-        """Whether this expansion moves data in the background: asked for, a constant array
+    def overlap(self) -> bool:
+        """Whether this resize moves data in the background: asked for, a constant array
         to move, and an iteration left to overlap with."""
-        return (self.background and self.method == "circulant" and any(r.constant for r in self.arrays.values())
-                and (self._end is None or self.iteration + 1 < self._end))
+        job = self.job
+        return (self.enabled and job.method == "circulant" and any(r.constant for r in job.arrays.values())
+                and (job.end is None or job.iteration + 1 < job.end))
 
-    def _expand_background(self, advice: Advice, old: int) -> ResizeResult:
-        """Start an expansion that runs behind the job's next iteration (MaM-style).
+    def expand(self, advice: Advice, old: int, back: CallBack | None) -> ResizeResult:
+        """Start an expansion that runs behind the job's next iteration (MaM-style), once its checks
+        passed (``back``: the parked ranks to call back, or None to spawn them all).
 
-        The checks run now (a refusal leaves the job as it is). Then a helper
-        thread on every running rank spawns the new ranks, merges with them,
-        hands them the state and starts moving the ``constant`` arrays, while
-        the application runs its next iteration on its old communicator and
-        layouts. The job switches to the new size at its next resize point
-        (:meth:`_switch`). Needs ``MPI_THREAD_MULTIPLE``; without it the spawn
+        A helper thread on every running rank spawns the new ranks, merges with
+        them, hands them the state and starts moving the ``constant`` arrays,
+        while the application runs its next iteration on its old communicator
+        and layouts. The job switches to the new size at its next resize point
+        (:meth:`switch`). Needs ``MPI_THREAD_MULTIPLE``; without it the spawn
         runs here and only the data motion overlaps the iteration.
         """
-        nprocs, hosts = advice.nprocs, tuple(advice.hosts)
-        back = self._new_ranks_from(nprocs, hosts)  # parked ranks to call back (reuse), or None: spawn
-        moving = tuple(name for name, r in self.arrays.items() if r.constant)
+        job, nprocs, hosts = self.job, advice.nprocs, tuple(advice.hosts)
+        moving = tuple(name for name, r in job.arrays.items() if r.constant)
         state = None
-        if self.rank == 0:
+        if job.rank == 0:
             state = JoinState(
-                iteration=self.iteration + 1, values={}, history=[], background=moving,
-                arrays=[(r.name, r.layout, r.rule(nprocs), str(r.local.dtype)) for r in self.arrays.values()],
-                ranks=tuple(range(nprocs)), keys=tuple(placement.grown(self._keys, nprocs - old)),
+                iteration=job.iteration + 1, values={}, history=[], background=moving,
+                arrays=[(r.name, r.layout, r.rule(nprocs), str(r.local.dtype)) for r in job.arrays.values()],
+                ranks=tuple(range(nprocs)), keys=tuple(placement.grown(job.keys, nprocs - old)),
             )
-        pend = Pending(old, nprocs, self.comm.Dup(), advice.reason, called_back=len(back.members) if back else 0)
+        pend = Pending(old, nprocs, job.comm.Dup(), advice.reason, called_back=len(back.members) if back else 0)
         pend.thread = threading.Thread(target=self._spawn_behind, args=(pend, hosts, back, state, moving),
                                        name="reshape-expand", daemon=True)
-        self._pending = pend
+        self.pending = pend
         if MPI.Query_thread() == MPI.THREAD_MULTIPLE:
             pend.thread.start()
         else:
@@ -123,7 +120,7 @@ class Background(Guarded):
         try:
             t0 = time.perf_counter()
             try:
-                merged, _ = self._bring_in(pend.spawn_comm, back, pend.new - pend.old, hosts, spawn)
+                merged, _ = self.joiner.bring_in(pend.spawn_comm, back, pend.new - pend.old, hosts, spawn)
             except ResizeError as e:
                 pend.refused = str(e)
                 return
@@ -131,7 +128,7 @@ class Background(Guarded):
             t1 = time.perf_counter()
             share(merged, state)
             for name in moving:
-                reg = self.arrays[name]
+                reg = self.job.arrays[name]
                 dst = reg.rule(merged.size)
                 pend.moves[name] = (dst, start(merged, reg.layout, reg.local, dst, src_ranks=range(reg.layout.nprocs)))
             pend.start_seconds = time.perf_counter() - t1
@@ -139,31 +136,30 @@ class Background(Guarded):
         except BaseException as e:  # reported at the switch, where the job is aborted
             pend.error = f"{type(e).__name__}: {e}"
 
-    def _shrink_background(self, advice: Advice, old: int) -> ResizeResult:
-        """Start a shrink whose ``constant`` arrays move behind the job's next iteration.
+    def shrink(self, advice: Advice, old: int, ranks: tuple[int, ...]) -> ResizeResult:
+        """Start a shrink whose ``constant`` arrays move behind the job's next iteration, once its checks
+        passed (``ranks``: the comm rank of every position at the new size).
 
-        The checks and the placement run now (a refusal leaves the job as it
-        is); the moves of the constant arrays to the ranks that stay start on a
+        The moves of the constant arrays to the ranks that stay start on a
         duplicate of the job's communicator, and every rank, the retiring ones
         too, runs the next iteration on the old communicator and layouts
         (that iteration's MPI calls progress the moves). At the next resize
-        point (:meth:`_switch`) the other arrays move and the retiring ranks
+        point (:meth:`switch`) the other arrays move and the retiring ranks
         retire, as in a blocking shrink.
         """
         nprocs = advice.nprocs
-        ranks = self._staying(nprocs)
         t0 = time.perf_counter()
-        pend = Pending(old, nprocs, self.comm.Dup(), advice.reason, shrink=ranks)
-        for name, reg in self.arrays.items():
+        pend = Pending(old, nprocs, self.job.comm.Dup(), advice.reason, shrink=ranks)
+        for name, reg in self.job.arrays.items():
             if reg.constant:
                 dst = reg.rule(nprocs)
                 pend.moves[name] = (dst, start(pend.spawn_comm, reg.layout, reg.local, dst,
                                                src_ranks=range(reg.layout.nprocs), dst_ranks=ranks))
         pend.start_seconds = time.perf_counter() - t0
-        self._pending = pend
+        self.pending = pend
         return ResizeResult("shrinking", old, nprocs, reason=advice.reason)
 
-    def _switch(self) -> ResizeResult:
+    def switch(self) -> ResizeResult:
         """Finish a background expansion at this resize point and continue on the new ranks.
 
         Waits for the constant arrays, sends the new ranks the iteration counter
@@ -171,70 +167,68 @@ class Background(Guarded):
         replaces the communicator. Returns the expansion's result; its seconds
         are the data motion outside the overlapped iteration.
         """
-        pend, self._pending = self._pending, None
+        pend, self.pending = self.pending, None
         if pend.shrink:
             return self._switch_shrink(pend)
-        what = f"expand {pend.old}->{pend.new} (switch)"
-        self._arm(what)
+        job, what = self.job, f"expand {pend.old}->{pend.new} (switch)"
+        self.deadline.arm(what)
         try:
-            self._phase("waiting for the background spawn")
+            self.deadline.phase("waiting for the background spawn")
             pend.thread.join()
             pend.spawn_comm.Free()
             if pend.refused:
-                return ResizeResult("failed", pend.old, self.size, error=pend.refused, reason=pend.reason,
+                return ResizeResult("failed", pend.old, job.size, error=pend.refused, reason=pend.reason,
                                     asked=pend.new)
             if pend.error:
                 raise RuntimeError(f"background expansion: {pend.error}")
             t0 = time.perf_counter()
             merged = pend.merged
-            self._phase("completing the background redistribution")
+            self.deadline.phase("completing the background redistribution")
             done = {name: (dst, ex.wait()) for name, (dst, ex) in pend.moves.items()}
-            state = None
-            if self.rank == 0:
-                state = SwitchState(self.iteration + (1 if self._in_body else 0), self.values, self.history)
+            state = SwitchState(job.next_iteration, job.values, job.history) if job.rank == 0 else None
             bcast_obj(merged, state)
             self._move_rest(done, merged, tuple(range(merged.size)))
             dt = allreduce(merged, time.perf_counter() - t0)
-            self._replace_comm(merged)
-            self._keys = placement.grown(self._keys, pend.new - pend.old)
+            job.replace_comm(merged)
+            job.keys = placement.grown(job.keys, pend.new - pend.old)
             return ResizeResult("expand", pend.old, merged.size, pend.start_seconds + dt, pend.spawn_seconds,
                                 reason=pend.reason, called_back=pend.called_back)
         except Exception as e:
-            self._abort_resize(what, e)
+            self.deadline.abort(what, e, job.rank)
         finally:
-            self._disarm()
+            self.deadline.disarm()
 
     def _move_rest(self, done: dict, comm: MPI.Comm, dst_ranks: tuple[int, ...]) -> None:
         """At a switch: install the arrays whose moves ``done`` completed and move every other one
         now, to ``len(dst_ranks)`` positions held by ``dst_ranks`` of ``comm``."""
-        self._phase("redistributing the arrays")
-        for reg in self.arrays.values():
+        self.deadline.phase("redistributing the arrays")
+        for reg in self.job.arrays.values():
             if reg.name in done:
                 dst, new = done[reg.name]
             else:
                 dst = reg.rule(len(dst_ranks))
                 new = redistribute(comm, reg.layout, reg.local, dst, src_ranks=range(reg.layout.nprocs),
-                                   dst_ranks=dst_ranks, method=self.method)
+                                   dst_ranks=dst_ranks, method=self.job.method)
             reg.dist = DistArray(dst, new, comm, dst_ranks)
 
     def _switch_shrink(self, pend: Pending) -> ResizeResult:
         """Finish a background shrink: complete the constant arrays' moves, move the others, retire.
 
-        Retired ranks do not return (as from :meth:`shrink_processors`). The
+        Retired ranks do not return (as from ``shrink_processors``). The
         result's seconds are the data motion outside the overlapped iteration.
         """
-        what = f"shrink {pend.old}->{pend.new} (switch)"
-        self._arm(what)
+        job, what = self.job, f"shrink {pend.old}->{pend.new} (switch)"
+        self.deadline.arm(what)
         try:
             t0 = time.perf_counter()
-            self._phase("completing the background redistribution")
+            self.deadline.phase("completing the background redistribution")
             done = {name: (dst, ex.wait()) for name, (dst, ex) in pend.moves.items()}
             pend.spawn_comm.Free()
-            self._move_rest(done, self.comm, pend.shrink)
-            dt = allreduce(self.comm, time.perf_counter() - t0)
-            self._retire_others(pend.shrink)
-            return ResizeResult("shrink", pend.old, self.size, pend.start_seconds + dt, reason=pend.reason)
+            self._move_rest(done, job.comm, pend.shrink)
+            dt = allreduce(job.comm, time.perf_counter() - t0)
+            self.parking.retire_others(pend.shrink)
+            return ResizeResult("shrink", pend.old, job.size, pend.start_seconds + dt, reason=pend.reason)
         except Exception as e:
-            self._abort_resize(what, e)
+            self.deadline.abort(what, e, job.rank)
         finally:
-            self._disarm()
+            self.deadline.disarm()

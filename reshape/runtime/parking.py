@@ -21,7 +21,7 @@ usual and the parked ranks stay parked. ``finish()`` (or, failing that, the end 
 interpreter) tells every parked rank to leave; they then finalize MPI with the
 job. Standby ranks (``RESHAPE_STANDBY=K``) are parked ranks from the start:
 spawned at ``init()``, they park at once on the communicator of their spawn
-(:meth:`Parking._stand_by`), so the first expansion can call them back too.
+(:meth:`Parking.stand_by`), so the first expansion can call them back too.
 
 What a parked rank holds: its process and its interpreter's memory (its array
 blocks moved away), no CPU (it sleeps up to 10 ms between checks), and no slot
@@ -36,16 +36,19 @@ from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-import numpy as np
 from mpi4py import MPI
 
-from reshape.redistribution.layout import Layout
-from reshape.runtime.darray import DistArray, Registered
+from reshape import faults
+from reshape.mpiutil import release
+from reshape.redistribution import placement
+from reshape.runtime.darray import DistArray
+from reshape.runtime.job import Job, retire
 from reshape.runtime.results import ResizeResult
-from reshape.runtime.watchdog import Guarded
+from reshape.runtime.watchdog import Deadline
 
 __all__ = ["CallBack", "CalledBack", "Parking", "Pool", "Reserve", "Step", "park", "rejoin"]
 
@@ -194,58 +197,80 @@ class CalledBack(BaseException):
         self.result = result
 
 
-class Parking(Guarded):
-    """The parking steps of :class:`reshape.runtime.resizer.Resizer` (a mixin over its state).
+class Parking:
+    """Retiring a shrink's ranks, or parking them for reuse, over the job's :class:`~reshape.runtime.job.Job`.
 
-    The Resizer's state these steps read and write is declared below (its
-    fields); of the other parts they call ``_join``
-    (:class:`~reshape.runtime.spawning.Joining`) and the Resizer's ``_retire``.
+    ``deadline`` bounds the resize; ``reserve`` holds the pools of parked ranks; ``join(inter,
+    called_back=(cb, k))`` joins a rank called back to the running ones
+    (:meth:`reshape.runtime.spawning.Joiner.join`); ``reuse``: a shrink parks the ranks it retires
+    instead of letting them leave.
     """
 
-    comm: MPI.Intracomm
-    size: int
-    iteration: int
-    arrays: dict[str, Registered]
-    _in_body: bool  # inside an iteration of rt.iterations()
-    _reserve: Reserve  # the pools of parked ranks (rank 0's)
-    _pending_arrays: dict[str, tuple[Layout, np.ndarray | None]]  # a called-back rank's blocks until it resumes
+    def __init__(self, job: Job, deadline: Deadline, reserve: Reserve, join: Callable[..., object],
+                 reuse: bool = False):
+        self.job = job
+        self.deadline = deadline
+        self.reserve = reserve
+        self.join = join
+        self.reuse = reuse
 
-    def _park(self) -> None:
+    def retire_others(self, ranks: tuple[int, ...]) -> None:
+        """A shrink's end, once the arrays are on ``ranks``: the others retire (or park); the rest renumber."""
+        job = self.job
+        keep = job.rank in ranks
+        self.deadline.phase("retiring ranks")
+        if not keep:
+            faults.hit("retire", job.rank, job.size)
+        hosts = job.comm.gather(socket.gethostname(), root=0) if self.reuse else None
+        new_comm = placement.renumber(job.comm, ranks)
+        if not self.reuse:
+            release(job.comm)
+            if not keep:
+                retire()
+        elif keep:  # the old communicator stays: the retired ranks wait on it
+            retired = {r: hosts[r] for r in range(job.size) if r not in ranks} if job.rank == 0 else {}
+            self.reserve.keep(job.comm, retired)
+        else:
+            self.park()
+        job.settle_on(new_comm, ranks)
+
+    def park(self) -> None:
         """A rank retired with reuse on: wait on the old communicator until called back or told to leave.
 
         Called back, it joins the running ranks as a spawned rank does and unwinds
         to ``resize()`` (:class:`CalledBack`); told to leave, it retires.
         """
-        t0, n = self._wait_parked(self.comm)
-        for name, (lay, local) in self._pending_arrays.items():
-            self.arrays[name].dist = DistArray(lay, local, self.comm, tuple(range(lay.nprocs)))
-        self._pending_arrays.clear()
-        if self._in_body:  # the loop's own increment brings it to the job's next iteration
-            self.iteration -= 1
-        raise CalledBack(ResizeResult("expand", self.size - n, self.size, spawn_seconds=time.perf_counter() - t0,
-                                       reason="called back from the parked ranks"))
+        job = self.job
+        t0, n = self.wait_parked(job.comm)
+        for name, (lay, local) in job.pending_arrays.items():
+            job.arrays[name].dist = DistArray(lay, local, job.comm, tuple(range(lay.nprocs)))
+        job.pending_arrays.clear()
+        if job.in_body:  # the loop's own increment brings it to the job's next iteration
+            job.iteration -= 1
+        raise CalledBack(ResizeResult("expand", job.size - n, job.size, spawn_seconds=time.perf_counter() - t0,
+                                      reason="called back from the parked ranks"))
 
-    def _stand_by(self, pool: MPI.Intracomm) -> None:
+    def stand_by(self, pool: MPI.Intracomm) -> None:
         """A standby rank (spawned at the job's start): park on ``pool`` at once. Called back, it has
         joined the running ranks, and ``init()`` returns as on a spawned rank; told to leave, it retires."""
-        self.comm = pool
-        self._wait_parked(pool)
+        self.job.comm = pool
+        self.wait_parked(pool)
 
-    def _wait_parked(self, pool: MPI.Intracomm) -> tuple[float, int]:
+    def wait_parked(self, pool: MPI.Intracomm) -> tuple[float, int]:
         """Sleep on ``pool`` for rank 0's word, then join the running ranks (``(when the call-back came,
         how many new ranks the expansion brought)``), or retire if told to leave (does not return)."""
-        self._disarm()
+        self.deadline.disarm()
         word = park(pool)
         if word is None:
-            self._retire()
+            retire()
         cb, k = word
         t0 = time.perf_counter()
         inter = rejoin(pool, cb.steps[k].members)
-        self._reserve.keep(pool, {})
-        self._join(inter, called_back=(cb, k))
+        self.reserve.keep(pool, {})
+        self.join(inter, called_back=(cb, k))
         return t0, len(cb.members) + cb.rest
 
-    def _release_parked(self) -> None:
+    def release(self) -> None:
         """Rank 0: tell the parked ranks to leave (finish(), or the interpreter's exit without it)."""
-        if self.rank == 0 and self._reserve.parked:
-            self._reserve.release()
+        if self.job.rank == 0 and self.reserve.parked:
+            self.reserve.release()

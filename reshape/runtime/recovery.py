@@ -192,8 +192,8 @@ def _apply(rt, old, new, got: Rebuilt, expansion: bool) -> None:
     rt.values.update(got.values)
     got.rewound = max(0, rt.iteration - got.iteration)  # at a resize point the step of rt.iteration is done
     rt.iteration = got.iteration
-    p, q = len(rt._keys), new.size
-    rt._keys = [rt._keys[o] for o in got.olds] if all(o < p for o in got.olds) else [(0, r) for r in range(q)]
+    keys, q = rt._job.keys, new.size
+    rt._job.keys = [keys[o] for o in got.olds] if all(o < len(keys) for o in got.olds) else [(0, r) for r in range(q)]
     rt._times.clear()
     rt._last_redist = None
     rt._pending_join = None

@@ -59,7 +59,6 @@ import socket
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 
 import numpy as np
 from mpi4py import MPI
@@ -68,28 +67,33 @@ from reshape import faults
 from reshape.joblink import launchers
 from reshape.joblink.advice import Advisor
 from reshape.joblink.protocol import Advice, ResizePoint
-from reshape.mpiutil import allreduce, bcast_obj, release
-from reshape.redistribution import placement
-from reshape.redistribution.layout import Layout, nearly_square_grid
+from reshape.mpiutil import allreduce, barrier, bcast_obj
+from reshape.redistribution.layout import nearly_square_grid
 from reshape.redistribution.redistribute import redistribute
-from reshape.runtime import checkpoint, checks, ftcomm, recovery
-from reshape.runtime.background import Background, Pending
+from reshape.runtime import checkpoint, checks, recovery
+from reshape.runtime.background import Background
 from reshape.runtime.checkpoint import Checkpointer, Restored
 from reshape.runtime.darray import DistArray, LayoutRule, Registered, layout_rule
 from reshape.runtime.ending import Ending
 from reshape.runtime.inplace import Buddies, failure
+from reshape.runtime.job import Job
 from reshape.runtime.parking import CallBack, CalledBack, Parking, Reserve
 from reshape.runtime.recovery import Expanding
 from reshape.runtime.results import EXPAND_PARTS, ResizeError, ResizeResult
-from reshape.runtime.sizing import SECOND_SPAWN_OPEN_MPI, Sizing
-from reshape.runtime.spawning import Joining, check_hosts, unspawnable
-from reshape.runtime.watchdog import DEFAULT_TIMEOUT, Watchdog
+from reshape.runtime.sizing import Sizing
+from reshape.runtime.spawning import Joiner
+from reshape.runtime.watchdog import DEFAULT_TIMEOUT, Deadline
 
 __all__ = ["EXPAND_PARTS", "Registered", "ResizeError", "ResizeResult", "Resizer", "layout_rule"]
 
 
-@dataclass
-class Resizer(Joining, Background, Parking, Sizing, Ending):
+def _forward(part: str, name: str, doc: str) -> property:
+    """An attribute of the handle that lives in one of its collaborators (read and written there)."""
+    return property(lambda self: getattr(getattr(self, part), name),
+                    lambda self, value: setattr(getattr(self, part), name, value), doc=doc)
+
+
+class Resizer:
     """The per-process handle of a resizable job (see module docstring); :func:`reshape.runtime.start.init`
     makes it.
 
@@ -102,78 +106,97 @@ class Resizer(Joining, Background, Parking, Sizing, Ending):
     ``arrays`` the registered arrays by name, ``values`` the values set with
     ``rt[name] = value``.
 
-    The steps of a resize come in parts, each a mixin that declares the fields
-    it shares: :class:`~reshape.runtime.spawning.Joining` (expansions, new
-    ranks joining), :class:`~reshape.runtime.background.Background` (resizes
-    behind the next iteration), :class:`~reshape.runtime.parking.Parking`
-    (retired ranks kept for reuse), :class:`~reshape.runtime.sizing.Sizing` (the sizes the job
-    accepts), and under all of them
-    :class:`~reshape.runtime.watchdog.Guarded` (the resize deadline).
+    A façade over collaborators, each made here with what it needs
+    (:mod:`reshape.runtime.job`): the job's state (:class:`~reshape.runtime.job.Job`),
+    the resize deadline (:class:`~reshape.runtime.watchdog.Deadline`), the sizes the job
+    accepts (:class:`~reshape.runtime.sizing.Sizing`), new ranks joining
+    (:class:`~reshape.runtime.spawning.Joiner`), retired ranks leaving or parked for reuse
+    (:class:`~reshape.runtime.parking.Parking`), resizes behind the next iteration
+    (:class:`~reshape.runtime.background.Background`) and the job's end
+    (:class:`~reshape.runtime.ending.Ending`).
     """
 
-    comm: MPI.Intracomm
-    advisor: Advisor | None
-    job_id: int = 0
-    allow_new_sizes: bool = False
-    sizes: Callable[[int], bool] | None = None  # extra legality test for a size
-    max_procs: int | None = None
-    method: str = "circulant"  # redistribution method: circulant | alltoallv | checkpoint
-    resize_timeout: float = DEFAULT_TIMEOUT  # seconds a whole resize may take before the job is aborted
-    background: bool = False  # expansions move constant arrays while the job keeps iterating
-    relabel: bool = True  # positions go to the ranks that keep the most data (reshape.redistribution.placement)
-    reuse: bool = False  # a shrink parks retired ranks for a later expansion (reshape.runtime.parking)
-    iteration: int = 0
-    values: dict = field(default_factory=dict)
-    arrays: dict[str, Registered] = field(default_factory=dict)
-    history: list[int] = field(default_factory=list)  # sizes run at, in order
-    joined: bool = False  # this process was spawned by a resize
-    results: list[ResizeResult] = field(default_factory=list)
-    _pending_join: tuple[int, int] | None = None  # (old, new) size after expand_processors
-    _pending_arrays: dict[str, tuple[Layout, np.ndarray | None]] = field(default_factory=dict)
-    _times: list[float] = field(default_factory=list)
-    _last_redist: tuple[int, float] | None = None  # (old size, seconds) to report next time
-    _in_body: bool = False
-    _dog: Watchdog | None = None  # bounds each resize (reshape.runtime.watchdog)
-    _announced: tuple | None = None  # what the sizes last announced to the advisor were computed from
-    _pending: Pending | None = None  # a background expansion waiting for its switch
-    _end: int | None = None  # the loop's iteration count, when the job uses iterations()
-    _spawned_remote: bool = False  # an expansion of this job spawned onto another host (rank 0's view)
-    _parts: dict[str, float] = field(default_factory=dict)  # the parts of the expansion under way (EXPAND_PARTS)
-    _called_back: int = 0  # of the expansion under way's new ranks, how many are parked ranks called back
-    _plan: tuple[int, ...] | None = None  # RESHAPE_PLAN on the ranks mpiexec started: checked against the arrays
-    _started: tuple[float, float] | None = None  # spawned rank: (process start, runtime.init) epoch seconds
-    _finished: bool = False  # finish() was called (else rank 0 reports done at a normal exit: _done_at_exit)
-    _keys: list[placement.Seniority] = field(default_factory=list)  # seniority of every comm rank
-    _reserve: Reserve = field(default_factory=Reserve)  # pools of parked ranks (reshape.runtime.parking)
-    _ckpt: Checkpointer | None = None  # periodic checkpoints (RESHAPE_CHECKPOINT, reshape.runtime.checkpoint)
-    _restored: Restored | None = None  # the checkpoint this run resumed from, filling the arrays registered
-    checkpoint_dir: str | None = None  # a spawned rank: the running job's checkpoint directory (JoinState)
-    inplace: bool = False  # a lost rank is recovered in place (RESHAPE_INPLACE, reshape.runtime.inplace)
-    _buddies: Buddies | None = None  # the in-memory copies in-place recovery reads (reshape.runtime.inplace)
-    recoveries: list[dict] = field(default_factory=list)  # one per in-place recovery on this rank
-    _expanding: Expanding | None = None  # an expansion under way, with in-place recovery (reshape.runtime.recovery)
-    _status: str | None = None  # what finish() was told
+    comm = _forward("_job", "comm", "The job's communicator (a new one after every resize).")
+    iteration = _forward("_job", "iteration", "The current iteration number.")
+    values = _forward("_job", "values", "The values set with ``rt[name] = value``.")
+    arrays = _forward("_job", "arrays", "The registered arrays by name.")
+    history = _forward("_job", "history", "The sizes the job has run at, in order.")
+    joined = _forward("_job", "joined", "This process was spawned by a resize.")
+    checkpoint_dir = _forward("_job", "checkpoint_dir", "A spawned rank: the running job's checkpoint directory.")
+    inplace = _forward("_job", "inplace", "A lost rank is recovered in place (reshape.runtime.inplace).")
+    method = _forward("_job", "method", "The redistribution method: circulant | alltoallv | checkpoint.")
+    relabel = _forward("_job", "relabel", "Positions go to the ranks that keep the most data.")
+    max_procs = _forward("_sizing", "max_procs", "The largest size the job accepts (None: no cap).")
+    sizes = _forward("_sizing", "sizes", "An extra legality test ``p -> bool`` of a size (None: none).")
+    allow_new_sizes = _forward("_sizing", "allow_new_sizes", "A shrink may go to a size the job never ran at.")
+    advisor = _forward("_ending", "advisor", "Rank 0's line to the scheduler (None on the other ranks).")
+    background = _forward("_background", "enabled", "Expansions move constant arrays while the job iterates.")
+    reuse = _forward("_parking", "reuse", "A shrink parks retired ranks for a later expansion.")
+    resize_timeout = _forward("_deadline", "timeout", "Seconds a whole resize may take before the job is aborted.")
+
+    def __init__(self, comm: MPI.Intracomm, advisor: Advisor | None, job_id: int = 0, allow_new_sizes: bool = False,
+                 sizes: Callable[[int], bool] | None = None, max_procs: int | None = None, method: str = "circulant",
+                 resize_timeout: float = DEFAULT_TIMEOUT, background: bool = False, relabel: bool = True,
+                 reuse: bool = False, iteration: int = 0, values: dict | None = None,
+                 arrays: dict[str, Registered] | None = None, history: list[int] | None = None, joined: bool = False,
+                 results: list[ResizeResult] | None = None, *, checkpoint_dir: str | None = None,
+                 inplace: bool = False, recoveries: list[dict] | None = None):
+        self._job = Job(comm, method, relabel, iteration, {} if values is None else values,
+                        {} if arrays is None else arrays, [] if history is None else history, joined,
+                        checkpoint_dir=checkpoint_dir, inplace=inplace)
+        self._ending = Ending(advisor)
+        self._deadline = Deadline(resize_timeout, self._ending.report_abort)
+        self._sizing = Sizing(self._job, max_procs, sizes, allow_new_sizes)
+        self._reserve = Reserve()  # pools of parked ranks (reshape.runtime.parking), shared by joining and parking
+        self._joiner = Joiner(self._job, self._deadline, self._reserve)
+        self._parking = Parking(self._job, self._deadline, self._reserve, self._joiner.join, reuse)
+        self._background = Background(self._job, self._deadline, self._joiner, self._parking, background)
+        self.job_id = job_id
+        self.results: list[ResizeResult] = [] if results is None else results
+        self.recoveries: list[dict] = [] if recoveries is None else recoveries  # one per in-place recovery
+        self._pending_join: tuple[int, int] | None = None  # (old, new) size after expand_processors
+        self._times: list[float] = []
+        self._last_redist: tuple[int, float] | None = None  # (old size, seconds) to report next time
+        self._plan: tuple[int, ...] | None = None  # RESHAPE_PLAN on the ranks mpiexec started: checked against arrays
+        self._ckpt: Checkpointer | None = None  # periodic checkpoints (RESHAPE_CHECKPOINT, reshape.runtime.checkpoint)
+        self._restored: Restored | None = None  # the checkpoint this run resumed from, filling the arrays registered
+        self._buddies: Buddies | None = None  # the in-memory copies in-place recovery reads (reshape.runtime.inplace)
+        self._expanding: Expanding | None = None  # an expansion under way, with in-place recovery (recovery.py)
 
     # ------------------------------------------------------------ basics
-    def __setattr__(self, name: str, value) -> None:
-        """With in-place recovery on, every communicator the job is given is an :class:`FTComm` (blocking
-        point-to-point a lost peer cannot crash: :mod:`reshape.runtime.ftcomm`)."""
-        if name == "comm" and self.__dict__.get("inplace"):
-            value = ftcomm.wrap(value)
-        object.__setattr__(self, name, value)
-
     @property
     def size(self) -> int:
-        return self.comm.size
+        return self._job.size
 
     @property
     def rank(self) -> int:
-        return self.comm.rank
+        return self._job.rank
 
     @property
     def grid(self) -> tuple[int, int]:
         """The nearly-square process grid of the current size."""
         return nearly_square_grid(self.comm.size)
+
+    def legal_sizes(self, upto: int) -> list[int]:
+        """The sizes in ``1..upto`` this job accepts, ascending.
+
+        The checks a resize makes that do not depend on the moment: ``max_procs``,
+        the ``sizes`` test and a layout for every registered array. Left out:
+        the direction (an expansion must grow, a shrink must shrink) and the
+        rule that a job shrinks only to sizes it has run at. Local, no
+        communication. Rank 0 announces the result to the scheduler
+        (``hello``'s ``sizes``, up to ``reshape.joblink.protocol.MAX_SIZES``), which
+        then advises only sizes the job accepts.
+        """
+        return self._sizing.legal_sizes(upto)
+
+    def _new_ranks(self, nprocs: int, hosts) -> CallBack | None:
+        """An expansion's checks (:meth:`Sizing.new_ranks`): the parked ranks to call back, or None to spawn."""
+        return self._sizing.new_ranks(nprocs, hosts, self._reserve if self.reuse else None)
+
+    def _check_size(self, q: int, action: str) -> str | None:
+        """Why the job cannot ``action`` (expand or shrink) to ``q`` processes now, or None."""
+        return self._sizing.check(q, action)
 
     def log(self, iteration_time: float) -> None:
         """Record the time of the iteration just done (the paper's ``log``)."""
@@ -181,11 +204,11 @@ class Resizer(Joining, Background, Parking, Sizing, Ending):
 
     def iterations(self, n: int) -> Iterator[int]:
         """Iteration numbers ``iteration .. n-1``; ranks spawned mid-run start where the job is."""
-        self._end = n
+        self._job.end = n
         while self.iteration < n:
-            self._in_body = True
+            self._job.in_body = True
             yield self.iteration
-            self._in_body = False
+            self._job.in_body = False
             self.iteration += 1
 
     def run(self, step: Callable[[int], None], n: int,
@@ -202,7 +225,7 @@ class Resizer(Joining, Background, Parking, Sizing, Ending):
         arrays and values only (or rebuild the rest from them), so that an iteration can be run again.
         Ranks spawned by an expansion call ``run`` with the same arguments and carry on where the job is.
         """
-        self._end = n
+        self._job.end = n
         while self.iteration < n:
             try:
                 if self._buddies is not None:
@@ -210,14 +233,14 @@ class Resizer(Joining, Background, Parking, Sizing, Ending):
                     if self._buddies.due(self):
                         self._buddies.refresh(self)
                 faults.iteration(self.iteration, self.rank, self.size)
-                self._in_body = True
+                self._job.in_body = True
                 if self.inplace:  # the program's own messages show its pattern (reshape.runtime.ftcomm)
                     self.comm.record = True
                 step(self.iteration)
                 if self.inplace:
                     self.comm.record = False
                 result = self.resize()
-                self._in_body = False
+                self._job.in_body = False
                 if (self._buddies is not None and result.action == "shrink"
                         and self._buddies.generation is not self.comm):  # covered again before after()
                     self._buddies.refresh(self, self.iteration + 1)
@@ -225,7 +248,7 @@ class Resizer(Joining, Background, Parking, Sizing, Ending):
                     after(self.iteration, result)
                 self.iteration += 1
             except Exception as e:
-                self._in_body = False
+                self._job.in_body = False
                 if not (self.inplace and failure(e)):
                     raise
                 recovery.recover(self, e)
@@ -253,7 +276,7 @@ class Resizer(Joining, Background, Parking, Sizing, Ending):
         writes the array after this call; with ``background`` on, such arrays
         move while the job keeps iterating (see :meth:`resize`).
         """
-        spawned = name in self._pending_arrays  # the array arrives from the running ranks
+        spawned = name in self._job.pending_arrays  # the array arrives from the running ranks
         rule = checks.array_rule(None if spawned else self.comm, self.size, name, shape, dtype, layout, block,
                                  init, self.arrays)
         limit = checks.data_limit(name, shape, layout, block)
@@ -261,7 +284,7 @@ class Resizer(Joining, Background, Parking, Sizing, Ending):
             checks.agree(self.comm, checks.start_data_problem(self.size, limit)
                          or checks.plan_data_problem(self._plan, limit), f"register_array({name!r})")
         if spawned:
-            lay, local = self._pending_arrays.pop(name)
+            lay, local = self._job.pending_arrays.pop(name)
             if tuple(lay.shape) != tuple(int(s) for s in shape):
                 raise ValueError(f"array {name!r}: shape {shape} differs from the running job's {lay.shape}")
             reg = Registered(name, rule, DistArray(lay, local, self.comm, tuple(range(lay.nprocs))), constant)
@@ -293,13 +316,13 @@ class Resizer(Joining, Background, Parking, Sizing, Ending):
             t = iter_time if iter_time is not None else (float(np.mean(self._times)) if self._times else 0.0)
             prev = self._last_redist
             report = ResizePoint(
-                job_id=self.job_id, iteration=self.iteration + (1 if self._in_body else 0),
+                job_id=self.job_id, iteration=self.iteration + (1 if self._job.in_body else 0),
                 nprocs=self.size, grid=tuple(self.grid), iter_time=float(t),
                 redist_time=prev[1] if prev else None, redist_from=prev[0] if prev else None,
                 host=socket.gethostname(), parked=tuple(self._reserve.parked_hosts()) or None,
-                total=None if self._end is None else int(self._end),
+                total=None if self._job.end is None else int(self._job.end),
             )
-            self._announce_sizes()
+            self._sizing.announce(self.advisor)
             try:
                 advice = self.advisor.advise(report) if self.advisor else Advice("continue", self.size)
             except Exception as e:  # an advisor failure must not stop the job
@@ -314,41 +337,20 @@ class Resizer(Joining, Background, Parking, Sizing, Ending):
         Must be followed by :meth:`redistribute` (which also hands the new ranks their state).
         """
         old = self.size
-        back = self._new_ranks_from(nprocs, hosts)
-        self._spawned_remote = self._spawned_remote or any(not launchers.is_local(h) for h in hosts)
+        back = self._new_ranks(nprocs, hosts)
+        self._sizing.spawned_remote = self._sizing.spawned_remote or any(not launchers.is_local(h) for h in hosts)
         t0 = time.perf_counter()
-        self._parts = {"_wall": time.time()}
-        self._called_back = len(back.members) if back is not None else 0
-        merged, call = self._bring_in(self.comm, back, nprocs - old, hosts, self._spawn)
+        self._joiner.parts = {"_wall": time.time()}
+        self._joiner.called_back = len(back.members) if back is not None else 0
+        merged, call = self._joiner.bring_in(self.comm, back, nprocs - old, hosts, self._joiner.spawn)
         if self._expanding is not None:  # in-place recovery: errors come back; a loss now undoes the expansion
             merged.Set_errhandler(MPI.ERRORS_RETURN)
             self._expanding.merged = merged
         self._pending_join = (old, nprocs)
-        self._replace_comm(merged)
+        self._job.replace_comm(merged)
         t2 = time.perf_counter()
-        self._parts.update(spawn_call_seconds=call, merge_seconds=t2 - t0 - call)
+        self._joiner.parts.update(spawn_call_seconds=call, merge_seconds=t2 - t0 - call)
         return t2 - t0
-
-    def _new_ranks_from(self, nprocs: int, hosts) -> CallBack | None:
-        """An expansion's checks (collective): the parked ranks to call back and the rest to spawn (reuse
-        on and a parked rank fits: :meth:`Reserve.pick`), or ``None`` to spawn them all; ResizeError on
-        every rank if refused (hosts to spawn on are probed now, before anything changes)."""
-        problem = self._check_size(nprocs, "expand") if self.rank == 0 else None
-        if problem is None and self.rank == 0 and self._growth_cap() is not None:
-            problem = SECOND_SPAWN_OPEN_MPI
-        back = None
-        if self.rank == 0 and problem is None:
-            back = self._reserve.pick(nprocs - self.size, hosts) if self.reuse else None
-            if back is None or back.rest:  # ranks to spawn: they must be able to run the program
-                problem = unspawnable()
-            if problem is None and back is None:
-                problem = check_hosts(hosts, nprocs - self.size)
-            elif problem is None and back.rest:
-                problem = check_hosts(back.rest_hosts, back.rest)
-        problem, back = bcast_obj(self.comm, (problem, back))
-        if problem:
-            raise ResizeError(problem)
-        return back
 
     def redistribute(self) -> float:
         """Move every registered array to its layout at the current size. Collective; returns seconds.
@@ -358,10 +360,10 @@ class Resizer(Joining, Background, Parking, Sizing, Ending):
         join, self._pending_join = self._pending_join, None
         old = join[0] if join else None
         t0 = time.perf_counter()
-        self._phase("redistributing the arrays")
-        ranks, keys = tuple(range(self.size)), self._keys
+        self._deadline.phase("redistributing the arrays")
+        ranks, keys = tuple(range(self.size)), self._job.keys
         if join:
-            state = self._hand_over(old)
+            state = self._joiner.hand_over(old, self._ckpt.directory if self._ckpt is not None else None)
             ranks, keys = state.ranks, list(state.keys)
         for reg in self.arrays.values():
             src = reg.layout
@@ -372,26 +374,8 @@ class Resizer(Joining, Background, Parking, Sizing, Ending):
         dt = allreduce(self.comm, time.perf_counter() - t0)
         if self._expanding is not None:  # the new ranks too: every rank has its blocks, or a loss undoes it all
             self.comm.Agree(1)
-        self._renumber(ranks, keys)
+        self._job.renumber(ranks, keys, self._deadline.phase)
         return dt
-
-    def _positions(self, q: int, candidates) -> tuple[int, ...]:
-        """Rank 0: the comm rank of every position at size ``q`` (:func:`reshape.redistribution.placement.choose`)."""
-        return placement.choose(((r.layout, r.rule(q), r.local.dtype.itemsize) for r in self.arrays.values()),
-                                candidates, self.relabel)
-
-    def _renumber(self, ranks: tuple[int, ...], keys: list[placement.Seniority]) -> None:
-        """After the arrays moved to ``ranks``: make comm rank ``j`` the holder of position ``j``. Collective."""
-        if tuple(ranks) == tuple(range(self.comm.size)):
-            self._keys = list(keys)
-            return
-        self._phase("renumbering the ranks")
-        new = placement.renumber(self.comm, ranks)
-        old, self.comm = self.comm, new
-        self._keys = [keys[r] for r in ranks]
-        for reg in self.arrays.values():
-            reg.dist = DistArray(reg.dist.layout, reg.dist.local, new, tuple(range(reg.dist.layout.nprocs)))
-        old.Free()
 
     def shrink_processors(self, nprocs: int) -> float:
         """Move the arrays to the first ``nprocs`` ranks and retire the others. Collective.
@@ -400,51 +384,16 @@ class Resizer(Joining, Background, Parking, Sizing, Ending):
         do not return (they finalize MPI and raise ``SystemExit(0)``).
         """
         t0 = time.perf_counter()
-        ranks = self._staying(nprocs)
-        self._phase("redistributing the arrays")
+        ranks = self._sizing.staying(nprocs)
+        self._deadline.phase("redistributing the arrays")
         for reg in self.arrays.values():
             dst = reg.rule(nprocs)
             new = redistribute(self.comm, reg.layout, reg.local, dst, src_ranks=range(reg.layout.nprocs),
                                dst_ranks=ranks, method=self.method)
             reg.dist = DistArray(dst, new, self.comm, ranks)
         dt = allreduce(self.comm, time.perf_counter() - t0)
-        self._retire_others(ranks)
+        self._parking.retire_others(ranks)
         return dt
-
-    def _staying(self, nprocs: int) -> tuple[int, ...]:
-        """A shrink's checks and placement: the comm rank of every position at ``nprocs``. Collective.
-
-        Raises :class:`ResizeError` on every rank when the shrink is refused.
-        """
-        problem, ranks = (self._check_size(nprocs, "shrink"), ()) if self.rank == 0 else (None, ())
-        if self.rank == 0 and problem is None:
-            ranks = self._positions(nprocs, placement.staying(self._keys, nprocs))
-        problem, ranks = bcast_obj(self.comm, (problem, ranks))
-        if problem:
-            raise ResizeError(problem)
-        return tuple(ranks)
-
-    def _retire_others(self, ranks: tuple[int, ...]) -> None:
-        """A shrink's end, once the arrays are on ``ranks``: the others retire (or park); the rest renumber."""
-        keep = self.rank in ranks
-        self._phase("retiring ranks")
-        if not keep:
-            faults.hit("retire", self.rank, self.size)
-        hosts = self.comm.gather(socket.gethostname(), root=0) if self.reuse else None
-        new_comm = placement.renumber(self.comm, ranks)
-        if not self.reuse:
-            release(self.comm)
-            if not keep:
-                self._retire()
-        elif keep:  # the old communicator stays: the retired ranks wait on it (reshape.runtime.parking)
-            retired = {r: hosts[r] for r in range(self.size) if r not in ranks} if self.rank == 0 else {}
-            self._reserve.keep(self.comm, retired)
-        else:
-            self._park()
-        self.comm = new_comm
-        self._keys = [self._keys[r] for r in ranks]
-        for reg in self.arrays.values():
-            reg.dist = DistArray(reg.dist.layout, reg.dist.local, new_comm, tuple(range(len(ranks))))
 
     # ------------------------------------------------------------ simple API
     def resize(self) -> ResizeResult:
@@ -463,9 +412,10 @@ class Resizer(Joining, Background, Parking, Sizing, Ending):
         if self._ckpt is not None:
             self._ckpt.at_iteration_end(self)
         try:
-            if self._pending is not None and self._ckpt is not None:
+            if self._background.pending is not None and self._ckpt is not None:
                 self._ckpt.settle(self.comm, wait=True)
-            result = self._switch() if self._pending is not None else self._act(self.contact_scheduler(), old)
+            pending = self._background.pending is not None
+            result = self._background.switch() if pending else self._act(self.contact_scheduler(), old)
         except CalledBack as back:  # this rank was parked by a shrink and an expansion took it back
             result = back.result
         self.results.append(result)
@@ -499,23 +449,23 @@ class Resizer(Joining, Background, Parking, Sizing, Ending):
         if self._ckpt is not None:  # a checkpoint in flight completes on the communicator that writes it
             self._ckpt.settle(self.comm, wait=True)
         if self._buddies is not None and self.size > 1:  # reshape.runtime.inplace: a resize point is covered
-            self._buddies.cover(self, self.iteration + (1 if self._in_body else 0))
+            self._buddies.cover(self, self.iteration + (1 if self._job.in_body else 0))
         what = f"{advice.action} {old}->{advice.nprocs}"
-        self._arm(what)
+        self._deadline.arm(what)
         try:
-            if advice.action == "expand" and self._overlap():
-                return self._expand_background(advice, old)
+            if advice.action == "expand" and self._background.overlap():
+                return self._background.expand(advice, old, self._new_ranks(advice.nprocs, tuple(advice.hosts)))
             if advice.action == "expand":
                 if self.inplace:  # a loss before the new ranks have their blocks undoes it (recovery.py)
                     self._expanding = Expanding(old, self.rank, self._buddies.generation)
                 spawn = self.expand_processors(advice.nprocs, advice.hosts)
                 secs = self.redistribute()
                 self._expanding = None
-                parts = {k: v for k, v in self._parts.items() if k in EXPAND_PARTS}
+                parts = {k: v for k, v in self._joiner.parts.items() if k in EXPAND_PARTS}
                 return ResizeResult("expand", old, self.size, secs, spawn, reason=advice.reason,
-                                    called_back=self._called_back, **parts)
-            if advice.action == "shrink" and self._overlap():
-                return self._shrink_background(advice, old)
+                                    called_back=self._joiner.called_back, **parts)
+            if advice.action == "shrink" and self._background.overlap():
+                return self._background.shrink(advice, old, self._sizing.staying(advice.nprocs))
             if advice.action == "shrink":
                 secs = self.shrink_processors(advice.nprocs)
                 return ResizeResult("shrink", old, self.size, secs, reason=advice.reason)
@@ -525,20 +475,34 @@ class Resizer(Joining, Background, Parking, Sizing, Ending):
         except Exception as e:
             if self.inplace and failure(e):
                 raise  # a rank lost in the resize: recovered in place by run() (reshape.runtime.recovery)
-            self._abort_resize(what, e)
+            self._deadline.abort(what, e, self.rank)
         finally:
-            self._disarm()
+            self._deadline.disarm()
 
-    # ------------------------------------------------------------ internals
-    def _replace_comm(self, new: MPI.Intracomm) -> None:
-        old = self.comm
-        self.comm = new
-        for reg in self.arrays.values():
-            reg.dist = DistArray(reg.dist.layout, reg.dist.local, new, reg.dist.ranks)
-        release(old)
+    def finish(self, status: str = "done") -> None:
+        """Tell the scheduler the job ended. Collective; call it once, after the last iteration.
 
-    def _retire(self) -> None:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        MPI.Finalize()
-        raise SystemExit(0)
+        A background expansion or shrink still waiting for its switch completes
+        first, so the ranks it spawned are not left waiting (a shrink's retiring
+        ranks retire here: they do not return).
+        """
+        self._ending.begin(status)
+        if self._background.pending is not None:
+            self.results.append(self._background.switch())
+        if self._ckpt is not None:
+            self._ckpt.close(self.comm)
+        self._parking.release()
+        if self._buddies is not None:  # what the buddy copies cost (reshape.runtime.inplace), slowest rank
+            secs = allreduce(self.comm, self._buddies.seconds)
+            if self.rank == 0:
+                print(f"[reshape] buddy copies: {self._buddies.refreshes} made, {secs:.3f} s on the slowest rank",
+                      file=sys.stderr, flush=True)
+        barrier(self.comm)
+        self._ending.tell(status, self.rank)
+
+    def _join(self, parent: MPI.Intercomm, started: tuple[float, float] | None = None) -> None:
+        """A rank spawned by an expansion: join the running ranks (:meth:`Joiner.join`); a standby rank parks
+        (:meth:`Parking.stand_by`) until an expansion calls it back or the job ends."""
+        pool = self._joiner.join(parent, started=started)
+        if pool is not None:
+            self._parking.stand_by(pool)

@@ -6,10 +6,10 @@ command per target host, after probing remote hosts; the new ranks start under
 (:mod:`reshape.runtime.parking`), merge the intercommunicator (running ranks first),
 and rank 0 hands the new ranks the job's state (:class:`JoinState`: iteration,
 values, array layouts, the placement of the new positions) in one allreduce
-and one broadcast. A new rank joins (:meth:`Joining._join`): it merges,
+and one broadcast. A new rank joins (:meth:`Joiner.join`): it merges,
 receives the state and its array blocks, and the communicator is renumbered
 so that rank ``j`` holds position ``j`` (:mod:`reshape.redistribution.placement`).
-:class:`Joining` holds these steps for :class:`reshape.runtime.Resizer`.
+:class:`Joiner` holds these steps for :class:`reshape.runtime.Resizer`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 from mpi4py import MPI
@@ -34,17 +33,14 @@ from reshape.mpiutil import allreduce, barrier, bcast_obj, open_mpi, release, wa
 from reshape.redistribution import placement
 from reshape.redistribution.layout import Layout
 from reshape.redistribution.redistribute import redistribute, start
-from reshape.runtime.darray import Registered
 from reshape.runtime.inplace import failure
+from reshape.runtime.job import Job
 from reshape.runtime.parking import Reserve
 from reshape.runtime.recovery import leave_expansion
 from reshape.runtime.results import ResizeError
-from reshape.runtime.watchdog import Guarded
+from reshape.runtime.watchdog import Deadline
 
-if TYPE_CHECKING:
-    from reshape.runtime.checkpoint import Checkpointer
-
-__all__ = ["JoinState", "Joining", "Standby", "SwitchState", "bridge", "check_hosts", "merge", "process_start",
+__all__ = ["JoinState", "Joiner", "Standby", "SwitchState", "bridge", "check_hosts", "merge", "process_start",
            "program", "running_size", "share", "spawn", "spawn_commands", "unspawnable", "wait_politely"]
 
 
@@ -76,42 +72,32 @@ class SwitchState:
     history: list[int]
 
 
-class Joining(Guarded):
-    """The expansion steps of :class:`reshape.runtime.resizer.Resizer` (a mixin over its state).
+class Joiner:
+    """An expansion's steps over the job's :class:`~reshape.runtime.job.Job`: new ranks spawned or called
+    back and merged in, the job's state handed to them, and (on a new rank) joining the running ones.
 
-    The Resizer's state these steps read and write is declared below (its
-    fields); of the other parts they call ``_stand_by``
-    (:class:`~reshape.runtime.parking.Parking`) and the Resizer's placement
-    steps ``_positions`` and ``_renumber``.
+    ``deadline`` bounds the resize; ``reserve`` holds the pools of parked ranks to call back
+    (:mod:`reshape.runtime.parking`). ``parts`` are the parts of the expansion under way
+    (:data:`~reshape.runtime.results.EXPAND_PARTS`), ``called_back`` how many of its new ranks are
+    parked ranks called back.
     """
 
-    comm: MPI.Intracomm
-    size: int
-    iteration: int
-    values: dict
-    history: list[int]
-    arrays: dict[str, Registered]
-    method: str
-    joined: bool
-    _in_body: bool  # inside an iteration of rt.iterations()
-    _keys: list[placement.Seniority]  # seniority of every comm rank
-    _reserve: Reserve  # the pools of parked ranks
-    _parts: dict[str, float]  # the parts of the expansion under way (EXPAND_PARTS)
-    _started: tuple[float, float] | None  # a spawned rank: (process start, runtime.init) epoch seconds
-    _pending_arrays: dict[str, tuple[Layout, np.ndarray | None]]  # a new rank's blocks until register_array
-    _ckpt: Checkpointer | None  # the job's checkpoints: a new rank writes into their directory
-    checkpoint_dir: str | None  # on a new rank: that directory, as the running ranks sent it
-    inplace: bool  # lost ranks are recovered in place (reshape.runtime.recovery)
+    def __init__(self, job: Job, deadline: Deadline, reserve: Reserve):
+        self.job = job
+        self.deadline = deadline
+        self.reserve = reserve
+        self.parts: dict[str, float] = {}
+        self.called_back = 0
 
-    def _spawn(self, comm: MPI.Intracomm, n: int, hosts) -> tuple[MPI.Intercomm, float]:
+    def spawn(self, comm: MPI.Intracomm, n: int, hosts) -> tuple[MPI.Intercomm, float]:
         """Start ``n`` new ranks of this program (:func:`spawn` over ``comm``, with this resize's watchdog
         phases)."""
         where = f" on {','.join(sorted(set(hosts)))}" if hosts else ""
-        self._phase(f"spawning {n} ranks{where}")
-        return spawn(comm, n, hosts, lambda: self._phase("merging with the spawned ranks"))
+        self.deadline.phase(f"spawning {n} ranks{where}")
+        return spawn(comm, n, hosts, lambda: self.deadline.phase("merging with the spawned ranks"))
 
-    def _bring_in(self, comm: MPI.Intracomm, back, n: int, hosts, spawn_fn, owned: bool = False,
-                  first: int = 0) -> tuple[MPI.Intracomm, float]:
+    def bring_in(self, comm: MPI.Intracomm, back, n: int, hosts, spawn_fn, owned: bool = False,
+                 first: int = 0) -> tuple[MPI.Intracomm, float]:
         """An expansion's new ranks merged in (collective over ``comm``): ``back``'s parked ranks from its
         step ``first`` on, pool by pool, each step's ranks among the running ones for the next, then the
         rest spawned over the communicator they joined with ``spawn_fn(comm, count, hosts)`` (with
@@ -130,8 +116,8 @@ class Joining(Guarded):
             return nxt
 
         for k in range(first, len(back.steps) if back is not None else 0):
-            self._phase(f"calling back {len(back.steps[k].members)} parked ranks")
-            cur = replace(self._reserve.call_back(cur, back, k))
+            self.deadline.phase(f"calling back {len(back.steps[k].members)} parked ranks")
+            cur = replace(self.reserve.call_back(cur, back, k))
         seconds = time.perf_counter() - t0
         if rest:
             try:
@@ -141,38 +127,38 @@ class Joining(Guarded):
                     raise
                 raise RuntimeError(f"spawning {rest} ranks after calling back {len(back.members)} parked ones "
                                    f"failed: {e}") from e
-            self._phase("merging with the spawned ranks")
+            self.deadline.phase("merging with the spawned ranks")
             cur = replace(inter)
         return cur, seconds
 
-    def _hand_over(self, old: int) -> JoinState:
+    def hand_over(self, old: int, checkpoint_dir: str | None) -> JoinState:
         """Running ranks, after an expansion: send the new ranks the job's state (rank 0's); returns it.
 
         One allreduce and one broadcast: the allreduce carries the size of the
         pickled state from rank 0 and, from the new ranks, when they started
         (the parts of the expansion, :data:`EXPAND_PARTS`). The state carries
-        the placement of the new layouts' positions, which every rank needs.
+        the placement of the new layouts' positions, which every rank needs, and
+        ``checkpoint_dir``, where the job writes its checkpoints.
         """
         t0 = time.perf_counter()
-        state = None
-        if self.rank == 0:
+        job, state = self.job, None
+        if job.rank == 0:
             state = JoinState(
-                iteration=self.iteration + (1 if self._in_body else 0), values=self.values,
-                arrays=[(r.name, r.layout, r.rule(self.size), str(r.local.dtype)) for r in self.arrays.values()],
-                history=self.history, ranks=self._positions(self.size, range(self.size)),
-                keys=tuple(placement.grown(self._keys, self.size - old)),
-                checkpoint_dir=self._ckpt.directory if self._ckpt is not None else None,
+                iteration=job.next_iteration, values=job.values,
+                arrays=[(r.name, r.layout, r.rule(job.size), str(r.local.dtype)) for r in job.arrays.values()],
+                history=job.history, ranks=job.positions(job.size, range(job.size)),
+                keys=tuple(placement.grown(job.keys, job.size - old)), checkpoint_dir=checkpoint_dir,
             )
-        state, head = share(self.comm, state if self.rank == 0 else None)
+        state, head = share(job.comm, state if job.rank == 0 else None)
         spawned_at, init_age, ready_age = head[1], head[2], head[3]
-        parts = self._parts
+        parts = self.parts
         parts["handover_seconds"] = time.perf_counter() - t0
         if "_wall" in parts and spawned_at > 0:
             parts.update(launch_seconds=max(0.0, spawned_at - parts["_wall"]), startup_seconds=init_age,
                          ready_seconds=ready_age)
         return state
 
-    def _start_standby(self, k: int) -> None:
+    def start_standby(self, k: int) -> None:
         """Running ranks, at start: spawn ``k`` standby ranks that park at once. Collective.
 
         A warm pool: the first expansion calls them back like ranks a shrink
@@ -180,13 +166,15 @@ class Joining(Guarded):
         resize points report where they are so that the scheduler places the
         expansion there. They hold memory (an interpreter each), no CPU.
         """
-        inter, _ = spawn(self.comm, k, ())
+        comm = self.job.comm
+        inter, _ = spawn(comm, k, ())
         pool = merge(inter, high=False)
-        share(pool, Standby() if self.rank == 0 else None)
+        share(pool, Standby() if comm.rank == 0 else None)
         hosts = pool.gather(socket.gethostname(), root=0)
-        self._reserve.keep(pool, {r: hosts[r] for r in range(self.size, pool.size)} if self.rank == 0 else {})
+        self.reserve.keep(pool, {r: hosts[r] for r in range(comm.size, pool.size)} if comm.rank == 0 else {})
 
-    def _join(self, parent: MPI.Intercomm, called_back: tuple | None = None) -> None:
+    def join(self, parent: MPI.Intercomm, called_back: tuple | None = None,
+             started: tuple[float, float] | None = None) -> MPI.Intracomm | None:
         """Run on a new rank: merge, take the state, receive the array blocks.
 
         ``parent`` is the intercommunicator to rank 0 that spawned this rank
@@ -194,7 +182,10 @@ class Joining(Guarded):
         ranks (:mod:`reshape.runtime.parking`); ``called_back``: then the expansion's
         call-back and the step that called this rank back: the later steps' parked
         ranks and the spawned rest join with this rank among the running ones.
-        Bounded by the same deadline as the running ranks' resize.
+        ``started``: a spawned rank's (process start, ``runtime.init``) epoch seconds.
+        Bounded by the same deadline as the running ranks' resize. Returns the
+        communicator to park on when the running ranks spawned this rank as a
+        standby (:class:`Standby`; :meth:`reshape.runtime.parking.Parking.stand_by`), else None.
         """
         if called_back:
             cb, k = called_back
@@ -204,63 +195,64 @@ class Joining(Guarded):
             old = running_size(parent)
             new = old + MPI.COMM_WORLD.size
         faults.set_spawned()
-        self._arm(f"expand {old}->{new}")
-        self._phase("a new rank merging with the running ranks")
+        self.deadline.arm(f"expand {old}->{new}")
+        self.deadline.phase("a new rank merging with the running ranks")
         ready = time.time()
         faults.hit("join", MPI.COMM_WORLD.rank + old, new, old)
         merged = merge(parent if called_back else bridge(parent), high=True)
         if called_back:
-            merged, _ = self._bring_in(merged, cb, 0, (), spawn, owned=True, first=k + 1)
-        self.comm = merged
-        if self.inplace:  # a loss while the blocks move undoes the expansion: this rank leaves (recovery.py)
+            merged, _ = self.bring_in(merged, cb, 0, (), spawn, owned=True, first=k + 1)
+        self.job.comm = merged
+        began, init = started or (ready, ready)
+        if self.job.inplace:  # a loss while the blocks move undoes the expansion: this rank leaves (recovery.py)
             merged.Set_errhandler(MPI.ERRORS_RETURN)
             try:
-                self._receive_state(merged, old, ready)
+                return self._receive_state(merged, old, (began, init - began, ready - began))
             except Exception as e:
                 if not failure(e):
                     raise
-                self._disarm()
+                self.deadline.disarm()
                 leave_expansion(merged)
-            return
-        self._receive_state(merged, old, ready)
+            return None
+        return self._receive_state(merged, old, (began, init - began, ready - began))
 
-    def _receive_state(self, merged: MPI.Intracomm, old: int, ready: float) -> None:
-        """A new rank's part of an expansion once merged: the job's state and its blocks."""
-        self._phase("a new rank receiving the arrays")
-        began, init = self._started or (ready, ready)
-        state: JoinState | Standby = share(merged, None, (began, init - began, ready - began))[0]
+    def _receive_state(self, merged: MPI.Intracomm, old: int, ages: tuple[float, float, float],
+                       ) -> MPI.Intracomm | None:
+        """A new rank's part of an expansion once merged: the job's state and its blocks (``ages``: see
+        :func:`share`); the communicator to park on for a standby rank."""
+        self.deadline.phase("a new rank receiving the arrays")
+        state: JoinState | Standby = share(merged, None, ages)[0]
         if isinstance(state, Standby):  # spawned at the job's start to wait for an expansion
             merged.gather(socket.gethostname(), root=0)
-            self._stand_by(merged)
-            return
-        self.iteration = state.iteration
-        self.values = state.values
-        self.checkpoint_dir = state.checkpoint_dir
-        self.history = [*state.history, merged.size]
-        self.joined = True
+            return merged
+        job = self.job
+        job.iteration, job.values, job.checkpoint_dir = state.iteration, state.values, state.checkpoint_dir
+        job.history = [*state.history, merged.size]
+        job.joined = True
         ranks = state.ranks or tuple(range(merged.size))
         moves = {name: (dst, start(merged, src, None, dst, src_ranks=range(src.nprocs), dst_ranks=ranks))
                  for name, src, dst, _dtype in state.arrays if name in state.background}
         if state.background:
             # The running ranks finish an iteration before they switch: wait without
             # spinning and without the resize deadline, then take the state as it is then.
-            self._disarm()
+            self.deadline.disarm()
             wait_politely(moves.values())
             sw: SwitchState = bcast_obj(merged, None)
-            self._arm(f"expand {old}->{merged.size} (switch)")
-            self.iteration, self.values, self.history = sw.iteration, sw.values, [*sw.history, merged.size]
+            self.deadline.arm(f"expand {old}->{merged.size} (switch)")
+            job.iteration, job.values, job.history = sw.iteration, sw.values, [*sw.history, merged.size]
         for name, src, dst, _dtype in state.arrays:
             if name in moves:
                 new = moves[name][1].wait()
             else:
                 new = redistribute(merged, src, None, dst, src_ranks=range(src.nprocs), dst_ranks=ranks,
-                                   method=self.method)
-            self._pending_arrays[name] = (dst, new)
+                                   method=job.method)
+            job.pending_arrays[name] = (dst, new)
         allreduce(merged, 0.0)  # matches the running ranks' timing reduction
-        if self.inplace:
+        if job.inplace:
             merged.Agree(1)  # matches the running ranks' (Resizer.redistribute)
-        self._renumber(ranks, list(state.keys))
-        self._disarm()
+        job.renumber(ranks, list(state.keys), self.deadline.phase)
+        self.deadline.disarm()
+        return None
 
 
 TAG_BRIDGE = 7304  # MPI_Intercomm_create between the running ranks and the new ones, over the spawn's bridge

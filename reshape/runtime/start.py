@@ -69,7 +69,7 @@ def _go_inplace(rt: Resizer, buddy_every) -> None:
     """Recover lost ranks in place (:mod:`reshape.runtime.inplace`): errors come back as exceptions."""
     rt.inplace = True
     rt.comm = rt.comm  # now an FTComm (reshape.runtime.ftcomm)
-    atexit.register(rt._exit_after_recovery)  # first registered: runs after every other exit handler
+    atexit.register(lambda: rt._ending.exit_after_recovery(bool(rt.recoveries)))  # runs after every other handler
     rt.comm.Set_errhandler(MPI.ERRORS_RETURN)
     mpiutil.watch(rt)
     rt._buddies = Buddies(buddy_every)
@@ -128,9 +128,8 @@ def init(
         rt = Resizer(MPI.COMM_WORLD, None, job_id, allow_new_sizes, sizes, max_procs, method, timeout, background,
                      relabel, reuse)
         rt.inplace = cfg.inplace  # a loss while it joins undoes the expansion (reshape.runtime.recovery)
-        install_excepthook(rt._report_abort, lambda: rt.rank)
-        rt._started = (process_start(), called)
-        rt._join(parent)
+        install_excepthook(rt._ending.report_abort, lambda: rt.rank)
+        rt._join(parent, started=(process_start(), called))
     else:
         comm = MPI.COMM_WORLD.Dup()
         adv = None
@@ -138,13 +137,13 @@ def init(
             adv = advisor if advisor is not None else advisor_from_env()
         rt = Resizer(comm, adv, job_id, allow_new_sizes, sizes, max_procs, method, timeout, background, relabel,
                      reuse)
-        rt._keys = [(0, r) for r in range(comm.size)]
+        rt._job.keys = [(0, r) for r in range(comm.size)]
         if reuse and comm.rank == 0:
-            atexit.register(rt._release_parked)  # parked ranks must not outlive a program that skips finish()
-        install_excepthook(rt._report_abort, lambda: rt.rank)
-        atexit.register(rt._done_at_exit)
+            atexit.register(rt._parking.release)  # parked ranks must not outlive a program that skips finish()
+        install_excepthook(rt._ending.report_abort, lambda: rt.rank)
+        atexit.register(rt._ending.done_at_exit)
         if standby:
-            rt._start_standby(standby)
+            rt._joiner.start_standby(standby)
         if adv is not None and relabel:  # every method relabels (reshape.redistribution.placement)
             placement.prefetch()  # the solver's import (scipy) runs during the first iterations, not in a resize
         checkpoint.resume(rt, cfg)

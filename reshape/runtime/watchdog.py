@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterator
 
 from reshape.joblink import jobenv as E
 
-__all__ = ["ABORT_CODE", "DEFAULT_TIMEOUT", "ENV_TIMEOUT", "Guarded", "Watchdog", "abort", "fail_together",
+__all__ = ["ABORT_CODE", "DEFAULT_TIMEOUT", "ENV_TIMEOUT", "Deadline", "Watchdog", "abort", "fail_together",
            "install_excepthook", "resize_timeout"]
 
 ENV_TIMEOUT = E.RESIZE_TIMEOUT
@@ -147,40 +147,37 @@ class Watchdog:
         abort(reason, self.report, lost=True)
 
 
-class Guarded:
-    """The resize deadline as steps of :class:`reshape.runtime.resizer.Resizer`, shared by all its parts.
-
-    Every part of a resize (the Resizer's own steps, :class:`~reshape.runtime.spawning.Joining`,
-    :class:`~reshape.runtime.background.Background`, :class:`~reshape.runtime.parking.Parking`)
-    marks its progress on the job's one :class:`Watchdog`: :meth:`_arm` when a resize starts,
-    :meth:`_phase` at each step (it names the step in an abort's reason), :meth:`_disarm` when
-    it is done, :meth:`_abort_resize` when it failed once processes or data were in motion.
-    What these steps use of the Resizer is declared below.
+class Deadline:
+    """The bound on one resize, shared by every part of it (:class:`reshape.runtime.resizer.Resizer` and
+    its collaborators): :meth:`arm` when a resize starts, :meth:`phase` at each step (it names the step
+    in an abort's reason), :meth:`disarm` when it is done, :meth:`abort` when it failed once processes or
+    data were in motion. ``timeout``: the seconds one resize may take; ``report`` tells the scheduler why
+    the job is being aborted. The job's one :class:`Watchdog` is made at its first resize.
     """
 
-    _dog: Watchdog | None  # the job's watchdog, made at its first resize
-    resize_timeout: float  # seconds one resize may take
-    rank: int
-    _report_abort: Reporter  # tells the scheduler why the job is being aborted
+    def __init__(self, timeout: float, report: Reporter):
+        self.timeout = timeout
+        self.report = report
+        self.dog: Watchdog | None = None
 
-    def _arm(self, what: str) -> None:
-        if self._dog is None:
-            self._dog = Watchdog(self._report_abort)
-        self._dog.arm(what, self.resize_timeout)
-        self._dog.phase("starting")
+    def arm(self, what: str) -> None:
+        if self.dog is None:
+            self.dog = Watchdog(self.report)
+        self.dog.arm(what, self.timeout)
+        self.dog.phase("starting")
 
-    def _phase(self, name: str) -> None:
-        if self._dog is not None:
-            self._dog.phase(name)
+    def phase(self, name: str) -> None:
+        if self.dog is not None:
+            self.dog.phase(name)
 
-    def _disarm(self) -> None:
-        if self._dog is not None:
-            self._dog.disarm()
+    def disarm(self) -> None:
+        if self.dog is not None:
+            self.dog.disarm()
 
-    def _abort_resize(self, what: str, e: BaseException) -> None:
-        """A resize failed once processes or data were in motion: abort the whole job, saying why (never returns)."""
-        abort(f"{what} failed on rank {self.rank} ({self._dog.step}): {type(e).__name__}: {e}", self._report_abort,
-              lost=True)
+    def abort(self, what: str, e: BaseException, rank: int) -> None:
+        """A resize failed on ``rank`` once processes or data were in motion: abort the whole job, saying
+        why (never returns)."""
+        abort(f"{what} failed on rank {rank} ({self.dog.step}): {type(e).__name__}: {e}", self.report, lost=True)
         raise e  # not reached: abort ends the process
 
 

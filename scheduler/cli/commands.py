@@ -8,6 +8,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import replace
 from typing import Any
 
 import zmq
@@ -135,7 +136,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         desc = load_job_file(path)
         if args.delay is not None:
             desc["arrival_delay"] = args.delay
-        ids.append(request(args.endpoint, "submit", {"job": desc}, keys=args.keys)["job_id"])
+        ids.append(request(args.endpoint, "submit", {"job": desc}, keys=args.keys).target)
     print(json.dumps({"job_ids": ids}) if args.json else "\n".join(f"submitted job {i}" for i in ids))
     return 0
 
@@ -145,20 +146,20 @@ def cmd_status(args: argparse.Namespace) -> int:
     st = request(args.endpoint, "status", {"limit": args.limit} if args.limit is not None else {}, keys=args.keys)
     if args.all:  # every ended job, newest first: the journal's, through the history request
         hist = read_history(args.endpoint, {}, args.keys)
-        st["ended"] = sorted(({"job_id": j["job_id"], "name": j["name"], "state": j["state"],
-                               "end_time": j["end_time"], "sizes": j["profile"]["history"], "error": j["error"]}
-                              for j in hist["jobs"] if j["state"] in FINAL),
-                             key=lambda j: j["end_time"] or 0, reverse=True)
+        st = replace(st, ended=tuple(sorted(({"job_id": j["job_id"], "name": j["name"], "state": j["state"],
+                                              "end_time": j["end_time"], "sizes": j["profile"]["history"],
+                                              "error": j["error"]} for j in hist.jobs if j["state"] in FINAL),
+                                            key=lambda j: j["end_time"] or 0, reverse=True)))
     if args.json:
-        print(json.dumps(st, indent=1))
+        print(json.dumps(st.body, indent=1))
         return 0
-    print(f"{st['free_slots']} of {st['total_slots']} slots free")
-    sv = st.get("daemon") or {}
+    print(f"{st.free_slots} of {st.total_slots} slots free")
+    sv = st.daemon
     if sv.get("p99_ms") is not None:
         print(f"daemon: {sv['served']} requests served; service time p50 {sv['p50_ms']:.2f} ms, "
               f"p99 {sv['p99_ms']:.2f} ms (last {sv['window']})")
-    site = any(j.get("allocation") for j in st["running"])  # a site controller: each job's Slurm job
-    again = any(j.get("restarts") for j in st["running"] + st["queue"])  # jobs restarted after a loss
+    site = any(j.get("allocation") for j in st.running)  # a site controller: each job's Slurm job
+    again = any(j.get("restarts") for j in st.running + st.queue)  # jobs restarted after a loss
 
     def restarted(j: dict) -> list:
         if not again:
@@ -168,25 +169,25 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     rows = [[j["job_id"], *([j.get("allocation") or ""] if site else []), j["name"], j["state"], j["nprocs"],
              j["requested"], j["iterations"], *restarted(j), j["pending"], ",".join(j["hosts"]),
-             ",".join(f"{h}:{k}" for h, k in j.get("parked", {}).items())] for j in st["running"]]
+             ",".join(f"{h}:{k}" for h, k in j.get("parked", {}).items())] for j in st.running]
     rows += [[j["job_id"], *([""] if site else []), j["name"], j["state"], "", j["requested"], "", *restarted(j),
-              "", "", ""] for j in st["queue"] + st["waiting"]]
+              "", "", ""] for j in st.queue + st.waiting]
     print(_table(rows, ["JOB", *(["SLURM"] if site else []), "NAME", "STATE", "PROCS", "REQ", "ITER",
                         *(["RESTARTS"] if again else []), "PENDING", "HOSTS", "PARKED"]))
-    hidden = st.get("queued_total", 0) + st.get("waiting_total", 0) - len(st["queue"]) - len(st["waiting"])
-    more_running = st.get("running_total", len(st["running"])) - len(st["running"])
+    hidden = st.queued_total + st.waiting_total - len(st.queue) - len(st.waiting)
+    more_running = st.running_total - len(st.running)
     if more_running > 0:
         print(f"... and {more_running} more running (--limit)")
     if hidden > 0:
         print(f"... and {hidden} more queued or waiting (--limit)")
-    ended = st.get("ended", [])
+    ended = st.ended
     if ended:
         print("\nended:" if args.all else "\nrecently ended (--all: every ended job):")
-        print(_table([[j["job_id"], j["name"], j["state"], _ago(st.get("now"), j["end_time"]),
+        print(_table([[j["job_id"], j["name"], j["state"], _ago(st.now, j["end_time"]),
                        "->".join(map(str, j["sizes"])), _clip(j["error"] or "")] for j in ended],
                      ["JOB", "NAME", "STATE", "ENDED", "SIZES", "REASON"]))
         _point_to_logs((j["job_id"], j["end_time"]) for j in ended if j["state"] in ("failed", "lost"))
-    nodes = st.get("nodes", [])
+    nodes = st.nodes
     if any(n.get("state", "unmonitored") != "unmonitored" for n in nodes):
         print()
         print(_table([[n["host"], n["state"], f"{n['used']}/{n['slots']}",
@@ -209,8 +210,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_cancel(args: argparse.Namespace) -> int:
     for jid in args.job_ids:
         rep = request(args.endpoint, "cancel", {"job_id": jid}, keys=args.keys)
-        if rep.get("state") == "cancelling":
-            print(f"cancelling job {jid}: kill ordered to the monitor of {rep.get('runner')}, not yet "
+        if rep.state == "cancelling":
+            print(f"cancelling job {jid}: kill ordered to the monitor of {rep.runner}, not yet "
                   "confirmed (reshape status shows it cancelled once its processes are gone)")
         else:
             print(f"cancelled job {jid}")
@@ -231,13 +232,13 @@ def cmd_history(args: argparse.Namespace) -> int:
     if args.plot:
         plot_history(hist, args.plot)
     if args.json:
-        print(json.dumps({"summary": summ, "events": hist["events"]}, indent=1))
+        print(json.dumps({"summary": summ, "events": list(hist.events)}, indent=1))
         return 0
     rows = [[r["job_id"], r["name"], r["state"], r["initial"], "->".join(map(str, r["sizes"])),
              _f(r["wait"]), _f(r["turnaround"]), _clip(r["error"] or "") if r["state"] != "done" else ""]
             for r in summ["jobs"]]
     print(_table(rows, ["JOB", "NAME", "STATE", "INIT", "SIZES", "WAIT(s)", "TURNAROUND(s)", "REASON"]))
-    ends = {j["job_id"]: j["end_time"] for j in hist["jobs"]}
+    ends = {j["job_id"]: j["end_time"] for j in hist.jobs}
     _point_to_logs((r["job_id"], ends.get(r["job_id"])) for r in summ["jobs"] if r["state"] in ("failed", "lost"))
     print(f"utilization {100 * summ['utilization']:.1f}% over {summ['makespan']:.1f}s")
     if args.plot:
@@ -269,7 +270,7 @@ def _clip(text: str, width: int = 100) -> str:
 @_client
 def cmd_log(args: argparse.Namespace) -> int:
     try:
-        text = request(args.endpoint, "log", {"job_id": args.job_id, "tail": args.tail}, keys=args.keys)["text"]
+        text = request(args.endpoint, "log", {"job_id": args.job_id, "tail": args.tail}, keys=args.keys).text
     except SchedulerUnavailable as e:  # no daemon: the log on disk, where one is
         path = os.path.join(args.state_dir, "logs", f"job-{args.job_id}.log")
         if not os.path.isfile(path):
@@ -289,7 +290,7 @@ def cmd_wait(args: argparse.Namespace) -> int:
     left, ok = list(dict.fromkeys(args.job_ids)), True
     while left:
         for jid in list(left):
-            got = request(args.endpoint, "history", {"after": jid - 1, "limit": 1}, keys=args.keys)["jobs"]
+            got = request(args.endpoint, "history", {"after": jid - 1, "limit": 1}, keys=args.keys).jobs
             if not got or got[0]["job_id"] != jid:
                 raise ValueError(f"no job {jid}")
             j = got[0]

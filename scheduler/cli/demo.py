@@ -179,8 +179,8 @@ def run_demo(plot: str | None = None, quick: bool = False, json_out: bool = Fals
         ups, downs = resizes(r["sizes"])
         found = _VERDICT.findall(res["logs"].get(r["job_id"], ""))
         rows.append({**r, "expansions": ups, "shrinks": downs, "check": found[-1] if found else "-"})
-    why = shrink_reasons(res["history"]["events"])
-    story = story_times(res["history"]["events"], t0)
+    why = shrink_reasons(res["history"].events)
+    story = story_times(res["history"].events, t0)
     out = {"slots": slots, "quick": quick, "utilization": s["utilization"], "makespan": s["makespan"],
            "jobs": rows, "shrink_reasons": why, "clean_stop": res["clean_stop"], **story}
     if plot:

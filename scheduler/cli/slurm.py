@@ -12,7 +12,9 @@ Inside the allocation that runs the job in one of two modes:
   together with every other malleable job of the partition. A job with
   checkpoints whose ``mpiexec`` ends by a loss runs again from its last
   checkpoint on the nodes of the allocation still alive, as the controller
-  agrees (``register`` with ``restart``; docs/slurm.md, "Failures").
+  agrees (``register`` with ``restart``); with too few left, or its batch host
+  lost, Slurm requeues it (``--requeue``) and its next batch attempt registers
+  again and resumes (docs/slurm.md, "Failures").
 * **private mode** (no controller): start a daemon that grows and shrinks
   through Slurm (``--slurm-grow``, ``scheduler.rm.slurm.manager``) on the job's
   first node, submit the job to it, report each size change to the job's
@@ -97,14 +99,20 @@ def submit_slurm(files: list[str], nodes: int | None, sbatch_args: list[str],
         with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False) as f:
             f.write(script)
         try:
-            # --no-kill: a node lost takes only itself from the job, which restarts on the others (docs/slurm.md)
-            out = slurm_run(["sbatch", "--parsable", *([f"--comment={malleable_comment(desc)}", "--no-kill"]
-                                                       if site else []),
-                             *sbatch_args, f.name])
+            out = slurm_run(["sbatch", "--parsable", *(site_flags(desc) if site else []), *sbatch_args, f.name])
         finally:
             os.unlink(f.name)
         ids.append(out.strip().split(";")[0])
     return ids
+
+
+def site_flags(desc: dict) -> list[str]:
+    """``sbatch`` options of a job for a site controller: its legal sizes (a moldable start), ``--no-kill`` (a node
+    lost takes only itself from the job, which restarts on the others) and, with checkpoints, ``--requeue`` (its
+    batch host lost, or too few CPUs left: Slurm runs it again, it resumes); without, ``--no-requeue`` (run again
+    it would start over). docs/slurm.md, "Failures"."""
+    return [f"--comment={malleable_comment(desc)}", "--no-kill",
+            "--requeue" if desc.get("checkpoint") else "--no-requeue"]
 
 
 class _Signals:
@@ -161,7 +169,7 @@ def _register(args: argparse.Namespace, desc: dict, main: str, controller: str, 
     end = time.monotonic() + args.register_timeout
     while True:
         try:
-            return request(controller, "register", body, keys=args.keys, timeout=5.0)["job_id"]
+            return request(controller, "register", body, keys=args.keys, timeout=5.0).target
         except SchedulerUnavailable as e:
             if time.monotonic() > end:
                 _say(f"no site controller answered at {controller} in {args.register_timeout:g} s: {e}")
@@ -219,6 +227,9 @@ def _run_registered(args: argparse.Namespace, desc: dict, main: str, controller:
         desc = {**desc, "env": {**desc.get("env", {}), ENV_KEYS: os.path.abspath(keys)}}
     print(f"reshape: job {desc['name']} is reshape job {job_id} of the site controller {controller}, "
           f"in Slurm job {main} on {','.join(dict.fromkeys(hosts))}", flush=True)
+    if os.environ.get("SLURM_RESTART_COUNT", "0") not in ("", "0"):
+        print(f"reshape: Slurm requeued this job ({os.environ['SLURM_RESTART_COUNT']} time(s)): it resumes from "
+              f"its last checkpoint at {len(hosts)} CPUs", flush=True)
     attempt = 0
     while True:
         tag = job_tag(state_dir, job_id, attempt)
@@ -226,6 +237,9 @@ def _run_registered(args: argparse.Namespace, desc: dict, main: str, controller:
         if rc is None:
             return 1
         again = _restart(args, desc, main, controller, rc, slots) if rc and desc.get("checkpoint") else None
+        if isinstance(again, Requeue):
+            print(f"reshape: {again.why}", flush=True)
+            return _await_requeue(args, controller, job_id, main, sigs)
         if isinstance(again, str):
             _report(args, controller, job_id, rc, again)
             _say(f"job {desc['name']} (reshape job {job_id}) not restarted: {again}")
@@ -274,7 +288,7 @@ def _attempt(args: argparse.Namespace, desc: dict, job_id: int, hosts: list[str]
 
 
 def _restart(args: argparse.Namespace, desc: dict, main: str, controller: str, rc: int,
-             slots: list[str]) -> list[str] | str | None:
+             slots: list[str]) -> list[str] | str | None:  # (Requeue: a str)
     """After an attempt that exited with ``rc``: the hosts of the next one (one per CPU, the nodes of the
     allocation still alive), or why there is none (the controller's one line), or None when the
     controller cannot be reached (the job then ends as it did). The job's nodes, its own and its
@@ -301,8 +315,34 @@ def _restart(args: argparse.Namespace, desc: dict, main: str, controller: str, r
                 _say(f"no site controller answered at {controller} in {args.register_timeout:g} s: {e}")
                 return None
         except DaemonError as e:
-            return e.message if e.code == "not_restartable" else str(e)
+            return Requeue(e.message) if e.code == "requeued" else e.message if e.code == "not_restartable" \
+                else str(e)
         time.sleep(1.0)
+
+
+class Requeue(str):
+    """The controller's answer to a restart with too few CPUs left: Slurm requeues the job (why: the text)."""
+
+    @property
+    def why(self) -> str:
+        return str(self)
+
+
+REQUEUE_WAIT = 120.0  # seconds this batch attempt waits for Slurm to requeue (and so end) it
+
+
+def _await_requeue(args: argparse.Namespace, controller: str, job_id: int, main: str, sigs: _Signals) -> int:
+    """Wait for Slurm to requeue this job, which ends this batch attempt (a signal): the next one resumes it.
+    Not requeued in time: the job fails, with why."""
+    end = time.monotonic() + REQUEUE_WAIT
+    while sigs.sig is None and time.monotonic() < end:
+        time.sleep(0.2)
+    if sigs.sig is not None:
+        return 0
+    why = f"Slurm did not requeue job {main} in {REQUEUE_WAIT:g} s"
+    _say(why)
+    _report(args, controller, job_id, 1, why)
+    return 1
 
 
 def restart_hosts(slots: list[str], held: list[str], dead: set[str]) -> list[str]:
@@ -425,7 +465,7 @@ def _follow(args: argparse.Namespace, endpoint: str, job_id: int, daemon: subpro
             if sigs.sig is not None or daemon.poll() is not None:
                 break
             raise
-        row = next((j for j in st["running"] if j["job_id"] == job_id), None)
+        row = next((j for j in st.running if j["job_id"] == job_id), None)
         if row is not None:
             now = (row["nprocs"], tuple(row["hosts"]))
             if now != last:
@@ -433,7 +473,7 @@ def _follow(args: argparse.Namespace, endpoint: str, job_id: int, daemon: subpro
                 print(f"reshape: {time.strftime('%H:%M:%S')} {row['nprocs']} ranks on {hosts}", flush=True)
                 last = now
         else:
-            ended = next((j for j in st.get("ended", []) if j["job_id"] == job_id), None)
+            ended = next((j for j in st.ended if j["job_id"] == job_id), None)
             if ended is not None:
                 print(f"reshape: job {ended['state']}, sizes {'->'.join(map(str, ended['sizes']))}"
                       + (f": {ended['error']}" if ended.get("error") else ""), flush=True)
@@ -460,14 +500,14 @@ def _run_private(args: argparse.Namespace, desc: dict, main: str, state_dir: str
         stop(True)
         return 1
     slurm_run(["scontrol", "update", f"JobId={main}", f"Comment={COMMENT}{endpoint}"])
-    job_id = request(endpoint, "submit", {"job": desc}, keys=args.keys)["job_id"]
+    job_id = request(endpoint, "submit", {"job": desc}, keys=args.keys).target
     print(f"reshape: daemon {endpoint}, job {desc['name']} (reshape job {job_id}) in Slurm job {main}", flush=True)
     state = _follow(args, endpoint, job_id, daemon, sigs)
     if sigs.sig is not None:
         print(f"reshape: signal {sigs.sig}: ending the job, its ranks and its expander jobs", flush=True)
     text = ""
     if sigs.sig is None:
-        text = request(endpoint, "log", {"job_id": job_id, "tail": 0}, keys=args.keys)["text"]
+        text = request(endpoint, "log", {"job_id": job_id, "tail": 0}, keys=args.keys).text
     stop(True)
     sys.stdout.write(text + ("\n" if text and not text.endswith("\n") else ""))
     return 0 if state == "done" else 1

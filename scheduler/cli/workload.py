@@ -34,6 +34,7 @@ from typing import Any
 
 from reshape.joblink.client import Connection, SchedulerUnavailable
 from reshape.joblink.emulated import iteration_time
+from reshape.joblink.protocol import StatusView
 from scheduler.core.policy import JobSpec
 from scheduler.daemon.startup import job_tag, kill_job
 
@@ -190,16 +191,16 @@ def _on_time(jobs: list[dict], announce: bool) -> tuple[list[tuple[float, dict]]
     return later, [j for j in jobs if not j.get("arrival_delay")]
 
 
-def _submit_held(conn: Connection, held: list[dict], st: dict, expansions: int, started: float,
+def _submit_held(conn: Connection, held: list[dict], st: StatusView, expansions: int, started: float,
                  ids: list[int]) -> None:
     """Submit each held job whose ``hold`` is over (see :func:`run_workload`), adding its id to ``ids``."""
     for job in list(held):
         hold = job["hold"]
-        if ((expansions >= hold.get("after_expansions", 0) and st["free_slots"] < job["nprocs"])
+        if ((expansions >= hold.get("after_expansions", 0) and st.free_slots < job["nprocs"])
                 or time.monotonic() - started >= hold.get("latest", 0.0)):
             held.remove(job)
             body = {k: v for k, v in job.items() if k != "hold"}
-            ids.append(conn.request("submit", {"job": body}).body["job_id"])
+            ids.append(conn.request("submit", {"job": body}).target)
 
 
 def _collect_and_stop(conn: Connection, proc: subprocess.Popen, state_dir: str, ids: list[int],
@@ -207,8 +208,8 @@ def _collect_and_stop(conn: Connection, proc: subprocess.Popen, state_dir: str, 
     """The history (and with ``logs`` the jobs' output tails) of a finished workload, then stop the daemon."""
     from scheduler.observe.report import summarize
 
-    hist = conn.request("history", timeout=30).body
-    tails = {i: conn.request("log", {"job_id": i, "tail": 40}).body["text"] for i in ids} if logs else {}
+    hist = conn.request("history", timeout=30)
+    tails = {i: conn.request("log", {"job_id": i, "tail": 40}).text for i in ids} if logs else {}
     stop_error = None
     try:
         conn.request("stop", {"kill_jobs": True})
@@ -225,7 +226,8 @@ def run_workload(jobs: list[dict], slots: int, remap: str, app: str = "easy",
                  logs: bool = False, watch: Callable[[dict, list[dict]], None] | None = None,
                  daemon_args: tuple[str, ...] = (), ready: Callable[[dict], None] | None = None,
                  announce: bool = True) -> dict[str, Any]:
-    """Run ``jobs`` on a fresh daemon; returns ``{"history": ..., "summary": ...}``.
+    """Run ``jobs`` on a fresh daemon; returns ``{"history": ..., "summary": ...}`` (the ``history`` reply, a
+    :class:`~reshape.joblink.protocol.HistoryView`, and its :func:`~scheduler.observe.report.summarize`).
 
     ``announce``: a job's ``arrival_delay`` goes to the daemon with it, all jobs submitted at the
     start (``reshape submit --delay``: the daemon knows what is coming, ``Snapshot.announced``);
@@ -258,31 +260,31 @@ def run_workload(jobs: list[dict], slots: int, remap: str, app: str = "easy",
     try:
         _wait_ready(conn, proc, state_dir)
         if ready is not None:
-            ready(conn.request("status").body)
+            ready(conn.request("status").body)  # as the live view takes it: the dashboard's dict
         held = [j for j in jobs if "hold" in j]
         later, now_jobs = _on_time([j for j in jobs if "hold" not in j], announce)
         started = time.monotonic()
         for job in now_jobs:
-            ids.append(conn.request("submit", {"job": job}).body["job_id"])
+            ids.append(conn.request("submit", {"job": job}).target)
         deadline = started + timeout
         seen: set[tuple] = set()
         since = None
         expansions = 0
         while True:
             while later and time.monotonic() - started >= later[0][0]:
-                ids.append(conn.request("submit", {"job": later.pop(0)[1]}).body["job_id"])
-            st = conn.request("status").body
+                ids.append(conn.request("submit", {"job": later.pop(0)[1]}).target)
+            st = conn.request("status")
             if watch is not None or held:
                 events = conn.request("history", {"since": since} if since else {"limit": len(jobs)},
-                                      timeout=30).body["events"]
+                                      timeout=30).events
                 new = [e for e in events if (e["t"], e["job_id"], e["kind"], e["detail"]) not in seen]
                 seen.update((e["t"], e["job_id"], e["kind"], e["detail"]) for e in new)
                 since = max((e["t"] for e in events), default=since)
                 expansions += sum(e["kind"] == "expand" for e in new)
                 if watch is not None:
-                    watch(st, new)
+                    watch(st.body, new)
             _submit_held(conn, held, st, expansions, started, ids)
-            if not st["running"] and not st["queue"] and not st["waiting"] and not held and not later:
+            if not st.running and not st.queue and not st.waiting and not held and not later:
                 break
             if time.monotonic() > deadline:
                 raise RuntimeError(f"workload did not finish in {timeout}s")

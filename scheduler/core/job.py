@@ -113,6 +113,7 @@ class Job:
     iterations_lost: int = 0  # iterations done and lost to failures (redone after resuming from checkpoints)
     iterations_lost_at: int | None = None  # iterations of the attempt that failed, until the next one reports
     resumed_at: int | None = None  # the iteration the last restart resumed at
+    lost_in_place: int = 0  # ranks this attempt lost and carried on without (``lost``, reshape.runtime.inplace)
     nprocs_override: int | None = None  # the size a restart starts at, where nodes were lost
     total: int | None = None  # iterations in all, as the program reported (its job file's ``iterations`` wins)
     runner: str | None = None  # the node whose monitor runs this attempt's mpiexec (None: the daemon does)
@@ -176,7 +177,8 @@ class Job:
                 "parked": self.parked, "sizes": list(self.sizes) if self.sizes is not None else None,
                 "allocation": self.allocation, "restarts": self.restarts, "failures": self.failures,
                 "iterations_lost": self.iterations_lost, "iterations_lost_at": self.iterations_lost_at,
-                "resumed_at": self.resumed_at, "nprocs_override": self.nprocs_override,
+                "resumed_at": self.resumed_at, "lost_in_place": self.lost_in_place,
+                "nprocs_override": self.nprocs_override,
                 "runner": self.runner, "out_at": self.out_at, "out_base": self.out_base,
                 "cancel_time": self.cancel_time, "then": self.then, "kill_on": self.kill_on}
 

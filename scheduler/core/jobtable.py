@@ -363,7 +363,8 @@ class JobTable:
             self._pos = {i: k for k, i in enumerate(self._views)}
         head = self.jobs[self.queued[0][1]].reservation if self.queued else None
         if self._announced is None:
-            self._announced = tuple(sorted((j.arrival_time, j.spec.nprocs) for j in self.waiting.values()))
+            self._announced = tuple(sorted((j.arrival_time, j.spec.nprocs) for j in self.waiting.values()
+                                           if j.allocation is None))  # (a requeued allocation's job: not coming here)
         total, free, last = self.pool.total, self.pool.free, self._snap
         if (last is not None and last.now == now and last.free_slots == free and last.total_slots == total
                 and last.queue._version == self._queue_version  # type: ignore[attr-defined]

@@ -81,7 +81,8 @@ class Passes:
     def tick(self, now: float) -> list[Launch | Kill]:
         """Time passed: admit arrived jobs and run the Application Scheduler."""
         if self.table.waiting:
-            for j in [j for j in self.table.waiting.values() if j.arrival_time <= now]:
+            # a job whose allocation was requeued waits for it to register again (Restarts.requeued), never here
+            for j in [j for j in self.table.waiting.values() if j.arrival_time <= now and j.allocation is None]:
                 self.table.set(j, JobState.QUEUED)
                 self.table.event(now, j, "arrive")
         return self.schedule(now)

@@ -170,6 +170,7 @@ class Resizes:
         j.hosts = keep[:new]
         j.nprocs = new
         j.point_time = now
+        j.lost_in_place += len(gone)
         j.profile.ran_at(new)
         self.table.event(now, j, "lost", f"{old}->{new}: {reason}")
 

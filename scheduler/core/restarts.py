@@ -16,7 +16,10 @@ restarted, up to its job file's ``max_restarts``) when the job has ``checkpoint`
 
 A job a resource manager started (``allocation``: a Slurm job under the site controller) is never queued
 again here: its batch script runs each attempt inside its allocation and asks for the next one
-(:meth:`Restarts.restart_here`, by the same criteria, on the hosts it still holds).
+(:meth:`Restarts.restart_here`, by the same criteria, on the hosts it still holds). Where its allocation
+goes back to the resource manager's queue (Slurm requeues the job: its batch host lost, too few CPUs left), the
+job waits, holding nothing, and resumes from its checkpoint when the allocation registers it again
+(:meth:`Restarts.requeued`, :meth:`Restarts.resume_here`).
 
 A job that reported ``error`` (its program failed), ended with another status (a program's own exit code, a
 crash such as SIGSEGV), ran past its walltime or was cancelled is not restarted. Each attempt has its own
@@ -101,36 +104,85 @@ class Restarts:
         ``hosts`` (one per slot, the nodes of the allocation still alive, already leased to it): its
         ``mpiexec`` exited with ``code`` and ``lost`` are the job's nodes found dead (a loss). Runs at the
         largest legal size that fits, at most its requested one; returns that size. StateError
-        ``not_restartable`` (one line: why) when the end is not a loss it recovers from, or too few
-        nodes are left for its smallest size; the job stays as it was (its report ends it)."""
+        ``not_restartable`` (one line: why) when the end is not a loss it recovers from, ``too_few`` when
+        too few slots are left for its smallest size (its allocation may be requeued: :meth:`requeued`);
+        the job stays as it was (its report ends it)."""
         if j.state != JobState.RUNNING:
             raise StateError("not_running", f"job {j.job_id} is {j.state}, not running")
-        why = self._why_not(j, code, bool(lost))
-        fits = [p for p in range(min(j.spec.nprocs, len(hosts)), 0, -1) if self.checks.legal(j.spec, p)]
-        if why is None and not fits:
-            why = (f"{len(hosts)} CPU(s) left in its allocation (lost: {', '.join(lost) or 'none'}), its "
-                   f"smallest size is {max(1, j.spec.min_procs)}")
+        why = self.why_not(j, code, bool(lost))
         if why is not None:
             raise StateError("not_restartable", why)
-        for h in set(hosts):
-            if not self.pool.has(h) or h in self.pool.down or self.pool.leases.get(h) != j.allocation:
-                raise StateError("bad_hosts", f"{h!r} is not a node of allocation {j.allocation} in this pool")
+        fits = self._fits(j, hosts)
+        if not fits:
+            raise StateError("too_few", f"{len(hosts)} CPU(s) left in its allocation (lost: {', '.join(lost) or 'none'}"
+                                        f"), its smallest size is {max(1, j.spec.min_procs)}")
+        self._leased_to(j, hosts)
         what = f"exit code {code}" if code is not None else "mpiexec vanished"
         cause = f"{what}, node(s) {', '.join(lost)} lost" if lost else what
         for h in lost:  # nothing new is placed there: the job's Slurm jobs give them back (its own nodes only)
             if self.pool.has(h) and h not in self.pool.down and self.pool.leases.get(h) == j.allocation:
                 self.pool.set_draining(h)
         self._next_attempt(j, cause)
-        self.pool.claim(hosts[:fits[0]])  # leased to its allocation: no other job holds them
-        j.hosts, j.nprocs = list(hosts[:fits[0]]), fits[0]
+        self._run_here(j, hosts[:fits[0]], now)
+        self.table.event(now, j, "restart", f"attempt {j.restarts + 1} in its allocation at {j.nprocs} after: {cause}")
+        return j.nprocs
+
+    def requeued(self, j: Job, why: str, now: float) -> None:
+        """``j``'s allocation went back to its resource manager's queue (Slurm requeued the job): this attempt is
+        lost, its slots return and the restart is counted; ``j`` waits, holding nothing, until the allocation
+        runs again and registers (:meth:`resume_here`). StateError ``not_restartable`` (why) when it cannot
+        resume from a checkpoint; the job stays as it was."""
+        if j.state != JobState.RUNNING or j.allocation is None:
+            raise StateError("not_running", f"job {j.job_id} is {j.state}, not running in an allocation")
+        bad = self.why_not(j, None, True)
+        if bad is not None:
+            raise StateError("not_restartable", bad)
+        self._next_attempt(j, why)
+        self.table.set(j, JobState.WAITING)  # never admitted here (tick): its allocation registers it again
+        self.table.event(now, j, "restart", f"attempt {j.restarts + 1} waits for its allocation after: {why}")
+
+    def resume_here(self, j: Job, hosts: list[str], now: float) -> int:
+        """``j``, requeued (:meth:`requeued`), runs again in its allocation on ``hosts`` (one per slot, leased to
+        it), at the largest legal size that fits, from its last checkpoint; returns that size. StateError
+        ``too_few`` when they are fewer than its smallest size."""
+        if j.state != JobState.WAITING or j.allocation is None:
+            raise StateError("not_running", f"job {j.job_id} is {j.state}, not waiting for its allocation")
+        fits = self._fits(j, hosts)
+        if not fits:
+            raise StateError("too_few", f"its allocation has {len(hosts)} CPU(s), its smallest size is "
+                                        f"{max(1, j.spec.min_procs)}")
+        self._leased_to(j, hosts)
+        self._run_here(j, hosts[:fits[0]], now)
+        self.table.event(now, j, "start", f"attempt {j.restarts + 1} in its allocation at {j.nprocs}")
+        return j.nprocs
+
+    def not_resumed(self, j: Job, why: str, now: float) -> None:
+        """``j``, waiting for its requeued allocation (:meth:`requeued`), will not run again: it fails with ``why``."""
+        if j.state == JobState.WAITING and j.allocation is not None:
+            j.error = why
+            self.table.end(j, JobState.FAILED, now)
+            self.table.event(now, j, "end", f"failed: {why}")
+
+    def _fits(self, j: Job, hosts: list[str]) -> list[int]:
+        return [p for p in range(min(j.spec.nprocs, len(hosts)), 0, -1) if self.checks.legal(j.spec, p)]
+
+    def _leased_to(self, j: Job, hosts: list[str]) -> None:
+        for h in set(hosts):
+            if not self.pool.has(h) or h in self.pool.down or self.pool.leases.get(h) != j.allocation:
+                raise StateError("bad_hosts", f"{h!r} is not a node of allocation {j.allocation} in this pool")
+
+    def _run_here(self, j: Job, hosts: list[str], now: float) -> None:
+        """``j``'s next attempt runs on ``hosts`` of its allocation (checked: :meth:`_leased_to`)."""
+        self.pool.claim(hosts)  # leased to its allocation: no other job holds them
+        if j.state != JobState.RUNNING:
+            self.table.set(j, JobState.RUNNING)
+        j.hosts, j.nprocs = list(hosts), len(hosts)
         j.start_time = j.point_time = now
         j.deadline = start_deadline(j.spec.walltime, j.spec.nprocs, j.nprocs, now)
         j.profile.ran_at(j.nprocs)
-        self.table.event(now, j, "restart", f"attempt {j.restarts + 1} in its allocation at {j.nprocs} after: {cause}")
         self.table.mark(j)
-        return j.nprocs
 
-    def _why_not(self, j: Job, code: int | None, loss: bool) -> str | None:
+    def why_not(self, j: Job, code: int | None, loss: bool) -> str | None:
         """Why ``j``'s end is not a loss it recovers from in its allocation, or None (:meth:`restartable`)."""
         if self.restartable(j, code, loss, here=True):
             return None
@@ -154,4 +206,4 @@ class Restarts:
         j.out_at = 0
         j.out_base = None
         j.start_time = j.deadline = j.reservation = j.point_time = None
-        j.connected, j.iterations, j.parked = False, 0, []
+        j.connected, j.iterations, j.parked, j.lost_in_place = False, 0, [], 0

@@ -126,7 +126,12 @@ class Runs:
         or is unknown (None: only the job's own ``done`` counts then). A clean exit with a resize
         under way and no ``done`` from the job is a failure: Hydra has exited 0 after one of the
         job's ranks was killed mid-resize; so is one of a job with checkpoints that reached a resize
-        point (its runtime reports ``done`` at any normal exit, :meth:`Resizer._done_at_exit`)."""
+        point (its runtime reports ``done`` at any normal exit,
+        :meth:`reshape.runtime.ending.Ending.done_at_exit`). After a loss recovered in place (``lost``)
+        the job's own ``done`` counts whatever the exit: Open MPI's launcher exits 1 or 137 once a rank
+        died or a new one left without ``MPI_Finalize`` (docs/mpi.md)."""
+        if j.reported == "done" and j.lost_in_place:
+            return True
         if j.reported == "error" or clean is False:
             return False
         if clean is None:

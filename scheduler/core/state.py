@@ -105,7 +105,7 @@ ROUTES: dict[str, dict[str, str]] = {
     "passes": {"submit": "", "adopt": "", "pass_needed": "", "check_admissible": "", "tick": "", "schedule": "",
                "overdue": ""},
     "resizes": {"hello": "", "handle_resize_point": "", "would_expand": "", "request_shrink": ""},
-    "restarts": {"restart_here": ""},
+    "restarts": {"restart_here": "", "requeued": "", "resume_here": "", "not_resumed": "", "why_not": ""},
     "kills": {"kill_confirmed": "", "runs_seen": ""},
     "runs": {"launched": "", "run_on": "", "output_base": "", "run_started": "", "output_received": "",
              "exited": "", "finished": "", "job_ended": "", "ended_on_node": "", "cancel": "", "expire": "",

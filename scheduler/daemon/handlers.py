@@ -119,7 +119,7 @@ __all__ = ["HANDLERS", "READS", "Quota", "answer"]
 # to build and encode: a status page; nothing else in the turn waits for them)
 READS = frozenset({"status", "history", "log"})
 
-Handler = Callable[[Daemon, Any, float, "str | None"], "tuple[P.Message | P.Reply, list]"]
+Handler = Callable[[Daemon, Any, float, "str | None"], "tuple[P.Reply, list]"]
 
 
 def check_access(d: Daemon, ev: P.Request, who: str | None) -> None:
@@ -152,7 +152,7 @@ def check_access(d: Daemon, ev: P.Request, who: str | None) -> None:
 
 
 def answer(d: Daemon, ev: P.Request, now: float, who: str | None = None,
-           frame: bytes = b"") -> tuple[P.Message | P.Reply, list]:
+           frame: bytes = b"") -> tuple[P.Reply, list]:
     """The reply to a decoded request and its actions (never raises)."""
     t0 = time.perf_counter()
     try:
@@ -181,12 +181,12 @@ def core_event(ev: P.Request) -> C.Event:
     return cls(**{f.name: getattr(ev, f.name) for f in dataclasses.fields(cls)})
 
 
-def _core(d: Daemon, ev: P.Request, now: float, who: str | None) -> tuple[P.Message, list]:
+def _core(d: Daemon, ev: P.Request, now: float, who: str | None) -> tuple[P.Reply, list]:
     _, acts = d.state.handle(core_event(ev), now)
-    return P.reply(ev), acts
+    return P.answer(ev, P.Ok()), acts
 
 
-def _limited(d: Daemon, ev: P.Lost | P.Resized, now: float, who: str | None) -> tuple[P.Message, list]:
+def _limited(d: Daemon, ev: P.Lost | P.Resized, now: float, who: str | None) -> tuple[P.Reply, list]:
     """``lost`` and ``resized`` journal an event each: a job sends them at most at its limit's rate."""
     if ev.job_id in d.state.live and not d.job_limits.message(ev.job_id, now):
         lim = d.job_limits
@@ -200,23 +200,24 @@ def _resize_point(d: Daemon, ev: P.ResizePoint, now: float, who: str | None) -> 
     return P.answer(ev, P.Advice(action=adv.action, nprocs=adv.nprocs, hosts=adv.hosts, reason=adv.reason)), acts
 
 
-def _node_register(d: Daemon, ev: P.NodeRegister, now: float, who: str | None) -> tuple[P.Message, list]:
+def _node_register(d: Daemon, ev: P.NodeRegister, now: float, who: str | None) -> tuple[P.Reply, list]:
     _, acts = d.state.handle(core_event(ev), now)
     timeout = d.state.node_timeout
     beat = min(5.0, max(0.05, timeout / 4))
     if d.supervisor.on_nodes:  # its heartbeats' replies carry the orders to start and kill jobs: often
         beat = min(beat, 0.5)
-    return P.reply(ev, node=ev.node, heartbeat=beat, timeout=timeout, tag=tag_prefix(d.supervisor.state_dir)), acts
+    return P.answer(ev, P.NodeWelcome(node=ev.node, heartbeat=beat, timeout=timeout,
+                                       tag=tag_prefix(d.supervisor.state_dir))), acts
 
 
-def _heartbeat(d: Daemon, ev: P.Heartbeat, now: float, who: str | None) -> tuple[P.Message, list]:
+def _heartbeat(d: Daemon, ev: P.Heartbeat, now: float, who: str | None) -> tuple[P.Reply, list]:
     """A monitor's heartbeat; its reply carries the monitor's orders (jobs on nodes: start, kill)."""
     _, acts = d.state.handle(core_event(ev), now)
     orders = d.supervisor.node_orders(ev.node, list(ev.runs or ()), now, list(ev.jobs))
-    return P.reply(ev, **({"orders": orders} if orders else {})), acts
+    return P.answer(ev, P.Orders(orders=tuple(orders) or None)), acts
 
 
-def _job_output(d: Daemon, ev: P.JobOutput, now: float, who: str | None) -> tuple[P.Message, list]:
+def _job_output(d: Daemon, ev: P.JobOutput, now: float, who: str | None) -> tuple[P.Reply, list]:
     try:
         data = base64.b64decode(ev.data, validate=True)
     except (binascii.Error, ValueError):
@@ -225,15 +226,15 @@ def _job_output(d: Daemon, ev: P.JobOutput, now: float, who: str | None) -> tupl
         raise StateError("bad_field", f"job_output: 'data' holds {len(data)} bytes > {P.MAX_OUTPUT_BYTES}")
     if ev.job_id in d.state.live and not d.job_limits.output(ev.job_id, len(data), now):
         data = b""  # over the job's output rate: nothing written now; the reply says how much is held
-    return P.reply(ev, at=d.supervisor.output(ev.job_id, ev.node, ev.attempt, ev.offset, data)), []
+    return P.answer(ev, P.OutputAt(at=d.supervisor.output(ev.job_id, ev.node, ev.attempt, ev.offset, data))), []
 
 
 # ---------------------------------------------------------------------- control requests
-def _ping(d: Daemon, ev: P.Ping, now: float, who: str | None) -> tuple[P.Message, list]:
-    return P.reply(ev, now=now, version=P.VERSION), []
+def _ping(d: Daemon, ev: P.Ping, now: float, who: str | None) -> tuple[P.Reply, list]:
+    return P.answer(ev, P.Pong(now=now, version=P.VERSION)), []
 
 
-def _submit(d: Daemon, ev: P.Submit, now: float, who: str | None) -> tuple[P.Message, list]:
+def _submit(d: Daemon, ev: P.Submit, now: float, who: str | None) -> tuple[P.Reply, list]:
     s = d.state
     desc = validate_job(ev.job, s.pool.capacity)
     d.rm.check_submit(desc)
@@ -246,48 +247,49 @@ def _submit(d: Daemon, ev: P.Submit, now: float, who: str | None) -> tuple[P.Mes
         d.quota.note(who, job_id)
     # a job that cannot start now (not the head, its smallest size above the free slots) waits
     # for the next tick's pass: a submission costs no pass over a full machine
-    return P.reply(ev, job_id=job_id), s.tick(now) if s.pass_needed(job_id) else []
+    return P.answer(ev, P.Accepted(target=job_id)), s.tick(now) if s.pass_needed(job_id) else []
 
 
-def _register(d: Daemon, ev: P.Register, now: float, who: str | None) -> tuple[P.Message, list]:
+def _register(d: Daemon, ev: P.Register, now: float, who: str | None) -> tuple[P.Reply, list]:
     if not d.accounts.is_admin(who):  # the site controller asks Slurm about each, in this loop (:class:`Quota`)
         d.quota.take(who, now, "registers")
     desc = validate_job(ev.job, d.state.pool.capacity)
     again = (ev.code, list(ev.lost)) if ev.restart else None
-    return P.reply(ev, job_id=d.rm.adopt(d.state, desc, ev.allocation, list(ev.hosts), now, who, again)), []
+    return P.answer(ev, P.Accepted(target=d.rm.adopt(d.state, desc, ev.allocation, list(ev.hosts), now, who,
+                                                      again))), []
 
 
-def _status(d: Daemon, ev: P.Status, now: float, who: str | None) -> tuple[P.Message, list]:
+def _status(d: Daemon, ev: P.Status, now: float, who: str | None) -> tuple[P.Reply, list]:
     page = ev.limit  # pages running, queued and waiting jobs alike
-    return P.reply(ev, now=now, daemon=d.service_stats(loop=True), **d.state.status(now, page, page)), []
+    return P.answer(ev, P.StatusView(now=now, daemon=d.service_stats(loop=True), **d.state.status(now, page, page))), []
 
 
-def _cancel(d: Daemon, ev: P.Cancel, now: float, who: str | None) -> tuple[P.Message, list]:
+def _cancel(d: Daemon, ev: P.Cancel, now: float, who: str | None) -> tuple[P.Reply, list]:
     acts = d.state.cancel(ev.target, now)
     j = d.state.jobs[ev.target]  # cancelled, or cancelling: its node's monitor has the kill to confirm
-    extra = {"runner": j.runner} if j.state == JobState.CANCELLING else {}
-    return P.reply(ev, job_id=ev.target, state=str(j.state), **extra), acts
+    runner = j.runner if j.state == JobState.CANCELLING else None
+    return P.answer(ev, P.Cancelled(target=ev.target, state=str(j.state), runner=runner)), acts
 
 
-def _history(d: Daemon, ev: P.History, now: float, who: str | None) -> tuple[P.Message, list]:
-    return P.reply(ev, **history(d, now, ev.limit, ev.since, ev.after)), []
+def _history(d: Daemon, ev: P.History, now: float, who: str | None) -> tuple[P.Reply, list]:
+    return P.answer(ev, history(d, now, ev.limit, ev.since, ev.after)), []
 
 
-def _log(d: Daemon, ev: P.Log, now: float, who: str | None) -> tuple[P.Message, list]:
+def _log(d: Daemon, ev: P.Log, now: float, who: str | None) -> tuple[P.Reply, list]:
     if ev.target not in d.state.jobs:
         raise StateError("unknown_job", f"no job {ev.target}")
     text = d.supervisor.log_tail(ev.target, 200 if ev.tail is None else ev.tail)
-    return P.reply(ev, job_id=ev.target, text=text), []
+    return P.answer(ev, P.LogText(target=ev.target, text=text)), []
 
 
-def _stop(d: Daemon, ev: P.Stop, now: float, who: str | None) -> tuple[P.Message, list]:
+def _stop(d: Daemon, ev: P.Stop, now: float, who: str | None) -> tuple[P.Reply, list]:
     d.stopping = True
     d.kill_on_stop = d.kill_on_stop or bool(ev.kill_jobs)
-    return P.reply(ev), []
+    return P.answer(ev, P.Ok()), []
 
 
 def history(d: Daemon, now: float, limit: int | None, since: float | None,
-            after: int | None = None) -> dict[str, Any]:
+            after: int | None = None) -> P.HistoryView:
     """Jobs with their events: all, or the last ``limit`` jobs, or those active at or after the
     time ``since`` (both: the last ``limit`` of those); node events likewise from ``since``.
     ``after``: a page, the first ``limit`` of those jobs with a larger id (node events on the
@@ -316,8 +318,8 @@ def history(d: Daemon, now: float, limit: int | None, since: float | None,
                               if since is None or e["t"] >= since]
     jobs = [{k: v for k, v in j.to_dict().items() if k != "desc"} | {"name": j.desc["name"],
              "requested": j.desc["nprocs"], "arrival_time": j.arrival_time} for j in sel]
-    return {"total_slots": s.pool.capacity, "now": now, "jobs": jobs, "events": events,
-            "node_events": nodes, "jobs_total": len(s.jobs)}
+    return P.HistoryView(total_slots=s.pool.capacity, now=now, jobs=jobs, events=events, node_events=nodes,
+                         jobs_total=len(s.jobs))
 
 
 HANDLERS: dict[type[P.Request], Handler] = {

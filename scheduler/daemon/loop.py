@@ -216,7 +216,7 @@ class Daemon:
 
     # ------------------------------------------------------------------ requests
     def handle(self, frame: bytes, now: float, who: str | None = None,
-               reads: list[P.Request] | None = None) -> tuple[P.Message | P.Reply | None, list]:
+               reads: list[P.Request] | None = None) -> tuple[P.Reply | None, list]:
         """One request frame from ``who`` -> (reply, actions). Never raises on bad input.
 
         ``who``: the sender (``uid:N`` on an ``ipc://`` endpoint and on loopback TCP, ``key:NAME``
@@ -235,7 +235,7 @@ class Daemon:
         return answer(self, ev, now, who, frame)
 
     @staticmethod
-    def _encode(rep: P.Message | P.Reply) -> bytes:
+    def _encode(rep: P.Reply) -> bytes:
         """The reply's frame; a reply that cannot be encoded becomes an ``internal`` error (logged)."""
         try:
             return P.encode(rep)

@@ -209,13 +209,12 @@ class NodeMonitor:
         """Raises DaemonError (e.g. ``unknown_node``: not in the pool) or SchedulerUnavailable."""
         rep = self.conn.send(P.NodeRegister(node=self.node, incarnation=self.incarnation, pid=os.getpid(),
                                             host=socket.gethostname()))
-        b = rep.body
-        self.tag = b["tag"]
+        self.tag = rep.tag
         self.runner.tag_prefix = self.tag
-        self.beat = self.interval or float(b["heartbeat"])
+        self.beat = self.interval or rep.heartbeat
         self.registered = True
         self.say(f"registered with {self.endpoint} (monitor {self.incarnation}, heartbeat {self.beat:g} s, "
-                 f"node timeout {b['timeout']:g} s)")
+                 f"node timeout {rep.timeout:g} s)")
 
     def scan(self) -> list[int]:
         """Update the job view; send ``job_ended`` for this node's jobs whose processes are gone."""
@@ -274,7 +273,7 @@ class NodeMonitor:
         out = P.JobOutput(job_id=run.job_id, node=self.node, incarnation=self.incarnation, attempt=run.attempt,
                           offset=offset, data=base64.b64encode(data).decode())
         try:
-            run.sent = int(self.conn.send(out).body["at"])
+            run.sent = self.conn.send(out).at
         except DaemonError as e:  # not_running: the job ended at the daemon (cancelled, its node lost, ...)
             self.say(f"job {run.job_id}: output not taken ({e.code}); dropped")
             run.dropped = True
@@ -312,12 +311,8 @@ class NodeMonitor:
             self.registered = False
             self.register()
             return
-        orders = rep.body.get("orders")
         kills = set()
-        for order in orders if isinstance(orders, list) else []:
-            if not isinstance(order, dict):
-                self.say(f"ignored a malformed order: {str(order)[:200]}")
-                continue
+        for order in rep.orders or ():  # objects (the protocol checked), whose fields the runner checks
             self.runner.order(order)
             if order.get("op") == "start":
                 self.wake.set()  # confirm the start at once (the next heartbeat lists it)

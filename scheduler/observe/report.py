@@ -8,9 +8,11 @@ first job arrival to the last job end.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from reshape.joblink.client import request
+from reshape.joblink.protocol import HistoryView
 from scheduler.core.metrics import JobRecord, Usage, metrics
 from scheduler.observe.palette import job_color
 
@@ -26,23 +28,23 @@ def allocation_series(events: list[dict[str, Any]]) -> dict[int, list[tuple[floa
     return out
 
 
-def summarize(hist: dict[str, Any]) -> dict[str, Any]:
+def summarize(hist: HistoryView) -> dict[str, Any]:
     """Per-job rows and the run's metrics (:func:`scheduler.core.metrics.metrics`, the simulator's
     definitions) from a ``history`` reply. Ended jobs that ran are the records (their bounded
     slowdown uses the measured run time); utilization spans the first arrival to the last end or
     now, and idle-while-waiting counts jobs still queued."""
-    jobs = [j for j in hist["jobs"] if j["state"] in ("done", "failed", "lost", "cancelled", "running")]
+    jobs = [j for j in hist.jobs if j["state"] in ("done", "failed", "lost", "cancelled", "running")]
     if not jobs:
         return {"jobs": [], "utilization": 0.0, "makespan": 0.0}
     t0 = min(j["arrival_time"] for j in jobs)
-    t1 = max((j["end_time"] or hist["now"]) for j in jobs)
-    usage = Usage().feed_events(sorted(hist["events"], key=lambda e: e["t"]))
+    t1 = max((j["end_time"] or hist.now) for j in jobs)
+    usage = Usage().feed_events(sorted(hist.events, key=lambda e: e["t"]))
     records = [JobRecord(j["job_id"], j["arrival_time"], j["start_time"], j["end_time"],
                          j["end_time"] - j["start_time"], j["requested"], j.get("resizes", 0),
                          j.get("redist_seconds", 0.0))
                for j in jobs if j["end_time"] is not None and j["start_time"] is not None]
-    waits = [(j["arrival_time"], j["start_time"] if j["start_time"] is not None else hist["now"])
-             for j in hist["jobs"] if j["state"] not in ("waiting",)]
+    waits = [(j["arrival_time"], j["start_time"] if j["start_time"] is not None else hist.now)
+             for j in hist.jobs if j["state"] not in ("waiting",)]
     rows = []
     for j in sorted(jobs, key=lambda j: j["job_id"]):
         end = j["end_time"]
@@ -50,11 +52,11 @@ def summarize(hist: dict[str, Any]) -> dict[str, Any]:
                      "initial": j["requested"], "sizes": j["profile"]["history"],
                      "wait": (j["start_time"] - j["arrival_time"]) if j["start_time"] else None,
                      "turnaround": (end - j["arrival_time"]) if end else None, "error": j.get("error")})
-    m = metrics(records, usage, hist["total_slots"], t0, t1, waits) if records else {}
+    m = metrics(records, usage, hist.total_slots, t0, t1, waits) if records else {}
     m.pop("jobs", None)
     span = t1 - t0
     return {"jobs": rows, **m, "makespan": span,
-            "utilization": usage.area(t0, t1) / (hist["total_slots"] * span) if span > 0 else 0.0}
+            "utilization": usage.area(t0, t1) / (hist.total_slots * span) if span > 0 else 0.0}
 
 
 def _level(steps: list[tuple[float, int]], t: float) -> int:
@@ -67,7 +69,7 @@ def _level(steps: list[tuple[float, int]], t: float) -> int:
     return v
 
 
-def plot_history(hist: dict[str, Any], path: str, title: str = "") -> None:
+def plot_history(hist: HistoryView, path: str, title: str = "") -> None:
     """One lane per job (waiting, then its processors over time, with the Remap Scheduler's
     expand/shrink decisions marked: Fig. 4a/5a without jobs hiding each other) above the
     processors of all jobs stacked against the pool's slots (Fig. 4b; white is idle)."""
@@ -78,8 +80,8 @@ def plot_history(hist: dict[str, Any], path: str, title: str = "") -> None:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    events = sorted(hist["events"], key=lambda e: e["t"])
-    jobs = sorted(hist["jobs"], key=lambda j: j["job_id"])
+    events = sorted(hist.events, key=lambda e: e["t"])
+    jobs = sorted(hist.jobs, key=lambda j: j["job_id"])
     t0 = min([e["t"] for e in events] + [j["arrival_time"] for j in jobs], default=0.0)
     t_end = max([e["t"] for e in events], default=t0) - t0
     series = allocation_series(events)
@@ -127,8 +129,8 @@ def plot_history(hist: dict[str, Any], path: str, title: str = "") -> None:
         names = {j["job_id"]: j["name"] for j in jobs}
         b.stackplot(grid, stack, step="post", colors=[colors[i] for i in ids], alpha=0.85,
                     labels=[f"{i} {names[i]}" if len(ids) <= 12 else "_" for i in ids])  # "_": no entry, the lanes say
-    b.axhline(hist["total_slots"], color="0.3", ls="--", lw=0.8, label="slots")
-    b.set_ylim(0, hist["total_slots"] + 0.5)
+    b.axhline(hist.total_slots, color="0.3", ls="--", lw=0.8, label="slots")
+    b.set_ylim(0, hist.total_slots + 0.5)
     b.set_ylabel("busy processors (white: idle)")
     b.set_xlabel("time (s)")
     b.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
@@ -140,23 +142,20 @@ def plot_history(hist: dict[str, Any], path: str, title: str = "") -> None:
 HISTORY_PAGE = 2000  # jobs per history reply (a few MB at most): any history is read in pages
 
 
-def read_history(endpoint: str, body: dict[str, Any], keys: str | None = None, page: int = HISTORY_PAGE) -> dict:
+def read_history(endpoint: str, body: dict[str, Any], keys: str | None = None,
+                 page: int = HISTORY_PAGE) -> HistoryView:
     """The daemon's ``history`` in pages of ``page`` jobs (``after``: docs/protocol.md) merged into
     one: no reply grows with the journal. The last N jobs (``limit``) come in one reply."""
     if "limit" in body:
         return request(endpoint, "history", body, timeout=30, keys=keys)
-    out: dict[str, Any] | None = None
+    out: HistoryView | None = None
     after = 0
     while True:
         rep = request(endpoint, "history", {**body, "after": after, "limit": page}, timeout=30, keys=keys)
-        if out is None:
-            out = rep
-        else:
-            out["jobs"] += rep["jobs"]
-            out["events"] += rep["events"]
-            out["now"] = rep["now"]
-        if len(rep["jobs"]) < page:
+        out = rep if out is None else replace(out, jobs=out.jobs + rep.jobs, events=out.events + rep.events,
+                                              now=rep.now)
+        if len(rep.jobs) < page:
             break
-        after = rep["jobs"][-1]["job_id"]
-    out["events"].sort(key=lambda e: e["t"])  # pages come by job, the history by time
-    return out
+        after = rep.jobs[-1]["job_id"]
+    # pages come by job, the history by time
+    return replace(out, events=tuple(sorted(out.events, key=lambda e: e["t"])))

@@ -165,7 +165,7 @@ class ComposeCluster:
         """The daemon's whole ``history`` reply (jobs with profiles and errors, events, node events)."""
         out = self.exec("head", "python -c " + shlex.quote(
             "import json; from scheduler.cli.commands import request; "
-            "print(json.dumps(request('tcp://127.0.0.1:5555', 'history', timeout=30)))")).stdout
+            "print(json.dumps(request('tcp://127.0.0.1:5555', 'history', timeout=30).body))")).stdout
         return json.loads(out)
 
     def jobs(self) -> dict[int, dict]:

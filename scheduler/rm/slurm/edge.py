@@ -26,7 +26,7 @@ from scheduler.rm.slurm.view import (
     submit_expander,
 )
 
-__all__ = ["CancelJob", "EndJob", "KeepNodes", "Look", "Order", "Report", "SlurmEdge", "SlurmFailed",
+__all__ = ["CancelJob", "EndJob", "KeepNodes", "Look", "Order", "Report", "RequeueJob", "SlurmEdge", "SlurmFailed",
            "SubmitExpanders", "Submitted", "UpdateJob"]
 
 
@@ -55,6 +55,13 @@ class EndJob:
 
 
 @dataclass(frozen=True)
+class RequeueJob:
+    """``scontrol requeue`` job ``main``: back to Slurm's queue, to run again as a new batch attempt."""
+
+    main: str
+
+
+@dataclass(frozen=True)
 class KeepNodes:
     """Shrink Slurm job ``job`` to ``hosts`` in one ``scontrol update``, its time limit with it (``minutes``)."""
 
@@ -71,7 +78,7 @@ class UpdateJob:
     fields: Mapping[str, int]
 
 
-Order = SubmitExpanders | CancelJob | EndJob | KeepNodes | UpdateJob
+Order = SubmitExpanders | CancelJob | EndJob | RequeueJob | KeepNodes | UpdateJob
 
 
 # ---------------------------------------------------------------------- inbox (to the loop)
@@ -142,6 +149,8 @@ class SlurmEdge:
         elif isinstance(op, EndJob):  # a job and every expander of it (those we submitted: --user)
             run(["scancel", op.main])
             cancel_expanders(op.main)
+        elif isinstance(op, RequeueJob):
+            run(["scontrol", "requeue", op.main])
         elif isinstance(op, KeepNodes):  # one update: without accounting Slurm refuses any after a job's first shrink
             run(["scontrol", "update", f"JobId={op.job}", f"NodeList={','.join(op.hosts)}",
                  *([f"TimeLimit={op.minutes}"] if op.minutes else [])])

@@ -33,7 +33,10 @@ Slurm ends (``scancel`` by hand, a time limit) makes its job shrink off its
 nodes at the next resize point; only a job that cannot (below ``min_procs``)
 fails. A job with checkpoints that loses a rank or a node is restarted inside
 its allocation by its batch script, on the nodes left, as the same job
-(:meth:`SlurmSite.restart`; docs/slurm.md, "Failures").
+(:meth:`SlurmSite.restart`); one that loses its batch host, or keeps too few
+CPUs for its smallest size, is requeued through Slurm (``scontrol requeue``)
+and resumes from its checkpoint when Slurm starts it again, at the size the
+new allocation gives (:meth:`SlurmSite.resume`; docs/slurm.md, "Failures").
 """
 
 from __future__ import annotations
@@ -42,10 +45,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from scheduler.core.actions import StateError
-from scheduler.core.job import FINAL, Job
+from scheduler.core.job import FINAL, Job, JobState
 from scheduler.core.pool import Pool
+from scheduler.rm.slurm.admit import LIVE
 from scheduler.rm.slurm.broker import Ended
-from scheduler.rm.slurm.edge import EndJob
+from scheduler.rm.slurm.edge import EndJob, RequeueJob
 from scheduler.rm.slurm.manager import SlurmManager
 from scheduler.rm.slurm.verify import Verified, own_expanders
 from scheduler.rm.slurm.view import (
@@ -64,6 +68,7 @@ if TYPE_CHECKING:
 __all__ = ["SlurmSite"]
 
 UNKNOWN_END = ("GONE", "RUNNING", "COMPLETING")  # a job whose end Slurm cannot say (forgotten) or not yet
+REQUEUED = ("PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED")  # a registered job back in Slurm's queue
 
 
 class SlurmSite(SlurmManager):
@@ -88,6 +93,9 @@ class SlurmSite(SlurmManager):
         self.broker.nodes = tuple(n.host for n in self._pool.nodes)
         self.pending_actions: list = []  # actions of the start-up reconciliation, performed with the first step
         self.verified = Verified()  # the Slurm jobs it checked: the only ones it acts on (verify)
+        self.requeueing: set[str] = set()  # Slurm jobs it asked Slurm to requeue, not yet seen requeued
+        self.waiting: dict[str, int] = {}  # requeued Slurm job -> its job, waiting for it to register again
+        self._gone: set[str] = set()  # requeued Slurm jobs missing from the last look
         self.source = (f"Slurm partition {partition or '(default)'} ({len(self._pool.nodes)} nodes): site controller "
                        f"of every 'reshape submit --slurm' job")
 
@@ -124,6 +132,13 @@ class SlurmSite(SlurmManager):
         except SlurmError as e:
             raise ValueError(f"--slurm-site: cannot read Slurm's queue: {e}") from None
         seen = {q.id: q for q in jobs}
+        self.waiting = {}
+        for j in [j for j in state.live.values() if j.state == JobState.WAITING and j.allocation is not None]:
+            why = self.verified.recheck(j, seen)  # requeued while the controller was away: still its owner's?
+            if why is None:
+                self.waiting[j.allocation or ""] = j.job_id
+            else:
+                state.not_resumed(j, why, now)
         for j in state.running():
             if j.allocation is None:
                 continue
@@ -169,6 +184,10 @@ class SlurmSite(SlurmManager):
         for j in state.live.values():
             if j.allocation == allocation and j.state not in FINAL:
                 job_id = self.verified.reattach(j, owner)  # a retry after a lost reply: its owner's only
+                if restart is None and j.state == JobState.RUNNING and hosts[:1] != j.hosts[:1]:
+                    self._missed_requeue(state, j, hosts, now, owner)
+                if j.state == JobState.WAITING:  # Slurm requeued it: this is its new batch attempt
+                    return self.resume(state, j, hosts, now, owner)
                 return job_id if restart is None else self.restart(state, j, hosts, restart, now, owner)
         if restart is not None:
             raise StateError("unknown_job", f"Slurm job {allocation} has no registered job to restart")
@@ -187,27 +206,69 @@ class SlurmSite(SlurmManager):
         if unknown:
             raise StateError("bad_hosts", f"{', '.join(unknown)} not in partition {self.partition or '(default)'}")
         self.verified.register(allocation, hosts, owner)  # Slurm's word: the job runs, is owner's, holds hosts
-        for h in dict.fromkeys(hosts):
-            self.pending_actions += self._given_to(state, h, allocation, now)
-        busy = [h for h in dict.fromkeys(hosts) if state.pool.used[h]]
-        if busy:  # slurm-run retries: the job on it leaves at its next resize point
-            raise StateError("node_busy", f"{', '.join(busy)} still used by a job leaving it (its Slurm job no "
-                                          f"longer holds it); retry")
-        granted = [h for h in dict.fromkeys(hosts) if h in state.pool.down]
-        for h in dict.fromkeys(hosts):
-            state.node_granted(h, now, f"allocation of Slurm job {allocation}", lease=allocation)
+        granted = self._take(state, allocation, hosts, now)
         try:
             job_id = state.adopt(desc, hosts, allocation, now, owner)
         except StateError:
             for h in granted:
                 state.node_released(h, now, f"registration of Slurm job {allocation} refused")
             raise
-        self.broker.add_group(allocation, hosts[0], now)
-        for h in dict.fromkeys(hosts):
-            self.broker.held[h] = allocation
+        self._hold(allocation, hosts, now)
         self.note(f"job {job_id} ({desc['name']}) registered from Slurm job {allocation} on "
                   f"{','.join(dict.fromkeys(hosts))}")
         return job_id
+
+    def _take(self, state: ClusterState, allocation: str, hosts: list[str], now: float) -> list[str]:
+        """The nodes Slurm started ``allocation`` on become its own (leased to it): those it newly granted
+        (down until now). ``node_busy`` while a job that no longer holds one still uses it (it leaves at its
+        next resize point; ``reshape slurm-run`` retries)."""
+        for h in dict.fromkeys(hosts):
+            self.pending_actions += self._given_to(state, h, allocation, now)
+        busy = [h for h in dict.fromkeys(hosts) if state.pool.used[h]]
+        if busy:
+            raise StateError("node_busy", f"{', '.join(busy)} still used by a job leaving it (its Slurm job no "
+                                          f"longer holds it); retry")
+        granted = [h for h in dict.fromkeys(hosts) if h in state.pool.down]
+        for h in dict.fromkeys(hosts):
+            state.node_granted(h, now, f"allocation of Slurm job {allocation}", lease=allocation)
+        return granted
+
+    def _hold(self, allocation: str, hosts: list[str], now: float) -> None:
+        self.broker.add_group(allocation, hosts[0], now)  # the batch host first (slurm-run's order)
+        for h in dict.fromkeys(hosts):
+            self.broker.held[h] = allocation
+
+    def _missed_requeue(self, state: ClusterState, j: Job, hosts: list[str], now: float, owner: str | None) -> None:
+        """A registration of running job ``j``'s allocation from another batch host: where Slurm says it requeued
+        the job (a new batch attempt the looks missed: the controller was away), it is requeued here first."""
+        self.verified.register(j.allocation or "", hosts, owner, requeued=True)
+        for op in self.broker.end_group(j.allocation or "", "REQUEUED"):
+            self.pending_actions += self._apply(op, state, now)
+
+    def resume(self, state: ClusterState, j: Job, hosts: list[str], now: float, owner: str | None) -> int:
+        """Job ``j``, whose Slurm job was requeued, registers from its new batch attempt on ``hosts`` (Slurm
+        vouches that the job runs again, requeued, is the owner's and holds them): it runs on them at the
+        largest legal size that fits, from its last checkpoint, as the same job (its restart was counted when
+        Slurm requeued it). Too few CPUs for its smallest size: it fails with why. A refusal is noted, raised."""
+        alloc = j.allocation or ""
+        granted: list[str] = []
+        try:
+            self.verified.register(alloc, hosts, owner, requeued=True)
+            granted = self._take(state, alloc, hosts, now)
+            size = state.resume_here(j, hosts, now)
+        except StateError as e:
+            for h in granted:
+                state.node_released(h, now, f"registration of requeued Slurm job {alloc} refused")
+            if e.code == "too_few":
+                state.not_resumed(j, f"Slurm requeued job {alloc} and started it again, but {e.message}", now)
+                self.waiting.pop(alloc, None)
+            self.note(f"job {j.job_id} ({j.desc['name']}) not resumed in requeued Slurm job {alloc}: {e.message}")
+            raise
+        self.waiting.pop(alloc, None)
+        self._hold(alloc, hosts, now)
+        self.note(f"job {j.job_id} ({j.desc['name']}) resumes from its checkpoint in requeued Slurm job {alloc} at "
+                  f"{size} on {','.join(dict.fromkeys(hosts[:size]))}")
+        return j.job_id
 
     def restart(self, state: ClusterState, j: Job, hosts: list[str], restart: tuple[int | None, list[str]],
                 now: float, owner: str | None) -> int:
@@ -223,6 +284,10 @@ class SlurmSite(SlurmManager):
             self.verified.register(j.allocation or "", hosts, owner)
             size = state.restart_here(j, hosts, code, [h for h in dict.fromkeys(lost) if state.pool.has(h)], now)
         except StateError as e:
+            if e.code == "too_few":  # the job resumes where Slurm starts it again, at the size it gets there
+                self.requeue(j, e.message, state, now)
+                raise StateError("requeued", f"{e.message}: requeued through Slurm, to resume from its last "
+                                             f"checkpoint at the size its next allocation gives") from None
             self.note(f"job {j.job_id} ({j.desc['name']}) not restarted in Slurm job {j.allocation}: {e.message}")
             raise
         for h in dict.fromkeys(lost):
@@ -270,14 +335,56 @@ class SlurmSite(SlurmManager):
         return done
 
     def apply(self, state: ClusterState, now: float, jobs: list, idle: int, seen: float) -> list:
-        """As every Slurm manager, with only the expanders this controller submitted (verify)."""
-        return super().apply(state, now, own_expanders(jobs, self.verified.me), idle, seen)
+        """As every Slurm manager, with only the expanders this controller submitted (verify); a job whose batch
+        host Slurm took out of its Slurm job is requeued (:meth:`requeue`), and a requeued one whose Slurm job
+        is gone fails."""
+        jobs = own_expanders(jobs, self.verified.me)
+        by_id = {q.id: q for q in jobs}
+        acts: list = []
+        for main, g in list(self.broker.groups.items()):
+            q = by_id.get(main)
+            if q is not None and q.state in LIVE and q.nodes and g.batch_host not in q.nodes:
+                j = next((j for j in state.running() if j.allocation == main), None)
+                if j is not None and main not in self.requeueing:
+                    acts += self.requeue(j, f"its batch host {g.batch_host} left Slurm job {main} (lost)", state, now)
+        for main, jid in list(self.waiting.items()):
+            q = by_id.get(main)
+            if q is None and main not in self._gone:
+                self._gone.add(main)  # gone from one look: ended only if the next agrees
+                continue
+            self._gone.discard(main)
+            if q is None or q.state not in (*REQUEUED, *LIVE):
+                self.waiting.pop(main)
+                state.not_resumed(state.jobs[jid], f"its requeued Slurm job {main} ended "
+                                                   f"{q.state if q else 'GONE'} before it ran again", now)
+                self.note(f"job {jid} ended: its requeued Slurm job {main} ended before it ran again")
+        return acts + super().apply(state, now, jobs, idle, seen)
+
+    def requeue(self, j: Job, why: str, state: ClusterState, now: float) -> list:
+        """Ask Slurm to requeue job ``j``'s Slurm job (``why``: one line) when it can resume from a checkpoint;
+        else end it and its Slurm job, with why."""
+        main = j.allocation or ""
+        bad = state.why_not(j, None, True)
+        if bad is None:
+            self.requeueing.add(main)
+            self.edge.outbox.put(RequeueJob(main))
+            self.note(f"job {j.job_id} ({j.desc['name']}): {why}: Slurm job {main} requeued, to resume from its "
+                      f"last checkpoint")
+            return []
+        self.requeueing.add(main)  # asked once
+        self.edge.outbox.put(EndJob(main))
+        self.note(f"job {j.job_id} ({j.desc['name']}) ended: {why}, and it cannot resume: {bad}")
+        return state.exited(j.job_id, 1, now, f"{why}; not requeued: {bad}")
 
     def ended(self, s: ClusterState, op: Ended, now: float) -> list:
         """Group ``op.main``'s Slurm job ended: its job's own report says how, else Slurm's final state
         (``COMPLETED``: the batch script, which exits with the job's ``mpiexec``, exited 0)."""
         acts: list = []
+        self.requeueing.discard(op.main)
         for j in [j for j in s.running() if j.allocation == op.main]:
+            if op.state in REQUEUED:
+                acts += self._requeued(s, j, now)
+                continue
             code = (0 if j.reported == "done" else 1 if j.reported == "error" else 0 if op.state == "COMPLETED"
                     else None if op.state in UNKNOWN_END else 1)
             why = None if j.reported else (f"Slurm job {op.main} ended {op.state} and the job did not report"
@@ -288,6 +395,23 @@ class SlurmSite(SlurmManager):
             if not s.node_released(h, now, f"Slurm job {op.main} ended"):
                 s.pool.lease(h, None)
         return acts
+
+    def _requeued(self, s: ClusterState, j: Job, now: float) -> list:
+        """Slurm put job ``j``'s Slurm job back in its queue (its batch host lost, or at our request): it waits
+        for its next batch attempt to register (:meth:`resume`), or, where it cannot resume, fails and its
+        Slurm job is cancelled (it would run again from the start)."""
+        main = j.allocation or ""
+        why = f"Slurm requeued job {main}"
+        try:
+            s.requeued(j, why, now)
+        except StateError as e:
+            self.edge.outbox.put(EndJob(main))
+            self.note(f"job {j.job_id} ({j.desc['name']}) ended: {why}, and it cannot resume: {e.message}")
+            return s.exited(j.job_id, 1, now, f"{why}; not resumed: {e.message}")
+        self.waiting[main] = j.job_id
+        self.note(f"job {j.job_id} ({j.desc['name']}) waits for requeued Slurm job {main} to run again "
+                  f"(restart {j.restarts})")
+        return []
 
     def stop(self, jobs_running: bool, killing: bool) -> None:
         self.edge.stop(cancel_expanders_of=tuple(self.broker.groups) if killing else ())

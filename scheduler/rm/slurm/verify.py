@@ -12,7 +12,9 @@ so, ``forbidden`` for someone else's job. A job is registered by its owner only:
 same account re-attaches to the job it registered; anyone else is refused, so nobody registers
 another's job first (no hijack). The controller then acts only on what it verified
 (:class:`Verified`): the main jobs registered so, and expander jobs it submitted itself (a job
-someone else named ``reshape-expand-N`` is not one: :func:`own_expanders`).
+someone else named ``reshape-expand-N`` is not one: :func:`own_expanders`). A job Slurm requeued resumes
+only when Slurm says the allocation registering is a new attempt of it (``Restarts=`` at least 1), with the
+same checks.
 
 Still trusted: Slurm (``slurmctld`` and the ``scontrol``/``squeue`` on the controller's PATH), and
 the accounts table the admin keeps.
@@ -51,6 +53,7 @@ class SlurmFacts:
     user: str
     uid: int | None
     nodes: tuple[str, ...]
+    restarts: int = 0  # how many times Slurm requeued it (``Restarts=``): a new batch attempt each
 
 
 def show_job(job_id: str) -> str:
@@ -71,19 +74,23 @@ def parse_show_job(text: str) -> list[SlurmFacts]:
         nodes = f.get("NodeList", "")
         hosts = tuple(hostlist.expand_hostlist(nodes)) if nodes and nodes != "(null)" else ()
         out.append(SlurmFacts(f.get("JobId", ""), f.get("JobState", "?"), m["name"] if m else f.get("UserId", "?"),
-                              int(m["uid"]) if m else None, hosts))
+                              int(m["uid"]) if m else None, hosts,
+                              int(r) if (r := f.get("Restarts", "0")).isdigit() else 0))
     return out
 
 
 def mismatch(facts: list[SlurmFacts], allocation: str, hosts: Iterable[str], account: str | None,
-             uid: int | None) -> tuple[str, str] | None:
-    """(error code, one line) naming what of a registration Slurm does not vouch for, or None."""
+             uid: int | None, requeued: bool = False) -> tuple[str, str] | None:
+    """(error code, one line) naming what of a registration Slurm does not vouch for, or None. ``requeued``:
+    it says it is a new batch attempt of a job Slurm requeued, which Slurm must have done."""
     mine = [f for f in facts if f.job_id == allocation]
     if len(mine) != 1 or len(facts) != 1:
         return "bad_hosts", f"Slurm job {allocation} is not one plain job (an array or heterogeneous job?)"
     f = mine[0]
     if f.state != "RUNNING":
         return "bad_hosts", f"Slurm job {allocation} is {f.state}, not RUNNING"
+    if requeued and f.restarts < 1:
+        return "bad_hosts", f"Slurm job {allocation} was never requeued (Restarts=0): not a new attempt of it"
     if not ((uid is not None and f.uid == uid) or (account is not None and f.user == account)):
         who = f"{account} (uid {uid})" if uid is not None else account or "a sender with no local account"
         return "forbidden", f"Slurm job {allocation} belongs to {f.user} (uid {f.uid}), not to {who}"
@@ -115,9 +122,10 @@ class Verified:
             return None, None
         return self.accounts.account(who), self.accounts.uid(who)
 
-    def register(self, allocation: str, hosts: list[str], who: str | None) -> None:
+    def register(self, allocation: str, hosts: list[str], who: str | None, requeued: bool = False) -> None:
         """Slurm vouches for a registration by ``who`` (None: a caller inside the controller), or
-        StateError naming what did not match."""
+        StateError naming what did not match; ``requeued``: of a new batch attempt after a requeue
+        (:func:`mismatch`)."""
         if who is not None:
             account, uid = self._account(who)
             try:
@@ -125,7 +133,7 @@ class Verified:
             except SlurmError as e:
                 raise StateError("bad_hosts", f"Slurm does not know job {allocation}: "
                                               f"{str(e).splitlines()[-1][:200]}") from None
-            bad = mismatch(facts, allocation, hosts, account, uid)
+            bad = mismatch(facts, allocation, hosts, account, uid, requeued)
             if bad:
                 raise StateError(*bad)
         self.jobs.add(allocation)
