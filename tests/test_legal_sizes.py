@@ -106,7 +106,7 @@ def test_job_file_checks_nprocs_with_the_same_definition(d, why):
 
 def test_job_file_accepts_2d_sizes_that_do_not_divide_the_order():
     assert validate_job(job(nprocs=9, topology="2d", divides=12)).nprocs == 9
-    assert validate_job(job(nprocs=8, topology="2d", divides=12), 16)["nprocs"] == 8
+    assert validate_job(job(nprocs=8, topology="2d", divides=12), 16).nprocs == 8
 
 
 def test_job_file_with_a_huge_size_is_checked_without_listing_sizes(no_listing):
