@@ -100,8 +100,8 @@ def test_pool_and_jobs_match_the_cluster(compose):
     assert jobs
     for name in jobs:
         desc = load_job_file(os.path.join(ROOT, "docker", "jobs", name))
-        assert desc["nprocs"] <= pool.total
-        script = [a for a in desc["command"] if a.endswith(".py")]
+        assert desc.nprocs <= pool.total
+        script = [a for a in desc.command if a.endswith(".py")]
         for s in script:
             assert os.path.exists(os.path.join(ROOT, s)), s
 

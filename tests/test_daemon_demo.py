@@ -126,5 +126,5 @@ def test_example_job_files_load():
     for f in files:
         if os.path.basename(f) == "pool.toml":
             continue
-        names.add(load_job_file(f, 8)["name"])
+        names.add(load_job_file(f, 8).name)
     assert {"lu", "jacobi"} <= names

@@ -12,6 +12,7 @@ import json
 import random
 import sqlite3
 import time
+from dataclasses import replace
 
 import pytest
 import zmq
@@ -129,7 +130,7 @@ def test_a_job_that_cannot_be_started_fails_and_the_daemon_serves_on(tmp_path):
 
     d = Daemon(str(tmp_path), pool=default_pool(2))
     try:
-        jid = d.state.submit({**validate_job({"command": ["true"], "nprocs": 1}), "command": ["tr\x00ue"]}, 0.0)
+        jid = d.state.submit(replace(validate_job({"command": ["true"], "nprocs": 1}), command=("tr\x00ue",)), 0.0)
         d.perform(d.state.tick(0.0), 0.0)
         j = d.state.jobs[jid]
         assert j.state == "failed" and "cannot start" in (j.error or ""), j

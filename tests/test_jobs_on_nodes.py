@@ -24,6 +24,7 @@ import psutil
 import pytest
 
 from reshape.joblink.launch import mpi_env
+from scheduler.core.jobfile import JobDesc
 from scheduler.daemon.startup import job_argv, job_pids, job_tag
 from tests.helpers import ROOT, wait_for
 from tests.test_nodemon import Cluster
@@ -108,7 +109,7 @@ def sha(text: str) -> str:
 def reference(steps: int) -> str:
     """The field of a run of heat with no daemon and no failure."""
     env = mpi_env()
-    argv = job_argv({"command": [*HEAT, "--steps", str(steps)]}, ["localhost"] * 2, env)
+    argv = job_argv(JobDesc(name="heat", command=(*HEAT, "--steps", str(steps)), nprocs=2), ["localhost"] * 2, env)
     r = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     return sha(r.stdout)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
+
 from scheduler.core import events as C
 from scheduler.core.jobfile import validate_job
 from scheduler.core.policy import app_policy, remap_policy
@@ -66,3 +69,41 @@ def test_background_checkpoints_keep_the_wal_small(tmp_path):
     jobs, meta = j.load()
     j.close()
     assert len(jobs) == 601 and meta["next_id"] == 602
+
+
+# a job description exactly as ``validate_job`` returned it when it was a dict, and so as the journal and
+# ``submit`` bodies hold it (key order included)
+OLD_DESC = {"name": "app", "command": ["python", "app.py", "--n", "8"], "nprocs": 2, "min_procs": 1,
+            "max_procs": 8, "sizes": [2, 4, 8], "divides": None, "topology": "1d", "resizable": True,
+            "walltime": 60.0, "arrival_delay": 0.0, "launch": "mpi", "env": {"A": "1"}, "iterations": 20,
+            "resize_timeout": 120.0, "checkpoint": "every:5", "checkpoint_dir": None, "max_restarts": 3,
+            "mpi": "mpich"}
+
+
+def test_job_descriptions_serialise_as_before_and_old_rows_load(tmp_path):
+    desc = validate_job({"name": "app", "command": ["python", "app.py", "--n", "8"], "nprocs": 2, "max_procs": 8,
+                         "sizes": [8, 4, 2, 4], "walltime": 60, "env": {"A": "1"}, "iterations": 20,
+                         "checkpoint": "every:5", "mpi": "mpich"})
+    assert list(desc.to_dict().items()) == list(OLD_DESC.items())
+    assert "mpi" not in validate_job({"command": ["x"], "nprocs": 1}).to_dict()
+    st = ClusterState(default_pool(4), app_policy("fcfs"), remap_policy("static"))
+    a = st.submit(desc, 0.0)
+    old = {**st.jobs[a].to_dict(), "desc": dict(OLD_DESC)}
+    # journaled before resize_timeout, checkpoints and restarts existed: no such fields
+    legacy = {**old, "job_id": a + 1, "desc": {k: v for k, v in OLD_DESC.items()
+                                               if k not in ("resize_timeout", "checkpoint", "checkpoint_dir",
+                                                            "max_restarts", "mpi")}}
+    j = Journal(str(tmp_path / "j.sqlite"))
+    j.db.executemany("INSERT INTO jobs(job_id, state, record, end_time) VALUES (?, ?, ?, NULL)",
+                     [(r["job_id"], r["state"], json.dumps(r)) for r in (old, legacy)])
+    j.db.commit()
+    j.close()
+    j = Journal(str(tmp_path / "j.sqlite"))
+    jobs, _ = j.load()
+    j.close()
+    back = {job.job_id: job for job in jobs}
+    assert back[a].desc == desc and back[a].to_dict() == old
+    assert back[a].desc.command == ("python", "app.py", "--n", "8") and back[a].desc.env["A"] == "1"
+    d = back[a + 1].desc
+    assert d.max_restarts == 0 and d.checkpoint is None and d.resize_timeout == 120.0 and d.mpi is None
+    assert replace(back[a + 1].spec, job_id=a) == back[a].spec

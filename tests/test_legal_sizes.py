@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reshape.redistribution.layout import nearly_square_grid
-from scheduler.core.jobfile import JobFileError, narrow_spec, spec_from_dict, validate_job
+from scheduler.core.jobfile import JobFileError, narrow_spec, validate_job
 from scheduler.core.policies.reshape_remap import next_size, shrink_sizes
 from scheduler.core.policy import JobSpec, RunningJob, Snapshot, Start, app_policy, legal_sizes, remap_policy
 
@@ -105,12 +105,12 @@ def test_job_file_checks_nprocs_with_the_same_definition(d, why):
 
 
 def test_job_file_accepts_2d_sizes_that_do_not_divide_the_order():
-    assert validate_job(job(nprocs=9, topology="2d", divides=12))["nprocs"] == 9
-    assert validate_job(job(nprocs=8, topology="2d", divides=12), 16)["nprocs"] == 8
+    assert validate_job(job(nprocs=9, topology="2d", divides=12)).nprocs == 9
+    assert validate_job(job(nprocs=8, topology="2d", divides=12), 16).nprocs == 8
 
 
 def test_job_file_with_a_huge_size_is_checked_without_listing_sizes(no_listing):
-    assert validate_job(job(nprocs=2**31 - 1))["nprocs"] == 2**31 - 1
+    assert validate_job(job(nprocs=2**31 - 1)).nprocs == 2**31 - 1
 
 
 # ---------------------------------------------------------------- policies
@@ -160,9 +160,9 @@ def test_narrow_spec_with_2d_and_listed_sizes():
 
 def test_narrowed_spec_still_validates_as_a_job_file():
     d = validate_job(job(nprocs=4, divides=48))
-    n = narrow_spec(spec_from_dict(1, 0.0, d), [2, 4, 8, 16, 32], current=8)
+    n = narrow_spec(d.spec(1, 0.0), [2, 4, 8, 16, 32], current=8)
     d2 = validate_job({**job(nprocs=4, divides=48), "sizes": list(n.sizes)})
-    assert spec_from_dict(1, 0.0, d2) == n
+    assert d2.spec(1, 0.0) == n
 
 
 def test_narrow_spec_with_nothing_in_common_says_so():

@@ -112,10 +112,10 @@ def test_a_job_file_names_an_mpi_reshape_knows():
     from scheduler.core.jobfile import JobFileError, validate_job
 
     ok = validate_job({"command": ["python", "x.py"], "nprocs": 2, "mpi": "openmpi"})
-    assert ok["mpi"] == "openmpi"
+    assert ok.mpi == "openmpi" and ok.to_dict()["mpi"] == "openmpi"
     with pytest.raises(JobFileError, match="'mpi' must be one of 'mpich', 'openmpi', got 'intel'"):
         validate_job({"command": ["python", "x.py"], "nprocs": 2, "mpi": "intel"})
-    assert "mpi" not in validate_job({"command": ["python", "x.py"], "nprocs": 2})  # the daemon's default
+    assert "mpi" not in validate_job({"command": ["python", "x.py"], "nprocs": 2}).to_dict()  # the daemon's default
 
 
 def test_an_open_mpi_command_line_across_hosts_names_every_reachable_host_and_forwards_the_jobs_variables():

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from scheduler.core import events as C
+from scheduler.core.jobfile import JobDesc
 from scheduler.core.policy import AppPolicy, JobSpec, Start, app_policy, remap_policy
 from scheduler.lab import JobModel, PolicyError, RedistModel, SimInput, simulate
 from scheduler.lab.simulate_cli import add_commands  # noqa: F401  (the CLI module imports cleanly)
@@ -324,9 +325,7 @@ def test_a_bad_decision_raises_in_the_simulator_and_is_skipped_and_counted_by_th
     with pytest.raises(PolicyError, match=r"rogue.*invalid decision Expand"):
         simulate([malleable(0, 0, 2, 100)], 4, app_policy("fcfs"), Rogue())
     st = ClusterState(default_pool(4), app_policy("fcfs"), Rogue())
-    jid = st.submit({"name": "a", "command": ["x"], "nprocs": 2, "min_procs": 1, "max_procs": None,
-                     "sizes": None, "divides": None, "topology": "1d", "resizable": True, "walltime": None,
-                     "iterations": None}, 0.0)
+    jid = st.submit(JobDesc(name="a", command=("x",), nprocs=2), 0.0)
     st.tick(0.0)
     adv = st.handle(C.ResizePoint(job_id=jid, nprocs=2, iteration=1, iter_time=1.0), 1.0)[0]
     assert adv.action == "continue" and st.policy_error_count == 1 and "rogue" in st.policy_errors[-1]

@@ -135,8 +135,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
     for path in args.files:
         desc = load_job_file(path)
         if args.delay is not None:
-            desc["arrival_delay"] = args.delay
-        ids.append(request(args.endpoint, "submit", {"job": desc}, keys=args.keys).target)
+            desc = replace(desc, arrival_delay=args.delay)
+        ids.append(request(args.endpoint, "submit", {"job": desc.to_dict()}, keys=args.keys).target)
     print(json.dumps({"job_ids": ids}) if args.json else "\n".join(f"submitted job {i}" for i in ids))
     return 0
 

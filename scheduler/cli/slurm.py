@@ -49,7 +49,7 @@ from reshape.joblink.auth import ENV_KEYS
 from reshape.joblink.client import DaemonError, SchedulerUnavailable, request
 from reshape.joblink.launchers import get as launcher
 from scheduler.cli.workload import free_port
-from scheduler.core.jobfile import JobFileError, load_job_file, spec_from_dict, validate_job
+from scheduler.core.jobfile import JobDesc, JobFileError, load_job_file, validate_job
 from scheduler.core.policy import legal_sizes
 from scheduler.core.pool import PoolError
 from scheduler.daemon.startup import job_tag, kill_job, start_job
@@ -88,12 +88,12 @@ def submit_slurm(files: list[str], nodes: int | None, sbatch_args: list[str],
         timed = any(a.startswith(("--time", "-t")) for a in sbatch_args)
         script = "\n".join([
             "#!/bin/sh",
-            f"#SBATCH --job-name={desc['name']}",
-            *([f"#SBATCH --nodes={nodes}"] if nodes else [f"#SBATCH --ntasks={desc['nprocs']}"]),
-            *([f"#SBATCH --time={math.ceil(desc['walltime'] / 60)}"] if desc.get("walltime") and not timed else []),
+            f"#SBATCH --job-name={desc.name}",
+            *([f"#SBATCH --nodes={nodes}"] if nodes else [f"#SBATCH --ntasks={desc.nprocs}"]),
+            *([f"#SBATCH --time={math.ceil(desc.walltime / 60)}"] if desc.walltime and not timed else []),
             # the job travels inside the script: the file need not be on the node the script runs on
             f"exec {shlex.quote(sys.executable)} -m scheduler.cli slurm-run {shlex.join(site)} "
-            f"--job {shlex.quote(json.dumps(desc))}",
+            f"--job {shlex.quote(json.dumps(desc.to_dict()))}",
             "",
         ])
         with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False) as f:
@@ -106,13 +106,13 @@ def submit_slurm(files: list[str], nodes: int | None, sbatch_args: list[str],
     return ids
 
 
-def site_flags(desc: dict) -> list[str]:
+def site_flags(desc: JobDesc) -> list[str]:
     """``sbatch`` options of a job for a site controller: its legal sizes (a moldable start), ``--no-kill`` (a node
     lost takes only itself from the job, which restarts on the others) and, with checkpoints, ``--requeue`` (its
     batch host lost, or too few CPUs left: Slurm runs it again, it resumes); without, ``--no-requeue`` (run again
     it would start over). docs/slurm.md, "Failures"."""
     return [f"--comment={malleable_comment(desc)}", "--no-kill",
-            "--requeue" if desc.get("checkpoint") else "--no-requeue"]
+            "--requeue" if desc.checkpoint else "--no-requeue"]
 
 
 class _Signals:
@@ -146,7 +146,7 @@ def cmd_slurm_run(args: argparse.Namespace) -> int:
             return _run_registered(args, desc, main, controller, state_dir)
         return _run_private(args, desc, main, state_dir)
     except Exception as e:  # never a silent end: one line on the job's Slurm output
-        _say(f"job {desc['name']} in Slurm job {main} ended on an unexpected {type(e).__name__}: {e}")
+        _say(f"job {desc.name} in Slurm job {main} ended on an unexpected {type(e).__name__}: {e}")
         return 1
 
 
@@ -162,10 +162,10 @@ def _say(why: str) -> None:
     print(f"reshape slurm-run: {why}", file=sys.stderr, flush=True)
 
 
-def _register(args: argparse.Namespace, desc: dict, main: str, controller: str, hosts: list[str]) -> int | None:
+def _register(args: argparse.Namespace, desc: JobDesc, main: str, controller: str, hosts: list[str]) -> int | None:
     """Register with the controller, retrying for ``--register-timeout`` while it is away (restarting) or
     a node of ours is still being left by a job whose Slurm job gave it up (``node_busy``)."""
-    body = {"job": desc, "allocation": main, "hosts": hosts}
+    body = {"job": desc.to_dict(), "allocation": main, "hosts": hosts}
     end = time.monotonic() + args.register_timeout
     while True:
         try:
@@ -197,7 +197,7 @@ def _report(args: argparse.Namespace, controller: str, job_id: int, rc: int, err
             return  # already settled (cancelled, or ended by the controller)
 
 
-def _run_registered(args: argparse.Namespace, desc: dict, main: str, controller: str, state_dir: str) -> int:
+def _run_registered(args: argparse.Namespace, desc: JobDesc, main: str, controller: str, state_dir: str) -> int:
     sigs = _Signals()
     try:
         slots = _slots()
@@ -206,26 +206,26 @@ def _run_registered(args: argparse.Namespace, desc: dict, main: str, controller:
         return 2
     # the controller may have started it on fewer nodes than it asked for (a moldable start): its largest
     # legal size that fits
-    fits = legal_sizes(spec_from_dict(0, 0.0, desc), len(slots), range(1, min(len(slots), desc["nprocs"]) + 1))
+    fits = legal_sizes(desc.spec(0, 0.0), len(slots), range(1, min(len(slots), desc.nprocs) + 1))
     hosts = slots[:fits[-1] if fits else len(slots)]
     job_id = _register(args, desc, main, controller, hosts)
     if job_id is None:
         return 1
     if not fits:  # registered, so that the controller records why it failed
         why = (f"the allocation has {len(slots)} CPUs, the job's smallest size is "
-               f"{max(1, desc.get('min_procs') or 1)}")
+               f"{max(1, desc.min_procs or 1)}")
         _say(why)
         _report(args, controller, job_id, 2, why)
         return 2
-    if len(hosts) < desc["nprocs"]:
-        print(f"reshape: started at {len(hosts)} of the {desc['nprocs']} processes asked for (a moldable start)",
+    if len(hosts) < desc.nprocs:
+        print(f"reshape: started at {len(hosts)} of the {desc.nprocs} processes asked for (a moldable start)",
               flush=True)
     with contextlib.suppress(SlurmError):
         slurm_run(["scontrol", "update", f"JobId={main}", f"Comment={COMMENT}{controller}"])
     keys = args.keys or os.environ.get(ENV_KEYS)
     if keys:
-        desc = {**desc, "env": {**desc.get("env", {}), ENV_KEYS: os.path.abspath(keys)}}
-    print(f"reshape: job {desc['name']} is reshape job {job_id} of the site controller {controller}, "
+        desc = desc.with_env({ENV_KEYS: os.path.abspath(keys)})
+    print(f"reshape: job {desc.name} is reshape job {job_id} of the site controller {controller}, "
           f"in Slurm job {main} on {','.join(dict.fromkeys(hosts))}", flush=True)
     if os.environ.get("SLURM_RESTART_COUNT", "0") not in ("", "0"):
         print(f"reshape: Slurm requeued this job ({os.environ['SLURM_RESTART_COUNT']} time(s)): it resumes from "
@@ -236,28 +236,28 @@ def _run_registered(args: argparse.Namespace, desc: dict, main: str, controller:
         rc = _attempt(args, desc, job_id, hosts, controller, tag, sigs, main)
         if rc is None:
             return 1
-        again = _restart(args, desc, main, controller, rc, slots) if rc and desc.get("checkpoint") else None
+        again = _restart(args, desc, main, controller, rc, slots) if rc and desc.checkpoint else None
         if isinstance(again, Requeue):
             print(f"reshape: {again.why}", flush=True)
             return _await_requeue(args, controller, job_id, main, sigs)
         if isinstance(again, str):
             _report(args, controller, job_id, rc, again)
-            _say(f"job {desc['name']} (reshape job {job_id}) not restarted: {again}")
+            _say(f"job {desc.name} (reshape job {job_id}) not restarted: {again}")
             return rc
         if again is None or sigs.sig is not None:
             break
         kill_job(tag, grace=1.0)  # what is left of the lost attempt here (its ranks elsewhere went with their steps)
         hosts, attempt = again, attempt + 1
-        print(f"reshape: restarting job {desc['name']} from its last checkpoint on "
+        print(f"reshape: restarting job {desc.name} from its last checkpoint on "
               f"{','.join(dict.fromkeys(hosts))} ({len(hosts)} CPUs; attempt {attempt + 1})", flush=True)
     _report(args, controller, job_id, rc)
     if rc:
-        _say(f"job {desc['name']} (reshape job {job_id}): its mpiexec exited with status {rc}")
-    print(f"reshape: job {desc['name']} exited with status {rc}", flush=True)
+        _say(f"job {desc.name} (reshape job {job_id}): its mpiexec exited with status {rc}")
+    print(f"reshape: job {desc.name} exited with status {rc}", flush=True)
     return rc
 
 
-def _attempt(args: argparse.Namespace, desc: dict, job_id: int, hosts: list[str], controller: str, tag: str,
+def _attempt(args: argparse.Namespace, desc: JobDesc, job_id: int, hosts: list[str], controller: str, tag: str,
              sigs: _Signals, main: str) -> int | None:
     """Run one attempt of the job's ``mpiexec`` on ``hosts``: its exit status, or None when a signal ended it
     (or it could not start: said and reported)."""
@@ -287,7 +287,7 @@ def _attempt(args: argparse.Namespace, desc: dict, job_id: int, hosts: list[str]
     return p.returncode
 
 
-def _restart(args: argparse.Namespace, desc: dict, main: str, controller: str, rc: int,
+def _restart(args: argparse.Namespace, desc: JobDesc, main: str, controller: str, rc: int,
              slots: list[str]) -> list[str] | str | None:  # (Requeue: a str)
     """After an attempt that exited with ``rc``: the hosts of the next one (one per CPU, the nodes of the
     allocation still alive), or why there is none (the controller's one line), or None when the
@@ -299,11 +299,11 @@ def _restart(args: argparse.Namespace, desc: dict, main: str, controller: str, r
     hosts = restart_hosts(slots, [h for h, j in held if j == main], dead)
     if not hosts:
         return f"no node of Slurm job {main} is left (lost: {', '.join(sorted(dead)) or 'none'})"
-    fits = legal_sizes(spec_from_dict(0, 0.0, desc), len(slots), range(1, min(len(hosts), desc["nprocs"]) + 1))
+    fits = legal_sizes(desc.spec(0, 0.0), len(slots), range(1, min(len(hosts), desc.nprocs) + 1))
     hosts = hosts[:fits[-1]] if fits else hosts  # none: the controller says why (too few left)
     if dead:
         print(f"reshape: node(s) {', '.join(sorted(dead))} lost", flush=True)
-    body = {"job": desc, "allocation": main, "hosts": hosts, "restart": True, "code": rc,
+    body = {"job": desc.to_dict(), "allocation": main, "hosts": hosts, "restart": True, "code": rc,
             "lost": sorted(dead)}
     end = time.monotonic() + args.register_timeout
     while True:
@@ -482,7 +482,7 @@ def _follow(args: argparse.Namespace, endpoint: str, job_id: int, daemon: subpro
     return state
 
 
-def _run_private(args: argparse.Namespace, desc: dict, main: str, state_dir: str) -> int:
+def _run_private(args: argparse.Namespace, desc: JobDesc, main: str, state_dir: str) -> int:
     daemon, endpoint = _start_private_daemon(args, state_dir)
     sigs = _Signals()
 
@@ -500,8 +500,8 @@ def _run_private(args: argparse.Namespace, desc: dict, main: str, state_dir: str
         stop(True)
         return 1
     slurm_run(["scontrol", "update", f"JobId={main}", f"Comment={COMMENT}{endpoint}"])
-    job_id = request(endpoint, "submit", {"job": desc}, keys=args.keys).target
-    print(f"reshape: daemon {endpoint}, job {desc['name']} (reshape job {job_id}) in Slurm job {main}", flush=True)
+    job_id = request(endpoint, "submit", {"job": desc.to_dict()}, keys=args.keys).target
+    print(f"reshape: daemon {endpoint}, job {desc.name} (reshape job {job_id}) in Slurm job {main}", flush=True)
     state = _follow(args, endpoint, job_id, daemon, sigs)
     if sigs.sig is not None:
         print(f"reshape: signal {sigs.sig}: ending the job, its ranks and its expander jobs", flush=True)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from scheduler.core.jobfile import spec_from_dict
+from scheduler.core.jobfile import JobDesc
 from scheduler.core.policy import JobSpec, RunningJob
 from scheduler.core.profiler import JobProfile
 
@@ -82,7 +82,7 @@ class PendingResize:
 @dataclass
 class Job:
     job_id: int
-    desc: dict[str, Any]  # the validated job description as submitted (scheduler.core.jobfile)
+    desc: JobDesc  # the validated job description as submitted (scheduler.core.jobfile)
     submit_time: float
     state: JobState = JobState.QUEUED
     nprocs: int = 0
@@ -132,13 +132,13 @@ class Job:
 
     @property
     def arrival_time(self) -> float:
-        return self.submit_time + self.desc.get("arrival_delay", 0.0)
+        return self.submit_time + self.desc.arrival_delay
 
     @property
     def spec(self) -> JobSpec:
         """The policies' view of the job file, with the announced sizes (if any)."""
         if self._spec is None:
-            spec = spec_from_dict(self.job_id, self.arrival_time, self.desc)
+            spec = self.desc.spec(self.job_id, self.arrival_time)
             if self.sizes is not None:
                 spec = replace(spec, sizes=self.sizes)
             if spec.iterations is None and self.total is not None:
@@ -165,7 +165,7 @@ class Job:
         self._spec = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"job_id": self.job_id, "desc": self.desc, "submit_time": self.submit_time,
+        return {"job_id": self.job_id, "desc": self.desc.to_dict(), "submit_time": self.submit_time,
                 "state": str(self.state), "nprocs": self.nprocs, "hosts": self.hosts,
                 "start_time": self.start_time, "end_time": self.end_time, "sid": self.sid,
                 "profile": self.profile.to_dict(), "pending": self.pending.to_dict() if self.pending else None,
@@ -185,6 +185,7 @@ class Job:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Job:
         d = dict(d)
+        d["desc"] = JobDesc.from_dict(d["desc"])
         d["profile"] = JobProfile.from_dict(d.get("profile", {}))
         d["state"] = JobState(d.get("state", "queued"))
         d["pending"] = PendingResize.from_dict(d.get("pending"))

@@ -33,7 +33,9 @@ from __future__ import annotations
 import difflib
 import re
 import shlex
-from dataclasses import replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any
 
 from reshape.joblink.jobenv import MPI_FLAVOURS as FLAVOURS
@@ -44,8 +46,8 @@ from reshape.redistribution.layout import nearly_square_grid
 from scheduler.core.policy import JobSpec, legal_sizes
 from scheduler.core.tomlfile import read_toml
 
-__all__ = ["DEFAULT_RESIZE_TIMEOUT", "FIELDS", "JobFileError", "load_job_file", "narrow_spec", "resize_timeout_of",
-           "spec_from_dict", "validate_job"]
+__all__ = ["DEFAULT_MAX_RESTARTS", "DEFAULT_RESIZE_TIMEOUT", "FIELDS", "JobDesc", "JobFileError", "load_job_file",
+           "narrow_spec", "validate_job"]
 
 # every field a job file may have, with its meaning (``reshape submit --help``; docs/daemon.md, "Job files")
 FIELDS = {
@@ -83,6 +85,75 @@ MAX_INT = 1 << 31  # sizes, counts: anything larger is a mistake, not a cluster
 DEFAULT_MAX_RESTARTS = 3
 MAX_SECONDS = 1e9  # about 31 years: delays, walltimes, timeouts
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class JobDesc:
+    """A validated job description (:func:`validate_job`): the job file's fields with their defaults.
+
+    Frozen: the submitted description is never rewritten (what a job announces later is
+    :class:`scheduler.core.job.Job`'s own). :meth:`to_dict` is the form on the wire and in the
+    journal; :meth:`from_dict` reads it back, rows journaled before a field existed included.
+    """
+
+    name: str
+    command: tuple[str, ...]
+    nprocs: int
+    min_procs: int = 1
+    max_procs: int | None = None  # None: up to the whole pool
+    sizes: tuple[int, ...] | None = None  # explicit legal sizes, sorted without repeats
+    divides: int | None = None
+    topology: str = "1d"
+    resizable: bool = True
+    walltime: float | None = None
+    arrival_delay: float = 0.0
+    launch: str = "mpi"
+    env: Mapping[str, str] = field(default_factory=dict)  # read-only (a mapping proxy)
+    iterations: int | None = None
+    resize_timeout: float = DEFAULT_RESIZE_TIMEOUT
+    checkpoint: str | None = None
+    checkpoint_dir: str | None = None
+    max_restarts: int = DEFAULT_MAX_RESTARTS
+    mpi: str | None = None  # None: the daemon's --mpi
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "command", tuple(self.command))
+        object.__setattr__(self, "sizes", tuple(self.sizes) if self.sizes else None)
+        object.__setattr__(self, "env", MappingProxyType(dict(self.env)))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The description as a plain dict (``mpi`` only when set), as jobs are journaled and submitted."""
+        return {"name": self.name, "command": list(self.command), "nprocs": self.nprocs,
+                "min_procs": self.min_procs, "max_procs": self.max_procs,
+                "sizes": list(self.sizes) if self.sizes else None, "divides": self.divides,
+                "topology": self.topology, "resizable": self.resizable, "walltime": self.walltime,
+                "arrival_delay": self.arrival_delay, "launch": self.launch, "env": dict(self.env),
+                "iterations": self.iterations, "resize_timeout": self.resize_timeout,
+                "checkpoint": self.checkpoint, "checkpoint_dir": self.checkpoint_dir,
+                "max_restarts": self.max_restarts, **({"mpi": self.mpi} if self.mpi else {})}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> JobDesc:
+        """A description :meth:`to_dict` wrote (a journal row); no validation. A row journaled before a
+        field existed reads as it always did: no ``resize_timeout`` (or none) is the default, no
+        ``max_restarts`` is 0 (no restarts)."""
+        known = {k: v for k, v in d.items() if k in _KEYS}
+        known["resize_timeout"] = d.get("resize_timeout") or DEFAULT_RESIZE_TIMEOUT
+        known["max_restarts"] = d.get("max_restarts", 0)
+        known["arrival_delay"] = d.get("arrival_delay", 0.0)
+        return cls(**known)
+
+    def with_env(self, extra: Mapping[str, str]) -> JobDesc:
+        """The description with ``extra`` added to its ``env`` (what the daemon gives the job on top)."""
+        return replace(self, env={**self.env, **extra})
+
+    def spec(self, job_id: int, submit_time: float) -> JobSpec:
+        """The policies' view of the description (:class:`scheduler.core.policy.JobSpec`)."""
+        return JobSpec(
+            job_id=job_id, name=self.name, submit_time=submit_time, nprocs=self.nprocs,
+            min_procs=self.min_procs, max_procs=self.max_procs, sizes=self.sizes, divides=self.divides,
+            topology=self.topology, resizable=self.resizable, walltime=self.walltime,
+            command=self.command, iterations=self.iterations)
 
 
 def _int(d: dict, k: str, lo: int = 1) -> int | None:
@@ -180,8 +251,8 @@ def _why_illegal(nprocs: int, sizes: list[int] | None, topology: str, divides: i
     return f"it does not divide {divides}"
 
 
-def validate_job(d: Any, pool_slots: int | None = None) -> dict[str, Any]:
-    """Check a job description; returns it normalised (defaults filled in)."""
+def validate_job(d: Any, pool_slots: int | None = None) -> JobDesc:
+    """Check a job description (a job file's table, a ``submit`` body's ``job``); returns it with defaults."""
     if not isinstance(d, dict):
         raise JobFileError("a job must be a table of fields")
     unknown = set(d) - _KEYS
@@ -232,15 +303,13 @@ def validate_job(d: Any, pool_slots: int | None = None) -> dict[str, Any]:
                            f"max_procs={'the pool' if max_procs is None else max_procs}]")
     if pool_slots is not None and nprocs > pool_slots:
         raise JobFileError(f"nprocs {nprocs} exceeds the pool ({pool_slots} slots)")
-    out = {"name": name, "command": list(cmd), "nprocs": nprocs, "min_procs": min_procs,
-           "max_procs": max_procs, "sizes": sizes, "divides": divides, "topology": topology,
-           "resizable": resizable, "walltime": _num(d, "walltime"),
-           "arrival_delay": _num(d, "arrival_delay") or 0.0, "launch": launch, "env": dict(env),
-           "iterations": iterations, "resize_timeout": resize_timeout or DEFAULT_RESIZE_TIMEOUT,
-           "checkpoint": checkpoint, "checkpoint_dir": ckdir,
-           "max_restarts": DEFAULT_MAX_RESTARTS if max_restarts is None else max_restarts,
-           **({"mpi": mpi} if mpi else {})}
-    spec = spec_from_dict(0, 0.0, out)
+    out = JobDesc(name=name, command=tuple(cmd), nprocs=nprocs, min_procs=min_procs, max_procs=max_procs,
+                  sizes=sizes, divides=divides, topology=topology, resizable=resizable, walltime=_num(d, "walltime"),
+                  arrival_delay=_num(d, "arrival_delay") or 0.0, launch=launch, env=env, iterations=iterations,
+                  resize_timeout=resize_timeout or DEFAULT_RESIZE_TIMEOUT, checkpoint=checkpoint,
+                  checkpoint_dir=ckdir, max_restarts=DEFAULT_MAX_RESTARTS if max_restarts is None else max_restarts,
+                  mpi=mpi or None)
+    spec = out.spec(0, 0.0)
     if not legal_sizes(spec, pool_slots or nprocs, (nprocs,)):
         raise JobFileError(f"nprocs {nprocs} is not a legal size: {_why_illegal(nprocs, sizes, topology, divides)}")
     return out
@@ -300,22 +369,7 @@ def _ranges(sizes: list[int], limit: int = 160) -> str:
     return text if len(text) <= limit else text[:limit].rsplit(", ", 1)[0] + ", ..."
 
 
-def spec_from_dict(job_id: int, submit_time: float, d: dict[str, Any]) -> JobSpec:
-    return JobSpec(
-        job_id=job_id, name=d["name"], submit_time=submit_time, nprocs=d["nprocs"],
-        min_procs=d["min_procs"], max_procs=d["max_procs"],
-        sizes=tuple(d["sizes"]) if d["sizes"] else None, divides=d["divides"],
-        topology=d["topology"], resizable=d["resizable"], walltime=d["walltime"],
-        command=tuple(d["command"]), iterations=d.get("iterations"),
-    )
-
-
-def resize_timeout_of(desc: dict[str, Any]) -> float:
-    """Seconds one resize of the job may take (jobs journaled before the field had none: the default)."""
-    return desc.get("resize_timeout") or DEFAULT_RESIZE_TIMEOUT
-
-
-def load_job_file(path: str, pool_slots: int | None = None) -> dict[str, Any]:
+def load_job_file(path: str, pool_slots: int | None = None) -> JobDesc:
     data = read_toml(path, JobFileError)
     try:
         return validate_job(data, pool_slots)

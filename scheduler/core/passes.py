@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from scheduler.core.actions import Kill, Launch, StateError
 from scheduler.core.job import Job, JobState
+from scheduler.core.jobfile import JobDesc
 from scheduler.core.policy import AppPolicy, RemapPolicy, Reserve, Snapshot
 from scheduler.core.pool import PoolError
 from scheduler.core.walltime import kill_time, start_deadline, start_limit
@@ -46,7 +47,7 @@ class Passes:
         # one instant and then runs one pass (``tick``), the simulator's batch (scheduler.lab.simulator)
         self.defer_passes = False
 
-    def submit(self, desc: dict[str, Any], now: float, owner: str | None = None,
+    def submit(self, desc: JobDesc, now: float, owner: str | None = None,
                job_id: int | None = None) -> int:
         """Add a validated job; it joins the queue at ``now + arrival_delay``. ``job_id``: keep
         the caller's number (the simulator keeps a trace's); default the next free one."""
@@ -58,7 +59,7 @@ class Passes:
         job = Job(job_id, desc, now, state=JobState.NEW, owner=owner)
         self.table.next_id = max(self.table.next_id, job_id + 1)
         self.table.jobs[job.job_id] = job
-        self.table.set(job, JobState.WAITING if desc.get("arrival_delay", 0) > 0 else JobState.QUEUED)
+        self.table.set(job, JobState.WAITING if desc.arrival_delay > 0 else JobState.QUEUED)
         self.table.event(now, job, "submit")
         return job.job_id
 
@@ -72,10 +73,10 @@ class Passes:
             return False
         return self.table.queued[0][1] == job_id or max(1, j.spec.min_procs) <= self.pool.free
 
-    def check_admissible(self, desc: dict[str, Any]) -> None:
+    def check_admissible(self, desc: JobDesc) -> None:
         """Raise :class:`StateError` ``bad_job`` for a job that can never run here."""
-        if desc["nprocs"] > self.pool.capacity:
-            raise StateError("bad_job", f"job {desc['name']!r}: nprocs {desc['nprocs']} exceeds the pool "
+        if desc.nprocs > self.pool.capacity:
+            raise StateError("bad_job", f"job {desc.name!r}: nprocs {desc.nprocs} exceeds the pool "
                              f"({self.pool.capacity} slots)")
 
     def tick(self, now: float) -> list[Launch | Kill]:
@@ -160,7 +161,7 @@ class Passes:
             if self.checks.shrink_request(sh, now):
                 self.resizes.request_shrink(sh.job_id, sh.nprocs, sh.reason, now)
 
-    def adopt(self, desc: dict[str, Any], hosts: list[str], allocation: str, now: float,
+    def adopt(self, desc: JobDesc, hosts: list[str], allocation: str, now: float,
               owner: str | None = None) -> int:
         """A job a resource manager started in ``allocation`` on ``hosts`` (one per slot, already up and
         leased to it): it runs from now on, and is never launched or queued here."""

@@ -72,7 +72,7 @@ class Restarts:
     def restartable(j: Job, code: int | None, loss: bool = False, here: bool = False) -> bool:
         """Whether ``j``'s end is a loss it recovers from (module docstring). ``loss``: a node went down
         or a resize was never confirmed. ``here``: asked by the job's own allocation (:meth:`restart_here`)."""
-        if not j.desc.get("checkpoint") or j.restarts >= j.desc.get("max_restarts", 0) or \
+        if not j.desc.checkpoint or j.restarts >= j.desc.max_restarts or \
                 (j.allocation is not None and not here):
             return False  # (a job a resource manager started is restarted there: restart_here)
         if j.reported == "lost":
@@ -186,9 +186,9 @@ class Restarts:
         """Why ``j``'s end is not a loss it recovers from in its allocation, or None (:meth:`restartable`)."""
         if self.restartable(j, code, loss, here=True):
             return None
-        if not j.desc.get("checkpoint"):
+        if not j.desc.checkpoint:
             return "it has no checkpoint setting ('checkpoint' in its job file) to resume from"
-        if j.restarts >= j.desc.get("max_restarts", 0):
+        if j.restarts >= j.desc.max_restarts:
             return f"it was restarted {j.restarts} time(s), its max_restarts"
         if j.reported == "done":
             return "it finished"

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 from scheduler.core.actions import Kill, Launch, StateError
 from scheduler.core.job import Job, JobState
-from scheduler.core.jobfile import resize_timeout_of
 from scheduler.core.jobtable import FINAL, KILLING
 from scheduler.core.resizes import RESIZE_GRACE
 from scheduler.core.walltime import clock_time, kill_time
@@ -136,7 +135,7 @@ class Runs:
             return False
         if clean is None:
             return j.reported == "done"
-        if j.reported is None and j.desc.get("checkpoint") and j.iterations:
+        if j.reported is None and j.desc.checkpoint and j.iterations:
             return False  # the runtime says done at every normal exit: this one was a rank killed (Hydra exits 0)
         return j.reported == "done" or not j.pending
 
@@ -263,7 +262,7 @@ class Runs:
             p = j.pending
             if p is None or p.t is None:
                 continue
-            timeout = resize_timeout_of(j.desc)
+            timeout = j.desc.resize_timeout
             limit = timeout + RESIZE_GRACE[0] + RESIZE_GRACE[1] * timeout
             if now - p.t > limit and self.restarts.restartable(j, None, loss=True):
                 out += self._restart_killed(j, now, f"{resize_name(j)} not confirmed within {limit:g} s")

@@ -22,8 +22,8 @@ __all__ = ["Views"]
 
 
 def _row(j: Job) -> dict[str, Any]:
-    return {"job_id": j.job_id, "name": j.desc["name"], "state": j.state, "nprocs": j.nprocs,
-            "requested": j.desc["nprocs"], "hosts": sorted(set(j.hosts)),
+    return {"job_id": j.job_id, "name": j.desc.name, "state": j.state, "nprocs": j.nprocs,
+            "requested": j.desc.nprocs, "hosts": sorted(set(j.hosts)),
             "submit_time": j.submit_time, "start_time": j.start_time,
             "iterations": j.iterations, "connected": j.connected,
             "pending": None if not j.pending else f"{j.pending.action} {j.pending.new}",
@@ -60,7 +60,7 @@ class Views:
                 "running_total": len(t.started) + len(t.unconfirmed),
                 "queue": [_row(j) for j in t.queue(limit)], "queued_total": len(t.queued),
                 "waiting": [_row(j) for j in waiting], "waiting_total": len(t.waiting),
-                "ended": [{"job_id": j.job_id, "name": j.desc["name"], "state": j.state,
+                "ended": [{"job_id": j.job_id, "name": j.desc.name, "state": j.state,
                            "end_time": j.end_time, "sizes": list(j.profile.history), "error": j.error}
                           for j in (t.jobs[i] for i in reversed(t.recent))],
                 "nodes": self.nodes.rows(0.0 if now is None else now)}

@@ -316,8 +316,8 @@ def history(d: Daemon, now: float, limit: int | None, since: float | None,
               if e["job_id"] in ids and (since is None or e["t"] >= since)]
     nodes = [] if after else [e for e in d.journal.node_history() + s.node_events
                               if since is None or e["t"] >= since]
-    jobs = [{k: v for k, v in j.to_dict().items() if k != "desc"} | {"name": j.desc["name"],
-             "requested": j.desc["nprocs"], "arrival_time": j.arrival_time} for j in sel]
+    jobs = [{k: v for k, v in j.to_dict().items() if k != "desc"} | {"name": j.desc.name,
+             "requested": j.desc.nprocs, "arrival_time": j.arrival_time} for j in sel]
     return P.HistoryView(total_slots=s.pool.capacity, now=now, jobs=jobs, events=events, node_events=nodes,
                          jobs_total=len(s.jobs))
 

@@ -26,7 +26,7 @@ from typing import Any
 from reshape.joblink import jobenv as E
 from reshape.joblink.launch import MPIRunError, kill_tagged, mpi_env, selected_mpi, tagged_pids
 from reshape.joblink.launchers import Launcher, is_local
-from scheduler.core.jobfile import resize_timeout_of
+from scheduler.core.jobfile import JobDesc
 from scheduler.daemon.statedir import open_private
 
 __all__ = ["attempt_tag", "full_env", "job_argv", "job_env", "job_pids", "job_tag", "kill_job", "kill_jobs",
@@ -72,32 +72,32 @@ def kill_jobs(tags: Iterable[str], grace: float = 1.0) -> list[int]:
 LOCAL = {"localhost", "127.0.0.1", "::1"}
 
 
-def job_argv(desc: dict[str, Any], hosts: list[str], env: dict[str, str] | None = None,
+def job_argv(desc: JobDesc, hosts: list[str], env: dict[str, str] | None = None,
              reachable: dict[str, int] | None = None) -> list[str]:
     """``mpiexec -n K [-hosts h:n,...] command...`` for a job allocated ``hosts`` (one per slot), with
     the launcher of the MPI ``env`` selects (``RESHAPE_MPI``; :mod:`reshape.joblink.mpis`).
     ``reachable``: the other hosts the job may grow onto, with their slots (only Open MPI needs them at
     start: :meth:`reshape.joblink.mpis.MPI.argv`)."""
-    cmd = list(desc["command"])
+    cmd = list(desc.command)
     if cmd[0] in ("python", "python3"):
         cmd[0] = sys.executable
-    n = 1 if desc.get("launch") == "single" else len(hosts)
+    n = 1 if desc.launch == "single" else len(hosts)
     remote = bool(set(hosts) - LOCAL)
     return selected_mpi(env).argv(n, hosts if remote else (), env, reachable if remote else None) + cmd
 
 
-def job_env(job_id: int, desc: dict[str, Any], hosts: list[str], endpoint: str, launcher: Launcher, tag: str,
+def job_env(job_id: int, desc: JobDesc, hosts: list[str], endpoint: str, launcher: Launcher, tag: str,
             checkpoint_dir: str | None = None) -> dict[str, str]:
     """The variables Job Startup gives a job on top of the environment it starts in (docs/protocol.md,
     "Job environment"): the launcher's, the job file's ``mpi`` and ``env``, the daemon's group."""
-    ckdir = checkpoint_dir or desc.get("checkpoint_dir")  # none: the runtime's default directory
-    ckpt = {E.CHECKPOINT: desc["checkpoint"], **({E.CHECKPOINT_DIR: ckdir} if ckdir else {})} \
-        if desc.get("checkpoint") else {}
-    return {**launcher.env(), **({E.MPI: desc["mpi"]} if desc.get("mpi") else {}),
-            **desc.get("env", {}), TAG: tag, E.SCHEDULER: endpoint,
+    ckdir = checkpoint_dir or desc.checkpoint_dir  # none: the runtime's default directory
+    ckpt = {E.CHECKPOINT: desc.checkpoint, **({E.CHECKPOINT_DIR: ckdir} if ckdir else {})} \
+        if desc.checkpoint else {}
+    return {**launcher.env(), **({E.MPI: desc.mpi} if desc.mpi else {}),
+            **desc.env, TAG: tag, E.SCHEDULER: endpoint,
             E.JOB_ID: str(job_id), E.NPROCS: str(len(hosts)),
             E.HOSTS: ",".join(hosts),
-            E.RESIZE_TIMEOUT: f"{resize_timeout_of(desc):g}", **ckpt}
+            E.RESIZE_TIMEOUT: f"{desc.resize_timeout:g}", **ckpt}
 
 
 def full_env(extra: dict[str, str]) -> dict[str, str]:
@@ -124,7 +124,7 @@ def user_ids(run_as: int | None, env: dict[str, str]) -> dict[str, Any]:
     return {"user": run_as, "group": pw.pw_gid, "extra_groups": os.getgrouplist(pw.pw_name, pw.pw_gid)}
 
 
-def start_job(job_id: int, desc: dict[str, Any], hosts: list[str], endpoint: str, launcher: Launcher,
+def start_job(job_id: int, desc: JobDesc, hosts: list[str], endpoint: str, launcher: Launcher,
               log_path: str | None, tag: str, cwd: str | None = None, exit_path: str | None = None,
               run_as: int | None = None, checkpoint_dir: str | None = None,
               reachable: dict[str, int] | None = None) -> subprocess.Popen:

@@ -56,7 +56,7 @@ from reshape.joblink.auth import ENV_CLIENT_KEY, ENV_KEYS
 from reshape.joblink.launch import sweep_ipc
 from reshape.joblink.launchers import Launcher
 from scheduler.core.job import JobState
-from scheduler.core.jobfile import JobFileError
+from scheduler.core.jobfile import JobDesc, JobFileError
 from scheduler.core.jobtable import KILLING
 from scheduler.core.state import ClusterState, Kill, Launch, StateError
 from scheduler.daemon.accounts import Accounts
@@ -250,18 +250,18 @@ class Supervisor:
         self.on_nodes = mpiexec_on == "first-node"
         self.orders: dict[str, dict[int, dict]] = {}  # node -> job id -> start order its monitor has not confirmed
 
-    def check_program(self, desc: dict, owner: str | None) -> None:
+    def check_program(self, desc: JobDesc, owner: str | None) -> None:
         """Refuse, at submit, a job whose program does not exist where it would run, when the daemon can tell:
         every rank runs on this machine (its own ``mpiexec``, a pool of this host only), as the daemon's own
         user (a root daemon does not look up paths for another user: that would tell them what exists where
         they may not look), and the program is a path (from the jobs' working directory) or a name on the
         ``PATH`` the job gets. A leading ``python`` is the daemon's own interpreter
         (:func:`scheduler.daemon.startup.job_argv`)."""
-        prog = desc["command"][0]
+        prog = desc.command[0]
         if prog in ("python", "python3") or self.on_nodes or self.accounts.job_uid(owner) != self.accounts.me or \
                 any(n.host not in LOCAL for n in self.state.pool.nodes):
             return
-        path = desc.get("env", {}).get("PATH", os.environ.get("PATH", os.defpath))
+        path = desc.env.get("PATH", os.environ.get("PATH", os.defpath))
         if "/" not in prog:
             if shutil.which(prog, path=path) is None:
                 raise JobFileError(f"command: program {prog!r} not found on the PATH jobs get here ({path})")
@@ -287,7 +287,7 @@ class Supervisor:
 
     def checkpoint_dir(self, job_id: int) -> str:
         """Where the job's checkpoints go: its job file's ``checkpoint_dir``, else the daemon's root."""
-        d = self.state.jobs[job_id].desc.get("checkpoint_dir")
+        d = self.state.jobs[job_id].desc.checkpoint_dir
         return os.path.abspath(os.path.join(self.workdir, d)) if d else os.path.join(self.checkpoint_root,
                                                                                      f"job-{job_id}")
 
@@ -345,11 +345,11 @@ class Supervisor:
         desc = j.desc
         if self.keys_dir:  # what the job's client needs to authenticate: the key it was submitted with
             own = self._own_key(j.owner)
-            desc = {**desc, "env": {**desc.get("env", {}), ENV_KEYS: self.keys_dir, **own}}
+            desc = desc.with_env({ENV_KEYS: self.keys_dir, **own})
         node = self.runner_for(j.hosts)
         try:
             uid = self.accounts.run_as(j.owner)  # ValueError: an owner with no account runs nothing
-            if desc.get("checkpoint") and not desc.get("checkpoint_dir"):
+            if desc.checkpoint and not desc.checkpoint_dir:
                 self._job_dir(self.checkpoint_dir(j.job_id), uid)
             order = self._start_order(j, desc) if node is not None else None
             if order is not None:
@@ -379,7 +379,7 @@ class Supervisor:
                 return None
         return hosts[0]
 
-    def _start_order(self, j, desc: dict) -> dict | None:
+    def _start_order(self, j, desc: JobDesc) -> dict | None:
         """What the monitor of the job's first node needs to run its ``mpiexec`` (docs/protocol.md); None
         for a job on Open MPI, whose ``mpiexec`` runs here as before (only MPICH's runs on nodes)."""
         extra = job_env(j.job_id, desc, j.hosts, self.endpoint, self.launcher, self.tag(j.job_id),

@@ -53,9 +53,10 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from scheduler.core.actions import Decision, Kill, Launch, PolicyError
+from scheduler.core.jobfile import JobDesc
 from scheduler.core.metrics import JobRecord, Usage, metrics
 from scheduler.core.policy import AppPolicy, JobSpec, RemapPolicy, remap_policy
 from scheduler.core.pool import Node, Pool
@@ -71,14 +72,11 @@ _LAST = 1 << 62  # a kill at time t comes after every other event at t (a job en
 _PHASE = {_FINISH: 0, _REDIST: 1, _ARRIVE: 2, _ITER: 3, _KILL: 4}
 
 
-def desc_of(spec: JobSpec) -> dict:
+def desc_of(spec: JobSpec) -> JobDesc:
     """The validated job description (``scheduler.core.jobfile``) a simulated job is submitted with."""
-    return {"name": spec.name, "command": list(spec.command), "nprocs": spec.nprocs,
-            "min_procs": spec.min_procs, "max_procs": spec.max_procs,
-            "sizes": list(spec.sizes) if spec.sizes else None, "divides": spec.divides,
-            "topology": spec.topology, "resizable": spec.resizable, "walltime": spec.walltime,
-            "arrival_delay": 0.0, "launch": "mpi", "env": {}, "iterations": spec.iterations,
-            "resize_timeout": None}
+    return JobDesc(name=spec.name, command=spec.command, nprocs=spec.nprocs, min_procs=spec.min_procs,
+                   max_procs=spec.max_procs, sizes=spec.sizes, divides=spec.divides, topology=spec.topology,
+                   resizable=spec.resizable, walltime=spec.walltime, iterations=spec.iterations)
 
 
 @dataclass
@@ -276,11 +274,11 @@ class Simulator:
             return self._resize_point(jid, now)
         return self._redistributed(jid, now)
 
-    def _desc(self, jid: int, now: float) -> dict:
+    def _desc(self, jid: int, now: float) -> JobDesc:
         spec = self._inp[jid].spec
         desc = desc_of(spec)
         if spec.submit_time > now:  # submitted ``notice`` seconds ahead of its arrival
-            desc["arrival_delay"] = spec.submit_time - now
+            desc = replace(desc, arrival_delay=spec.submit_time - now)
         return desc
 
     def run(self) -> SimResult:
@@ -318,7 +316,7 @@ class Simulator:
                 first = st.queue()[0]
                 raise PolicyError(
                     f"policy {self.app.name!r} left {len(st.table.queued)} job(s) queued on an idle machine "
-                    f"(first: job {first.job_id}, {first.desc['nprocs']} slots of {self.total_slots})")
+                    f"(first: job {first.job_id}, {first.desc.nprocs} slots of {self.total_slots})")
         if self.progress is not None:
             self.progress(len(self.records), len(self.jobs))
         return SimResult(self.total_slots, self.records, self.usage, st.decisions or [],

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from reshape.joblink.emulated import resize_time, table_time
 from scheduler.core import events as C
 from scheduler.core.actions import Kill, StateError
+from scheduler.core.jobfile import JobDesc
 from scheduler.core.policy import app_policy, preset, remap_policy
 from scheduler.core.pool import Node, Pool
 from scheduler.core.state import ClusterState
@@ -58,7 +59,7 @@ class TwinJob:
     times: tuple[tuple[int, float], ...] = ()  # an application's seconds per iteration by CPUs
     iterations: int = 0
     redist: float = 0.0
-    desc: dict | None = None  # the job description a malleable job registers with (validated)
+    desc: JobDesc | None = None  # the job description a malleable job registers with (validated)
     sbatch_nodes: tuple[int, int] | None = None  # a node range asked of Slurm (MIN, MAX), if not ``nodes``
 
 
@@ -197,7 +198,7 @@ class Twin:
         if a.dead or s.state != "RUNNING":
             return
         slots = [h for h in s.hosts for _ in range(self.cpus)]
-        legal = [q for q in (a.job.desc.get("sizes") or [a.job.nodes * self.cpus]) if q <= len(slots)]
+        legal = [q for q in (a.job.desc.sizes or [a.job.nodes * self.cpus]) if q <= len(slots)]
         a.p = min(a.job.nodes * self.cpus, max(legal, default=len(slots)))
         try:
             a.job_id = self.rm.adopt(self.state, a.job.desc, a.sid, slots[:a.p], self.clock.now, None)
@@ -315,7 +316,7 @@ class Twin:
         if self.site:
             st = self.state
             out["history"] = {"events": list(st.events), "node_events": list(st.node_events),
-                              "jobs": [{"job_id": j.job_id, "name": j.desc["name"], "allocation": j.allocation,
+                              "jobs": [{"job_id": j.job_id, "name": j.desc.name, "allocation": j.allocation,
                                         "state": str(j.state)} for j in st.jobs.values()]}
         return out
 

@@ -86,9 +86,9 @@ def snapshot(state, events: Iterable[dict[str, Any]], now: float, service: dict[
     for jid in sorted(shown):
         j = state.jobs.get(jid)
         if j is not None:
-            jobs[str(jid)] = {"job_id": jid, "name": j.desc["name"], "state": j.state, "nprocs": j.nprocs,
-                              "requested": j.desc["nprocs"], "min_procs": j.desc.get("min_procs"),
-                              "max_procs": j.desc.get("max_procs"), "resizable": j.desc.get("resizable", True),
+            jobs[str(jid)] = {"job_id": jid, "name": j.desc.name, "state": j.state, "nprocs": j.nprocs,
+                              "requested": j.desc.nprocs, "min_procs": j.desc.min_procs,
+                              "max_procs": j.desc.max_procs, "resizable": j.desc.resizable,
                               "iterations": j.iterations, "resizes": j.resizes,
                               "redist_seconds": j.redist_seconds, "profile": _profile(j)}
     series: dict[str, list[list[float]]] = {}

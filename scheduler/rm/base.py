@@ -31,6 +31,7 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from scheduler.core.jobfile import JobDesc
     from scheduler.core.pool import Pool
     from scheduler.core.state import ClusterState
 
@@ -79,10 +80,10 @@ class ResourceManager(ABC):
         """The daemon ends; ``jobs_running``: jobs stay for a restarted daemon to adopt;
         ``killing``: every job is being killed (give everything back)."""
 
-    def check_submit(self, desc: dict[str, Any]) -> None:  # noqa: B027 - optional hook
+    def check_submit(self, desc: JobDesc) -> None:  # noqa: B027 - optional hook
         """Raise :class:`scheduler.core.actions.StateError` if this daemon does not take submitted jobs."""
 
-    def adopt(self, state: ClusterState, desc: dict[str, Any], allocation: str, hosts: list[str], now: float,
+    def adopt(self, state: ClusterState, desc: JobDesc, allocation: str, hosts: list[str], now: float,
               owner: str | None, restart: tuple[int | None, list[str]] | None = None) -> int:
         """A job the manager started in ``allocation`` registers (``register``): its job id. ``restart``: it
         is registered already and asks for its next attempt on ``hosts`` (exit status, nodes lost)."""

@@ -50,15 +50,16 @@ from scheduler.rm.slurm.ops import AskShrink, Cancel, Drain, Ended, Fail, Forget
 from scheduler.rm.slurm.view import SlurmError, partition_args, partition_pool, resizes_once, run
 
 if TYPE_CHECKING:
+    from scheduler.core.jobfile import JobDesc
     from scheduler.core.state import ClusterState
 
 __all__ = ["SlurmGrow", "SlurmManager"]
 
 
-def new_sizes(desc: dict) -> bool:
+def new_sizes(desc: JobDesc) -> bool:
     """Whether a job may shrink to sizes it has not run at: it says so (``RESHAPE_ALLOW_NEW_SIZES=1`` in its
     environment: the resize runtime then accepts them), or it is one process emulating its size."""
-    return desc.get("env", {}).get(E.ALLOW_NEW_SIZES) == "1" or desc.get("launch") == "single"
+    return desc.env.get(E.ALLOW_NEW_SIZES) == "1" or desc.launch == "single"
 
 
 class SlurmManager(ResourceManager):

@@ -63,6 +63,7 @@ from scheduler.rm.slurm.view import (
 )
 
 if TYPE_CHECKING:
+    from scheduler.core.jobfile import JobDesc
     from scheduler.core.state import ClusterState
 
 __all__ = ["SlurmSite"]
@@ -173,11 +174,11 @@ class SlurmSite(SlurmManager):
         return acts + super().step(state, now)
 
     # ------------------------------------------------------------------ jobs
-    def check_submit(self, desc: dict[str, Any]) -> None:
+    def check_submit(self, desc: JobDesc) -> None:
         raise StateError("not_supported", "this is a Slurm site controller: Slurm starts the jobs. Submit with "
                                           "'reshape submit --slurm FILE' (its batch script registers here)")
 
-    def adopt(self, state: ClusterState, desc: dict[str, Any], allocation: str, hosts: list[str], now: float,
+    def adopt(self, state: ClusterState, desc: JobDesc, allocation: str, hosts: list[str], now: float,
               owner: str | None, restart: tuple[int | None, list[str]] | None = None) -> int:
         """Register the job Slurm started as ``allocation`` on ``hosts``; the same allocation again: its id
         (``restart``: its next attempt, :meth:`restart`). A refusal is noted (``reshape status``) and raised."""
@@ -194,11 +195,11 @@ class SlurmSite(SlurmManager):
         try:
             return self._adopt(state, desc, allocation, hosts, now, owner)
         except StateError as e:
-            self.note(f"registration of Slurm job {allocation} ({desc.get('name')}) on "
+            self.note(f"registration of Slurm job {allocation} ({desc.name}) on "
                       f"{','.join(dict.fromkeys(hosts))} refused: {e.message}")
             raise
 
-    def _adopt(self, state: ClusterState, desc: dict[str, Any], allocation: str, hosts: list[str], now: float,
+    def _adopt(self, state: ClusterState, desc: JobDesc, allocation: str, hosts: list[str], now: float,
                owner: str | None) -> int:
         if not allocation.isdigit():
             raise StateError("bad_hosts", f"allocation {allocation!r} is not a Slurm job id")
@@ -214,7 +215,7 @@ class SlurmSite(SlurmManager):
                 state.node_released(h, now, f"registration of Slurm job {allocation} refused")
             raise
         self._hold(allocation, hosts, now)
-        self.note(f"job {job_id} ({desc['name']}) registered from Slurm job {allocation} on "
+        self.note(f"job {job_id} ({desc.name}) registered from Slurm job {allocation} on "
                   f"{','.join(dict.fromkeys(hosts))}")
         return job_id
 
@@ -262,11 +263,11 @@ class SlurmSite(SlurmManager):
             if e.code == "too_few":
                 state.not_resumed(j, f"Slurm requeued job {alloc} and started it again, but {e.message}", now)
                 self.waiting.pop(alloc, None)
-            self.note(f"job {j.job_id} ({j.desc['name']}) not resumed in requeued Slurm job {alloc}: {e.message}")
+            self.note(f"job {j.job_id} ({j.desc.name}) not resumed in requeued Slurm job {alloc}: {e.message}")
             raise
         self.waiting.pop(alloc, None)
         self._hold(alloc, hosts, now)
-        self.note(f"job {j.job_id} ({j.desc['name']}) resumes from its checkpoint in requeued Slurm job {alloc} at "
+        self.note(f"job {j.job_id} ({j.desc.name}) resumes from its checkpoint in requeued Slurm job {alloc} at "
                   f"{size} on {','.join(dict.fromkeys(hosts[:size]))}")
         return j.job_id
 
@@ -288,12 +289,12 @@ class SlurmSite(SlurmManager):
                 self.requeue(j, e.message, state, now)
                 raise StateError("requeued", f"{e.message}: requeued through Slurm, to resume from its last "
                                              f"checkpoint at the size its next allocation gives") from None
-            self.note(f"job {j.job_id} ({j.desc['name']}) not restarted in Slurm job {j.allocation}: {e.message}")
+            self.note(f"job {j.job_id} ({j.desc.name}) not restarted in Slurm job {j.allocation}: {e.message}")
             raise
         for h in dict.fromkeys(lost):
             if self.broker.group_of(h) == j.allocation:  # only nodes of its own Slurm jobs
                 self.broker.draining[h] = f"lost by job {j.job_id}"
-        self.note(f"job {j.job_id} ({j.desc['name']}) restarted in Slurm job {j.allocation} at {size} on "
+        self.note(f"job {j.job_id} ({j.desc.name}) restarted in Slurm job {j.allocation} at {size} on "
                   f"{','.join(dict.fromkeys(hosts[:size]))}" + (f" (lost: {', '.join(lost)})" if lost else ""))
         return j.job_id
 
@@ -368,12 +369,12 @@ class SlurmSite(SlurmManager):
         if bad is None:
             self.requeueing.add(main)
             self.edge.outbox.put(RequeueJob(main))
-            self.note(f"job {j.job_id} ({j.desc['name']}): {why}: Slurm job {main} requeued, to resume from its "
+            self.note(f"job {j.job_id} ({j.desc.name}): {why}: Slurm job {main} requeued, to resume from its "
                       f"last checkpoint")
             return []
         self.requeueing.add(main)  # asked once
         self.edge.outbox.put(EndJob(main))
-        self.note(f"job {j.job_id} ({j.desc['name']}) ended: {why}, and it cannot resume: {bad}")
+        self.note(f"job {j.job_id} ({j.desc.name}) ended: {why}, and it cannot resume: {bad}")
         return state.exited(j.job_id, 1, now, f"{why}; not requeued: {bad}")
 
     def ended(self, s: ClusterState, op: Ended, now: float) -> list:
@@ -406,10 +407,10 @@ class SlurmSite(SlurmManager):
             s.requeued(j, why, now)
         except StateError as e:
             self.edge.outbox.put(EndJob(main))
-            self.note(f"job {j.job_id} ({j.desc['name']}) ended: {why}, and it cannot resume: {e.message}")
+            self.note(f"job {j.job_id} ({j.desc.name}) ended: {why}, and it cannot resume: {e.message}")
             return s.exited(j.job_id, 1, now, f"{why}; not resumed: {e.message}")
         self.waiting[main] = j.job_id
-        self.note(f"job {j.job_id} ({j.desc['name']}) waits for requeued Slurm job {main} to run again "
+        self.note(f"job {j.job_id} ({j.desc.name}) waits for requeued Slurm job {main} to run again "
                   f"(restart {j.restarts})")
         return []
 

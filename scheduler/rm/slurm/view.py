@@ -16,10 +16,14 @@ import shlex
 import subprocess
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import hostlist
 
 from scheduler.core.pool import Node, Pool, PoolError
+
+if TYPE_CHECKING:
+    from scheduler.core.jobfile import JobDesc
 
 __all__ = ["MALLEABLE", "SQUEUE_FORMAT", "SlurmError", "SlurmJob", "cancel_expanders", "duration",
            "expander_name", "expander_script", "final_states", "look", "malleable_comment", "parse_squeue",
@@ -71,14 +75,12 @@ class SlurmJob:
         return tuple(int(x) for x in sizes.split(",") if x.isdigit())
 
 
-def malleable_comment(desc: dict) -> str:
+def malleable_comment(desc: JobDesc) -> str:
     """The comment a job for a site controller is submitted with (``MALLEABLE sizes=...``): its legal sizes
     up to its requested one, at which the controller may start it (a moldable start, docs/slurm.md)."""
-    from scheduler.core.jobfile import spec_from_dict
     from scheduler.core.policy import legal_sizes
 
-    spec = spec_from_dict(0, 0.0, desc)
-    return f"{MALLEABLE} sizes={','.join(map(str, legal_sizes(spec, desc['nprocs'])[-64:]))}"
+    return f"{MALLEABLE} sizes={','.join(map(str, legal_sizes(desc.spec(0, 0.0), desc.nprocs)[-64:]))}"
 
 
 def _time(text: str) -> float | None:
