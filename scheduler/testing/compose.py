@@ -24,6 +24,17 @@ DEBIAN_BASE = "reshape-base:bookworm"
 SERVICES = ("head", "node1", "node2", "node3", "node4")
 
 
+def wait_for(pred, timeout: float, every: float = 0.1):
+    """Poll ``pred`` until it returns something truthy (returned) or fail after ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(every)
+    raise AssertionError(f"condition not met within {timeout}s")
+
+
 def _run(cmd: list[str], timeout: float, **kw) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
 
