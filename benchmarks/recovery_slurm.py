@@ -27,14 +27,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import statistics
 import sys
 import time
 
 from benchmarks import _common
 from benchmarks.recovery import _update
-from scheduler.testing.compose import ComposeCluster, base_image, unavailable
+from scheduler.testing.compose import ComposeCluster, benchmark_cluster
 from scheduler.testing.slurm_site import CASES, FILES, STEPS, node_loss, reference
 
 _DROP = ("log_tail", "notes")  # kept in a row only where the run went wrong
@@ -79,13 +78,10 @@ def summarize(rows: list[dict], host: str) -> dict:
 
 def main(a: argparse.Namespace) -> int:
     """``--slurm``: bring the cluster up, measure, take it down; add the figures to recovery.json."""
-    why = unavailable()
-    base, how = base_image() if why is None else (None, why)
-    if base is None:
-        print(f"recovery --slurm: {how}", file=sys.stderr)
+    c = benchmark_cluster("reshaperec", FILES)
+    if isinstance(c, str):
+        print(f"recovery --slurm: {c}", file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # timeout's TERM still takes the cluster down
-    c = ComposeCluster(f"reshaperec{os.getpid()}", base, FILES)
     rows: list[dict] = []
     try:
         c.down()

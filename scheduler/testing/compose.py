@@ -15,7 +15,9 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
+import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -82,6 +84,17 @@ def base_image() -> tuple[str | None, str]:
     if r.returncode != 0:
         return None, f"docker/make-base-image.sh failed: {(r.stderr.strip().splitlines() or ['?'])[-1]}"
     return DEBIAN_BASE, "built from Debian packages"
+
+
+def benchmark_cluster(prefix: str, files: tuple[str, ...]) -> ComposeCluster | str:
+    """The cluster of a benchmark run (project ``prefix`` and this process's id), or why there is none (one
+    line). SIGTERM then exits so that a ``timeout`` around the run still takes the cluster down."""
+    why = unavailable()
+    base, how = base_image() if why is None else (None, why)
+    if base is None:
+        return how
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    return ComposeCluster(f"{prefix}{os.getpid()}", base, files)
 
 
 class ComposeCluster:
