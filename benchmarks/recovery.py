@@ -32,6 +32,10 @@ than the wall-clock pairs). Each run iterates for about 5-15 s
 ``python -m benchmarks.recovery --mpi openmpi --inplace [--runs 3]``: in-place recovery instead
 (``RESHAPE_INPLACE=1``, Open MPI's ULFM): LU, the blocking-``Sendrecv`` program, a second loss during a
 recovery and a loss during an expansion; :mod:`benchmarks.recovery_inplace`.
+
+``python -m benchmarks.recovery --slurm [--runs 2]``: a node ``docker kill``-ed under a malleable job of the
+Slurm site controller on the compose cluster's real Slurm (a node of it, and its batch host), restarted from
+its checkpoint in its allocation or requeued through Slurm; :mod:`benchmarks.recovery_slurm`.
 """
 
 from __future__ import annotations
@@ -196,15 +200,25 @@ def _overhead_summary(over: list[dict]) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.recovery", description=__doc__.split("\n")[0])
-    ap.add_argument("--runs", type=int, default=3, help="runs per app and failure kind (default 3)")
+    ap.add_argument("--runs", type=int, default=None, help="runs per app and failure kind (default 3; --slurm: 2 "
+                    "per case)")
     ap.add_argument("--quick", action="store_true", help="one run of each, heat only, one overhead pair")
     ap.add_argument("--inplace", action="store_true",
                     help="measure in-place recovery (RESHAPE_INPLACE=1) instead; needs --mpi openmpi")
+    ap.add_argument("--slurm", action="store_true",
+                    help="measure a node lost under the Slurm site controller instead (the compose cluster: Docker)")
     ap.add_argument("--mpi", default=None, help="the MPI of the --inplace runs (openmpi)")
     ap.add_argument("--overhead", action="store_true",
                     help="only the checkpoint overhead of every app at the default interval (6 pairs each), into "
                          "recovery.json's summary")
     a = ap.parse_args(argv)
+    if a.runs is not None and a.runs < 1:
+        ap.error(f"--runs {a.runs}: must be at least 1")
+    a.runs = a.runs or (2 if a.slurm else 3)
+    if a.slurm:
+        from benchmarks import recovery_slurm
+
+        return recovery_slurm.main(a)
     if a.inplace:
         from benchmarks import recovery_inplace
 

@@ -48,7 +48,6 @@ import glob
 import json
 import os
 import shlex
-import signal
 import statistics
 import subprocess
 import sys
@@ -67,7 +66,7 @@ from benchmarks.slurm_jobs import (
     lublin,
 )
 from benchmarks.slurm_metrics import RATIOS, alone, combine, summarize
-from scheduler.testing.compose import ComposeCluster, base_image, unavailable
+from scheduler.testing.compose import ComposeCluster, benchmark_cluster
 
 FILES = ("docker-compose.yml", "docker/slurm-compose.yml")
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
@@ -196,13 +195,10 @@ def main(argv: list[str] | None = None) -> int:
         workloads = [lublin(seed, 36, 1.4) for seed in range(a.twin_first, a.twin_first + a.twin_seeds)]
     if a.twin_only or a.twin_seeds:
         return twin_report(workloads, cal, variants, f"{a.out}_twin" if a.twin_seeds else None)
-    why = unavailable()
-    base, how = base_image() if why is None else (None, why)
-    if base is None:
-        print(f"slurm_workload: {how}", file=sys.stderr)
+    c = benchmark_cluster("reshapebench", FILES)
+    if isinstance(c, str):
+        print(f"slurm_workload: {c}", file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # timeout's TERM still takes the cluster down
-    c = ComposeCluster(f"reshapebench{os.getpid()}", base, FILES)
     per: dict[str, dict] = {}
     try:
         c.down()

@@ -8,11 +8,11 @@ import socket
 import sqlite3
 import subprocess
 import sys
-import time
 
 from reshape.joblink.client import Connection
 from reshape.joblink.launch import kill_session
 from scheduler.daemon.startup import job_tag, kill_jobs
+from scheduler.testing.compose import wait_for
 
 TIMINGS: dict[str, float] = {}  # seconds of the cluster tier's steps; conftest prints them after the run
 NOTES: dict[str, str] = {}  # other observations printed with them
@@ -24,17 +24,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def wait_for(pred, timeout: float, every: float = 0.1):
-    """Poll ``pred`` until it returns something truthy (returned) or fail after ``timeout`` seconds."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        v = pred()
-        if v:
-            return v
-        time.sleep(every)
-    raise AssertionError(f"condition not met within {timeout}s")
 
 
 def repeated_undone_expansions(sizes: list[int]) -> list[tuple[int, int]]:

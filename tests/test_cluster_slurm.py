@@ -28,14 +28,27 @@ import hostlist
 import pytest
 
 from scheduler.testing.compose import ComposeCluster, base_image, unavailable
+from scheduler.testing.slurm_site import (
+    ALL,
+    FILES,
+    SITE,
+    by_slurm,
+    controller,
+    node_loss,
+    quiet_site,
+    reference,
+    scontrol_job,
+    sh,
+    site,
+    squeue,
+    start_controller,
+)
 from tests.helpers import NOTES, TIMINGS, expansion_times, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
 NODES = ("node1", "node2", "node3", "node4")  # partition small, where the reshape tests run
-ALL = tuple(f"node{i}" for i in range(1, 17))  # partition batch, the default
 SMALL = "small"
-FILES = ("docker-compose.yml", "docker/slurm-compose.yml")
 
 
 @pytest.fixture(scope="module")
@@ -54,22 +67,6 @@ def slurm():
         yield c
     finally:
         c.down()
-
-
-def sh(c: ComposeCluster, command: str, timeout: float = 60) -> str:
-    return c.exec("head", command, timeout=timeout).stdout
-
-
-def squeue(c: ComposeCluster) -> list[dict]:
-    """Every job in Slurm's queue; hostlists expanded here (python-hostlist, as the daemon does), so that a
-    look is one command in the head, quick enough to catch a short job running."""
-    out = sh(c, "squeue -h -o '%i|%j|%T|%N|%r'")
-    rows = []
-    for line in out.splitlines():
-        jid, name, state, nodes, reason = line.split("|")
-        hosts = hostlist.expand_hostlist(nodes) if nodes else []
-        rows.append({"id": jid, "name": name, "state": state, "hosts": hosts, "reason": reason})
-    return rows
 
 
 def status(c: ComposeCluster, sid: str) -> dict:
@@ -227,7 +224,6 @@ def test_on_a_full_cluster_slurm_grants_nothing_and_the_job_keeps_its_size(slurm
 # ---------------------------------------------------------------------- the site: 16 nodes, Slurm's own scheduling
 # What a controller beside Slurm reads about pending jobs (priority, time limit, predicted start, reason).
 PENDING_FORMAT = "%i|%j|%T|%u|%D|%r|%S|%Q|%l|%P"
-_KEY = re.compile(r" (?=[A-Za-z][A-Za-z0-9_:/]*=)")
 
 
 def when(text: str) -> datetime | None:
@@ -236,13 +232,6 @@ def when(text: str) -> datetime | None:
         return datetime.fromisoformat(text)
     except ValueError:
         return None
-
-
-def scontrol_job(c: ComposeCluster, jid: str) -> dict[str, str]:
-    """``scontrol show job -o``: one line of ``Key=Value`` fields. A value may hold ``=`` (``TRES=cpu=8,node=4``)
-    or be empty (``Power=``), so the line is split only before a space and a ``Key=``."""
-    line = sh(c, f"scontrol show job -o {jid}").strip()
-    return dict(field.split("=", 1) for field in _KEY.split(line))
 
 
 def start_times(c: ComposeCluster) -> dict[str, datetime]:
@@ -267,12 +256,6 @@ def pending(c: ComposeCluster) -> dict[str, dict]:
 
 def running(c: ComposeCluster, jid: str) -> dict | None:
     return next((q for q in squeue(c) if q["id"] == jid and q["state"] == "RUNNING"), None)
-
-
-def quiet_site(c: ComposeCluster, timeout: float = 120) -> None:
-    """No Slurm job left and all sixteen nodes idle."""
-    wait_for(lambda: not squeue(c) and sh(c, "sinfo -h -p batch -o '%T %D'").split() == ["idle", str(len(ALL))],
-             timeout, every=0.5)
 
 
 @contextlib.contextmanager
@@ -381,8 +364,6 @@ def test_an_expander_given_its_parents_end_as_deadline_ends_no_later_than_the_pa
 
 
 # ---------------------------------------------------------------------- the site controller: one for every job
-SITE = "tcp://head:5600"
-SITE_STATE = "/var/lib/reshape/site-test"
 # an emulated application (one process standing for its processors) whose iteration time falls to 16
 EMU = """name = "{name}"
 command = ["python", "-m", "apps.emujob", "--times", "2:3.0,4:1.6,8:0.9,16:0.6", "--iterations", "{iters}",
@@ -395,39 +376,10 @@ walltime = 600
 """
 
 
-def site(c: ComposeCluster) -> dict:
-    return json.loads(sh(c, f"reshape status --json --all --endpoint {SITE}"))
-
-
-def start_controller(c: ComposeCluster, fresh: bool = True) -> None:
-    sh(c, (f"rm -rf {SITE_STATE}; " if fresh else "") + f"mkdir -p {SITE_STATE}; nohup reshape daemon --slurm-site "
-          f"--endpoint tcp://0.0.0.0:5600 --state-dir {SITE_STATE} --workdir /opt/reshape --idle-release 10 "
-          f">> {SITE_STATE}/controller.log 2>&1 &")
-    wait_for(lambda: c.exec("head", f"reshape status --endpoint {SITE}", check=False).returncode == 0, 30,
-             every=0.3)
-
-
-@contextlib.contextmanager
-def controller(c: ComposeCluster):
-    """A site controller on the head for the test; afterwards every Slurm job is cancelled and it stops."""
-    quiet_site(c)
-    start_controller(c)
-    try:
-        yield
-    finally:
-        c.exec("head", "scancel --user root; pkill -f '[d]aemon --slurm-site'", check=False)
-        wait_for(lambda: not squeue(c), 60, every=0.5)
-        c.exec("head", f"cat {SITE_STATE}/controller.log | tail -40", check=False)
-
-
 def submit_site(c: ComposeCluster, name: str, iters: int = 30) -> str:
     c.exec("head", f"cat > /tmp/{name}.toml", input=EMU.format(name=name, iters=iters))
     return json.loads(sh(c, f"cd /tmp && reshape submit --slurm --json --controller {SITE} /tmp/{name}.toml")
                       )["slurm_job_ids"][0]
-
-
-def by_slurm(st: dict, sid: str) -> dict | None:
-    return next((j for j in st["running"] if j.get("allocation") == sid), None)
 
 
 def test_the_site_controller_shares_the_cluster_between_two_malleable_jobs_and_a_rigid_one(slurm):
@@ -652,19 +604,6 @@ def test_a_malleable_job_shrinks_below_its_size_for_a_waiting_job_and_slurm_gets
         assert before == 3 and after <= 2 * before, (before, after)  # as submitted; at most twice at half the size
 
 
-# a malleable job with checkpoints on the volume every node mounts, 4 ranks on two nodes, at least 2
-NODEKILL = """name = "{name}"
-command = ["python", "/opt/reshape/examples/heat.py", "--n", "256", "--steps", "{steps}", "--work", "0.4"]
-nprocs = 4
-min_procs = 2
-max_procs = 4
-divides = 256
-checkpoint = "every:10"
-checkpoint_dir = "{ckpt}"
-walltime = 600
-"""
-
-
 @pytest.mark.parametrize("how", ["kill", "pause"])
 def test_a_node_killed_under_a_malleable_job_restarts_it_in_its_allocation_from_its_checkpoint(slurm, how):
     """``docker kill`` of one of the two slurmd nodes a malleable job with checkpoints runs on (not its batch
@@ -673,49 +612,17 @@ def test_a_node_killed_under_a_malleable_job_restarts_it_in_its_allocation_from_
     Slurm, and the job ends done with the field a run that never failed gives, bit for bit. ``pause``: the
     node hangs instead (``docker pause``); nothing on it answers or closes a connection, so the job learns
     of the loss only from Slurm, which has by then taken the node out of the job: a node Slurm reports down
-    is as lost as one that does not answer."""
-    c = slurm
-    name, steps, ckpt, out = "site-nodekill", 300, "/cluster/ckpt-site-nodekill", "/cluster/slurm-nodekill"
-    victim = None
-    with controller(c):
-        sh(c, f"rm -rf {ckpt} {out}; mkdir -p {out}")
-        ref = sha(sh(c, f"mpiexec -n 2 python /opt/reshape/examples/heat.py --n 256 --steps {steps}", 180))
-        c.exec("head", f"cat > /tmp/{name}.toml", input=NODEKILL.format(name=name, steps=steps, ckpt=ckpt))
-        a = json.loads(sh(c, f"cd /tmp && reshape submit --slurm --json --controller {SITE} "
-                             f"--sbatch=--output={out}/%j.out /tmp/{name}.toml"))["slurm_job_ids"][0]
-        try:
-            row = wait_for(lambda: (r := by_slurm(site(c), a)) and len(set(r["hosts"])) == 2 and r, 90, every=0.5)
-            wait_for(lambda: any(n.startswith("ckpt-") and not n.endswith(".part")
-                                 for n in sh(c, f"ls {ckpt} 2>/dev/null; true").split()), 90, every=0.3)
-            victim = row["hosts"][-1]  # the batch host is the first
-            assert victim != row["hosts"][0], row
-            t0 = time.monotonic()
-            c.cmd(how, victim)
-            try:
-                again = wait_for(lambda: (r := by_slurm(site(c), a)) and r["restarts"] >= 1 and r, 120, every=0.5)
-            except AssertionError as e:
-                raise AssertionError(f"{e}: no restart after {how} of {victim}\n{evidence(c, a, out)}") from None
-            TIMINGS[f"site: node {how} -> job restarted in its allocation"] = time.monotonic() - t0
-            assert again["job_id"] == row["job_id"] and victim not in again["hosts"], again
-            st = wait_for(lambda: (s := site(c)) and not s["running"] and s, 300, every=1.0)
-            log = sh(c, f"cat {out}/{a}.out")
-            hist = json.loads(sh(c, "python -c " + shlex.quote(
-                f"import json; from reshape.joblink.client import request as r; "
-                f"print(json.dumps(r('{SITE}', 'history').body))")))
-            (j,) = [j for j in hist["jobs"] if j["name"] == name]
-            assert (j["state"], j["restarts"]) == ("done", 1), (j, log[-3000:])
-            assert sha(log) == ref, log[-3000:]
-            assert "reshape slurm-run:" not in log, log[-3000:]
-            assert scontrol_job(c, a)["JobState"] == "COMPLETED"
-            notes = st["daemon"]["rm"]["notes"]
-            assert any(f"restarted in Slurm job {a}" in n and victim in n for n in notes), notes
-            NOTES[f"site: node {how}"] = (f"resumed at {j['resumed_at']}, iterations lost {j['iterations_lost']}, "
-                                        f"{j['failures']}")
-        finally:
-            if victim:
-                # slurmd registers again (ReturnToService=2): the next test has 16 idle
-                c.cmd("unpause" if how == "pause" else "start", victim)
-    quiet_site(c, 180)
+    is as lost as one that does not answer. The scenario: :func:`scheduler.testing.slurm_site.node_loss`."""
+    r = node_loss(slurm, "node", reference(slurm), how)
+    TIMINGS[f"site: node {how} -> job restarted in its allocation"] = r["failure_to_seen_running_s"]
+    assert r["same_job"] and r["victim"] != r["batch_host"] and r["victim"] not in r["hosts_after"], r
+    assert (r["state"], r["restarts"]) == ("done", 1), r
+    assert r["bit_identical"], r
+    assert not r["slurm_run_error"], r["log_tail"]
+    assert r["slurm_state"] == "COMPLETED", r
+    assert any(f"restarted in Slurm job {r['slurm_job']}" in n and r["victim"] in n for n in r["notes"]), r["notes"]
+    NOTES[f"site: node {how}"] = (f"resumed at {r['resumed_at']}, iterations lost {r['iterations_lost']}, "
+                                  f"{r['failures']}")
 
 
 def test_the_batch_host_killed_under_a_malleable_job_requeues_it_through_slurm_and_it_resumes_from_its_checkpoint(
@@ -725,60 +632,14 @@ def test_the_batch_host_killed_under_a_malleable_job_requeues_it_through_slurm_a
     controller requeues the job (``scontrol requeue``; it was submitted ``--requeue``), and its next batch attempt
     registers as the same reshape job (restarts 1) and resumes from its checkpoint on the nodes Slurm gives it,
     ending done with the field a run that never failed gives, bit for bit."""
-    c = slurm
-    name, steps, ckpt, out = "site-batchkill", 300, "/cluster/ckpt-site-batchkill", "/cluster/slurm-batchkill"
-    victim = None
-    with controller(c):
-        sh(c, f"rm -rf {ckpt} {out}; mkdir -p {out}")
-        ref = sha(sh(c, f"mpiexec -n 2 python /opt/reshape/examples/heat.py --n 256 --steps {steps}", 180))
-        c.exec("head", f"cat > /tmp/{name}.toml", input=NODEKILL.format(name=name, steps=steps, ckpt=ckpt))
-        a = json.loads(sh(c, f"cd /tmp && reshape submit --slurm --json --controller {SITE} "
-                             f"--sbatch=--output={out}/%j.out /tmp/{name}.toml"))["slurm_job_ids"][0]
-        try:
-            row = wait_for(lambda: (r := by_slurm(site(c), a)) and len(set(r["hosts"])) == 2 and r, 90, every=0.5)
-            wait_for(lambda: any(n.startswith("ckpt-") and not n.endswith(".part")
-                                 for n in sh(c, f"ls {ckpt} 2>/dev/null; true").split()), 90, every=0.3)
-            victim = row["hosts"][0]  # the batch host
-            assert scontrol_job(c, a)["BatchHost"] == victim, scontrol_job(c, a)
-            t0 = time.monotonic()
-            c.cmd("kill", victim)
-            try:
-                again = wait_for(lambda: (r := by_slurm(site(c), a)) and r["restarts"] >= 1 and r, 420, every=1.0)
-            except AssertionError as e:
-                raise AssertionError(f"{e}: not resumed after kill of {victim}\n{evidence(c, a, out)}") from None
-            TIMINGS["site: batch host kill -> job requeued and running again"] = time.monotonic() - t0
-            assert again["job_id"] == row["job_id"] and victim not in again["hosts"], again
-            st = wait_for(lambda: (s := site(c)) and not s["running"] and not s.get("waiting") and s, 300, every=1.0)
-            log = sh(c, f"cat {out}/{a}.out")
-            hist = json.loads(sh(c, "python -c " + shlex.quote(
-                f"import json; from reshape.joblink.client import request as r; "
-                f"print(json.dumps(r('{SITE}', 'history')))")))
-            (j,) = [j for j in hist["jobs"] if j["name"] == name]
-            assert (j["state"], j["restarts"]) == ("done", 1), (j, log[-3000:], evidence(c, a, out))
-            assert sha(log) == ref, log[-3000:]
-            assert "Slurm requeued this job" in log, log[-3000:]
-            info = scontrol_job(c, a)
-            assert (info["JobState"], info["Restarts"]) == ("COMPLETED", "1"), info
-            notes = st["daemon"]["rm"]["notes"]
-            assert any(f"resumes from its checkpoint in requeued Slurm job {a}" in n for n in notes), notes
-            NOTES["site: batch host kill"] = (f"resumed at {j['resumed_at']}, iterations lost "
-                                              f"{j['iterations_lost']}, {j['failures']}")
-        finally:
-            if victim:
-                c.cmd("start", victim)  # slurmd registers again (ReturnToService=2)
-    quiet_site(c, 180)
-
-
-def evidence(c: ComposeCluster, slurm_job: str, out: str) -> str:
-    """What a failed Slurm-tier test needs to say where a job stopped: its Slurm output, Slurm's view of it
-    and of the nodes, the controller's log and its view of the job."""
-    cmds = [f"tail -c 3000 {out}/{slurm_job}.out", f"scontrol show job {slurm_job} | head -30",
-            "sinfo -N -h -o '%N %T %E'", "squeue -h -o '%A %j %T %N'", f"tail -n 60 {SITE_STATE}/controller.log",
-            f"reshape status --all --endpoint {SITE}"]
-    return "\n".join(f"$ {cmd}\n{c.exec('head', cmd + ' 2>&1', check=False).stdout}" for cmd in cmds)
-
-
-def sha(text: str) -> str:
-    m = re.search(r"sha256 ([0-9a-f]{16})", text)
-    assert m, text[-2000:]
-    return m.group(1)
+    r = node_loss(slurm, "batch-host", reference(slurm))
+    TIMINGS["site: batch host kill -> job requeued and running again"] = r["failure_to_seen_running_s"]
+    assert r["same_job"] and r["victim"] == r["hosts_before"][0] and r["victim"] not in r["hosts_after"], r
+    assert (r["state"], r["restarts"]) == ("done", 1), r
+    assert r["bit_identical"], r
+    assert r["requeued_line"], r["log_tail"]
+    assert (r["slurm_state"], r["slurm_restarts"]) == ("COMPLETED", "1"), r
+    assert any(f"resumes from its checkpoint in requeued Slurm job {r['slurm_job']}" in n for n in r["notes"]), \
+        r["notes"]
+    NOTES["site: batch host kill"] = (f"resumed at {r['resumed_at']}, iterations lost {r['iterations_lost']}, "
+                                      f"{r['failures']}")

@@ -15,13 +15,26 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
+import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 REGISTRY_BASE = "python:3.11-slim-bookworm"
 DEBIAN_BASE = "reshape-base:bookworm"
 SERVICES = ("head", "node1", "node2", "node3", "node4")
+
+
+def wait_for(pred, timeout: float, every: float = 0.1):
+    """Poll ``pred`` until it returns something truthy (returned) or fail after ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(every)
+    raise AssertionError(f"condition not met within {timeout}s")
 
 
 def _run(cmd: list[str], timeout: float, **kw) -> subprocess.CompletedProcess:
@@ -71,6 +84,17 @@ def base_image() -> tuple[str | None, str]:
     if r.returncode != 0:
         return None, f"docker/make-base-image.sh failed: {(r.stderr.strip().splitlines() or ['?'])[-1]}"
     return DEBIAN_BASE, "built from Debian packages"
+
+
+def benchmark_cluster(prefix: str, files: tuple[str, ...]) -> ComposeCluster | str:
+    """The cluster of a benchmark run (project ``prefix`` and this process's id), or why there is none (one
+    line). SIGTERM then exits so that a ``timeout`` around the run still takes the cluster down."""
+    why = unavailable()
+    base, how = base_image() if why is None else (None, why)
+    if base is None:
+        return how
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    return ComposeCluster(f"{prefix}{os.getpid()}", base, files)
 
 
 class ComposeCluster:
