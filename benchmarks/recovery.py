@@ -127,12 +127,12 @@ def failure_run(app: str, kind: str, tmp: str) -> dict:
             os.kill(victims[-1], signal.SIGKILL)
 
     res = run_workload([job], 4, "reshape", state_dir=state, logs=True, watch=watch, timeout=600)
-    (j,) = res["history"]["jobs"]
+    (j,) = res["history"].jobs
     log = res["logs"].get(1, "")
     if kind == "new-rank":
         m = re.search(r"fault injected: \S+ at ([\d.]+)", _full_log(state))
         failed_at = [float(m.group(1))] if m else []
-    starts = [e["t"] for e in res["history"]["events"] if e["kind"] == "start"]
+    starts = [e["t"] for e in res["history"].events if e["kind"] == "start"]
     relaunch = next((t for t in starts if failed_at and t > failed_at[0]), None)
     return {"app": app, "kind": kind, "state": j["state"], "restarts": j["restarts"], "failed": bool(failed_at),
             "iterations_lost": j["iterations_lost"], "resumed_at": j["resumed_at"],

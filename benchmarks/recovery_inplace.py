@@ -169,7 +169,7 @@ def expansion_run(tmp: str, k: int, ref: str | None) -> dict:
            "mpi": "openmpi", "checkpoint": f"every:{EXPANSION_CKPT}", "max_restarts": 2, "resize_timeout": 60,
            "env": env}
     res = run_workload([job], 4, "reshape", state_dir=state, logs=True, timeout=900)
-    (j,) = res["history"]["jobs"]
+    (j,) = res["history"].jobs
     try:
         with open(os.path.join(state, "logs", "job-1.log"), errors="replace") as f:
             log = f.read()
@@ -177,7 +177,7 @@ def expansion_run(tmp: str, k: int, ref: str | None) -> dict:
         log = res["logs"].get(1, "")
     fired = [float(x) for x in re.findall(r"fault injected: \S+ at ([\d.]+)", log)]
     m = _LOST.search(log)
-    starts = [e["t"] for e in res["history"]["events"] if e["kind"] == "start"]
+    starts = [e["t"] for e in res["history"].events if e["kind"] == "start"]
     relaunch = next((t for t in starts if fired and t > fired[0]), None)
     source = ("checkpoint (restart)" if j["restarts"] else
               m.group(3).split()[0] if m else None) if fired else None

@@ -323,7 +323,7 @@ def run_daemon(running: int, queued: tuple[int, ...], seconds: float, log=print,
 def run_core(running: int, queued: tuple[int, ...], reps: int = 300) -> list[dict]:
     """The same scenario on the sans-I/O core in this process: what each request costs the scheduler
     itself (no sockets, no journal), per queue length; the queue grows on one core as in the daemon."""
-    from reshape.joblink.protocol import ResizePoint
+    from scheduler.core.events import ResizePoint
     from scheduler.core.jobfile import validate_job
     from scheduler.core.policy import app_policy, remap_policy
     from scheduler.core.pool import Node, Pool

@@ -34,7 +34,7 @@ def test_a_job_is_seen_before_it_arrives_only_when_announced(announce):
     res = run_workload(jobs(), 2, remap="reshape-plus", app="easy-plus", timeout=120, watch=watch,
                        announce=announce)
     assert res["clean_stop"], res["stop_error"]
-    rows = {j["name"]: j for j in res["history"]["jobs"]}
+    rows = {j["name"]: j for j in res["history"].jobs}
     assert {j["state"] for j in rows.values()} == {"done"}
     # either way the later job arrives after the first
     assert rows["later"]["arrival_time"] > rows["first"]["arrival_time"]
