@@ -227,7 +227,8 @@ def series(c: ComposeCluster, w: Workload, variants: dict[str, list[str]], cal: 
     """``--repeat`` runs of workload ``w``: each a plain-Slurm run and a run with the controller for each of
     ``variants`` (its options), compared with that plain run; per variant, the summary over the repeats."""
     restart_at = None if a.no_restart else a.restart_at * max(j.arrival for j in w.jobs)
-    twins = {v: twin_of(w, cal, args, restart_at is not None) for v, args in variants.items()}
+    twins = {} if a.controller_only else {v: twin_of(w, cal, args, restart_at is not None)
+                                          for v, args in variants.items()}  # no plain run to compare with
     runs: dict[str, list[dict]] = {v: [] for v in variants}
     keep = os.path.join(RESULTS, a.out, w.name)
     for k in range(1, a.repeat + 1):
@@ -241,10 +242,9 @@ def series(c: ComposeCluster, w: Workload, variants: dict[str, list[str]], cal: 
                                os.path.join(keep, f"{v}-r{k}.tar.gz"))
             rows, s = alone(reshape, w) if static is None else summarize(static, reshape, w)
             key = w.name if v == "default" else f"{w.name}/{v}"
-            print_runs(key, rows, s, None if static is None else twins[v])
+            print_runs(key, rows, s, twins.get(v))
             runs[v].append({"summary": s, "rows": rows, "events": (reshape.get("history") or {}).get("events")})
-    return {(w.name if v == "default" else f"{w.name}/{v}"): combine([r["summary"] for r in rs],
-                                                                     None if a.controller_only else twins[v])
+    return {(w.name if v == "default" else f"{w.name}/{v}"): combine([r["summary"] for r in rs], twins.get(v))
             | {"runs": rs} for v, rs in runs.items()}
 
 

@@ -342,10 +342,11 @@ class SlurmSite(SlurmManager):
         jobs = own_expanders(jobs, self.verified.me)
         by_id = {q.id: q for q in jobs}
         acts: list = []
+        running = {j.allocation: j for j in state.running() if j.allocation is not None}
         for main, g in list(self.broker.groups.items()):
             q = by_id.get(main)
             if q is not None and q.state in LIVE and q.nodes and g.batch_host not in q.nodes:
-                j = next((j for j in state.running() if j.allocation == main), None)
+                j = running.get(main)
                 if j is not None and main not in self.requeueing:
                     acts += self.requeue(j, f"its batch host {g.batch_host} left Slurm job {main} (lost)", state, now)
         for main, jid in list(self.waiting.items()):
