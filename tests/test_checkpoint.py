@@ -161,3 +161,14 @@ def test_under_the_daemon_a_checkpointed_program_that_never_calls_finish_ends_do
     except AssertionError:  # say where it stopped: the job as the daemon sees it, and its output
         raise AssertionError(f"the job never ended: {d.job(jid)}\n{d.req('log', {'job_id': jid})}") from None
     assert j["state"] == "done" and j["restarts"] == 0, j
+
+
+@pytest.mark.procs
+def test_a_program_that_exits_mid_checkpoint_without_finish_exits(mpirun, tmp_path):
+    """Its writer thread holds h5py's lock as the program ends: every rank still exits (the runtime waits
+    for its own threads at exit), and the checkpoint cut off there is never read."""
+    env = {"RESHAPE_CHECKPOINT": "every:1", "RESHAPE_CHECKPOINT_DIR": str(tmp_path)}
+    res = mpirun(2, ["-m", "tests.mpi.ckpt_exit_midwrite"], env=env, timeout=60)
+    assert "exiting at iteration 1" in res.stdout, res.stdout + res.stderr
+    assert latest(str(tmp_path)) is None and os.listdir(tmp_path) == ["ckpt-00000001.part"]
+

@@ -114,6 +114,9 @@ class Restored:
             local[np.ix_(*(r.index() for r in t.recv))] = block[np.ix_(*(r.index() for r in t.send))]
 
 
+_H5PY_IMPORT: dict[str, threading.Thread] = {}  # h5py's import in the background (from_settings), once
+
+
 @dataclass
 class Checkpointer:
     """Periodic asynchronous checkpoints of one job (module docstring); every method is collective."""
@@ -248,6 +251,15 @@ class Checkpointer:
         if wait:
             self._join_commit()
 
+    def at_exit(self) -> None:
+        """At the exit of a program that skipped ``finish()``: wait for this rank's writer and commit threads
+        and h5py's import (local, no MPI). A daemon thread frozen inside h5py at the interpreter's end holds
+        h5py's global lock, and the main thread's last deallocations then wait on it forever (the job never
+        exits). The checkpoint in flight is not committed: no agreement is possible here; it stays a ``.part``."""
+        for t in (self._thread, self._committer, _H5PY_IMPORT.get("thread")):
+            if t is not None:
+                t.join()
+
     def _join_commit(self) -> None:
         if self._committer is not None:
             self._committer.join()
@@ -329,7 +341,10 @@ def from_settings(comm, cfg, job_id: int, spawned: bool = False, directory: str 
     if setting is None:
         return None
     # h5py's import (40-200 ms) in the background, during the first iterations, not in the first write
-    threading.Thread(target=importlib.import_module, args=("h5py",), name="reshape-h5py", daemon=True).start()
+    if "thread" not in _H5PY_IMPORT:
+        _H5PY_IMPORT["thread"] = threading.Thread(target=importlib.import_module, args=("h5py",),
+                                                  name="reshape-h5py", daemon=True)
+        _H5PY_IMPORT["thread"].start()
     if spawned:
         return Checkpointer(directory or os.path.abspath(cfg.checkpoint_dir or DEFAULT_DIR), *setting,
                             job=str(job_id), own=False)

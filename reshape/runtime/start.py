@@ -148,6 +148,8 @@ def init(
             placement.prefetch()  # the solver's import (scipy) runs during the first iterations, not in a resize
         checkpoint.resume(rt, cfg)
     rt._ckpt = checkpoint.from_settings(rt.comm, cfg, job_id, spawned=rt.joined, directory=rt.checkpoint_dir)
+    if rt._ckpt is not None:  # runs before done_at_exit and the parked ranks' release (atexit is LIFO)
+        atexit.register(rt._ckpt.at_exit)
     if cfg.inplace:  # reshape.runtime.inplace: errors come back as exceptions, copies refreshed by run()
         _go_inplace(rt, cfg.buddy_every)
     rt._plan = None if rt.joined else cfg.plan
