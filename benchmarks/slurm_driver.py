@@ -153,8 +153,9 @@ class Driver:
         out = {"t0": t0, "jobs": jobs, "late_starts": late, "restarts": self.restarts}
         if self.site:
             from reshape.joblink.client import request
+            from reshape.joblink.protocol import History
 
-            out["history"] = request(SITE, "history", timeout=30).body
+            out["history"] = request(SITE, History(), timeout=30).body
             st = json.loads(sh(f"reshape status --json --endpoint {SITE}"))
             out["controller"] = {"late_starts": st["daemon"]["rm"]["rigid_late_starts"],
                                  "notes": st["daemon"]["rm"]["notes"]}

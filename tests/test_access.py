@@ -466,7 +466,7 @@ def test_history_and_status_all_come_in_pages(daemon):
     for j in ids[:3]:
         d.req("cancel", {"job_id": j})
     whole = d.req("history")
-    paged = read_history(d.endpoint, {}, page=3)
+    paged = read_history(d.endpoint, page=3)
     assert [j["job_id"] for j in paged.jobs] == ids == [j["job_id"] for j in whole["jobs"]]
     assert sorted(map(json.dumps, paged.events)) == sorted(map(json.dumps, whole["events"]))
     page = d.req("history", {"after": 3, "limit": 2})

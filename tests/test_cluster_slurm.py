@@ -109,8 +109,8 @@ while reshape status --json --endpoint tcp://head:5600 \
       | python -c "import json,sys; s=json.load(sys.stdin); sys.exit(0 if s['running']+s['queue'] else 1)"; do
     sleep 0.5
 done
-python -c "import json; from scheduler.cli.commands import request as r; \
-print(json.dumps(r('tcp://head:5600', 'history').body))"
+python -c "import json; from reshape.joblink.client import request as r; from reshape.joblink.protocol import History; \
+print(json.dumps(r('tcp://head:5600', History()).body))"
 reshape stop --endpoint tcp://head:5600
 wait $d
 """
@@ -157,8 +157,8 @@ def test_a_job_grows_onto_nodes_slurm_grants_and_gives_them_back_to_a_waiting_jo
 
     endpoint = sh(c, f"python -c 'from scheduler.cli.slurm import daemon_of; print(daemon_of({sid}))'").strip()
     hist = json.loads(sh(c, "python -c " + shlex.quote(
-        f"import json; from scheduler.cli.commands import request as r; "
-        f"print(json.dumps(r('{endpoint}', 'history').body))")))
+        f"import json; from reshape.joblink.client import request as r; from reshape.joblink.protocol import History; "
+        f"print(json.dumps(r('{endpoint}', History()).body))")))
     NOTES["slurm expansions (s)"] = ", ".join(expansion_times(hist["events"]))
 
     # scancel ends every rank and every expander job
@@ -409,7 +409,7 @@ def test_the_site_controller_shares_the_cluster_between_two_malleable_jobs_and_a
         TIMINGS["site: a waiting 6-node job started"] = time.monotonic() - t1
         hist = json.loads(sh(c, "python -c " + shlex.quote(
             f"import json; from reshape.joblink.client import request as r; "
-            f"print(json.dumps(r('{SITE}', 'history').body))")))
+            f"from reshape.joblink.protocol import History; print(json.dumps(r('{SITE}', History()).body))")))
         released = [e for e in hist["node_events"] if e["kind"] == "released" and f"Slurm job {rigid} " in e["detail"]]
         # promised to it: what it lacks, no more; what a job's sizes free beyond that goes back to Slurm for anyone
         given = [e for e in released if "freed beyond the need" not in e["detail"]]
@@ -508,7 +508,7 @@ def test_a_burst_of_malleable_jobs_landing_on_nodes_just_given_up_all_register_a
         logs = sh(c, f"cat {OUT}/*.out")
         hist = json.loads(sh(c, "python -c " + shlex.quote(
             f"import json; from reshape.joblink.client import request as r; "
-            f"print(json.dumps(r('{SITE}', 'history').body))")))
+            f"from reshape.joblink.protocol import History; print(json.dumps(r('{SITE}', History()).body))")))
         registered = {j["allocation"] for j in hist["jobs"]}
         assert set(burst) <= registered, (sorted(set(burst) - registered), st["daemon"]["rm"]["notes"], logs[-3000:])
         assert {jid: r["JobState"] for jid, r in records.items()} == dict.fromkeys(burst, "COMPLETED"), records

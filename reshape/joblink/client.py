@@ -278,12 +278,12 @@ class Connection:
 REFUSED_PATIENCE = 2.0  # seconds a command waits for a daemon that refuses connections (one may be starting)
 
 
-def request(endpoint: str, type_: str, body: dict[str, Any] | None = None, timeout: float = 5.0,
-            keys: str | None = None, job_id: int | None = None) -> Reply:
-    """One request on a connection of its own (the command line's way): its typed reply."""
+def request(endpoint: str, msg: Request, timeout: float = 5.0, keys: str | None = None) -> Reply:
+    """One typed request (:mod:`reshape.joblink.protocol`, e.g. ``History(limit=5)``) on a connection of its
+    own (the command line's way): its typed reply."""
     conn = Connection(endpoint, timeout, keys=keys, fail_fast=min(timeout, REFUSED_PATIENCE))
     try:
-        return conn.request(type_, body or {}, job_id=job_id)
+        return conn.send(msg)
     finally:
         conn.close()
 

@@ -14,6 +14,7 @@ from typing import Any
 import zmq
 
 from reshape.joblink import jobenv as E
+from reshape.joblink import protocol as P
 from reshape.joblink.client import DaemonError, RequestTooLarge, SchedulerUnavailable, request
 from reshape.joblink.protocol import printable
 from scheduler.core.jobtable import FINAL
@@ -136,16 +137,16 @@ def cmd_submit(args: argparse.Namespace) -> int:
         desc = load_job_file(path)
         if args.delay is not None:
             desc = replace(desc, arrival_delay=args.delay)
-        ids.append(request(args.endpoint, "submit", {"job": desc.to_dict()}, keys=args.keys).target)
+        ids.append(request(args.endpoint, P.Submit(job=desc.to_dict()), keys=args.keys).target)
     print(json.dumps({"job_ids": ids}) if args.json else "\n".join(f"submitted job {i}" for i in ids))
     return 0
 
 
 @_client
 def cmd_status(args: argparse.Namespace) -> int:
-    st = request(args.endpoint, "status", {"limit": args.limit} if args.limit is not None else {}, keys=args.keys)
+    st = request(args.endpoint, P.Status(limit=args.limit), keys=args.keys)
     if args.all:  # every ended job, newest first: the journal's, through the history request
-        hist = read_history(args.endpoint, {}, args.keys)
+        hist = read_history(args.endpoint, keys=args.keys)
         st = replace(st, ended=tuple(sorted(({"job_id": j["job_id"], "name": j["name"], "state": j["state"],
                                               "end_time": j["end_time"], "sizes": j["profile"]["history"],
                                               "error": j["error"]} for j in hist.jobs if j["state"] in FINAL),
@@ -209,7 +210,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 @_client
 def cmd_cancel(args: argparse.Namespace) -> int:
     for jid in args.job_ids:
-        rep = request(args.endpoint, "cancel", {"job_id": jid}, keys=args.keys)
+        rep = request(args.endpoint, P.Cancel(target=jid), keys=args.keys)
         if rep.state == "cancelling":
             print(f"cancelling job {jid}: kill ordered to the monitor of {rep.runner}, not yet "
                   "confirmed (reshape status shows it cancelled once its processes are gone)")
@@ -222,12 +223,11 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 def cmd_history(args: argparse.Namespace) -> int:
     from scheduler.observe.report import plot_history, summarize
 
-    body = {k: v for k, v in (("limit", args.limit),
-                              ("since", time.time() - args.since if args.since is not None else None)) if v is not None}
+    ask = P.History(limit=args.limit, since=time.time() - args.since if args.since is not None else None)
     # a ping first: a dead daemon is reported as fast as by the other commands; the history
     # itself (a long journal) may take longer to assemble
-    request(args.endpoint, "ping", keys=args.keys)
-    hist = read_history(args.endpoint, body, args.keys)
+    request(args.endpoint, P.Ping(), keys=args.keys)
+    hist = read_history(args.endpoint, ask, args.keys)
     summ = summarize(hist)
     if args.plot:
         plot_history(hist, args.plot)
@@ -270,7 +270,7 @@ def _clip(text: str, width: int = 100) -> str:
 @_client
 def cmd_log(args: argparse.Namespace) -> int:
     try:
-        text = request(args.endpoint, "log", {"job_id": args.job_id, "tail": args.tail}, keys=args.keys).text
+        text = request(args.endpoint, P.Log(target=args.job_id, tail=args.tail), keys=args.keys).text
     except SchedulerUnavailable as e:  # no daemon: the log on disk, where one is
         path = os.path.join(args.state_dir, "logs", f"job-{args.job_id}.log")
         if not os.path.isfile(path):
@@ -290,7 +290,7 @@ def cmd_wait(args: argparse.Namespace) -> int:
     left, ok = list(dict.fromkeys(args.job_ids)), True
     while left:
         for jid in list(left):
-            got = request(args.endpoint, "history", {"after": jid - 1, "limit": 1}, keys=args.keys).jobs
+            got = request(args.endpoint, P.History(after=jid - 1, limit=1), keys=args.keys).jobs
             if not got or got[0]["job_id"] != jid:
                 raise ValueError(f"no job {jid}")
             j = got[0]
@@ -310,7 +310,7 @@ def cmd_wait(args: argparse.Namespace) -> int:
 
 @_client
 def cmd_stop(args: argparse.Namespace) -> int:
-    request(args.endpoint, "stop", {"kill_jobs": args.kill_jobs}, keys=args.keys)
+    request(args.endpoint, P.Stop(kill_jobs=args.kill_jobs), keys=args.keys)
     print("daemon stopping" + (" (running jobs killed; jobs run by node monitors once those confirm the kills: "
                                "the daemon names on its standard error any it could not confirm)"
                                if args.kill_jobs else ""))

@@ -45,6 +45,7 @@ import time
 import hostlist
 
 from reshape.joblink import jobenv as E
+from reshape.joblink import protocol as P
 from reshape.joblink.auth import ENV_KEYS
 from reshape.joblink.client import DaemonError, SchedulerUnavailable, request
 from reshape.joblink.launchers import get as launcher
@@ -165,11 +166,11 @@ def _say(why: str) -> None:
 def _register(args: argparse.Namespace, desc: JobDesc, main: str, controller: str, hosts: list[str]) -> int | None:
     """Register with the controller, retrying for ``--register-timeout`` while it is away (restarting) or
     a node of ours is still being left by a job whose Slurm job gave it up (``node_busy``)."""
-    body = {"job": desc.to_dict(), "allocation": main, "hosts": hosts}
+    msg = P.Register(job=desc.to_dict(), allocation=main, hosts=tuple(hosts))
     end = time.monotonic() + args.register_timeout
     while True:
         try:
-            return request(controller, "register", body, keys=args.keys, timeout=5.0).target
+            return request(controller, msg, keys=args.keys, timeout=5.0).target
         except SchedulerUnavailable as e:
             if time.monotonic() > end:
                 _say(f"no site controller answered at {controller} in {args.register_timeout:g} s: {e}")
@@ -186,10 +187,11 @@ def _register(args: argparse.Namespace, desc: JobDesc, main: str, controller: st
 
 def _report(args: argparse.Namespace, controller: str, job_id: int, rc: int, error: str | None = None) -> None:
     """Tell the controller how the job ended (it also sees the Slurm job end); a few tries."""
-    body = {"status": "done"} if rc == 0 else {"status": "error", "error": error or f"exit code {rc}"}
+    msg = (P.Finished(job_id=job_id, status="done") if rc == 0 else
+           P.Finished(job_id=job_id, status="error", error=error or f"exit code {rc}"))
     for _ in range(10):
         try:
-            request(controller, "finished", body, timeout=2.0, keys=args.keys, job_id=job_id)
+            request(controller, msg, timeout=2.0, keys=args.keys)
             return
         except SchedulerUnavailable:
             time.sleep(1.0)
@@ -303,12 +305,12 @@ def _restart(args: argparse.Namespace, desc: JobDesc, main: str, controller: str
     hosts = hosts[:fits[-1]] if fits else hosts  # none: the controller says why (too few left)
     if dead:
         print(f"reshape: node(s) {', '.join(sorted(dead))} lost", flush=True)
-    body = {"job": desc.to_dict(), "allocation": main, "hosts": hosts, "restart": True, "code": rc,
-            "lost": sorted(dead)}
+    msg = P.Register(job=desc.to_dict(), allocation=main, hosts=tuple(hosts), restart=True, code=rc,
+                     lost=tuple(sorted(dead)))
     end = time.monotonic() + args.register_timeout
     while True:
         try:
-            request(controller, "register", body, keys=args.keys, timeout=10.0)
+            request(controller, msg, keys=args.keys, timeout=10.0)
             return hosts
         except SchedulerUnavailable as e:
             if time.monotonic() > end:
@@ -445,7 +447,7 @@ def _wait_for_daemon(args: argparse.Namespace, daemon: subprocess.Popen, endpoin
                   file=sys.stderr)
             return False
         try:
-            request(endpoint, "ping", keys=args.keys, timeout=1.0)
+            request(endpoint, P.Ping(), keys=args.keys, timeout=1.0)
             return True
         except SchedulerUnavailable:
             if time.monotonic() - t0 > 60:
@@ -460,7 +462,7 @@ def _follow(args: argparse.Namespace, endpoint: str, job_id: int, daemon: subpro
     last, state = None, ""
     while sigs.sig is None:
         try:
-            st = request(endpoint, "status", keys=args.keys)
+            st = request(endpoint, P.Status(), keys=args.keys)
         except SchedulerUnavailable:
             if sigs.sig is not None or daemon.poll() is not None:
                 break
@@ -489,7 +491,7 @@ def _run_private(args: argparse.Namespace, desc: JobDesc, main: str, state_dir: 
     def stop(kill: bool) -> None:
         try:
             if daemon.poll() is None:  # scancel signals the daemon too: it may be ending already
-                request(endpoint, "stop", {"kill_jobs": kill}, keys=args.keys, timeout=2.0)
+                request(endpoint, P.Stop(kill_jobs=kill), keys=args.keys, timeout=2.0)
             daemon.wait(20)
         except (SchedulerUnavailable, DaemonError, subprocess.TimeoutExpired):
             daemon.kill()
@@ -500,14 +502,14 @@ def _run_private(args: argparse.Namespace, desc: JobDesc, main: str, state_dir: 
         stop(True)
         return 1
     slurm_run(["scontrol", "update", f"JobId={main}", f"Comment={COMMENT}{endpoint}"])
-    job_id = request(endpoint, "submit", {"job": desc.to_dict()}, keys=args.keys).target
+    job_id = request(endpoint, P.Submit(job=desc.to_dict()), keys=args.keys).target
     print(f"reshape: daemon {endpoint}, job {desc.name} (reshape job {job_id}) in Slurm job {main}", flush=True)
     state = _follow(args, endpoint, job_id, daemon, sigs)
     if sigs.sig is not None:
         print(f"reshape: signal {sigs.sig}: ending the job, its ranks and its expander jobs", flush=True)
     text = ""
     if sigs.sig is None:
-        text = request(endpoint, "log", {"job_id": job_id, "tail": 0}, keys=args.keys).text
+        text = request(endpoint, P.Log(target=job_id, tail=0), keys=args.keys).text
     stop(True)
     sys.stdout.write(text + ("\n" if text and not text.endswith("\n") else ""))
     return 0 if state == "done" else 1

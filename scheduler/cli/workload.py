@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from reshape.joblink import protocol as P
 from reshape.joblink.client import Connection, SchedulerUnavailable
 from reshape.joblink.emulated import iteration_time
 from reshape.joblink.protocol import StatusView
@@ -173,7 +174,7 @@ def _wait_ready(conn: Connection, proc: subprocess.Popen, state_dir: str, timeou
     deadline = time.monotonic() + timeout
     while True:
         try:
-            conn.request("ping", timeout=0.5)
+            conn.send(P.Ping(), timeout=0.5)
             return
         except Exception:
             if time.monotonic() > deadline or proc.poll() is not None:
@@ -200,7 +201,7 @@ def _submit_held(conn: Connection, held: list[dict], st: StatusView, expansions:
                 or time.monotonic() - started >= hold.get("latest", 0.0)):
             held.remove(job)
             body = {k: v for k, v in job.items() if k != "hold"}
-            ids.append(conn.request("submit", {"job": body}).target)
+            ids.append(conn.send(P.Submit(job=body)).target)
 
 
 def _collect_and_stop(conn: Connection, proc: subprocess.Popen, state_dir: str, ids: list[int],
@@ -208,11 +209,11 @@ def _collect_and_stop(conn: Connection, proc: subprocess.Popen, state_dir: str, 
     """The history (and with ``logs`` the jobs' output tails) of a finished workload, then stop the daemon."""
     from scheduler.observe.report import summarize
 
-    hist = conn.request("history", timeout=30)
-    tails = {i: conn.request("log", {"job_id": i, "tail": 40}).text for i in ids} if logs else {}
+    hist = conn.send(P.History(), timeout=30)
+    tails = {i: conn.send(P.Log(target=i, tail=40)).text for i in ids} if logs else {}
     stop_error = None
     try:
-        conn.request("stop", {"kill_jobs": True})
+        conn.send(P.Stop(kill_jobs=True))
         proc.wait(10)
     except (SchedulerUnavailable, subprocess.TimeoutExpired) as e:
         # killed below; reported (with the daemon's stacks) so a hang does not go unnoticed
@@ -260,23 +261,23 @@ def run_workload(jobs: list[dict], slots: int, remap: str, app: str = "easy",
     try:
         _wait_ready(conn, proc, state_dir)
         if ready is not None:
-            ready(conn.request("status").body)  # as the live view takes it: the dashboard's dict
+            ready(conn.send(P.Status()).body)  # as the live view takes it: the dashboard's dict
         held = [j for j in jobs if "hold" in j]
         later, now_jobs = _on_time([j for j in jobs if "hold" not in j], announce)
         started = time.monotonic()
         for job in now_jobs:
-            ids.append(conn.request("submit", {"job": job}).target)
+            ids.append(conn.send(P.Submit(job=job)).target)
         deadline = started + timeout
         seen: set[tuple] = set()
         since = None
         expansions = 0
         while True:
             while later and time.monotonic() - started >= later[0][0]:
-                ids.append(conn.request("submit", {"job": later.pop(0)[1]}).target)
-            st = conn.request("status")
+                ids.append(conn.send(P.Submit(job=later.pop(0)[1])).target)
+            st = conn.send(P.Status())
             if watch is not None or held:
-                events = conn.request("history", {"since": since} if since else {"limit": len(jobs)},
-                                      timeout=30).events
+                events = conn.send(P.History(since=since) if since else P.History(limit=len(jobs)),
+                                   timeout=30).events
                 new = [e for e in events if (e["t"], e["job_id"], e["kind"], e["detail"]) not in seen]
                 seen.update((e["t"], e["job_id"], e["kind"], e["detail"]) for e in new)
                 since = max((e["t"] for e in events), default=since)

@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from reshape.joblink.client import request
-from reshape.joblink.protocol import HistoryView
+from reshape.joblink.protocol import History, HistoryView
 from scheduler.core.metrics import JobRecord, Usage, metrics
 from scheduler.observe.palette import job_color
 
@@ -142,16 +142,18 @@ def plot_history(hist: HistoryView, path: str, title: str = "") -> None:
 HISTORY_PAGE = 2000  # jobs per history reply (a few MB at most): any history is read in pages
 
 
-def read_history(endpoint: str, body: dict[str, Any], keys: str | None = None,
+def read_history(endpoint: str, ask: History | None = None, keys: str | None = None,
                  page: int = HISTORY_PAGE) -> HistoryView:
-    """The daemon's ``history`` in pages of ``page`` jobs (``after``: docs/protocol.md) merged into
-    one: no reply grows with the journal. The last N jobs (``limit``) come in one reply."""
-    if "limit" in body:
-        return request(endpoint, "history", body, timeout=30, keys=keys)
+    """The daemon's ``history`` (``ask``: its ``since`` and ``limit``) in pages of ``page`` jobs (``after``:
+    docs/protocol.md) merged into one: no reply grows with the journal. The last N jobs (``limit``) come in
+    one reply."""
+    ask = ask or History()
+    if ask.limit is not None:
+        return request(endpoint, ask, timeout=30, keys=keys)
     out: HistoryView | None = None
     after = 0
     while True:
-        rep = request(endpoint, "history", {**body, "after": after, "limit": page}, timeout=30, keys=keys)
+        rep = request(endpoint, replace(ask, after=after, limit=page), timeout=30, keys=keys)
         out = rep if out is None else replace(out, jobs=out.jobs + rep.jobs, events=out.events + rep.events,
                                               now=rep.now)
         if len(rep.jobs) < page:

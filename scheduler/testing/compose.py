@@ -188,8 +188,8 @@ class ComposeCluster:
     def history(self) -> dict:
         """The daemon's whole ``history`` reply (jobs with profiles and errors, events, node events)."""
         out = self.exec("head", "python -c " + shlex.quote(
-            "import json; from scheduler.cli.commands import request; "
-            "print(json.dumps(request('tcp://127.0.0.1:5555', 'history', timeout=30).body))")).stdout
+            "import json; from reshape.joblink.client import request; from reshape.joblink.protocol import History; "
+            "print(json.dumps(request('tcp://127.0.0.1:5555', History(), timeout=30).body))")).stdout
         return json.loads(out)
 
     def jobs(self) -> dict[int, dict]:

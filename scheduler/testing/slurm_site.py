@@ -85,8 +85,8 @@ def site(c: ComposeCluster) -> dict:
 def site_history(c: ComposeCluster) -> dict:
     """The site controller's ``history`` reply body (jobs, events)."""
     return json.loads(sh(c, "python -c " + shlex.quote(
-        f"import json; from reshape.joblink.client import request as r; "
-        f"print(json.dumps(r('{SITE}', 'history', timeout=30).body))")))
+        f"import json; from reshape.joblink.client import request as r; from reshape.joblink.protocol import History; "
+        f"print(json.dumps(r('{SITE}', History(), timeout=30).body))")))
 
 
 def start_controller(c: ComposeCluster, fresh: bool = True) -> None:
