@@ -77,8 +77,14 @@ from scheduler.core.events import (
     Heartbeat,
     Hello,
     JobEnded,
+    LeaseEnded,
     Lost,
+    NodeDown,
+    NodeDraining,
+    NodeEvent,
+    NodeGranted,
     NodeRegister,
+    NodeReleased,
     Resized,
     ResizePoint,
 )
@@ -202,9 +208,10 @@ class ClusterState:
         return self.passes.schedule(now)
 
     # ---------------------------------------------------------------- typed events
-    def handle(self, event: Event, now: float) -> tuple[Advice | None, list[Launch | Kill]]:
-        """One event from a job or a node monitor (:mod:`scheduler.core.events`) -> (result, actions): the
-        :class:`Advice` for a :class:`ResizePoint`, None for the others."""
+    def handle(self, event: Event | NodeEvent, now: float) -> tuple[Advice | bool | None, list[Launch | Kill]]:
+        """One event from a job, a node monitor or a resource manager (:mod:`scheduler.core.events`) ->
+        (result, actions): the :class:`Advice` for a :class:`ResizePoint`, whether the node changed for a
+        :class:`NodeReleased` or :class:`NodeDraining`, None for the others."""
         on = _EVENTS.get(type(event))
         if on is None:
             raise StateError("unexpected", f"{type(event).__name__} is not an event of the scheduler core")
@@ -231,7 +238,14 @@ def _heartbeat(s: ClusterState, ev: Heartbeat, now: float) -> tuple[Any, list]:
     return None, s.kills.runs_seen(ev.node, list(ev.jobs), list(ev.runs or ()), now, list(ev.killed or ()))
 
 
-# the typed events of jobs and node monitors -> the part that handles each
+def _lease_ended(s: ClusterState, ev: LeaseEnded, now: float) -> tuple[Any, list]:
+    for h in [h for h, lease in s.pool.leases.items() if lease == ev.allocation]:
+        if not s.node_released(h, now, ev.why):
+            s.node_table.unlease(h)
+    return None, []
+
+
+# the typed events of jobs, node monitors and resource managers -> the part that handles each
 _EVENTS: dict[type, Callable[[ClusterState, Any, float], tuple[Any, list]]] = {
     ResizePoint: lambda s, ev, now: (s.resizes.resize_point(ev, now), []),
     Hello: _hello,
@@ -242,6 +256,11 @@ _EVENTS: dict[type, Callable[[ClusterState, Any, float], tuple[Any, list]]] = {
                                                          ev.attempt or 0, ev.code)),
     NodeRegister: _node_register,
     Heartbeat: _heartbeat,
+    NodeGranted: lambda s, ev, now: (None, s.node_granted(ev.host, now, ev.detail, ev.lease)),
+    NodeReleased: lambda s, ev, now: (s.node_released(ev.host, now, ev.detail), []),
+    NodeDown: lambda s, ev, now: (None, s.node_down(ev.host, now, ev.why)),
+    NodeDraining: lambda s, ev, now: (s.node_table.drain(ev.host, now, ev.why, ev.on), []),
+    LeaseEnded: _lease_ended,
 }
 
 _PARTS = {"table": JobTable, "node_table": NodeTable, "checks": PolicyChecks, "resizes": Resizes, "passes": Passes,

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from reshape.joblink import jobenv as E
 from reshape.joblink.protocol import printable
+from scheduler.core.events import NodeDown, NodeDraining, NodeGranted, NodeReleased
 from scheduler.core.job import Job
 from scheduler.core.policy import legal_sizes
 from scheduler.core.pool import Pool
@@ -157,7 +158,7 @@ class SlurmManager(ResourceManager):
         used = {n.host: state.pool.used[n.host] for n in state.pool.nodes}
         ops = self.broker.step(now, jobs, idle, used, self.tenants(state, now),
                                lambda jid, extra: state.would_expand(jid, extra, now), seen)
-        self.edge.watch = tuple(self.broker.groups)  # a group gone from a look: its final state at the next
+        self.edge.follow(tuple(self.broker.groups))  # a group gone from a look: its final state at the next
         acts: list = []
         self._keeps: dict[str, int | None] = {}  # Slurm job -> limit: one update each for its released nodes
         for op in ops:
@@ -171,29 +172,26 @@ class SlurmManager(ResourceManager):
     def _apply(self, op: Any, s: ClusterState, now: float) -> list:
         out, b = self.edge.outbox, self.broker
         if isinstance(op, Grant):
-            return s.node_granted(op.host, now, f"granted by Slurm job {op.job} for Slurm job {op.main} in "
-                                  f"{op.waited:.1f} s",
-                                  lease=self.lease_of(op.main))
+            return s.handle(NodeGranted(op.host, f"granted by Slurm job {op.job} for Slurm job {op.main} in "
+                                        f"{op.waited:.1f} s", self.lease_of(op.main)), now)[1]
         if isinstance(op, Release):
-            if s.node_released(op.host, now, f"released to Slurm: {op.why}"):
+            if s.handle(NodeReleased(op.host, f"released to Slurm: {op.why}"), now)[0]:
                 b.released_host(op.host)
                 self._keeps[op.job] = op.minutes or self._keeps.get(op.job)
         elif isinstance(op, Lost):
             self.note(f"{op.host} lost: {op.why}")
-            if s.pool.has(op.host) and op.host not in s.pool.down:
-                s.pool.set_draining(op.host)
+            s.handle(NodeDraining(op.host, f"lost: {op.why}"), now)
         elif isinstance(op, Forget):
-            if op.host in s.pool.down or s.node_released(op.host, now, op.why):
+            if op.host in s.pool.down or s.handle(NodeReleased(op.host, op.why), now)[0]:
                 b.forgotten(op.host)
         elif isinstance(op, Fail):
             b.forgotten(op.host)
-            return s.node_down(op.host, now, op.why)
+            return s.handle(NodeDown(op.host, op.why), now)[1]
         elif isinstance(op, Cancel):
             out.put(CancelJob(op.job))
             self.note(f"Slurm job {op.job} cancelled: {op.why}")
         elif isinstance(op, Drain):
-            if op.host not in s.pool.down:
-                s.pool.set_draining(op.host, op.on)
+            s.handle(NodeDraining(op.host, b.draining.get(op.host, "") if op.on else "", op.on), now)
         elif isinstance(op, AskShrink):
             s.request_shrink(op.job_id, op.nprocs, op.why, now)
         elif isinstance(op, Update):

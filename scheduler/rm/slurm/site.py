@@ -45,6 +45,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from scheduler.core.actions import StateError
+from scheduler.core.events import LeaseEnded, NodeGranted, NodeReleased
 from scheduler.core.job import FINAL, Job, JobState
 from scheduler.core.pool import Pool
 from scheduler.rm.slurm.admit import LIVE
@@ -90,8 +91,7 @@ class SlurmSite(SlurmManager):
             raise ValueError(f"--slurm-site: cannot read partition {partition or '(default)'}: {e}") from None
         self._pool = pool
         super().__init__(partition, {"node_slots": max(n.slots for n in pool.nodes), **params,
-                                     "resizes_once": once})
-        self.broker.nodes = tuple(n.host for n in self._pool.nodes)
+                                     "resizes_once": once, "nodes": tuple(n.host for n in pool.nodes)})
         self.pending_actions: list = []  # actions of the start-up reconciliation, performed with the first step
         self.verified = Verified()  # the Slurm jobs it checked: the only ones it acts on (verify)
         self.requeueing: set[str] = set()  # Slurm jobs it asked Slurm to requeue, not yet seen requeued
@@ -109,7 +109,7 @@ class SlurmSite(SlurmManager):
 
     @accounts.setter
     def accounts(self, accounts: Any) -> None:
-        self.verified.accounts = accounts
+        self.verified.use(accounts)
 
     @property
     def launcher(self) -> str | None:
@@ -155,9 +155,9 @@ class SlurmSite(SlurmManager):
             if h in self.broker.held:
                 continue
             if state.pool.used[h]:
-                self.broker.gone[h] = "no Slurm job of ours holds it since the controller restarted"
+                self.broker.in_use(h, "no Slurm job of ours holds it since the controller restarted")
             else:
-                state.node_released(h, now, "not held by a Slurm job of ours (controller restarted)")
+                state.handle(NodeReleased(h, "not held by a Slurm job of ours (controller restarted)"), now)
         self.note(f"adopted {len(self.broker.groups)} running job(s) from the journal and Slurm")
 
     def final_state(self, main: str) -> str:
@@ -212,7 +212,7 @@ class SlurmSite(SlurmManager):
             job_id = state.adopt(desc, hosts, allocation, now, owner)
         except StateError:
             for h in granted:
-                state.node_released(h, now, f"registration of Slurm job {allocation} refused")
+                state.handle(NodeReleased(h, f"registration of Slurm job {allocation} refused"), now)
             raise
         self._hold(allocation, hosts, now)
         self.note(f"job {job_id} ({desc.name}) registered from Slurm job {allocation} on "
@@ -231,13 +231,11 @@ class SlurmSite(SlurmManager):
                                           f"longer holds it); retry")
         granted = [h for h in dict.fromkeys(hosts) if h in state.pool.down]
         for h in dict.fromkeys(hosts):
-            state.node_granted(h, now, f"allocation of Slurm job {allocation}", lease=allocation)
+            state.handle(NodeGranted(h, f"allocation of Slurm job {allocation}", allocation), now)
         return granted
 
     def _hold(self, allocation: str, hosts: list[str], now: float) -> None:
-        self.broker.add_group(allocation, hosts[0], now)  # the batch host first (slurm-run's order)
-        for h in dict.fromkeys(hosts):
-            self.broker.held[h] = allocation
+        self.broker.add_group(allocation, hosts[0], now, hosts)  # the batch host first (slurm-run's order)
 
     def _missed_requeue(self, state: ClusterState, j: Job, hosts: list[str], now: float, owner: str | None) -> None:
         """A registration of running job ``j``'s allocation from another batch host: where Slurm says it requeued
@@ -259,7 +257,7 @@ class SlurmSite(SlurmManager):
             size = state.resume_here(j, hosts, now)
         except StateError as e:
             for h in granted:
-                state.node_released(h, now, f"registration of requeued Slurm job {alloc} refused")
+                state.handle(NodeReleased(h, f"registration of requeued Slurm job {alloc} refused"), now)
             if e.code == "too_few":
                 state.not_resumed(j, f"Slurm requeued job {alloc} and started it again, but {e.message}", now)
                 self.waiting.pop(alloc, None)
@@ -293,7 +291,7 @@ class SlurmSite(SlurmManager):
             raise
         for h in dict.fromkeys(lost):
             if self.broker.group_of(h) == j.allocation:  # only nodes of its own Slurm jobs
-                self.broker.draining[h] = f"lost by job {j.job_id}"
+                self.broker.drain(h, f"lost by job {j.job_id}")
         self.note(f"job {j.job_id} ({j.desc.name}) restarted in Slurm job {j.allocation} at {size} on "
                   f"{','.join(dict.fromkeys(hosts[:size]))}" + (f" (lost: {', '.join(lost)})" if lost else ""))
         return j.job_id
@@ -316,13 +314,11 @@ class SlurmSite(SlurmManager):
                 acts += self._apply(op, s, now)
             return acts
         why = f"Slurm job {prev} no longer holds it: Slurm started job {allocation} there"
-        self.broker.held.pop(host)
-        self.broker.draining.pop(host, None)
-        self.broker.idle_since.pop(host, None)
-        if s.node_released(host, now, why):
+        self.broker.let_go(host)
+        if s.handle(NodeReleased(host, why), now)[0]:
             self.broker.forgotten(host)
         else:  # its jobs shrink off it at their next resize point, or fail where they cannot (broker, 1)
-            self.broker.gone[host] = why
+            self.broker.in_use(host, why)
         return acts
 
     def kill(self, state: ClusterState, job_ids: list[int]) -> set[int]:
@@ -393,9 +389,7 @@ class SlurmSite(SlurmManager):
                                            if code != 0 else None)
             acts += s.exited(j.job_id, code, now, why)
             self.note(f"job {j.job_id} ended with Slurm job {op.main} ({op.state})")
-        for h in [h for h, lease in s.pool.leases.items() if lease == op.main]:
-            if not s.node_released(h, now, f"Slurm job {op.main} ended"):
-                s.pool.lease(h, None)
+        s.handle(LeaseEnded(op.main, f"Slurm job {op.main} ended"), now)
         return acts
 
     def _requeued(self, s: ClusterState, j: Job, now: float) -> list:
