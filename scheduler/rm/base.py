@@ -6,9 +6,10 @@ pool it builds, and nodes it marks as held by others), grants more, takes
 some back, and notices losses. The daemon polls it once per tick for core
 actions, like every other edge (``scheduler.daemon.loop``): it never
 blocks the loop (slow commands run in its own thread), and it changes the
-core only through the core's node events (``node_granted``, ``node_released``,
-``node_down``, ``request_shrink``), so the same rules hold whatever manages
-the nodes.
+nodes only by reporting the core's node events (``NodeGranted``,
+``NodeReleased``, ``NodeDown``, ``NodeDraining``, ``LeaseEnded``:
+``scheduler.core.events``) to ``ClusterState.handle``, and jobs through
+``request_shrink``, so the same rules hold whatever manages the nodes.
 
 Jobs reach the core in one of two ways: submitted to the daemon, which
 queues and launches them (Job Startup), or started by the resource manager
