@@ -8,8 +8,9 @@ reads, under the protocol's names; a field the wire may omit keeps the protocol'
 plain: the simulator and the tests build them directly.
 
 A resource manager (``scheduler.rm``) changes the nodes only by reporting :data:`NODE_EVENTS` (a node granted,
-released, down or draining, an allocation's leases ended) to :meth:`scheduler.core.state.ClusterState.handle`;
-the core applies each to the pool and records it in the node history.
+released, down or draining, an allocation's leases ended) to its port
+(:meth:`scheduler.core.state.ManagerPort.report`, which hands them to ``ClusterState.handle``); the core applies
+each to the pool and records it in the node history.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ actions, like every other edge (``scheduler.daemon.loop``): it never
 blocks the loop (slow commands run in its own thread), and it changes the
 nodes only by reporting the core's node events (``NodeGranted``,
 ``NodeReleased``, ``NodeDown``, ``NodeDraining``, ``LeaseEnded``:
-``scheduler.core.events``) to ``ClusterState.handle``, and jobs through
+``scheduler.core.events``) to its ``ManagerPort`` (``report``), and jobs through
 ``request_shrink``, so the same rules hold whatever manages the nodes.
 
 Jobs reach the core in one of two ways: submitted to the daemon, which
