@@ -271,6 +271,25 @@ def test_an_allocation_that_ends_gives_back_its_leased_nodes():
     assert [(e["host"], e["kind"]) for e in st.node_events[-1:]] == [("n3", "released")]
 
 
+def test_a_resource_manager_is_given_only_the_port():
+    """``state.port``: node events in, the requests PORT lists, read-only views; not the pool, not the parts."""
+    from scheduler.core.state import PORT
+
+    st = make(4)
+    port = st.port
+    assert not any(hasattr(port, n) for n in ("pool", "table", "node_table", "handle", "submit", "forget"))
+    assert all(callable(getattr(port, n)) for n in PORT)
+    with pytest.raises(StateError, match="Hello is not a node event"):
+        port.report(C.Hello(1, 2), 0.0)
+    a = st.submit(job(2), 0.0)
+    st.tick(0.0)
+    with pytest.raises(TypeError):
+        port.jobs[a] = None  # a read-only view
+    assert port.hosts == ("localhost",) and port.used("localhost") == 2 and not port.is_down("localhost")
+    assert port.report(C.NodeDraining("localhost", "about to go"), 1.0) == (True, [])
+    assert st.pool.free == 0 and st.node_events[-1]["kind"] == "draining"
+
+
 def test_sizes_a_job_announces_narrow_its_legal_sizes_and_are_journaled():
     """The runtime announces the sizes its program accepts (arrays' layouts, a ``sizes`` test) in ``hello``;
     the Remap Scheduler then never advises another size, and the narrowing survives a restart."""
