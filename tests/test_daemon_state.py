@@ -227,25 +227,67 @@ def test_a_resize_not_confirmed_in_time_fails_and_kills_the_job():
 
 
 def test_nodes_granted_drained_and_released_by_a_resource_manager():
-    """The core's side of growing through Slurm (scheduler.rm.slurm.manager): a node not ours is down, a granted
-    one joins the pool, a draining one offers no slot, and only an unused node can be given back."""
+    """The core's side of growing through Slurm (scheduler.rm.slurm.manager), through the node events a
+    resource manager reports: a node not ours is down, a granted one joins the pool, a draining one offers
+    no slot, and only an unused node can be given back; each change is in the node history."""
     from scheduler.core.pool import Node, Pool
 
     st = ClusterState(Pool([Node("n1", 2), Node("n2", 2)]), app_policy("easy"), remap_policy("reshape"))
     st.not_ours("n2", "held by Slurm, not by this job")
     assert st.pool.total == 2 and st.node_rows(0.0)[1]["state"] == "down"
+    assert st.handle(C.NodeDraining("n2", "lost"), 0.0) == (False, [])  # a node down stays as it is
+    assert st.handle(C.NodeDraining("n9", "lost"), 0.0) == (False, [])  # so does one not in the pool
     a = st.submit(job(2, max_procs=4), 0.0)
     st.tick(0.0)
     assert st.would_expand(a, 2, 0.0) == 3  # with 2 more slots the policy would expand it 2 -> 3
-    assert st.node_granted("n2", 1.0, "granted by Slurm job 9 in 1.0 s") == []
+    assert st.handle(C.NodeGranted("n2", "granted by Slurm job 9 in 1.0 s"), 1.0) == (None, [])
     assert st.pool.free == 2 and st.node_events[-1]["kind"] == "granted"
-    st.pool.set_draining("n2")
+    assert st.handle(C.NodeDraining("n2", "promised to Slurm job 10"), 1.0) == (True, [])
+    assert st.handle(C.NodeDraining("n2", "again"), 1.0) == (False, [])  # no change, no second event
     assert st.pool.free == 0 and st.node_rows(1.0)[1]["state"] == "draining"
+    assert [e["kind"] for e in st.node_events[-2:]] == ["granted", "draining"]
     assert point(st, a, 2, 1.0).action == "continue"  # nothing new is placed on a draining node
-    assert st.node_released("n1", 2.0, "released to Slurm") is False  # the job's ranks are there
-    assert st.node_released("n2", 2.0, "released to Slurm") is True
+    assert st.handle(C.NodeReleased("n1", "released to Slurm"), 2.0) == (False, [])  # the job's ranks are there
+    assert st.handle(C.NodeReleased("n2", "released to Slurm"), 2.0) == (True, [])
     assert st.pool.total == 2 and "n2" not in st.pool.draining and st.node_events[-1]["kind"] == "released"
     assert st.would_expand(a, 0, 3.0) is None
+
+
+def test_an_allocation_that_ends_gives_back_its_leased_nodes():
+    """``LeaseEnded``: the nodes leased to an allocation that ended go back to the resource manager; one a job
+    still uses stays, offered to every job, until it is released."""
+    from scheduler.core.pool import Node, Pool
+
+    st = ClusterState(Pool([Node("n1", 2), Node("n2", 2), Node("n3", 2)]), app_policy("easy"),
+                      remap_policy("reshape"))
+    for h in ("n2", "n3"):
+        st.not_ours(h, "held by Slurm")
+        st.handle(C.NodeGranted(h, "allocation of Slurm job 7", "7"), 0.0)
+    jid = st.adopt(job(2), ["n2", "n2"], "7", 0.0)
+    assert st.pool.leases == {"n2": "7", "n3": "7"}
+    assert st.handle(C.LeaseEnded("7", "Slurm job 7 ended"), 1.0) == (None, [])
+    assert st.pool.leases == {} and st.node_rows(1.0)[2]["state"] == "down" and "n2" not in st.pool.down
+    assert st.jobs[jid].hosts == ["n2", "n2"]
+    assert [(e["host"], e["kind"]) for e in st.node_events[-1:]] == [("n3", "released")]
+
+
+def test_a_resource_manager_is_given_only_the_port():
+    """``state.port``: node events in, the requests PORT lists, read-only views; not the pool, not the parts."""
+    from scheduler.core.state import PORT
+
+    st = make(4)
+    port = st.port
+    assert not any(hasattr(port, n) for n in ("pool", "table", "node_table", "handle", "submit", "forget"))
+    assert all(callable(getattr(port, n)) for n in PORT)
+    with pytest.raises(StateError, match="Hello is not a node event"):
+        port.report(C.Hello(1, 2), 0.0)
+    a = st.submit(job(2), 0.0)
+    st.tick(0.0)
+    with pytest.raises(TypeError):
+        port.jobs[a] = None  # a read-only view
+    assert port.hosts == ("localhost",) and port.used("localhost") == 2 and not port.is_down("localhost")
+    assert port.report(C.NodeDraining("localhost", "about to go"), 1.0) == (True, [])
+    assert st.pool.free == 0 and st.node_events[-1]["kind"] == "draining"
 
 
 def test_sizes_a_job_announces_narrow_its_legal_sizes_and_are_journaled():

@@ -7,7 +7,10 @@
 * no import cycle among the modules of ``reshape/`` and ``scheduler/``, counting imports made
   inside functions (a cycle hidden in a function still ties the modules together);
 * no import cycle among their packages either (``scheduler.daemon``, ``scheduler.cli``,
-  ``reshape.runtime``, ...): each package only uses the ones below it.
+  ``reshape.runtime``, ...): each package only uses the ones below it;
+* the resource managers (``scheduler/rm``) change the cluster only through the core's node events:
+  no call of a pool mutator, no write of another component's fields (``self.broker.held[h] = ...``,
+  ``state.pool.down.add(h)``).
 
 A present offender that cannot be fixed at once is listed in :data:`LONG_MODULES`,
 :data:`LONG_FUNCTIONS` or :data:`CYCLES` with its present size; the lists may only shrink: an entry
@@ -282,3 +285,65 @@ def test_the_core_takes_its_own_events_not_the_wire_classes():
     users = sorted(m for m, targets in GRAPH.items()
                    if m.startswith(CORE + ".") and "reshape.joblink.protocol" in targets)
     assert users == ["scheduler.core.jobfile"], users
+
+
+# ---------------------------------------------------------------------- resource managers
+RM = "scheduler.rm"
+POOL_MUTATORS = {"set_down", "set_up", "set_draining", "lease", "claim", "allocate"}  # ``release``: on a pool
+CONTAINER_MUTATORS = {"pop", "popitem", "add", "discard", "update", "clear", "setdefault", "append", "extend",
+                      "insert", "remove"}
+
+
+def _chain(node: ast.expr) -> list[str]:
+    """``self.broker.held[h]`` -> ["self", "broker", "held"]: the names down to the root (subscripts skipped);
+    empty when the root is not a plain name."""
+    names: list[str] = []
+    while isinstance(node, ast.Attribute | ast.Subscript):
+        if isinstance(node, ast.Attribute):
+            names.append(node.attr)
+        node = node.value
+    return [node.id, *reversed(names)] if isinstance(node, ast.Name) else []
+
+
+def _foreign(chain: list[str]) -> bool:
+    """Whether a chain names another component's field: two steps below ``self``, or any attribute of
+    another object (the core's state, a job, a pool)."""
+    return len(chain) >= 3 if chain[:1] == ["self"] else len(chain) >= 2
+
+
+def _rm_writes(tree: ast.AST) -> list[tuple[int, str]]:
+    """The pool mutator calls and writes of other components' fields in one module's tree."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            chain, attr = _chain(node.func.value), node.func.attr
+            if attr in POOL_MUTATORS or (attr == "release" and any("pool" in n for n in chain)):
+                out.append((node.lineno, f"pool mutator .{attr}()"))
+            elif attr in CONTAINER_MUTATORS and chain and _foreign(chain):
+                out.append((node.lineno, f"{'.'.join(chain)}.{attr}()"))
+        targets = (node.targets if isinstance(node, ast.Assign | ast.Delete)
+                   else [node.target] if isinstance(node, ast.AugAssign | ast.AnnAssign) else [])
+        for t in targets:
+            for e in (t.elts if isinstance(t, ast.Tuple | ast.List) else [t]):
+                chain = _chain(e)
+                if isinstance(e, ast.Attribute | ast.Subscript) and chain and _foreign(chain):
+                    out.append((node.lineno, f"write of {'.'.join(chain)}"))
+    return sorted(out)
+
+
+def _rm_offences() -> list[str]:
+    return [f"{_rel(name)}:{line}: {what}" for name, tree in TREES.items()
+            if name == RM or name.startswith(RM + ".") for line, what in _rm_writes(tree)]
+
+
+def test_resource_managers_change_the_cluster_only_through_node_events():
+    bad = _rm_offences()
+    assert not bad, "a resource manager writes the pool or another component's fields:\n" + "\n".join(bad)
+
+
+def test_the_resource_manager_check_sees_writes():
+    src = ("def f(self, s, pool):\n    s.pool.set_draining('n1')\n    pool.release(['n1'])\n"
+           "    self.broker.held['n1'] = 'j'\n    self.broker.gone.pop('n1')\n    s.pool.down.add('n1')\n"
+           "    self.edge.watch = ()\n    self._keeps['j'] = 1\n    out = []\n    out.append(1)\n"
+           "    self.notes.append('x')\n    j.state = 'x'\n")
+    assert [line for line, _ in _rm_writes(ast.parse(src))] == [2, 3, 4, 5, 6, 7, 12]

@@ -57,20 +57,20 @@ def point(st: ClusterState, jid: int, it: int, t: float, now: float):
 
 def test_jobs_register_and_each_grows_only_onto_its_own_expanders():
     st, rm = site()
-    a = rm.adopt(st, emu("a"), "101", ["n1", "n1"], 0.0, None)
-    b = rm.adopt(st, emu("b"), "102", ["n2", "n2"], 0.0, None)
-    assert rm.adopt(st, emu("a"), "101", ["n1", "n1"], 0.5, None) == a  # a retried registration
+    a = rm.adopt(st.port, emu("a"), "101", ["n1", "n1"], 0.0, None)
+    b = rm.adopt(st.port, emu("b"), "102", ["n2", "n2"], 0.0, None)
+    assert rm.adopt(st.port, emu("a"), "101", ["n1", "n1"], 0.5, None) == a  # a retried registration
     st.validate()
     assert st.pool.leases == {"n1": "101", "n2": "102"} and st.pool.free == 0
     mains = [job("101", "a", "RUNNING", ["n1"]), job("102", "b", "RUNNING", ["n2"])]
-    rm.apply(st, 1.0, mains, 4, 1.0)
+    rm.apply(st.port, 1.0, mains, 4, 1.0)
     asks = [o for o in outbox(rm) if isinstance(o, SubmitExpanders)]
     assert sorted(o.main for o in asks) == ["101", "102"] and all(o.nodes == 1 for o in asks)  # 2 -> 4 each
     rm.broker.submitted("101", "201", 1.0)
     rm.broker.submitted("102", "202", 1.0)
     views = [*mains, job("201", expander_name("101"), "RUNNING", ["n3"]),
              job("202", expander_name("102"), "PENDING", reason="Resources", n=1)]
-    rm.apply(st, 2.0, views, 2, 2.0)
+    rm.apply(st.port, 2.0, views, 2, 2.0)
     assert st.pool.leases["n3"] == "101" and st.pool.free_for("102") == 0 and st.pool.free_for("101") == 2
     assert point(st, b, 1, 4.0, 3.0).action == "continue"  # b may not take a's node
     adv = point(st, a, 1, 4.0, 3.0)
@@ -80,24 +80,24 @@ def test_jobs_register_and_each_grows_only_onto_its_own_expanders():
 
 def test_a_waiting_rigid_job_gets_a_node_from_the_job_that_loses_least():
     st, rm = site()
-    a = rm.adopt(st, emu("a"), "101", ["n1", "n1"], 0.0, None)
-    b = rm.adopt(st, emu("b"), "102", ["n2", "n2"], 0.0, None)
+    a = rm.adopt(st.port, emu("a"), "101", ["n1", "n1"], 0.0, None)
+    b = rm.adopt(st.port, emu("b"), "102", ["n2", "n2"], 0.0, None)
     views = [job("101", "a", "RUNNING", ["n1"]), job("102", "b", "RUNNING", ["n2"]),
              job("201", expander_name("101"), "RUNNING", ["n3"]), job("202", expander_name("102"), "RUNNING", ["n4"])]
-    rm.apply(st, 1.0, views, 0, 1.0)
+    rm.apply(st.port, 1.0, views, 0, 1.0)
     for jid, t2, t4 in ((a, 10.0, 5.1), (b, 10.0, 9.0)):  # a gains 2x from its 4 slots, b 10%
         point(st, jid, 1, t2, 2.0)
         st.handle(C.Resized(job_id=jid, old=2, new=4, seconds=0.1), 2.1)
         point(st, jid, 2, t4, 3.0)
     outbox(rm)
     rigid = job("300", "rigid", "PENDING", reason="Resources", n=1, start=1000.0)  # Slurm predicts it late
-    rm.apply(st, 4.0, [*views, rigid], 0, 4.0)
+    rm.apply(st.port, 4.0, [*views, rigid], 0, 4.0)
     assert st.jobs[b].shrink_request == 2 and st.jobs[a].shrink_request is None
     assert "n4" in st.pool.draining
     adv = point(st, b, 3, 9.0, 5.0)
     assert adv.action == "shrink" and adv.nprocs == 2
     st.handle(C.Resized(job_id=b, old=4, new=2, seconds=0.1), 5.1)
-    rm.apply(st, 6.0, [*views, rigid], 0, 6.0)
+    rm.apply(st.port, 6.0, [*views, rigid], 0, 6.0)
     assert CancelJob("202") in outbox(rm)  # its expander held nothing else: cancelled
     assert "n4" in st.pool.down
     st.validate()
@@ -105,13 +105,13 @@ def test_a_waiting_rigid_job_gets_a_node_from_the_job_that_loses_least():
 
 def test_a_job_ends_with_its_slurm_job_and_a_cancel_ends_the_slurm_job():
     st, rm = site()
-    a = rm.adopt(st, emu("a"), "101", ["n1", "n1"], 0.0, None)
-    b = rm.adopt(st, emu("b"), "102", ["n2", "n2"], 0.0, None)
+    a = rm.adopt(st.port, emu("a"), "101", ["n1", "n1"], 0.0, None)
+    b = rm.adopt(st.port, emu("b"), "102", ["n2", "n2"], 0.0, None)
     st.handle(C.Finished(job_id=a, status="done"), 1.0)
     for t in (2.0, 2.5):  # gone from two looks in a row
-        rm.apply(st, t, [job("102", "b", "RUNNING", ["n2"])], 4, t)
+        rm.apply(st.port, t, [job("102", "b", "RUNNING", ["n2"])], 4, t)
     assert st.jobs[a].state == "done" and "n1" in st.pool.down and "n1" not in st.pool.leases
-    assert rm.kill(st, st.cancel(b, 3.0) and [b]) == {b}
+    assert rm.kill(st.port, st.cancel(b, 3.0) and [b]) == {b}
     assert EndJob("102") in outbox(rm)
     st.validate()
 
@@ -121,9 +121,9 @@ def test_plain_submissions_and_bad_registrations_are_refused_with_a_reason():
     with pytest.raises(StateError, match="reshape submit --slurm"):
         rm.check_submit(emu("x"))
     with pytest.raises(StateError, match="not a Slurm job id"):
-        rm.adopt(st, emu("x"), "abc", ["n1", "n1"], 0.0, None)
+        rm.adopt(st.port, emu("x"), "abc", ["n1", "n1"], 0.0, None)
     with pytest.raises(StateError, match="nowhere not in partition batch"):
-        rm.adopt(st, emu("x"), "7", ["nowhere", "nowhere"], 0.0, None)
+        rm.adopt(st.port, emu("x"), "7", ["nowhere", "nowhere"], 0.0, None)
     st.validate()
 
 
@@ -134,9 +134,9 @@ def test_a_restarted_controller_readopts_its_jobs_from_the_journal_and_slurm():
     from scheduler.core.nodestate import NodeRecord
 
     st, rm = site()
-    a = rm.adopt(st, emu("a"), "101", ["n1", "n1"], 0.0, None)
+    a = rm.adopt(st.port, emu("a"), "101", ["n1", "n1"], 0.0, None)
     views = [job("101", "a", "RUNNING", ["n1"]), job("201", expander_name("101"), "RUNNING", ["n2", "n3"])]
-    rm.apply(st, 1.0, views, 0, 1.0)
+    rm.apply(st.port, 1.0, views, 0, 1.0)
     point(st, a, 1, 4.0, 2.0)
     st.handle(C.Resized(job_id=a, old=2, new=4, seconds=0.1), 2.1)
     assert st.jobs[a].hosts == ["n1", "n1", "n2", "n2"]
@@ -149,12 +149,12 @@ def test_a_restarted_controller_readopts_its_jobs_from_the_journal_and_slurm():
     # meanwhile Slurm ended the expander's n3 (scontrol update) and n2 is still its
     rm2.first_look = lambda: ([job("101", "a", "RUNNING", ["n1"]),
                                job("201", expander_name("101"), "RUNNING", ["n2"])], 0)
-    rm2.attach(new, 100.0)
+    rm2.attach(new.port, 100.0)
     new.validate()
     assert new.pool.leases == {"n1": "101", "n2": "101"} and "n3" in new.pool.down
     assert not new.check_nodes(130.0) and new.jobs[a].state == "running"  # no heartbeats expected
     assert point(new, a, 2, 2.0, 131.0).action in ("continue", "expand")
-    assert rm2.adopt(new, emu("a"), "101", ["n1", "n1"], 132.0, None) == a  # re-registering: the same job
+    assert rm2.adopt(new.port, emu("a"), "101", ["n1", "n1"], 132.0, None) == a  # re-registering: the same job
 
 
 
@@ -167,38 +167,38 @@ def test_a_job_registering_on_the_node_of_a_job_whose_slurm_job_just_ended_is_ad
     then (its own report, else Slurm's final state) and the new one adopted."""
     st, rm = site()
     rm.final_state = lambda main: slurm
-    a = rm.adopt(st, emu("a"), "101", ["n1", "n1", "n2", "n2"], 0.0, None)
-    rm.apply(st, 1.0, [job("101", "a", "RUNNING", ["n1", "n2"])], 4, 1.0)
+    a = rm.adopt(st.port, emu("a"), "101", ["n1", "n1", "n2", "n2"], 0.0, None)
+    rm.apply(st.port, 1.0, [job("101", "a", "RUNNING", ["n1", "n2"])], 4, 1.0)
     if report:
         st.handle(C.Finished(job_id=a, status=report), 5.0)
-    b = rm.adopt(st, emu("b"), "102", ["n2", "n2"], 5.2, None)  # no look since job 101 ended
+    b = rm.adopt(st.port, emu("b"), "102", ["n2", "n2"], 5.2, None)  # no look since job 101 ended
     assert st.jobs[a].state == end and st.jobs[b].state == "running"
     assert st.pool.leases == {"n2": "102"} and "n1" in st.pool.down
     assert "101" not in rm.broker.groups and rm.broker.held == {"n2": "102"}
     st.validate()
-    rm.step(st, 5.5)  # the pending actions: nothing left of 101 to cancel but its expanders
-    rm.apply(st, 6.0, [job("102", "b", "RUNNING", ["n2"])], 14, 6.0)
+    rm.step(st.port, 5.5)  # the pending actions: nothing left of 101 to cancel but its expanders
+    rm.apply(st.port, 6.0, [job("102", "b", "RUNNING", ["n2"])], 14, 6.0)
     assert st.jobs[b].state == "running" and st.jobs[a].state == end
     st.validate()
 
 
 def test_a_registration_on_a_node_an_expander_no_longer_holds_waits_until_its_job_has_left_it():
     st, rm = site()
-    a = rm.adopt(st, emu("a"), "101", ["n1", "n1"], 0.0, None)
+    a = rm.adopt(st.port, emu("a"), "101", ["n1", "n1"], 0.0, None)
     rm.broker.submitted("101", "201", 0.5)
     views = [job("101", "a", "RUNNING", ["n1"]), job("201", expander_name("101"), "RUNNING", ["n3"])]
-    rm.apply(st, 1.0, views, 0, 1.0)
+    rm.apply(st.port, 1.0, views, 0, 1.0)
     point(st, a, 1, 4.0, 2.0)
     st.handle(C.Resized(job_id=a, old=2, new=4, seconds=0.1), 2.1)
     assert st.jobs[a].hosts == ["n1", "n1", "n3", "n3"]
     with pytest.raises(StateError, match="node_busy"):  # Slurm ended expander 201 and started 301 on n3
-        rm.adopt(st, emu("b"), "301", ["n3", "n3"], 3.0, None)
+        rm.adopt(st.port, emu("b"), "301", ["n3", "n3"], 3.0, None)
     assert any("refused" in n for n in rm.notes)
-    rm.apply(st, 3.5, [views[0], job("301", "b", "RUNNING", ["n3"])], 0, 3.5)
+    rm.apply(st.port, 3.5, [views[0], job("301", "b", "RUNNING", ["n3"])], 0, 3.5)
     adv = point(st, a, 2, 2.0, 4.0)
     assert adv.action == "shrink" and adv.nprocs == 2
     st.handle(C.Resized(job_id=a, old=4, new=2, seconds=0.1), 4.1)
-    rm.apply(st, 4.5, [views[0], job("301", "b", "RUNNING", ["n3"])], 0, 4.5)
-    b = rm.adopt(st, emu("b"), "301", ["n3", "n3"], 5.0, None)  # slurm-run's retry
+    rm.apply(st.port, 4.5, [views[0], job("301", "b", "RUNNING", ["n3"])], 0, 4.5)
+    b = rm.adopt(st.port, emu("b"), "301", ["n3", "n3"], 5.0, None)  # slurm-run's retry
     assert st.jobs[b].state == st.jobs[a].state == "running" and st.pool.leases["n3"] == "301"
     st.validate()

@@ -1,10 +1,16 @@
-"""The core's own event and result types: what a job or a node monitor tells the scheduler core, in its terms.
+"""The core's own event and result types: what a job, a node monitor or a resource manager tells the scheduler
+core, in its terms.
 
 The daemon decodes a request off the wire (``reshape.joblink.protocol``), checks it at the edge and hands the
 core one of these (:func:`scheduler.daemon.handlers.core_event`); the core answers a resize point with its
 :class:`Advice`, which the daemon sends back as the protocol's. Each type holds only the fields the core
 reads, under the protocol's names; a field the wire may omit keeps the protocol's default. Frozen and
 plain: the simulator and the tests build them directly.
+
+A resource manager (``scheduler.rm``) changes the nodes only by reporting :data:`NODE_EVENTS` (a node granted,
+released, down or draining, an allocation's leases ended) to its port
+(:meth:`scheduler.core.state.ManagerPort.report`, which hands them to ``ClusterState.handle``); the core applies
+each to the pool and records it in the node history.
 """
 
 from __future__ import annotations
@@ -12,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["EVENTS", "Advice", "Event", "Finished", "Heartbeat", "Hello", "JobEnded", "Lost", "NodeRegister",
+__all__ = ["EVENTS", "NODE_EVENTS", "Advice", "Event", "Finished", "Heartbeat", "Hello", "JobEnded", "LeaseEnded",
+           "Lost", "NodeDown", "NodeDraining", "NodeEvent", "NodeGranted", "NodeRegister", "NodeReleased",
            "ResizePoint", "Resized"]
 
 
@@ -116,3 +123,52 @@ class Advice:
 
 Event = Hello | ResizePoint | Resized | Lost | Finished | JobEnded | NodeRegister | Heartbeat
 EVENTS: tuple[type, ...] = (Hello, ResizePoint, Resized, Lost, Finished, JobEnded, NodeRegister, Heartbeat)
+
+
+# ---------------------------------------------------------------------- what a resource manager reports
+@dataclass(frozen=True, slots=True)
+class NodeGranted:
+    """The manager gave ``host`` to the pool (``lease``: only jobs of that allocation may use it)."""
+
+    host: str
+    detail: str
+    lease: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeReleased:
+    """``host`` goes back to the manager; only a node no job uses (nor expands onto) can: the result says."""
+
+    host: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDown:
+    """``host`` is gone (the manager took it while jobs used it): they fail, as for a silent node."""
+
+    host: str
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDraining:
+    """``host`` stays up for the jobs on it, but nothing new is placed there (``on=False``: offered again).
+    Ignored for a node that is down or not in the pool; the result: whether it changed."""
+
+    host: str
+    why: str
+    on: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseEnded:
+    """``allocation`` ended: its leased nodes go back to the manager, or, where a job still uses one, are
+    offered to every job until it is released."""
+
+    allocation: str
+    why: str
+
+
+NodeEvent = NodeGranted | NodeReleased | NodeDown | NodeDraining | LeaseEnded
+NODE_EVENTS: tuple[type, ...] = (NodeGranted, NodeReleased, NodeDown, NodeDraining, LeaseEnded)

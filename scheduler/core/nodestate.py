@@ -165,6 +165,20 @@ class NodeTable:
         self.event(now, rec, "released", detail)
         return True
 
+    def drain(self, host: str, now: float, why: str, on: bool = True) -> bool:
+        """A resource manager says ``host`` is about to go (``on``) or is offered again: whether it changed
+        (a node down or not in the pool is left as it is)."""
+        rec = self.nodes.get(host)
+        if rec is None or host in self.pool.down or (host in self.pool.draining) == on:
+            return False
+        self.pool.set_draining(host, on)
+        self.event(now, rec, "draining" if on else "undrained", why)
+        return True
+
+    def unlease(self, host: str) -> None:
+        """``host``'s allocation ended while a job still uses it: its free slots are everyone's until released."""
+        self.pool.lease(host, None)
+
     def not_ours(self, host: str, detail: str) -> None:
         """``host`` is in the pool's config but another resource manager holds it (down, no event)."""
         rec = self.node(host)

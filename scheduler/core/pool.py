@@ -57,7 +57,8 @@ class Node:
 class Pool:
     """Slots per node; ``allocate(n)`` returns one host name per slot."""
 
-    def __init__(self, nodes: list[Node]):
+    def __init__(self, nodes: list[Node], down: Iterable[str] = ()):
+        """``down``: hosts whose slots are not in the pool yet (held by another resource manager)."""
         if not nodes:
             raise PoolError("a pool needs at least one node")
         hosts = [n.host for n in nodes]
@@ -66,7 +67,9 @@ class Pool:
         self.nodes = list(nodes)
         self.launcher: str | None = None  # the config's launcher name, if it names one
         self.used: Counter[str] = Counter()
-        self.down: set[str] = set()
+        self.down: set[str] = set(down)
+        if self.down - set(hosts):
+            raise PoolError(f"down hosts not in the pool: {sorted(self.down - set(hosts))}")
         self.draining: set[str] = set()  # up, but nothing new is placed there (about to be given back)
         self.leases: dict[str, str] = {}  # host -> the allocation it is leased to (its free slots are its own)
         self._sums: tuple[int, int] | None = None  # (total, free), cached between changes

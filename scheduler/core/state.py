@@ -14,7 +14,9 @@ construction the parts it uses and nothing else: the job table
 One table (:data:`ROUTES`) says which part answers each request; the typed
 events of jobs and node monitors (the core's own, ``scheduler.core.events``;
 the daemon converts the protocol's at its edge) go through
-:meth:`ClusterState.handle`.
+:meth:`ClusterState.handle`. A resource manager (``scheduler.rm``) is given
+only :class:`ManagerPort` (``ClusterState.port``): node events in, its jobs'
+requests (:data:`PORT`), read-only views of jobs and nodes.
 
 Job states: ``waiting`` (submitted with an arrival delay) -> ``queued`` ->
 ``running`` -> ``done`` | ``failed`` | ``cancelled`` | ``lost`` (the process
@@ -65,20 +67,28 @@ reports the job's end (``job_ended``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from scheduler.core.actions import Kill, Launch, StateError
 from scheduler.core.checks import PolicyChecks
 from scheduler.core.events import (
+    NODE_EVENTS,
     Advice,
     Event,
     Finished,
     Heartbeat,
     Hello,
     JobEnded,
+    LeaseEnded,
     Lost,
+    NodeDown,
+    NodeDraining,
+    NodeEvent,
+    NodeGranted,
     NodeRegister,
+    NodeReleased,
     Resized,
     ResizePoint,
 )
@@ -94,7 +104,8 @@ from scheduler.core.runs import Runs
 from scheduler.core.views import Views
 from scheduler.core.walltime import LIMITS
 
-__all__ = ["RESIZE_GRACE", "ROUTES", "ClusterState", "Job", "Kill", "Launch", "NodeRecord", "StateError"]
+__all__ = ["PORT", "RESIZE_GRACE", "ROUTES", "ClusterState", "Job", "Kill", "Launch", "ManagerPort", "NodeRecord",
+           "StateError"]
 
 # The one dispatch table: each request of the daemon, the simulator, the resource managers and the tests
 # -> the part that answers it, and its name there when it differs. Fields (state the callers read or set)
@@ -172,6 +183,7 @@ class ClusterState:
         for part, names in ROUTES.items():  # bound once: a request costs one lookup, as a method would
             for name, there in names.items():
                 setattr(self, name, getattr(getattr(self, part), there or name))
+        self.port = ManagerPort(self)  # all a resource manager is given
 
     # ---------------------------------------------------------------- requests of several parts
     def node_register(self, host: str, incarnation: str, now: float,
@@ -202,13 +214,66 @@ class ClusterState:
         return self.passes.schedule(now)
 
     # ---------------------------------------------------------------- typed events
-    def handle(self, event: Event, now: float) -> tuple[Advice | None, list[Launch | Kill]]:
-        """One event from a job or a node monitor (:mod:`scheduler.core.events`) -> (result, actions): the
-        :class:`Advice` for a :class:`ResizePoint`, None for the others."""
+    def handle(self, event: Event | NodeEvent, now: float) -> tuple[Advice | bool | None, list[Launch | Kill]]:
+        """One event from a job, a node monitor or a resource manager (:mod:`scheduler.core.events`) ->
+        (result, actions): the :class:`Advice` for a :class:`ResizePoint`, whether the node changed for a
+        :class:`NodeReleased` or :class:`NodeDraining`, None for the others."""
         on = _EVENTS.get(type(event))
         if on is None:
             raise StateError("unexpected", f"{type(event).__name__} is not an event of the scheduler core")
         return on(self, event, now)
+
+
+# the requests a resource manager may make of the core, besides node events: ClusterState's of the same name
+PORT: tuple[str, ...] = ("running", "would_expand", "request_shrink", "not_ours", "adopt", "exited", "requeued",
+                         "not_resumed", "resume_here", "restart_here", "why_not")
+
+
+class ManagerPort:
+    """The core as a resource manager sees it (``scheduler.rm``): it changes nodes only by reporting node events
+    (:meth:`report`), makes the requests :data:`PORT` names, and reads jobs and nodes; it never holds the pool
+    or a part of the state."""
+
+    def __init__(self, state: ClusterState):
+        self._state, self._pool = state, state.pool
+        for name in PORT:
+            setattr(self, name, getattr(state, name))
+
+    def report(self, event: NodeEvent, now: float) -> tuple[bool | None, list[Launch | Kill]]:
+        """A node granted, released, down, draining, or an allocation's leases ended -> (result, actions)
+        (:meth:`ClusterState.handle`)."""
+        if type(event) not in NODE_EVENTS:
+            raise StateError("unexpected", f"{type(event).__name__} is not a node event")
+        return self._state.handle(event, now)  # type: ignore[return-value]
+
+    @property
+    def jobs(self) -> Mapping[int, Job]:
+        return MappingProxyType(self._state.jobs)
+
+    @property
+    def live(self) -> Mapping[int, Job]:
+        """The jobs not in a final state."""
+        return MappingProxyType(self._state.live)
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """Every node of the pool, in its order."""
+        return tuple(n.host for n in self._pool.nodes)
+
+    @property
+    def capacity(self) -> int:
+        return self._pool.capacity
+
+    def has(self, host: str) -> bool:
+        return self._pool.has(host)
+
+    def used(self, host: str) -> int:
+        """Slots of ``host`` that jobs hold."""
+        return self._pool.used[host]
+
+    def is_down(self, host: str) -> bool:
+        """Whether ``host``'s slots are out of the pool (down, released, or not ours)."""
+        return host in self._pool.down
 
 
 def _hello(s: ClusterState, ev: Hello, now: float) -> tuple[Any, list]:
@@ -231,7 +296,14 @@ def _heartbeat(s: ClusterState, ev: Heartbeat, now: float) -> tuple[Any, list]:
     return None, s.kills.runs_seen(ev.node, list(ev.jobs), list(ev.runs or ()), now, list(ev.killed or ()))
 
 
-# the typed events of jobs and node monitors -> the part that handles each
+def _lease_ended(s: ClusterState, ev: LeaseEnded, now: float) -> tuple[Any, list]:
+    for h in [h for h, lease in s.pool.leases.items() if lease == ev.allocation]:
+        if not s.node_released(h, now, ev.why):
+            s.node_table.unlease(h)
+    return None, []
+
+
+# the typed events of jobs, node monitors and resource managers -> the part that handles each
 _EVENTS: dict[type, Callable[[ClusterState, Any, float], tuple[Any, list]]] = {
     ResizePoint: lambda s, ev, now: (s.resizes.resize_point(ev, now), []),
     Hello: _hello,
@@ -242,6 +314,11 @@ _EVENTS: dict[type, Callable[[ClusterState, Any, float], tuple[Any, list]]] = {
                                                          ev.attempt or 0, ev.code)),
     NodeRegister: _node_register,
     Heartbeat: _heartbeat,
+    NodeGranted: lambda s, ev, now: (None, s.node_granted(ev.host, now, ev.detail, ev.lease)),
+    NodeReleased: lambda s, ev, now: (s.node_released(ev.host, now, ev.detail), []),
+    NodeDown: lambda s, ev, now: (None, s.node_down(ev.host, now, ev.why)),
+    NodeDraining: lambda s, ev, now: (s.node_table.drain(ev.host, now, ev.why, ev.on), []),
+    LeaseEnded: _lease_ended,
 }
 
 _PARTS = {"table": JobTable, "node_table": NodeTable, "checks": PolicyChecks, "resizes": Resizes, "passes": Passes,

@@ -255,7 +255,7 @@ def _register(d: Daemon, ev: P.Register, now: float, who: str | None) -> tuple[P
         d.quota.take(who, now, "registers")
     desc = validate_job(ev.job, d.state.pool.capacity)
     again = (ev.code, list(ev.lost)) if ev.restart else None
-    return P.answer(ev, P.Accepted(target=d.rm.adopt(d.state, desc, ev.allocation, list(ev.hosts), now, who,
+    return P.answer(ev, P.Accepted(target=d.rm.adopt(d.state.port, desc, ev.allocation, list(ev.hosts), now, who,
                                                       again))), []
 
 

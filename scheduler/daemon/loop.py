@@ -171,7 +171,7 @@ class Daemon:
         now = time.time()
         self.state.restore_nodes(self.journal.load_nodes(), now)
         self.state.restore(jobs, meta.get("next_id", 1))
-        self.rm.attach(self.state, now)  # after the journal: the manager reconciles it with what it holds
+        self.rm.attach(self.state.port, now)  # after the journal: the manager reconciles it with what it holds
         self.mpiexec_on, self.mpiexec_on_why = mpiexec_on(cfg.mpiexec_on, [n.host for n in pool.nodes])
         self.supervisor = Supervisor(self.state, self.state_dir, cfg.workdir or os.getcwd(), self.launcher,
                                      job_endpoint(endpoint), self.keys_dir, cfg.overtime, cfg.checkpoint_root,
@@ -248,7 +248,7 @@ class Daemon:
     def _tick(self, now: float) -> list:
         if self.stopping:
             return []
-        return self.monitor(now) + self.state.tick(now) + self.rm.step(self.state, now)
+        return self.monitor(now) + self.state.tick(now) + self.rm.step(self.state.port, now)
 
     def monitor(self, now: float) -> list:
         """The System Monitor's poll (:meth:`scheduler.daemon.supervisor.Supervisor.monitor`)."""
@@ -258,7 +258,7 @@ class Daemon:
         """Kills of jobs the resource manager started are its own; the rest is Job Startup's."""
         kills = [a.job_id for a in actions if isinstance(a, Kill)]
         if kills:
-            done = self.rm.kill(self.state, kills)
+            done = self.rm.kill(self.state.port, kills)
             actions = [a for a in actions if not (isinstance(a, Kill) and a.job_id in done)]
         self.supervisor.perform(actions, now)
 

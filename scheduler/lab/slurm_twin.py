@@ -201,7 +201,7 @@ class Twin:
         legal = [q for q in (a.job.desc.sizes or [a.job.nodes * self.cpus]) if q <= len(slots)]
         a.p = min(a.job.nodes * self.cpus, max(legal, default=len(slots)))
         try:
-            a.job_id = self.rm.adopt(self.state, a.job.desc, a.sid, slots[:a.p], self.clock.now, None)
+            a.job_id = self.rm.adopt(self.state.port, a.job.desc, a.sid, slots[:a.p], self.clock.now, None)
         except StateError as e:
             if e.code == "node_busy":
                 self.clock.at(self.clock.now + 1.0, self._register, a)
@@ -262,14 +262,14 @@ class Twin:
         jobs, idle = self.slurm.view(now)
         listed = {j.id for j in jobs}
         jobs += [f for i in self.rm.edge.watch if i not in listed for f in [self.slurm.final(i)] if f]
-        self._actions(self.rm.apply(self.state, now, jobs, idle, now))
-        self._actions(self.rm.step(self.state, now) if self.rm.pending_actions else [])
+        self._actions(self.rm.apply(self.state.port, now, jobs, idle, now))
+        self._actions(self.rm.step(self.state.port, now) if self.rm.pending_actions else [])
         self.clock.at(now + self.lat.look, self._look)
 
     def _actions(self, acts: list) -> None:
         kills = [a.job_id for a in acts if isinstance(a, Kill)]
         if kills:
-            self.rm.kill(self.state, kills)
+            self.rm.kill(self.state.port, kills)
         self._commands()
 
     def _commands(self) -> None:

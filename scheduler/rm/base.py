@@ -6,9 +6,10 @@ pool it builds, and nodes it marks as held by others), grants more, takes
 some back, and notices losses. The daemon polls it once per tick for core
 actions, like every other edge (``scheduler.daemon.loop``): it never
 blocks the loop (slow commands run in its own thread), and it changes the
-core only through the core's node events (``node_granted``, ``node_released``,
-``node_down``, ``request_shrink``), so the same rules hold whatever manages
-the nodes.
+nodes only by reporting the core's node events (``NodeGranted``,
+``NodeReleased``, ``NodeDown``, ``NodeDraining``, ``LeaseEnded``:
+``scheduler.core.events``) to its ``ManagerPort`` (``report``), and jobs through
+``request_shrink``, so the same rules hold whatever manages the nodes.
 
 Jobs reach the core in one of two ways: submitted to the daemon, which
 queues and launches them (Job Startup), or started by the resource manager
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from scheduler.core.jobfile import JobDesc
     from scheduler.core.pool import Pool
-    from scheduler.core.state import ClusterState
+    from scheduler.core.state import ManagerPort
 
 __all__ = ["ResourceManager"]
 
@@ -65,13 +66,13 @@ class ResourceManager(ABC):
         """The launcher this manager's nodes need (``reshape.joblink.launchers``), if it prescribes one."""
         return None
 
-    def attach(self, state: ClusterState, now: float) -> None:  # noqa: B027 - optional hook
+    def attach(self, state: ManagerPort, now: float) -> None:  # noqa: B027 - optional hook
         """The core exists (journal restored): mark what is not ours, adopt what is."""
 
     def start(self) -> None:  # noqa: B027 - optional hook
         """Start talking to the manager (threads, connections)."""
 
-    def step(self, state: ClusterState, now: float) -> list:
+    def step(self, state: ManagerPort, now: float) -> list:
         """Apply what the manager did and saw since the last step; queue what it must do next.
         Returns the core's actions (launches, kills) that resulted."""
         return []
@@ -83,7 +84,7 @@ class ResourceManager(ABC):
     def check_submit(self, desc: JobDesc) -> None:  # noqa: B027 - optional hook
         """Raise :class:`scheduler.core.actions.StateError` if this daemon does not take submitted jobs."""
 
-    def adopt(self, state: ClusterState, desc: JobDesc, allocation: str, hosts: list[str], now: float,
+    def adopt(self, state: ManagerPort, desc: JobDesc, allocation: str, hosts: list[str], now: float,
               owner: str | None, restart: tuple[int | None, list[str]] | None = None) -> int:
         """A job the manager started in ``allocation`` registers (``register``): its job id. ``restart``: it
         is registered already and asks for its next attempt on ``hosts`` (exit status, nodes lost)."""
@@ -92,7 +93,7 @@ class ResourceManager(ABC):
         raise StateError("not_supported", "this daemon starts its own jobs ('reshape submit'); 'register' is "
                                           "for jobs a resource manager started (reshape daemon --slurm-site)")
 
-    def kill(self, state: ClusterState, job_ids: list[int]) -> set[int]:
+    def kill(self, state: ManagerPort, job_ids: list[int]) -> set[int]:
         """End these jobs' processes where the manager started them; the ids it took care of
         (the daemon kills the others' processes itself)."""
         return set()

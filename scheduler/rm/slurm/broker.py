@@ -127,9 +127,23 @@ class Broker:
     frozen: set[str] = field(default_factory=set)  # jobs shrunk once where Slurm takes no further update
 
     # ------------------------------------------------------------------ bookkeeping from the adapters
-    def add_group(self, main: str, batch_host: str, now: float) -> None:
+    def add_group(self, main: str, batch_host: str, now: float, hosts: Sequence[str] = ()) -> None:
+        """Group ``main`` runs with its batch script on ``batch_host``; ``hosts``: the nodes its job holds."""
         self.groups.setdefault(main, _Group(main, batch_host, now))
         self.owner[main] = main
+        self.held.update(dict.fromkeys(hosts, main))
+
+    def drain(self, host: str, why: str) -> None:
+        self.draining[host] = why
+
+    def let_go(self, host: str) -> None:
+        """Slurm no longer holds ``host`` for us."""
+        for d in (self.held, self.draining, self.idle_since):
+            d.pop(host, None)
+
+    def in_use(self, host: str, why: str) -> None:
+        """Slurm took ``host`` back while a job still uses it: the job must leave it (``gone``)."""
+        self.gone[host] = why
 
     def submitted(self, main: str, job: str | None, now: float) -> None:
         self.submitting.pop(main, None)

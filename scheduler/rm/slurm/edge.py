@@ -127,6 +127,10 @@ class SlurmEdge:
     def start(self) -> None:
         self._thread.start()
 
+    def follow(self, mains: tuple[str, ...]) -> None:
+        """Ask each look for the final state of these main jobs once they leave Slurm's queue."""
+        self.watch = mains
+
     def stop(self, cancel_expanders_of: tuple[str, ...] = ()) -> None:
         self._stop.set()
         self.outbox.put(None)

@@ -5,8 +5,8 @@
 second; at each tick the newest look, the core's malleable jobs and the
 Remap Scheduler's what-if go through the pure
 :class:`scheduler.rm.slurm.broker.Broker`, whose operations change the pool
-through the core's node events (granted, released, down) and shrink
-requests, or are queued for the Slurm thread (``sbatch`` an expander,
+through the core's node events (granted, released, down, draining, a
+lease ended: ``scheduler.core.events``) and shrink requests, or are queued for the Slurm thread (``sbatch`` an expander,
 ``scancel``, ``scontrol update ... NodeList=``).
 
 :class:`SlurmGrow` is the mode of ``reshape submit --slurm`` without a site
@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from reshape.joblink import jobenv as E
 from reshape.joblink.protocol import printable
+from scheduler.core.events import NodeDown, NodeDraining, NodeGranted, NodeReleased
 from scheduler.core.job import Job
 from scheduler.core.policy import legal_sizes
 from scheduler.core.pool import Pool
@@ -51,7 +52,7 @@ from scheduler.rm.slurm.view import SlurmError, partition_args, partition_pool, 
 
 if TYPE_CHECKING:
     from scheduler.core.jobfile import JobDesc
-    from scheduler.core.state import ClusterState
+    from scheduler.core.state import ManagerPort
 
 __all__ = ["SlurmGrow", "SlurmManager"]
 
@@ -100,7 +101,7 @@ class SlurmManager(ResourceManager):
         """The pool lease of the nodes granted to group ``main`` (None: every job may use them)."""
         return None
 
-    def tenants(self, state: ClusterState, now: float) -> list[Tenant]:
+    def tenants(self, state: ManagerPort, now: float) -> list[Tenant]:
         out = []
         for j in state.running():
             g = self.group_of(j)
@@ -108,7 +109,7 @@ class SlurmManager(ResourceManager):
                 continue
             prof = j.profile.frozen()
             if new_sizes(j.desc):  # any legal size below its own (SD-Policy's shrink to start needs them)
-                points = tuple(p for p in legal_sizes(j.spec, state.pool.capacity) if p < j.nprocs)
+                points = tuple(p for p in legal_sizes(j.spec, state.capacity) if p < j.nprocs)
             else:  # only sizes it ran at (Sudarsan & Ribbens 2007 §3.1)
                 points = tuple(p for p, _ in prof.shrink_points(j.nprocs) if p >= j.spec.min_procs)
             times = {p: t for p in prof.iter_time if (t := prof.best(p)) is not None}
@@ -146,18 +147,18 @@ class SlurmManager(ResourceManager):
             elif isinstance(msg, SlurmFailed):
                 self.error = msg.message
 
-    def step(self, state: ClusterState, now: float) -> list:
+    def step(self, state: ManagerPort, now: float) -> list:
         view = self._drain_inbox()
         if view is None:
             return []
         return self.apply(state, now, view.jobs, view.idle, view.seen)
 
-    def apply(self, state: ClusterState, now: float, jobs: list, idle: int, seen: float) -> list:
+    def apply(self, state: ManagerPort, now: float, jobs: list, idle: int, seen: float) -> list:
         """One look at Slurm through the broker; the core actions that follow."""
-        used = {n.host: state.pool.used[n.host] for n in state.pool.nodes}
+        used = {h: state.used(h) for h in state.hosts}
         ops = self.broker.step(now, jobs, idle, used, self.tenants(state, now),
                                lambda jid, extra: state.would_expand(jid, extra, now), seen)
-        self.edge.watch = tuple(self.broker.groups)  # a group gone from a look: its final state at the next
+        self.edge.follow(tuple(self.broker.groups))  # a group gone from a look: its final state at the next
         acts: list = []
         self._keeps: dict[str, int | None] = {}  # Slurm job -> limit: one update each for its released nodes
         for op in ops:
@@ -168,32 +169,29 @@ class SlurmManager(ResourceManager):
         return acts
 
     # ------------------------------------------------------------------ operations
-    def _apply(self, op: Any, s: ClusterState, now: float) -> list:
+    def _apply(self, op: Any, s: ManagerPort, now: float) -> list:
         out, b = self.edge.outbox, self.broker
         if isinstance(op, Grant):
-            return s.node_granted(op.host, now, f"granted by Slurm job {op.job} for Slurm job {op.main} in "
-                                  f"{op.waited:.1f} s",
-                                  lease=self.lease_of(op.main))
+            return s.report(NodeGranted(op.host, f"granted by Slurm job {op.job} for Slurm job {op.main} in "
+                                        f"{op.waited:.1f} s", self.lease_of(op.main)), now)[1]
         if isinstance(op, Release):
-            if s.node_released(op.host, now, f"released to Slurm: {op.why}"):
+            if s.report(NodeReleased(op.host, f"released to Slurm: {op.why}"), now)[0]:
                 b.released_host(op.host)
                 self._keeps[op.job] = op.minutes or self._keeps.get(op.job)
         elif isinstance(op, Lost):
             self.note(f"{op.host} lost: {op.why}")
-            if s.pool.has(op.host) and op.host not in s.pool.down:
-                s.pool.set_draining(op.host)
+            s.report(NodeDraining(op.host, f"lost: {op.why}"), now)
         elif isinstance(op, Forget):
-            if op.host in s.pool.down or s.node_released(op.host, now, op.why):
+            if s.is_down(op.host) or s.report(NodeReleased(op.host, op.why), now)[0]:
                 b.forgotten(op.host)
         elif isinstance(op, Fail):
             b.forgotten(op.host)
-            return s.node_down(op.host, now, op.why)
+            return s.report(NodeDown(op.host, op.why), now)[1]
         elif isinstance(op, Cancel):
             out.put(CancelJob(op.job))
             self.note(f"Slurm job {op.job} cancelled: {op.why}")
         elif isinstance(op, Drain):
-            if op.host not in s.pool.down:
-                s.pool.set_draining(op.host, op.on)
+            s.report(NodeDraining(op.host, b.draining.get(op.host, "") if op.on else "", op.on), now)
         elif isinstance(op, AskShrink):
             s.request_shrink(op.job_id, op.nprocs, op.why, now)
         elif isinstance(op, Update):
@@ -209,7 +207,7 @@ class SlurmManager(ResourceManager):
             return self.ended(s, op, now)
         return []
 
-    def ended(self, s: ClusterState, op: Ended, now: float) -> list:
+    def ended(self, s: ManagerPort, op: Ended, now: float) -> list:
         """Group ``op.main``'s Slurm job is gone."""
         return []
 
@@ -243,7 +241,7 @@ class SlurmGrow(SlurmManager):
     def pool(self, saved_slots: int | None) -> Pool:
         return self._pool
 
-    def attach(self, state: ClusterState, now: float) -> None:
+    def attach(self, state: ManagerPort, now: float) -> None:
         for h in sorted(self._pool.down):
             state.not_ours(h, "held by Slurm, not by this job")
 

@@ -45,6 +45,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from scheduler.core.actions import StateError
+from scheduler.core.events import LeaseEnded, NodeGranted, NodeReleased
 from scheduler.core.job import FINAL, Job, JobState
 from scheduler.core.pool import Pool
 from scheduler.rm.slurm.admit import LIVE
@@ -64,7 +65,7 @@ from scheduler.rm.slurm.view import (
 
 if TYPE_CHECKING:
     from scheduler.core.jobfile import JobDesc
-    from scheduler.core.state import ClusterState
+    from scheduler.core.state import ManagerPort
 
 __all__ = ["SlurmSite"]
 
@@ -90,8 +91,7 @@ class SlurmSite(SlurmManager):
             raise ValueError(f"--slurm-site: cannot read partition {partition or '(default)'}: {e}") from None
         self._pool = pool
         super().__init__(partition, {"node_slots": max(n.slots for n in pool.nodes), **params,
-                                     "resizes_once": once})
-        self.broker.nodes = tuple(n.host for n in self._pool.nodes)
+                                     "resizes_once": once, "nodes": tuple(n.host for n in pool.nodes)})
         self.pending_actions: list = []  # actions of the start-up reconciliation, performed with the first step
         self.verified = Verified()  # the Slurm jobs it checked: the only ones it acts on (verify)
         self.requeueing: set[str] = set()  # Slurm jobs it asked Slurm to requeue, not yet seen requeued
@@ -109,7 +109,7 @@ class SlurmSite(SlurmManager):
 
     @accounts.setter
     def accounts(self, accounts: Any) -> None:
-        self.verified.accounts = accounts
+        self.verified.use(accounts)
 
     @property
     def launcher(self) -> str | None:
@@ -122,7 +122,7 @@ class SlurmSite(SlurmManager):
         return main
 
     # ------------------------------------------------------------------ start-up and restart
-    def attach(self, state: ClusterState, now: float) -> None:
+    def attach(self, state: ManagerPort, now: float) -> None:
         """Reconcile the journal with Slurm: every running job's Slurm job joins the broker, the
         nodes Slurm holds for them are granted (leased), and a node the journal had up that no
         Slurm job of ours holds any more is vacated (jobs shrink off it) or given up. A journaled job
@@ -151,13 +151,13 @@ class SlurmSite(SlurmManager):
                 self.pending_actions += state.exited(j.job_id, None, now, why)
         for a in self.apply(state, now, jobs, idle, now):
             self.pending_actions.append(a)
-        for h in [n.host for n in state.pool.nodes if n.host not in state.pool.down]:
+        for h in [h for h in state.hosts if not state.is_down(h)]:
             if h in self.broker.held:
                 continue
-            if state.pool.used[h]:
-                self.broker.gone[h] = "no Slurm job of ours holds it since the controller restarted"
+            if state.used(h):
+                self.broker.in_use(h, "no Slurm job of ours holds it since the controller restarted")
             else:
-                state.node_released(h, now, "not held by a Slurm job of ours (controller restarted)")
+                state.report(NodeReleased(h, "not held by a Slurm job of ours (controller restarted)"), now)
         self.note(f"adopted {len(self.broker.groups)} running job(s) from the journal and Slurm")
 
     def final_state(self, main: str) -> str:
@@ -169,7 +169,7 @@ class SlurmSite(SlurmManager):
         """Slurm's queue and idle nodes, asked at once (start-up is the one time the loop waits for Slurm)."""
         return look(self.part)
 
-    def step(self, state: ClusterState, now: float) -> list:
+    def step(self, state: ManagerPort, now: float) -> list:
         acts, self.pending_actions = self.pending_actions, []
         return acts + super().step(state, now)
 
@@ -178,7 +178,7 @@ class SlurmSite(SlurmManager):
         raise StateError("not_supported", "this is a Slurm site controller: Slurm starts the jobs. Submit with "
                                           "'reshape submit --slurm FILE' (its batch script registers here)")
 
-    def adopt(self, state: ClusterState, desc: JobDesc, allocation: str, hosts: list[str], now: float,
+    def adopt(self, state: ManagerPort, desc: JobDesc, allocation: str, hosts: list[str], now: float,
               owner: str | None, restart: tuple[int | None, list[str]] | None = None) -> int:
         """Register the job Slurm started as ``allocation`` on ``hosts``; the same allocation again: its id
         (``restart``: its next attempt, :meth:`restart`). A refusal is noted (``reshape status``) and raised."""
@@ -199,11 +199,11 @@ class SlurmSite(SlurmManager):
                       f"{','.join(dict.fromkeys(hosts))} refused: {e.message}")
             raise
 
-    def _adopt(self, state: ClusterState, desc: JobDesc, allocation: str, hosts: list[str], now: float,
+    def _adopt(self, state: ManagerPort, desc: JobDesc, allocation: str, hosts: list[str], now: float,
                owner: str | None) -> int:
         if not allocation.isdigit():
             raise StateError("bad_hosts", f"allocation {allocation!r} is not a Slurm job id")
-        unknown = sorted({h for h in hosts if not state.pool.has(h)})
+        unknown = sorted({h for h in hosts if not state.has(h)})
         if unknown:
             raise StateError("bad_hosts", f"{', '.join(unknown)} not in partition {self.partition or '(default)'}")
         self.verified.register(allocation, hosts, owner)  # Slurm's word: the job runs, is owner's, holds hosts
@@ -212,41 +212,39 @@ class SlurmSite(SlurmManager):
             job_id = state.adopt(desc, hosts, allocation, now, owner)
         except StateError:
             for h in granted:
-                state.node_released(h, now, f"registration of Slurm job {allocation} refused")
+                state.report(NodeReleased(h, f"registration of Slurm job {allocation} refused"), now)
             raise
         self._hold(allocation, hosts, now)
         self.note(f"job {job_id} ({desc.name}) registered from Slurm job {allocation} on "
                   f"{','.join(dict.fromkeys(hosts))}")
         return job_id
 
-    def _take(self, state: ClusterState, allocation: str, hosts: list[str], now: float) -> list[str]:
+    def _take(self, state: ManagerPort, allocation: str, hosts: list[str], now: float) -> list[str]:
         """The nodes Slurm started ``allocation`` on become its own (leased to it): those it newly granted
         (down until now). ``node_busy`` while a job that no longer holds one still uses it (it leaves at its
         next resize point; ``reshape slurm-run`` retries)."""
         for h in dict.fromkeys(hosts):
             self.pending_actions += self._given_to(state, h, allocation, now)
-        busy = [h for h in dict.fromkeys(hosts) if state.pool.used[h]]
+        busy = [h for h in dict.fromkeys(hosts) if state.used(h)]
         if busy:
             raise StateError("node_busy", f"{', '.join(busy)} still used by a job leaving it (its Slurm job no "
                                           f"longer holds it); retry")
-        granted = [h for h in dict.fromkeys(hosts) if h in state.pool.down]
+        granted = [h for h in dict.fromkeys(hosts) if state.is_down(h)]
         for h in dict.fromkeys(hosts):
-            state.node_granted(h, now, f"allocation of Slurm job {allocation}", lease=allocation)
+            state.report(NodeGranted(h, f"allocation of Slurm job {allocation}", allocation), now)
         return granted
 
     def _hold(self, allocation: str, hosts: list[str], now: float) -> None:
-        self.broker.add_group(allocation, hosts[0], now)  # the batch host first (slurm-run's order)
-        for h in dict.fromkeys(hosts):
-            self.broker.held[h] = allocation
+        self.broker.add_group(allocation, hosts[0], now, hosts)  # the batch host first (slurm-run's order)
 
-    def _missed_requeue(self, state: ClusterState, j: Job, hosts: list[str], now: float, owner: str | None) -> None:
+    def _missed_requeue(self, state: ManagerPort, j: Job, hosts: list[str], now: float, owner: str | None) -> None:
         """A registration of running job ``j``'s allocation from another batch host: where Slurm says it requeued
         the job (a new batch attempt the looks missed: the controller was away), it is requeued here first."""
         self.verified.register(j.allocation or "", hosts, owner, requeued=True)
         for op in self.broker.end_group(j.allocation or "", "REQUEUED"):
             self.pending_actions += self._apply(op, state, now)
 
-    def resume(self, state: ClusterState, j: Job, hosts: list[str], now: float, owner: str | None) -> int:
+    def resume(self, state: ManagerPort, j: Job, hosts: list[str], now: float, owner: str | None) -> int:
         """Job ``j``, whose Slurm job was requeued, registers from its new batch attempt on ``hosts`` (Slurm
         vouches that the job runs again, requeued, is the owner's and holds them): it runs on them at the
         largest legal size that fits, from its last checkpoint, as the same job (its restart was counted when
@@ -259,7 +257,7 @@ class SlurmSite(SlurmManager):
             size = state.resume_here(j, hosts, now)
         except StateError as e:
             for h in granted:
-                state.node_released(h, now, f"registration of requeued Slurm job {alloc} refused")
+                state.report(NodeReleased(h, f"registration of requeued Slurm job {alloc} refused"), now)
             if e.code == "too_few":
                 state.not_resumed(j, f"Slurm requeued job {alloc} and started it again, but {e.message}", now)
                 self.waiting.pop(alloc, None)
@@ -271,7 +269,7 @@ class SlurmSite(SlurmManager):
                   f"{size} on {','.join(dict.fromkeys(hosts[:size]))}")
         return j.job_id
 
-    def restart(self, state: ClusterState, j: Job, hosts: list[str], restart: tuple[int | None, list[str]],
+    def restart(self, state: ManagerPort, j: Job, hosts: list[str], restart: tuple[int | None, list[str]],
                 now: float, owner: str | None) -> int:
         """Job ``j``'s attempt ended (exit status, its nodes found dead): its next attempt runs in its allocation
         on ``hosts`` (Slurm vouches that the allocation holds them) when the end is a loss and they suffice
@@ -280,10 +278,10 @@ class SlurmSite(SlurmManager):
         code, lost = restart
         # the job's nodes Slurm took back or that went down while its ranks ran there are lost too, whatever
         # its batch script found (a node that hung is out of the job before mpiexec ends)
-        lost = [*lost, *(h for h in j.hosts if h not in hosts and (h in self.broker.gone or h in state.pool.down))]
+        lost = [*lost, *(h for h in j.hosts if h not in hosts and (h in self.broker.gone or state.is_down(h)))]
         try:
             self.verified.register(j.allocation or "", hosts, owner)
-            size = state.restart_here(j, hosts, code, [h for h in dict.fromkeys(lost) if state.pool.has(h)], now)
+            size = state.restart_here(j, hosts, code, [h for h in dict.fromkeys(lost) if state.has(h)], now)
         except StateError as e:
             if e.code == "too_few":  # the job resumes where Slurm starts it again, at the size it gets there
                 self.requeue(j, e.message, state, now)
@@ -293,12 +291,12 @@ class SlurmSite(SlurmManager):
             raise
         for h in dict.fromkeys(lost):
             if self.broker.group_of(h) == j.allocation:  # only nodes of its own Slurm jobs
-                self.broker.draining[h] = f"lost by job {j.job_id}"
+                self.broker.drain(h, f"lost by job {j.job_id}")
         self.note(f"job {j.job_id} ({j.desc.name}) restarted in Slurm job {j.allocation} at {size} on "
                   f"{','.join(dict.fromkeys(hosts[:size]))}" + (f" (lost: {', '.join(lost)})" if lost else ""))
         return j.job_id
 
-    def _given_to(self, s: ClusterState, host: str, allocation: str, now: float) -> list:
+    def _given_to(self, s: ManagerPort, host: str, allocation: str, now: float) -> list:
         """Slurm started ``allocation`` on ``host``: with whole nodes no other Slurm job holds it now,
         whatever our last look at Slurm says (a look is up to two seconds old, and a job's end is
         believed only from two looks). A group whose own job held it has ended: settled now (its
@@ -316,16 +314,14 @@ class SlurmSite(SlurmManager):
                 acts += self._apply(op, s, now)
             return acts
         why = f"Slurm job {prev} no longer holds it: Slurm started job {allocation} there"
-        self.broker.held.pop(host)
-        self.broker.draining.pop(host, None)
-        self.broker.idle_since.pop(host, None)
-        if s.node_released(host, now, why):
+        self.broker.let_go(host)
+        if s.report(NodeReleased(host, why), now)[0]:
             self.broker.forgotten(host)
         else:  # its jobs shrink off it at their next resize point, or fail where they cannot (broker, 1)
-            self.broker.gone[host] = why
+            self.broker.in_use(host, why)
         return acts
 
-    def kill(self, state: ClusterState, job_ids: list[int]) -> set[int]:
+    def kill(self, state: ManagerPort, job_ids: list[int]) -> set[int]:
         done = set()
         for jid in job_ids:
             j = state.jobs.get(jid)
@@ -335,7 +331,7 @@ class SlurmSite(SlurmManager):
                 done.add(jid)
         return done
 
-    def apply(self, state: ClusterState, now: float, jobs: list, idle: int, seen: float) -> list:
+    def apply(self, state: ManagerPort, now: float, jobs: list, idle: int, seen: float) -> list:
         """As every Slurm manager, with only the expanders this controller submitted (verify); a job whose batch
         host Slurm took out of its Slurm job is requeued (:meth:`requeue`), and a requeued one whose Slurm job
         is gone fails."""
@@ -362,7 +358,7 @@ class SlurmSite(SlurmManager):
                 self.note(f"job {jid} ended: its requeued Slurm job {main} ended before it ran again")
         return acts + super().apply(state, now, jobs, idle, seen)
 
-    def requeue(self, j: Job, why: str, state: ClusterState, now: float) -> list:
+    def requeue(self, j: Job, why: str, state: ManagerPort, now: float) -> list:
         """Ask Slurm to requeue job ``j``'s Slurm job (``why``: one line) when it can resume from a checkpoint;
         else end it and its Slurm job, with why."""
         main = j.allocation or ""
@@ -378,7 +374,7 @@ class SlurmSite(SlurmManager):
         self.note(f"job {j.job_id} ({j.desc.name}) ended: {why}, and it cannot resume: {bad}")
         return state.exited(j.job_id, 1, now, f"{why}; not requeued: {bad}")
 
-    def ended(self, s: ClusterState, op: Ended, now: float) -> list:
+    def ended(self, s: ManagerPort, op: Ended, now: float) -> list:
         """Group ``op.main``'s Slurm job ended: its job's own report says how, else Slurm's final state
         (``COMPLETED``: the batch script, which exits with the job's ``mpiexec``, exited 0)."""
         acts: list = []
@@ -393,12 +389,10 @@ class SlurmSite(SlurmManager):
                                            if code != 0 else None)
             acts += s.exited(j.job_id, code, now, why)
             self.note(f"job {j.job_id} ended with Slurm job {op.main} ({op.state})")
-        for h in [h for h, lease in s.pool.leases.items() if lease == op.main]:
-            if not s.node_released(h, now, f"Slurm job {op.main} ended"):
-                s.pool.lease(h, None)
+        s.report(LeaseEnded(op.main, f"Slurm job {op.main} ended"), now)
         return acts
 
-    def _requeued(self, s: ClusterState, j: Job, now: float) -> list:
+    def _requeued(self, s: ManagerPort, j: Job, now: float) -> list:
         """Slurm put job ``j``'s Slurm job back in its queue (its batch host lost, or at our request): it waits
         for its next batch attempt to register (:meth:`resume`), or, where it cannot resume, fails and its
         Slurm job is cancelled (it would run again from the start)."""

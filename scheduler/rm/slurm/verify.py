@@ -117,6 +117,10 @@ class Verified:
     me: str = field(default_factory=lambda: pwd.getpwuid(os.geteuid()).pw_name)
     jobs: set[str] = field(default_factory=set)
 
+    def use(self, accounts: Any) -> None:
+        """The daemon's accounts, set once it has them."""
+        self.accounts = accounts
+
     def _account(self, who: str | None) -> tuple[str | None, int | None]:
         if self.accounts is None:
             return None, None

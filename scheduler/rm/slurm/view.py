@@ -136,11 +136,7 @@ def partition_pool(text: str, held: set[str]) -> Pool:
         raise PoolError(f"our allocation's nodes {sorted(missing)} are not in the partition ({sorted(nodes)})")
     if not nodes:
         raise PoolError("the partition has no nodes (sinfo listed none)")
-    pool = Pool([Node(h, c) for h, c in nodes.items()])
-    for h in nodes:
-        if h not in held:
-            pool.set_down(h)
-    return pool
+    return Pool([Node(h, c) for h, c in nodes.items()], down=[h for h in nodes if h not in held])
 
 
 # ---------------------------------------------------------------------- commands
