@@ -318,6 +318,34 @@ def test_backfill_predicts_when_rigid_jobs_with_time_limits_start(slurm):
         assert {j: again.get(j) for j in (a, b)} == {a: starts[a], b: starts[b]}, (again, starts)
 
 
+LOOK = ("python -c " + shlex.quote(
+    "import subprocess, sys; from scheduler.rm.slurm.view import look\n"
+    "state = lambda: subprocess.run(['squeue', '-h', '-j', sys.argv[1], '-o', '%T'], capture_output=True,"
+    " text=True).stdout.strip() or 'gone'\n"
+    "before = state(); idle = look(['-p', 'batch'])[1]; print(before, idle, state())") + " {jid}")
+
+
+def test_a_node_whose_job_is_still_completing_is_not_counted_idle(slurm):
+    """The controller's look at Slurm counts a node idle only once Slurm can place a job there: a node whose
+    job was cancelled but is still ``COMPLETING`` (here a script that ignores SIGTERM, ended by SIGKILL after
+    ``KillWait``) is not idle, so no expander is asked for on it; ``sinfo -t idle`` counts it."""
+    c = slurm
+    quiet_site(c)
+    with site_jobs(c) as ids:
+        jid = sh(c, "sbatch --parsable -N 1 -w node16 -J stubborn --output /dev/null "
+                    "--wrap 'trap \"\" TERM; sleep 60 & wait; sleep 60'").strip()
+        ids.append(jid)
+        wait_for(lambda: running(c, jid), 60, every=0.2)
+        assert sh(c, LOOK.format(jid=jid)).split() == ["RUNNING", str(len(ALL) - 1), "RUNNING"]
+        sh(c, f"scancel {jid}")
+        # a look taken while Slurm had the job completing before and after it
+        during = wait_for(lambda: (r := sh(c, LOOK.format(jid=jid)).split()) and r[0] == r[2] == "COMPLETING" and r,
+                          60, every=0.1)
+        assert during[1] == str(len(ALL) - 1), (during, sh(c, "sinfo -N -h -p batch -o '%N %T'"))
+        wait_for(lambda: (r := sh(c, LOOK.format(jid=jid)).split()) and r[0] not in ("RUNNING", "COMPLETING")
+                 and r[1] == str(len(ALL)), 60, every=0.5)  # and idle once it has completed
+
+
 def test_scontrol_update_shrinks_a_running_job_and_a_waiting_job_starts_on_the_nodes_it_gave_back(slurm):
     c = slurm
     quiet_site(c)

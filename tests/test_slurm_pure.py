@@ -29,7 +29,7 @@ from scheduler.rm.slurm.broker import (
     Submit,
     Tenant,
 )
-from scheduler.rm.slurm.view import SlurmJob, expander_name, parse_squeue, partition_pool
+from scheduler.rm.slurm.view import SlurmJob, expander_name, idle_nodes, parse_squeue, partition_pool
 
 
 def test_allocation_pool_reads_hostlist_and_cpu_counts():
@@ -57,6 +57,14 @@ def test_parse_squeue_and_partition_pool():
     with pytest.raises(PoolError, match="not in the partition"):
         partition_pool("node1 2\n", {"node9"})
 
+
+
+def test_idle_nodes_counts_each_plain_idle_node_once_and_no_completing_one():
+    """``sinfo -N`` lists a node once per partition; a node whose last job is completing (its epilog not
+    done, Slurm places nothing there yet) or not responding is not idle."""
+    text = "node1 idle\nnode1 idle\nnode2 completing\nnode3 allocated\nnode4 idle*\nnode5 idle\n\ngarbage\n"
+    assert idle_nodes(text) == 2
+    assert idle_nodes("") == 0
 
 def job(jid, name, state, nodes=(), reason="None", n=None, prio=100, start=None, end=None):
     return SlurmJob(jid, name, state, "u", n if n is not None else len(nodes), tuple(nodes), reason, prio, start, end)

@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from scheduler.core.jobfile import JobDesc
 
 __all__ = ["MALLEABLE", "SQUEUE_FORMAT", "SlurmError", "SlurmJob", "cancel_expanders", "duration",
-           "expander_name", "expander_script", "final_states", "look", "malleable_comment", "parse_squeue",
-           "partition_args", "partition_pool", "resizes_once", "run", "submit_expander"]
+           "expander_name", "expander_script", "final_states", "idle_nodes", "look", "malleable_comment",
+           "parse_squeue", "partition_args", "partition_pool", "resizes_once", "run", "submit_expander"]
 
 # id, name, state, user, nodes wanted, nodes held, reason, priority, start (predicted while pending), end,
 # submit, time limit, comment (last: it may hold '|'); times as epoch seconds (SLURM_TIME_FORMAT=%s below),
@@ -168,6 +168,13 @@ def resizes_once(config: str) -> bool:
     return "accounting_storage/none" in config or "AccountingStorageType" not in config
 
 
+def idle_nodes(text: str) -> int:
+    """How many nodes ``sinfo -h -N -o '%N %T'`` lists as plain ``idle``, each once. Not ``sinfo -t idle``:
+    it also counts a node whose last job is still ``completing`` (Slurm places nothing there until its
+    epilog is done) and, without a partition, a node once per partition it is in."""
+    return len({p[0] for p in (line.split() for line in text.splitlines()) if len(p) == 2 and p[1] == "idle"})
+
+
 def partition_args(name: str | None) -> list[str]:
     return ["-p", name] if name else []
 
@@ -176,7 +183,7 @@ def look(part: list[str], watch: tuple[str, ...] = ()) -> tuple[list[SlurmJob], 
     """Every job of the partition and its number of idle nodes; those of ``watch`` (job ids) that are no
     longer queued with their final state (``COMPLETED``, ``FAILED``, ...) while Slurm still knows them."""
     jobs = parse_squeue(run(["squeue", "-h", *part, "-o", SQUEUE_FORMAT]))
-    idle = sum(int(x) for x in run(["sinfo", "-h", *part, "-t", "idle", "-o", "%D"]).split() if x.isdigit())
+    idle = idle_nodes(run(["sinfo", "-h", "-N", *part, "-o", "%N %T"]))
     listed = {j.id for j in jobs}
     return jobs + [j for i in watch if i not in listed for j in final_states([i])], idle
 
