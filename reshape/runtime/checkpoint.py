@@ -44,6 +44,7 @@ dtype and layout rule (checked on every rank).
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import json
 import math
@@ -114,7 +115,13 @@ class Restored:
             local[np.ix_(*(r.index() for r in t.recv))] = block[np.ix_(*(r.index() for r in t.send))]
 
 
-_H5PY_IMPORT: dict[str, threading.Thread] = {}  # h5py's import in the background (from_settings), once
+@functools.cache
+def _h5py_import() -> threading.Thread:
+    """h5py's import (40-200 ms) in the background, started once per process: during the first iterations,
+    not in the first write."""
+    t = threading.Thread(target=importlib.import_module, args=("h5py",), name="reshape-h5py", daemon=True)
+    t.start()
+    return t
 
 
 @dataclass
@@ -256,7 +263,7 @@ class Checkpointer:
         and h5py's import (local, no MPI). A daemon thread frozen inside h5py at the interpreter's end holds
         h5py's global lock, and the main thread's last deallocations then wait on it forever (the job never
         exits). The checkpoint in flight is not committed: no agreement is possible here; it stays a ``.part``."""
-        for t in (self._thread, self._committer, _H5PY_IMPORT.get("thread")):
+        for t in (self._thread, self._committer, _h5py_import()):
             if t is not None:
                 t.join()
 
@@ -340,11 +347,7 @@ def from_settings(comm, cfg, job_id: int, spawned: bool = False, directory: str 
         setting, own = ("auto", AUTO_FACTOR), cfg.checkpoint_dir is None
     if setting is None:
         return None
-    # h5py's import (40-200 ms) in the background, during the first iterations, not in the first write
-    if "thread" not in _H5PY_IMPORT:
-        _H5PY_IMPORT["thread"] = threading.Thread(target=importlib.import_module, args=("h5py",),
-                                                  name="reshape-h5py", daemon=True)
-        _H5PY_IMPORT["thread"].start()
+    _h5py_import()
     if spawned:
         return Checkpointer(directory or os.path.abspath(cfg.checkpoint_dir or DEFAULT_DIR), *setting,
                             job=str(job_id), own=False)

@@ -6,8 +6,9 @@ second; at each tick the newest look, the core's malleable jobs and the
 Remap Scheduler's what-if go through the pure
 :class:`scheduler.rm.slurm.broker.Broker`, whose operations change the pool
 through the core's node events (granted, released, down, draining, a
-lease ended: ``scheduler.core.events``) and shrink requests, or are queued for the Slurm thread (``sbatch`` an expander,
-``scancel``, ``scontrol update ... NodeList=``).
+lease ended: ``scheduler.core.events``) and shrink requests, or are queued
+for the Slurm thread (``sbatch`` an expander, ``scancel``, ``scontrol
+update ... NodeList=``).
 
 :class:`SlurmGrow` is the mode of ``reshape submit --slurm`` without a site
 controller (``reshape daemon --slurm-grow``, started by ``reshape slurm-run``
