@@ -57,18 +57,26 @@ def _stats(xs: list[float]) -> dict | None:
 
 
 def release_latencies(hist: dict) -> list[float]:
-    """A shrink asked for a waiting Slurm job W (the job's ``shrink_request``, naming W) to the first
-    node given back to Slurm for W after it (a node event ``released`` naming W)."""
-    released: dict[str, list[float]] = {}
-    for e in hist.get("node_events", []):
-        m = re.search(r"Slurm job (\d+) ", e.get("detail") or "")
-        if e["kind"] == "released" and m:
-            released.setdefault(m.group(1), []).append(e["t"])
+    """A shrink asked of a job (its ``shrink_request`` for a waiting Slurm job) to the first node of that
+    job given back to Slurm after it (a node event ``released`` "released to Slurm: ..." of a host whose
+    last grant was to the job's Slurm job, as its allocation or by one of its expanders). A release named
+    for another waiting job counts (the controller gives a freed node to whichever job waits then); a
+    node freed because a job ended does not."""
+    alloc = {j["job_id"]: j.get("allocation") for j in hist.get("jobs", [])}
+    owner: dict[str, str] = {}
+    given: dict[str, list[float]] = {}
+    for e in sorted(hist.get("node_events", []), key=lambda e: e["t"]):
+        detail = e.get("detail") or ""
+        m = re.search(r"(?:allocation of|for) Slurm job (\d+)$|for Slurm job (\d+) in ", detail)
+        if e["kind"] == "granted" and m:
+            owner[e["host"]] = m.group(1) or m.group(2)
+        elif e["kind"] == "released" and detail.startswith("released to Slurm:") and e.get("host") in owner:
+            given.setdefault(owner[e["host"]], []).append(e["t"])
     out = []
     for e in hist.get("events", []):
-        m = re.search(r"Slurm job (\d+) ", e.get("detail") or "")
-        if e["kind"] == "shrink_request" and m:
-            after = [t for t in released.get(m.group(1), []) if t >= e["t"]]
+        a = alloc.get(e.get("job_id"))
+        if e["kind"] == "shrink_request" and a is not None:
+            after = [t for t in given.get(str(a), []) if t >= e["t"]]
             if after:
                 out.append(min(after) - e["t"])
     return out

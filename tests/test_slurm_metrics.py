@@ -1,0 +1,43 @@
+"""The Slurm benchmark's latency metrics (``benchmarks.slurm_metrics``) read from a controller's history."""
+
+from __future__ import annotations
+
+from benchmarks.slurm_metrics import grow_latencies, release_latencies
+
+
+def _history() -> dict:
+    """Job 1 (Slurm job 111, on node1 and, through expander 112, node2) is asked at t=52 to shrink for
+    waiting Slurm job 125; 125 starts at t=54 on nodes that were free by then, the node job 1 gives back
+    at t=55 goes to the next waiting job (126), and 125 ends at t=84."""
+    return {
+        "jobs": [{"job_id": 1, "allocation": "111"}, {"job_id": 5, "allocation": "125"}],
+        "events": [
+            {"t": 10.0, "job_id": 1, "kind": "expand"},
+            {"t": 52.0, "job_id": 1, "kind": "shrink_request",
+             "detail": "4->2: Slurm job 125 is waiting for 2 node(s)"},
+            {"t": 53.5, "job_id": 1, "kind": "shrink", "detail": "4->2"},
+        ],
+        "node_events": [
+            {"t": 0.0, "kind": "granted", "host": "node1", "detail": "allocation of Slurm job 111"},
+            {"t": 9.0, "kind": "granted", "host": "node2",
+             "detail": "granted by Slurm job 112 for Slurm job 111 in 0.9 s"},
+            {"t": 54.0, "kind": "granted", "host": "node9", "detail": "allocation of Slurm job 125"},
+            {"t": 55.0, "kind": "released", "host": "node2",
+             "detail": "released to Slurm: Slurm job 126 is waiting for 1 node(s)"},
+            {"t": 84.0, "kind": "released", "host": "node9", "detail": "Slurm job 125 ended"},
+        ],
+    }
+
+
+def test_a_release_is_timed_to_the_shrunk_jobs_node_going_back_not_to_the_waiting_jobs_end():
+    assert release_latencies(_history()) == [3.0]
+
+
+def test_no_release_counts_when_the_shrunk_job_never_gave_a_node_back():
+    h = _history()
+    h["node_events"] = [e for e in h["node_events"] if e["host"] != "node2" or e["kind"] == "granted"]
+    assert release_latencies(h) == []
+
+
+def test_a_grant_is_timed_to_the_jobs_next_expansion():
+    assert grow_latencies(_history()) == [1.0]
