@@ -609,7 +609,7 @@ def test_a_malleable_job_shrinks_below_its_size_for_a_waiting_job_and_slurm_gets
     minutes), a rigid job holds the other 8 for 10 minutes. A rigid job asking for 4 nodes would wait
     for the malleable job's end (Slurm's prediction, minutes away); shrinking it to 8 CPUs costs it
     less than that (SD-Policy's slowdown test), and Slurm's plan delays no one: the controller shrinks it
-    within its stretch bound (``--max-stretch``, default twice its run at 16), the rigid job starts on the nodes
+    within its stretch bound (``--max-stretch``, default three times its run at 16), the rigid job starts on the nodes
     it gives back long before its predicted start, and the shrunk job's Slurm limit grows as the charging
     rule says (half the size: its remaining budget lasts twice as long), in the update that shrinks it."""
     c = slurm

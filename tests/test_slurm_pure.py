@@ -179,6 +179,22 @@ def test_a_waiting_job_gets_free_nodes_first_then_shrinks_never_the_batch_host()
     assert b.step(3, [MAIN, job("8", X, "RUNNING", ["node4"]), started], 0, USED, [tenant(hosts[:4])], never) == []
 
 
+def test_a_job_that_has_measured_no_size_yet_is_not_shrunk_past_max_stretch():
+    """The stretch bound holds before a job has measured its iteration time: with linear speedup, a job
+    with all of its 100 iterations left runs twice as long at half its size (more than 1.1 times, less
+    than 2), one with 5 left 1.05 times as long."""
+    jobs = [MAIN, job("20", "other", "PENDING", reason="Resources", start=5000, n=1)]
+    shrink = [AskShrink(1, 2, "Slurm job 20 is waiting for 1 node(s)", ("node2",))]
+
+    def asked(left, max_stretch):
+        b = broker(max_stretch=max_stretch)
+        t = Tenant(1, "7", 4, ("node1",) * 2 + ("node2",) * 2, 1, False, (2,), {}, left, requested=4, total=100)
+        return [o for o in b.step(1, jobs, 0, USED, [t], never) if isinstance(o, AskShrink)]
+
+    assert asked(100, 1.1) == [] and asked(100, 2.0) == shrink
+    assert asked(5, 1.1) == shrink
+
+
 def test_a_node_given_back_and_not_yet_idle_in_slurm_counts_for_a_waiting_job_before_any_shrink():
     b = broker()
     jobs = [MAIN, job("8", X, "RUNNING", ["node3", "node4"])]

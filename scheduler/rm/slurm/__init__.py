@@ -31,9 +31,9 @@ def _add(g: argparse._ArgumentGroup) -> None:
     g.add_argument("--no-shrink-to-start", action="store_true",
                    help="shrink running jobs for every waiting job that can start so, without weighing what it "
                         "costs them or checking Slurm's plan (the rule before the SD-Policy criterion)")
-    g.add_argument("--max-stretch", type=float, default=1.1, metavar="FACTOR",
+    g.add_argument("--max-stretch", type=float, default=3.0, metavar="FACTOR",
                    help="no shrink makes a malleable job run longer than FACTOR times its run at its requested "
-                        "size (default 1.1)")
+                        "size (default 3; 1.1 protects each job more and starts queued work later: docs/slurm.md)")
     g.add_argument("--shrink-criterion", choices=("slowdown", "turnaround"), default="slowdown",
                    help="what a shrink to start weighs (docs/slurm.md): slowdown (default; SD-Policy's test) the "
                         "seconds the shrunk jobs lose and the waiting job saves, each divided by its job's run time; "

@@ -111,6 +111,21 @@ class Tenant:
     ends: Mapping[int, float] = field(default_factory=dict)  # size -> the end Slurm should see at that size
     latest: float | None = None  # the latest end a shrink may push it to (max_stretch times its run at its size)
     run: float | None = None  # seconds its whole run takes at its requested size (measured, else scaled)
+    requested: int | None = None  # its requested size (processes)
+    total: int | None = None  # iterations its whole run has, if it said
+
+    def within(self, q: int, now: float, max_stretch: float) -> bool:
+        """Whether running the rest at ``q`` keeps its run within ``max_stretch`` times its run at its requested
+        size: by its measured times where it has them (``latest``), else, with linear speedup from the part
+        of its iterations left (``f``), ``(1 - f) + f * requested / q <= max_stretch`` (a job that has not
+        measured a size yet is not exempt); True where it said neither its size nor how many it runs."""
+        end = self.end_at(q, now) if self.latest is not None else None
+        if end is not None:
+            return end <= self.latest
+        if self.left is None or not self.total or not self.requested:
+            return True
+        f = min(1.0, self.left / self.total)
+        return (1 - f) + f * self.requested / max(q, 1) <= max_stretch + 1e-9
 
     def gain(self) -> float:
         """Relative speed gained per processor added at its last measured step up (unmeasured: linear)."""

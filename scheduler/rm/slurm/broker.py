@@ -104,7 +104,7 @@ class Broker:
     time_limits: str = "charge"  # keep each job's Slurm time limit at its end: "charge", "measured" or "off"
     nodes: tuple[str, ...] = ()  # the partition's nodes, in Slurm's order (the backfill plan's)
     resizes_once: bool = False  # Slurm refuses any update of a job after its first shrink (no accounting)
-    max_stretch: float = 1.1  # no shrink makes a job run longer than this times its run at its requested size
+    max_stretch: float = 3.0  # no shrink makes a job run longer than this times its run at its requested size
     regrow: bool = False  # a moldable start's own cost assumes it grows back when Slurm would have started it
     criterion: str = "slowdown"  # what a shrink to start weighs: seconds ("turnaround") or "slowdown" (admit)
     _now: float = 0.0
@@ -492,7 +492,7 @@ class Broker:
                 if not order:
                     continue
                 q = shrink_off(t, {*left, order[0]})
-                if q is None or (t.latest is not None and (t.end_at(q, self._now) or 0.0) > t.latest):
+                if q is None or not t.within(q, self._now, self.max_stretch):
                     continue  # below min_procs or its points, or it would run past max_stretch its own run
                 gone = tuple(h for h in dict.fromkeys(t.hosts[q:]) if not self._batch(h))
                 # the last first: the first node of a Slurm job (its batch host) is the last it gives back

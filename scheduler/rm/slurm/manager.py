@@ -118,7 +118,7 @@ class SlurmManager(ResourceManager):
             out.append(Tenant(j.job_id, g, j.nprocs, tuple(j.hosts), j.spec.min_procs, j.pending is not None,
                               points, times, None if total is None else max(0, total - j.iterations),
                               slurm_ends(j, [*points, j.nprocs], now, self.broker.time_limits == "measured"),
-                              *self._run(j, times, total)))
+                              *self._run(j, times, total), j.spec.nprocs, total))
         return out
 
     def _run(self, j: Job, times: Mapping[int, float], total: int | None) -> tuple[float | None, float | None]:
