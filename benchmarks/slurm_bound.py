@@ -122,14 +122,15 @@ def one_workload(w: Workload, cal: dict, presets: tuple[str, ...] = PRESETS, twi
     """Every preset on ``w`` against ``easy`` (module docstring): a row of ratios and means."""
     jobs, largest = sim_inputs(w, cal)
     slots = w.nodes * w.cpus_per_node
-    runs = run_presets(jobs, slots, [BASELINE, *presets])
+    runs = run_presets(jobs, slots, list(dict.fromkeys([BASELINE, *presets])))
     strict = run_presets(jobs, slots, list(presets), largest) if presets else {}
-    base = runs.pop(BASELINE)
+    base = runs[BASELINE]
     mean_base = base["mean_turnaround"]
     row: dict = {"workload": w.name, "jobs": len(jobs), "easy_mean_s": mean_base,
                  "easy_idle_while_waiting": base["idle_while_waiting"], "ratio": {}, "worst_job": {},
                  "ratio_redist_largest": {}, **{k: {} for k in KEPT}}
-    for n, m in runs.items():
+    for n in presets:
+        m = runs[n]
         row["ratio"][n] = mean_base / m["mean_turnaround"]
         row["worst_job"][n] = min(base["turnaround"][k] / t for k, t in m["turnaround"].items())
         row["ratio_redist_largest"][n] = mean_base / strict[n]["mean_turnaround"]
