@@ -36,5 +36,5 @@ def test_easy_against_itself_is_one_and_no_schedule_beats_the_relaxation():
     assert row["resizes"]["easy"] == 0 and row["resizes"]["reshape"] > 0
     assert row["oracle_ratio"] == max(row["ratio"].values()) >= 1.0
     rel = row["relaxation_mean_s"]
-    assert 0 < rel["alone"] <= rel["bound"] and rel["area"] <= rel["bound"]
+    assert 0 < max(rel["alone"], rel["area"]) <= rel["bound"] <= row["easy_mean_s"]
     assert row["ceiling_ratio"] >= row["oracle_ratio"]
