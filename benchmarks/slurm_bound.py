@@ -16,7 +16,7 @@ allocations 16 whole nodes do.
 
 Per workload and preset: the turnaround ratio (mean turnaround of ``easy`` over the preset's)
 and the worst job's ratio; the *oracle choice* (the best preset of each workload, chosen after
-the fact); the *relaxation bound* (:func:`relaxation`: a mean turnaround no schedule of these
+the fact, among the runs that killed no job at its limit); the *relaxation bound* (:func:`relaxation`: a mean turnaround no schedule of these
 jobs can beat, so ``easy``'s over it is a ratio no scheduler can exceed); the twin's plain-Slurm
 and controller runs (:func:`benchmarks.slurm_workload.twin_of`) for comparison.
 
