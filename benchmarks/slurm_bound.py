@@ -16,9 +16,10 @@ allocations 16 whole nodes do.
 
 Per workload and preset: the turnaround ratio (mean turnaround of ``easy`` over the preset's)
 and the worst job's ratio; the *oracle choice* (the best preset of each workload, chosen after
-the fact, among the runs that killed no job at its limit); the *relaxation bound* (:func:`relaxation`: a mean turnaround no schedule of these
-jobs can beat, so ``easy``'s over it is a ratio no scheduler can exceed); the twin's plain-Slurm
-and controller runs (:func:`benchmarks.slurm_workload.twin_of`) for comparison.
+the fact, among the runs that killed no job at its limit); the *relaxation bound*
+(:func:`relaxation`: a mean turnaround no schedule of these jobs can beat, so ``easy``'s over it
+is a ratio no scheduler can exceed); the twin's plain-Slurm and controller runs
+(:func:`benchmarks.slurm_workload.twin_of`) for comparison.
 
 Redistribution: the twin charges each job ``0.02 * seconds / ITERATIONS * (1 + min/max)`` per
 resize; the simulator prices a resize by ``(size, p, q)`` only, not per job, so the headline
