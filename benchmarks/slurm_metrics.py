@@ -61,7 +61,8 @@ def release_latencies(hist: dict) -> list[float]:
     job given back to Slurm after it (a node event ``released`` "released to Slurm: ..." of a host whose
     last grant was to the job's Slurm job, as its allocation or by one of its expanders). A release named
     for another waiting job counts (the controller gives a freed node to whichever job waits then); a
-    node freed because a job ended does not."""
+    node freed because a job ended does not, nor a request the job was asked again after before it gave
+    a node back (withdrawn: the waiting job started on other nodes)."""
     alloc = {j["job_id"]: j.get("allocation") for j in hist.get("jobs", [])}
     owner: dict[str, str] = {}
     given: dict[str, list[float]] = {}
@@ -72,13 +73,18 @@ def release_latencies(hist: dict) -> list[float]:
             owner[e["host"]] = m.group(1) or m.group(2)
         elif e["kind"] == "released" and detail.startswith("released to Slurm:") and e.get("host") in owner:
             given.setdefault(owner[e["host"]], []).append(e["t"])
-    out = []
+    asks: dict[str, list[float]] = {}
     for e in hist.get("events", []):
         a = alloc.get(e.get("job_id"))
         if e["kind"] == "shrink_request" and a is not None:
-            after = [t for t in given.get(str(a), []) if t >= e["t"]]
-            if after:
-                out.append(min(after) - e["t"])
+            asks.setdefault(str(a), []).append(e["t"])
+    out = []
+    for a, ts in asks.items():
+        ts = sorted(ts)
+        for t, until in zip(ts, [*ts[1:], math.inf], strict=True):
+            after = [r for r in given.get(a, []) if t <= r < until]
+            if after:  # none before the job was asked again: that request was withdrawn, not slow
+                out.append(min(after) - t)
     return out
 
 

@@ -41,3 +41,10 @@ def test_no_release_counts_when_the_shrunk_job_never_gave_a_node_back():
 
 def test_a_grant_is_timed_to_the_jobs_next_expansion():
     assert grow_latencies(_history()) == [1.0]
+
+
+def test_a_request_withdrawn_before_any_node_went_back_is_not_timed_to_the_next_release():
+    h = _history()
+    h["events"].insert(1, {"t": 20.0, "job_id": 1, "kind": "shrink_request",
+                           "detail": "4->2: Slurm job 117 is waiting for 1 node(s)"})
+    assert release_latencies(h) == [3.0]
