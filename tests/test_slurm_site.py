@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler.core import events as C
-from scheduler.core.actions import StateError
+from scheduler.core.actions import Kill, StateError
 from scheduler.core.jobfile import validate_job
 from scheduler.core.policy import app_policy, remap_policy
 from scheduler.core.pool import Node, Pool
@@ -201,4 +201,35 @@ def test_a_registration_on_a_node_an_expander_no_longer_holds_waits_until_its_jo
     rm.apply(st.port, 4.5, [views[0], job("301", "b", "RUNNING", ["n3"])], 0, 4.5)
     b = rm.adopt(st.port, emu("b"), "301", ["n3", "n3"], 5.0, None)  # slurm-run's retry
     assert st.jobs[b].state == st.jobs[a].state == "running" and st.pool.leases["n3"] == "301"
+    st.validate()
+
+
+def perform(st: ClusterState, rm: SlurmSite, acts: list) -> None:
+    """The daemon's part: kills of the jobs the controller adopted go to it (``EndJob`` of their Slurm jobs)."""
+    kills = [a.job_id for a in acts if isinstance(a, Kill)]
+    if kills:
+        rm.kill(st.port, kills)
+
+
+def test_a_registration_retried_before_the_next_look_is_not_failed_on_the_node_its_job_left():
+    """``reshape slurm-run``'s retry after ``node_busy`` comes as soon as the job using the node has shrunk off
+    it, before the controller's next look: the node is the new job's, which is not failed there (nor
+    its Slurm job cancelled) for the old job's having had to leave it."""
+    st, rm = site()
+    a = rm.adopt(st.port, emu("a"), "101", ["n1", "n1"], 0.0, None)
+    rm.broker.submitted("101", "201", 0.5)
+    views = [job("101", "a", "RUNNING", ["n1"]), job("201", expander_name("101"), "RUNNING", ["n3"])]
+    rm.apply(st.port, 1.0, views, 0, 1.0)
+    point(st, a, 1, 4.0, 2.0)
+    st.handle(C.Resized(job_id=a, old=2, new=4, seconds=0.1), 2.1)
+    with pytest.raises(StateError, match="node_busy"):  # Slurm ended expander 201 and started 301 on n3
+        rm.adopt(st.port, emu("b"), "301", ["n3", "n3"], 3.0, None)
+    rm.apply(st.port, 3.5, [views[0], job("301", "b", "RUNNING", ["n3"])], 0, 3.5)
+    assert point(st, a, 2, 2.0, 4.0).action == "shrink"
+    st.handle(C.Resized(job_id=a, old=4, new=2, seconds=0.1), 4.1)
+    b = rm.adopt(st.port, emu("b"), "301", ["n3", "n3"], 4.2, None)  # the retry, before the next look
+    perform(st, rm, rm.step(st.port, 4.3))
+    perform(st, rm, rm.apply(st.port, 5.0, [views[0], job("301", "b", "RUNNING", ["n3"])], 0, 5.0))
+    assert st.jobs[b].state == st.jobs[a].state == "running", st.jobs[b].error
+    assert EndJob("301") not in outbox(rm)
     st.validate()

@@ -128,10 +128,14 @@ class Broker:
 
     # ------------------------------------------------------------------ bookkeeping from the adapters
     def add_group(self, main: str, batch_host: str, now: float, hosts: Sequence[str] = ()) -> None:
-        """Group ``main`` runs with its batch script on ``batch_host``; ``hosts``: the nodes its job holds."""
+        """Group ``main`` runs with its batch script on ``batch_host``; ``hosts``: the nodes its job holds, which
+        no job uses (the adapter checked): a job that was to leave one (``gone``) has, and that is settled
+        here, so the next look does not take the new job for the one that must leave (it would fail there)."""
         self.groups.setdefault(main, _Group(main, batch_host, now))
         self.owner[main] = main
         self.held.update(dict.fromkeys(hosts, main))
+        for h in hosts:
+            self.gone.pop(h, None)
 
     def drain(self, host: str, why: str) -> None:
         self.draining[host] = why
@@ -179,7 +183,7 @@ class Broker:
         self._now = now
         by_id = {j.id: j for j in jobs}
         ops = self._ended(by_id, seen)
-        ops += self._holdings(now, by_id)
+        ops += self._holdings(now, by_id, seen)
         free = [h for h in self.held if not used.get(h) and not self._batch(h) and h not in self.draining
                 and self.held[h] not in self.frozen]
         self.idle_since = {h: self.idle_since.get(h, now) for h in free}
@@ -262,8 +266,9 @@ class Broker:
         self.quiet_until.pop(main, None)
         return ops
 
-    def _holdings(self, now: float, by_id: Mapping[str, SlurmJob]) -> list:
-        """Grants and losses: the nodes of our running main jobs and expanders against the last look."""
+    def _holdings(self, now: float, by_id: Mapping[str, SlurmJob], seen: float) -> list:
+        """Grants and losses: the nodes of our running main jobs and expanders against the last look (taken
+        at ``seen``: a main job registered after it keeps its nodes, which the look may not show yet)."""
         ops: list = []
         names = {expander_name(m): m for m in self.groups}
         now_held: dict[str, str] = {}
@@ -280,7 +285,8 @@ class Broker:
                 self.quiet_until[main] = now + 3 * self.grant_timeout
                 ops.append(Cancel(j.id, f"Slurm granted no node in {self.grant_timeout:g} s ({j.reason})"))
         for h, jid in self.held.items():
-            if jid in self.missing:  # a main job missing from one look keeps its nodes until the next
+            g = self.groups.get(jid)  # a main job missing from one look keeps its nodes until the next
+            if jid in self.missing or (g is not None and seen <= g.since):
                 now_held.setdefault(h, jid)
         for jid in [k for k in self.requested if k not in by_id]:
             del self.requested[jid]  # cancelled or failed outside our control
