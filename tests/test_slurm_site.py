@@ -211,6 +211,49 @@ def perform(st: ClusterState, rm: SlurmSite, acts: list) -> None:
         rm.kill(st.port, kills)
 
 
+def restarted(slurm_now: list[SlurmJob], final: str) -> tuple[ClusterState, SlurmSite, int]:
+    """Job a (Slurm job 101 on n1) journaled; the controller restarted and re-attached with ``slurm_now`` as
+    Slurm's queue, Slurm saying job 101 ended ``final``."""
+    from scheduler.core.job import Job
+    from scheduler.core.nodestate import NodeRecord
+
+    st, rm = site()
+    a = rm.adopt(st.port, emu("a"), "101", ["n1", "n1"], 0.0, None)
+    rm.apply(st.port, 1.0, [job("101", "a", "RUNNING", ["n1"])], 0, 1.0)
+    new, rm2 = site()
+    new.restore_nodes([NodeRecord.from_dict(r.to_dict()) for r in st.nodes.values()], 100.0)
+    new.restore([Job.from_dict(j.to_dict()) for j in st.jobs.values()], st.next_id)
+    rm2.final_state = lambda main: final if main == "101" else "RUNNING"
+    rm2.first_look = lambda: (slurm_now, 0)
+    rm2.attach(new.port, 100.0)
+    return new, rm2, a
+
+
+def test_a_job_registering_after_a_restart_on_the_node_of_a_job_that_ended_meanwhile_is_adopted_and_kept():
+    """Job 101 ended while the controller was away and Slurm started 102 on its node: 102 registers before
+    the restarted controller's looks have shown 101 go. 101 is settled by Slurm's word, 102 adopted at once,
+    and the looks that follow leave 102 alone (nothing of it cancelled, its node not failed under it)."""
+    st, rm, a = restarted([job("102", "b", "RUNNING", ["n1"])], "COMPLETED")
+    b = rm.adopt(st.port, emu("b"), "102", ["n1", "n1"], 100.5, None)
+    assert st.jobs[a].state == "done" and st.jobs[b].state == "running" and st.pool.leases == {"n1": "102"}
+    perform(st, rm, rm.step(st.port, 100.6))
+    for t in (101.0, 102.0):
+        perform(st, rm, rm.apply(st.port, t, [job("102", "b", "RUNNING", ["n1"])], 0, t))
+    assert st.jobs[b].state == "running", st.jobs[b].error
+    assert not [o for o in outbox(rm) if isinstance(o, EndJob | CancelJob)]
+    st.validate()
+
+
+@pytest.mark.parametrize("final", ["RUNNING", "GONE"])
+def test_after_a_restart_a_job_slurm_does_not_say_ended_is_not_settled_by_a_registration(final):
+    """Where Slurm says the old job still runs (the node was an expander's), or cannot say, the registration
+    settles nothing: ``node_busy`` (retried) until the looks have."""
+    st, rm, a = restarted([job("102", "b", "RUNNING", ["n1"])], final)
+    with pytest.raises(StateError, match="node_busy"):
+        rm.adopt(st.port, emu("b"), "102", ["n1", "n1"], 100.5, None)
+    assert st.jobs[a].state == "running" and "101" in rm.broker.groups
+
+
 def test_a_registration_retried_before_the_next_look_is_not_failed_on_the_node_its_job_left():
     """``reshape slurm-run``'s retry after ``node_busy`` comes as soon as the job using the node has shrunk off
     it, before the controller's next look: the node is the new job's, which is not failed there (nor

@@ -303,9 +303,12 @@ class SlurmSite(SlurmManager):
         report decides done or failed), not when the looks agree, so the node is free for this job. An
         expander that held it no longer does: a job still on it shrinks off it (or fails where it cannot),
         as when a look shows Slurm ended an expander, and the registration is refused as ``node_busy``
-        until it has (``reshape slurm-run`` retries)."""
+        until it has (``reshape slurm-run`` retries). A node no group holds (a restarted controller's looks
+        have not shown its job again) whose job's Slurm job Slurm says has ended: that job is settled too."""
         prev = self.broker.held.get(host)
-        if prev is None or prev == allocation:
+        if prev is None:
+            return self._settle_unheld(s, host, allocation, now)
+        if prev == allocation:
             return []
         main = self.broker.owner.get(prev, prev)
         acts: list = []
@@ -319,6 +322,23 @@ class SlurmSite(SlurmManager):
             self.broker.forgotten(host)
         else:  # its jobs shrink off it at their next resize point, or fail where they cannot (broker, 1)
             self.broker.in_use(host, why)
+        return acts
+
+    def _settle_unheld(self, s: ManagerPort, host: str, allocation: str, now: float) -> list:
+        """``host``, which Slurm started ``allocation`` on, is held by no group: the jobs of another Slurm job
+        still on it are settled where Slurm says that job has ended (its job's end while the controller was
+        away, not yet seen by the restarted controller's looks); one that still runs (or that Slurm cannot say
+        of) keeps its jobs, which leave the node (``gone``, :meth:`attach`) or end with it as the looks say,
+        while the registration is refused as ``node_busy``."""
+        acts: list = []
+        for main in dict.fromkeys(j.allocation for j in s.running() if host in j.hosts):
+            if main is None or main == allocation:
+                continue
+            state = self.final_state(main)
+            if state in LIVE or state == "GONE":  # still running, or Slurm cannot say: the looks will
+                continue
+            for op in self.broker.end_group(main, state):
+                acts += self._apply(op, s, now)
         return acts
 
     def kill(self, state: ManagerPort, job_ids: list[int]) -> set[int]:
