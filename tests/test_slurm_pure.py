@@ -281,6 +281,20 @@ def test_a_look_taken_before_a_job_registered_does_not_take_its_nodes_from_it():
                                           {**USED, "node3": 2}, ts, never, seen=7.0)
 
 
+def test_no_expander_is_asked_for_a_job_missing_from_a_look_and_one_submitted_as_its_job_ended_is_cancelled():
+    """A job missing from one look may have ended (a restarted controller's first look at a job that ended
+    while it was away): nothing is asked for it. An expander whose ``sbatch`` answers after its job's end
+    was seen is nobody's (its group's end cancelled the others): cancelled at once, not left holding a node."""
+    b = broker()
+    t = [tenant(["node1"] * 2 + ["node2"] * 2)]
+    assert [o for o in b.step(0, [MAIN], 2, USED, t, lambda j, e: 8) if isinstance(o, Submit)] == [Submit("7", 2)]
+    b.submitted("7", None, 0.5)  # that sbatch failed
+    assert not [o for o in b.step(1, [], 2, USED, t, lambda j, e: 8) if isinstance(o, Submit)]
+    assert b.step(2, [], 2, {}, [], never) == [Ended("7", "GONE")]
+    assert b.submitted("7", "8", 2.5) == [Cancel("8", "its job 7 ended while it was submitted")]
+    assert "8" not in b.owner and not b.requested
+
+
 def test_late_starts_are_counted_against_the_first_prediction():
     b = broker(late_tolerance=5)
     b.step(0, [MAIN, job("20", "rigid", "PENDING", reason="Priority", n=1, start=100.0)], 0, USED, [], never)

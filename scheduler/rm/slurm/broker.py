@@ -149,11 +149,17 @@ class Broker:
         """Slurm took ``host`` back while a job still uses it: the job must leave it (``gone``)."""
         self.gone[host] = why
 
-    def submitted(self, main: str, job: str | None, now: float) -> None:
+    def submitted(self, main: str, job: str | None, now: float) -> list[Cancel]:
+        """``sbatch`` answered for group ``main``: expander ``job`` (None: it failed). One whose group ended
+        while it was submitted is nobody's (nothing would ever cancel it): cancelled."""
         self.submitting.pop(main, None)
-        if job:
-            self.requested[job] = now
-            self.owner[job] = main
+        if not job:
+            return []
+        if main not in self.groups:
+            return [Cancel(job, f"its job {main} ended while it was submitted")]
+        self.requested[job] = now
+        self.owner[job] = main
+        return []
 
     def released_host(self, host: str) -> None:
         job = self.held.pop(host, None)
@@ -534,8 +540,10 @@ class Broker:
             kept = 0  # too short to be worth an expander (Slurm counts whole minutes), or no prediction
         for t in sorted(tenants, key=lambda t: -t.gain()):
             g = t.main
-            if (idle + kept <= 0 or t.busy or g not in self.groups or g in self.submitting
-                    or now < self.quiet_until.get(g, 0) or any(self.owner.get(j) == g for j in self.requested)
+            main = by_id.get(g)  # not running in this look (missing from it: perhaps ended): nothing asked for it
+            if (idle + kept <= 0 or t.busy or g not in self.groups or g in self.submitting or main is None
+                    or main.state not in LIVE or now < self.quiet_until.get(g, 0)
+                    or any(self.owner.get(j) == g for j in self.requested)
                     or any(self.group_of(h) == g for h in self.draining)):
                 continue
             own = sum(self.node_slots - used.get(h, 0) for h in self.held
@@ -546,8 +554,7 @@ class Broker:
             nodes = math.ceil((target - t.nprocs - own) / self.node_slots)
             if nodes > idle + kept:
                 continue
-            main = by_id.get(g)
-            end = None if main is None else main.end
+            end = main.end
             if nodes > idle:  # borrowed: back before the waiting job's predicted start
                 end = until if end is None else min(end, until)
             if end is not None and end - now < self._min_window:
