@@ -276,3 +276,20 @@ def test_a_registration_retried_before_the_next_look_is_not_failed_on_the_node_i
     assert st.jobs[b].state == st.jobs[a].state == "running", st.jobs[b].error
     assert EndJob("301") not in outbox(rm)
     st.validate()
+
+
+@pytest.mark.parametrize("report, end", [("done", "done"), (None, "done")])
+def test_a_job_whose_slurm_job_is_completing_keeps_its_nodes_and_ends_as_it_ended(report, end):
+    """Slurm lists only the nodes of a completing job that are still completing (``squeue`` ``%N``): a job
+    whose batch host finished first has not lost it (not requeued, not failed, nothing cancelled); it ends
+    with its Slurm job, as its report or Slurm's final state says."""
+    st, rm = site()
+    a = rm.adopt(st.port, emu("a", nprocs=4), "101", ["n1", "n1", "n2", "n2"], 0.0, None)
+    rm.apply(st.port, 1.0, [job("101", "a", "RUNNING", ["n1", "n2"])], 0, 1.0)
+    if report:
+        st.handle(C.Finished(job_id=a, status=report), 5.0)
+    perform(st, rm, rm.apply(st.port, 6.0, [job("101", "a", "COMPLETING", ["n2"])], 0, 6.0))  # n1 back in service
+    assert st.jobs[a].state == "running" and not outbox(rm)
+    perform(st, rm, rm.apply(st.port, 7.0, [job("101", "a", "COMPLETED", ["n2"])], 0, 7.0))
+    assert st.jobs[a].state == end and not [o for o in outbox(rm) if isinstance(o, EndJob)]
+    st.validate()

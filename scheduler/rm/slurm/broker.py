@@ -291,8 +291,11 @@ class Broker:
                 self.quiet_until[main] = now + 3 * self.grant_timeout
                 ops.append(Cancel(j.id, f"Slurm granted no node in {self.grant_timeout:g} s ({j.reason})"))
         for h, jid in self.held.items():
-            g = self.groups.get(jid)  # a main job missing from one look keeps its nodes until the next
-            if jid in self.missing or (g is not None and seen <= g.since):
+            # a main job missing from one look keeps its nodes until the next; one registered after the look,
+            # and one completing (Slurm lists only its nodes still completing), keep theirs while it runs
+            g, j = self.groups.get(jid), by_id.get(jid)
+            completing = j is not None and j.state == "COMPLETING"
+            if jid in self.missing or (g is not None and (seen <= g.since or completing)):
                 now_held.setdefault(h, jid)
         for jid in [k for k in self.requested if k not in by_id]:
             del self.requested[jid]  # cancelled or failed outside our control

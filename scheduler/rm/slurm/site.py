@@ -361,7 +361,7 @@ class SlurmSite(SlurmManager):
         running = {j.allocation: j for j in state.running() if j.allocation is not None}
         for main, g in list(self.broker.groups.items()):
             q = by_id.get(main)
-            if q is not None and q.state in LIVE and q.nodes and g.batch_host not in q.nodes:
+            if q is not None and q.state == "RUNNING" and q.nodes and g.batch_host not in q.nodes:
                 j = running.get(main)
                 if j is not None and main not in self.requeueing:
                     acts += self.requeue(j, f"its batch host {g.batch_host} left Slurm job {main} (lost)", state, now)
