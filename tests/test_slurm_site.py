@@ -293,3 +293,41 @@ def test_a_job_whose_slurm_job_is_completing_keeps_its_nodes_and_ends_as_it_ende
     perform(st, rm, rm.apply(st.port, 7.0, [job("101", "a", "COMPLETED", ["n2"])], 0, 7.0))
     assert st.jobs[a].state == end and not [o for o in outbox(rm) if isinstance(o, EndJob)]
     st.validate()
+
+
+def test_a_registration_on_a_node_slurm_took_from_a_job_that_still_runs_ends_nothing_of_it():
+    """Slurm took n2 out of job 101, which still runs (the node failed and came back), and started 102 there:
+    101's job is not ended nor its expander cancelled; it leaves n2 as it would an expander's node, and
+    102's registration waits (``node_busy``) until it has."""
+    st, rm = site()
+    rm.final_state = lambda main: "RUNNING"
+    a = rm.adopt(st.port, emu("a", nprocs=4), "101", ["n1", "n1", "n2", "n2"], 0.0, None)
+    rm.broker.submitted("101", "201", 0.5)
+    views = [job("101", "a", "RUNNING", ["n1", "n2"]), job("201", expander_name("101"), "RUNNING", ["n3"])]
+    rm.apply(st.port, 1.0, views, 0, 1.0)
+    outbox(rm)
+    with pytest.raises(StateError, match="node_busy"):
+        rm.adopt(st.port, emu("b"), "102", ["n2", "n2"], 5.0, None)
+    perform(st, rm, rm.step(st.port, 5.1))
+    assert st.jobs[a].state == "running" and "101" in rm.broker.groups and not outbox(rm)
+    assert "n2" in rm.broker.gone
+    st.validate()
+
+
+@pytest.mark.parametrize("restarted_controller", [False, True])
+def test_a_job_registering_on_a_node_its_completing_predecessor_gave_back_first_settles_it(restarted_controller):
+    """Job 101's n1 is back in service while n2 still completes its epilog, and Slurm starts 102 on n1: 101's
+    job (it reported done) is settled then, and 102 adopted, whether or not the controller knew 101's nodes
+    (a restarted one does not)."""
+    st, rm = site()
+    rm.final_state = lambda main: "COMPLETING"
+    a = rm.adopt(st.port, emu("a", nprocs=4), "101", ["n1", "n1", "n2", "n2"], 0.0, None)
+    rm.apply(st.port, 1.0, [job("101", "a", "RUNNING", ["n1", "n2"])], 0, 1.0)
+    st.handle(C.Finished(job_id=a, status="done"), 5.0)
+    if restarted_controller:
+        rm.broker.let_go("n1")
+    b = rm.adopt(st.port, emu("b"), "102", ["n1", "n1"], 5.5, None)
+    perform(st, rm, rm.step(st.port, 5.6))
+    assert st.jobs[a].state == "done" and st.jobs[b].state == "running"
+    assert not [o for o in outbox(rm) if isinstance(o, EndJob)]
+    st.validate()
