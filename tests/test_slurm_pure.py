@@ -263,6 +263,54 @@ def test_a_group_whose_job_ended_is_gone_with_its_expanders():
     assert ops[:2] == [Ended("7", "GONE"), Cancel("8", "its job 7 ended")] and not b.groups and not b.held
 
 
+def test_a_node_a_job_had_to_leave_is_not_failed_under_the_job_registered_there_next():
+    """Slurm took node3 back (expander 8 gone) while job 1 used it: job 1 is to leave it. Once it has and
+    Slurm's next job 9 registers there (no look at Slurm in between), node3 is job 9's: the next look
+    neither fails job 9 there (its batch host: it cannot shrink off it) nor asks it to shrink off."""
+    b = broker()
+    hosts = ["node1"] * 2 + ["node2"] * 2 + ["node3"] * 2
+    b.step(0, [MAIN, job("8", X, "RUNNING", ["node3"])], 0, {**USED, "node3": 2}, [tenant(hosts, points=[4])], never)
+    assert AskShrink(1, 4, "Slurm job 8 no longer holds it", ("node3",)) in b.step(
+        1, [MAIN], 0, {**USED, "node3": 2}, [tenant(hosts, points=[4])], never)
+    b.add_group("9", "node3", 1.5, ["node3"])  # job 1 shrank off node3; Slurm started job 9 there
+    views = [MAIN, job("9", "next", "RUNNING", ["node3"])]
+    ts = [tenant(hosts[:4], points=[]), tenant(["node3"] * 2, jid=2, main="9", points=[])]
+    ops = b.step(2, views, 0, {**USED, "node3": 2}, ts, never, seen=2.0)
+    assert not [o for o in ops if isinstance(o, Fail | AskShrink | Forget | Lost)], ops
+    assert b.held["node3"] == "9" and not b.gone
+
+
+def test_a_look_taken_before_a_job_registered_does_not_take_its_nodes_from_it():
+    """A look is up to two seconds old: one taken before Slurm started job 9 (pending there) says nothing of
+    the nodes it registered with since; the first look after its registration does."""
+    b = broker()
+    b.step(0, [MAIN], 0, USED, [], never)
+    b.add_group("9", "node3", 5.0, ["node3"])
+    ts = [tenant(["node3"] * 2, jid=2, main="9", points=[])]
+    stale = [MAIN, job("9", "next", "PENDING", reason="None", n=1)]
+    ops = b.step(5.2, stale, 0, {**USED, "node3": 2}, ts, never, seen=4.5)
+    assert not [o for o in ops if isinstance(o, Fail | Lost | Ended)], ops
+    assert b.held["node3"] == "9" and not b.gone
+    ops = b.step(6.2, [MAIN], 0, {**USED, "node3": 2}, ts, never, seen=6.0)  # after it: gone from Slurm's queue
+    assert not [o for o in ops if isinstance(o, Fail | Lost | Ended)]  # an end is believed from two looks
+    assert Ended("9", "FAILED") in b.step(7.2, [MAIN, job("9", "next", "FAILED", ["node3"])], 0,
+                                          {**USED, "node3": 2}, ts, never, seen=7.0)
+
+
+def test_no_expander_is_asked_for_a_job_missing_from_a_look_and_one_submitted_as_its_job_ended_is_cancelled():
+    """A job missing from one look may have ended (a restarted controller's first look at a job that ended
+    while it was away): nothing is asked for it. An expander whose ``sbatch`` answers after its job's end
+    was seen is nobody's (its group's end cancelled the others): cancelled at once, not left holding a node."""
+    b = broker()
+    t = [tenant(["node1"] * 2 + ["node2"] * 2)]
+    assert [o for o in b.step(0, [MAIN], 2, USED, t, lambda j, e: 8) if isinstance(o, Submit)] == [Submit("7", 2)]
+    b.submitted("7", None, 0.5)  # that sbatch failed
+    assert not [o for o in b.step(1, [], 2, USED, t, lambda j, e: 8) if isinstance(o, Submit)]
+    assert b.step(2, [], 2, {}, [], never) == [Ended("7", "GONE")]
+    assert b.submitted("7", "8", 2.5) == [Cancel("8", "its job 7 ended while it was submitted")]
+    assert "8" not in b.owner and not b.requested
+
+
 def test_late_starts_are_counted_against_the_first_prediction():
     b = broker(late_tolerance=5)
     b.step(0, [MAIN, job("20", "rigid", "PENDING", reason="Priority", n=1, start=100.0)], 0, USED, [], never)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler.core import events as C
-from scheduler.core.actions import StateError
+from scheduler.core.actions import Kill, StateError
 from scheduler.core.jobfile import validate_job
 from scheduler.core.policy import app_policy, remap_policy
 from scheduler.core.pool import Node, Pool
@@ -201,4 +201,133 @@ def test_a_registration_on_a_node_an_expander_no_longer_holds_waits_until_its_jo
     rm.apply(st.port, 4.5, [views[0], job("301", "b", "RUNNING", ["n3"])], 0, 4.5)
     b = rm.adopt(st.port, emu("b"), "301", ["n3", "n3"], 5.0, None)  # slurm-run's retry
     assert st.jobs[b].state == st.jobs[a].state == "running" and st.pool.leases["n3"] == "301"
+    st.validate()
+
+
+def perform(st: ClusterState, rm: SlurmSite, acts: list) -> None:
+    """The daemon's part: kills of the jobs the controller adopted go to it (``EndJob`` of their Slurm jobs)."""
+    kills = [a.job_id for a in acts if isinstance(a, Kill)]
+    if kills:
+        rm.kill(st.port, kills)
+
+
+def restarted(slurm_now: list[SlurmJob], final: str) -> tuple[ClusterState, SlurmSite, int]:
+    """Job a (Slurm job 101 on n1) journaled; the controller restarted and re-attached with ``slurm_now`` as
+    Slurm's queue, Slurm saying job 101 ended ``final``."""
+    from scheduler.core.job import Job
+    from scheduler.core.nodestate import NodeRecord
+
+    st, rm = site()
+    a = rm.adopt(st.port, emu("a"), "101", ["n1", "n1"], 0.0, None)
+    rm.apply(st.port, 1.0, [job("101", "a", "RUNNING", ["n1"])], 0, 1.0)
+    new, rm2 = site()
+    new.restore_nodes([NodeRecord.from_dict(r.to_dict()) for r in st.nodes.values()], 100.0)
+    new.restore([Job.from_dict(j.to_dict()) for j in st.jobs.values()], st.next_id)
+    rm2.final_state = lambda main: final if main == "101" else "RUNNING"
+    rm2.first_look = lambda: (slurm_now, 0)
+    rm2.attach(new.port, 100.0)
+    return new, rm2, a
+
+
+def test_a_job_registering_after_a_restart_on_the_node_of_a_job_that_ended_meanwhile_is_adopted_and_kept():
+    """Job 101 ended while the controller was away and Slurm started 102 on its node: 102 registers before
+    the restarted controller's looks have shown 101 go. 101 is settled by Slurm's word, 102 adopted at once,
+    and the looks that follow leave 102 alone (nothing of it cancelled, its node not failed under it)."""
+    st, rm, a = restarted([job("102", "b", "RUNNING", ["n1"])], "COMPLETED")
+    b = rm.adopt(st.port, emu("b"), "102", ["n1", "n1"], 100.5, None)
+    assert st.jobs[a].state == "done" and st.jobs[b].state == "running" and st.pool.leases == {"n1": "102"}
+    perform(st, rm, rm.step(st.port, 100.6))
+    for t in (101.0, 102.0):
+        perform(st, rm, rm.apply(st.port, t, [job("102", "b", "RUNNING", ["n1"])], 0, t))
+    assert st.jobs[b].state == "running", st.jobs[b].error
+    assert not [o for o in outbox(rm) if isinstance(o, EndJob | CancelJob)]
+    st.validate()
+
+
+@pytest.mark.parametrize("final", ["RUNNING", "GONE"])
+def test_after_a_restart_a_job_slurm_does_not_say_ended_is_not_settled_by_a_registration(final):
+    """Where Slurm says the old job still runs (the node was an expander's), or cannot say, the registration
+    settles nothing: ``node_busy`` (retried) until the looks have."""
+    st, rm, a = restarted([job("102", "b", "RUNNING", ["n1"])], final)
+    with pytest.raises(StateError, match="node_busy"):
+        rm.adopt(st.port, emu("b"), "102", ["n1", "n1"], 100.5, None)
+    assert st.jobs[a].state == "running" and "101" in rm.broker.groups
+
+
+def test_a_registration_retried_before_the_next_look_is_not_failed_on_the_node_its_job_left():
+    """``reshape slurm-run``'s retry after ``node_busy`` comes as soon as the job using the node has shrunk off
+    it, before the controller's next look: the node is the new job's, which is not failed there (nor
+    its Slurm job cancelled) for the old job's having had to leave it."""
+    st, rm = site()
+    a = rm.adopt(st.port, emu("a"), "101", ["n1", "n1"], 0.0, None)
+    rm.broker.submitted("101", "201", 0.5)
+    views = [job("101", "a", "RUNNING", ["n1"]), job("201", expander_name("101"), "RUNNING", ["n3"])]
+    rm.apply(st.port, 1.0, views, 0, 1.0)
+    point(st, a, 1, 4.0, 2.0)
+    st.handle(C.Resized(job_id=a, old=2, new=4, seconds=0.1), 2.1)
+    with pytest.raises(StateError, match="node_busy"):  # Slurm ended expander 201 and started 301 on n3
+        rm.adopt(st.port, emu("b"), "301", ["n3", "n3"], 3.0, None)
+    rm.apply(st.port, 3.5, [views[0], job("301", "b", "RUNNING", ["n3"])], 0, 3.5)
+    assert point(st, a, 2, 2.0, 4.0).action == "shrink"
+    st.handle(C.Resized(job_id=a, old=4, new=2, seconds=0.1), 4.1)
+    b = rm.adopt(st.port, emu("b"), "301", ["n3", "n3"], 4.2, None)  # the retry, before the next look
+    perform(st, rm, rm.step(st.port, 4.3))
+    perform(st, rm, rm.apply(st.port, 5.0, [views[0], job("301", "b", "RUNNING", ["n3"])], 0, 5.0))
+    assert st.jobs[b].state == st.jobs[a].state == "running", st.jobs[b].error
+    assert EndJob("301") not in outbox(rm)
+    st.validate()
+
+
+@pytest.mark.parametrize("report, end", [("done", "done"), (None, "done")])
+def test_a_job_whose_slurm_job_is_completing_keeps_its_nodes_and_ends_as_it_ended(report, end):
+    """Slurm lists only the nodes of a completing job that are still completing (``squeue`` ``%N``): a job
+    whose batch host finished first has not lost it (not requeued, not failed, nothing cancelled); it ends
+    with its Slurm job, as its report or Slurm's final state says."""
+    st, rm = site()
+    a = rm.adopt(st.port, emu("a", nprocs=4), "101", ["n1", "n1", "n2", "n2"], 0.0, None)
+    rm.apply(st.port, 1.0, [job("101", "a", "RUNNING", ["n1", "n2"])], 0, 1.0)
+    if report:
+        st.handle(C.Finished(job_id=a, status=report), 5.0)
+    perform(st, rm, rm.apply(st.port, 6.0, [job("101", "a", "COMPLETING", ["n2"])], 0, 6.0))  # n1 back in service
+    assert st.jobs[a].state == "running" and not outbox(rm)
+    perform(st, rm, rm.apply(st.port, 7.0, [job("101", "a", "COMPLETED", ["n2"])], 0, 7.0))
+    assert st.jobs[a].state == end and not [o for o in outbox(rm) if isinstance(o, EndJob)]
+    st.validate()
+
+
+def test_a_registration_on_a_node_slurm_took_from_a_job_that_still_runs_ends_nothing_of_it():
+    """Slurm took n2 out of job 101, which still runs (the node failed and came back), and started 102 there:
+    101's job is not ended nor its expander cancelled; it leaves n2 as it would an expander's node, and
+    102's registration waits (``node_busy``) until it has."""
+    st, rm = site()
+    rm.final_state = lambda main: "RUNNING"
+    a = rm.adopt(st.port, emu("a", nprocs=4), "101", ["n1", "n1", "n2", "n2"], 0.0, None)
+    rm.broker.submitted("101", "201", 0.5)
+    views = [job("101", "a", "RUNNING", ["n1", "n2"]), job("201", expander_name("101"), "RUNNING", ["n3"])]
+    rm.apply(st.port, 1.0, views, 0, 1.0)
+    outbox(rm)
+    with pytest.raises(StateError, match="node_busy"):
+        rm.adopt(st.port, emu("b"), "102", ["n2", "n2"], 5.0, None)
+    perform(st, rm, rm.step(st.port, 5.1))
+    assert st.jobs[a].state == "running" and "101" in rm.broker.groups and not outbox(rm)
+    assert "n2" in rm.broker.gone
+    st.validate()
+
+
+@pytest.mark.parametrize("restarted_controller", [False, True])
+def test_a_job_registering_on_a_node_its_completing_predecessor_gave_back_first_settles_it(restarted_controller):
+    """Job 101's n1 is back in service while n2 still completes its epilog, and Slurm starts 102 on n1: 101's
+    job (it reported done) is settled then, and 102 adopted, whether or not the controller knew 101's nodes
+    (a restarted one does not)."""
+    st, rm = site()
+    rm.final_state = lambda main: "COMPLETING"
+    a = rm.adopt(st.port, emu("a", nprocs=4), "101", ["n1", "n1", "n2", "n2"], 0.0, None)
+    rm.apply(st.port, 1.0, [job("101", "a", "RUNNING", ["n1", "n2"])], 0, 1.0)
+    st.handle(C.Finished(job_id=a, status="done"), 5.0)
+    if restarted_controller:
+        rm.broker.let_go("n1")
+    b = rm.adopt(st.port, emu("b"), "102", ["n1", "n1"], 5.5, None)
+    perform(st, rm, rm.step(st.port, 5.6))
+    assert st.jobs[a].state == "done" and st.jobs[b].state == "running"
+    assert not [o for o in outbox(rm) if isinstance(o, EndJob)]
     st.validate()

@@ -282,7 +282,7 @@ class Twin:
                 for _ in range(op.nodes):
                     sid = self.slurm.submit(expander_name(op.main), 1, None, now, deadline=op.deadline, nice=True,
                                             kind="expander")
-                    self.rm.broker.submitted(op.main, sid, now)
+                    self.rm.submitted(op.main, sid, now)
             elif isinstance(op, CancelJob):
                 self.slurm.cancel(op.job, now)
                 self._gone(op.job)

@@ -128,10 +128,14 @@ class Broker:
 
     # ------------------------------------------------------------------ bookkeeping from the adapters
     def add_group(self, main: str, batch_host: str, now: float, hosts: Sequence[str] = ()) -> None:
-        """Group ``main`` runs with its batch script on ``batch_host``; ``hosts``: the nodes its job holds."""
+        """Group ``main`` runs with its batch script on ``batch_host``; ``hosts``: the nodes its job holds, which
+        no job uses (the adapter checked): a job that was to leave one (``gone``) has, and that is settled
+        here, so the next look does not take the new job for the one that must leave (it would fail there)."""
         self.groups.setdefault(main, _Group(main, batch_host, now))
         self.owner[main] = main
         self.held.update(dict.fromkeys(hosts, main))
+        for h in hosts:
+            self.gone.pop(h, None)
 
     def drain(self, host: str, why: str) -> None:
         self.draining[host] = why
@@ -145,11 +149,17 @@ class Broker:
         """Slurm took ``host`` back while a job still uses it: the job must leave it (``gone``)."""
         self.gone[host] = why
 
-    def submitted(self, main: str, job: str | None, now: float) -> None:
+    def submitted(self, main: str, job: str | None, now: float) -> list[Cancel]:
+        """``sbatch`` answered for group ``main``: expander ``job`` (None: it failed). One whose group ended
+        while it was submitted is nobody's (nothing would ever cancel it): cancelled."""
         self.submitting.pop(main, None)
-        if job:
-            self.requested[job] = now
-            self.owner[job] = main
+        if not job:
+            return []
+        if main not in self.groups:
+            return [Cancel(job, f"its job {main} ended while it was submitted")]
+        self.requested[job] = now
+        self.owner[job] = main
+        return []
 
     def released_host(self, host: str) -> None:
         job = self.held.pop(host, None)
@@ -179,7 +189,7 @@ class Broker:
         self._now = now
         by_id = {j.id: j for j in jobs}
         ops = self._ended(by_id, seen)
-        ops += self._holdings(now, by_id)
+        ops += self._holdings(now, by_id, seen)
         free = [h for h in self.held if not used.get(h) and not self._batch(h) and h not in self.draining
                 and self.held[h] not in self.frozen]
         self.idle_since = {h: self.idle_since.get(h, now) for h in free}
@@ -262,8 +272,9 @@ class Broker:
         self.quiet_until.pop(main, None)
         return ops
 
-    def _holdings(self, now: float, by_id: Mapping[str, SlurmJob]) -> list:
-        """Grants and losses: the nodes of our running main jobs and expanders against the last look."""
+    def _holdings(self, now: float, by_id: Mapping[str, SlurmJob], seen: float) -> list:
+        """Grants and losses: the nodes of our running main jobs and expanders against the last look (taken
+        at ``seen``: a main job registered after it keeps its nodes, which the look may not show yet)."""
         ops: list = []
         names = {expander_name(m): m for m in self.groups}
         now_held: dict[str, str] = {}
@@ -280,7 +291,11 @@ class Broker:
                 self.quiet_until[main] = now + 3 * self.grant_timeout
                 ops.append(Cancel(j.id, f"Slurm granted no node in {self.grant_timeout:g} s ({j.reason})"))
         for h, jid in self.held.items():
-            if jid in self.missing:  # a main job missing from one look keeps its nodes until the next
+            # a main job missing from one look keeps its nodes until the next; one registered after the look,
+            # and one completing (Slurm lists only its nodes still completing), keep theirs while it runs
+            g, j = self.groups.get(jid), by_id.get(jid)
+            completing = j is not None and j.state == "COMPLETING"
+            if jid in self.missing or (g is not None and (seen <= g.since or completing)):
                 now_held.setdefault(h, jid)
         for jid in [k for k in self.requested if k not in by_id]:
             del self.requested[jid]  # cancelled or failed outside our control
@@ -528,8 +543,10 @@ class Broker:
             kept = 0  # too short to be worth an expander (Slurm counts whole minutes), or no prediction
         for t in sorted(tenants, key=lambda t: -t.gain()):
             g = t.main
-            if (idle + kept <= 0 or t.busy or g not in self.groups or g in self.submitting
-                    or now < self.quiet_until.get(g, 0) or any(self.owner.get(j) == g for j in self.requested)
+            main = by_id.get(g)  # not running in this look (missing from it: perhaps ended): nothing asked for it
+            if (idle + kept <= 0 or t.busy or g not in self.groups or g in self.submitting or main is None
+                    or main.state not in LIVE or now < self.quiet_until.get(g, 0)
+                    or any(self.owner.get(j) == g for j in self.requested)
                     or any(self.group_of(h) == g for h in self.draining)):
                 continue
             own = sum(self.node_slots - used.get(h, 0) for h in self.held
@@ -540,8 +557,7 @@ class Broker:
             nodes = math.ceil((target - t.nprocs - own) / self.node_slots)
             if nodes > idle + kept:
                 continue
-            main = by_id.get(g)
-            end = None if main is None else main.end
+            end = main.end
             if nodes > idle:  # borrowed: back before the waiting job's predicted start
                 end = until if end is None else min(end, until)
             if end is not None and end - now < self._min_window:

@@ -142,11 +142,16 @@ class SlurmManager(ResourceManager):
             if isinstance(msg, Look):
                 view = msg
             elif isinstance(msg, Submitted):
-                self.broker.submitted(msg.main, msg.job, msg.t0)
+                self.submitted(msg.main, msg.job, msg.t0)
                 if msg.error:
                     self.error = msg.error
             elif isinstance(msg, SlurmFailed):
                 self.error = msg.message
+
+    def submitted(self, main: str, job: str | None, t0: float) -> None:
+        """Slurm's answer to an expander's ``sbatch`` for group ``main`` (asked at ``t0``): ``job``, or None."""
+        for op in self.broker.submitted(main, job, t0):
+            self._cancel(op)
 
     def step(self, state: ManagerPort, now: float) -> list:
         view = self._drain_inbox()
@@ -189,8 +194,7 @@ class SlurmManager(ResourceManager):
             b.forgotten(op.host)
             return s.report(NodeDown(op.host, op.why), now)[1]
         elif isinstance(op, Cancel):
-            out.put(CancelJob(op.job))
-            self.note(f"Slurm job {op.job} cancelled: {op.why}")
+            self._cancel(op)
         elif isinstance(op, Drain):
             s.report(NodeDraining(op.host, b.draining.get(op.host, "") if op.on else "", op.on), now)
         elif isinstance(op, AskShrink):
@@ -207,6 +211,10 @@ class SlurmManager(ResourceManager):
         elif isinstance(op, Ended):
             return self.ended(s, op, now)
         return []
+
+    def _cancel(self, op: Cancel) -> None:
+        self.edge.outbox.put(CancelJob(op.job))
+        self.note(f"Slurm job {op.job} cancelled: {op.why}")
 
     def ended(self, s: ManagerPort, op: Ended, now: float) -> list:
         """Group ``op.main``'s Slurm job is gone."""

@@ -71,6 +71,7 @@ __all__ = ["SlurmSite"]
 
 UNKNOWN_END = ("GONE", "RUNNING", "COMPLETING")  # a job whose end Slurm cannot say (forgotten) or not yet
 REQUEUED = ("PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED")  # a registered job back in Slurm's queue
+RUNS = tuple(s for s in LIVE if s != "COMPLETING")  # a job that holds its nodes (a completing one gives them back)
 
 
 class SlurmSite(SlurmManager):
@@ -300,25 +301,49 @@ class SlurmSite(SlurmManager):
         """Slurm started ``allocation`` on ``host``: with whole nodes no other Slurm job holds it now,
         whatever our last look at Slurm says (a look is up to two seconds old, and a job's end is
         believed only from two looks). A group whose own job held it has ended: settled now (its
-        report decides done or failed), not when the looks agree, so the node is free for this job. An
-        expander that held it no longer does: a job still on it shrinks off it (or fails where it cannot),
-        as when a look shows Slurm ended an expander, and the registration is refused as ``node_busy``
-        until it has (``reshape slurm-run`` retries)."""
+        report decides done or failed), not when the looks agree, so the node is free for this job; where
+        Slurm says that job still runs, Slurm took the node out of it (it failed and came back), which is
+        as for an expander's. An expander that held it no longer does: a job still on it shrinks off it
+        (or fails where it cannot), as when a look shows Slurm ended an expander, and the registration is
+        refused as ``node_busy`` until it has (``reshape slurm-run`` retries). A node no group holds (a
+        restarted controller's looks have not shown its job again) whose job's Slurm job Slurm says has
+        ended: that job is settled too."""
         prev = self.broker.held.get(host)
-        if prev is None or prev == allocation:
+        if prev is None:
+            return self._settle_unheld(s, host, allocation, now)
+        if prev == allocation:
             return []
         main = self.broker.owner.get(prev, prev)
         acts: list = []
-        if prev == main:
-            for op in self.broker.end_group(main, self.final_state(main)):
+        state = self.final_state(main) if prev == main else ""
+        if prev == main and state not in RUNS:
+            for op in self.broker.end_group(main, state):
                 acts += self._apply(op, s, now)
             return acts
+        # an expander's node, or one Slurm took out of a job that still runs (a node that failed and came back)
         why = f"Slurm job {prev} no longer holds it: Slurm started job {allocation} there"
         self.broker.let_go(host)
         if s.report(NodeReleased(host, why), now)[0]:
             self.broker.forgotten(host)
         else:  # its jobs shrink off it at their next resize point, or fail where they cannot (broker, 1)
             self.broker.in_use(host, why)
+        return acts
+
+    def _settle_unheld(self, s: ManagerPort, host: str, allocation: str, now: float) -> list:
+        """``host``, which Slurm started ``allocation`` on, is held by no group: the jobs of another Slurm job
+        still on it are settled where Slurm says that job has ended (its job's end while the controller was
+        away, not yet seen by the restarted controller's looks); one that still runs (or that Slurm cannot say
+        of) keeps its jobs, which leave the node (``gone``, :meth:`attach`) or end with it as the looks say,
+        while the registration is refused as ``node_busy``."""
+        acts: list = []
+        for main in dict.fromkeys(j.allocation for j in s.running() if host in j.hosts):
+            if main is None or main == allocation:
+                continue
+            state = self.final_state(main)
+            if state in RUNS or state == "GONE":  # still running, or Slurm cannot say: the looks will
+                continue
+            for op in self.broker.end_group(main, state):
+                acts += self._apply(op, s, now)
         return acts
 
     def kill(self, state: ManagerPort, job_ids: list[int]) -> set[int]:
@@ -341,7 +366,7 @@ class SlurmSite(SlurmManager):
         running = {j.allocation: j for j in state.running() if j.allocation is not None}
         for main, g in list(self.broker.groups.items()):
             q = by_id.get(main)
-            if q is not None and q.state in LIVE and q.nodes and g.batch_host not in q.nodes:
+            if q is not None and q.state == "RUNNING" and q.nodes and g.batch_host not in q.nodes:
                 j = running.get(main)
                 if j is not None and main not in self.requeueing:
                     acts += self.requeue(j, f"its batch host {g.batch_host} left Slurm job {main} (lost)", state, now)
