@@ -58,6 +58,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scheduler.rm.slurm.admit import LIVE, Tenant, delays, loss_weight, moldable_limit, own_cost, shrink_off
+from scheduler.rm.slurm.limits import kept_minutes, limit_updates
 from scheduler.rm.slurm.ops import (
     AskShrink,
     Cancel,
@@ -77,7 +78,6 @@ __all__ = ["WAITING_FOR_NODES", "AskShrink", "Broker", "Cancel", "Drain", "Ended
            "Lost", "Release", "Submit", "Tenant", "Update", "shrink_off"]
 
 WAITING_FOR_NODES = ("Resources", "Priority")  # pending reasons that mean "needs nodes"
-LIMIT_SLACK = 10.0  # seconds an end may pass its Slurm limit before the limit is extended (slurmctld checks every 30)
 
 
 Want = Callable[[int, int], "int | None"]  # (job id, extra slots) -> size it would expand to, or None
@@ -573,36 +573,12 @@ class Broker:
         return self.limits.get(main.id, None if main.limit is None else round(main.limit / 60.0))
 
     def _limit(self, main: SlurmJob, end: float) -> int:
-        """The time limit (minutes) rule 5 keeps running Slurm job ``main`` at for a job ending at ``end``:
-        extended when the end is more than LIMIT_SLACK past it (a job registers a second or two after
-        Slurm starts it: not worth a minute more), brought down by whole minutes, else left as it is."""
-        want, have = max(1, math.ceil((end - (main.start or 0.0)) / 60.0)), self._have(main)
-        if have is None or end > (main.start or 0.0) + 60 * have + LIMIT_SLACK or want < have:
-            return want
-        return have
+        """The time limit (minutes) rule 5 keeps running Slurm job ``main`` at for a job ending at ``end``."""
+        return kept_minutes(main, end, self._have(main))
 
     def _limits(self, by_id: Mapping[str, SlurmJob], tenants: Sequence[Tenant]) -> list:
-        """Time limits that follow the jobs' sizes (``scheduler.rm.slurm.limits``): a job's own Slurm job
-        gets the whole minutes to the end it will have at its size now, so Slurm's backfill plans with
-        it; its expanders' limits are brought down to that end (never extended: they are vacated before)."""
-        ops: list = []
-        for t in tenants:
-            end, main = t.ends.get(t.nprocs), by_id.get(t.main)
-            if end is None or main is None or main.state not in LIVE or main.start is None or t.main in self.frozen:
-                continue
-            want, have = self._limit(main, end), self._have(main)
-            if want != have:
-                self.limits[t.main] = want
-                ops.append(Update(t.main, minutes=want, why=f"its end at {t.nprocs} processes"))
-            for jid in {j for h, j in self.held.items() if j != t.main and self.owner.get(j) == t.main}:
-                x = by_id.get(jid)
-                if x is None or x.start is None or x.limit is None or x.state not in LIVE:
-                    continue
-                cut = max(1, math.ceil((end - x.start) / 60.0))
-                if cut < self.limits.get(jid, round(x.limit / 60.0)):
-                    self.limits[jid] = cut
-                    ops.append(Update(jid, minutes=cut, why=f"its job {t.main} ends by then"))
-        return ops
+        """Rule 5's updates (``scheduler.rm.slurm.limits.limit_updates``), recorded as set."""
+        return limit_updates(tenants, by_id, self.held, self.owner, self.limits, self.frozen, self._have)
 
     def _idle_release(self, now: float, free: list[str], tenants: Sequence[Tenant], want: Want) -> list:
         ops: list = []

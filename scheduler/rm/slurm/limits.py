@@ -25,10 +25,18 @@ limits in whole minutes from the job's start (the broker rounds up); only a Slur
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Mapping, Sequence
+
 from scheduler.core.job import Job
 from scheduler.core.walltime import deadline_after
+from scheduler.rm.slurm.admit import LIVE, Tenant
+from scheduler.rm.slurm.ops import Update
+from scheduler.rm.slurm.view import SlurmJob
 
-__all__ = ["slurm_end", "slurm_ends"]
+__all__ = ["LIMIT_SLACK", "kept_minutes", "limit_updates", "slurm_end", "slurm_ends"]
+
+LIMIT_SLACK = 10.0  # seconds an end may pass its Slurm limit before the limit is extended (slurmctld checks every 30)
 
 
 def _time_at(times: dict[int, float], q: int) -> float | None:
@@ -66,3 +74,42 @@ def slurm_end(j: Job, q: int, now: float, measured: bool = False) -> float | Non
 def slurm_ends(j: Job, sizes: list[int], now: float, measured: bool = False) -> dict[int, float]:
     """:func:`slurm_end` at each of ``sizes`` (those with one)."""
     return {q: e for q in sizes if (e := slurm_end(j, q, now, measured)) is not None}
+
+
+def kept_minutes(main: SlurmJob, end: float, have: int | None) -> int:
+    """The time limit (minutes) running Slurm job ``main``, whose limit is ``have`` minutes now, is kept at
+    for a job ending at ``end``: extended when the end is more than :data:`LIMIT_SLACK` past it (a job
+    registers a second or two after Slurm starts it: not worth a minute more), brought down by whole
+    minutes, else left as it is."""
+    want = max(1, math.ceil((end - (main.start or 0.0)) / 60.0))
+    if have is None or end > (main.start or 0.0) + 60 * have + LIMIT_SLACK or want < have:
+        return want
+    return have
+
+
+def limit_updates(tenants: Sequence[Tenant], by_id: Mapping[str, SlurmJob], held: Mapping[str, str],
+                  owner: Mapping[str, str], limits: dict[str, int], frozen: set[str],
+                  have: Callable[[SlurmJob], int | None]) -> list[Update]:
+    """Time limits that follow the jobs' sizes (module docstring): a job's own Slurm job gets the whole
+    minutes to the end it will have at its size now, so Slurm's backfill plans with it; its expanders'
+    (``held``: host -> Slurm job, ``owner``: Slurm job -> its main) are brought down to that end, never
+    extended (they are vacated before). ``limits`` (Slurm job -> minutes last set) is updated with them;
+    ``frozen`` jobs take no update."""
+    ops: list[Update] = []
+    for t in tenants:
+        end, main = t.ends.get(t.nprocs), by_id.get(t.main)
+        if end is None or main is None or main.state not in LIVE or main.start is None or t.main in frozen:
+            continue
+        want, now = kept_minutes(main, end, have(main)), have(main)
+        if want != now:
+            limits[t.main] = want
+            ops.append(Update(t.main, minutes=want, why=f"its end at {t.nprocs} processes"))
+        for jid in {j for j in held.values() if j != t.main and owner.get(j) == t.main}:
+            x = by_id.get(jid)
+            if x is None or x.start is None or x.limit is None or x.state not in LIVE:
+                continue
+            cut = max(1, math.ceil((end - x.start) / 60.0))
+            if cut < limits.get(jid, round(x.limit / 60.0)):
+                limits[jid] = cut
+                ops.append(Update(jid, minutes=cut, why=f"its job {t.main} ends by then"))
+    return ops
