@@ -24,7 +24,7 @@ is a ratio no scheduler can exceed); the twin's plain-Slurm and controller runs
 Redistribution: the twin charges each job ``0.02 * seconds / ITERATIONS * (1 + min/max)`` per
 resize; the simulator prices a resize by ``(size, p, q)`` only, not per job, so the headline
 charges nothing (a looser bound) and ``redist_largest`` charges every job the workload's largest
-per-job cost (a stricter one). Default sets: training seeds 100-109 and held-out 200-229
+per-job cost (a stricter one). Default sets: training seeds from 100 to 109 and held-out 200-229
 (docs/slurm.md, "Choosing the rules on the twin"). Writes ``benchmarks/results/slurm_bound.json``.
 """
 
