@@ -589,6 +589,7 @@ def test_a_malleable_job_waiting_for_nodes_starts_on_the_idle_ones_with_a_longer
     idle nodes twice as long, so the controller makes Slurm start it there (NumNodes=2) with the limit
     the walltime charging rule gives (4 minutes), and it registers at the 4 processes those hold."""
     c = slurm
+    quiet_site(c)  # the premise: two idle nodes (a previous test's expanders exit by themselves after it)
     with controller(c), site_jobs(c) as ids:
         blocker = sbatch(c, ids, "mold-blocker", "-N 14 --time=10")
         wait_for(lambda: running(c, blocker), 30, every=0.3)
@@ -614,6 +615,7 @@ def test_a_malleable_job_shrinks_below_its_size_for_a_waiting_job_and_slurm_gets
     it gives back long before its predicted start, and the shrunk job's Slurm limit grows as the charging
     rule says (half the size: its remaining budget lasts twice as long), in the update that shrinks it."""
     c = slurm
+    quiet_site(c)  # no node of a previous test still completing (Slurm's prediction would count it free)
     with controller(c), site_jobs(c) as ids:
         m = submit_sized(c, "shrunk", nprocs=16, walltime=180)
         ids.append(m)

@@ -42,6 +42,7 @@ from reshape.joblink.jobenv import MPI_FLAVOURS as FLAVOURS
 from reshape.joblink.jobenv import RESIZE_TIMEOUT_DEFAULT as DEFAULT_RESIZE_TIMEOUT
 from reshape.joblink.jobenv import parse_every
 from reshape.joblink.protocol import MAX_SIZES
+from reshape.redistribution.layout import nearly_square_grid
 from scheduler.core.policy import JobSpec, legal_sizes
 from scheduler.core.tomlfile import read_toml
 
@@ -245,8 +246,6 @@ def _why_illegal(nprocs: int, sizes: list[int] | None, topology: str, divides: i
     if sizes and nprocs not in sizes:
         return f"not one of 'sizes' {sizes}"[:300]
     if topology == "2d":
-        from reshape.redistribution.layout import nearly_square_grid  # numpy: not at 'slurm-run' start-up
-
         r, c = nearly_square_grid(nprocs)
         return f"the sides of its {r}x{c} grid must divide {divides}"
     return f"it does not divide {divides}"
