@@ -182,7 +182,8 @@ def test_a_job_registering_on_the_node_of_a_job_whose_slurm_job_just_ended_is_ad
     st.validate()
 
 
-def test_a_registration_on_a_node_an_expander_no_longer_holds_waits_until_its_job_has_left_it():
+def grown_onto_an_expander():
+    """Job ``a`` (Slurm job 101 on n1) grown 2 -> 4 onto n3, which its expander 201 holds; the views of that look."""
     st, rm = site()
     a = rm.adopt(st.port, emu("a"), "101", ["n1", "n1"], 0.0, None)
     rm.broker.submitted("101", "201", 0.5)
@@ -190,6 +191,11 @@ def test_a_registration_on_a_node_an_expander_no_longer_holds_waits_until_its_jo
     rm.apply(st.port, 1.0, views, 0, 1.0)
     point(st, a, 1, 4.0, 2.0)
     st.handle(C.Resized(job_id=a, old=2, new=4, seconds=0.1), 2.1)
+    return st, rm, a, views
+
+
+def test_a_registration_on_a_node_an_expander_no_longer_holds_waits_until_its_job_has_left_it():
+    st, rm, a, views = grown_onto_an_expander()
     assert st.jobs[a].hosts == ["n1", "n1", "n3", "n3"]
     with pytest.raises(StateError, match="node_busy"):  # Slurm ended expander 201 and started 301 on n3
         rm.adopt(st.port, emu("b"), "301", ["n3", "n3"], 3.0, None)
@@ -258,13 +264,7 @@ def test_a_registration_retried_before_the_next_look_is_not_failed_on_the_node_i
     """``reshape slurm-run``'s retry after ``node_busy`` comes as soon as the job using the node has shrunk off
     it, before the controller's next look: the node is the new job's, which is not failed there (nor
     its Slurm job cancelled) for the old job's having had to leave it."""
-    st, rm = site()
-    a = rm.adopt(st.port, emu("a"), "101", ["n1", "n1"], 0.0, None)
-    rm.broker.submitted("101", "201", 0.5)
-    views = [job("101", "a", "RUNNING", ["n1"]), job("201", expander_name("101"), "RUNNING", ["n3"])]
-    rm.apply(st.port, 1.0, views, 0, 1.0)
-    point(st, a, 1, 4.0, 2.0)
-    st.handle(C.Resized(job_id=a, old=2, new=4, seconds=0.1), 2.1)
+    st, rm, a, views = grown_onto_an_expander()
     with pytest.raises(StateError, match="node_busy"):  # Slurm ended expander 201 and started 301 on n3
         rm.adopt(st.port, emu("b"), "301", ["n3", "n3"], 3.0, None)
     rm.apply(st.port, 3.5, [views[0], job("301", "b", "RUNNING", ["n3"])], 0, 3.5)

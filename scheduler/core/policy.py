@@ -337,6 +337,8 @@ def legal_sizes(spec: JobSpec, pool: int,
     ``min_procs`` up); ``legal_sizes(spec, pool, [p])`` tests one size without
     listing the range, and ``legal_sizes(spec, pool, announced)`` intersects.
     """
+    from reshape.redistribution.layout import nearly_square_grid
+
     hi = min(spec.max_procs or pool, pool)
     lo = max(spec.min_procs, 1)
     listed = set(spec.sizes) if spec.sizes else None
@@ -351,8 +353,6 @@ def legal_sizes(spec: JobSpec, pool: int,
             continue
         if n:
             if spec.topology == "2d":
-                from reshape.redistribution.layout import nearly_square_grid  # numpy: only for 2-D jobs
-
                 r, c = nearly_square_grid(p)
                 if n % r or n % c:
                     continue
