@@ -13,6 +13,7 @@ import itertools
 import math
 import re
 import statistics
+from collections.abc import Mapping, Sequence
 
 RATIOS = ("turnaround_static_over_reshape", "utilization_reshape_over_static", "rigid_wait_reshape_over_static",
           "malleable_wait_reshape_over_static", "worst_job_turnaround_static_over_reshape")
@@ -183,9 +184,11 @@ def alone(reshape: dict, w) -> tuple[list[dict], dict]:
     return rows, s
 
 
-def combine(runs: list[dict], twin: dict | None) -> dict:
+def combine(runs: list[dict], twin: dict | None, band: Mapping[str, Sequence[float]] | None = None) -> dict:
     """A workload's summary over its repeats: the mean of every number (latencies: medians' median, max of
-    maxima; counts summed), the twin's ratios and its worst relative error on :data:`TWIN_KEYS`."""
+    maxima; counts summed), the twin's ratios and its worst relative error on :data:`TWIN_KEYS`; with
+    ``band`` (each ratio's range over the jittered twin's draws), how far outside it the measured ratio
+    lies, relative to it (0 inside), worst of :data:`TWIN_KEYS`."""
     out: dict = {}
     for k, v in runs[0].items():
         vals = [r[k] for r in runs if r.get(k) is not None]
@@ -204,4 +207,9 @@ def combine(runs: list[dict], twin: dict | None) -> dict:
         out["twin"] = {k: twin.get(k) for k in (*RATIOS, "rigid_late_starts", "jobs_lost")}
         errs = [abs(twin[k] - out[k]) / out[k] for k in TWIN_KEYS if out.get(k) and twin.get(k) is not None]
         out["twin_error_max"] = max(errs) if errs else None
+    if band:
+        out["twin_band"] = {k: list(v) for k, v in band.items()}
+        errs = [max(0.0, band[k][0] - out[k], out[k] - band[k][1]) / out[k] for k in TWIN_KEYS
+                if out.get(k) and k in band]
+        out["twin_band_error_max"] = max(errs) if errs else None
     return out

@@ -125,24 +125,41 @@ def twin_params(args: list[str]) -> dict:
     return broker_params(p.parse_known_args(args)[0])
 
 
-def twin_of(w: Workload, cal: dict, args: list[str], restart: bool) -> dict:
-    """The simulator's twin of the pair of runs: its summary (``benchmarks.slurm_metrics``)."""
+def twin_of(w: Workload, cal: dict, args: list[str], restart: bool, seed: int | None = None) -> dict:
+    """The simulator's twin of the pair of runs: its summary (``benchmarks.slurm_metrics``); with ``seed``,
+    one draw of the jittered twin (:data:`BAND_JITTER`), else the point twin."""
+    from scheduler.lab.slurm_twin import Latencies
     from scheduler.lab.slurm_twin import run as twin_run
 
+    lat = Latencies() if seed is None else Latencies(**BAND_JITTER, seed=seed)
     jobs = twin_jobs(w, cal)
-    static = twin_run(jobs, w.nodes, w.cpus_per_node, False)
-    reshape = twin_run(jobs, w.nodes, w.cpus_per_node, True, twin_params(args))
+    static = twin_run(jobs, w.nodes, w.cpus_per_node, False, lat=lat)
+    reshape = twin_run(jobs, w.nodes, w.cpus_per_node, True, twin_params(args), lat=lat)
     return summarize(static, reshape, w)[1]
 
 
-def print_runs(name: str, rows: list[dict], s: dict, twin: dict | None) -> None:
+def twin_band(w: Workload, cal: dict, args: list[str]) -> dict[str, list[float]]:
+    """Each ratio's range over :data:`BAND_SEEDS` draws of the jittered twin: where one real run may land
+    (``scheduler.lab.slurm_twin``: one near tie decided the other way moves the rest of a run)."""
+    draws = [twin_of(w, cal, args, True, seed) for seed in range(BAND_SEEDS)]
+    return {k: [min(v), max(v)] for k in RATIOS if (v := [d[k] for d in draws if d.get(k) is not None])}
+
+
+# the jittered twin: each latency within half its value either way (the real start latencies ranged from
+# about half to twice their median), each iteration within 3% (a loaded 2-core host); ten draws
+BAND_JITTER = {"jitter": 0.5, "iter_jitter": 0.03}
+BAND_SEEDS = 10
+
+
+def print_runs(name: str, rows: list[dict], s: dict, twin: dict | None, band: dict | None = None) -> None:
     print(_common.table(rows, [("job", "job", ""), ("kind", "kind", ""), ("nodes", "nodes", "d"),
                                ("wait_static", "wait a", ".0f"), ("wait_reshape", "wait b", ".0f"),
                                ("run_static", "run a", ".0f"), ("run_reshape", "run b", ".0f"),
                                ("turnaround_static", "turn a", ".0f"), ("turnaround_reshape", "turn b", ".0f"),
                                ("ratio", "a/b", ".2f"), ("sizes", "sizes (b, CPUs)", "")]))
     fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
-    print(f"{name}: " + ", ".join(f"{k} {fmt(s.get(k))} (twin {fmt((twin or {}).get(k))})" for k in RATIOS))
+    rng = lambda k: f" [{band[k][0]:.2f}, {band[k][1]:.2f}]" if band and k in band else ""  # noqa: E731
+    print(f"{name}: " + ", ".join(f"{k} {fmt(s.get(k))} (twin {fmt((twin or {}).get(k))}{rng(k)})" for k in RATIOS))
     print(f"{name}: jobs_lost {s['jobs_lost']}, rigid_late_starts {s['rigid_late_starts']}, restarts survived "
           f"{s['controller_restarts_survived']}, release_latency_s {s.get('release_latency_s')}, grow_latency_s "
           f"{s.get('grow_latency_s')}, start latency static/reshape {s.get('start_latency_static_s')}/"
@@ -174,6 +191,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="the first generator seed of --twin-seeds (default 100; 100-109 chose the controller's "
                          "defaults, 200-209 are held out: docs/slurm.md)")
     ap.add_argument("--out", default="slurm_workload", help="result name (default slurm_workload)")
+    ap.add_argument("--retwin", action="store_true",
+                    help="no cluster: compute the twin's figures (point and jittered band) of the result already "
+                         "under --out again from its own workloads and controller options")
     ap.add_argument("--keep", action="store_true", help="leave the cluster up afterwards")
     ap.add_argument("--add", action="store_true",
                     help="add these workloads to the result already written under --out (a workload run again "
@@ -187,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         ap.error(str(e))
     cal = calibrate_apps.load()
+    if a.retwin:
+        return retwin(a.out, cal)
     base_args = shlex.split(a.controller_args)
     variants = {"default": base_args}
     if a.ablation:
@@ -229,6 +251,7 @@ def series(c: ComposeCluster, w: Workload, variants: dict[str, list[str]], cal: 
     restart_at = None if a.no_restart else a.restart_at * max(j.arrival for j in w.jobs)
     twins = {} if a.controller_only else {v: twin_of(w, cal, args, restart_at is not None)
                                           for v, args in variants.items()}  # no plain run to compare with
+    bands = {} if a.controller_only else {v: twin_band(w, cal, args) for v, args in variants.items()}
     runs: dict[str, list[dict]] = {v: [] for v in variants}
     keep = os.path.join(RESULTS, a.out, w.name)
     for k in range(1, a.repeat + 1):
@@ -242,10 +265,45 @@ def series(c: ComposeCluster, w: Workload, variants: dict[str, list[str]], cal: 
                                os.path.join(keep, f"{v}-r{k}.tar.gz"))
             rows, s = alone(reshape, w) if static is None else summarize(static, reshape, w)
             key = w.name if v == "default" else f"{w.name}/{v}"
-            print_runs(key, rows, s, twins.get(v))
+            print_runs(key, rows, s, twins.get(v), bands.get(v))
             runs[v].append({"summary": s, "rows": rows, "events": (reshape.get("history") or {}).get("events")})
-    return {(w.name if v == "default" else f"{w.name}/{v}"): combine([r["summary"] for r in rs], twins.get(v))
+    return {(w.name if v == "default" else f"{w.name}/{v}"): combine([r["summary"] for r in rs], twins.get(v),
+                                                                     bands.get(v))
             | {"runs": rs} for v, rs in runs.items()}
+
+
+def retwin(out: str, cal: dict) -> int:
+    """``--retwin``: the twin's figures (point and band) of the result under ``out`` computed again from its
+    own workloads and controller options (each ablation variant's with its switch); measured figures unchanged."""
+    path = os.path.join(RESULTS, f"{out}.json")
+    with open(path) as f:
+        old = json.load(f)
+    base = old.get("controller_args") or []
+    workloads = {w.name: w for w in (load(p) for p in old["workloads"])}
+    per = {}
+    for key, rs in old["runs"].items():
+        name, _, variant = key.partition("/")
+        args = base + (ABLATION[variant] if variant else [])
+        w = workloads[name]
+        per[key] = combine([r["summary"] for r in rs], twin_of(w, cal, args, True), twin_band(w, cal, args)) \
+            | {"runs": rs}
+        print_twin(key, per[key])
+    summary = overall({k: v for k, v in per.items() if "/" not in k})
+    summary["ablation"] = {k: {r: v.get(r) for r in RATIOS} for k, v in per.items() if "/" in k} or None
+    old["summary"], old["twin_recomputed"] = summary, time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    print(json.dumps({k: v for k, v in summary.items() if k != "per_workload"}, indent=1))
+    print(f"wrote {_common.write_result(out, {k: v for k, v in old.items() if k not in ('benchmark',)})}")
+    return 0
+
+
+def print_twin(key: str, s: dict) -> None:
+    """A workload's measured ratios beside the point twin's and the jittered twin's range."""
+    band, twin = s.get("twin_band") or {}, s.get("twin") or {}
+    for k in RATIOS:
+        lo, hi = band.get(k, (None, None))
+        if s.get(k) is not None and twin.get(k) is not None and lo is not None:
+            print(f"{key}: {k} measured {s[k]:.2f}, twin {twin[k]:.2f} [{lo:.2f}, {hi:.2f}]")
+    print(f"{key}: twin_error_max {s.get('twin_error_max')}, twin_band_error_max {s.get('twin_band_error_max')}")
 
 
 def with_earlier(out: str, per: dict[str, dict], runs: dict, paths: list[str]) -> tuple[dict, dict, list[str]]:
@@ -274,8 +332,9 @@ def overall(per: dict[str, dict]) -> dict:
         vals = [v[k] for v in per.values() if v.get(k)]
         out[k] = {"median": statistics.median(x["median"] for x in vals),
                   "max": max(x["max"] for x in vals)} if vals else None
-    errs = [v["twin_error_max"] for v in per.values() if v.get("twin_error_max") is not None]
-    out["twin_error_max"] = max(errs) if errs else None
+    for k in ("twin_error_max", "twin_band_error_max"):
+        errs = [v[k] for v in per.values() if v.get(k) is not None]
+        out[k] = max(errs) if errs else None
     out["per_workload"] = {k: {x: y for x, y in v.items() if x != "runs"} for k, v in per.items()}
     return out
 

@@ -35,6 +35,7 @@ from scheduler.testing.slurm_site import (
     SITE_STATE,
     by_slurm,
     controller,
+    evidence,
     node_loss,
     quiet_site,
     reference,
@@ -578,6 +579,12 @@ def submit_sized(c: ComposeCluster, name: str, nprocs: int, walltime: int, t16: 
                       )["slurm_job_ids"][0]
 
 
+def idle_hosts(c: ComposeCluster) -> list[str]:
+    """The nodes of partition batch that ``sinfo`` lists as plain ``idle`` (as the controller counts them)."""
+    return sorted(n for n, st in (ln.split() for ln in sh(c, "sinfo -h -N -p batch -o '%N %T'").splitlines())
+                  if st == "idle")
+
+
 def limit_minutes(c: ComposeCluster, jid: str) -> int:
     h, m, s = map(int, scontrol_job(c, jid)["TimeLimit"].split(":"))
     return 60 * h + m + (s > 0)
@@ -593,12 +600,14 @@ def test_a_malleable_job_waiting_for_nodes_starts_on_the_idle_ones_with_a_longer
     with controller(c), site_jobs(c) as ids:
         blocker = sbatch(c, ids, "mold-blocker", "-N 14 --time=10")
         wait_for(lambda: running(c, blocker), 30, every=0.3)
+        # the premise, seen as the controller sees it: the two nodes the blocker left are idle in Slurm's eyes
+        free = wait_for(lambda: len(f := idle_hosts(c)) == 2 and f, 60, every=0.3)
         t0 = time.monotonic()
         m = submit_sized(c, "mold", nprocs=8, walltime=120)
         ids.append(m)
         got = wait_for(lambda: running(c, m), 60, every=0.3)
         TIMINGS["site: moldable start (submit -> running on the idle nodes)"] = time.monotonic() - t0
-        assert len(got["hosts"]) == 2, got
+        assert sorted(got["hosts"]) == free, (got, free, site(c)["daemon"]["rm"]["notes"], evidence(c, m, "/tmp"))
         assert limit_minutes(c, m) == 4, scontrol_job(c, m)
         row = wait_for(lambda: by_slurm(site(c), m), 30, every=0.3)
         assert row["nprocs"] == 4, row

@@ -48,3 +48,15 @@ def test_a_request_withdrawn_before_any_node_went_back_is_not_timed_to_the_next_
     h["events"].insert(1, {"t": 20.0, "job_id": 1, "kind": "shrink_request",
                            "detail": "4->2: Slurm job 117 is waiting for 1 node(s)"})
     assert release_latencies(h) == [3.0]
+
+
+def test_the_twin_band_error_is_how_far_outside_the_jittered_range_the_measured_ratio_lies():
+    from benchmarks.slurm_metrics import combine
+
+    run = {"turnaround_static_over_reshape": 1.0, "utilization_reshape_over_static": 1.2}
+    twin = {"turnaround_static_over_reshape": 1.1, "utilization_reshape_over_static": 1.2}
+    band = {"turnaround_static_over_reshape": [1.05, 1.15], "utilization_reshape_over_static": [1.1, 1.3]}
+    out = combine([run], twin, band)
+    assert abs(out["twin_error_max"] - 0.1) < 1e-9  # the point twin's error
+    assert abs(out["twin_band_error_max"] - 0.05) < 1e-9  # 1.0 lies 0.05 below the band; 1.2 lies inside
+    assert combine([run], twin)["twin_error_max"] == out["twin_error_max"] and "twin_band" not in combine([run], twin)

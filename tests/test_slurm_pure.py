@@ -404,3 +404,12 @@ def test_pool_config_names_its_launcher(tmp_path):
     p.write_text('launchr = "ssh"\n[[node]]\nhost = "n1"\nslots = 2\n')
     with pytest.raises(PoolError, match=r"unknown keys \['launchr'\]"):
         load_pool(str(p))
+
+
+def test_the_jobs_slurm_resized_are_those_with_a_resize_time():
+    from scheduler.rm.slurm.view import resized
+
+    text = ("JobId=7 JobName=a JobState=RUNNING ResizeTime=2026-11-28T21:30:25 NodeList=node[1-2]\n"
+            "JobId=8 JobName=b JobState=RUNNING NodeList=node[4-6]\n"
+            "JobId=9 JobName=c JobState=PENDING ResizeTime=None Comment=x=y\n")
+    assert resized(text) == {"7"}

@@ -217,9 +217,11 @@ def perform(st: ClusterState, rm: SlurmSite, acts: list) -> None:
         rm.kill(st.port, kills)
 
 
-def restarted(slurm_now: list[SlurmJob], final: str) -> tuple[ClusterState, SlurmSite, int]:
+def restarted(slurm_now: list[SlurmJob], final: str, resized: set[str] | None = None
+              ) -> tuple[ClusterState, SlurmSite, int]:
     """Job a (Slurm job 101 on n1) journaled; the controller restarted and re-attached with ``slurm_now`` as
-    Slurm's queue, Slurm saying job 101 ended ``final``."""
+    Slurm's queue, Slurm saying job 101 ended ``final``; with ``resized``, a Slurm without accounting
+    saying those jobs were resized (``ResizeTime``)."""
     from scheduler.core.job import Job
     from scheduler.core.nodestate import NodeRecord
 
@@ -231,6 +233,8 @@ def restarted(slurm_now: list[SlurmJob], final: str) -> tuple[ClusterState, Slur
     new.restore([Job.from_dict(j.to_dict()) for j in st.jobs.values()], st.next_id)
     rm2.final_state = lambda main: final if main == "101" else "RUNNING"
     rm2.first_look = lambda: (slurm_now, 0)
+    rm2.broker.resizes_once = resized is not None
+    rm2.resized = lambda: set(resized or ())
     rm2.attach(new.port, 100.0)
     return new, rm2, a
 
@@ -331,3 +335,42 @@ def test_a_job_registering_on_a_node_its_completing_predecessor_gave_back_first_
     assert st.jobs[a].state == "done" and st.jobs[b].state == "running"
     assert not [o for o in outbox(rm) if isinstance(o, EndJob)]
     st.validate()
+
+
+def test_a_shrink_slurm_refuses_leaves_the_node_to_its_job_and_the_job_is_not_shrunk_again():
+    """Slurm without accounting takes one ``NodeList`` update of a job: a controller restarted after the first
+    does not remember it (asked of ``scontrol show job``'s ``ResizeTime`` now). A refused shrink says so: the
+    node stays the job's (granted to it again, to grow back into), no waiting job counts on it, and the job
+    is not asked to shrink again."""
+    from scheduler.rm.slurm.edge import KeepNodes, KeepRefused, Look
+
+    st, rm = site()
+    a = rm.adopt(st.port, emu("a", nprocs=4), "101", ["n1", "n1", "n2", "n2"], 0.0, None)
+    own = [job("101", "a", "RUNNING", ["n1", "n2"]), job("9", "other", "RUNNING", NODES[2:])]
+    rm.apply(st.port, 1.0, own, 0, 1.0)
+    point(st, a, 1, 2.0, 2.0)
+    rigid = job("300", "rigid", "PENDING", reason="Resources", n=1, start=1000.0)  # Slurm predicts it late
+    rm.apply(st.port, 3.0, [*own, rigid], 0, 3.0)
+    assert st.jobs[a].shrink_request == 2
+    assert point(st, a, 2, 2.0, 4.0).action == "shrink"
+    st.handle(C.Resized(job_id=a, old=4, new=2, seconds=0.1), 4.1)
+    rm.apply(st.port, 5.0, [*own, rigid], 0, 5.0)
+    assert KeepNodes("101", ["n1"], None) in outbox(rm) and rm.broker.released == {"n2": "101"}
+    rm.edge.inbox.put(KeepRefused("101", "Job update not available right now, the DB index is being set"))
+    rm.edge.inbox.put(Look([*own, rigid], 0, 6.0))
+    perform(st, rm, rm.step(st.port, 6.0))
+    assert "101" in rm.broker.frozen and not rm.broker.released and st.pool.leases["n2"] == "101"
+    assert not any("n2" in hosts for hosts in rm.broker.promised.values())
+    assert any("shrink refused" in n for n in rm.notes)
+    for t in (7.0, 8.0):
+        rm.apply(st.port, t, [*own, rigid], 0, t)
+    assert st.jobs[a].shrink_request is None and not [o for o in outbox(rm) if isinstance(o, KeepNodes)]
+    assert point(st, a, 3, 4.0, 9.0).action == "expand"  # back onto its own node: nobody else can have it
+    st.validate()
+
+
+def test_a_restarted_controller_does_not_shrink_a_job_slurm_resized_before():
+    """Without accounting Slurm takes one shrink of a job; the controller that made it kept that in memory
+    only. Restarted, it asks Slurm (``ResizeTime``): the adopted job it resized is never shrunk again."""
+    _, rm, _ = restarted([job("101", "a", "RUNNING", ["n1"])], "RUNNING", resized={"101", "555"})
+    assert rm.broker.frozen == {"101"}  # 555: not one of ours

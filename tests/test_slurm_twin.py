@@ -62,3 +62,14 @@ def test_add_summarizes_the_earlier_workloads_with_the_new_ones(tmp_path, monkey
     s = S.overall(per)
     assert s["workloads"] == 2 and abs(s["turnaround_static_over_reshape"] - 1.3) < 1e-9 and s["jobs_lost"] == 1
     assert S.with_earlier("missing", {}, {}, ["x"]) == ({}, {}, ["x"])
+
+
+def test_a_jittered_twin_varies_with_its_seed_and_repeats_with_the_same_one():
+    from scheduler.lab.slurm_twin import Latencies
+
+    jobs = [malleable("m", 0.0, 2), TwinJob("r", 30.0, 8, 20.0, 1), malleable("n", 40.0, 4)]
+    ends = lambda lat: [j["end"] for j in run(jobs, 16, 2, True, lat=lat)["jobs"].values()]  # noqa: E731
+    point = ends(Latencies())
+    draws = [ends(Latencies(jitter=0.5, iter_jitter=0.03, seed=s)) for s in (1, 2)]
+    assert draws[0] != point and draws[0] != draws[1]
+    assert ends(Latencies(jitter=0.5, iter_jitter=0.03, seed=1)) == draws[0]

@@ -22,14 +22,20 @@ The latencies (:class:`Latencies`) are those measured on the emulated cluster (s
 application running: 0.47 s with ``sbatch``, 2.19 s through the controller, median of the first
 run of the default workload; docs/slurm.md).
 Not modelled: the controller's restart (a few seconds without decisions), Slurm's choice of
-which free nodes a job gets (lowest-numbered here), jitter. :func:`run` returns a run in the
-schema of ``benchmarks.slurm_driver``'s result, so the benchmark's summary reads both alike.
+which free nodes a job gets (lowest-numbered here), a node's seconds in ``COMPLETING`` after its
+job ends. By default nothing varies (the *point twin*); with ``jitter``/``iter_jitter`` each latency
+and iteration time is drawn around its value and the look's and Slurm's pass's phases are drawn, so
+that runs with several seeds give the spread one real run may land anywhere in: the order in which
+two near-simultaneous events come decides who grows or shrinks next, and one such decision moves
+the rest of the run. :func:`run` returns a run in the schema of ``benchmarks.slurm_driver``'s result,
+so the benchmark's summary reads both alike.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -72,6 +78,10 @@ class Latencies:
     look: float = 1.0  # the controller's look at squeue
     sched: float = 1.0  # Slurm's backfill interval
     expander_exit: float = 6.0  # an expander whose job ended exits by itself (three missed looks)
+    jitter: float = 0.0  # each latency above drawn from [1 - jitter, 1 + jitter] times it; the look's and
+    # Slurm's pass's phases drawn too (0: none, the point twin)
+    iter_jitter: float = 0.0  # each iteration's time drawn from [1 - iter_jitter, 1 + iter_jitter] times its table's
+    seed: int = 0  # of the draws
 
 
 @dataclass
@@ -102,6 +112,7 @@ class Twin:
     def __init__(self, jobs: list[TwinJob], nodes: int, cpus: int, site: bool,
                  params: Mapping[str, float] | None = None, lat: Latencies = Latencies(), policy: str = "reshape"):
         self.jobs, self.cpus, self.site, self.lat = jobs, cpus, site, lat
+        self.rng = random.Random(lat.seed)
         names = [f"node{i}" for i in range(1, nodes + 1)]
         self.slurm = SimSlurm(names)
         self.clock = _Clock()
@@ -129,9 +140,9 @@ class Twin:
         c = self.clock
         for j in self.jobs:
             c.at(j.arrival, self._arrive, j)
-        c.at(0.0, self._tick)
+        c.at(self.rng.uniform(0.0, self.lat.sched) if self.lat.jitter else 0.0, self._tick)
         if self.site:
-            c.at(0.5, self._look)
+            c.at(self.rng.uniform(0.0, self.lat.look) if self.lat.jitter else 0.5, self._look)
         while c.heap:
             t, _, fn, args = heapq.heappop(c.heap)
             c.now = t
@@ -175,9 +186,9 @@ class Twin:
         elif s.info.get("kind") == "app" and not self.site:
             a = self.apps[s.id]
             a.p = a.job.nodes * self.cpus
-            self.clock.at(now + lat.static_app, self._app_start, a)
+            self.clock.at(now + self._d(lat.static_app), self._app_start, a)
         elif s.info.get("kind") == "app":
-            self.clock.at(now + lat.register, self._register, self.apps[s.id])
+            self.clock.at(now + self._d(lat.register), self._register, self.apps[s.id])
 
     def _finish(self, sid: str, ok: bool = True) -> None:
         self.slurm.finish(sid, self.clock.now, ok)
@@ -208,24 +219,32 @@ class Twin:
             else:
                 self._finish(a.sid, ok=False)
             return
-        self.clock.at(self.clock.now + self.lat.app, self._app_start, a)
+        self.clock.at(self.clock.now + self._d(self.lat.app), self._app_start, a)
+
+    def _d(self, x: float, by: float | None = None) -> float:
+        """``x`` drawn from ``[1 - by, 1 + by] * x`` (``by``: :attr:`Latencies.jitter` unless given)."""
+        by = self.lat.jitter if by is None else by
+        return x * self.rng.uniform(1.0 - by, 1.0 + by) if by else x
+
+    def _iteration(self, a: _App) -> float:
+        return self._d(table_time(a.p, a.job.times), self.lat.iter_jitter)
 
     def _app_start(self, a: _App) -> None:
         if a.dead:
             return
         self.app_start[a.sid] = self.clock.now
-        self.clock.at(self.clock.now + table_time(a.p, a.job.times), self._iterated, a)
+        self.clock.at(self.clock.now + self._iteration(a), self._iterated, a)
 
     def _iterated(self, a: _App) -> None:
         if a.dead:
             return
         now = self.clock.now
         a.k += 1
-        t = table_time(a.p, a.job.times)
+        t = self._iteration(a)
         if a.k >= a.job.iterations:
             if a.job_id is not None:
                 self._core(C.Finished(job_id=a.job_id, status="done"))
-            self.clock.at(now + self.lat.end, self._finish, a.sid)
+            self.clock.at(now + self._d(self.lat.end), self._finish, a.sid)
             return
         q = a.p
         if a.job_id is not None:
@@ -246,7 +265,7 @@ class Twin:
             return
         self._core(C.Resized(job_id=a.job_id, old=a.p, new=q, seconds=cost))
         a.redist_t, a.redist_from, a.p = cost, a.p, q
-        self.clock.at(self.clock.now + table_time(a.p, a.job.times), self._iterated, a)
+        self.clock.at(self.clock.now + self._iteration(a), self._iterated, a)
 
     def _core(self, ev: C.Event):
         try:
@@ -291,7 +310,9 @@ class Twin:
                 self.slurm.cancel_name(expander_name(op.main), now)
                 self._gone(op.main)
             elif isinstance(op, KeepNodes):
-                if self.slurm.keep(op.job, list(op.hosts)) and op.minutes:
+                if not self.slurm.keep(op.job, list(op.hosts)):
+                    self.rm.broker.refused(op.job)  # as the real Slurm thread reports a refused update
+                elif op.minutes:
                     self.slurm.set_limit(op.job, op.minutes, after_keep=True)
             elif isinstance(op, UpdateJob):
                 if "NumNodes" in op.fields:

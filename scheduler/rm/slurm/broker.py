@@ -168,6 +168,16 @@ class Broker:
         if job is not None:
             self.released[host] = job
 
+    def refused(self, job: str) -> None:
+        """Slurm refused to shrink ``job`` (without accounting, one resized before): it takes no update any more,
+        and the nodes given back are still its own: the next look grants them to it again (to grow back into),
+        instead of counting them on their way to a waiting job."""
+        self.frozen.add(job)
+        back = {h for h, j in self.released.items() if j == job}
+        self.released = {h: j for h, j in self.released.items() if h not in back}
+        for hosts in self.promised.values():
+            hosts -= back
+
     def kept(self, job: str) -> list[str]:
         """The hosts Slurm job ``job`` still holds for us (empty: cancel it, it holds nothing we use)."""
         return [h for h, j in self.held.items() if j == job]

@@ -26,8 +26,8 @@ from scheduler.rm.slurm.view import (
     submit_expander,
 )
 
-__all__ = ["CancelJob", "EndJob", "KeepNodes", "Look", "Order", "Report", "RequeueJob", "SlurmEdge", "SlurmFailed",
-           "SubmitExpanders", "Submitted", "UpdateJob"]
+__all__ = ["CancelJob", "EndJob", "KeepNodes", "KeepRefused", "Look", "Order", "Report", "RequeueJob", "SlurmEdge",
+           "SlurmFailed", "SubmitExpanders", "Submitted", "UpdateJob"]
 
 
 # ---------------------------------------------------------------------- outbox (from the loop)
@@ -102,13 +102,21 @@ class Submitted:
 
 
 @dataclass(frozen=True)
+class KeepRefused:
+    """Slurm refused to shrink job ``job`` (:class:`KeepNodes`): it still holds the nodes given back."""
+
+    job: str
+    message: str
+
+
+@dataclass(frozen=True)
 class SlurmFailed:
     """A Slurm command failed (status shows it)."""
 
     message: str
 
 
-Report = Look | Submitted | SlurmFailed
+Report = Look | Submitted | KeepRefused | SlurmFailed
 
 
 class SlurmEdge:
@@ -156,8 +164,11 @@ class SlurmEdge:
         elif isinstance(op, RequeueJob):
             run(["scontrol", "requeue", op.main])
         elif isinstance(op, KeepNodes):  # one update: without accounting Slurm refuses any after a job's first shrink
-            run(["scontrol", "update", f"JobId={op.job}", f"NodeList={','.join(op.hosts)}",
-                 *([f"TimeLimit={op.minutes}"] if op.minutes else [])])
+            try:
+                run(["scontrol", "update", f"JobId={op.job}", f"NodeList={','.join(op.hosts)}",
+                     *([f"TimeLimit={op.minutes}"] if op.minutes else [])])
+            except SlurmError as e:
+                self.inbox.put(KeepRefused(op.job, str(e)))
         elif isinstance(op, UpdateJob):  # a pending job's NumNodes (a moldable start) and/or any job's TimeLimit
             run(["scontrol", "update", f"JobId={op.job}", *(f"{k}={v}" for k, v in op.fields.items())])
 

@@ -40,6 +40,7 @@ from scheduler.rm.slurm.broker import Broker
 from scheduler.rm.slurm.edge import (
     CancelJob,
     KeepNodes,
+    KeepRefused,
     Look,
     SlurmEdge,
     SlurmFailed,
@@ -145,6 +146,10 @@ class SlurmManager(ResourceManager):
                 self.submitted(msg.main, msg.job, msg.t0)
                 if msg.error:
                     self.error = msg.error
+            elif isinstance(msg, KeepRefused):
+                self.broker.refused(msg.job)
+                self.note(f"Slurm job {msg.job}: shrink refused ({msg.message}); its nodes stay its own")
+                self.error = msg.message
             elif isinstance(msg, SlurmFailed):
                 self.error = msg.message
 

@@ -59,6 +59,7 @@ from scheduler.rm.slurm.view import (
     look,
     partition_args,
     partition_pool,
+    resized_jobs,
     resizes_once,
     run,
 )
@@ -150,6 +151,7 @@ class SlurmSite(SlurmManager):
             else:
                 self.note(f"job {j.job_id} ended: {why}")
                 self.pending_actions += state.exited(j.job_id, None, now, why)
+        self._frozen_again()
         for a in self.apply(state, now, jobs, idle, now):
             self.pending_actions.append(a)
         for h in [h for h in state.hosts if not state.is_down(h)]:
@@ -160,6 +162,21 @@ class SlurmSite(SlurmManager):
             else:
                 state.report(NodeReleased(h, "not held by a Slurm job of ours (controller restarted)"), now)
         self.note(f"adopted {len(self.broker.groups)} running job(s) from the journal and Slurm")
+
+    def _frozen_again(self) -> None:
+        """Where Slurm takes one update of a shrunk job (no accounting), the adopted jobs it resized before the
+        restart take none now (``ResizeTime`` set): not shrunk again (the broker's ``frozen``, which the
+        controller that shrank them kept in memory only)."""
+        if not self.broker.resizes_once or not self.broker.groups:
+            return
+        try:
+            self.broker.frozen |= self.resized() & set(self.broker.groups)
+        except SlurmError as e:
+            self.note(f"cannot ask Slurm which jobs were resized ({e}): a refused shrink will say")
+
+    def resized(self) -> set[str]:
+        """The Slurm jobs resized so far (``scontrol show job``), asked at once."""
+        return resized_jobs()
 
     def final_state(self, main: str) -> str:
         """Slurm's state of ended job ``main`` (``COMPLETED``, ``FAILED``, ...), asked at once (rare: a job

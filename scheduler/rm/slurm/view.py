@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
 __all__ = ["MALLEABLE", "SQUEUE_FORMAT", "SlurmError", "SlurmJob", "cancel_expanders", "duration",
            "expander_name", "expander_script", "final_states", "idle_nodes", "look", "malleable_comment",
-           "parse_squeue", "partition_args", "partition_pool", "resizes_once", "run", "submit_expander"]
+           "parse_squeue", "partition_args", "partition_pool", "resized", "resized_jobs", "resizes_once", "run",
+           "submit_expander"]
 
 # id, name, state, user, nodes wanted, nodes held, reason, priority, start (predicted while pending), end,
 # submit, time limit, comment (last: it may hold '|'); times as epoch seconds (SLURM_TIME_FORMAT=%s below),
@@ -166,6 +167,22 @@ def resizes_once(config: str) -> bool:
     """Whether Slurm refuses every update of a job after its first shrink (``scontrol show config``: no
     accounting storage, so a resized job never gets the database index an update waits for)."""
     return "accounting_storage/none" in config or "AccountingStorageType" not in config
+
+
+def resized(text: str) -> set[str]:
+    """The jobs of ``scontrol show job -o`` output (one line each) that were resized (``ResizeTime`` set):
+    without accounting Slurm takes no further update of them (:func:`resizes_once`)."""
+    out = set()
+    for line in text.splitlines():
+        fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+        if fields.get("JobId") and fields.get("ResizeTime") not in (None, "None", "Unknown", "(null)"):
+            out.add(fields["JobId"])
+    return out
+
+
+def resized_jobs() -> set[str]:
+    """The jobs Slurm knows that were resized (:func:`resized`), asked at once."""
+    return resized(run(["scontrol", "show", "job", "-o"]))
 
 
 def idle_nodes(text: str) -> int:
