@@ -85,6 +85,23 @@ def test_a_rank_killed_mid_step_of_heat_gives_the_field_of_a_run_that_never_fail
 
 
 @needs_ompi
+def test_a_kill_armed_in_the_last_short_step_lands_in_it_and_is_recovered(mpirun, tmp_path, clean):
+    """Heat's steps take milliseconds without ``--work``, less than the 50 ms into the step at which an
+    ``iterationN`` fault fires: rank 1 still dies in iteration 2, the last (reshape.faults.settle), and is
+    recovered there, not after the loop (where the others were in the final gather, which failed with
+    MPI_ERR_PROC_FAILED and aborted the job, or had left)."""
+    short = [*HEAT[:3], "--steps", "3"]
+    ref = mpirun(3, short, env=OPEN, timeout=180)
+    res = mpirun(3, short, env={**OPEN, "RESHAPE_INPLACE": "1", "RESHAPE_FAULT": "iteration2:rank1:kill",
+                                **_once(tmp_path)}, timeout=180)
+    digest = re.search(r"sizes (\[.*\]) sha256 (\w+)", res.stdout)
+    assert digest and digest.group(1) == "[3, 2]", res.stdout + res.stderr
+    assert digest.group(2) == re.search(r"sha256 (\w+)", ref.stdout).group(1)
+    lost = _lost_lines(res.stderr)
+    assert len(lost) == 1 and "lost rank 1 of 3; resumed at iteration " in lost[0], res.stderr
+
+
+@needs_ompi
 def test_a_rank_killed_while_a_shrink_moves_data_is_recovered_from_the_copies_made_at_the_resize_point(
         mpirun, tmp_path, clean):
     """RESHAPE_PLAN=4,3 shrinks at the first resize point; rank 1 dies inside the redistribution. The
