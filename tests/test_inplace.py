@@ -203,16 +203,22 @@ def test_a_rank_lost_during_an_expansion_undoes_it_and_the_job_goes_on(mpirun, t
 
 @needs_ompi
 def test_an_exchange_that_loses_a_rank_mid_transfer_keeps_its_memory_on_the_survivors(mpirun, clean):
-    """RESHAPE_FAULT=transfer:rank1:kill in a redistribution of 3 ranks: ranks 0 and 2 see the loss and keep
-    the exchange's source and destination blocks and pack buffers for good. Open MPI's ob1 may still read a
+    """RESHAPE_FAULT=transfer:rank1:kill in a redistribution of 3 ranks: a survivor that sees the loss keeps the
+    exchange's source and destination blocks and pack buffers for good. Open MPI's ob1 may still read a
     send's buffer after the revocation completed its request in error; a buffer let go then made a survivor
     of a loss during an expansion crash (a segmentation fault in mca_pml_ob1_send_request_schedule_once)
-    and the run end in ob1's "Send error after request freed"."""
+    and the run end in ob1's "Send error after request freed". A survivor may also finish without error,
+    legitimately: rank 1 posted its sends before it died, and on one host the receiver copies a posted send
+    out of the sender's memory itself (CMA) while rank 1 pulls the survivor's message as it posts its own,
+    so all of that survivor's messages with rank 1 can complete first (about 1 run in 12 here, rank 2). It
+    then has nothing outstanding to keep, and its block must be complete, rank 1's part included."""
     res = mpirun(3, ["-m", "tests.mpi.exchange_lost"], timeout=120, check=False,
                  env={**OPEN, "RESHAPE_INPLACE": "1", "RESHAPE_FAULT": "transfer:rank1:kill"})
     got = sorted(ln for ln in res.stdout.splitlines() if ln.startswith("rank "))
-    assert [ln.split()[1] for ln in got] == ["0", "2"], res.stdout + res.stderr[-2000:]
-    assert all(ln.endswith("kept source True destination True pack True") for ln in got), got
+    assert [ln.split()[1].rstrip(":") for ln in got] == ["0", "2"], res.stdout + res.stderr[-2000:]
+    saw = [ln for ln in got if "no error" not in ln]
+    assert saw and all(ln.endswith("kept source True destination True pack True") for ln in saw), got
+    assert all(ln.endswith("no error, complete True") for ln in got if ln not in saw), got
 
 
 @needs_ompi
