@@ -14,6 +14,8 @@ dictionary lookup per point).
 * ``retire``: a rank leaving in a shrink, after its data moved;
 * ``recover``: a survivor in an in-place recovery (:mod:`reshape.runtime.inplace`), once the
   communicator is shrunk, before the data moves (a second loss during a recovery);
+* ``recovered``: a survivor of an in-place recovery once every survivor agreed on the rebuilt state,
+  before the recovery is recorded (a loss the agreement cannot see);
 * ``iterationN``: ``ITERATION_DELAY`` seconds into iteration N's step (a job looping with
   ``rt.run``, :mod:`reshape.runtime.inplace`), from a helper thread, while the ranks compute and
   communicate (``raise`` is not available there); a step that ends sooner waits for it at its end
@@ -51,7 +53,7 @@ __all__ = ["ENV_FAULT", "FaultSpec", "check", "hit", "iteration", "parse", "pars
            "settle"]
 
 ENV_FAULT = E.FAULT
-WHERE = ("join", "transfer", "retire", "recover")
+WHERE = ("join", "transfer", "retire", "recover", "recovered")
 HOW = ("kill", "exit", "hang", "raise")
 ITERATION_DELAY = 0.05  # seconds into the step an iterationN fault fires
 

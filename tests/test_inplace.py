@@ -185,6 +185,23 @@ def test_a_rank_lost_during_a_recovery_is_recovered_too(mpirun, tmp_path, clean,
 
 
 @needs_ompi
+def test_a_rank_lost_right_after_the_survivors_agreed_is_recovered_at_the_next_call(mpirun, tmp_path, clean):
+    """Rank 2 dies mid-iteration; once the survivors agreed on the rebuilt state, rank 1 of them dies too
+    (RESHAPE_FAULT=recovered:rank1:kill), a loss the agreement cannot see. The others' next collective
+    fails (the recovery's own timing reduction used to raise it out of the recovery and abort the job):
+    a second recovery takes it, and the job ends on 2 ranks with the factors of a run that never failed."""
+    ref, _ = _lu(mpirun, tmp_path, "ref", {})
+    out = tmp_path / "lost.npy"
+    res = mpirun(4, [*LU, "--out", str(out)], cwd=str(tmp_path), timeout=180,
+                 env={**OPEN, "RESHAPE_INPLACE": "1", "RESHAPE_BUDDY": "every:3",
+                      "RESHAPE_FAULT": "iteration5:rank2:kill,recovered:rank1:kill", **_once(tmp_path)})
+    got = _lost_lines(res.stderr)
+    assert len(got) == 2 and "lost rank 2 of 4; " in got[0] and "lost rank 1 of 3; " in got[1], res.stderr
+    assert "final size 2" in res.stdout
+    assert np.array_equal(ref, np.load(out))
+
+
+@needs_ompi
 def test_a_rank_lost_during_an_expansion_undoes_it_and_the_job_goes_on(mpirun, tmp_path, clean):
     """RESHAPE_PLAN=3,4: while the blocks move to the new rank, running rank 1 dies. The new rank leaves,
     the running ones that survive rebuild the resize point's state from its copies, and the job ends on

@@ -123,6 +123,7 @@ def recover(rt, err: BaseException, agreed: bool = False) -> None:
             raise RankLost(f"ranks kept being lost while recovering ({ATTEMPTS} attempts; "
                            f"{type(err).__name__}: {err})") from err
     got.restarts = attempt - 1
+    faults.hit("recovered", new.rank, new.size)
     _apply(rt, old, new, got, exp is not None)
     _tell(rt, p, new, got, exp, (time.perf_counter() - t0, t_shrunk - t0, got.data_seconds), wall)
 

@@ -224,6 +224,7 @@ class Resizer:
         afresh in every step). ``step`` must leave the program's own state in the registered
         arrays and values only (or rebuild the rest from them), so that an iteration can be run again.
         Ranks spawned by an expansion call ``run`` with the same arguments and carry on where the job is.
+        With in-place recovery it returns once every rank agrees that none was lost (:meth:`_leave_loop`).
         """
         self._job.end = n
         while True:
