@@ -14,9 +14,12 @@ dictionary lookup per point).
 * ``retire``: a rank leaving in a shrink, after its data moved;
 * ``recover``: a survivor in an in-place recovery (:mod:`reshape.runtime.inplace`), once the
   communicator is shrunk, before the data moves (a second loss during a recovery);
+* ``recovered``: a survivor of an in-place recovery once every survivor agreed on the rebuilt state,
+  before the recovery is recorded (a loss the agreement cannot see);
 * ``iterationN``: ``ITERATION_DELAY`` seconds into iteration N's step (a job looping with
   ``rt.run``, :mod:`reshape.runtime.inplace`), from a helper thread, while the ranks compute and
-  communicate (``raise`` is not available there).
+  communicate (``raise`` is not available there); a step that ends sooner waits for it at its end
+  (:func:`settle`), so that the fault lands in iteration N, never in a later one or after the loop.
 
 ``WHO``: ``spawned`` (the highest-ranked spawned process at that point),
 ``old`` (rank 1 of the ranks started by ``mpiexec``, rank 0 when alone),
@@ -46,15 +49,17 @@ from typing import NamedTuple
 
 from reshape.joblink import jobenv as E
 
-__all__ = ["ENV_FAULT", "FaultSpec", "check", "hit", "iteration", "parse", "parse_all", "set_spawned"]
+__all__ = ["ENV_FAULT", "FaultSpec", "check", "hit", "iteration", "parse", "parse_all", "set_spawned",
+           "settle"]
 
 ENV_FAULT = E.FAULT
-WHERE = ("join", "transfer", "retire", "recover")
+WHERE = ("join", "transfer", "retire", "recover", "recovered")
 HOW = ("kill", "exit", "hang", "raise")
 ITERATION_DELAY = 0.05  # seconds into the step an iterationN fault fires
 
 _spawned = False
 _fired: set[int] = set()  # the faults this process injected (their index in RESHAPE_FAULT)
+_armed: list[threading.Thread] = []  # iterationN faults started and not yet waited for (settle)
 _cache: tuple[str, list[FaultSpec]] | None = None
 
 
@@ -165,3 +170,14 @@ def iteration(it: int, rank: int, size: int) -> None:
     timer = threading.Timer(ITERATION_DELAY, hit, args=(f"iteration{it}", rank, size))
     timer.daemon = True
     timer.start()
+    _armed.append(timer)
+
+
+def settle() -> None:
+    """At the end of an iteration's step: wait for the ``iterationN`` fault armed in it to fire (a ``kill``
+    or an ``exit`` ends the process here, a ``hang`` hangs it). The helper thread fires it
+    ``ITERATION_DELAY`` seconds into the step, or later on a loaded host; without this wait a short step
+    (a few milliseconds) let it land iterations later, or after the job's loop, where the other ranks
+    are in the program's own code and nothing recovers them."""
+    while _armed:
+        _armed.pop().join()

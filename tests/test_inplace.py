@@ -85,6 +85,23 @@ def test_a_rank_killed_mid_step_of_heat_gives_the_field_of_a_run_that_never_fail
 
 
 @needs_ompi
+def test_a_kill_armed_in_the_last_short_step_lands_in_it_and_is_recovered(mpirun, tmp_path, clean):
+    """Heat's steps take milliseconds without ``--work``, less than the 50 ms into the step at which an
+    ``iterationN`` fault fires: rank 1 still dies in iteration 2, the last (reshape.faults.settle), and is
+    recovered there, not after the loop (where the others were in the final gather, which failed with
+    MPI_ERR_PROC_FAILED and aborted the job, or had left)."""
+    short = [*HEAT[:3], "--steps", "3"]
+    ref = mpirun(3, short, env=OPEN, timeout=180)
+    res = mpirun(3, short, env={**OPEN, "RESHAPE_INPLACE": "1", "RESHAPE_FAULT": "iteration2:rank1:kill",
+                                **_once(tmp_path)}, timeout=180)
+    digest = re.search(r"sizes (\[.*\]) sha256 (\w+)", res.stdout)
+    assert digest and digest.group(1) == "[3, 2]", res.stdout + res.stderr
+    assert digest.group(2) == re.search(r"sha256 (\w+)", ref.stdout).group(1)
+    lost = _lost_lines(res.stderr)
+    assert len(lost) == 1 and "lost rank 1 of 3; resumed at iteration " in lost[0], res.stderr
+
+
+@needs_ompi
 def test_a_rank_killed_while_a_shrink_moves_data_is_recovered_from_the_copies_made_at_the_resize_point(
         mpirun, tmp_path, clean):
     """RESHAPE_PLAN=4,3 shrinks at the first resize point; rank 1 dies inside the redistribution. The
@@ -168,6 +185,23 @@ def test_a_rank_lost_during_a_recovery_is_recovered_too(mpirun, tmp_path, clean,
 
 
 @needs_ompi
+def test_a_rank_lost_right_after_the_survivors_agreed_is_recovered_at_the_next_call(mpirun, tmp_path, clean):
+    """Rank 2 dies mid-iteration; once the survivors agreed on the rebuilt state, rank 1 of them dies too
+    (RESHAPE_FAULT=recovered:rank1:kill), a loss the agreement cannot see. The others' next collective
+    fails (the recovery's own timing reduction used to raise it out of the recovery and abort the job):
+    a second recovery takes it, and the job ends on 2 ranks with the factors of a run that never failed."""
+    ref, _ = _lu(mpirun, tmp_path, "ref", {})
+    out = tmp_path / "lost.npy"
+    res = mpirun(4, [*LU, "--out", str(out)], cwd=str(tmp_path), timeout=180,
+                 env={**OPEN, "RESHAPE_INPLACE": "1", "RESHAPE_BUDDY": "every:3",
+                      "RESHAPE_FAULT": "iteration5:rank2:kill,recovered:rank1:kill", **_once(tmp_path)})
+    got = _lost_lines(res.stderr)
+    assert len(got) == 2 and "lost rank 2 of 4; " in got[0] and "lost rank 1 of 3; " in got[1], res.stderr
+    assert "final size 2" in res.stdout
+    assert np.array_equal(ref, np.load(out))
+
+
+@needs_ompi
 def test_a_rank_lost_during_an_expansion_undoes_it_and_the_job_goes_on(mpirun, tmp_path, clean):
     """RESHAPE_PLAN=3,4: while the blocks move to the new rank, running rank 1 dies. The new rank leaves,
     the running ones that survive rebuild the resize point's state from its copies, and the job ends on
@@ -186,16 +220,22 @@ def test_a_rank_lost_during_an_expansion_undoes_it_and_the_job_goes_on(mpirun, t
 
 @needs_ompi
 def test_an_exchange_that_loses_a_rank_mid_transfer_keeps_its_memory_on_the_survivors(mpirun, clean):
-    """RESHAPE_FAULT=transfer:rank1:kill in a redistribution of 3 ranks: ranks 0 and 2 see the loss and keep
-    the exchange's source and destination blocks and pack buffers for good. Open MPI's ob1 may still read a
+    """RESHAPE_FAULT=transfer:rank1:kill in a redistribution of 3 ranks: a survivor that sees the loss keeps the
+    exchange's source and destination blocks and pack buffers for good. Open MPI's ob1 may still read a
     send's buffer after the revocation completed its request in error; a buffer let go then made a survivor
     of a loss during an expansion crash (a segmentation fault in mca_pml_ob1_send_request_schedule_once)
-    and the run end in ob1's "Send error after request freed"."""
+    and the run end in ob1's "Send error after request freed". A survivor may also finish without error,
+    legitimately: rank 1 posted its sends before it died, and on one host the receiver copies a posted send
+    out of the sender's memory itself (CMA) while rank 1 pulls the survivor's message as it posts its own,
+    so all of that survivor's messages with rank 1 can complete first (about 1 run in 12 here, rank 2). It
+    then has nothing outstanding to keep, and its block must be complete, rank 1's part included."""
     res = mpirun(3, ["-m", "tests.mpi.exchange_lost"], timeout=120, check=False,
                  env={**OPEN, "RESHAPE_INPLACE": "1", "RESHAPE_FAULT": "transfer:rank1:kill"})
     got = sorted(ln for ln in res.stdout.splitlines() if ln.startswith("rank "))
-    assert [ln.split()[1] for ln in got] == ["0", "2"], res.stdout + res.stderr[-2000:]
-    assert all(ln.endswith("kept source True destination True pack True") for ln in got), got
+    assert [ln.split()[1].rstrip(":") for ln in got] == ["0", "2"], res.stdout + res.stderr[-2000:]
+    saw = [ln for ln in got if "no error" not in ln]
+    assert saw and all(ln.endswith("kept source True destination True pack True") for ln in saw), got
+    assert all(ln.endswith("no error, complete True") for ln in got if ln not in saw), got
 
 
 @needs_ompi

@@ -186,12 +186,13 @@ class Buddies:
         fresh = self.generation is not comm
         if fresh:
             self._inflight = None  # copies on an earlier communicator: never read again
-            self.generation, self.size, self.placed = comm, comm.size, comm.size <= 2
-            self.hosts = comm.allgather(socket.gethostname()) if comm.size > 1 else [socket.gethostname()]
-            self.keepers = keepers(self.hosts)
+            self.generation = None  # none of any size until the host names are in (a loss may end the allgather)
             self.own.clear()
             self.kept.clear()
             self.const_kept.clear()
+            self.hosts = comm.allgather(socket.gethostname()) if comm.size > 1 else [socket.gethostname()]
+            self.generation, self.size, self.placed = comm, comm.size, comm.size <= 2
+            self.keepers = keepers(self.hosts)
         else:
             self.poll(wait=True)
             fresh = self.place(comm)

@@ -82,9 +82,11 @@ def leave_expansion(merged: MPI.Intracomm) -> None:
     os._exit(0)
 
 
-def recover(rt, err: BaseException) -> None:
+def recover(rt, err: BaseException, agreed: bool = False) -> None:
     """Recover job ``rt`` in place from the lost ranks behind ``err`` (module docstring); :class:`RankLost`
-    when nothing can be recovered."""
+    when nothing can be recovered. ``agreed``: this rank took part in the agreement that ends
+    :meth:`Resizer.run`'s loop on the job's communicator (which this recovery's own agreement on it
+    stands for on the ranks that did not get there)."""
     t0, wall = time.perf_counter(), time.time()
     exp, rt._expanding = rt._expanding, None
     if exp is not None and exp.merged is None:
@@ -93,10 +95,13 @@ def recover(rt, err: BaseException) -> None:
     p = exp.size if exp is not None else old.size
     _revoke(old)
     mpiutil.watch(None)  # rt.comm is the revoked one until the recovery ends
+    if exp is None and not agreed:
+        _agree(old, 0)  # a rank that finished the loop meanwhile learns of the recovery (Resizer._leave_loop)
     for attempt in range(1, ATTEMPTS + 1):
         new = old.Shrink()
         new.Set_errhandler(MPI.ERRORS_RETURN)
         t_shrunk = time.perf_counter()
+        got = None
         try:
             if exp is not None:  # the new ranks leave (leave_expansion); the running ones go on, in their order
                 whole, new = new, new.Split(0, exp.rank)
@@ -104,18 +109,34 @@ def recover(rt, err: BaseException) -> None:
                 new.Set_errhandler(MPI.ERRORS_RETURN)
             faults.hit("recover", new.rank, new.size)
             got = _rebuild(rt, old, new, exp, err)
-            new.Agree(1)  # every survivor rebuilt the same state, or every one starts over
-            break
         except Exception as e:
-            if not failure(e) or attempt == ATTEMPTS:
+            if not failure(e):
                 raise
-            _revoke(new)
-            with contextlib.suppress(MPI.Exception):
-                new.Free()
+            _revoke(new)  # the survivors still in the rebuild's calls on it fail too, and come to agree
             err = e
+        if _agree(new, int(got is not None)):  # every survivor rebuilt the same state, or every one starts over
+            break
+        _revoke(new)
+        with contextlib.suppress(MPI.Exception):
+            new.Free()
+        if attempt == ATTEMPTS:
+            raise RankLost(f"ranks kept being lost while recovering ({ATTEMPTS} attempts; "
+                           f"{type(err).__name__}: {err})") from err
     got.restarts = attempt - 1
+    faults.hit("recovered", new.rank, new.size)
     _apply(rt, old, new, got, exp is not None)
     _tell(rt, p, new, got, exp, (time.perf_counter() - t0, t_shrunk - t0, got.data_seconds), wall)
+
+
+def _agree(comm, flag: int) -> int:
+    """``MPIX_Comm_agree(comm, flag)``: the AND of every survivor's flag, the same on all of them; 0 where a
+    member failed before it took part (ULFM raises ``MPI_ERR_PROC_FAILED`` on every survivor then)."""
+    try:
+        return int(comm.Agree(flag))
+    except Exception as e:
+        if not failure(e):
+            raise
+        return 0
 
 
 def _rebuild(rt, old, new, exp: Expanding | None, err: BaseException) -> Rebuilt:
@@ -206,8 +227,14 @@ def _tell(rt, p: int, new, got: Rebuilt, exp: Expanding | None, times: tuple[flo
     """Record the recovery, say it (rank 0 of the survivors) and tell the scheduler ``lost``."""
     from reshape.runtime.results import ResizeResult
 
-    parts = np.zeros(3)
-    new.Allreduce(np.array(times), parts, op=MPI.MAX)
+    parts = np.array(times)
+    try:
+        new.Allreduce(np.array(times), parts, op=MPI.MAX)
+    except Exception as e:  # a survivor lost since the agreement: this rank's own times; the job's next call
+        if not failure(e):  # on the communicator fails on every rank, and the next recovery takes it
+            raise
+        parts = np.array(times)
+        _revoke(new)
     secs, q, lost = float(parts[0]), new.size, got.lost
     what = f"lost rank{'s' * (len(lost) > 1)} {', '.join(map(str, lost))} of {p}" if lost else "lost a new rank"
     if exp is not None:

@@ -224,34 +224,54 @@ class Resizer:
         afresh in every step). ``step`` must leave the program's own state in the registered
         arrays and values only (or rebuild the rest from them), so that an iteration can be run again.
         Ranks spawned by an expansion call ``run`` with the same arguments and carry on where the job is.
+        With in-place recovery it returns once every rank agrees that none was lost (:meth:`_leave_loop`).
         """
         self._job.end = n
-        while self.iteration < n:
+        while True:
+            ending = self.iteration >= n
             try:
-                if self._buddies is not None:
-                    self._buddies.poll()
-                    if self._buddies.due(self):
-                        self._buddies.refresh(self)
-                faults.iteration(self.iteration, self.rank, self.size)
-                self._job.in_body = True
-                if self.inplace:  # the program's own messages show its pattern (reshape.runtime.ftcomm)
-                    self.comm.record = True
-                step(self.iteration)
-                if self.inplace:
-                    self.comm.record = False
-                result = self.resize()
-                self._job.in_body = False
-                if (self._buddies is not None and result.action == "shrink"
-                        and self._buddies.generation is not self.comm):  # covered again before after()
-                    self._buddies.refresh(self, self.iteration + 1)
-                if after is not None:
-                    after(self.iteration, result)
-                self.iteration += 1
+                if ending:
+                    self._leave_loop()
+                    return
+                self._iterate(step, after)
             except Exception as e:
                 self._job.in_body = False
                 if not (self.inplace and failure(e)):
                     raise
-                recovery.recover(self, e)
+                recovery.recover(self, e, agreed=ending)
+
+    def _iterate(self, step: Callable[[int], None], after: Callable[[int, ResizeResult], None] | None) -> None:
+        """One iteration of :meth:`run`: copies due, ``step``, :meth:`resize`, ``after``."""
+        if self._buddies is not None:
+            self._buddies.poll()
+            if self._buddies.due(self):
+                self._buddies.refresh(self)
+        faults.iteration(self.iteration, self.rank, self.size)
+        self._job.in_body = True
+        if self.inplace:  # the program's own messages show its pattern (reshape.runtime.ftcomm)
+            self.comm.record = True
+        step(self.iteration)
+        faults.settle()  # an iterationN fault lands in iteration N's step (reshape.faults)
+        if self.inplace:
+            self.comm.record = False
+        result = self.resize()
+        self._job.in_body = False
+        if (self._buddies is not None and result.action == "shrink"
+                and self._buddies.generation is not self.comm):  # covered again before after()
+            self._buddies.refresh(self, self.iteration + 1)
+        if after is not None:
+            after(self.iteration, result)
+        self.iteration += 1
+
+    def _leave_loop(self) -> None:
+        """With in-place recovery, :meth:`run` returns only once every rank agrees that none is lost and
+        none recovering (``MPIX_Comm_agree``, the same outcome on every survivor): a rank lost after its
+        last message of the last iteration is noticed by no collective of the loop, and the ranks that
+        left it would meet the loss in the program's own code after the loop, where nothing recovers it.
+        A rank that recovers meanwhile agrees on 0 (:func:`reshape.runtime.recovery.recover`); either way
+        this raises a failure, and :meth:`run` recovers and runs the iterations again from the copies."""
+        if self.inplace and not self.comm.Agree(1):
+            raise MPI.Exception(MPI.ERR_REVOKED)
 
     # ------------------------------------------------------------ registration
     def register_array(
