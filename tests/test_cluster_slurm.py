@@ -27,6 +27,7 @@ from datetime import datetime
 import hostlist
 import pytest
 
+from scheduler.rm.slurm.view import resized
 from scheduler.testing.compose import ComposeCluster, base_image, unavailable
 from scheduler.testing.slurm_site import (
     ALL,
@@ -366,6 +367,10 @@ def test_scontrol_update_shrinks_a_running_job_and_a_waiting_job_starts_on_the_n
         TIMINGS["slurm shrink by scontrol update -> waiting job runs"] = time.monotonic() - t0
         assert len(started["hosts"]) == 12 and not set(started["hosts"]) & set(keep), started
         assert running(c, big)["hosts"] == keep
+        # without accounting that was its one update: a restarted controller reads which jobs had theirs
+        assert big in resized(sh(c, "scontrol show job -o")) and waiting not in resized(sh(c, "scontrol show job -o"))
+        again = c.exec("head", f"scontrol update JobId={big} TimeLimit=6 2>&1", check=False)
+        assert again.returncode != 0 and "DB index" in again.stdout, again.stdout
         t1 = time.monotonic()
         sh(c, f"scancel {big} {waiting}")
         quiet_site(c, 60)
