@@ -86,6 +86,9 @@ def run_once(c: ComposeCluster, w: Workload, mode: str, tag: str, args: list[str
     t0 = time.monotonic()
     r = c.exec("head", f"python -m benchmarks.slurm_driver {d}/spec.json > {d}/driver.log 2>&1", timeout=7200,
                check=False)
+    for i in range(1, w.nodes + 1):  # each node's slurmd side (SlurmdDebug=debug): a node's slow completion
+        log = c.exec(f"node{i}", "tail -n 1500 /var/log/slurm/slurmd.log", check=False).stdout
+        c.exec("head", f"mkdir -p {d}/slurmd; cat > {d}/slurmd/node{i}.log", input=log, check=False)
     c.exec("head", f"tar czf /tmp/{tag}.tar.gz -C {BENCH} {tag}", check=False)
     os.makedirs(os.path.dirname(keep), exist_ok=True)
     subprocess.run(["docker", "cp", f"{c.container('head')}:/tmp/{tag}.tar.gz", keep], check=False,
