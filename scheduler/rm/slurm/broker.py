@@ -10,11 +10,9 @@ Slurm 22.05 cannot grow a running job in place). Each call of :meth:`Broker.step
 takes one look at Slurm and returns operations, applied by the adapters
 (``scheduler.rm.slurm.manager``, ``scheduler.rm.slurm.site``):
 
-1. **Holdings.** The nodes of every running main job and expander are ours,
-   each held by the Slurm job it came from: new ones are :class:`Grant`\\ed
-   to their group, vanished ones (an expander cancelled by hand or at its
-   time limit) are :class:`Lost`, a main job that is gone from two looks in
-   a row has :class:`Ended`.
+1. **Holdings.** The nodes of every running main job and expander are ours, each held by the Slurm
+   job it came from: new ones are :class:`Grant`\\ed to their group, vanished ones (an expander
+   cancelled by hand or at its time limit) are :class:`Lost`, a main job gone from two looks has :class:`Ended`.
 2. **Starting waiting jobs earlier.** Jobs waiting in Slurm's queue for nodes are
    served in Slurm's priority order: the idle nodes are theirs first, then those we
    gave back that Slurm does not yet count idle; where those do not suffice, a
@@ -43,9 +41,8 @@ takes one look at Slurm and returns operations, applied by the adapters
    its main job's end (Slurm then limits it to the minutes left), so Slurm's
    backfill starts it only where it delays no waiting job. One not started after ``grant_timeout`` is
    cancelled and its group asks again only after three grant timeouts.
-4. **Give back.** A granted node no rank used for ``idle_release`` seconds
-   goes back; an expander whose end comes within ``expire_margin`` is
-   vacated (its job asked to shrink off it) before Slurm ends it.
+4. **Give back.** A granted node no rank used for ``idle_release`` seconds goes back; an expander whose
+   end comes within ``expire_margin`` is vacated (its job asked to shrink off it) before Slurm ends it.
 5. **Time limits.** Each job's Slurm limit is kept at the end it has at its size
    (:mod:`scheduler.rm.slurm.limits`; :class:`Update` ``TimeLimit``), its expanders'
    brought down to it.
@@ -168,10 +165,13 @@ class Broker:
         if job is not None:
             self.released[host] = job
 
+    def freeze(self, jobs: set[str]) -> None:
+        """Slurm takes no further update of these jobs (resized once, without accounting)."""
+        self.frozen |= jobs
+
     def refused(self, job: str) -> None:
         """Slurm refused to shrink ``job`` (without accounting, one resized before): it takes no update any more,
-        and the nodes given back are still its own: the next look grants them to it again (to grow back into),
-        instead of counting them on their way to a waiting job."""
+        and the nodes given back are still its own: the next look grants them back (to grow into again)."""
         self.frozen.add(job)
         back = {h for h, j in self.released.items() if j == job}
         self.released = {h: j for h, j in self.released.items() if h not in back}

@@ -170,7 +170,7 @@ class SlurmSite(SlurmManager):
         if not self.broker.resizes_once or not self.broker.groups:
             return
         try:
-            self.broker.frozen |= self.resized() & set(self.broker.groups)
+            self.broker.freeze(self.resized() & set(self.broker.groups))
         except SlurmError as e:
             self.note(f"cannot ask Slurm which jobs were resized ({e}): a refused shrink will say")
 
