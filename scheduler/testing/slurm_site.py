@@ -89,7 +89,19 @@ def site_history(c: ComposeCluster) -> dict:
         f"print(json.dumps(r('{SITE}', History(), timeout=30).body))")))
 
 
+def no_controller(c: ComposeCluster) -> None:
+    """No site controller process left on the head (one still stopping would answer the next test's
+    ``reshape status`` while the new one could not bind the endpoint): ``SIGKILL`` after 15 s."""
+    alive = lambda: c.exec("head", "pgrep -f '[d]aemon --slurm-site'", check=False).returncode == 0  # noqa: E731
+    try:
+        wait_for(lambda: not alive(), 15, every=0.2)
+    except AssertionError:
+        c.exec("head", "pkill -9 -f '[d]aemon --slurm-site'", check=False)
+        wait_for(lambda: not alive(), 15, every=0.2)
+
+
 def start_controller(c: ComposeCluster, fresh: bool = True) -> None:
+    no_controller(c)
     sh(c, (f"rm -rf {SITE_STATE}; " if fresh else "") + f"mkdir -p {SITE_STATE}; nohup reshape daemon --slurm-site "
           f"--endpoint tcp://0.0.0.0:5600 --state-dir {SITE_STATE} --workdir /opt/reshape --idle-release 10 "
           f">> {SITE_STATE}/controller.log 2>&1 &")
@@ -107,6 +119,7 @@ def controller(c: ComposeCluster):
     finally:
         c.exec("head", "scancel --user root; pkill -f '[d]aemon --slurm-site'", check=False)
         wait_for(lambda: not squeue(c), 60, every=0.5)
+        no_controller(c)
 
 
 def by_slurm(st: dict, sid: str) -> dict | None:
