@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 import shlex
@@ -599,7 +600,8 @@ def test_a_malleable_job_waiting_for_nodes_starts_on_the_idle_ones_with_a_longer
     """A moldable start: a rigid job holds 14 nodes for 10 minutes; a malleable job asking for 4 nodes
     (2 minutes) would start only after it (Slurm's prediction). Waiting costs more than running on the 2
     idle nodes twice as long, so the controller makes Slurm start it there (NumNodes=2) with the limit
-    the walltime charging rule gives (4 minutes), and it registers at the 4 processes those hold."""
+    the walltime charging rule gives (4 minutes), and it registers at the 4 processes those hold (on one
+    node, 8 minutes and 2 processes, where Slurm still had the other unavailable when the controller looked)."""
     c = slurm
     quiet_site(c)  # the premise: two idle nodes (a previous test's expanders exit by themselves after it)
     with controller(c), site_jobs(c) as ids:
@@ -612,12 +614,20 @@ def test_a_malleable_job_waiting_for_nodes_starts_on_the_idle_ones_with_a_longer
         ids.append(m)
         got = wait_for(lambda: running(c, m), 60, every=0.3)
         TIMINGS["site: moldable start (submit -> running on the idle nodes)"] = time.monotonic() - t0
-        assert sorted(got["hosts"]) == free, (got, free, site(c)["daemon"]["rm"]["notes"], evidence(c, m, "/tmp"))
-        assert limit_minutes(c, m) == 4, scontrol_job(c, m)
+        # on the idle nodes it saw: both as a rule; one where Slurm still had the other unavailable at the
+        # controller's look (seen once: a node of a previous test's expander completing late)
+        k = len(got["hosts"])
+        assert 1 <= k <= 2 and set(got["hosts"]) <= set(free), (got, free, site(c)["daemon"]["rm"]["notes"],
+                                                                 evidence(c, m, "/tmp"))
+        if k != 2:
+            NOTES["site: moldable start"] = f"on {k} of the 2 idle nodes (the other not idle at the controller's look)"
+        limit = math.ceil(120 * 4 / k / 60)  # the charging rule: 2 minutes at 4 nodes
+        assert limit_minutes(c, m) == limit, scontrol_job(c, m)
         row = wait_for(lambda: by_slurm(site(c), m), 30, every=0.3)
-        assert row["nprocs"] == 4, row
+        assert row["nprocs"] == 2 * k, row
         notes = site(c)["daemon"]["rm"]["notes"]
-        assert any(f"Slurm job {m}: NumTasks=4 NumCPUs=4 NumNodes=2 TimeLimit=4" in n for n in notes), notes
+        assert any(f"Slurm job {m}: NumTasks={2 * k} NumCPUs={2 * k} NumNodes={k} TimeLimit={limit}" in n
+                   for n in notes), notes
 
 
 def test_a_malleable_job_shrinks_below_its_size_for_a_waiting_job_and_slurm_gets_its_longer_limit(slurm):
