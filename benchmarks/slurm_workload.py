@@ -128,14 +128,15 @@ def twin_params(args: list[str]) -> dict:
     return broker_params(p.parse_known_args(args)[0])
 
 
-def twin_of(w: Workload, cal: dict, args: list[str], restart: bool, seed: int | None = None) -> dict:
+def twin_of(w: Workload, cal: dict, args: list[str], restart: bool, seed: int | None = None,
+            jobs: list | None = None) -> dict:
     """The simulator's twin of the pair of runs: its summary (``benchmarks.slurm_metrics``); with ``seed``,
-    one draw of the jittered twin (:data:`BAND_JITTER`), else the point twin."""
+    one draw of the jittered twin (:data:`BAND_JITTER`), else the point twin. ``jobs``: ``twin_jobs(w, cal)``."""
     from scheduler.lab.slurm_twin import Latencies
     from scheduler.lab.slurm_twin import run as twin_run
 
     lat = Latencies() if seed is None else Latencies(**BAND_JITTER, seed=seed)
-    jobs = twin_jobs(w, cal)
+    jobs = twin_jobs(w, cal) if jobs is None else jobs
     static = twin_run(jobs, w.nodes, w.cpus_per_node, False, lat=lat)
     reshape = twin_run(jobs, w.nodes, w.cpus_per_node, True, twin_params(args), lat=lat)
     return summarize(static, reshape, w)[1]
@@ -144,7 +145,8 @@ def twin_of(w: Workload, cal: dict, args: list[str], restart: bool, seed: int | 
 def twin_band(w: Workload, cal: dict, args: list[str]) -> dict[str, list[float]]:
     """Each ratio's range over :data:`BAND_SEEDS` draws of the jittered twin: where one real run may land
     (``scheduler.lab.slurm_twin``: one near tie decided the other way moves the rest of a run)."""
-    draws = [twin_of(w, cal, args, True, seed) for seed in range(BAND_SEEDS)]
+    jobs = twin_jobs(w, cal)
+    draws = [twin_of(w, cal, args, True, seed, jobs) for seed in range(BAND_SEEDS)]
     return {k: [min(v), max(v)] for k in RATIOS if (v := [d[k] for d in draws if d.get(k) is not None])}
 
 

@@ -369,7 +369,8 @@ def test_scontrol_update_shrinks_a_running_job_and_a_waiting_job_starts_on_the_n
         assert len(started["hosts"]) == 12 and not set(started["hosts"]) & set(keep), started
         assert running(c, big)["hosts"] == keep
         # without accounting that was its one update: a restarted controller reads which jobs had theirs
-        assert big in resized(sh(c, "scontrol show job -o")) and waiting not in resized(sh(c, "scontrol show job -o"))
+        both = {big: "site-shrunk", waiting: "site-waiting"}
+        assert resized(sh(c, "scontrol show job -o"), both) == {big}
         again = c.exec("head", f"scontrol update JobId={big} TimeLimit=6 2>&1", check=False)
         assert again.returncode != 0 and "DB index" in again.stdout, again.stdout
         t1 = time.monotonic()

@@ -44,9 +44,10 @@ def _lu(mpirun, tmp_path, tag, env):
     return _lu_on(mpirun, tmp_path, 4, tag, env)
 
 
-def _lu_on(mpirun, tmp_path, n, tag, env, check=True):
+def _lu_on(mpirun, tmp_path, n, tag, env, check=True, cwd=None):
     out = tmp_path / f"{tag}.npy"
-    res = mpirun(n, [*LU, "--out", str(out)], env={**OPEN, **env}, timeout=180, check=check)
+    res = mpirun(n, [*LU, "--out", str(out)], env={**OPEN, **env}, timeout=180, check=check,
+                 **({"cwd": cwd} if cwd else {}))
     return np.load(out), res
 
 
@@ -136,15 +137,14 @@ def test_with_no_checkpoint_setting_a_rank_and_its_buddy_lost_cost_iterations_no
     """RESHAPE_INPLACE=1 alone: checkpoints by measured cost ("auto") in a directory of the run's own, read
     in place when a rank and its keeper die together, and removed when the job finishes."""
     ref, _ = _lu(mpirun, tmp_path, "ref", {})
-    out = tmp_path / "lost.npy"
-    res = mpirun(4, [*LU, "--out", str(out)], cwd=str(tmp_path), timeout=180,
-                 env={**OPEN, "RESHAPE_INPLACE": "1", "RESHAPE_BUDDY": "every:3",
-                      "RESHAPE_FAULT": "iteration5:rank1+2:kill", **_once(tmp_path)})
+    got, res = _lu_on(mpirun, tmp_path, 4, "lost", {"RESHAPE_INPLACE": "1", "RESHAPE_BUDDY": "every:3",
+                                                    "RESHAPE_FAULT": "iteration5:rank1+2:kill", **_once(tmp_path)},
+                      cwd=str(tmp_path))
     lost = _lost_lines(res.stderr)
     assert len(lost) == 1 and "lost ranks 1, 2 of 4" in lost[0], res.stderr
     assert re.search(r"from checkpoint \S+/reshape-checkpoints/run-[\d-]+/ckpt-\d+", lost[0]), lost[0]
     assert "final size 2" in res.stdout
-    assert np.array_equal(ref, np.load(out))
+    assert np.array_equal(ref, got)
     assert not (tmp_path / "reshape-checkpoints").exists()
 
 
@@ -173,15 +173,14 @@ def test_a_rank_lost_during_a_recovery_is_recovered_too(mpirun, tmp_path, clean,
     and carry on on 2 ranks, in place where the copies survived, else from the checkpoint in-place
     recovery takes by default; the factors are those of a run that never failed."""
     ref, _ = _lu(mpirun, tmp_path, "ref", {})
-    out = tmp_path / "lost.npy"
-    res = mpirun(4, [*LU, "--out", str(out)], cwd=str(tmp_path), timeout=180,
-                 env={**OPEN, "RESHAPE_INPLACE": "1", "RESHAPE_BUDDY": "every:3",
-                      "RESHAPE_FAULT": f"iteration5:rank2:kill,{second}", **_once(tmp_path)})
+    factors, res = _lu_on(mpirun, tmp_path, 4, "lost", {"RESHAPE_INPLACE": "1", "RESHAPE_BUDDY": "every:3",
+                                                        "RESHAPE_FAULT": f"iteration5:rank2:kill,{second}",
+                                                        **_once(tmp_path)}, cwd=str(tmp_path))
     got = _lost_lines(res.stderr)
     assert len(got) == 1 and lost in got[0] and source in got[0], res.stderr
     assert "(the recovery started over 1 time: a rank was lost during it)" in got[0]
     assert "final size 2" in res.stdout
-    assert np.array_equal(ref, np.load(out))
+    assert np.array_equal(ref, factors)
 
 
 @needs_ompi
@@ -191,14 +190,13 @@ def test_a_rank_lost_right_after_the_survivors_agreed_is_recovered_at_the_next_c
     fails (the recovery's own timing reduction used to raise it out of the recovery and abort the job):
     a second recovery takes it, and the job ends on 2 ranks with the factors of a run that never failed."""
     ref, _ = _lu(mpirun, tmp_path, "ref", {})
-    out = tmp_path / "lost.npy"
-    res = mpirun(4, [*LU, "--out", str(out)], cwd=str(tmp_path), timeout=180,
-                 env={**OPEN, "RESHAPE_INPLACE": "1", "RESHAPE_BUDDY": "every:3",
-                      "RESHAPE_FAULT": "iteration5:rank2:kill,recovered:rank1:kill", **_once(tmp_path)})
+    factors, res = _lu_on(mpirun, tmp_path, 4, "lost", {"RESHAPE_INPLACE": "1", "RESHAPE_BUDDY": "every:3",
+                                                        "RESHAPE_FAULT": "iteration5:rank2:kill,recovered:rank1:kill",
+                                                        **_once(tmp_path)}, cwd=str(tmp_path))
     got = _lost_lines(res.stderr)
     assert len(got) == 2 and "lost rank 2 of 4; " in got[0] and "lost rank 1 of 3; " in got[1], res.stderr
     assert "final size 2" in res.stdout
-    assert np.array_equal(ref, np.load(out))
+    assert np.array_equal(ref, factors)
 
 
 @needs_ompi

@@ -406,10 +406,12 @@ def test_pool_config_names_its_launcher(tmp_path):
         load_pool(str(p))
 
 
-def test_the_jobs_slurm_resized_are_those_with_a_resize_time():
+def test_the_jobs_slurm_resized_are_those_with_a_resize_time_and_a_job_name_cannot_say_so():
     from scheduler.rm.slurm.view import resized
 
     text = ("JobId=7 JobName=a JobState=RUNNING ResizeTime=2026-11-28T21:30:25 NodeList=node[1-2]\n"
-            "JobId=8 JobName=b JobState=RUNNING NodeList=node[4-6]\n"
-            "JobId=9 JobName=c JobState=PENDING ResizeTime=None Comment=x=y\n")
-    assert resized(text) == {"7"}
+            "JobId=8 JobName=b ResizeTime=2026-01-01T00:00:00 JobId=7 JobState=RUNNING NodeList=node[4-6]\n"
+            "JobId=9 JobName=c JobState=PENDING ResizeTime=None Comment=x=y\n"
+            "JobId=10 JobName=d JobState=RUNNING ResizeTime=2026-11-28T21:31:00\n")
+    names = {"7": "a", "8": "b ResizeTime=2026-01-01T00:00:00 JobId=7", "9": "c"}  # 10: not one of ours
+    assert resized(text, names) == {"7"}

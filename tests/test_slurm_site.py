@@ -234,7 +234,7 @@ def restarted(slurm_now: list[SlurmJob], final: str, resized: set[str] | None = 
     rm2.final_state = lambda main: final if main == "101" else "RUNNING"
     rm2.first_look = lambda: (slurm_now, 0)
     rm2.broker.resizes_once = resized is not None
-    rm2.resized = lambda: set(resized or ())
+    rm2.resized = lambda names: set(resized or ()) & set(names)
     rm2.attach(new.port, 100.0)
     return new, rm2, a
 

@@ -151,7 +151,7 @@ class SlurmSite(SlurmManager):
             else:
                 self.note(f"job {j.job_id} ended: {why}")
                 self.pending_actions += state.exited(j.job_id, None, now, why)
-        self._frozen_again()
+        self._frozen_again({q.id: q.name for q in jobs if q.id in self.broker.groups})
         for a in self.apply(state, now, jobs, idle, now):
             self.pending_actions.append(a)
         for h in [h for h in state.hosts if not state.is_down(h)]:
@@ -163,20 +163,20 @@ class SlurmSite(SlurmManager):
                 state.report(NodeReleased(h, "not held by a Slurm job of ours (controller restarted)"), now)
         self.note(f"adopted {len(self.broker.groups)} running job(s) from the journal and Slurm")
 
-    def _frozen_again(self) -> None:
-        """Where Slurm takes one update of a shrunk job (no accounting), the adopted jobs it resized before the
-        restart take none now (``ResizeTime`` set): not shrunk again (the broker's ``frozen``, which the
-        controller that shrank them kept in memory only)."""
-        if not self.broker.resizes_once or not self.broker.groups:
+    def _frozen_again(self, names: dict[str, str]) -> None:
+        """Where Slurm takes one update of a shrunk job (no accounting), the adopted jobs (``names``: Slurm id ->
+        name) it resized before the restart take none now (``ResizeTime`` set): not shrunk again (the broker's
+        ``frozen``, which the controller that shrank them kept in memory only)."""
+        if not self.broker.resizes_once or not names:
             return
         try:
-            self.broker.freeze(self.resized() & set(self.broker.groups))
+            self.broker.freeze(self.resized(names))
         except SlurmError as e:
             self.note(f"cannot ask Slurm which jobs were resized ({e}): a refused shrink will say")
 
-    def resized(self) -> set[str]:
-        """The Slurm jobs resized so far (``scontrol show job``), asked at once."""
-        return resized_jobs()
+    def resized(self, names: dict[str, str]) -> set[str]:
+        """Which of the Slurm jobs ``names`` were resized so far (``scontrol show job``), asked at once."""
+        return resized_jobs(names)
 
     def final_state(self, main: str) -> str:
         """Slurm's state of ended job ``main`` (``COMPLETED``, ``FAILED``, ...), asked at once (rare: a job

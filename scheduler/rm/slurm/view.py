@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import os
 import pwd
+import re
 import shlex
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -169,20 +171,27 @@ def resizes_once(config: str) -> bool:
     return "accounting_storage/none" in config or "AccountingStorageType" not in config
 
 
-def resized(text: str) -> set[str]:
-    """The jobs of ``scontrol show job -o`` output (one line each) that were resized (``ResizeTime`` set):
-    without accounting Slurm takes no further update of them (:func:`resizes_once`)."""
+def resized(text: str, names: Mapping[str, str]) -> set[str]:
+    """Which of the jobs ``names`` (id -> name, as ``squeue`` lists them) ``scontrol show job -o`` output (one
+    line each) shows resized (``ResizeTime`` set): without accounting Slurm takes no further update of them
+    (:func:`resizes_once`). Each line starts with its ``JobId``; the job's name, the one field before
+    ``ResizeTime`` its owner chooses, is cut out before reading it, so a name holding ``ResizeTime=`` or
+    ``JobId=`` says nothing."""
     out = set()
     for line in text.splitlines():
-        fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
-        if fields.get("JobId") and fields.get("ResizeTime") not in (None, "None", "Unknown", "(null)"):
-            out.add(fields["JobId"])
+        m = re.match(r"JobId=(\d+) ", line)
+        if m is None or m.group(1) not in names:
+            continue
+        rest = line[m.end():].removeprefix(f"JobName={names[m.group(1)]} ")
+        t = re.search(r"(?:^| )ResizeTime=(\S+)", rest)
+        if t and t.group(1) not in ("None", "Unknown", "(null)"):
+            out.add(m.group(1))
     return out
 
 
-def resized_jobs() -> set[str]:
-    """The jobs Slurm knows that were resized (:func:`resized`), asked at once."""
-    return resized(run(["scontrol", "show", "job", "-o"]))
+def resized_jobs(names: Mapping[str, str]) -> set[str]:
+    """Which of the jobs ``names`` (id -> name) Slurm resized (:func:`resized`), asked at once."""
+    return resized(run(["scontrol", "show", "job", "-o"]), names) if names else set()
 
 
 def idle_nodes(text: str) -> int:
