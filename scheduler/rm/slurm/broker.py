@@ -55,7 +55,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scheduler.rm.slurm.admit import LIVE, Tenant, delays, loss_weight, moldable_limit, own_cost, shrink_off
-from scheduler.rm.slurm.limits import kept_minutes, limit_updates
+from scheduler.rm.slurm.limits import kept_minutes, limit_updates, with_limits
 from scheduler.rm.slurm.ops import (
     AskShrink,
     Cancel,
@@ -109,7 +109,7 @@ class Broker:
     held: dict[str, str] = field(default_factory=dict)  # host -> Slurm job holding it for us
     owner: dict[str, str] = field(default_factory=dict)  # Slurm job (main or expander) -> its group's main
     requested: dict[str, float] = field(default_factory=dict)  # pending expander id -> submitted at
-    submitting: dict[str, float] = field(default_factory=dict)  # group -> when a submission was queued
+    submitting: dict[str, int] = field(default_factory=dict)  # group -> expanders asked for, sbatch not answered
     quiet_until: dict[str, float] = field(default_factory=dict)  # group -> no request before this
     idle_since: dict[str, float] = field(default_factory=dict)
     draining: dict[str, str] = field(default_factory=dict)  # host -> why (promised to a job, expiring, lost)
@@ -149,9 +149,11 @@ class Broker:
     def submitted(self, main: str, job: str | None, now: float) -> list[Cancel]:
         """``sbatch`` answered for group ``main``: expander ``job`` (None: it failed). One whose group ended
         while it was submitted is nobody's (nothing would ever cancel it): cancelled."""
-        self.submitting.pop(main, None)
-        if not job:
+        left = self.submitting.pop(main, 0) - 1
+        if not job:  # the rest of the request was not submitted either
             return []
+        if left > 0:
+            self.submitting[main] = left
         if main not in self.groups:
             return [Cancel(job, f"its job {main} ended while it was submitted")]
         self.requested[job] = now
@@ -221,16 +223,9 @@ class Broker:
                     tenants: Sequence[Tenant]) -> list[Release]:
         """A job's own allocation shrunk: its new time limit goes with the same update (rule 5), and where
         Slurm takes no further update of a shrunk job (:attr:`resizes_once`) it is not shrunk again."""
-        out = []
-        for r in releases:
-            t = next((t for t in tenants if t.main == r.job), None)
-            j = by_id.get(r.job)
-            if r.job in self.groups and t is not None and j is not None and j.start is not None:
-                end = t.ends.get(t.nprocs) if self.time_limits != "off" else None
-                r = Release(r.host, r.job, r.why, None if end is None else max(1, math.ceil((end - j.start) / 60)))
-                if self.resizes_once:
-                    self.frozen.add(r.job)
-            out.append(r)
+        out, shrunk = with_limits(releases, by_id, tenants, set(self.groups), self.time_limits != "off")
+        if self.resizes_once:
+            self.frozen |= shrunk
         return out
 
     def _batch_last(self, releases: list[Release], by_id: Mapping[str, SlurmJob]) -> list[Release]:
@@ -551,6 +546,11 @@ class Broker:
         kept, until = borrow
         if until - now < self._min_window:
             kept = 0  # too short to be worth an expander (Slurm counts whole minutes), or no prediction
+        # expanders asked for and not started take these nodes first: counted again, a second group would ask
+        # for the same node and one of the two groups get part of its step (of no use to it) after a timeout
+        ahead = sum(self.submitting.values()) + sum(by_id[j].num_nodes for j in self.requested
+                                                    if j in by_id and by_id[j].state == "PENDING")
+        idle, kept = max(0, idle - ahead), max(0, kept - max(0, ahead - idle))
         for t in sorted(tenants, key=lambda t: -t.gain()):
             g = t.main
             main = by_id.get(g)  # not running in this look (missing from it: perhaps ended): nothing asked for it
@@ -572,7 +572,7 @@ class Broker:
                 end = until if end is None else min(end, until)
             if end is not None and end - now < self._min_window:
                 continue  # it ends before an expander would be worth it (Slurm counts whole minutes)
-            self.submitting[g] = now
+            self.submitting[g] = nodes
             kept -= max(0, nodes - idle)
             idle = max(0, idle - nodes)
             ops.append(Submit(g, nodes, end))

@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from scheduler.core.job import Job
 from scheduler.core.walltime import deadline_after
 from scheduler.rm.slurm.admit import LIVE, Tenant
-from scheduler.rm.slurm.ops import Update
+from scheduler.rm.slurm.ops import Release, Update
 from scheduler.rm.slurm.view import SlurmJob
 
 __all__ = ["LIMIT_SLACK", "kept_minutes", "limit_updates", "slurm_end", "slurm_ends"]
@@ -113,3 +113,19 @@ def limit_updates(tenants: Sequence[Tenant], by_id: Mapping[str, SlurmJob], held
                 limits[jid] = cut
                 ops.append(Update(jid, minutes=cut, why=f"its job {t.main} ends by then"))
     return ops
+
+
+def with_limits(releases: list[Release], by_id: Mapping[str, SlurmJob], tenants: Sequence[Tenant],
+                groups: set[str], charge: bool) -> tuple[list[Release], set[str]]:
+    """``releases`` with, on each that shrinks a job's own Slurm job, its time limit at its new size (rule 5;
+    none unless ``charge``); and the jobs so shrunk."""
+    out, shrunk = [], set()
+    for r in releases:
+        t = next((t for t in tenants if t.main == r.job), None)
+        j = by_id.get(r.job)
+        if r.job in groups and t is not None and j is not None and j.start is not None:
+            end = t.ends.get(t.nprocs) if charge else None
+            r = Release(r.host, r.job, r.why, None if end is None else max(1, math.ceil((end - j.start) / 60)))
+            shrunk.add(r.job)
+        out.append(r)
+    return out, shrunk
