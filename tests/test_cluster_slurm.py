@@ -400,6 +400,32 @@ def test_an_expander_given_its_parents_end_as_deadline_ends_no_later_than_the_pa
         wait_for(lambda: scontrol_job(c, late)["JobState"] == "DEADLINE", 30, every=0.3)
 
 
+def test_an_expander_borrowing_nodes_kept_for_a_waiting_job_starts_with_a_time_limit_and_not_without(slurm):
+    """A 16-node job waits for a 12-node blocker (3 min): Slurm keeps the 4 idle nodes for it. An expander
+    with only ``--deadline`` at that start (lowest priority) is passed over: Slurm's backfill tests a job
+    without ``--time`` as running the partition's ``MaxTime``. The controller's ``submit_expander``
+    (``--time`` of the minutes left, ``--time-min=1``, the same ``--deadline``), asked for after it, starts
+    on an idle node, ends by the waiting job's start, and that start stays where Slurm put it."""
+    c = slurm
+    quiet_site(c)
+    with site_jobs(c) as ids:
+        blocker = sbatch(c, ids, "site-blocker", "-N 12 --time=3")
+        wait_for(lambda: running(c, blocker), 30, every=0.3)
+        big = sbatch(c, ids, "site-big", "-N 16 --time=1")
+        start = wait_for(lambda: start_times(c).get(big), 30, every=0.5)
+        plain = sbatch(c, ids, "site-plain-expander", f"-N 1 --nice=10000 --deadline={start.isoformat()}")
+        code = ("import datetime; from scheduler.rm.slurm.view import submit_expander; "
+                f"print(submit_expander('{blocker}', 1, [], datetime.datetime.fromisoformat('{start.isoformat()}')"
+                ".timestamp()))")
+        ours = sh(c, f"python -c {shlex.quote(code)}").strip()
+        ids.append(ours)
+        wait_for(lambda: running(c, ours), 30, every=0.3)
+        job = scontrol_job(c, ours)
+        assert when(job["EndTime"]) <= start and job["TimeMin"] == "00:01:00", job
+        waiting = pending(c)
+        assert waiting[plain]["reason"] == "Priority" and waiting[big]["start"] == start, waiting
+
+
 # ---------------------------------------------------------------------- the site controller: one for every job
 # an emulated application (one process standing for its processors) whose iteration time falls to 16
 EMU = """name = "{name}"

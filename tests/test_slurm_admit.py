@@ -14,8 +14,8 @@ from scheduler.core.jobfile import validate_job
 from scheduler.rm.slurm.admit import delays, loss_weight, moldable_limit, own_cost, shrink_cost
 from scheduler.rm.slurm.broker import AskShrink, Broker, Drain, Release, Tenant, Update
 from scheduler.rm.slurm.limits import slurm_end
-from scheduler.rm.slurm.plan import NO_LIMIT, Pending, plan
-from scheduler.rm.slurm.view import SlurmJob, expander_name, parse_squeue
+from scheduler.rm.slurm.plan import NO_LIMIT, Pending, limit_for, plan
+from scheduler.rm.slurm.view import SlurmJob, expander_minutes, expander_name, parse_squeue
 
 NODES = tuple(f"n{i}" for i in range(1, 9))
 
@@ -40,6 +40,20 @@ def test_a_deadline_job_runs_with_the_minutes_left_and_a_range_takes_what_is_fre
     assert plan(0.0, NODES, [], [Pending("x", 1, None, deadline=50.0)]) == {}
     got = plan(0.0, NODES, [(NODES[:5], 1000.0)], [Pending("r", 1, 60.0, max_nodes=8)])
     assert got["r"].start == 0.0 and len(got["r"].nodes) == 3
+
+
+def test_an_expander_asked_for_with_the_minutes_to_its_deadline_backfills_before_the_reservation_it_borrows():
+    """A 16-node job waits for a blocker ending at 300 s; 4 nodes idle until then. An expander asked for at
+    100 s with a deadline at 300 s gets ``--time`` of the minutes left (2 s kept for the submission) and
+    starts now in front of the reservation, its limit brought down to the minutes left should it start
+    later; under one minute it is not asked for at all."""
+    assert expander_minutes(300.9, 100.0) == 3 and expander_minutes(300.0, 179.0) == 1
+    assert expander_minutes(300.0, 239.0) is None
+    running = [(NODES[:4], 300.0)]
+    borrow = Pending("x", 1, 60.0 * expander_minutes(300.0, 100.0), deadline=300.0)
+    got = plan(100.0, NODES, running, [Pending("big", 8, 600.0), borrow])
+    assert got["big"].start == 300.0 and got["x"].start == 100.0 and got["x"].limit == 180.0
+    assert limit_for(borrow, 200.0) == 60.0 and limit_for(borrow, 250.0) is None
 
 
 @settings(max_examples=60, deadline=None)

@@ -143,10 +143,10 @@ class SimSlurm:
             j.predicted = None if p is None else p.start
             if p is not None and p.start <= now:
                 j.state, j.start, j.hosts = "RUNNING", now, p.nodes
-                if j.limit is None and j.deadline is not None:
+                if j.deadline is not None:
                     j.limit = p.limit
                 out.append(j)
-            elif j.deadline is not None and j.limit is None and now > j.deadline - 60:
+            elif j.deadline is not None and now > j.deadline - 60:
                 j.state, j.end = "DEADLINE", now
         self.started += out
         return out

@@ -49,7 +49,7 @@ from scheduler.core.state import ClusterState
 from scheduler.lab.slurm_sim import SimSlurm, Sjob
 from scheduler.rm.slurm.edge import CancelJob, EndJob, KeepNodes, SubmitExpanders, UpdateJob
 from scheduler.rm.slurm.site import SlurmSite
-from scheduler.rm.slurm.view import expander_name, malleable_comment
+from scheduler.rm.slurm.view import expander_minutes, expander_name, malleable_comment
 
 __all__ = ["Latencies", "TwinJob", "run"]
 
@@ -298,8 +298,12 @@ class Twin:
         while not out.empty():
             op = out.get()
             if isinstance(op, SubmitExpanders):  # one expander job per node, as the controller's Slurm thread
+                minutes = None if op.deadline is None else expander_minutes(op.deadline, now)
+                if op.deadline is not None and minutes is None:  # sbatch refused, as the real Slurm thread's
+                    self.rm.submitted(op.main, None, now)
+                    continue
                 for _ in range(op.nodes):
-                    sid = self.slurm.submit(expander_name(op.main), 1, None, now, deadline=op.deadline, nice=True,
+                    sid = self.slurm.submit(expander_name(op.main), 1, minutes, now, deadline=op.deadline, nice=True,
                                             kind="expander")
                     self.rm.submitted(op.main, sid, now)
             elif isinstance(op, CancelJob):

@@ -11,9 +11,11 @@ this change delay a waiting job past Slurm's prediction?" and by the simulator's
 Slurm experiment (``scheduler.lab.slurm_twin``) as its Slurm.
 
 A job with a node range (``-N MIN-MAX``) starts now on as many nodes as are free now up to MAX
-(at least MIN); later, it is planned at MIN. A job with a ``--deadline`` and no limit (the
-controller's expander jobs) gets, when it starts, the whole minutes left before its deadline
-as its limit, and runs only if at least one minute is left and its nodes are free that long.
+(at least MIN); later, it is planned at MIN. A job with a ``--deadline`` (the controller's expander
+jobs, each with a ``--time`` of the minutes left when asked for and ``--time-min=1``) runs with its
+limit brought down to the whole minutes left before its deadline, and only if at least one is left
+and its nodes are free that long. (Without a ``--time`` Slurm's backfill would test it as running the
+partition's ``MaxTime``: :func:`scheduler.rm.slurm.view.submit_expander` always gives one.)
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ class Pending:
     nodes: int  # at least (MIN of a range)
     limit: float | None = None  # seconds (whole minutes in Slurm); None: no limit
     max_nodes: int | None = None  # MAX of a range (None: ``nodes``)
-    deadline: float | None = None  # with no limit: the limit is the whole minutes left before it
+    deadline: float | None = None  # the limit is at most the whole minutes left before it
 
 
 @dataclass(frozen=True)
@@ -47,12 +49,12 @@ class Planned:
 
 def limit_for(p: Pending, start: float) -> float | None:
     """The limit ``p`` runs with if it starts at ``start``; None: it cannot (a deadline less than a minute away)."""
-    if p.limit is not None:
-        return p.limit
     if p.deadline is None:
-        return NO_LIMIT
+        return NO_LIMIT if p.limit is None else p.limit
     minutes = math.floor((p.deadline - start) / 60.0)
-    return 60.0 * minutes if minutes >= 1 else None
+    if minutes < 1:
+        return None
+    return 60.0 * minutes if p.limit is None else min(p.limit, 60.0 * minutes)
 
 
 def _free(busy: Mapping[str, list[tuple[float, float]]], nodes: Sequence[str], t0: float, t1: float) -> list[str]:

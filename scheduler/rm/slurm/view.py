@@ -27,7 +27,7 @@ from scheduler.core.pool import Node, Pool, PoolError
 if TYPE_CHECKING:
     from scheduler.core.jobfile import JobDesc
 
-__all__ = ["MALLEABLE", "SQUEUE_FORMAT", "SlurmError", "SlurmJob", "cancel_expanders", "duration",
+__all__ = ["MALLEABLE", "SQUEUE_FORMAT", "SlurmError", "SlurmJob", "cancel_expanders", "duration", "expander_minutes",
            "expander_name", "expander_script", "final_states", "idle_nodes", "look", "malleable_comment",
            "parse_squeue", "partition_args", "partition_pool", "resized", "resized_jobs", "resizes_once", "run",
            "submit_expander"]
@@ -228,11 +228,28 @@ def cancel_expanders(main: str) -> None:
     run(["scancel", "--user", _me(), "--name", expander_name(main)])
 
 
+def expander_minutes(deadline: float, now: float) -> int | None:
+    """The time limit (whole minutes) an expander asked for at ``now`` gets so that it ends by ``deadline``
+    (to the second, as ``--deadline`` takes it; 2 s for the submission to reach slurmctld); None: not one."""
+    minutes = int((int(deadline) - now - 2.0) // 60)
+    return minutes if minutes >= 1 else None
+
+
 def submit_expander(main: str, nodes: int, part: list[str], deadline: float | None) -> str:
-    """``sbatch`` an expander job of ``nodes`` nodes for job ``main``; its Slurm id. ``deadline``: its
-    main job's end (epoch seconds): ``--deadline`` makes Slurm give it, when it starts, a time limit
-    of the whole minutes left (a job that cannot fit never starts)."""
-    until = [] if deadline is None else ["--deadline", time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(deadline))]
+    """``sbatch`` an expander job of ``nodes`` nodes for job ``main``; its Slurm id. ``deadline``: when it
+    must end (its main job's end, or the start Slurm predicts for the waiting job whose nodes it borrows).
+
+    It gets ``--time`` of the whole minutes left (:func:`expander_minutes`): Slurm 22.05's backfill tests
+    a pending job without one as running the partition's ``MaxTime`` (a year), so one asked for nodes kept
+    for a waiting job would never start (reason ``Priority``). ``--deadline`` with ``--time-min=1`` makes
+    Slurm bring the limit down to the minutes left if it starts later, and drop it once under one minute."""
+    until: list[str] = []
+    if deadline is not None:
+        minutes = expander_minutes(deadline, time.time())
+        if minutes is None:
+            raise SlurmError(f"expander for job {main}: its deadline is less than a minute away")
+        until = [f"--time={minutes}", "--time-min=1",
+                 "--deadline", time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(deadline))]
     out = run(["sbatch", "--parsable", "-N", str(nodes), *part, *until, f"--nice={EXPANDER_NICE}",
                "--job-name", expander_name(main), "--output", "/dev/null", "--wrap", expander_script(main)])
     return out.strip().split(";")[0]
