@@ -34,7 +34,7 @@ from scheduler.rm.slurm.admit import LIVE, Tenant
 from scheduler.rm.slurm.ops import Release, Update
 from scheduler.rm.slurm.view import SlurmJob
 
-__all__ = ["LIMIT_SLACK", "kept_minutes", "limit_updates", "slurm_end", "slurm_ends"]
+__all__ = ["LIMIT_SLACK", "kept_minutes", "limit_updates", "slurm_end", "slurm_ends", "with_limits"]
 
 LIMIT_SLACK = 10.0  # seconds an end may pass its Slurm limit before the limit is extended (slurmctld checks every 30)
 
