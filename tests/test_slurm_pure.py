@@ -141,6 +141,30 @@ def test_nothing_granted_in_time_is_cancelled_and_nothing_asked_on_a_full_cluste
     assert [o for o in b.step(42, [MAIN], 1, USED, t, lambda j, e: 6) if isinstance(o, Submit)]  # ... then again
 
 
+def test_a_node_of_a_request_granted_only_in_part_goes_back_at_the_grant_timeout_unless_its_job_can_use_it():
+    """A job asks for two nodes (one expander each) and Slurm starts one: when the other is cancelled at the
+    grant timeout, the node granted is given back at once where its job cannot expand onto it alone (kept,
+    it would idle ``idle_release`` seconds more: seen on real Slurm), and kept where it can."""
+    def run(grow_on_one: bool) -> list:
+        b = broker()
+        t = [tenant(["node1"] * 2 + ["node2"] * 2)]
+        grow = lambda j, e: 8 if e >= 4 else (6 if grow_on_one else None)  # noqa: E731
+        assert [o for o in b.step(0, [MAIN], 2, USED, t, grow) if isinstance(o, Submit)] == [Submit("7", 2)]
+        b.submitted("7", "8", 0.0)
+        b.submitted("7", "9", 0.0)
+        ops = b.step(1, [MAIN, job("8", X, "RUNNING", ["node3"]), job("9", X, "PENDING", reason="Priority", n=1)],
+                     1, USED, t, grow)
+        assert [o.host for o in ops if isinstance(o, Grant)] == ["node3"]
+        ops = b.step(11, [MAIN, job("8", X, "RUNNING", ["node3"]), job("9", X, "PENDING", reason="Priority", n=1)],
+                     1, USED, t, grow)
+        assert [o.job for o in ops if isinstance(o, Cancel)] == ["9"]
+        return [o for o in ops if isinstance(o, Release)]
+
+    released = run(grow_on_one=False)
+    assert [(r.host, r.job) for r in released] == [("node3", "8")] and "not granted in 10 s" in released[0].why
+    assert run(grow_on_one=True) == []
+
+
 def test_an_expander_ends_with_its_job_and_starts_after_every_waiting_job():
     b = broker()
     t = [tenant(["node1"] * 2 + ["node2"] * 2)]

@@ -68,6 +68,7 @@ from scheduler.rm.slurm.ops import (
     Release,
     Submit,
     Update,
+    batch_last,
 )
 from scheduler.rm.slurm.view import SlurmJob, expander_name
 
@@ -111,6 +112,7 @@ class Broker:
     requested: dict[str, float] = field(default_factory=dict)  # pending expander id -> submitted at
     submitting: dict[str, int] = field(default_factory=dict)  # group -> expanders asked for, sbatch not answered
     quiet_until: dict[str, float] = field(default_factory=dict)  # group -> no request before this
+    short: dict[str, float] = field(default_factory=dict)  # group -> when an expander of its request timed out
     idle_since: dict[str, float] = field(default_factory=dict)
     draining: dict[str, str] = field(default_factory=dict)  # host -> why (promised to a job, expiring, lost)
     promised: dict[str, set[str]] = field(default_factory=dict)  # waiting Slurm job -> hosts promised to it
@@ -213,7 +215,7 @@ class Broker:
                 if h in self.held and not used.get(h) and not self._batch(h) and self.held[h] not in self.frozen]
         if not served:
             ops += self._grow(now, by_id, idle_left, borrow, tenants, used, want)
-        ops += self._own_limits(self._batch_last(back + self._idle_release(now, free, tenants, want), by_id),
+        ops += self._own_limits(batch_last(back + self._idle_release(now, free, tenants, want), by_id, self.kept),
                                 by_id, tenants)
         if self.time_limits != "off":
             ops += self._limits(by_id, tenants)
@@ -227,22 +229,6 @@ class Broker:
         if self.resizes_once:
             self.frozen |= shrunk
         return out
-
-    def _batch_last(self, releases: list[Release], by_id: Mapping[str, SlurmJob]) -> list[Release]:
-        """Releases in an order Slurm accepts: a Slurm job keeps its batch host (its first node) while it
-        holds others (``scontrol update NodeList=`` without it is refused), so that one goes last, and
-        not at all while the job keeps other nodes of ours (it goes when they do: ``scancel``)."""
-        going: dict[str, set[str]] = {}
-        for r in releases:
-            going.setdefault(r.job, set()).add(r.host)
-        out = []
-        for r in releases:
-            j = by_id.get(r.job)
-            first = j.nodes[0] if j is not None and j.nodes else None
-            if r.host == first and any(h not in going[r.job] for h in self.kept(r.job) if h != r.host):
-                continue
-            out.append(r)
-        return sorted(out, key=lambda r: (by_id.get(r.job) is not None and by_id[r.job].nodes[:1] == (r.host,)))
 
     def _ended(self, by_id: Mapping[str, SlurmJob], seen: float) -> list:
         ops: list = []
@@ -294,6 +280,7 @@ class Broker:
             elif j.state == "PENDING" and j.id in self.requested and now - self.requested[j.id] > self.grant_timeout:
                 del self.requested[j.id]
                 self.quiet_until[main] = now + 3 * self.grant_timeout
+                self.short[main] = now
                 ops.append(Cancel(j.id, f"Slurm granted no node in {self.grant_timeout:g} s ({j.reason})"))
         for h, jid in self.held.items():
             # a main job missing from one look keeps its nodes until the next; one registered after the look,
@@ -393,7 +380,7 @@ class Broker:
                 if self.draining.get(h, "").startswith(f"Slurm job {w} "):
                     del self.draining[h]
                     ops.append(Drain(h, False))
-        firsts = {j.nodes[0] for j in jobs if j.nodes}  # batch hosts: given back last (_batch_last)
+        firsts = {j.nodes[0] for j in jobs if j.nodes}  # batch hosts: given back last (ops.batch_last)
         spare = sorted((h for h in free if h not in self.draining), key=lambda h: h in firsts)
         # given back (idle release, a cancelled expander) and not yet idle in Slurm's eyes, promised to no one:
         # on their way to the waiting jobs, so no job shrinks for what they will cover
@@ -591,10 +578,20 @@ class Broker:
         return limit_updates(tenants, by_id, self.held, self.owner, self.limits, self.frozen, self._have)
 
     def _idle_release(self, now: float, free: list[str], tenants: Sequence[Tenant], want: Want) -> list:
+        """Free nodes no rank used for ``idle_release`` seconds go back, and at once those of a group whose
+        request Slurm granted only in part (the rest cancelled at the grant timeout) that its job cannot use
+        (free since an earlier look, no resize pending, no expansion onto them): kept, they would idle
+        ``idle_release`` seconds more."""
         ops: list = []
         wanting = {t.main for t in tenants if not t.busy and want(t.job_id, 0) is not None}
+        busy = {t.main for t in tenants if t.busy}
+        self.short = {g: t for g, t in self.short.items() if now - t <= self.idle_release and g in self.groups}
         for h in free:
-            if h in self.draining or now - self.idle_since[h] <= self.idle_release or self.group_of(h) in wanting:
+            g = self.group_of(h)
+            part = g in self.short and g not in busy and self.idle_since[h] < now
+            if h in self.draining or g in wanting or (now - self.idle_since[h] <= self.idle_release and not part):
                 continue
-            ops.append(Release(h, self.held[h], f"unused for {self.idle_release:g} s"))
+            why = (f"unused for {self.idle_release:g} s" if not part else
+                   f"unused, the rest of its request not granted in {self.grant_timeout:g} s")
+            ops.append(Release(h, self.held[h], why))
         return ops

@@ -7,9 +7,15 @@ expander, ``scancel``, ``scontrol update``).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-__all__ = ["AskShrink", "Cancel", "Drain", "Ended", "Fail", "Forget", "Grant", "Lost", "Release", "Submit", "Update"]
+if TYPE_CHECKING:
+    from scheduler.rm.slurm.view import SlurmJob
+
+__all__ = ["AskShrink", "Cancel", "Drain", "Ended", "Fail", "Forget", "Grant", "Lost", "Release", "Submit", "Update",
+           "batch_last"]
 
 
 @dataclass(frozen=True)
@@ -102,3 +108,22 @@ class Ended:
 
     main: str
     state: str
+
+
+def batch_last(releases: list[Release], by_id: Mapping[str, SlurmJob], kept: Callable[[str], list[str]]
+               ) -> list[Release]:
+    """Releases in an order Slurm accepts: a Slurm job keeps its batch host (its first node) while it holds
+    others (``scontrol update NodeList=`` without it is refused), so that one goes last, and not at all while
+    the job keeps other nodes of ours (``kept``: the hosts a Slurm job holds for us; it goes when they do:
+    ``scancel``)."""
+    going: dict[str, set[str]] = {}
+    for r in releases:
+        going.setdefault(r.job, set()).add(r.host)
+    out = []
+    for r in releases:
+        j = by_id.get(r.job)
+        first = j.nodes[0] if j is not None and j.nodes else None
+        if r.host == first and any(h not in going[r.job] for h in kept(r.job) if h != r.host):
+            continue
+        out.append(r)
+    return sorted(out, key=lambda r: (by_id.get(r.job) is not None and by_id[r.job].nodes[:1] == (r.host,)))
