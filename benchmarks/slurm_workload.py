@@ -131,6 +131,13 @@ def twin_params(args: list[str]) -> dict:
     return broker_params(p.parse_known_args(args)[0])
 
 
+def twin_policy(args: list[str]) -> str:
+    """The daemon's ``--policy`` preset among the controller options (default ``reshape``)."""
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--policy", default="reshape")
+    return p.parse_known_args(args)[0].policy
+
+
 def twin_of(w: Workload, cal: dict, args: list[str], restart: bool, seed: int | None = None,
             jobs: list | None = None) -> dict:
     """The simulator's twin of the pair of runs: its summary (``benchmarks.slurm_metrics``); with ``seed``,
@@ -141,7 +148,7 @@ def twin_of(w: Workload, cal: dict, args: list[str], restart: bool, seed: int | 
     lat = Latencies() if seed is None else Latencies(**BAND_JITTER, seed=seed)
     jobs = twin_jobs(w, cal) if jobs is None else jobs
     static = twin_run(jobs, w.nodes, w.cpus_per_node, False, lat=lat)
-    reshape = twin_run(jobs, w.nodes, w.cpus_per_node, True, twin_params(args), lat=lat)
+    reshape = twin_run(jobs, w.nodes, w.cpus_per_node, True, twin_params(args), lat=lat, policy=twin_policy(args))
     return summarize(static, reshape, w)[1]
 
 

@@ -47,6 +47,18 @@ def test_the_controller_grows_a_lone_job_and_shrinks_it_for_a_rigid_one_that_wou
     assert not site["late_starts"]
 
 
+def test_the_twin_runs_its_controller_under_the_preset_the_controller_options_name():
+    """``--controller-args "--policy NAME"`` reaches the real daemon and the twin alike: under rigid EASY's
+    preset the lone job of the test above never grows."""
+    from benchmarks.slurm_workload import twin_policy
+
+    assert twin_policy(["--max-stretch", "2", "--policy", "easy"]) == "easy"
+    assert twin_policy(["--max-stretch", "2"]) == "reshape"
+    site = run([malleable("m", 0.0, 2)], 16, 2, True, policy="easy")
+    assert site["jobs"]["m"]["state"] == "COMPLETED"
+    assert not [e for e in site["history"]["events"] if e["kind"] == "expand"]
+
+
 def test_add_summarizes_the_earlier_workloads_with_the_new_ones(tmp_path, monkeypatch):
     import json
 

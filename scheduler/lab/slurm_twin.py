@@ -347,6 +347,7 @@ class Twin:
 
 
 def run(jobs: list[TwinJob], nodes: int, cpus: int, site: bool, params: Mapping[str, float] | None = None,
-        lat: Latencies = Latencies()) -> dict:
-    """One twin run of ``jobs`` (plain Slurm, or with the controller: ``site``)."""
-    return Twin(jobs, nodes, cpus, site, params, lat).run()
+        lat: Latencies = Latencies(), policy: str = "reshape") -> dict:
+    """One twin run of ``jobs`` (plain Slurm, or with the controller: ``site``, under the daemon's ``policy``
+    preset)."""
+    return Twin(jobs, nodes, cpus, site, params, lat, policy).run()
