@@ -65,7 +65,7 @@ from benchmarks.slurm_jobs import (
     load,
     lublin,
 )
-from benchmarks.slurm_metrics import RATIOS, alone, combine, summarize
+from benchmarks.slurm_metrics import RATIOS, alone, combine, moved, summarize
 from scheduler.testing.compose import ComposeCluster, benchmark_cluster
 
 FILES = ("docker-compose.yml", "docker/slurm-compose.yml")
@@ -300,7 +300,8 @@ def retwin(out: str, cal: dict) -> int:
         name, _, variant = key.partition("/")
         args = base + (ABLATION[variant] if variant else [])
         w = workloads[name]
-        per[key] = combine([r["summary"] for r in rs], twin_of(w, cal, args, True), twin_band(w, cal, args)) \
+        per[key] = combine([r["summary"] | moved(r["rows"]) for r in rs], twin_of(w, cal, args, True),
+                           twin_band(w, cal, args)) \
             | {"runs": rs}
         print_twin(key, per[key])
     summary = overall({k: v for k, v in per.items() if "/" not in k})
@@ -339,7 +340,7 @@ def overall(per: dict[str, dict]) -> dict:
     """The mean over workloads of each ratio; totals of losses, late starts, restarts; the twin's worst error."""
     mean = lambda xs: statistics.fmean(xs) if xs else None  # noqa: E731
     out: dict = {"workloads": len(per)}
-    for k in RATIOS:
+    for k in (*RATIOS, "turnaround_static_over_reshape_without_losses"):
         out[k] = mean([v[k] for v in per.values() if v.get(k) is not None])
     for k in ("jobs_lost", "rigid_late_starts", "controller_restarts_survived"):
         out[k] = sum(v.get(k) or 0 for v in per.values())
@@ -366,13 +367,14 @@ def twin_report(workloads: list[Workload], cal: dict, variants: dict[str, list[s
                 print(f"{w.name} {variant}: twin " + ", ".join(f"{k} {s[k]:.2f}" for k in RATIOS
                                                                 if s.get(k) is not None)
                       + f", rigid_late_starts {s['rigid_late_starts']}")
+    keys = (*RATIOS, "turnaround_static_over_reshape_without_losses")
     summary = {v: {k: {"mean": statistics.fmean(vals), "min": min(vals), "max": max(vals)}
-                   for k in RATIOS if (vals := [x[k] for x in xs if x.get(k) is not None])}
+                   for k in keys if (vals := [x[k] for x in xs if x.get(k) is not None])}
                | {"rigid_late_starts": sum(x["rigid_late_starts"] for x in xs), "workloads": len(xs)}
                for v, xs in per.items()}
     for v, d in summary.items():
         print(f"{v:20s} " + ", ".join(f"{k} {d[k]['mean']:.3f} [{d[k]['min']:.2f}, {d[k]['max']:.2f}]"
-                                      for k in RATIOS if k in d) + f", rigid_late_starts {d['rigid_late_starts']}")
+                                      for k in keys if k in d) + f", rigid_late_starts {d['rigid_late_starts']}")
     if out:
         print(f"wrote {_common.write_result(out, {'workloads': [w.name for w in workloads], 'summary': summary})}")
     return 0

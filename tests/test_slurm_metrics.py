@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benchmarks.slurm_metrics import grow_latencies, release_latencies
+from benchmarks.slurm_metrics import grow_latencies, moved, release_latencies
 
 
 def _history() -> dict:
@@ -60,3 +60,13 @@ def test_the_twin_band_error_is_how_far_outside_the_jittered_range_the_measured_
     assert abs(out["twin_error_max"] - 0.1) < 1e-9  # the point twin's error
     assert abs(out["twin_band_error_max"] - 0.05) < 1e-9  # 1.0 lies 0.05 below the band; 1.2 lies inside
     assert combine([run], twin)["twin_error_max"] == out["twin_error_max"] and "twin_band" not in combine([run], twin)
+
+
+def test_the_turnaround_moved_is_split_into_what_jobs_saved_and_lost_and_the_ratio_without_the_losses():
+    rows = [{"ok": True, "turnaround_static": 100.0, "turnaround_reshape": 60.0},  # saved 40
+            {"ok": True, "turnaround_static": 50.0, "turnaround_reshape": 70.0},  # lost 20
+            {"ok": False, "turnaround_static": 10.0, "turnaround_reshape": 900.0}]  # lost job: left out
+    m = moved(rows)
+    assert m["turnaround_saved_per_job_s"] == 20.0 and m["turnaround_lost_per_job_s"] == 10.0
+    assert m["turnaround_static_over_reshape_without_losses"] == 75.0 / 55.0  # the static mean over it less 20
+    assert moved([]) == {}
