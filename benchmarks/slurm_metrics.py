@@ -95,18 +95,23 @@ def release_latencies(hist: dict) -> list[float]:
 
 def grow_latencies(hist: dict) -> list[float]:
     """A node an expander of Slurm job M brought (node event ``granted ... for Slurm job M``) to the
-    first expansion of M's job after it (its ``expand`` event: the new ranks iterating)."""
+    first expansion of M's job after it (its ``expand`` event: the new ranks iterating); a node given back
+    before that expansion (to a waiting job, say) was not grown onto and is not timed."""
     job_of = {j.get("allocation"): j["job_id"] for j in hist.get("jobs", [])}
     expands: dict[int, list[float]] = {}
     for e in hist.get("events", []):
         if e["kind"] == "expand":
             expands.setdefault(e["job_id"], []).append(e["t"])
+    released: dict[str, list[float]] = {}
+    for e in hist.get("node_events", []):
+        if e["kind"] == "released":
+            released.setdefault(e["host"], []).append(e["t"])
     out = []
     for e in hist.get("node_events", []):
         m = re.search(r"for Slurm job (\d+)", e.get("detail") or "")
         if e["kind"] == "granted" and m and job_of.get(m.group(1)) is not None:
             after = [t for t in expands.get(job_of[m.group(1)], []) if t >= e["t"]]
-            if after:
+            if after and not any(e["t"] <= t < min(after) for t in released.get(e["host"], [])):
                 out.append(min(after) - e["t"])
     return out
 

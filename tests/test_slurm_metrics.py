@@ -43,6 +43,15 @@ def test_a_grant_is_timed_to_the_jobs_next_expansion():
     assert grow_latencies(_history()) == [1.0]
 
 
+def test_a_node_given_back_before_the_jobs_next_expansion_is_not_timed_to_it():
+    """Seen on real Slurm: an expander's node granted and at once given back to a waiting job; the job's
+    next expansion, onto another node 49 s later, is not that node's grow latency."""
+    h = _history()
+    h["node_events"].insert(2, {"t": 9.0, "kind": "released", "host": "node2",
+                                "detail": "released to Slurm: Slurm job 120 is waiting for 1 node(s)"})
+    assert grow_latencies(h) == []
+
+
 def test_a_request_withdrawn_before_any_node_went_back_is_not_timed_to_the_next_release():
     h = _history()
     h["events"].insert(1, {"t": 20.0, "job_id": 1, "kind": "shrink_request",
