@@ -57,7 +57,7 @@ def sizes_of(run: dict, name: str) -> str:
                      if rid is not None and e["job_id"] == rid and e["kind"] in ("start", "expand", "shrink"))
 
 
-def _stats(xs: list[float]) -> dict | None:
+def stats(xs: list[float]) -> dict | None:
     return {"median": statistics.median(xs), "max": max(xs), "n": len(xs)} if xs else None
 
 
@@ -158,12 +158,12 @@ def summarize(static: dict, reshape: dict, w) -> tuple[list[dict], dict]:
                                                     s["malleable_wait_static_mean_s"])
     s["controller_restarts_survived"] = reshape["restarts"] if not s["jobs_lost"] else 0
     for mode, run in (("static", static), ("reshape", reshape)):
-        s[f"start_latency_{mode}_s"] = _stats([x["app_start"] - x["submitted_at"] for n, x in run["jobs"].items()
+        s[f"start_latency_{mode}_s"] = stats([x["app_start"] - x["submitted_at"] for n, x in run["jobs"].items()
                                               if n in ok and not x["rigid"] and x.get("app_start")
                                               and x["start"] - x["submit"] <= 1.0])
     hist = reshape.get("history") or {}
-    s["release_latency_s"] = _stats(release_latencies(hist))
-    s["grow_latency_s"] = _stats(grow_latencies(hist))
+    s["release_latency_s"] = stats(release_latencies(hist))
+    s["grow_latency_s"] = stats(grow_latencies(hist))
     return rows, s | moved(rows)
 
 
@@ -202,7 +202,7 @@ def alone(reshape: dict, w) -> tuple[list[dict], dict]:
          "controller_restarts_survived": reshape["restarts"] if not lost else 0, "utilization_reshape": ub,
          "makespan_reshape_s": b1 - b0,
          "turnaround_reshape_mean_s": statistics.fmean([r["turnaround_reshape"] for r in rows if r["ok"]] or [0.0]),
-         "release_latency_s": _stats(release_latencies(hist)), "grow_latency_s": _stats(grow_latencies(hist))}
+         "release_latency_s": stats(release_latencies(hist)), "grow_latency_s": stats(grow_latencies(hist))}
     return rows, s
 
 

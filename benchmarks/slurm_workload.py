@@ -51,6 +51,7 @@ import shlex
 import statistics
 import subprocess
 import sys
+import tarfile
 import time
 
 from benchmarks import _common, calibrate_apps
@@ -65,7 +66,16 @@ from benchmarks.slurm_jobs import (
     load,
     lublin,
 )
-from benchmarks.slurm_metrics import RATIOS, alone, combine, moved, summarize
+from benchmarks.slurm_metrics import (
+    RATIOS,
+    alone,
+    combine,
+    grow_latencies,
+    moved,
+    release_latencies,
+    stats,
+    summarize,
+)
 from scheduler.testing.compose import ComposeCluster, benchmark_cluster
 
 FILES = ("docker-compose.yml", "docker/slurm-compose.yml")
@@ -289,7 +299,8 @@ def series(c: ComposeCluster, w: Workload, variants: dict[str, list[str]], cal: 
 
 def retwin(out: str, cal: dict) -> int:
     """``--retwin``: the twin's figures (point and band) of the result under ``out`` computed again from its
-    own workloads and controller options (each ablation variant's with its switch); measured figures unchanged."""
+    own workloads and controller options (each ablation variant's with its switch), with where the turnaround moved
+    and the latencies as the metrics compute them now (from each run's kept evidence); measured times unchanged."""
     path = os.path.join(RESULTS, f"{out}.json")
     with open(path) as f:
         old = json.load(f)
@@ -300,9 +311,9 @@ def retwin(out: str, cal: dict) -> int:
         name, _, variant = key.partition("/")
         args = base + (ABLATION[variant] if variant else [])
         w = workloads[name]
-        per[key] = combine([r["summary"] | moved(r["rows"]) for r in rs], twin_of(w, cal, args, True),
-                           twin_band(w, cal, args)) \
-            | {"runs": rs}
+        kept = [os.path.join(RESULTS, out, name, f"{variant or 'default'}-r{i}.tar.gz") for i in range(1, len(rs) + 1)]
+        now = [r["summary"] | moved(r["rows"]) | evidence_latencies(t) for r, t in zip(rs, kept, strict=True)]
+        per[key] = combine(now, twin_of(w, cal, args, True), twin_band(w, cal, args)) | {"runs": rs}
         print_twin(key, per[key])
     summary = overall({k: v for k, v in per.items() if "/" not in k})
     summary["ablation"] = {k: {r: v.get(r) for r in RATIOS} for k, v in per.items() if "/" in k} or None
@@ -310,6 +321,19 @@ def retwin(out: str, cal: dict) -> int:
     print(json.dumps({k: v for k, v in summary.items() if k != "per_workload"}, indent=1))
     print(f"wrote {_common.write_result(out, {k: v for k, v in old.items() if k not in ('benchmark',)})}")
     return 0
+
+
+def evidence_latencies(path: str) -> dict:
+    """The release and grow latencies of a controller run computed again from its kept evidence (the driver's
+    record in ``path``), as the metrics compute them now; {} where it is not kept."""
+    if not os.path.exists(path):
+        return {}
+    with tarfile.open(path) as t:
+        member = next((m for m in t.getmembers() if m.name.endswith("/result.json")), None)
+        if member is None:
+            return {}
+        hist = json.load(t.extractfile(member)).get("history") or {}
+    return {"release_latency_s": stats(release_latencies(hist)), "grow_latency_s": stats(grow_latencies(hist))}
 
 
 def print_twin(key: str, s: dict) -> None:

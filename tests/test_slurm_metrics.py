@@ -79,3 +79,24 @@ def test_the_turnaround_moved_is_split_into_what_jobs_saved_and_lost_and_the_rat
     assert m["turnaround_saved_per_job_s"] == 20.0 and m["turnaround_lost_per_job_s"] == 10.0
     assert m["turnaround_static_over_reshape_without_losses"] == 75.0 / 55.0  # the static mean over it less 20
     assert moved([]) == {}
+
+
+def test_latencies_are_computed_again_from_a_runs_kept_evidence(tmp_path):
+    """``--retwin`` takes a kept run's latencies from its evidence (the driver's record in the .tar.gz), so a
+    metric's fix reaches results already written."""
+    import io
+    import json
+    import tarfile
+
+    from benchmarks.slurm_workload import evidence_latencies
+
+    data = json.dumps({"history": _history()}).encode()
+    path = tmp_path / "default-r1.tar.gz"
+    with tarfile.open(path, "w:gz") as t:
+        info = tarfile.TarInfo("w1-default-r1/result.json")
+        info.size = len(data)
+        t.addfile(info, io.BytesIO(data))
+    got = evidence_latencies(str(path))
+    assert got["release_latency_s"] == {"median": 3.0, "max": 3.0, "n": 1}
+    assert got["grow_latency_s"] == {"median": 1.0, "max": 1.0, "n": 1}
+    assert evidence_latencies(str(tmp_path / "missing.tar.gz")) == {}
