@@ -15,6 +15,7 @@ Every test belongs to exactly one tier, given here at collection (``-m pure``, `
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -74,6 +75,14 @@ def pytest_collection_modifyitems(config, items):
         tier = tier_of(item)
         if tier not in explicit:
             item.add_marker(tier)
+
+
+def pytest_sessionstart(session):
+    """matplotlib builds its font cache at its first import by running ``fc-list``: built here, before any pure
+    test is watched, so that on a new machine the first pure test that plots is not taken for one that starts
+    processes."""
+    with contextlib.suppress(ImportError):
+        import matplotlib.font_manager  # noqa: F401
 
 
 @pytest.hookimpl(tryfirst=True)
