@@ -111,8 +111,9 @@ def grow_latencies(hist: dict) -> list[float]:
         m = re.search(r"for Slurm job (\d+)", e.get("detail") or "")
         if e["kind"] == "granted" and m and job_of.get(m.group(1)) is not None:
             after = [t for t in expands.get(job_of[m.group(1)], []) if t >= e["t"]]
-            if after and not any(e["t"] <= t < min(after) for t in released.get(e["host"], [])):
-                out.append(min(after) - e["t"])
+            first = min(after, default=None)
+            if first is not None and not any(e["t"] <= t < first for t in released.get(e["host"], [])):
+                out.append(first - e["t"])
     return out
 
 
@@ -162,9 +163,12 @@ def summarize(static: dict, reshape: dict, w) -> tuple[list[dict], dict]:
                                               if n in ok and not x["rigid"] and x.get("app_start")
                                               and x["start"] - x["submit"] <= 1.0])
     hist = reshape.get("history") or {}
-    s["release_latency_s"] = stats(release_latencies(hist))
-    s["grow_latency_s"] = stats(grow_latencies(hist))
-    return rows, s | moved(rows)
+    return rows, s | latencies(hist) | moved(rows)
+
+
+def latencies(hist: dict) -> dict:
+    """``release_latency_s`` and ``grow_latency_s`` of a controller run's history."""
+    return {"release_latency_s": stats(release_latencies(hist)), "grow_latency_s": stats(grow_latencies(hist))}
 
 
 def moved(rows: Sequence[Mapping]) -> dict:
@@ -202,7 +206,7 @@ def alone(reshape: dict, w) -> tuple[list[dict], dict]:
          "controller_restarts_survived": reshape["restarts"] if not lost else 0, "utilization_reshape": ub,
          "makespan_reshape_s": b1 - b0,
          "turnaround_reshape_mean_s": statistics.fmean([r["turnaround_reshape"] for r in rows if r["ok"]] or [0.0]),
-         "release_latency_s": stats(release_latencies(hist)), "grow_latency_s": stats(grow_latencies(hist))}
+         **latencies(hist)}
     return rows, s
 
 

@@ -70,10 +70,8 @@ from benchmarks.slurm_metrics import (
     RATIOS,
     alone,
     combine,
-    grow_latencies,
+    latencies,
     moved,
-    release_latencies,
-    stats,
     summarize,
 )
 from scheduler.testing.compose import ComposeCluster, benchmark_cluster
@@ -333,7 +331,7 @@ def evidence_latencies(path: str) -> dict:
         if member is None:
             return {}
         hist = json.load(t.extractfile(member)).get("history") or {}
-    return {"release_latency_s": stats(release_latencies(hist)), "grow_latency_s": stats(grow_latencies(hist))}
+    return latencies(hist)
 
 
 def print_twin(key: str, s: dict) -> None:
