@@ -8,12 +8,14 @@ environment) and skip without it, saying so, as tests/test_openmpi.py does.
 """
 
 import re
+import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from reshape.joblink import protocol as P
-from reshape.joblink.launch import unheld_ipc_files
+from reshape.joblink.launch import MPIRunError, unheld_ipc_files
 from scheduler.core import events as C
 from scheduler.core.jobfile import validate_job
 from scheduler.core.policy import app_policy, remap_policy
@@ -29,6 +31,33 @@ HEAT = ["examples/heat.py", "--n", "48", "--steps", "10", "--work", "0.4"]
 # a user's program: blocking Sendrecv of 8 MB halo rows (Open MPI's blocking Sendrecv crashed a survivor
 # whose peer died mid-message), little else per step, so that a kill lands mid-message
 HEAT1D = ["-m", "tests.mpi.heat1d_sendrecv", "--n", "8", "--width", "1048576", "--steps", "24"]
+
+
+OMPI_ABORT = "Send error after request freed"  # Open MPI's own abort after a lost rank (docs/mpi.md, 14)
+
+
+@pytest.fixture
+def mpirun(mpirun):
+    """conftest's ``mpirun``; a run with a fault injected that Open MPI aborted from ``ob1`` ("Send error
+    after request freed", docs/mpi.md problem 14: a race inside Open MPI the program cannot prevent)
+    runs once more, with a warning. Any other failure, or that abort twice, fails the test."""
+
+    def run(n, argv, **kw):
+        env = kw.get("env") or {}
+        try:
+            res = mpirun(n, argv, **kw)
+            if res.returncode == 0 or OMPI_ABORT not in res.stderr or "RESHAPE_FAULT" not in env:
+                return res
+        except MPIRunError as e:
+            if OMPI_ABORT not in str(e) or "RESHAPE_FAULT" not in env:
+                raise
+        warnings.warn(f"Open MPI aborted the run after the injected loss ({OMPI_ABORT}); running it again",
+                      stacklevel=2)
+        if env.get("RESHAPE_FAULT_ONCE"):
+            Path(env["RESHAPE_FAULT_ONCE"]).unlink(missing_ok=True)
+        return mpirun(n, argv, **kw)
+
+    return run
 
 
 @pytest.fixture
