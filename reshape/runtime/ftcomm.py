@@ -12,6 +12,15 @@ for a live peer that went to recover instead learns of it from the revoked job c
 keep writing ``comm.Sendrecv(...)``. The wait spins briefly before it sleeps, so a halo exchange
 whose partner is ready costs about what the blocking call does.
 
+The program's own non-blocking calls on it (``Isend``, ``Issend``, ``Irecv``, ``isend``, ``irecv``) return
+MPI's requests, which the program completes as it likes (``MPI.Request.Waitall``). After a lost peer
+such a wait raises with requests still pending, and the program drops them: mpi4py frees a request
+it garbage-collects, and Open MPI 5.0.11 then aborts the job when the freed send fails ("Send error
+after request freed") or reads its buffer when a live receiver acknowledges it (a segmentation
+fault in the recovery's ``MPIX_Comm_shrink``). So the communicator keeps each request it posted, with
+its buffer, until a step starts with it complete (:func:`settle`), and a recovery keeps the rest for
+the life of the process (:func:`abandon_posted`).
+
 While the program's step runs (:meth:`reshape.runtime.Resizer.run` sets ``record``), the
 communicator notes the ranks this rank sends to and receives from (``peers``): the job's own
 communication pattern, from which :mod:`reshape.runtime.inplace` places buddy copies away from a
@@ -23,11 +32,34 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
-from reshape.mpiutil import until, wait_all
+from reshape.mpiutil import abandon, until, wait_all
 
-__all__ = ["SPINS", "FTComm", "neighbours", "wrap"]
+__all__ = ["SPINS", "FTComm", "abandon_posted", "neighbours", "settle", "wrap"]
 
 SPINS = 200  # tests before the first sleep: a partner that is ready answers within these
+_POSTED: list[tuple[MPI.Request, object]] = []  # the program's own requests on an FTComm, and their buffers
+_PRUNE_AT = [256]  # prune completed ones once this many are held (doubling while they are pending)
+
+
+def _posted(req: MPI.Request, buf) -> MPI.Request:
+    _POSTED.append((req, buf))
+    if len(_POSTED) >= _PRUNE_AT[0]:  # a program outside Resizer.run: keep the list to what is pending
+        settle()
+        _PRUNE_AT[0] = max(256, 2 * len(_POSTED))
+    return req
+
+
+def settle() -> None:
+    """Let go of the program's requests that completed (called at each step's start, the job intact)."""
+    _POSTED[:] = [(r, b) for r, b in _POSTED if r != MPI.REQUEST_NULL]
+
+
+def abandon_posted() -> None:
+    """A lost rank: keep the program's requests still pending, and the buffers of all those posted since
+    the last :func:`settle` (an error may have completed one that Open MPI still moves), for good
+    (:func:`reshape.mpiutil.abandon`)."""
+    abandon([r for r, _ in _POSTED], [b for _, b in _POSTED])
+    _POSTED.clear()
 
 
 def wrap(comm):
@@ -74,22 +106,26 @@ class FTComm(MPI.Intracomm):
     def Create(self, group: MPI.Group) -> MPI.Intracomm:
         return wrap(super().Create(group))
 
-    # ------------------------------------------------ non-blocking: noted, else MPI's own
+    # ------------------------------------------------ non-blocking: noted and kept, else MPI's own
     def Isend(self, buf, dest: int, tag: int = 0) -> MPI.Request:
         self._note(dest)
-        return super().Isend(buf, dest, tag)
+        return _posted(super().Isend(buf, dest, tag), buf)
 
     def Issend(self, buf, dest: int, tag: int = 0) -> MPI.Request:
         self._note(dest)
-        return super().Issend(buf, dest, tag)
+        return _posted(super().Issend(buf, dest, tag), buf)
 
     def Irecv(self, buf, source: int = MPI.ANY_SOURCE, tag: int = MPI.ANY_TAG) -> MPI.Request:
         self._note(source)
-        return super().Irecv(buf, source, tag)
+        return _posted(super().Irecv(buf, source, tag), buf)
 
     def isend(self, obj, dest: int, tag: int = 0) -> MPI.Request:
         self._note(dest)
-        return super().isend(obj, dest, tag)
+        return _posted(super().isend(obj, dest, tag), None)  # the request holds the pickled message
+
+    def irecv(self, buf=None, source: int = MPI.ANY_SOURCE, tag: int = MPI.ANY_TAG) -> MPI.Request:
+        self._note(source)
+        return _posted(super().irecv(buf, source, tag), buf)
 
     # ------------------------------------------------ blocking, as non-blocking + an ULFM-aware wait
     def Send(self, buf, dest: int, tag: int = 0) -> None:

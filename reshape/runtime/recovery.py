@@ -33,6 +33,7 @@ import numpy as np
 from mpi4py import MPI
 
 from reshape import faults, mpiutil
+from reshape.runtime import ftcomm
 from reshape.runtime.inplace import RankLost, choose, failure, move
 
 __all__ = ["ATTEMPTS", "Expanding", "leave_expansion", "recover"]
@@ -93,6 +94,7 @@ def recover(rt, err: BaseException, agreed: bool = False) -> None:
         exp = None  # lost before the new ranks merged: the running ranks' communicator is still the job's
     old = exp.merged if exp is not None else rt.comm
     p = exp.size if exp is not None else old.size
+    ftcomm.abandon_posted()  # the program's requests an error left pending are never freed
     _revoke(old)
     mpiutil.watch(None)  # rt.comm is the revoked one until the recovery ends
     if exp is None and not agreed:

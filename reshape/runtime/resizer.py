@@ -67,10 +67,10 @@ from reshape import faults
 from reshape.joblink import launchers
 from reshape.joblink.advice import Advisor
 from reshape.joblink.protocol import Advice, ResizePoint
-from reshape.mpiutil import allreduce, barrier, bcast_obj
+from reshape.mpiutil import allreduce, barrier, bcast_obj, wait_all
 from reshape.redistribution.layout import nearly_square_grid
 from reshape.redistribution.redistribute import redistribute
-from reshape.runtime import checkpoint, checks, recovery
+from reshape.runtime import checkpoint, checks, ftcomm, recovery
 from reshape.runtime.background import Background
 from reshape.runtime.checkpoint import Checkpointer, Restored
 from reshape.runtime.darray import DistArray, LayoutRule, Registered, layout_rule
@@ -202,6 +202,14 @@ class Resizer:
         """Record the time of the iteration just done (the paper's ``log``)."""
         self._times.append(float(iteration_time))
 
+    def waitall(self, requests: list[MPI.Request], statuses: list | None = None) -> None:
+        """``MPI.Request.Waitall`` for the program's own non-blocking messages, safe under in-place
+        recovery: a lost peer raises ``MPI_ERR_PROC_FAILED`` here, and a peer gone to recover
+        ``MPI_ERR_REVOKED``, where Open MPI 5.0.11's blocking ``MPI_Waitall`` aborted the job after about
+        two losses in five (docs/mpi.md, problem 14). It tests, then sleeps between tests (an idle
+        rank yields its core); the same on any MPI."""
+        wait_all(requests, statuses=statuses, spins=ftcomm.SPINS)
+
     def iterations(self, n: int) -> Iterator[int]:
         """Iteration numbers ``iteration .. n-1``; ranks spawned mid-run start where the job is."""
         self._job.end = n
@@ -249,6 +257,7 @@ class Resizer:
         faults.iteration(self.iteration, self.rank, self.size)
         self._job.in_body = True
         if self.inplace:  # the program's own messages show its pattern (reshape.runtime.ftcomm)
+            ftcomm.settle()
             self.comm.record = True
         step(self.iteration)
         faults.settle()  # an iterationN fault lands in iteration N's step (reshape.faults)
