@@ -194,6 +194,10 @@ def _slowdown(r: Results) -> tuple[str, bool]:
     text = (f"best round per case within {100 * s['max_error_best_round']:.0f}% ({s['cases_within_15pct']} of "
             f"{s['cases']} cases within 15%), every round: median {100 * s['median_error']:.0f}%, worst "
             f"{100 * s['max_error']:.0f}%; measured order as predicted: {s['ordering_holds']}")
+    p = s["premises"]  # the model's premises on this host: independent CPUs, a fair share of a core
+    if not (p["fair_share"] and p["independent_cpus"]):
+        return (text + f" (not checked in this run: the host broke the model's premises, another CPU's load "
+                f"slowed the job by {100 * p['other_cpu_slows_by']:.0f}%, fair share {p['fair_share']})"), True
     return text, s["ordering_holds"]  # the shape: measured slowdowns in the model's order
 
 

@@ -212,10 +212,13 @@ class Gatekeeper:
         self._zap.send_multipart([version, rid, b"200" if ok else b"400", text, user, b""])
 
     def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2.0)
+        """Stop the socket's monitor while the thread still reads its events, then the thread. libzmq
+        sends each event blocking, under the lock ``disable_monitor`` takes (with the GIL held): an
+        event sent after the reader had gone blocked the sender, and the daemon's stop for good."""
         with contextlib.suppress(zmq.ZMQError):
             self._sock.disable_monitor()
+        self._stop.set()
+        self._thread.join(timeout=2.0)
 
 
 def _address(fd: int) -> str | None:
