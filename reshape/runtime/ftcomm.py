@@ -34,7 +34,7 @@ from mpi4py import MPI
 
 from reshape.mpiutil import abandon, until, wait_all
 
-__all__ = ["SPINS", "FTComm", "abandon_posted", "neighbours", "settle", "wrap"]
+__all__ = ["SPINS", "FTComm", "abandon_posted", "neighbours", "settle", "waitall", "wrap"]
 
 SPINS = 200  # tests before the first sleep: a partner that is ready answers within these
 _POSTED: list[tuple[MPI.Request, object]] = []  # the program's own requests on an FTComm, and their buffers
@@ -75,7 +75,8 @@ def neighbours(comm) -> set[int]:
     return set(getattr(comm, "peers", ()))
 
 
-def _wait(reqs: list[MPI.Request], statuses: list | None = None) -> None:
+def waitall(reqs: list[MPI.Request], statuses: list | None = None) -> None:
+    """Complete ``reqs`` by the ULFM-aware wait (:func:`reshape.mpiutil.wait_all`): spins, then sleeps."""
     wait_all(reqs, statuses=statuses, spins=SPINS)
 
 
@@ -130,35 +131,35 @@ class FTComm(MPI.Intracomm):
     # ------------------------------------------------ blocking, as non-blocking + an ULFM-aware wait
     def Send(self, buf, dest: int, tag: int = 0) -> None:
         self._note(dest)
-        _wait([super().Isend(buf, dest, tag)])
+        waitall([super().Isend(buf, dest, tag)])
 
     def Ssend(self, buf, dest: int, tag: int = 0) -> None:
         self._note(dest)
-        _wait([super().Issend(buf, dest, tag)])
+        waitall([super().Issend(buf, dest, tag)])
 
     def Recv(self, buf, source: int = MPI.ANY_SOURCE, tag: int = MPI.ANY_TAG,
              status: MPI.Status | None = None) -> None:
         self._note(source)
-        _wait([super().Irecv(buf, source, tag)], [status])
+        waitall([super().Irecv(buf, source, tag)], [status])
 
     def Sendrecv(self, sendbuf, dest: int, sendtag: int = 0, recvbuf=None,
                  source: int = MPI.ANY_SOURCE, recvtag: int = MPI.ANY_TAG, status: MPI.Status | None = None) -> None:
         self._note(dest, source)
-        _wait([super().Irecv(recvbuf, source, recvtag), super().Isend(sendbuf, dest, sendtag)], [status, None])
+        waitall([super().Irecv(recvbuf, source, recvtag), super().Isend(sendbuf, dest, sendtag)], [status, None])
 
     def Sendrecv_replace(self, buf, dest: int, sendtag: int = 0, source: int = MPI.ANY_SOURCE,
                          recvtag: int = MPI.ANY_TAG, status: MPI.Status | None = None) -> None:
         self._note(dest, source)
         out = _copy(buf)
-        _wait([super().Irecv(buf, source, recvtag), super().Isend(out, dest, sendtag)], [status, None])
+        waitall([super().Irecv(buf, source, recvtag), super().Isend(out, dest, sendtag)], [status, None])
 
     def send(self, obj, dest: int, tag: int = 0) -> None:
         self._note(dest)
-        _wait([super().isend(obj, dest, tag)])
+        waitall([super().isend(obj, dest, tag)])
 
     def ssend(self, obj, dest: int, tag: int = 0) -> None:
         self._note(dest)
-        _wait([super().issend(obj, dest, tag)])
+        waitall([super().issend(obj, dest, tag)])
 
     def recv(self, buf=None, source: int = MPI.ANY_SOURCE, tag: int = MPI.ANY_TAG,
              status: MPI.Status | None = None):
@@ -190,5 +191,5 @@ class FTComm(MPI.Intracomm):
         self._note(dest)
         req = super().isend(sendobj, dest, sendtag)
         obj = self.recv(recvbuf, source, recvtag, status)
-        _wait([req])
+        waitall([req])
         return obj

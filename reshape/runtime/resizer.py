@@ -67,7 +67,7 @@ from reshape import faults
 from reshape.joblink import launchers
 from reshape.joblink.advice import Advisor
 from reshape.joblink.protocol import Advice, ResizePoint
-from reshape.mpiutil import allreduce, barrier, bcast_obj, wait_all
+from reshape.mpiutil import allreduce, barrier, bcast_obj
 from reshape.redistribution.layout import nearly_square_grid
 from reshape.redistribution.redistribute import redistribute
 from reshape.runtime import checkpoint, checks, ftcomm, recovery
@@ -208,7 +208,7 @@ class Resizer:
         ``MPI_ERR_REVOKED``, where Open MPI 5.0.11's blocking ``MPI_Waitall`` aborted the job after about
         two losses in five (docs/mpi.md, problem 14). It tests, then sleeps between tests (an idle
         rank yields its core); the same on any MPI."""
-        wait_all(requests, statuses=statuses, spins=ftcomm.SPINS)
+        ftcomm.waitall(requests, statuses)
 
     def iterations(self, n: int) -> Iterator[int]:
         """Iteration numbers ``iteration .. n-1``; ranks spawned mid-run start where the job is."""
