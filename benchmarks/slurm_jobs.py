@@ -19,7 +19,8 @@ Shipped: ``slurm_w1.json`` (the default: W1's shape on 16 nodes, 14 jobs, load 1
 drawn from the Lublin-Feitelson model (``python -m benchmarks.slurm_jobs --seed S --jobs N
 --load L --out FILE``, :func:`lublin`): sizes from the model on the cluster's CPUs, run times
 mapped from the model's range onto 20-300 s (log scale, order kept), arrivals scaled to the
-offered load, every second job malleable with a calibrated application drawn by the seed.
+offered load, every second job malleable (``--malleable F``: that fraction) with a calibrated application
+drawn by the seed.
 """
 
 from __future__ import annotations
@@ -170,8 +171,11 @@ def dump(w: Workload, path: str) -> None:
 
 
 # ---------------------------------------------------------------------- Lublin-Feitelson workloads
-def lublin(seed: int, jobs: int, load: float, nodes: int = 16, cpus: int = 2) -> Workload:
-    """A workload from the Lublin-Feitelson model (module docstring)."""
+def lublin(seed: int, jobs: int, load: float, nodes: int = 16, cpus: int = 2, malleable: float = 0.5) -> Workload:
+    """A workload from the Lublin-Feitelson model (module docstring); ``malleable``: the fraction of its jobs
+    that are malleable (rounded down; 0.5, every second job, unless asked otherwise)."""
+    if not 0.0 <= malleable <= 1.0:
+        raise ValueError(f"malleable fraction {malleable!r} must be in [0, 1]")
     import numpy as np
 
     from scheduler.lab.workloads.lublin import generate
@@ -180,23 +184,27 @@ def lublin(seed: int, jobs: int, load: float, nodes: int = 16, cpus: int = 2) ->
     lo, hi = (math.log(x) for x in MODEL_RUN)
     a, b = (math.log(x) for x in RUN_RANGE)
     rng = np.random.default_rng(seed)
-    malleable = set(rng.permutation(jobs)[: jobs // 2].tolist())
+    chosen = set(rng.permutation(jobs)[: int(jobs * malleable)].tolist())
     apps = rng.choice(len(APPS), size=jobs)
     t0 = trace.jobs[0].submit
     out = []
     for i, s in enumerate(trace.jobs):
         run = math.exp(a + (math.log(max(s.run_time, 1.0)) - lo) / (hi - lo) * (b - a))
         n = max(1, math.ceil(s.procs / cpus))
-        m = i in malleable
+        m = i in chosen
         out.append(Job(f"{'m' if m else 'r'}{i + 1:02d}", s.submit - t0, n, round(run), m,
                        APPS[apps[i]] if m else None))
     w = Workload("", nodes, cpus, tuple(out))
     k = w.offered_load() / load  # arrivals scaled so the offered load is ``load``
     scaled = tuple(Job(j.name, round(j.arrival * k, 1), j.nodes, j.seconds, j.malleable, j.app) for j in out)
-    return Workload(f"lublin-s{seed}", nodes, cpus, scaled,
-                    f"python -m benchmarks.slurm_jobs --seed {seed} --jobs {jobs} --load {load:g}: the "
+    half = malleable == 0.5
+    name = f"lublin-s{seed}" if half else f"lublin-s{seed}-m{round(100 * malleable)}"
+    return Workload(name, nodes, cpus, scaled,
+                    f"python -m benchmarks.slurm_jobs --seed {seed} --jobs {jobs} --load {load:g}"
+                    f"{'' if half else f' --malleable {malleable:g}'}: the "
                     f"Lublin-Feitelson model on {nodes * cpus} CPUs, run times mapped onto "
-                    f"{RUN_RANGE[0]:g}-{RUN_RANGE[1]:g} s, every second job malleable")
+                    f"{RUN_RANGE[0]:g}-{RUN_RANGE[1]:g} s, "
+                    f"{'every second job' if half else f'{malleable:.0%} of the jobs'} malleable")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -204,11 +212,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--jobs", type=int, default=36)
     ap.add_argument("--load", type=float, default=1.4, help="offered load (default 1.4)")
+    ap.add_argument("--malleable", type=float, default=0.5,
+                    help="fraction of the jobs that are malleable, in [0, 1] (default 0.5: every second job)")
     ap.add_argument("--out", required=True, help="the workload file to write")
     a = ap.parse_args(argv)
-    if not 1 <= a.jobs <= 1000 or not 0 < a.load <= 10:
-        ap.error(f"--jobs {a.jobs} must be in 1..1000 and --load {a.load} in (0, 10]")
-    w = lublin(a.seed, a.jobs, a.load)
+    if not 1 <= a.jobs <= 1000 or not 0 < a.load <= 10 or not 0 <= a.malleable <= 1:
+        ap.error(f"--jobs {a.jobs} must be in 1..1000, --load {a.load} in (0, 10] "
+                 f"and --malleable {a.malleable} in [0, 1]")
+    w = lublin(a.seed, a.jobs, a.load, malleable=a.malleable)
     dump(w, a.out)
     print(f"wrote {a.out}: {len(w.jobs)} jobs, {sum(j.malleable for j in w.jobs)} malleable, "
           f"offered load {w.offered_load():.2f}, arrivals over {max(j.arrival for j in w.jobs):.0f} s")

@@ -208,11 +208,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--twin-only", action="store_true", help="only the simulator's twin (no cluster; seconds)")
     ap.add_argument("--twin-seeds", type=int, default=0, metavar="N",
                     help="only the twin, over N Lublin-Feitelson workloads (generator seeds from --twin-first "
-                         "on, 36 jobs, load 1.4): "
+                         "on, 36 jobs, --twin-load, --twin-malleable): "
                          "the mean and range of each ratio; writes <out>_twin.json")
     ap.add_argument("--twin-first", type=int, default=100, metavar="S",
                     help="the first generator seed of --twin-seeds (default 100; 100-109 chose the controller's "
                          "defaults, 200-209 are held out: docs/slurm.md)")
+    ap.add_argument("--twin-malleable", type=float, default=0.5, metavar="F",
+                    help="the fraction of malleable jobs in the --twin-seeds workloads (default 0.5)")
+    ap.add_argument("--twin-load", type=float, default=1.4, metavar="L",
+                    help="the offered load of the --twin-seeds workloads (default 1.4)")
     ap.add_argument("--out", default="slurm_workload", help="result name (default slurm_workload)")
     ap.add_argument("--retwin", action="store_true",
                     help="no cluster: compute the twin's figures (point and jittered band) of the result already "
@@ -224,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.repeat < 1:
         ap.error(f"--repeat {a.repeat} must be >= 1")
+    if not 0 <= a.twin_malleable <= 1 or not 0 < a.twin_load <= 10:
+        ap.error(f"--twin-malleable {a.twin_malleable} must be in [0, 1] and --twin-load {a.twin_load} in (0, 10]")
     paths = sorted(glob.glob(os.path.join(DATA, "slurm_*.json"))) if a.all_workloads else (a.workload or [DEFAULT])
     try:
         workloads = [load(p) for p in paths]
@@ -237,7 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.ablation:
         variants |= {k: base_args + v for k, v in ABLATION.items()}
     if a.twin_seeds:
-        workloads = [lublin(seed, 36, 1.4) for seed in range(a.twin_first, a.twin_first + a.twin_seeds)]
+        workloads = [lublin(seed, 36, a.twin_load, malleable=a.twin_malleable)
+                     for seed in range(a.twin_first, a.twin_first + a.twin_seeds)]
     if a.twin_only or a.twin_seeds:
         return twin_report(workloads, cal, variants, f"{a.out}_twin" if a.twin_seeds else None)
     c = benchmark_cluster("reshapebench", FILES)
