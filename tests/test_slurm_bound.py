@@ -6,7 +6,7 @@ import pytest
 
 from benchmarks import calibrate_apps
 from benchmarks.slurm_bound import one_workload, sim_inputs, srpt_completions
-from benchmarks.slurm_jobs import Job, Workload
+from benchmarks.slurm_jobs import Job, Workload, lublin
 
 TINY = Workload("tiny", 4, 2, (Job("m01", 0.0, 2, 100, True, "LU"), Job("r02", 5.0, 4, 50),
                                Job("m03", 10.0, 1, 80, True, "FFT"), Job("r04", 12.0, 1, 30)))
@@ -38,3 +38,20 @@ def test_easy_against_itself_is_one_and_no_schedule_beats_the_relaxation():
     rel = row["relaxation_mean_s"]
     assert 0 < max(rel["alone"], rel["area"]) <= rel["bound"] <= row["easy_mean_s"]
     assert row["ceiling_ratio"] >= row["oracle_ratio"]
+
+
+@pytest.mark.parametrize("share", [0.0, 0.25, 0.5, 0.75, 1.0])
+def test_a_generated_workload_has_the_share_of_malleable_jobs_asked_for_and_the_same_jobs_otherwise(share):
+    half, w = lublin(3, 36, 1.4), lublin(3, 36, 1.4, malleable=share)
+    assert sum(j.malleable for j in w.jobs) == int(36 * share)
+    assert all(j.app is not None for j in w.jobs if j.malleable)
+    assert [(j.arrival, j.nodes, j.seconds) for j in w.jobs] == [(j.arrival, j.nodes, j.seconds) for j in half.jobs]
+    assert w.offered_load() == pytest.approx(1.4, rel=0.01)
+    assert (w.name == "lublin-s3") == (share == 0.5)
+    if share >= 0.5:  # a larger share keeps the half's malleable jobs malleable (one permutation)
+        assert all(a.malleable for a, b in zip(w.jobs, half.jobs, strict=True) if b.malleable)
+
+
+def test_a_share_of_malleable_jobs_outside_zero_to_one_is_refused_naming_it():
+    with pytest.raises(ValueError, match=r"1\.5"):
+        lublin(3, 36, 1.4, malleable=1.5)
