@@ -295,6 +295,35 @@ def test_where_slurm_takes_one_update_of_a_shrunk_job_its_limit_goes_with_the_sh
     assert not [o for o in ops if isinstance(o, AskShrink | Update)], ops  # no second shrink, no limit update
 
 
+def test_where_slurm_takes_one_update_a_job_whose_nodes_are_on_their_way_back_is_not_asked_to_shrink_again():
+    """Seen on real Slurm: a 16-node job shrank for a waiting job; a look later, its nodes not yet given back,
+    a second waiting job had it shrink again, the one update Slurm takes went with the first nodes only,
+    and the second shrink's nodes idled in its allocation until it ended while the queue waited."""
+    b = broker(resizes_once=True)
+    hosts = tuple(h for h in NODES[:4] for _ in range(2))
+    t = Tenant(1, "7", 8, hosts, 2, False, (2, 4, 6), {8: 1.0}, 100, {8: 600.0, 6: 800.0, 4: 1200.0, 2: 2400.0})
+    own = [sj("7", "mall", "RUNNING", NODES[:4], start=0.0, end=600.0, limit=600.0),
+           sj("9", "rigid", "RUNNING", NODES[4:], start=0.0, end=3000.0, limit=3000.0)]
+    b.step(0.0, own, 0, {h: 2 for h in NODES}, [t], lambda j, e: None)
+    w = sj("20", "w", "PENDING", n=1, reason="Resources", start=600.0, limit=60.0)
+    ops = b.step(1.0, [*own, w], 0, {h: 2 for h in NODES}, [t], lambda j, e: None)
+    assert [(o.job_id, o.nprocs) for o in ops if isinstance(o, AskShrink)] == [(1, 6)]
+    w2 = sj("21", "w2", "PENDING", n=1, reason="Resources", start=600.0, limit=60.0)
+    ops = b.step(1.5, [*own, w, w2], 0, {h: 2 for h in NODES}, [t], lambda j, e: None)  # not shrunk yet
+    assert not [o for o in ops if isinstance(o, AskShrink)], ops
+    six = Tenant(1, "7", 6, hosts[:6], 2, False, (2, 4), {8: 1.0, 6: 1.3}, 99, {6: 800.0, 4: 1200.0, 2: 2400.0})
+    used = {**{h: 2 for h in NODES}, "n4": 0}
+    ops = b.step(2.0, [*own, w, w2], 0, used, [six], lambda j, e: None)  # shrunk: n4 goes back, its one update
+    assert not [o for o in ops if isinstance(o, AskShrink)], ops
+    assert [(o.host, o.job) for o in ops if isinstance(o, Release)] == [("n4", "7")] and "7" in b.frozen
+    # without that rule (Slurm taking every update) the second waiting job has it shrink again
+    b = broker()
+    b.step(0.0, own, 0, {h: 2 for h in NODES}, [t], lambda j, e: None)
+    b.step(1.0, [*own, w], 0, {h: 2 for h in NODES}, [t], lambda j, e: None)
+    ops = b.step(1.5, [*own, w, w2], 0, {h: 2 for h in NODES}, [t], lambda j, e: None)
+    assert [(o.job_id, o.nprocs) for o in ops if isinstance(o, AskShrink)] == [(1, 4)]
+
+
 # ---------------------------------------------------------------------- SD-Policy's slowdown test, surplus nodes
 @settings(max_examples=60, deadline=None)
 @given(st.floats(60.0, 6000.0), st.sampled_from([60.0, 120.0, 300.0]), st.floats(3.0, 300.0))

@@ -124,6 +124,7 @@ class Broker:
     checked: set[str] = field(default_factory=set)  # jobs whose start was checked against the prediction
     limits: dict[str, int] = field(default_factory=dict)  # Slurm job -> the time limit we last set (minutes)
     frozen: set[str] = field(default_factory=set)  # jobs shrunk once where Slurm takes no further update
+    fixed: set[str] = field(default_factory=set)  # jobs no shrink may touch in this look (:meth:`_fix`)
 
     # ------------------------------------------------------------------ bookkeeping from the adapters
     def add_group(self, main: str, batch_host: str, now: float, hosts: Sequence[str] = ()) -> None:
@@ -210,6 +211,7 @@ class Broker:
         ops += self._vacate_gone(tenants, used)
         ops += self._expiring(now, by_id, tenants, used)
         self._watch_starts(jobs)
+        self._fix()
         idle_left, served, borrow = self._serve_waiting(now, jobs, idle_nodes, free, tenants, used, ops)
         back = [Release(h, self.held[h], why) for h, why in sorted(self.draining.items())
                 if h in self.held and not used.get(h) and not self._batch(h) and self.held[h] not in self.frozen]
@@ -220,6 +222,16 @@ class Broker:
         if self.time_limits != "off":
             ops += self._limits(by_id, tenants)
         return ops
+
+    def _fix(self) -> None:
+        """The Slurm jobs no shrink may touch in this look: those Slurm takes no update of, and, where it takes
+        one update of a shrunk job (:attr:`resizes_once`), those with nodes on their way back from an earlier
+        look: that update is under way, and a second shrink's nodes could never go back to Slurm (they would
+        idle in the job's allocation until it ends, as seen on real Slurm). Shrinks planned in this look for
+        several waiting jobs still go together, in one update."""
+        self.fixed = set(self.frozen)
+        if self.resizes_once:
+            self.fixed |= {self.held[h] for h in self.draining if h in self.held}
 
     def _own_limits(self, releases: list[Release], by_id: Mapping[str, SlurmJob],
                     tenants: Sequence[Tenant]) -> list[Release]:
@@ -495,7 +507,7 @@ class Broker:
             for t in live:
                 q0, left, _ = plans.get(t.job_id, (t.nprocs, (), why))
                 order = [h for h in dict.fromkeys(reversed(t.hosts[:q0])) if not self._batch(h)
-                         and h not in self.draining and h in self.held and self.held[h] not in self.frozen]
+                         and h not in self.draining and h in self.held and self.held[h] not in self.fixed]
                 if not order:
                     continue
                 q = shrink_off(t, {*left, order[0]})
@@ -504,7 +516,7 @@ class Broker:
                 gone = tuple(h for h in dict.fromkeys(t.hosts[q:]) if not self._batch(h))
                 # the last first: the first node of a Slurm job (its batch host) is the last it gives back
                 new = [h for h in reversed(gone) if h not in left and h not in self.draining and h not in freed
-                       and self.held.get(h) not in self.frozen]
+                       and self.held.get(h) not in self.fixed]
                 if not new:
                     continue
                 cost = loss_weight(self.criterion, limit, t.run) * (t.loss(q) - t.loss(q0)) / len(new)
