@@ -215,6 +215,19 @@ def test_a_waiting_malleable_job_starts_on_the_idle_nodes_when_waiting_for_all_w
                 and o.nodes]
 
 
+def test_a_waiting_malleable_job_slurm_has_predicted_no_start_for_yet_is_weighed_by_the_controllers_plan():
+    """``squeue %S`` is N/A until Slurm's backfill reaches a job: the wait it would save is then the start the
+    controller's own plan of that backfill gives it (a 6-node job behind a rigid job holding three nodes until
+    600 s: it starts on the five idle ones now)."""
+    b = Broker(grant_timeout=10, idle_release=30, node_slots=2, nodes=NODES)
+    rigid = sj("9", "rigid", "RUNNING", NODES[:3], start=0.0, end=600.0, limit=600.0)
+    for start in (600.0, None):
+        w = sj("20", "m", "PENDING", n=6, reason="Resources", start=start, limit=300.0,
+               comment="reshape-malleable sizes=2,4,6,8,10,12")
+        ops = b.step(10.0, [rigid, w], 5, {}, [], lambda j, e: None)
+        assert Update("20", nodes=5, minutes=6, why="started on 5 of its 6 node(s)") in ops, (start, ops)
+
+
 def test_time_limits_follow_the_end_each_job_has_at_its_size_and_its_expanders_never_outlast_it():
     b = broker()
     t = grown(ends={12: 1800.0, 8: 2400.0, 4: 3000.0})

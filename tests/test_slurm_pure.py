@@ -66,6 +66,12 @@ def test_idle_nodes_counts_each_plain_idle_node_once_and_no_completing_one():
     assert idle_nodes(text) == 2
     assert idle_nodes("") == 0
 
+
+def test_idle_nodes_counts_the_nodes_slurms_backfill_keeps_for_a_pending_job():
+    """Slurm 22.05 lists an idle node its backfill plans a pending job onto as ``planned``: idle, and what a
+    moldable start of that job is made of (``sinfo -N`` on the emulated cluster, a 16-node job waiting)."""
+    assert idle_nodes("node1 allocated\nnode2 planned\nnode3 planned\nnode4 idle\nnode5 planned*\n") == 3
+
 def job(jid, name, state, nodes=(), reason="None", n=None, prio=100, start=None, end=None):
     return SlurmJob(jid, name, state, "u", n if n is not None else len(nodes), tuple(nodes), reason, prio, start, end)
 

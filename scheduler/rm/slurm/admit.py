@@ -163,6 +163,15 @@ def _inputs(jobs: Sequence[SlurmJob], now: float, skip: Sequence[str]) -> tuple[
     return running, pend
 
 
+def planned_start(now: float, nodes: Sequence[str], jobs: Sequence[SlurmJob], job: str) -> float | None:
+    """When Slurm's backfill would start pending ``job`` as things stand (:func:`plan` from the same look), for
+    a job Slurm has predicted no start for yet (``squeue %S`` N/A until its backfill reaches it); None if
+    the plan does not start it either."""
+    running, pend = _inputs(jobs, now, ())
+    got = plan(now, nodes, running, [Pending(j.id, j.num_nodes, j.limit) for j in pend]).get(job)
+    return None if got is None else got.start
+
+
 def delays(now: float, nodes: Sequence[str], jobs: Sequence[SlurmJob], start: str, k: int, limit: float | None,
            freed: set[str], ends: Mapping[str, float], tolerance: float = 1.0,
            promised: Mapping[str, float] | None = None) -> list[str]:

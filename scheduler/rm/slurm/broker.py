@@ -54,7 +54,16 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scheduler.rm.slurm.admit import LIVE, Tenant, delays, loss_weight, moldable_limit, own_cost, shrink_off
+from scheduler.rm.slurm.admit import (
+    LIVE,
+    Tenant,
+    delays,
+    loss_weight,
+    moldable_limit,
+    own_cost,
+    planned_start,
+    shrink_off,
+)
 from scheduler.rm.slurm.limits import kept_minutes, limit_updates, with_limits
 from scheduler.rm.slurm.ops import (
     AskShrink,
@@ -457,7 +466,8 @@ class Broker:
             sizes += sorted({q // self.node_slots for q in w.malleable_sizes() if q % self.node_slots == 0
                              and 0 < q // self.node_slots < n}, reverse=True)
         why = f"Slurm job {w.id} is waiting for {n} node(s)"
-        saving = None if w.start is None else max(0.0, w.start - now)
+        start = w.start if w.start is not None or not self.nodes else planned_start(now, self.nodes, jobs, w.id)
+        saving = None if start is None else max(0.0, start - now)
         best = None
         for k in sizes:
             a = min(idle, max(0, k - len(mine)))

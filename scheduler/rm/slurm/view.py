@@ -194,11 +194,17 @@ def resized_jobs(names: Mapping[str, str]) -> set[str]:
     return resized(run(["scontrol", "show", "job", "-o"]), names) if names else set()
 
 
+IDLE_STATES = ("idle", "planned")  # sinfo %T of a node with no job (``planned``: kept for a pending job)
+
+
 def idle_nodes(text: str) -> int:
-    """How many nodes ``sinfo -h -N -o '%N %T'`` lists as plain ``idle``, each once. Not ``sinfo -t idle``:
-    it also counts a node whose last job is still ``completing`` (Slurm places nothing there until its
-    epilog is done) and, without a partition, a node once per partition it is in."""
-    return len({p[0] for p in (line.split() for line in text.splitlines()) if len(p) == 2 and p[1] == "idle"})
+    """How many nodes ``sinfo -h -N -o '%N %T'`` lists as plain ``idle`` or ``planned``, each once. ``planned``
+    (Slurm 22.05 on) is an idle node Slurm's backfill keeps for a pending job, the very nodes a moldable
+    start or a borrowing expander is for; not counted, the controller saw none while a large job waited,
+    and started it on nothing (as seen on real Slurm). Not ``sinfo -t idle``: it also counts a node whose
+    last job is still ``completing`` (Slurm places nothing there until its epilog is done) and, without a
+    partition, a node once per partition it is in."""
+    return len({p[0] for p in (line.split() for line in text.splitlines()) if len(p) == 2 and p[1] in IDLE_STATES})
 
 
 def partition_args(name: str | None) -> list[str]:
