@@ -246,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
         workloads = [lublin(seed, 36, a.twin_load, malleable=a.twin_malleable)
                      for seed in range(a.twin_first, a.twin_first + a.twin_seeds)]
     if a.twin_only or a.twin_seeds:
-        return twin_report(workloads, cal, variants, f"{a.out}_twin" if a.twin_seeds else None)
+        meta = {"jobs": 36, "offered_load": a.twin_load, "malleable_share": a.twin_malleable} if a.twin_seeds else None
+        return twin_report(workloads, cal, variants, f"{a.out}_twin" if a.twin_seeds else None, meta)
     c = benchmark_cluster("reshapebench", FILES)
     if isinstance(c, str):
         print(f"slurm_workload: {c}", file=sys.stderr)
@@ -384,7 +385,8 @@ def overall(per: dict[str, dict]) -> dict:
     return out
 
 
-def twin_report(workloads: list[Workload], cal: dict, variants: dict[str, list[str]], out: str | None) -> int:
+def twin_report(workloads: list[Workload], cal: dict, variants: dict[str, list[str]], out: str | None,
+                meta: dict | None = None) -> int:
     """The twin alone over ``workloads`` (seconds each): each variant's ratios per workload, and their mean,
     range and late starts over all (written as ``out`` when given)."""
     per: dict[str, list[dict]] = {v: [] for v in variants}
@@ -405,7 +407,8 @@ def twin_report(workloads: list[Workload], cal: dict, variants: dict[str, list[s
         print(f"{v:20s} " + ", ".join(f"{k} {d[k]['mean']:.3f} [{d[k]['min']:.2f}, {d[k]['max']:.2f}]"
                                       for k in keys if k in d) + f", rigid_late_starts {d['rigid_late_starts']}")
     if out:
-        print(f"wrote {_common.write_result(out, {'workloads': [w.name for w in workloads], 'summary': summary})}")
+        payload = {'workloads': [w.name for w in workloads], **(meta or {}), 'summary': summary}
+        print(f"wrote {_common.write_result(out, payload)}")
     return 0
 
 
