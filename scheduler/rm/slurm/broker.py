@@ -13,34 +13,22 @@ takes one look at Slurm and returns operations, applied by the adapters
 1. **Holdings.** The nodes of every running main job and expander are ours, each held by the Slurm
    job it came from: new ones are :class:`Grant`\\ed to their group, vanished ones (an expander
    cancelled by hand or at its time limit) are :class:`Lost`, a main job gone from two looks has :class:`Ended`.
-2. **Starting waiting jobs earlier.** Jobs waiting in Slurm's queue for nodes are
-   served in Slurm's priority order: the idle nodes are theirs first, then those we
-   gave back that Slurm does not yet count idle; where those do not suffice, a
-   waiting job is started now with our free nodes and nodes our jobs release by
-   shrinking (:class:`AskShrink`; a malleable job not started yet possibly on fewer
-   nodes: :class:`Update` ``NumNodes``) when that pays and delays no other waiting
-   job (:mod:`scheduler.rm.slurm.admit`: SD-Policy's criterion, Slurm's plan), the
-   shortfall promised (:class:`Drain`), the nodes chosen by the least seconds lost
-   per node; nothing below ``min_procs``, never a group's batch host, a Slurm job's
-   first node given back last; promises are counted per waiting job, so two jobs never
-   release for one demand (nodes a shrink frees beyond the shortfall are given back to
-   no one in particular). A promised node no rank uses is given back
-   (:class:`Release`). Pending jobs' predicted starts (Slurm's backfill, ``squeue
-   %S``) are recorded; a start later than the first prediction (by more than
-   ``late_tolerance``) is counted in :attr:`late`.
-3. **Growth.** Idle nodes left after the waiting jobs' share go to the jobs
-   the Remap Scheduler would expand (a what-if over the pure policy, per
-   job), largest measured gain per processor first; at most one request per
-   group in flight, sized to the policy's next step. Idle nodes Slurm keeps
-   for a waiting job that cannot start yet are *borrowed* too, until the
-   start Slurm predicts for it: that expander's ``--deadline`` is that start
-   (Sudarsan & Ribbens' (2007) idle processors, within EASY's shadow time as in the
-   ``reshape-plus`` policy's ``borrow``); the waiting job's own service (2)
-   takes them back as soon as it could start. An expander is
-   submitted with the lowest priority (``--nice``) and a ``--deadline`` at
-   its main job's end (Slurm then limits it to the minutes left), so Slurm's
-   backfill starts it only where it delays no waiting job. One not started after ``grant_timeout`` is
-   cancelled and its group asks again only after three grant timeouts.
+2. **Starting waiting jobs earlier.** Jobs waiting in Slurm's queue for nodes are served in Slurm's priority
+   order: the idle nodes are theirs first, then those we gave back that Slurm does not count idle yet;
+   where those do not suffice, a waiting job is started now with our free nodes and nodes our jobs free by
+   shrinking (:class:`AskShrink`; a malleable job not started yet possibly on fewer nodes, :class:`Update`
+   ``NumNodes``) when that pays and delays no other waiting job (:mod:`scheduler.rm.slurm.admit`:
+   SD-Policy's criterion, Slurm's plan); the shortfall is promised (:class:`Drain`) per waiting job, the
+   nodes chosen by the least seconds lost per node, never below ``min_procs`` nor a group's batch host.
+   Starts later than Slurm's first prediction (``squeue %S``, by over ``late_tolerance``) are :attr:`late`.
+3. **Growth.** Idle nodes left after the waiting jobs' share go to the jobs the Remap Scheduler would
+   expand (its what-if, per job), largest measured gain per processor first, one request per group in
+   flight, sized to the policy's next step; idle nodes Slurm keeps for a waiting job that cannot start
+   yet are *borrowed* until the start Slurm predicts for it (Sudarsan & Ribbens' (2007) idle processors
+   within EASY's shadow time, as ``reshape-plus``'s ``borrow``), and (2) takes them back once it could
+   start. An expander has the lowest priority (``--nice``) and a ``--deadline`` at its main job's end,
+   so Slurm's backfill starts it only where it delays no waiting job; one not started after
+   ``grant_timeout`` is cancelled, and its group asks again only after three grant timeouts.
 4. **Give back.** A granted node no rank used for ``idle_release`` seconds goes back; an expander whose
    end comes within ``expire_margin`` is vacated (its job asked to shrink off it) before Slurm ends it.
 5. **Time limits.** Each job's Slurm limit is kept at the end it has at its size
@@ -133,7 +121,7 @@ class Broker:
     checked: set[str] = field(default_factory=set)  # jobs whose start was checked against the prediction
     limits: dict[str, int] = field(default_factory=dict)  # Slurm job -> the time limit we last set (minutes)
     frozen: set[str] = field(default_factory=set)  # jobs shrunk once where Slurm takes no further update
-    fixed: set[str] = field(default_factory=set)  # jobs no shrink may touch in this look (:meth:`_fix`)
+    fixed: set[str] = field(default_factory=set)  # jobs no shrink may touch in this look (step)
 
     # ------------------------------------------------------------------ bookkeeping from the adapters
     def add_group(self, main: str, batch_host: str, now: float, hosts: Sequence[str] = ()) -> None:
@@ -220,7 +208,10 @@ class Broker:
         ops += self._vacate_gone(tenants, used)
         ops += self._expiring(now, by_id, tenants, used)
         self._watch_starts(jobs)
-        self._fix()
+        # no shrink touches a job Slurm takes no update of nor, where it takes one (resizes_once), one with nodes
+        # on their way back from an earlier look: a second shrink's nodes could never go back (seen on real Slurm)
+        back_soon = {self.held[h] for h in self.draining if h in self.held} if self.resizes_once else set()
+        self.fixed = self.frozen | back_soon
         idle_left, served, borrow = self._serve_waiting(now, jobs, idle_nodes, free, tenants, used, ops)
         back = [Release(h, self.held[h], why) for h, why in sorted(self.draining.items())
                 if h in self.held and not used.get(h) and not self._batch(h) and self.held[h] not in self.frozen]
@@ -231,16 +222,6 @@ class Broker:
         if self.time_limits != "off":
             ops += self._limits(by_id, tenants)
         return ops
-
-    def _fix(self) -> None:
-        """The Slurm jobs no shrink may touch in this look: those Slurm takes no update of, and, where it takes
-        one update of a shrunk job (:attr:`resizes_once`), those with nodes on their way back from an earlier
-        look: that update is under way, and a second shrink's nodes could never go back to Slurm (they would
-        idle in the job's allocation until it ends, as seen on real Slurm). Shrinks planned in this look for
-        several waiting jobs still go together, in one update."""
-        self.fixed = set(self.frozen)
-        if self.resizes_once:
-            self.fixed |= {self.held[h] for h in self.draining if h in self.held}
 
     def _own_limits(self, releases: list[Release], by_id: Mapping[str, SlurmJob],
                     tenants: Sequence[Tenant]) -> list[Release]:
@@ -600,10 +581,8 @@ class Broker:
         return limit_updates(tenants, by_id, self.held, self.owner, self.limits, self.frozen, self._have)
 
     def _idle_release(self, now: float, free: list[str], tenants: Sequence[Tenant], want: Want) -> list:
-        """Free nodes no rank used for ``idle_release`` seconds go back, and at once those of a group whose
-        request Slurm granted only in part (the rest cancelled at the grant timeout) that its job cannot use
-        (free since an earlier look, no resize pending, no expansion onto them): kept, they would idle
-        ``idle_release`` seconds more."""
+        """Free nodes no rank used for ``idle_release`` seconds go back, and at once those of a group whose request
+        Slurm granted only in part that its job cannot use (free since an earlier look, no resize pending)."""
         ops: list = []
         wanting = {t.main for t in tenants if not t.busy and want(t.job_id, 0) is not None}
         busy = {t.main for t in tenants if t.busy}
