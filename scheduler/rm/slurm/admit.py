@@ -167,9 +167,14 @@ def planned_start(now: float, nodes: Sequence[str], jobs: Sequence[SlurmJob], jo
     """When Slurm's backfill would start pending ``job`` as things stand (:func:`plan` from the same look), for
     a job Slurm has predicted no start for yet (``squeue %S`` N/A until its backfill reaches it); None if
     the plan does not start it either."""
-    running, pend = _inputs(jobs, now, ())
-    got = plan(now, nodes, running, [Pending(j.id, j.num_nodes, j.limit) for j in pend]).get(job)
+    got = _as_is(now, nodes, jobs)[1].get(job)
     return None if got is None else got.start
+
+
+def _as_is(now: float, nodes: Sequence[str], jobs: Sequence[SlurmJob]) -> tuple[list[SlurmJob], dict]:
+    """The pending jobs in Slurm's priority order and Slurm's plan of them as things stand."""
+    running, pend = _inputs(jobs, now, ())
+    return pend, plan(now, nodes, running, [Pending(j.id, j.num_nodes, j.limit) for j in pend])
 
 
 def delays(now: float, nodes: Sequence[str], jobs: Sequence[SlurmJob], start: str, k: int, limit: float | None,
@@ -180,8 +185,7 @@ def delays(now: float, nodes: Sequence[str], jobs: Sequence[SlurmJob], start: st
     running Slurm jobs in ``ends`` (id -> new end) ended then; ``[start]`` if ``start`` itself could
     not start now that way. ``promised``: the first start Slurm predicted for a job (id -> time): a
     job planned later than now but not past that start is not delayed."""
-    running, pend = _inputs(jobs, now, ())
-    base = plan(now, nodes, running, [Pending(j.id, j.num_nodes, j.limit) for j in pend])
+    pend, base = _as_is(now, nodes, jobs)
     after = [(tuple(h for h in j.nodes if h not in freed), ends.get(j.id, j.end if j.end is not None else math.inf))
              for j in jobs if j.state in LIVE]
     new = plan(now, nodes, after, [Pending(j.id, k if j.id == start else j.num_nodes,
